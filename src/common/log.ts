@@ -109,9 +109,13 @@ function timestamp(): string {
   return `${iso.slice(0, 19)}.${String(nowUs % 1_000_000).padStart(6, '0')}Z`;
 }
 
+/** Frames of this module are skipped when finding the caller and capturing stacks. */
+const SELF = import.meta.url;
+const outside = (frame: string) => !frame.includes(SELF);
+
 function callerOf(): string | undefined {
   const frames = new Error().stack?.split('\n').slice(1) ?? [];
-  const frame = frames.find((f) => !f.includes('/common/log.') && f.includes('('));
+  const frame = frames.find((f) => outside(f) && f.includes('('));
   const m = frame && /\(([^)]+):(\d+):\d+\)/.exec(frame);
   if (!m) return undefined;
   const file = m[1]!.replace(/^file:\/\//, '');
@@ -119,7 +123,7 @@ function callerOf(): string | undefined {
 }
 
 function stackOf(): string {
-  return (new Error().stack ?? '').split('\n').slice(1).filter((f) => !f.includes('/common/log.')).join('\n');
+  return (new Error().stack ?? '').split('\n').slice(1).filter(outside).join('\n');
 }
 
 function write(name: string, level: Level, msg: string, fields: Fields | undefined, st: ScopeState): void {

@@ -1,0 +1,99 @@
+// Runs the built programs as real processes (bin/*.js over dist/), as a user would.
+import { spawn, type ChildProcess } from 'node:child_process';
+import { fileURLToPath } from 'node:url';
+import { dirname, join, resolve } from 'node:path';
+import { existsSync } from 'node:fs';
+
+/** The repository root, whether tests run from dist/test or from test/ through tsx. */
+export const REPO_ROOT = (() => {
+  let dir = dirname(fileURLToPath(import.meta.url));
+  while (!existsSync(join(dir, 'package.json'))) dir = dirname(dir);
+  return dir;
+})();
+
+export type Program = 'pilot-discovery' | 'pilot-agent' | 'mesh-proxy';
+
+export interface RunResult {
+  code: number | null;
+  stdout: string;
+  stderr: string;
+}
+
+export interface RunOptions {
+  env?: NodeJS.ProcessEnv;
+  cwd?: string;
+  timeoutMs?: number;
+}
+
+/** A clean environment: the test's own variables only, so a developer's shell cannot change results. */
+function envFor(extra: NodeJS.ProcessEnv = {}): NodeJS.ProcessEnv {
+  return { PATH: process.env.PATH, HOME: process.env.HOME, ...extra };
+}
+
+export function start(program: Program, args: string[], opts: RunOptions = {}): ChildProcess {
+  return spawn(process.execPath, [resolve(REPO_ROOT, 'bin', `${program}.js`), ...args], {
+    cwd: opts.cwd ?? REPO_ROOT,
+    env: envFor(opts.env),
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+}
+
+/** Runs a command to completion (bounded by timeoutMs) and returns its exit code and output. */
+export async function run(program: Program, args: string[], opts: RunOptions = {}): Promise<RunResult> {
+  const child = start(program, args, opts);
+  let stdout = '';
+  let stderr = '';
+  child.stdout!.on('data', (d: Buffer) => (stdout += d.toString()));
+  child.stderr!.on('data', (d: Buffer) => (stderr += d.toString()));
+  const timer = setTimeout(() => child.kill('SIGKILL'), opts.timeoutMs ?? 20_000);
+  const code = await new Promise<number | null>((r) => child.on('close', (c) => r(c)));
+  clearTimeout(timer);
+  return { code, stdout, stderr };
+}
+
+/** A long-running process whose output can be awaited line by line. */
+export class Running {
+  output = '';
+  private readonly exited: Promise<number | null>;
+
+  constructor(readonly child: ChildProcess) {
+    child.stdout!.on('data', (d: Buffer) => (this.output += d.toString()));
+    child.stderr!.on('data', (d: Buffer) => (this.output += d.toString()));
+    this.exited = new Promise((r) => child.on('close', (c) => r(c)));
+  }
+
+  /** Waits until the output matches, up to a bound; returns the match. */
+  async waitFor(re: RegExp, timeoutMs = 10_000): Promise<RegExpMatchArray> {
+    const deadline = Date.now() + timeoutMs;
+    for (;;) {
+      const m = this.output.match(re);
+      if (m) return m;
+      if (this.child.exitCode !== null || Date.now() > deadline) {
+        throw new Error(`output did not match ${re} (exit ${this.child.exitCode}):\n${this.output}`);
+      }
+      await new Promise((r) => setTimeout(r, 20));
+    }
+  }
+
+  async stop(signal: NodeJS.Signals = 'SIGTERM'): Promise<number | null> {
+    if (this.child.exitCode === null) this.child.kill(signal);
+    return this.exited;
+  }
+
+  wait(): Promise<number | null> {
+    return this.exited;
+  }
+}
+
+/** Polls until `check` passes (a bounded wait for something asynchronous, never a timing assertion). */
+export async function eventually<T>(check: () => T | Promise<T>, timeoutMs = 5_000): Promise<T> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    try {
+      return await check();
+    } catch (e) {
+      if (Date.now() > deadline) throw e;
+      await new Promise((r) => setTimeout(r, 25));
+    }
+  }
+}
