@@ -1,18 +1,52 @@
-// Assembles the discovery server from its flags: the HTTP server (--httpAddr: /ready and the debug
-// endpoints), the monitoring server (--monitoringAddr: /metrics, /version, and the same debug
-// endpoints so `pilot-discovery request` reaches them), and the components as they land.
+// Assembles the discovery server from its flags (the Go mesh's bootstrap): config source, service
+// registries, PushContext, JWKS resolver, xDS server with the mesh's generators, debounced pushes,
+// the validation webhook, and the HTTP servers (--httpAddr: /ready and the debug endpoints;
+// --monitoringAddr: /metrics, /version and the same debug endpoints).
 import type { Server } from 'node:http';
-import { listSettings } from '../common/env.js';
+import { listSettings, setting } from '../common/env.js';
 import { scope } from '../common/log.js';
-import { gauge, programRegistry } from '../common/metrics.js';
+import { counter, gauge, programRegistry } from '../common/metrics.js';
 import { buildInfo } from '../common/version.js';
-import { closeServer, formatAddress, httpServer, listen, Mux, sendJson, sendText } from '../debug/http.js';
+import { FileConfigStore } from '../config/file.js';
+import { OrchestratorConfigSource, type OrchestratorSourceOptions } from '../config/orchestrator.js';
+import type { ConfigSource } from '../config/store.js';
+import { installDiscoveryDebug } from '../debug/discovery.js';
+import { closeServer, formatAddress, httpServer, listen, ListenError, Mux, sendJson, sendText } from '../debug/http.js';
+import type { HttpFilter } from '../gen/envoy/extensions/filters/network/http_connection_manager/v3/http_connection_manager_pb.js';
+import type { Proxy } from '../model/proxy.js';
+import { PushContext } from '../model/push-context.js';
+import { AggregateRegistry } from '../registry/aggregate.js';
+import { MockRegistry } from '../registry/mock.js';
+import { ServiceEntryRegistry } from '../registry/serviceentry.js';
+import type { ServiceRegistry } from '../registry/types.js';
+import { JwksResolver } from '../security/authn/jwks-resolver.js';
+import { buildWorkloadSecurity, securityHttpFilters } from '../security/filters.js';
+import { Debouncer } from '../xds/debounce.js';
+import type { PushRequest } from '../xds/generator.js';
+import { createMeshGenerators, proxyOf } from '../xds/generators/index.js';
+import { XdsServer } from '../xds/server.js';
+import { TypeUrl } from '../xds/types.js';
+import { WebhookServer } from '../webhooks/server.js';
+import { installValidation } from '../webhooks/validation.js';
 
 const log = scope('default');
 
 export interface DiscoveryOptions {
   httpAddr: string;
   monitoringAddr: string;
+  grpcAddr: string;
+  httpsAddr: string;
+  /** --configDir: files replace the orchestrator as the config source. */
+  configDir?: string;
+  orchestrator: OrchestratorSourceOptions;
+  registries: readonly string[];
+  domain: string;
+  clusterId: string;
+  keepaliveIntervalMs: number;
+  keepaliveTimeoutMs: number;
+  maxConnectionAgeMs: number;
+  tlsCertFile?: string;
+  tlsKeyFile?: string;
 }
 
 export class DiscoveryServer {
@@ -24,22 +58,113 @@ export class DiscoveryServer {
   readonly monitoring = new Mux(this.debug);
   /** Bound addresses, for logs and tests that listen on port 0. */
   readonly addresses: Record<string, string> = {};
+  readonly store: ConfigSource;
+  readonly registry: AggregateRegistry;
+  /** The in-memory registry of `--registries Mock`, for tests to drive. */
+  readonly mock: MockRegistry | undefined;
+  readonly resolver: JwksResolver;
+  readonly xds: XdsServer;
+  private readonly debouncer: Debouncer;
+  private readonly webhook: WebhookServer;
+  private push: PushContext;
 
   constructor(private readonly opts: DiscoveryOptions) {
+    this.store = opts.configDir ? new FileConfigStore({ configDir: opts.configDir }) : new OrchestratorConfigSource(opts.orchestrator);
+    const registries: ServiceRegistry[] = [new ServiceEntryRegistry(this.store, opts.clusterId)];
+    if (opts.registries.includes('Mock')) {
+      this.mock = new MockRegistry(opts.clusterId);
+      registries.push(this.mock);
+    }
+    if (opts.registries.includes('Orchestrator')) {
+      log.info('the Orchestrator service registry is not implemented yet; services come from ServiceEntry and WorkloadEntry');
+    }
+    this.registry = new AggregateRegistry(registries, opts.clusterId);
+    this.push = this.buildPush();
+    this.debouncer = new Debouncer((req) => void this.pushAll(req));
+    this.resolver = new JwksResolver({ onChange: (uri) => this.debouncer.enqueue({ reason: `jwks:${uri}`, types: new Set([TypeUrl.Listener]) }) });
+    const generators = createMeshGenerators({
+      pushContext: () => this.push,
+      inboundHttpFilters: (proxy, push) => this.securityFilters(proxy, push),
+      inboundSniffing: setting('PILOT_ENABLE_PROTOCOL_SNIFFING_FOR_INBOUND'),
+      detectionTimeout: setting('PILOT_INBOUND_PROTOCOL_DETECTION_TIMEOUT') / 1000,
+    });
+    this.xds = new XdsServer({
+      generators,
+      controlPlaneId: `pilot-discovery-${buildInfo.version}`,
+      keepaliveIntervalMs: opts.keepaliveIntervalMs,
+      keepaliveTimeoutMs: opts.keepaliveTimeoutMs,
+      maxConnectionAgeMs: opts.maxConnectionAgeMs,
+      onConnect: (info) => void proxyOf(info),
+    });
+    this.webhook = new WebhookServer({ httpsAddr: opts.httpsAddr, tlsCertFile: opts.tlsCertFile, tlsKeyFile: opts.tlsKeyFile });
+
     const metrics = programRegistry('discovery');
     this.debug
-      .handle('/ready', 'readiness: 200 once the server serves', (_req, res) => sendText(res, this.ready ? 200 : 503, this.ready ? 'ready\n' : 'not ready\n'))
+      .handle('/ready', 'readiness: 200 once config is read and every listener serves', (_req, res) => sendText(res, this.ready ? 200 : 503, this.ready ? 'ready\n' : 'not ready\n'))
       .handle('/debug', 'this list of debug endpoints', (_req, res) => sendJson(res, 200, this.debug.list()))
       .handle('/debug/env', 'settings registry: every variable with its value, default and whether it is effective', (_req, res) => sendJson(res, 200, listSettings('discovery')));
+    if (setting('ENABLE_DEBUG_ON_HTTP')) {
+      installDiscoveryDebug(this.debug, {
+        xds: this.xds,
+        generators,
+        pushContext: () => this.push,
+        store: this.store,
+        registry: this.registry,
+        resolver: this.resolver,
+      });
+    }
     this.monitoring
       .handle('/metrics', 'Prometheus metrics of the discovery server', async (_req, res) => sendText(res, 200, await metrics.metrics(), metrics.contentType))
       .handle('/version', 'build information', (_req, res) => sendJson(res, 200, buildInfo));
   }
 
-  /** Binds every listener; a taken port rejects with the address named. */
+  /** The jwt_authn and rbac filters of a proxy's inbound HTTP chains, from the policies selecting it. */
+  private securityFilters(proxy: Proxy, push: PushContext): HttpFilter[] {
+    const sec = buildWorkloadSecurity(proxy, push.policiesFor('RequestAuthentication', proxy), push.policiesFor('AuthorizationPolicy', proxy), this.resolver.lookup, push.rootNamespace);
+    for (const w of sec.warnings) log.warn(w);
+    return securityHttpFilters(sec);
+  }
+
+  private buildPush(): PushContext {
+    return PushContext.build({ config: this.store, registry: this.registry, domain: this.opts.domain, clusterId: this.opts.clusterId });
+  }
+
+  /** Rebuilds the snapshot and pushes; a failed rebuild keeps the last good snapshot. */
+  private async pushAll(req: PushRequest): Promise<void> {
+    try {
+      this.push = this.buildPush();
+    } catch (e) {
+      counter('pilot_xds_push_context_errors').inc();
+      log.error(`push context rebuild failed, keeping the last good snapshot: ${(e as Error).message}`);
+      return;
+    }
+    await this.xds.pushAll(req);
+  }
+
+  /**
+   * Binds HTTP and monitoring first (a taken port fails fast; /ready says 503 while config syncs),
+   * then waits for the config source, then serves xDS: a proxy never gets a pre-sync snapshot.
+   */
   async start(): Promise<void> {
     await this.bind('http', this.opts.httpAddr, this.debug);
     await this.bind('monitoring', this.opts.monitoringAddr, this.monitoring);
+    await this.store.start();
+    this.store.onEvent(() => this.debouncer.enqueue({ reason: 'config' }));
+    this.registry.onEvent((e) =>
+      this.debouncer.enqueue(e.kind === 'endpoints' ? { reason: 'endpoint', types: new Set([TypeUrl.ClusterLoadAssignment]), endpointsOnly: true } : { reason: 'service' }),
+    );
+    this.push = this.buildPush();
+    try {
+      const port = await this.xds.listen(grpcAddress(this.opts.grpcAddr));
+      this.addresses.grpc = this.opts.grpcAddr.replace(/:\d+$/, `:${port}`);
+      log.info(`gRPC xDS server listening on ${this.addresses.grpc}`);
+    } catch (e) {
+      throw new ListenError(`failed to listen on ${this.opts.grpcAddr}: ${(e as Error).message}`);
+    }
+    if (installValidation(this.webhook)) {
+      await this.webhook.start();
+      log.info(`validation webhook listening on ${this.opts.httpsAddr}`);
+    }
     this.ready = true;
     gauge('startup_duration_seconds').set(process.uptime());
     gauge('mesh_build').set({ component: 'pilot-discovery', version: buildInfo.version }, 1);
@@ -56,7 +181,15 @@ export class DiscoveryServer {
 
   async stop(): Promise<void> {
     this.ready = false;
-    await Promise.all(this.servers.map(closeServer));
+    this.debouncer.close();
+    this.resolver.close();
+    this.xds.close();
+    await Promise.all([...this.servers.map(closeServer), this.webhook.close(), this.store.close()]);
     this.servers.length = 0;
   }
+}
+
+/** gRPC binds `host:port`; a Go-style `:15010` means every interface. */
+function grpcAddress(addr: string): string {
+  return addr.startsWith(':') ? `0.0.0.0${addr}` : addr;
 }

@@ -1,5 +1,6 @@
 // pilot-agent: runs beside the proxy. Flag tables follow the spec (commands.md) name for name,
 // default for default; `effective: false` marks flags whose component has not landed yet.
+import { runProxyAgent } from '../agent/agent.js';
 import { scope } from '../common/log.js';
 import { UsageError, type CommandDef, type RunContext } from './command.js';
 import type { FlagDef } from './flags.js';
@@ -47,15 +48,15 @@ const IPTABLES_FLAGS: readonly FlagDef[] = [
 const PROXY_LOG_LEVELS = ['trace', 'debug', 'info', 'warning', 'error', 'critical', 'off'];
 
 const PROXY_FLAGS: readonly FlagDef[] = [
-  { name: 'concurrency', type: 'int', default: '0', usage: 'number of worker threads to run', effective: false },
-  { name: 'domain', type: 'string', default: '', usage: 'DNS domain suffix. If not provided uses ${POD_NAMESPACE}.svc.cluster.local', effective: false },
-  { name: 'meshConfig', type: 'string', default: './etc/mesh/config/mesh', usage: 'File name for mesh configuration. If not specified, a default mesh will be used. This may be overridden by PROXY_CONFIG environment variable or proxy.mesh.io/config annotation.', effective: false },
-  { name: 'outlierLogPath', type: 'string', default: '', usage: 'The log path for outlier detection', effective: false },
-  { name: 'proxyComponentLogLevel', type: 'string', default: 'misc:error', usage: 'The component log level used to start the proxy', effective: false },
-  { name: 'proxyLogLevel', type: 'string', default: 'warning', usage: `The log level used to start the proxy (choose one of {${PROXY_LOG_LEVELS.join(', ')}})`, effective: false },
-  { name: 'serviceCluster', type: 'string', default: 'mesh-proxy', usage: 'Service cluster', effective: false },
+  { name: 'concurrency', type: 'int', default: '0', usage: 'number of worker threads to run', effective: true },
+  { name: 'domain', type: 'string', default: '', usage: 'DNS domain suffix. If not provided uses ${POD_NAMESPACE}.svc.cluster.local', effective: true },
+  { name: 'meshConfig', type: 'string', default: './etc/mesh/config/mesh', usage: 'File name for mesh configuration. If not specified, a default mesh will be used. This may be overridden by PROXY_CONFIG environment variable or proxy.mesh.io/config annotation.', effective: true },
+  { name: 'outlierLogPath', type: 'string', default: '', usage: 'The log path for outlier detection', effective: true },
+  { name: 'proxyComponentLogLevel', type: 'string', default: 'misc:error', usage: 'The component log level used to start the proxy', effective: true },
+  { name: 'proxyLogLevel', type: 'string', default: 'warning', usage: `The log level used to start the proxy (choose one of {${PROXY_LOG_LEVELS.join(', ')}})`, effective: true },
+  { name: 'serviceCluster', type: 'string', default: 'mesh-proxy', usage: 'Service cluster', effective: true },
   { name: 'stsPort', type: 'int', default: '0', usage: 'HTTP Port on which to serve Security Token Service (STS). If zero, STS service will not be provided.', effective: false },
-  { name: 'templateFile', type: 'string', default: '', usage: 'Go template bootstrap config', effective: false },
+  { name: 'templateFile', type: 'string', default: '', usage: 'Go template bootstrap config', effective: true },
   { name: 'tokenManagerPlugin', type: 'string', default: 'CloudTokenExchange', usage: 'Token provider specific plugin name.', effective: false },
 ];
 
@@ -88,6 +89,24 @@ function checkIptablesFlags(ctx: RunContext): void {
   if (!['', 'REDIRECT', 'TPROXY'].includes(mode)) throw new UsageError(`invalid argument "${mode}" for "-m, --mesh-inbound-interception-mode" flag: expected REDIRECT or TPROXY`);
 }
 
+async function runProxy(ctx: RunContext): Promise<number> {
+  startRuntime('agent', AGENT_SCOPES, ctx);
+  checkProxyFlags(ctx);
+  announceIneffective('agent', ctx);
+  const f = ctx.flags;
+  return runProxyAgent({
+    meshConfig: f.string('meshConfig'),
+    concurrency: f.number('concurrency'),
+    domain: f.string('domain'),
+    outlierLogPath: f.string('outlierLogPath'),
+    proxyLogLevel: f.string('proxyLogLevel'),
+    proxyComponentLogLevel: f.string('proxyComponentLogLevel'),
+    templateFile: f.string('templateFile'),
+    // Only an explicit flag overrides ProxyConfig's serviceCluster; the flag's default must not.
+    ...(f.explicit.has('serviceCluster') ? { serviceCluster: f.string('serviceCluster') } : {}),
+  });
+}
+
 async function runWait(ctx: RunContext): Promise<number> {
   startRuntime('agent', AGENT_SCOPES, ctx);
   const f = ctx.flags;
@@ -106,7 +125,7 @@ export const pilotAgent: CommandDef = {
   subcommands: [
     { name: 'mesh-clean-iptables', short: 'Clean up iptables rules for the mesh sidecar', flags: CLEAN_IPTABLES_FLAGS, run: notYetBuilt('traffic capture clean-up', () => undefined) },
     { name: 'mesh-iptables', short: 'Set up iptables rules for the mesh sidecar', flags: IPTABLES_FLAGS, run: notYetBuilt('traffic capture', checkIptablesFlags) },
-    { name: 'proxy', short: 'XDS proxy agent', flags: PROXY_FLAGS, footer: ineffectiveFooter('agent'), run: notYetBuilt('the proxy agent', checkProxyFlags) },
+    { name: 'proxy', short: 'XDS proxy agent', flags: PROXY_FLAGS, footer: ineffectiveFooter('agent'), run: runProxy },
     requestCommand('agent', AGENT_SCOPES, 'Makes an HTTP request to the proxy admin API', () => PROXY_ADMIN_URL),
     versionCommand('agent', AGENT_SCOPES),
     { name: 'wait', short: 'Waits until the proxy is ready', flags: WAIT_FLAGS, run: runWait },

@@ -1,5 +1,6 @@
 // pilot-discovery: the control plane. Flag tables follow the spec (commands.md) name for name,
 // default for default; `effective: false` marks flags whose component has not landed yet.
+import { toMillis } from '../common/duration.js';
 import { scope } from '../common/log.js';
 import { ListenError } from '../debug/http.js';
 import { UsageError, type CommandDef, type RunContext } from './command.js';
@@ -19,36 +20,36 @@ export const LOCAL_MONITORING_URL = 'http://127.0.0.1:15014';
 const COMMON_FLAGS: readonly FlagDef[] = [
   { name: 'ctrlz_address', type: 'string', default: 'localhost', usage: "The IP Address to listen on for the ControlZ introspection facility. Use '*' to indicate all addresses.", effective: false },
   { name: 'ctrlz_port', type: 'uint16', default: '9876', usage: 'The IP port to use for the ControlZ introspection facility', effective: false },
-  { name: 'keepaliveInterval', type: 'duration', default: '30s', usage: 'The time interval if no activity on the connection it pings the peer to see if the transport is alive', effective: false },
-  { name: 'keepaliveMaxServerConnectionAge', type: 'duration', default: '2562047h47m16.854775807s', usage: 'Maximum duration a connection will be kept open on the server side before a graceful close', effective: false },
-  { name: 'keepaliveTimeout', type: 'duration', default: '10s', usage: 'After having pinged for keepalive check, the client waits for a duration of keepaliveTimeout and if no activity is seen even after that the connection is closed', effective: false },
+  { name: 'keepaliveInterval', type: 'duration', default: '30s', usage: 'The time interval if no activity on the connection it pings the peer to see if the transport is alive', effective: true },
+  { name: 'keepaliveMaxServerConnectionAge', type: 'duration', default: '2562047h47m16.854775807s', usage: 'Maximum duration a connection will be kept open on the server side before a graceful close', effective: true },
+  { name: 'keepaliveTimeout', type: 'duration', default: '10s', usage: 'After having pinged for keepalive check, the client waits for a duration of keepaliveTimeout and if no activity is seen even after that the connection is closed', effective: true },
   ...LOG_FLAGS,
 ];
 
 const DISCOVERY_FLAGS: readonly FlagDef[] = [
-  { name: 'appNamespace', short: 'a', type: 'string', default: '', usage: 'Comma-separated namespaces the controller manages; empty manages all namespaces', effective: false },
+  { name: 'appNamespace', short: 'a', type: 'string', default: '', usage: 'Comma-separated namespaces the controller manages; empty manages all namespaces', effective: true },
   { name: 'caCertFile', type: 'string', default: '', usage: 'File containing the x509 Server CA Certificate', effective: false },
-  { name: 'clusterID', type: 'string', default: 'Orchestrator', usage: 'The ID of the cluster that this instance resides', effective: false },
+  { name: 'clusterID', type: 'string', default: 'Orchestrator', usage: 'The ID of the cluster that this instance resides', effective: true },
   { name: 'clusterRegistriesNamespace', type: 'string', default: 'mesh-system', usage: 'Namespace for ConfigMap which stores clusters configs', effective: false },
-  { name: 'configDir', type: 'string', default: '', usage: 'Directory to watch for updates to config yaml files. If specified, the files will be used as the source of config, rather than an orchestrator resource client.', effective: false },
-  { name: 'domain', type: 'string', default: 'cluster.local', usage: 'DNS domain suffix', effective: false },
-  { name: 'grpcAddr', type: 'string', default: ':15010', usage: 'Discovery service gRPC address', effective: false },
+  { name: 'configDir', type: 'string', default: '', usage: 'Directory to watch for updates to config yaml files. If specified, the files will be used as the source of config, rather than an orchestrator resource client.', effective: true },
+  { name: 'domain', type: 'string', default: 'cluster.local', usage: 'DNS domain suffix', effective: true },
+  { name: 'grpcAddr', type: 'string', default: ':15010', usage: 'Discovery service gRPC address', effective: true },
   { name: 'httpAddr', type: 'string', default: ':8080', usage: 'Discovery service HTTP address', effective: true },
-  { name: 'httpsAddr', type: 'string', default: ':15017', usage: 'Injection and validation service HTTPS address', effective: false },
-  { name: 'orchconfig', type: 'string', default: '', usage: 'Use an orchestrator configuration file instead of in-cluster configuration', effective: false },
-  { name: 'orchestratorApiBurst', type: 'int', default: '160', usage: 'Maximum burst for throttle when communicating with the orchestrator API', effective: false },
-  { name: 'orchestratorApiQPS', type: 'float32', default: '80', usage: 'Maximum QPS when communicating with the orchestrator API', effective: false },
+  { name: 'httpsAddr', type: 'string', default: ':15017', usage: 'Injection and validation service HTTPS address', effective: true },
+  { name: 'orchconfig', type: 'string', default: '', usage: 'Use an orchestrator configuration file instead of in-cluster configuration', effective: true },
+  { name: 'orchestratorApiBurst', type: 'int', default: '160', usage: 'Maximum burst for throttle when communicating with the orchestrator API', effective: true },
+  { name: 'orchestratorApiQPS', type: 'float32', default: '80', usage: 'Maximum QPS when communicating with the orchestrator API', effective: true },
   { name: 'meshConfig', type: 'string', default: './etc/mesh/config/mesh', usage: 'File name for mesh configuration. If not specified, a default mesh will be used.', effective: false },
   { name: 'monitoringAddr', type: 'string', default: ':15014', usage: 'HTTP address to use for the self-monitoring information', effective: true },
   { name: 'namespace', short: 'n', type: 'string', default: 'mesh-system', env: 'POD_NAMESPACE', usage: 'Select a namespace where the controller resides', effective: false },
   { name: 'networksConfig', type: 'string', default: '/etc/mesh/config/meshNetworks', usage: 'File name for mesh networks configuration. If not specified, a default mesh networks will be used.', effective: false },
   { name: 'plugins', type: 'stringSlice', default: 'ext_authz,authn,authz', usage: 'comma-separated list of networking plugins to enable', effective: false },
   { name: 'profile', type: 'bool', default: 'false', usage: 'Enable profiling via web interface host:port/debug/pprof', effective: false },
-  { name: 'registries', type: 'stringSlice', default: 'Orchestrator', usage: 'Comma separated list of platform service registries to read from (choose one or more from {Orchestrator, Mock})', effective: false },
-  { name: 'resync', type: 'duration', default: '1m0s', usage: 'Controller resync interval', effective: false },
+  { name: 'registries', type: 'stringSlice', default: 'Orchestrator', usage: 'Comma separated list of platform service registries to read from (choose one or more from {Orchestrator, Mock})', effective: true },
+  { name: 'resync', type: 'duration', default: '1m0s', usage: 'Controller resync interval', effective: true },
   { name: 'secureGRPCAddr', type: 'string', default: ':15012', usage: 'Discovery service secured gRPC address', effective: false },
-  { name: 'tlsCertFile', type: 'string', default: '', usage: 'File containing the x509 Certificate for HTTPS.', effective: false },
-  { name: 'tlsKeyFile', type: 'string', default: '', usage: 'File containing the x509 private key matching --tlsCertFile', effective: false },
+  { name: 'tlsCertFile', type: 'string', default: '', usage: 'File containing the x509 Certificate for HTTPS.', effective: true },
+  { name: 'tlsKeyFile', type: 'string', default: '', usage: 'File containing the x509 private key matching --tlsCertFile', effective: true },
 ];
 
 const REGISTRIES = ['Orchestrator', 'Mock'];
@@ -69,7 +70,29 @@ async function runDiscovery(ctx: RunContext): Promise<number> {
   checkFlags(ctx);
   const log = scope('default');
   announceIneffective('discovery', ctx);
-  const server = new DiscoveryServer({ httpAddr: ctx.flags.string('httpAddr'), monitoringAddr: ctx.flags.string('monitoringAddr') });
+  const f = ctx.flags;
+  const server = new DiscoveryServer({
+    httpAddr: f.string('httpAddr'),
+    monitoringAddr: f.string('monitoringAddr'),
+    grpcAddr: f.string('grpcAddr'),
+    httpsAddr: f.string('httpsAddr'),
+    ...(f.string('configDir') ? { configDir: f.string('configDir') } : {}),
+    orchestrator: {
+      ...(f.string('orchconfig') ? { kubeconfig: f.string('orchconfig') } : {}),
+      namespaces: f.string('appNamespace').split(',').map((n) => n.trim()).filter(Boolean),
+      resyncMs: toMillis(f.duration('resync')),
+      qps: f.number('orchestratorApiQPS'),
+      burst: f.number('orchestratorApiBurst'),
+    },
+    registries: f.list('registries'),
+    domain: f.string('domain'),
+    clusterId: f.string('clusterID'),
+    keepaliveIntervalMs: toMillis(f.duration('keepaliveInterval')),
+    keepaliveTimeoutMs: toMillis(f.duration('keepaliveTimeout')),
+    maxConnectionAgeMs: toMillis(f.duration('keepaliveMaxServerConnectionAge')),
+    ...(f.string('tlsCertFile') ? { tlsCertFile: f.string('tlsCertFile') } : {}),
+    ...(f.string('tlsKeyFile') ? { tlsKeyFile: f.string('tlsKeyFile') } : {}),
+  });
   try {
     await server.start();
   } catch (e) {

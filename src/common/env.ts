@@ -161,6 +161,34 @@ export type SettingValue<T extends SettingType> = T extends 'Boolean' ? boolean 
  * of names passed to `setting()` in src/, so it cannot drift from the code.
  */
 export const WIRED_SETTINGS: ReadonlySet<SettingName> = new Set<SettingName>([
+  // webhooks/validation.ts, webhooks/server.ts, config/orchestrator.ts
+  'VALIDATION_ENABLED',
+  'MESHD_CUSTOM_HOST',
+  'PILOT_ENABLE_CRD_VALIDATION',
+  // xds/generators/index.ts
+  'PILOT_ENABLE_PROTOCOL_SNIFFING_FOR_INBOUND',
+  'PILOT_INBOUND_PROTOCOL_DETECTION_TIMEOUT',
+  // xds/server.ts, xds/debounce.ts, cli/discovery-server.ts
+  'PILOT_XDS_SEND_TIMEOUT',
+  'PILOT_PUSH_THROTTLE',
+  'MESH_GPRC_MAXRECVMSGSIZE',
+  'MESH_GPRC_MAXSTREAMS',
+  'PILOT_DEBOUNCE_AFTER',
+  'PILOT_DEBOUNCE_MAX',
+  'PILOT_ENABLE_EDS_DEBOUNCE',
+  'ENABLE_DEBUG_ON_HTTP',
+  // agent/node.ts, agent/agent.ts
+  'POD_NAME',
+  'INSTANCE_IP',
+  'SERVICE_ACCOUNT',
+  'CLUSTER_ID',
+  'MESH_META_CLUSTER_ID',
+  'MESH_META_DNS_CAPTURE',
+  'PROXY_CONFIG',
+  'PROXY_XDS_VIA_AGENT',
+  'TERMINATION_DRAIN_DURATION_SECONDS',
+  'XDS_ROOT_CA',
+  // cli: flag defaults
   'POD_NAMESPACE',
   'DATAPLANE_PORT',
   'INBOUND_CAPTURE_PORT',

@@ -138,7 +138,53 @@ export type HistogramName = NamesOf<'Distribution'>;
  * their HELP text and named at startup. test/common/wiring.test.ts keeps this list equal to the
  * names passed to counter()/gauge()/histogram() in src/.
  */
-export const WIRED_METRICS: ReadonlySet<MetricName> = new Set<MetricName>(['mesh_build', 'startup_duration_seconds']);
+export const WIRED_METRICS: ReadonlySet<MetricName> = new Set<MetricName>([
+  // config/file.ts, config/orchestrator.ts, webhooks/validation.ts
+  'pilot_total_rejected_configs',
+  'pilot_orch_cfg_events',
+  'pilot_orch_object_errors',
+  'pilot_total_orch_object_errors',
+  'validator_validation_passed',
+  'validator_validation_failed',
+  'validator_validation_http_error',
+  // security/authn/jwks-resolver.ts
+  'pilot_jwks_resolver_network_fetch_fail_total',
+  'pilot_jwks_resolver_network_fetch_success_total',
+  // agent/xds-proxy.ts
+  'meshd_connection_failures',
+  'meshd_connection_terminations',
+  // cli/discovery-server.ts
+  'mesh_build',
+  'startup_duration_seconds',
+  'pilot_xds_push_context_errors',
+  // xds/debounce.ts
+  'pilot_inbound_updates',
+  'pilot_push_triggers',
+  // xds/server.ts
+  'pilot_xds',
+  'pilot_xds_pushes',
+  'pilot_xds_push_time',
+  'pilot_xds_send_time',
+  'pilot_total_xds_rejects',
+  'pilot_xds_lds_reject',
+  'pilot_xds_rds_reject',
+  'pilot_xds_cds_reject',
+  'pilot_xds_eds_reject',
+  'pilot_xds_expired_nonce',
+  'pilot_total_xds_internal_errors',
+  'pilot_xds_write_timeout',
+  'pilot_proxy_queue_time',
+  'pilot_proxy_convergence_time',
+  // model/push-context.ts, registry/serviceentry.ts
+  'pilot_services',
+  'pilot_virt_services',
+  'pilot_eds_no_instances',
+  'pilot_duplicate_envoy_clusters',
+  // xds/generators/index.ts
+  'pilot_conflict_outbound_listener_http_over_current_tcp',
+  'pilot_conflict_outbound_listener_tcp_over_current_http',
+  'pilot_conflict_outbound_listener_tcp_over_current_tcp',
+]);
 
 // Seconds-valued distributions get latency buckets; the rest count things or milliseconds.
 const SECONDS_BUCKETS = [0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1, 3, 5, 10, 20, 30];

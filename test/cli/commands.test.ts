@@ -5,7 +5,7 @@ import assert from 'node:assert/strict';
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { parse as parseYaml } from 'yaml';
-import { run, Running, start } from '../helpers/proc.js';
+import { discoveryArgs, run, Running, start } from '../helpers/proc.js';
 
 /** One line on stderr, naming what is wrong; exit code 1. */
 async function assertUsageError(args: Parameters<typeof run>, expected: RegExp): Promise<void> {
@@ -105,7 +105,7 @@ test('wait: a URL that never becomes ready fails after --timeoutSeconds with the
 });
 
 test('discovery: binds HTTP and monitoring, serves /ready, /metrics, /version, and stops on SIGTERM', async () => {
-  const d = new Running(start('pilot-discovery', ['discovery', '--httpAddr', '127.0.0.1:0', '--monitoringAddr', '127.0.0.1:0']));
+  const d = new Running(start('pilot-discovery', discoveryArgs()));
   try {
     const http = (await d.waitFor(/http server listening on (\S+)/))[1];
     const mon = (await d.waitFor(/monitoring server listening on (\S+)/))[1];
@@ -127,7 +127,7 @@ test('discovery: binds HTTP and monitoring, serves /ready, /metrics, /version, a
 });
 
 test('discovery: SIGINT shuts down gracefully too', async () => {
-  const d = new Running(start('pilot-discovery', ['discovery', '--httpAddr', '127.0.0.1:0', '--monitoringAddr', '127.0.0.1:0']));
+  const d = new Running(start('pilot-discovery', discoveryArgs()));
   await d.waitFor(/discovery server ready/);
   assert.equal(await d.stop('SIGINT'), 0);
 });
@@ -136,7 +136,7 @@ test('discovery: a taken port fails fast, naming the address', async () => {
   const { server, url } = await serve(() => undefined);
   try {
     const addr = url.replace('http://', '');
-    const r = await run('pilot-discovery', ['discovery', '--httpAddr', addr, '--monitoringAddr', '127.0.0.1:0']);
+    const r = await run('pilot-discovery', discoveryArgs(undefined, { httpAddr: addr }));
     assert.equal(r.code, 1);
     assert.match(r.stderr, new RegExp(`^Error: failed to listen on ${addr.replace(/\./g, '\\.')}: address already in use\\n$`));
   } finally {
@@ -145,7 +145,7 @@ test('discovery: a taken port fails fast, naming the address', async () => {
 });
 
 test('discovery: startup warns about set flags and variables that are not yet effective', async () => {
-  const d = new Running(start('pilot-discovery', ['discovery', '--httpAddr', '127.0.0.1:0', '--monitoringAddr', '127.0.0.1:0', '--profile'], { env: { PILOT_TRACE_SAMPLING: '50' } }));
+  const d = new Running(start('pilot-discovery', [...discoveryArgs(), '--profile'], { env: { PILOT_TRACE_SAMPLING: '50' } }));
   try {
     await d.waitFor(/discovery server ready/);
     assert.match(d.output, /\twarn\tdefault\tflag --profile is accepted but not yet effective/);

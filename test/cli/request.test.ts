@@ -3,10 +3,10 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { createServer } from 'node:http';
-import { run, Running, start } from '../helpers/proc.js';
+import { discoveryArgs, run, Running, start } from '../helpers/proc.js';
 
 test('pilot-discovery request reaches the local discovery server; non-2xx is an error', async () => {
-  const d = new Running(start('pilot-discovery', ['discovery', '--httpAddr', '127.0.0.1:0', '--monitoringAddr', '127.0.0.1:15014']));
+  const d = new Running(start('pilot-discovery', discoveryArgs(undefined, { monitoringAddr: '127.0.0.1:15014' })));
   try {
     await d.waitFor(/discovery server ready/);
     const metrics = await run('pilot-discovery', ['request', 'GET', '/metrics']);

@@ -2,7 +2,8 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 import { dirname, join, resolve } from 'node:path';
-import { existsSync } from 'node:fs';
+import { existsSync, mkdtempSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 
 /** The repository root, whether tests run from dist/test or from test/ through tsx. */
 export const REPO_ROOT = (() => {
@@ -96,4 +97,20 @@ export async function eventually<T>(check: () => T | Promise<T>, timeoutMs = 5_0
       await new Promise((r) => setTimeout(r, 25));
     }
   }
+}
+
+/**
+ * Flags for a local discovery server on ephemeral ports, reading config from `configDir`
+ * (an empty temporary directory when not given). `overrides` replace the defaults by flag name.
+ */
+export function discoveryArgs(configDir?: string, overrides: Record<string, string> = {}): string[] {
+  const flags: Record<string, string> = {
+    configDir: configDir ?? mkdtempSync(join(tmpdir(), 'mesh-config-')),
+    grpcAddr: '127.0.0.1:0',
+    httpAddr: '127.0.0.1:0',
+    httpsAddr: '127.0.0.1:0',
+    monitoringAddr: '127.0.0.1:0',
+    ...overrides,
+  };
+  return ['discovery', ...Object.entries(flags).flatMap(([k, v]) => [`--${k}`, v])];
 }

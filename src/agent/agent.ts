@@ -1,0 +1,267 @@
+// `pilot-agent proxy`: loads ProxyConfig and the node identity, starts the local xDS proxy and the
+// status server, writes the bootstrap, runs the data-plane proxy and supervises it:
+// - the agent exits when the proxy exits, with its exit code (128 + signal number if killed);
+// - on SIGTERM/SIGINT it asks the proxy to drain inbound listeners (admin POST
+//   /drain_listeners?inboundonly&graceful), waits the termination drain duration so in-flight
+//   requests finish, then stops the proxy with SIGTERM (SIGKILL if it does not exit in time) and
+//   exits 0. A second signal skips the rest of the wait.
+import { spawn, type ChildProcess, type StdioOptions } from 'node:child_process';
+import { existsSync } from 'node:fs';
+import { mkdir, readFile, writeFile } from 'node:fs/promises';
+import { constants } from 'node:os';
+import { dirname, extname, join, resolve } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { setting } from '../common/env.js';
+import { scope } from '../common/log.js';
+import { programRegistry } from '../common/metrics.js';
+import { TypeUrl } from '../xds/types.js';
+import { bootstrapJson, buildBootstrap, renderTemplate, templateValues, type BootstrapInputs } from './bootstrap.js';
+import { loadProxyConfig, proxyConfigJson, type ProxyConfig } from './mesh-config.js';
+import { loadNodeIdentity, type NodeIdentity } from './node.js';
+import { StatusServer } from './status.js';
+import { xdsCredentials } from './xds-credentials.js';
+import { XdsProxy } from './xds-proxy.js';
+
+const log = scope('default');
+
+export interface ProxyAgentOptions {
+  /** --meshConfig. */
+  meshConfig: string;
+  /** --concurrency; 0 = ProxyConfig.concurrency. */
+  concurrency: number;
+  /** --domain; empty = `<namespace>.svc.cluster.local`. */
+  domain: string;
+  /** --outlierLogPath; empty = none. */
+  outlierLogPath: string;
+  /** --proxyLogLevel, passed to the proxy as --log-level. */
+  proxyLogLevel: string;
+  /** --proxyComponentLogLevel, passed as --component-log-level. */
+  proxyComponentLogLevel: string;
+  /** --serviceCluster when given explicitly; absent = ProxyConfig.serviceCluster. */
+  serviceCluster?: string;
+  /** --templateFile; empty = the built-in bootstrap. */
+  templateFile: string;
+  /** Downward-API files; defaults ./etc/mesh/pod/annotations and ./etc/mesh/pod/labels. */
+  annotationsFile?: string;
+  labelsFile?: string;
+  /** argv of the proxy before its flags; default from ProxyConfig.binaryPath. */
+  proxyCommand?: readonly string[];
+  /** The proxy's stdio; default inherit (its logs go where the agent's go). */
+  proxyStdio?: StdioOptions;
+  /** Host the status and metrics ports bind on; default all interfaces (probes come from outside). */
+  statusHost?: string;
+  /** Where MESH_META_* and the proxy's environment come from; default process.env. */
+  env?: NodeJS.ProcessEnv;
+  /** After SIGTERM to the proxy, how long before SIGKILL; default 10 s. */
+  proxyStopTimeoutMs?: number;
+}
+
+/** This repository's root (bin/ lives there), from src/agent or dist/src/agent alike. */
+function repoRoot(): string {
+  let dir = dirname(fileURLToPath(import.meta.url));
+  while (!existsSync(join(dir, 'package.json')) && dirname(dir) !== dir) dir = dirname(dir);
+  return dir;
+}
+
+/** The proxy's argv prefix: a .js binaryPath runs under this Node; empty = bin/mesh-proxy.js. */
+export function proxyCommandFor(binaryPath: string): string[] {
+  const path = binaryPath || join(repoRoot(), 'bin', 'mesh-proxy.js');
+  return /\.[cm]?js$/.test(path) ? [process.execPath, path] : [path];
+}
+
+/** The proxy's flags, Envoy-style (docs/cli.md). */
+export function proxyArgs(bootstrapFile: string, pc: ProxyConfig, node: NodeIdentity, o: ProxyAgentOptions): string[] {
+  return [
+    '-c', bootstrapFile,
+    '--concurrency', String(o.concurrency > 0 ? o.concurrency : pc.concurrency),
+    '--log-level', o.proxyLogLevel,
+    '--component-log-level', o.proxyComponentLogLevel,
+    '--service-cluster', node.cluster,
+    '--drain-time-s', String(Math.round(pc.drainDuration / 1000)),
+  ];
+}
+
+function exitCodeOf(code: number | null, signal: NodeJS.Signals | null): number {
+  if (code !== null) return code;
+  return 128 + (signal ? (constants.signals[signal] ?? 0) : 0);
+}
+
+export class ProxyAgent {
+  private child?: ChildProcess;
+  private xds?: XdsProxy;
+  private status?: StatusServer;
+  private stopping = false;
+  private skipDrainWait?: () => void;
+  private childExit?: Promise<number>;
+  /** Set once the proxy is running: the effective config and what the proxy was given. */
+  proxyConfig?: ProxyConfig;
+  node?: NodeIdentity;
+  bootstrapFile?: string;
+  ports: { status?: number; metrics?: number; xds?: number } = {};
+
+  constructor(private readonly opts: ProxyAgentOptions) {}
+
+  private get env(): NodeJS.ProcessEnv {
+    return this.opts.env ?? process.env;
+  }
+
+  /** Everything up to a running proxy; a user error (bad config) rejects with a message naming it. */
+  async start(): Promise<void> {
+    const o = this.opts;
+    const pc = await loadProxyConfig({ meshConfigFile: o.meshConfig, proxyConfigEnv: setting('PROXY_CONFIG'), annotationsFile: o.annotationsFile });
+    this.proxyConfig = pc;
+    const node = await loadNodeIdentity({ proxyConfig: pc, domain: o.domain, serviceCluster: o.serviceCluster, labelsFile: o.labelsFile, env: this.env });
+    this.node = node;
+    log.info(`effective proxy config: ${JSON.stringify(proxyConfigJson(pc))}`);
+    log.info(`proxy node ${node.id}; discovery address ${pc.discoveryAddress}`);
+
+    let xdsAddress = pc.discoveryAddress;
+    if (setting('PROXY_XDS_VIA_AGENT')) {
+      this.xds = new XdsProxy({ upstreamAddress: pc.discoveryAddress, listenAddress: `127.0.0.1:${pc.xdsProxyPort}`, credentials: xdsCredentials(pc.discoveryAddress) });
+      this.ports.xds = await this.xds.start();
+      xdsAddress = `127.0.0.1:${this.ports.xds}`;
+      log.info(`xDS proxy listening on ${xdsAddress}, relaying to ${pc.discoveryAddress}`);
+    }
+
+    const host = o.statusHost ?? '';
+    const xds = this.xds;
+    this.status = new StatusServer({
+      statusAddress: `${host}:${pc.statusPort}`,
+      ...(pc.metricsPort > 0 ? { metricsAddress: `${host}:${pc.metricsPort}` } : {}),
+      adminUrl: `http://127.0.0.1:${pc.proxyAdminPort}`,
+      ...(xds ? { xdsProgress: () => ({ listeners: xds.acked().has(TypeUrl.Listener), clusters: xds.acked().has(TypeUrl.Cluster) }) } : {}),
+      registry: programRegistry('agent'),
+    });
+    Object.assign(this.ports, await this.status.start());
+
+    const inputs: BootstrapInputs = { node, proxyConfig: pc, xdsAddress, outlierLogPath: o.outlierLogPath };
+    this.bootstrapFile = await this.writeBootstrap(inputs);
+    // A signal during startup: do not start a proxy nobody will stop.
+    if (this.stopping) {
+      await this.closeServers();
+      return;
+    }
+    this.spawnProxy(proxyCommandFor(pc.binaryPath), pc, node);
+  }
+
+  private async writeBootstrap(inputs: BootstrapInputs): Promise<string> {
+    const o = this.opts;
+    let text: string;
+    let ext = '.json';
+    if (o.templateFile) {
+      const template = await readFile(o.templateFile, 'utf8').catch((e: Error) => {
+        throw new Error(`--templateFile ${o.templateFile}: ${e.message}`);
+      });
+      text = renderTemplate(template, templateValues(inputs), o.templateFile);
+      if (['.yaml', '.yml'].includes(extname(o.templateFile))) ext = '.yaml';
+    } else {
+      text = bootstrapJson(buildBootstrap(inputs));
+    }
+    const file = resolve(inputs.proxyConfig.configPath, `mesh-proxy-rev${ext}`);
+    await mkdir(dirname(file), { recursive: true });
+    await writeFile(file, text);
+    log.info(`bootstrap written to ${file}`);
+    return file;
+  }
+
+  private spawnProxy(command: readonly string[], pc: ProxyConfig, node: NodeIdentity): void {
+    const argv = [...(this.opts.proxyCommand ?? command), ...proxyArgs(this.bootstrapFile!, pc, node, this.opts)];
+    log.info(`starting proxy: ${argv.join(' ')}`);
+    const child = spawn(argv[0]!, argv.slice(1), { stdio: this.opts.proxyStdio ?? 'inherit', env: this.env });
+    this.child = child;
+    this.childExit = new Promise((resolveExit) => {
+      child.once('error', (e) => {
+        log.error(`cannot start the proxy ${argv[0]}: ${e.message}`);
+        resolveExit(127);
+      });
+      child.once('exit', (code, signal) => {
+        const c = exitCodeOf(code, signal);
+        if (!this.stopping) log.warn(`proxy exited with ${signal ? `signal ${signal}` : `code ${code}`}; the agent exits too`);
+        resolveExit(c);
+      });
+    });
+  }
+
+  /** Resolves to the agent's exit code once the proxy has exited and the agent's servers closed. */
+  async wait(): Promise<number> {
+    const code = await (this.childExit ?? Promise.resolve(1));
+    this.skipDrainWait?.();
+    await this.closeServers();
+    return this.stopping ? 0 : code;
+  }
+
+  /** Drains the proxy, waits the termination drain duration, then stops it. */
+  async shutdown(signal: string): Promise<void> {
+    if (this.stopping) {
+      log.info(`${signal} again: stopping the proxy now`);
+      this.skipDrainWait?.();
+      return;
+    }
+    this.stopping = true;
+    const pc = this.proxyConfig;
+    const child = this.child;
+    if (!pc || !child || child.exitCode !== null || child.signalCode !== null) {
+      await this.closeServers();
+      return;
+    }
+    const drainMs = this.env['TERMINATION_DRAIN_DURATION_SECONDS'] !== undefined ? setting('TERMINATION_DRAIN_DURATION_SECONDS') * 1000 : pc.terminationDrainDuration;
+    log.info(`${signal} received: draining inbound listeners, stopping the proxy in ${drainMs / 1000}s`);
+    await this.drainListeners(pc.proxyAdminPort);
+    await new Promise<void>((done) => {
+      const timer = setTimeout(done, drainMs);
+      this.skipDrainWait = () => {
+        clearTimeout(timer);
+        done();
+      };
+      void this.childExit?.then(() => this.skipDrainWait?.());
+    });
+    if (child.exitCode === null && child.signalCode === null) {
+      log.info('drain period over: stopping the proxy');
+      child.kill('SIGTERM');
+      const kill = setTimeout(() => child.kill('SIGKILL'), this.opts.proxyStopTimeoutMs ?? 10_000);
+      await this.childExit;
+      clearTimeout(kill);
+    }
+  }
+
+  private async drainListeners(adminPort: number): Promise<void> {
+    try {
+      const res = await fetch(`http://127.0.0.1:${adminPort}/drain_listeners?inboundonly&graceful`, { method: 'POST', signal: AbortSignal.timeout(2000) });
+      await res.body?.cancel();
+      if (res.status !== 200) log.warn(`proxy admin /drain_listeners answered ${res.status}`);
+    } catch (e) {
+      log.warn(`cannot ask the proxy to drain: ${(e as Error).message}`);
+    }
+  }
+
+  private async closeServers(): Promise<void> {
+    this.xds?.close();
+    this.xds = undefined;
+    const status = this.status;
+    this.status = undefined;
+    await status?.close();
+  }
+}
+
+/**
+ * `pilot-agent proxy`: runs the agent until the proxy exits; SIGTERM/SIGINT drain and stop it.
+ * Resolves to the process exit code.
+ */
+export async function runProxyAgent(opts: ProxyAgentOptions): Promise<number> {
+  const agent = new ProxyAgent(opts);
+  const onSignal = (sig: NodeJS.Signals) => void agent.shutdown(sig);
+  process.on('SIGTERM', onSignal);
+  process.on('SIGINT', onSignal);
+  try {
+    try {
+      await agent.start();
+    } catch (e) {
+      await agent.shutdown('startup failure');
+      throw e;
+    }
+    return await agent.wait();
+  } finally {
+    process.off('SIGTERM', onSignal);
+    process.off('SIGINT', onSignal);
+  }
+}

@@ -1,0 +1,133 @@
+// The proxy's bootstrap: a pure builder of envoy.config.bootstrap.v3.Bootstrap (node, admin, the
+// xDS cluster, ADS for listeners and clusters), its Envoy JSON, and `--templateFile` rendering.
+import { create, type MessageInitShape } from '@bufbuild/protobuf';
+import { isIP } from 'node:net';
+import { BootstrapSchema, type Bootstrap } from '../gen/envoy/config/bootstrap/v3/bootstrap_pb.js';
+import { Cluster_DiscoveryType, type ClusterSchema } from '../gen/envoy/config/cluster/v3/cluster_pb.js';
+import { ApiConfigSource_ApiType, ApiVersion, type ConfigSourceSchema } from '../gen/envoy/config/core/v3/config_source_pb.js';
+import { HttpProtocolOptionsSchema } from '../gen/envoy/extensions/upstreams/http/v3/http_protocol_options_pb.js';
+import { pack, toEnvoyJson } from '../xds/types.js';
+import type { ProxyConfig } from './mesh-config.js';
+import type { NodeIdentity } from './node.js';
+
+/** The static cluster the proxy reaches its xDS server through (named as the production mesh does). */
+export const XDS_CLUSTER = 'xds-grpc';
+
+export interface BootstrapInputs {
+  node: NodeIdentity;
+  proxyConfig: ProxyConfig;
+  /** host:port of the proxy's xDS server: the agent's xDS proxy, or the discovery address. */
+  xdsAddress: string;
+  /** --outlierLogPath; empty = no outlier event log. */
+  outlierLogPath?: string;
+}
+
+/** Splits `host:port` / `[v6]:port`; a malformed address is an error naming it. */
+export function splitHostPort(addr: string, what: string): { host: string; port: number } {
+  const m = /^(?:\[([^\]]+)\]|([^:[\]]+)):(\d{1,5})$/.exec(addr.trim());
+  const port = m ? Number(m[3]) : NaN;
+  if (!m || port < 1 || port > 65535) throw new Error(`${what} "${addr}": expected host:port`);
+  return { host: (m[1] ?? m[2])!, port };
+}
+
+function xdsCluster(addr: string): MessageInitShape<typeof ClusterSchema> {
+  const { host, port } = splitHostPort(addr, 'xDS address');
+  return {
+    name: XDS_CLUSTER,
+    // An IP needs no resolution; a name (the discovery Service) is re-resolved as it changes.
+    clusterDiscoveryType: { case: 'type', value: isIP(host) ? Cluster_DiscoveryType.STATIC : Cluster_DiscoveryType.STRICT_DNS },
+    connectTimeout: { seconds: 1n },
+    loadAssignment: {
+      clusterName: XDS_CLUSTER,
+      endpoints: [
+        {
+          lbEndpoints: [
+            {
+              hostIdentifier: {
+                case: 'endpoint',
+                value: { address: { address: { case: 'socketAddress', value: { address: host, portSpecifier: { case: 'portValue', value: port } } } } },
+              },
+            },
+          ],
+        },
+      ],
+    },
+    // gRPC needs HTTP/2 to the xDS server.
+    typedExtensionProtocolOptions: {
+      'envoy.extensions.upstreams.http.v3.HttpProtocolOptions': pack(HttpProtocolOptionsSchema, {
+        upstreamProtocolOptions: { case: 'explicitHttpConfig', value: { protocolConfig: { case: 'http2ProtocolOptions', value: {} } } },
+      }),
+    },
+  };
+}
+
+const viaAds = (): MessageInitShape<typeof ConfigSourceSchema> => ({
+  configSourceSpecifier: { case: 'ads', value: {} },
+  resourceApiVersion: ApiVersion.V3,
+});
+
+/** Pure: the bootstrap for one proxy. */
+export function buildBootstrap(i: BootstrapInputs): Bootstrap {
+  return create(BootstrapSchema, {
+    node: { id: i.node.id, cluster: i.node.cluster, metadata: i.node.metadata },
+    admin: {
+      address: { address: { case: 'socketAddress', value: { address: '127.0.0.1', portSpecifier: { case: 'portValue', value: i.proxyConfig.proxyAdminPort } } } },
+    },
+    staticResources: { clusters: [xdsCluster(i.xdsAddress)] },
+    dynamicResources: {
+      adsConfig: {
+        apiType: ApiConfigSource_ApiType.GRPC,
+        transportApiVersion: ApiVersion.V3,
+        setNodeOnFirstMessageOnly: true,
+        grpcServices: [{ targetSpecifier: { case: 'envoyGrpc', value: { clusterName: XDS_CLUSTER } } }],
+      },
+      ldsConfig: viaAds(),
+      cdsConfig: viaAds(),
+    },
+    ...(i.outlierLogPath ? { clusterManager: { outlierDetection: { eventLogPath: i.outlierLogPath } } } : {}),
+  });
+}
+
+/** Envoy's JSON of a bootstrap (proto field names, Any as `@type`), as the proxy's -c file. */
+export function bootstrapJson(b: Bootstrap): string {
+  return JSON.stringify(toEnvoyJson(BootstrapSchema, b), null, 2) + '\n';
+}
+
+/**
+ * The values a `--templateFile` may use as `{{ .name }}`; inserted as they are (no quoting), except
+ * `meta_json_str`, which is the node metadata as a JSON object.
+ */
+export function templateValues(i: BootstrapInputs): Record<string, string> {
+  const xds = splitHostPort(i.xdsAddress, 'xDS address');
+  return {
+    nodeID: i.node.id,
+    cluster: i.node.cluster,
+    meta_json_str: JSON.stringify(i.node.metadata),
+    admin_port: String(i.proxyConfig.proxyAdminPort),
+    xds_address: i.xdsAddress,
+    xds_host: xds.host,
+    xds_port: String(xds.port),
+    discovery_address: i.proxyConfig.discoveryAddress,
+    config_path: i.proxyConfig.configPath,
+    outlier_log_path: i.outlierLogPath ?? '',
+    pod_name: i.node.podName,
+    pod_namespace: i.node.namespace,
+    instance_ip: i.node.ip,
+  };
+}
+
+/**
+ * Renders `{{ .name }}` placeholders: a small subset of Go templates, enough for a bootstrap file.
+ * An unknown name is an error naming the template, line and name (a typo would otherwise produce
+ * a bootstrap the proxy rejects far from its cause).
+ */
+export function renderTemplate(text: string, values: Readonly<Record<string, string>>, file: string): string {
+  return text.replace(/\{\{-?\s*\.([A-Za-z_][A-Za-z0-9_]*)\s*-?\}\}/g, (match, name: string, offset: number) => {
+    const v = values[name];
+    if (v === undefined) {
+      const line = text.slice(0, offset).split('\n').length;
+      throw new Error(`${file}:${line}: unknown template value ${match}; known: ${Object.keys(values).sort().join(', ')}`);
+    }
+    return v;
+  });
+}

@@ -1,0 +1,113 @@
+// The agent's status server: readiness on the status port (15021) and the merged agent + proxy
+// Prometheus metrics on the metrics port (15020). Both ports serve both paths, so a probe or a
+// scrape pointed at either works; the split only lets a deployment expose one and not the other.
+//
+// `/healthz/ready` is 200 only when the proxy has applied listeners and clusters (seen through its
+// ACKs on the agent's xDS proxy) and its admin API answers `/ready` with 200. Each probe asks the
+// admin API again, so a draining or stuck proxy turns the pod unready.
+import type { Server } from 'node:http';
+import type { Registry } from 'prom-client';
+import { scope } from '../common/log.js';
+import { closeServer, httpServer, listen, Mux, sendText } from '../debug/http.js';
+
+const log = scope('healthcheck');
+
+export interface XdsProgress {
+  listeners: boolean;
+  clusters: boolean;
+}
+
+export interface StatusServerOptions {
+  /** Go-style listen address of readiness, e.g. `:15021`. */
+  statusAddress: string;
+  /** Listen address of merged metrics, e.g. `:15020`; absent = not served separately. */
+  metricsAddress?: string;
+  /** The proxy's admin API, e.g. `http://127.0.0.1:15000`. */
+  adminUrl: string;
+  /** What the proxy has applied; absent when the agent does not see its xDS (PROXY_XDS_VIA_AGENT=false). */
+  xdsProgress?: () => XdsProgress;
+  /** The agent's own metrics (programRegistry('agent')). */
+  registry: Registry;
+  /** Per request to the admin API; default 1 s. */
+  adminTimeoutMs?: number;
+}
+
+export class StatusServer {
+  private readonly servers: Server[] = [];
+  private readonly mux = new Mux();
+  private lastReady = false;
+
+  constructor(private readonly opts: StatusServerOptions) {
+    this.mux.handle('/healthz/ready', 'readiness of the proxy', async (_req, res) => {
+      const why = await this.notReadyReason();
+      if (why !== null) {
+        if (this.lastReady) log.warn(`proxy no longer ready: ${why}`);
+        this.lastReady = false;
+        sendText(res, 503, `not ready: ${why}\n`);
+        return;
+      }
+      if (!this.lastReady) log.info('proxy is ready');
+      this.lastReady = true;
+      sendText(res, 200, 'ready\n');
+    });
+    this.mux.handle('/stats/prometheus', 'agent and proxy metrics, Prometheus text format', async (_req, res) => {
+      sendText(res, 200, await this.mergedMetrics(), opts.registry.contentType);
+    });
+  }
+
+  /** Binds the ports; resolves to them (status, then metrics when served). */
+  async start(): Promise<{ status: number; metrics?: number }> {
+    const status = await this.bind(this.opts.statusAddress);
+    if (this.opts.metricsAddress === undefined) return { status };
+    return { status, metrics: await this.bind(this.opts.metricsAddress) };
+  }
+
+  async close(): Promise<void> {
+    await Promise.all(this.servers.splice(0).map((s) => closeServer(s)));
+  }
+
+  private async bind(addr: string): Promise<number> {
+    const server = httpServer(this.mux);
+    this.servers.push(server);
+    return (await listen(server, addr)).port;
+  }
+
+  /** null when ready; otherwise what is missing, for the probe's body and the log. */
+  async notReadyReason(): Promise<string | null> {
+    const progress = this.opts.xdsProgress?.();
+    if (progress && (!progress.listeners || !progress.clusters)) {
+      const missing = [progress.listeners ? '' : 'listeners', progress.clusters ? '' : 'clusters'].filter(Boolean).join(' and ');
+      return `the proxy has not applied its ${missing} yet`;
+    }
+    try {
+      const res = await this.admin('/ready');
+      const body = (await res.text()).trim();
+      return res.status === 200 ? null : `proxy admin /ready answered ${res.status}${body ? ` (${body})` : ''}`;
+    } catch (e) {
+      return `proxy admin API unreachable: ${describe(e)}`;
+    }
+  }
+
+  /** The agent's metrics followed by the proxy's; the agent's alone when the proxy cannot be read. */
+  private async mergedMetrics(): Promise<string> {
+    const agent = await this.opts.registry.metrics();
+    try {
+      const res = await this.admin('/stats/prometheus');
+      if (res.status !== 200) throw new Error(`HTTP ${res.status}`);
+      const proxy = await res.text();
+      return agent + (agent.endsWith('\n') || agent === '' ? '' : '\n') + proxy;
+    } catch (e) {
+      log.debug(`proxy metrics not merged: ${describe(e)}`);
+      return agent;
+    }
+  }
+
+  private admin(path: string): Promise<Response> {
+    return fetch(new URL(path, this.opts.adminUrl), { signal: AbortSignal.timeout(this.opts.adminTimeoutMs ?? 1000) });
+  }
+}
+
+function describe(e: unknown): string {
+  const err = e as Error & { cause?: { code?: string; message?: string } };
+  return err.cause?.code ?? err.cause?.message ?? err.message;
+}

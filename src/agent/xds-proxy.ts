@@ -1,0 +1,222 @@
+// The agent's local xDS proxy (PROXY_XDS_VIA_AGENT): the data-plane proxy's ADS stream ends here,
+// on 127.0.0.1:<xdsProxyPort>, and is relayed over ONE upstream stream to the discovery server.
+//
+// Requests and responses pass through unchanged, so the xDS protocol (versions, nonces, ACK/NACK)
+// stays between the proxy and the discovery server. What the relay adds:
+// - when the upstream stream breaks, the proxy's stream stays open (the proxy keeps serving its
+//   config) and the relay reconnects with exponential backoff; the new stream is primed with the
+//   proxy's latest request of each type (its versions and names, without the old stream's nonces),
+//   so the proxy needs no restart and the server can skip unchanged content;
+// - failures are counted: `meshd_connection_failures` for an upstream stream that ended before
+//   any response (could not connect), `meshd_connection_terminations` for one that had worked;
+// - the proxy's ACKs are observed, which tells readiness when listeners and clusters are applied.
+import { EventEmitter } from 'node:events';
+import { clone } from '@bufbuild/protobuf';
+import {
+  credentials as grpcCredentials,
+  Server,
+  ServerCredentials,
+  status,
+  type ChannelCredentials,
+  type ClientDuplexStream,
+  type ServerDuplexStream,
+  type ServiceError,
+} from '@grpc/grpc-js';
+import { AggregatedDiscoveryService } from '../gen/envoy/service/discovery/v3/ads_pb.js';
+import { DiscoveryRequestSchema, type DiscoveryRequest, type DiscoveryResponse } from '../gen/envoy/service/discovery/v3/discovery_pb.js';
+import type { Node } from '../gen/envoy/config/core/v3/base_pb.js';
+import { counter } from '../common/metrics.js';
+import { scope } from '../common/log.js';
+import { Backoff, requestRank, type AdsStub } from '../xds/adsc.js';
+import { grpcClient, grpcServiceDefinition } from '../xds/grpc-service.js';
+import { shortTypeName, TypeUrl } from '../xds/types.js';
+
+const log = scope('xdsproxy');
+
+export interface XdsProxyOptions {
+  /** host:port of the discovery server. */
+  upstreamAddress: string;
+  /** Where the proxy connects, e.g. `127.0.0.1:15011` (port 0 = any free port). */
+  listenAddress: string;
+  credentials?: ChannelCredentials;
+  initialBackoffMs?: number;
+  maxBackoffMs?: number;
+}
+
+export interface XdsProxyEvents {
+  /** The proxy ACKed a response of this type. */
+  acked: [typeUrl: string, version: string];
+  /** The proxy NACKed one. */
+  nacked: [typeUrl: string, version: string, message: string];
+  upstreamConnected: [];
+  upstreamDisconnected: [reason: string];
+}
+
+type Downstream = ServerDuplexStream<DiscoveryRequest, DiscoveryResponse>;
+
+/** One proxy stream and the upstream stream it is relayed over. */
+class Relay {
+  private node?: Node;
+  /** The proxy's latest request per type: what a new upstream stream is primed with. */
+  private readonly latest = new Map<string, DiscoveryRequest>();
+  /** Responses relayed on the current upstream stream, by nonce: to recognise the proxy's ACKs. */
+  private readonly sent = new Map<string, { typeUrl: string; version: string }>();
+  private upstream?: ClientDuplexStream<DiscoveryRequest, DiscoveryResponse>;
+  private retryTimer?: NodeJS.Timeout;
+  private done = false;
+  private readonly backoff: Backoff;
+
+  constructor(
+    private readonly owner: XdsProxy,
+    private readonly stub: AdsStub,
+    private readonly downstream: Downstream,
+    opts: XdsProxyOptions,
+  ) {
+    this.backoff = new Backoff(opts.initialBackoffMs, opts.maxBackoffMs);
+    downstream.on('data', (req: DiscoveryRequest) => this.fromProxy(req));
+    const gone = () => this.close('the proxy closed its stream');
+    downstream.on('end', gone);
+    downstream.on('cancelled', gone);
+    downstream.on('error', gone);
+  }
+
+  /** Ends both streams; the proxy's with OK, or with UNAVAILABLE when the agent is going away. */
+  close(why: string, unavailable = false): void {
+    if (this.done) return;
+    this.done = true;
+    log.info(`proxy stream ended: ${why}`);
+    clearTimeout(this.retryTimer);
+    const up = this.upstream;
+    this.upstream = undefined;
+    up?.cancel();
+    if (unavailable) this.downstream.emit('error', { code: status.UNAVAILABLE, details: why });
+    else if (!this.downstream.writableEnded) this.downstream.end();
+    this.owner.forget(this);
+  }
+
+  private fromProxy(req: DiscoveryRequest): void {
+    if (req.node) this.node = req.node;
+    const sent = req.responseNonce ? this.sent.get(req.responseNonce) : undefined;
+    if (sent && sent.typeUrl === req.typeUrl) {
+      this.sent.delete(req.responseNonce);
+      if (req.errorDetail) this.owner.emit('nacked', req.typeUrl, sent.version, req.errorDetail.message);
+      else this.owner.noteAck(req.typeUrl, sent.version);
+    }
+    this.latest.set(req.typeUrl, req);
+    if (this.upstream) this.upstream.write(req);
+    else if (!this.retryTimer) this.connect();
+  }
+
+  private connect(): void {
+    this.retryTimer = undefined;
+    if (this.done) return;
+    const up = this.stub.streamAggregatedResources();
+    this.upstream = up;
+    this.sent.clear();
+    let established = false;
+    let ended = false;
+    const end = (why: string) => {
+      if (ended) return;
+      ended = true;
+      if (this.upstream !== up) return;
+      this.upstream = undefined;
+      if (this.done) return;
+      if (established) counter('meshd_connection_terminations').inc();
+      else counter('meshd_connection_failures').inc();
+      this.owner.emit('upstreamDisconnected', why);
+      const delay = this.backoff.next();
+      log.warn(`upstream xDS stream to ${this.owner.upstreamAddress} ${established ? 'terminated' : 'failed'} (${why}); the proxy keeps its config; reconnecting in ${delay}ms`);
+      this.retryTimer = setTimeout(() => this.connect(), delay);
+    };
+    up.on('data', (res: DiscoveryResponse) => {
+      if (this.upstream !== up) return;
+      if (!established) {
+        established = true;
+        this.backoff.reset();
+        log.info(`upstream xDS stream to ${this.owner.upstreamAddress} established`);
+        this.owner.emit('upstreamConnected');
+      }
+      this.sent.set(res.nonce, { typeUrl: res.typeUrl, version: res.versionInfo });
+      this.downstream.write(res);
+    });
+    up.on('status', (s) => end(`${s.code} ${s.details}`));
+    up.on('error', (e: ServiceError) => end(`${e.code} ${e.details}`));
+    up.on('end', () => end('closed by the server'));
+    this.prime(up);
+  }
+
+  /** Replays the proxy's latest request of each type on a new upstream stream. */
+  private prime(up: ClientDuplexStream<DiscoveryRequest, DiscoveryResponse>): void {
+    const types = [...this.latest.keys()].sort((a, b) => requestRank(a) - requestRank(b));
+    types.forEach((t, i) => {
+      const req = clone(DiscoveryRequestSchema, this.latest.get(t)!);
+      // Nonces and error details belong to the old stream.
+      req.responseNonce = '';
+      req.errorDetail = undefined;
+      req.node = i === 0 ? this.node : undefined;
+      up.write(req);
+    });
+  }
+}
+
+export class XdsProxy extends EventEmitter<XdsProxyEvents> {
+  private readonly server = new Server();
+  private readonly stub: AdsStub;
+  private readonly relays = new Set<Relay>();
+  private readonly ackedTypes = new Map<string, string>();
+
+  constructor(private readonly opts: XdsProxyOptions) {
+    super();
+    this.stub = grpcClient(AggregatedDiscoveryService, opts.upstreamAddress, opts.credentials ?? grpcCredentials.createInsecure()) as AdsStub;
+    this.server.addService(grpcServiceDefinition(AggregatedDiscoveryService), {
+      streamAggregatedResources: (call: Downstream) => this.accept(call),
+      deltaAggregatedResources: (call: ServerDuplexStream<unknown, unknown>) =>
+        call.emit('error', { code: status.UNIMPLEMENTED, details: 'the agent relays State-of-the-World ADS only' }),
+    });
+  }
+
+  get upstreamAddress(): string {
+    return this.opts.upstreamAddress;
+  }
+
+  /** Binds the local server; resolves to its port. */
+  async start(): Promise<number> {
+    return new Promise((resolve, reject) =>
+      this.server.bindAsync(this.opts.listenAddress, ServerCredentials.createInsecure(), (e, port) =>
+        e ? reject(new Error(`xDS proxy: failed to listen on ${this.opts.listenAddress}: ${e.message}`)) : resolve(port),
+      ),
+    );
+  }
+
+  /** Types the proxy has ACKed at least once, with the last version it ACKed. */
+  acked(): ReadonlyMap<string, string> {
+    return this.ackedTypes;
+  }
+
+  /** The proxy has applied listeners and clusters. */
+  hasListenersAndClusters(): boolean {
+    return this.ackedTypes.has(TypeUrl.Listener) && this.ackedTypes.has(TypeUrl.Cluster);
+  }
+
+  noteAck(typeUrl: string, version: string): void {
+    if (!this.ackedTypes.has(typeUrl)) log.info(`proxy applied its first ${shortTypeName(typeUrl)} (version ${version})`);
+    this.ackedTypes.set(typeUrl, version);
+    this.emit('acked', typeUrl, version);
+  }
+
+  forget(r: Relay): void {
+    this.relays.delete(r);
+  }
+
+  close(): void {
+    for (const r of [...this.relays]) r.close('the agent is shutting down', true);
+    this.server.forceShutdown();
+    this.stub.close();
+  }
+
+  private accept(call: Downstream): void {
+    // The proxy holds one ADS stream; a new one (it reconnected) replaces the old relay.
+    for (const r of [...this.relays]) r.close('the proxy opened a new stream');
+    this.relays.add(new Relay(this, this.stub, call, this.opts));
+  }
+}

@@ -1,0 +1,202 @@
+// The file config store (--configDir): every *.yaml, *.yml and *.json file under a directory,
+// watched. Any change event triggers a (debounced) rescan that compares file contents with what was
+// last read, so creates, edits, deletes, renames and editors' atomic saves all reduce to the same
+// "this file now holds this text" step. Changes found in one rescan are committed together, which
+// makes a rename (delete + create of identical content) produce no events at all.
+
+import { watch, type FSWatcher } from 'node:fs';
+import { readdir, readFile, stat } from 'node:fs/promises';
+import { extname, join, relative, sep } from 'node:path';
+import { keyOf, type AnyResource, type ResourceKey } from '../api/types.js';
+import { scope } from '../common/log.js';
+import { counter } from '../common/metrics.js';
+import { readResources } from './documents.js';
+import { MemoryBackedStore, MemoryStore } from './memory.js';
+import { keyString, type ConfigSource } from './store.js';
+
+const log = scope('source');
+
+const EXTENSIONS = new Set(['.yaml', '.yml', '.json']);
+const DEFAULT_DEBOUNCE_MS = 50;
+const REWATCH_DELAY_MS = 1000;
+
+export interface FileStoreOptions {
+  /** The --configDir directory. */
+  configDir: string;
+  /** Quiet time after a change event before rescanning, so a burst of writes is read once. */
+  debounceMs?: number;
+}
+
+interface FileState {
+  text: string;
+  /** The resources this file contributes: its valid documents, plus its last good ones while it has errors. */
+  resources: Map<string, AnyResource>;
+  /** Current rejection messages of this file. */
+  problems: string[];
+}
+
+export class FileConfigStore extends MemoryBackedStore implements ConfigSource {
+  private readonly files = new Map<string, FileState>();
+  private readonly unreadable = new Map<string, string>();
+  private readonly configDir: string;
+  private readonly debounceMs: number;
+  private watcher: FSWatcher | undefined;
+  private debounce: NodeJS.Timeout | undefined;
+  private rewatch: NodeJS.Timeout | undefined;
+  /** Rescans run one at a time; this is the tail of the chain. */
+  private scanning: Promise<void> = Promise.resolve();
+  private closed = false;
+
+  constructor(options: FileStoreOptions) {
+    super(new MemoryStore());
+    this.configDir = options.configDir;
+    this.debounceMs = options.debounceMs ?? DEFAULT_DEBOUNCE_MS;
+  }
+
+  /** Current rejections by file (relative to the config directory), for debug endpoints. */
+  problems(): Record<string, string[]> {
+    const out: Record<string, string[]> = {};
+    for (const [file, state] of this.files) if (state.problems.length > 0) out[file] = state.problems;
+    for (const [file, message] of this.unreadable) out[file] = [message];
+    return out;
+  }
+
+  async start(): Promise<void> {
+    const info = await stat(this.configDir).catch(() => undefined);
+    if (!info?.isDirectory()) throw new Error(`--configDir ${this.configDir}: no such directory`);
+    // Watch before the first read so that nothing written in between is missed.
+    this.startWatcher();
+    await this.enqueueScan();
+    this.store.markSynced();
+    log.info(`config directory ${this.configDir}: ${this.store.all().length} resources from ${this.files.size} files`);
+  }
+
+  async close(): Promise<void> {
+    this.closed = true;
+    clearTimeout(this.debounce);
+    clearTimeout(this.rewatch);
+    this.watcher?.close();
+    await this.scanning;
+  }
+
+  private startWatcher(): void {
+    try {
+      this.watcher = watch(this.configDir, { recursive: true }, () => this.scheduleScan());
+      this.watcher.on('error', (err) => this.onWatchError(err));
+    } catch (err) {
+      this.onWatchError(err);
+    }
+  }
+
+  /** A lost watch (e.g. the directory was replaced) is re-established; a rescan catches up. */
+  private onWatchError(err: unknown): void {
+    log.warn(`watching ${this.configDir} failed, retrying: ${err instanceof Error ? err.message : String(err)}`);
+    this.watcher?.close();
+    this.watcher = undefined;
+    if (this.closed) return;
+    this.rewatch = setTimeout(() => {
+      if (this.closed) return;
+      this.startWatcher();
+      this.scheduleScan();
+    }, REWATCH_DELAY_MS);
+  }
+
+  private scheduleScan(): void {
+    if (this.closed) return;
+    clearTimeout(this.debounce);
+    this.debounce = setTimeout(() => void this.enqueueScan(), this.debounceMs);
+  }
+
+  private enqueueScan(): Promise<void> {
+    this.scanning = this.scanning.then(() => this.scan()).catch((err: unknown) => {
+      // Never let a scan failure escape: the server keeps its last good config.
+      log.error(`reading ${this.configDir} failed: ${err instanceof Error ? err.message : String(err)}`);
+    });
+    return this.scanning;
+  }
+
+  private async scan(): Promise<void> {
+    if (this.closed) return;
+    const paths = await this.listFiles();
+    const changes = new Map<string, FileState | undefined>();
+    for (const file of this.files.keys()) if (!paths.includes(file)) changes.set(file, undefined);
+    for (const file of paths) {
+      const text = await this.read(file);
+      if (text === undefined) {
+        // Vanished between listing and reading: the next event's rescan sees it gone.
+        continue;
+      }
+      const previous = this.files.get(file);
+      if (previous?.text !== text) changes.set(file, this.load(file, text, previous));
+    }
+    if (changes.size > 0) this.commit(changes);
+  }
+
+  private async listFiles(): Promise<string[]> {
+    const entries = await readdir(this.configDir, { recursive: true, withFileTypes: true });
+    return entries
+      .filter((e) => (e.isFile() || e.isSymbolicLink()) && EXTENSIONS.has(extname(e.name)))
+      .map((e) => relative(this.configDir, join(e.parentPath, e.name)))
+      // Hidden files and directories are editor temp files or mount internals (`..data`).
+      .filter((file) => !file.split(sep).some((part) => part.startsWith('.')))
+      .sort();
+  }
+
+  /** The text of a file, or undefined if it is gone; other read errors keep its last good state. */
+  private async read(file: string): Promise<string | undefined> {
+    try {
+      const text = await readFile(join(this.configDir, file), 'utf8');
+      this.unreadable.delete(file);
+      return text;
+    } catch (err) {
+      const code = (err as NodeJS.ErrnoException).code;
+      if (code === 'ENOENT' || code === 'EISDIR') return undefined;
+      const message = `${join(this.configDir, file)}: cannot read: ${(err as Error).message}`;
+      if (this.unreadable.get(file) !== message) log.error(message);
+      this.unreadable.set(file, message);
+      return this.files.get(file)?.text;
+    }
+  }
+
+  private load(file: string, text: string, previous: FileState | undefined): FileState {
+    const { resources, rejections } = readResources(join(this.configDir, file), text);
+    const fresh = new Map(resources.map((r) => [keyString(keyOf(r)), r]));
+    // A file saved broken keeps its last good resources until it is fixed.
+    if (rejections.length > 0 && previous) {
+      for (const [key, resource] of previous.resources) if (!fresh.has(key)) fresh.set(key, resource);
+    }
+    for (const rejection of rejections) {
+      for (const message of rejection.messages) log.warn(message);
+      counter('pilot_total_rejected_configs').inc({ kind: rejection.kind });
+    }
+    return { text, resources: fresh, problems: rejections.flatMap((r) => r.messages) };
+  }
+
+  /** Applies file changes, then recomputes each affected key; the first file in path order wins a key. */
+  private commit(changes: Map<string, FileState | undefined>): void {
+    const affected = new Map<string, ResourceKey>();
+    const note = (state: FileState | undefined) => {
+      for (const [key, resource] of state?.resources ?? []) affected.set(key, keyOf(resource));
+    };
+    for (const [file, state] of changes) {
+      note(this.files.get(file));
+      note(state);
+      if (state === undefined) this.files.delete(file);
+      else this.files.set(file, state);
+    }
+    const order = [...this.files.keys()].sort();
+    for (const key of [...affected.keys()].sort()) {
+      const owners = order.filter((file) => this.files.get(file)!.resources.has(key));
+      const [winner, ...shadowed] = owners;
+      if (winner === undefined) {
+        this.store.delete(affected.get(key)!);
+        continue;
+      }
+      for (const file of shadowed) {
+        log.warn(`${join(this.configDir, file)}: ${key} is also defined in ${join(this.configDir, winner)}; that definition is used`);
+        counter('pilot_total_rejected_configs').inc({ kind: affected.get(key)!.kind });
+      }
+      this.store.apply(this.files.get(winner)!.resources.get(key)!);
+    }
+  }
+}

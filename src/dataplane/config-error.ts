@@ -1,0 +1,27 @@
+// The one error a config compiler throws: the xDS client turns it into a NACK whose error_detail
+// is this message, and keeps serving the last good config.
+import { isFieldSet, type DescMessage, type MessageShape } from '@bufbuild/protobuf';
+
+/** A config the proxy cannot apply; `field` is the path of the offending field in the message. */
+export class ConfigError extends Error {
+  constructor(
+    readonly field: string,
+    detail: string,
+  ) {
+    super(`${field}: ${detail}`);
+    this.name = 'ConfigError';
+  }
+}
+
+/**
+ * Fields of `msg` that are set although the proxy does not apply them yet; logged (never silently
+ * dropped) by the compilers. Names are the .proto's, as the operator wrote them.
+ */
+export function unappliedFields<Desc extends DescMessage>(schema: Desc, msg: MessageShape<Desc>, localNames: readonly string[]): string[] {
+  const out: string[] = [];
+  for (const n of localNames) {
+    const f = schema.field[n];
+    if (f && isFieldSet(msg, f)) out.push(f.name);
+  }
+  return out;
+}

@@ -1,0 +1,737 @@
+// The jwt_authn HTTP filter: a JwtAuthentication message compiled once into a checker with
+// Envoy's semantics (token locations, requirement trees, status strings, 401/403 replies).
+//
+// Per request: the first rule whose match holds selects a requirement; the requirement's
+// verifiers extract tokens and authenticate them against the provider's inlined JWKS. Verified
+// tokens are cached per provider (bounded LRU, until they expire), so a repeated token costs a map
+// lookup and the time/audience checks, not a signature check.
+import { createPublicKey, createSecretKey, type KeyObject } from 'node:crypto';
+import type { JsonObject, JsonValue } from '@bufbuild/protobuf';
+import { flattenedVerify } from 'jose';
+import { scope } from '../../common/log.js';
+import type {
+  JwtAuthentication,
+  JwtProvider,
+  JwtRequirement,
+} from '../../gen/envoy/extensions/filters/http/jwt_authn/v3/config_pb.js';
+import { ConfigError } from '../config-error.js';
+import { compileStringMatcher, readDataSource } from '../matchers.js';
+import type { StreamRequest } from '../request.js';
+import { compileRouteMatch, durationMs } from '../router.js';
+import type { FilterOutcome, LocalReply } from './filter.js';
+
+const log = scope('jwt');
+
+/** The dynamic-metadata namespace the payloads are written under. */
+export const JWT_AUTHN_FILTER_NAME = 'envoy.filters.http.jwt_authn';
+
+/** Envoy's default clock skew for exp/nbf. */
+const DEFAULT_CLOCK_SKEW_S = 60;
+/** Envoy's default JWT cache size per provider. */
+const DEFAULT_JWT_CACHE_SIZE = 100;
+/** Unknown kids reported through onUnknownKid per compiled config, at most. */
+const MAX_REPORTED_KIDS = 64;
+/** Envoy caps the URL it puts in the realm. */
+const MAX_REALM_PATH = 256;
+
+/** Statuses, spelled as Envoy's response bodies spell them. */
+export const JwtStatus = {
+  Ok: 'OK',
+  JwtMissed: 'Jwt is missing',
+  JwtNotYetValid: 'Jwt not yet valid',
+  JwtExpired: 'Jwt is expired',
+  JwtBadFormat: 'Jwt is not in the form of Header.Payload.Signature with two dots and 3 sections',
+  JwtHeaderParseErrorBadBase64: 'Jwt header is an invalid Base64url encoded',
+  JwtHeaderParseErrorBadJson: 'Jwt header is an invalid JSON',
+  JwtHeaderBadAlg: 'Jwt header [alg] field is required and must be a string',
+  JwtHeaderNotImplementedAlg: 'Jwt header [alg] is not supported',
+  JwtHeaderBadKid: 'Jwt header [kid] field is not a string',
+  JwtPayloadParseErrorBadBase64: 'Jwt payload is an invalid Base64url encoded',
+  JwtPayloadParseErrorBadJson: 'Jwt payload is an invalid JSON',
+  JwtPayloadParseErrorIssNotString: 'Jwt payload [iss] field is not a string',
+  JwtPayloadParseErrorSubNotString: 'Jwt payload [sub] field is not a string',
+  JwtPayloadParseErrorIatNotInteger: 'Jwt payload [iat] field is not an integer',
+  JwtPayloadParseErrorNbfNotInteger: 'Jwt payload [nbf] field is not an integer',
+  JwtPayloadParseErrorExpNotInteger: 'Jwt payload [exp] field is not an integer',
+  JwtPayloadParseErrorJtiNotString: 'Jwt payload [jti] field is not a string',
+  JwtPayloadParseErrorAudNotString: 'Jwt payload [aud] field is not a string or string list',
+  JwtSignatureParseErrorBadBase64: 'Jwt signature is an invalid Base64url encoded',
+  JwtUnknownIssuer: 'Jwt issuer is not configured',
+  JwtAudienceNotAllowed: 'Audiences in Jwt are not allowed',
+  JwtVerificationFail: 'Jwt verification fails',
+  JwksNoValidKeys: "Jwks doesn't have any valid public key",
+  JwksKidAlgMismatch: "Jwks doesn't have key to match kid or alg from Jwt",
+} as const;
+export type JwtStatus = (typeof JwtStatus)[keyof typeof JwtStatus];
+
+const SUPPORTED_ALGS = new Set([
+  'RS256', 'RS384', 'RS512', 'PS256', 'PS384', 'PS512', 'ES256', 'ES384', 'ES512', 'HS256', 'HS384', 'HS512', 'EdDSA',
+]);
+const EC_CURVE: Record<string, string> = { ES256: 'P-256', ES384: 'P-384', ES512: 'P-521' };
+
+export interface JwtAuthnOptions {
+  /** Unix seconds; injectable so tests can move the clock instead of waiting. */
+  now?: () => number;
+  /**
+   * Called when a token names a `kid` that the provider's inlined JWKS lacks (the request gets a
+   * 401). The agent uses it to ask the discovery server to refetch that issuer's JWKS; it fires at
+   * most once per (issuer, kid) per compiled config, and a new config comes with new keys.
+   */
+  onUnknownKid?: (issuer: string, kid: string) => void;
+}
+
+/** Counters, named as Envoy's jwt_authn stats. */
+export interface JwtAuthnStats {
+  allowed: number;
+  denied: number;
+  jwt_cache_hit: number;
+  jwt_cache_miss: number;
+  /** Signature checks actually performed (not an Envoy stat: what the cache saves). */
+  signature_verifications: number;
+}
+
+interface Jwt {
+  readonly header: JsonObject;
+  readonly payload: JsonObject;
+  readonly headerB64: string;
+  readonly payloadB64: string;
+  readonly signatureB64: string;
+  readonly alg: string;
+  readonly kid: string | undefined;
+  readonly iss: string;
+  readonly audiences: readonly string[];
+  readonly exp: number;
+  readonly nbf: number;
+}
+
+interface Key {
+  readonly kid: string | undefined;
+  readonly alg: string | undefined;
+  readonly kty: string;
+  readonly crv: string | undefined;
+  readonly key: KeyObject;
+}
+
+class JwtCache {
+  private readonly map = new Map<string, Jwt>();
+  /** `skew`: an entry lives until exp + skew, as long as the token itself is accepted. */
+  constructor(
+    private readonly max: number,
+    private readonly skew: number,
+  ) {}
+
+  get(token: string, now: number): Jwt | undefined {
+    const jwt = this.map.get(token);
+    if (!jwt) return undefined;
+    this.map.delete(token);
+    if (jwt.exp !== 0 && now > jwt.exp + this.skew) return undefined;
+    this.map.set(token, jwt); // most recently used last
+    return jwt;
+  }
+
+  set(token: string, jwt: Jwt): void {
+    if (this.max <= 0) return;
+    this.map.delete(token);
+    this.map.set(token, jwt);
+    if (this.map.size > this.max) this.map.delete(this.map.keys().next().value as string);
+  }
+}
+
+interface Provider {
+  readonly name: string;
+  readonly issuer: string;
+  readonly audiences: ReadonlySet<string> | undefined;
+  readonly keys: readonly Key[] | undefined; // undefined: the JWKS could not be used (fail closed)
+  readonly kids: ReadonlySet<string>;
+  readonly forward: boolean;
+  readonly forwardPayloadHeader: string;
+  readonly padForwardPayloadHeader: boolean;
+  readonly claimToHeaders: readonly { header: string; claim: string }[];
+  readonly payloadInMetadata: string;
+  readonly headerInMetadata: string;
+  readonly spaceDelimitedClaims: readonly string[];
+  readonly clockSkew: number;
+  /** Longest remaining lifetime accepted, in seconds (Infinity: any, but exp is required). */
+  readonly maxLifetime: number | undefined;
+  readonly subject: ((sub: string) => boolean) | undefined;
+  readonly cache: JwtCache;
+  readonly locations: readonly LocationSpec[];
+}
+
+type LocationSpec =
+  | { kind: 'header'; name: string; prefix: string }
+  | { kind: 'param'; name: string }
+  | { kind: 'cookie'; name: string };
+
+/** A token found in a request, with the issuers whose providers look there. */
+interface FoundToken {
+  readonly token: string;
+  readonly issuerAllowed: (iss: string) => boolean;
+  readonly remove: (req: StreamRequest) => void;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Parsing
+
+const B64URL = /^[A-Za-z0-9_-]*$/;
+
+function b64urlDecode(s: string): Buffer | undefined {
+  if (!B64URL.test(s) || s.length % 4 === 1) return undefined;
+  return Buffer.from(s, 'base64url');
+}
+
+function jsonObject(buf: Buffer): JsonObject | undefined {
+  try {
+    const v: unknown = JSON.parse(buf.toString('utf8'));
+    return v !== null && typeof v === 'object' && !Array.isArray(v) ? (v as JsonObject) : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
+function isNonNegativeInt(v: JsonValue | undefined): boolean {
+  return typeof v === 'number' && Number.isInteger(v) && v >= 0;
+}
+
+/** Parses a compact JWS into a Jwt, or returns the status naming what is wrong with it. */
+export function parseJwt(token: string): Jwt | JwtStatus {
+  const parts = token.split('.');
+  if (parts.length !== 3) return JwtStatus.JwtBadFormat;
+  const [headerB64, payloadB64, signatureB64] = parts as [string, string, string];
+  const hb = b64urlDecode(headerB64);
+  if (!hb || hb.length === 0) return JwtStatus.JwtHeaderParseErrorBadBase64;
+  const header = jsonObject(hb);
+  if (!header) return JwtStatus.JwtHeaderParseErrorBadJson;
+  const alg = header.alg;
+  if (typeof alg !== 'string') return JwtStatus.JwtHeaderBadAlg;
+  if (!SUPPORTED_ALGS.has(alg)) return JwtStatus.JwtHeaderNotImplementedAlg;
+  const kid = header.kid;
+  if (kid !== undefined && typeof kid !== 'string') return JwtStatus.JwtHeaderBadKid;
+  const pb = b64urlDecode(payloadB64);
+  if (!pb || pb.length === 0) return JwtStatus.JwtPayloadParseErrorBadBase64;
+  const payload = jsonObject(pb);
+  if (!payload) return JwtStatus.JwtPayloadParseErrorBadJson;
+  const { iss, sub, iat, nbf, exp, jti, aud } = payload;
+  if (iss !== undefined && typeof iss !== 'string') return JwtStatus.JwtPayloadParseErrorIssNotString;
+  if (sub !== undefined && typeof sub !== 'string') return JwtStatus.JwtPayloadParseErrorSubNotString;
+  if (iat !== undefined && !isNonNegativeInt(iat)) return JwtStatus.JwtPayloadParseErrorIatNotInteger;
+  if (nbf !== undefined && !isNonNegativeInt(nbf)) return JwtStatus.JwtPayloadParseErrorNbfNotInteger;
+  if (exp !== undefined && !isNonNegativeInt(exp)) return JwtStatus.JwtPayloadParseErrorExpNotInteger;
+  if (jti !== undefined && typeof jti !== 'string') return JwtStatus.JwtPayloadParseErrorJtiNotString;
+  let audiences: string[] = [];
+  if (typeof aud === 'string') audiences = [aud];
+  else if (Array.isArray(aud) && aud.every((a) => typeof a === 'string')) audiences = aud as string[];
+  else if (aud !== undefined) return JwtStatus.JwtPayloadParseErrorAudNotString;
+  if (b64urlDecode(signatureB64) === undefined) return JwtStatus.JwtSignatureParseErrorBadBase64;
+  return {
+    header,
+    payload,
+    headerB64,
+    payloadB64,
+    signatureB64,
+    alg,
+    kid,
+    iss: iss ?? '',
+    audiences,
+    exp: (exp as number | undefined) ?? 0,
+    nbf: (nbf as number | undefined) ?? 0,
+  };
+}
+
+// ---------------------------------------------------------------------------------------------
+// JWKS
+
+function parseJwks(text: string, field: string): Key[] | undefined {
+  let doc: unknown;
+  try {
+    doc = JSON.parse(text);
+  } catch {
+    log.warn(`${field}: the JWKS is not valid JSON; tokens of this provider will be rejected`);
+    return undefined;
+  }
+  const keys = (doc as { keys?: unknown } | null)?.keys;
+  if (!Array.isArray(keys)) {
+    log.warn(`${field}: the JWKS has no [keys] array; tokens of this provider will be rejected`);
+    return undefined;
+  }
+  const out: Key[] = [];
+  keys.forEach((jwk: Record<string, unknown>, i) => {
+    const kty = typeof jwk?.kty === 'string' ? jwk.kty : '';
+    try {
+      let key: KeyObject;
+      if (kty === 'oct') {
+        if (typeof jwk.k !== 'string') throw new Error('[k] field is missing for an HMAC key');
+        key = createSecretKey(Buffer.from(jwk.k, 'base64url'));
+      } else if (kty === 'RSA' || kty === 'EC' || kty === 'OKP') {
+        if (kty === 'OKP' && jwk.crv !== 'Ed25519') throw new Error('[crv] field is not supported for an OKP key');
+        const pub = Object.fromEntries(Object.entries(jwk).filter(([k]) => !['d', 'p', 'q', 'dp', 'dq', 'qi'].includes(k)));
+        key = createPublicKey({ key: pub, format: 'jwk' });
+      } else {
+        throw new Error('[kty] is not supported in [keys]');
+      }
+      out.push({
+        kid: typeof jwk.kid === 'string' ? jwk.kid : undefined,
+        alg: typeof jwk.alg === 'string' ? jwk.alg : undefined,
+        kty,
+        crv: typeof jwk.crv === 'string' ? jwk.crv : undefined,
+        key,
+      });
+    } catch (e) {
+      log.warn(`${field}: skipping key ${i} of the JWKS: ${(e as Error).message}`);
+    }
+  });
+  if (out.length === 0) {
+    log.warn(`${field}: the JWKS has no usable key; tokens of this provider will be rejected`);
+    return undefined;
+  }
+  return out;
+}
+
+/** Whether a key can verify a token signed with `alg` (Envoy's kid/alg/key-type selection). */
+function keyFits(k: Key, jwt: Jwt): boolean {
+  if (jwt.kid !== undefined && k.kid !== undefined && k.kid !== jwt.kid) return false;
+  if (k.alg !== undefined && k.alg !== jwt.alg) return false;
+  const fam = jwt.alg.slice(0, 2);
+  if (fam === 'RS' || fam === 'PS') return k.kty === 'RSA';
+  if (fam === 'ES') return k.kty === 'EC' && (k.crv === undefined || k.crv === EC_CURVE[jwt.alg]);
+  if (fam === 'HS') return k.kty === 'oct';
+  return jwt.alg === 'EdDSA' && k.kty === 'OKP';
+}
+
+// ---------------------------------------------------------------------------------------------
+// Token locations
+
+function parseCookies(header: string | undefined): Map<string, string> {
+  const out = new Map<string, string>();
+  for (const part of (header ?? '').split(';')) {
+    const eq = part.indexOf('=');
+    if (eq < 0) continue;
+    const k = part.slice(0, eq).trim();
+    let v = part.slice(eq + 1).trim();
+    if (v.length >= 2 && v.startsWith('"') && v.endsWith('"')) v = v.slice(1, -1);
+    if (!out.has(k)) out.set(k, v);
+  }
+  return out;
+}
+
+const TOKEN_CHARS = /[A-Za-z0-9\-_.]/;
+
+/** After the prefix, skip to the first character a JWT can hold (Envoy's extractJWT). */
+function afterPrefix(value: string, prefix: string): string | undefined {
+  if (!prefix) return value;
+  const pos = value.indexOf(prefix);
+  if (pos < 0) return undefined;
+  const rest = value.slice(pos + prefix.length);
+  for (let i = 0; i < rest.length; i++) if (TOKEN_CHARS.test(rest[i] as string)) return rest.slice(i);
+  return value;
+}
+
+function removeQueryParam(path: string, name: string): string {
+  const q = path.indexOf('?');
+  if (q < 0) return path;
+  const params = new URLSearchParams(path.slice(q + 1));
+  params.delete(name);
+  const rest = params.toString();
+  return rest ? `${path.slice(0, q)}?${rest}` : path.slice(0, q);
+}
+
+/** The token locations of a set of providers, each with the issuers that use it. */
+class Extractor {
+  private readonly specs = new Map<string, { spec: LocationSpec; issuers: Set<string>; any: boolean }>();
+  readonly sanitize: readonly string[];
+
+  constructor(providers: readonly Provider[]) {
+    const sanitize: string[] = [];
+    for (const p of providers) {
+      for (const spec of p.locations) {
+        const key = `${spec.kind}\0${spec.name}\0${spec.kind === 'header' ? spec.prefix : ''}`;
+        let entry = this.specs.get(key);
+        if (!entry) this.specs.set(key, (entry = { spec, issuers: new Set(), any: false }));
+        // A provider without an issuer accepts tokens of any issuer at its locations.
+        if (p.issuer === '') entry.any = true;
+        else entry.issuers.add(p.issuer);
+      }
+      if (p.forwardPayloadHeader) sanitize.push(p.forwardPayloadHeader);
+      for (const c of p.claimToHeaders) sanitize.push(c.header);
+    }
+    this.sanitize = sanitize;
+  }
+
+  extract(req: StreamRequest): FoundToken[] {
+    const out: FoundToken[] = [];
+    let params: URLSearchParams | undefined;
+    let cookies: Map<string, string> | undefined;
+    for (const { spec, issuers, any } of this.specs.values()) {
+      const issuerAllowed = (iss: string): boolean => any || issuers.has(iss);
+      if (spec.kind === 'header') {
+        for (const v of req.headers.values(spec.name)) {
+          const token = afterPrefix(v, spec.prefix);
+          if (token !== undefined) out.push({ token, issuerAllowed, remove: (r) => r.headers.remove(spec.name) });
+        }
+      } else if (spec.kind === 'param') {
+        if (!params) {
+          const q = req.path.indexOf('?');
+          params = new URLSearchParams(q < 0 ? '' : req.path.slice(q + 1));
+        }
+        const v = params.get(spec.name);
+        if (v !== null) out.push({ token: v, issuerAllowed, remove: (r) => (r.path = removeQueryParam(r.path, spec.name)) });
+      } else {
+        cookies ??= parseCookies(req.headers.joined('cookie'));
+        const v = cookies.get(spec.name);
+        // Envoy leaves a cookie token in place even when forward is false.
+        if (v !== undefined) out.push({ token: v, issuerAllowed, remove: () => undefined });
+      }
+    }
+    return out;
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Requirements
+
+/** Audience check with Envoy's normalization: scheme prefix and trailing slash do not count. */
+function normalizeAudience(a: string): string {
+  let s = a.replace(/^https?:\/\//, '');
+  if (s.endsWith('/')) s = s.slice(0, -1);
+  return s;
+}
+
+/** The allowed audiences, normalized; undefined = any audience. */
+function audienceSet(allowed: readonly string[]): ReadonlySet<string> | undefined {
+  return allowed.length === 0 ? undefined : new Set(allowed.map(normalizeAudience));
+}
+
+function audiencesAllowed(allowed: ReadonlySet<string> | undefined, jwtAuds: readonly string[]): boolean {
+  return allowed === undefined || jwtAuds.some((a) => allowed.has(normalizeAudience(a)));
+}
+
+interface Context {
+  readonly req: StreamRequest;
+  readonly payloads: Record<string, JsonValue>;
+  /** Signature results of this request, by provider and token. */
+  readonly verified: Map<string, JwtStatus>;
+}
+
+type Verifier = (ctx: Context) => Promise<JwtStatus>;
+
+export interface CompiledJwtAuthn {
+  readonly stats: JwtAuthnStats;
+  /** Runs the filter: continue (payload in req.metadata) or a 401/403 local reply. */
+  decodeHeaders(req: StreamRequest): Promise<FilterOutcome>;
+}
+
+/** Compiles a JwtAuthentication config; throws ConfigError for what the proxy cannot honour. */
+export function compileJwtAuthn(config: JwtAuthentication, opts: JwtAuthnOptions = {}): CompiledJwtAuthn {
+  const now = opts.now ?? (() => Math.floor(Date.now() / 1000));
+  const stats: JwtAuthnStats = { allowed: 0, denied: 0, jwt_cache_hit: 0, jwt_cache_miss: 0, signature_verifications: 0 };
+  const reportedKids = new Set<string>();
+
+  if (config.filterStateRules) throw new ConfigError('filter_state_rules', 'not supported');
+
+  const providers = new Map<string, Provider>();
+  for (const name of Object.keys(config.providers).sort()) {
+    providers.set(name, compileProvider(name, config.providers[name] as JwtProvider));
+  }
+  const allProviders = [...providers.values()];
+  const byIssuer = (iss: string): Provider | undefined =>
+    allProviders.find((p) => p.issuer === iss) ?? allProviders.find((p) => p.issuer === '');
+
+  async function verifySignature(p: Provider, jwt: Jwt): Promise<JwtStatus> {
+    if (!p.keys) return JwtStatus.JwksNoValidKeys;
+    let fitted = false;
+    for (const k of p.keys) {
+      if (!keyFits(k, jwt)) continue;
+      fitted = true;
+      stats.signature_verifications++;
+      try {
+        await flattenedVerify(
+          { protected: jwt.headerB64, payload: jwt.payloadB64, signature: jwt.signatureB64 },
+          k.key,
+          { algorithms: [jwt.alg] },
+        );
+        return JwtStatus.Ok;
+      } catch {
+        // try the next fitting key, as Envoy does
+      }
+    }
+    if (fitted) return JwtStatus.JwtVerificationFail;
+    if (jwt.kid !== undefined && !p.kids.has(jwt.kid) && opts.onUnknownKid) {
+      // Kids are attacker-chosen: report each once, and only so many per config.
+      const key = `${p.issuer}\0${jwt.kid}`;
+      if (!reportedKids.has(key) && reportedKids.size < MAX_REPORTED_KIDS) {
+        reportedKids.add(key);
+        log.info(`token kid ${JSON.stringify(jwt.kid)} is not in the JWKS of issuer ${JSON.stringify(p.issuer)}; asking for a refetch`);
+        try {
+          opts.onUnknownKid(p.issuer, jwt.kid);
+        } catch (e) {
+          log.warn(`onUnknownKid failed: ${(e as Error).message}`);
+        }
+      }
+    }
+    return JwtStatus.JwksKidAlgMismatch;
+  }
+
+  function onGoodJwt(p: Provider, jwt: Jwt, found: FoundToken, ctx: Context): void {
+    const { req } = ctx;
+    if (p.forwardPayloadHeader) {
+      const b64 = jwt.payloadB64;
+      req.headers.add(p.forwardPayloadHeader, p.padForwardPayloadHeader ? b64.padEnd(Math.ceil(b64.length / 4) * 4, '=') : b64);
+    }
+    for (const { header, claim } of p.claimToHeaders) {
+      const v = claimValue(jwt.payload, claim);
+      if (v !== undefined) req.headers.add(header, v);
+    }
+    if (!p.forward) found.remove(req);
+    if (p.headerInMetadata) ctx.payloads[p.headerInMetadata] = jwt.header;
+    if (p.payloadInMetadata) ctx.payloads[p.payloadInMetadata] = normalizePayload(jwt.payload, p.spaceDelimitedClaims);
+  }
+
+  /** Envoy's authenticator: every token found must pass unless failures are allowed. */
+  function authenticator(fixed: Provider | undefined, extractor: Extractor, audiences: ReadonlySet<string> | undefined, allowFailed: boolean, allowMissing: boolean): Verifier {
+    return async (ctx) => {
+      for (const h of extractor.sanitize) ctx.req.headers.remove(h);
+      const tokens = extractor.extract(ctx.req);
+      if (tokens.length === 0) return allowFailed || allowMissing ? JwtStatus.Ok : JwtStatus.JwtMissed;
+      let status: JwtStatus = JwtStatus.Ok;
+      for (const found of tokens) {
+        status = await authenticateOne(fixed, found, audiences, ctx);
+        if (status !== JwtStatus.Ok && !allowFailed && !allowMissing) return status;
+      }
+      return allowFailed ? JwtStatus.Ok : status;
+    };
+  }
+
+  async function authenticateOne(fixed: Provider | undefined, found: FoundToken, audiences: ReadonlySet<string> | undefined, ctx: Context): Promise<JwtStatus> {
+    const t = now();
+    let jwt: Jwt | undefined;
+    if (fixed) {
+      jwt = fixed.cache.get(found.token, t);
+      if (jwt) stats.jwt_cache_hit++;
+      else stats.jwt_cache_miss++;
+    }
+    let cached = jwt !== undefined;
+    if (!jwt) {
+      const parsed = parseJwt(found.token);
+      if (typeof parsed === 'string') return parsed;
+      jwt = parsed;
+    }
+    if (!found.issuerAllowed(jwt.iss)) return JwtStatus.JwtUnknownIssuer;
+    const p = fixed ?? byIssuer(jwt.iss);
+    if (!p) return JwtStatus.JwtUnknownIssuer;
+    if (!fixed) {
+      // Unlike Envoy, a bypass requirement (allow_missing) uses the issuer's cache too.
+      const hit = p.cache.get(found.token, t);
+      if (hit) {
+        stats.jwt_cache_hit++;
+        jwt = hit;
+        cached = true;
+      } else stats.jwt_cache_miss++;
+    }
+    if (jwt.nbf !== 0 && t < jwt.nbf - p.clockSkew) return JwtStatus.JwtNotYetValid;
+    if (jwt.exp !== 0 && t > jwt.exp + p.clockSkew) return JwtStatus.JwtExpired;
+    if (p.subject && !p.subject(typeof jwt.payload.sub === 'string' ? jwt.payload.sub : '')) return JwtStatus.JwtVerificationFail;
+    if (p.maxLifetime !== undefined && (jwt.exp === 0 || jwt.exp - t >= p.maxLifetime)) return JwtStatus.JwtExpired;
+    if (!audiencesAllowed(audiences ?? p.audiences, jwt.audiences)) return JwtStatus.JwtAudienceNotAllowed;
+    if (!cached) {
+      // requires_any may meet the same token twice (its provider, then allow_missing): check once.
+      const memoKey = `${p.name}\0${found.token}`;
+      let s = ctx.verified.get(memoKey);
+      if (s === undefined) {
+        s = await verifySignature(p, jwt);
+        ctx.verified.set(memoKey, s);
+      }
+      if (s !== JwtStatus.Ok) return s;
+      p.cache.set(found.token, jwt);
+    }
+    onGoodJwt(p, jwt, found, ctx);
+    return JwtStatus.Ok;
+  }
+
+  function provider(name: string, field: string): Provider {
+    const p = providers.get(name);
+    if (!p) throw new ConfigError(field, `provider ${JSON.stringify(name)} is not configured`);
+    return p;
+  }
+
+  function compileRequirement(r: JwtRequirement | undefined, field: string): Verifier {
+    const rt = r?.requiresType ?? { case: undefined };
+    switch (rt.case) {
+      case undefined:
+        return async () => JwtStatus.Ok;
+      case 'providerName': {
+        const p = provider(rt.value, `${field}.provider_name`);
+        return authenticator(p, new Extractor([p]), undefined, false, false);
+      }
+      case 'providerAndAudiences': {
+        const p = provider(rt.value.providerName, `${field}.provider_and_audiences.provider_name`);
+        return authenticator(p, new Extractor([p]), audienceSet(rt.value.audiences), false, false);
+      }
+      case 'allowMissing':
+      case 'allowMissingOrFailed':
+        // Tokens at any provider's location are verified against the provider of their issuer.
+        return authenticator(undefined, new Extractor(allProviders), undefined, rt.case === 'allowMissingOrFailed', true);
+      case 'requiresAny': {
+        // allow_missing(_or_failed) is a flag on the group, not a member, unless it is alone.
+        let allowMissing = false;
+        let allowFailed = false;
+        const members: Verifier[] = [];
+        rt.value.requirements.forEach((child, i) => {
+          const c = child.requiresType.case;
+          if (c === 'allowMissing') allowMissing = true;
+          else if (c === 'allowMissingOrFailed') allowFailed = true;
+          else members.push(compileRequirement(child, `${field}.requires_any.requirements[${i}]`));
+        });
+        if (members.length === 0 && (allowMissing || allowFailed)) {
+          members.push(authenticator(undefined, new Extractor(allProviders), undefined, allowFailed, true));
+        }
+        return async (ctx) => {
+          // None passed: the most telling failure wins; "missing" and "unknown issuer" only when
+          // nothing else went wrong (a token for one provider is "unknown issuer" to the others).
+          let final: JwtStatus = JwtStatus.JwtMissed;
+          for (const v of members) {
+            const s = await v(ctx);
+            if (s === JwtStatus.Ok) return s;
+            if ((s !== JwtStatus.JwtMissed && s !== JwtStatus.JwtUnknownIssuer) || final === JwtStatus.JwtMissed) final = s;
+          }
+          if (allowFailed || (allowMissing && final === JwtStatus.JwtMissed)) return JwtStatus.Ok;
+          return final;
+        };
+      }
+      case 'requiresAll': {
+        const all = rt.value.requirements.map((c, i) => compileRequirement(c, `${field}.requires_all.requirements[${i}]`));
+        return async (ctx) => {
+          for (const v of all) {
+            const s = await v(ctx);
+            if (s !== JwtStatus.Ok) return s;
+          }
+          return JwtStatus.Ok;
+        };
+      }
+      default:
+        throw new ConfigError(field, 'unknown requirement type');
+    }
+  }
+
+  const named = new Map<string, Verifier>();
+  for (const [name, r] of Object.entries(config.requirementMap)) named.set(name, compileRequirement(r, `requirement_map[${name}]`));
+
+  const rules = config.rules.map((rule, i) => {
+    const field = `rules[${i}]`;
+    const match = compileRouteMatch(rule.match, `${field}.match`).test;
+    const rt = rule.requirementType;
+    let verifier: Verifier | undefined;
+    if (rt.case === 'requires') verifier = compileRequirement(rt.value, `${field}.requires`);
+    else if (rt.case === 'requirementName') {
+      verifier = named.get(rt.value);
+      if (!verifier) throw new ConfigError(`${field}.requirement_name`, `${JSON.stringify(rt.value)} is not in requirement_map`);
+    }
+    return { match, verifier };
+  });
+
+  const bypassCors = config.bypassCorsPreflight;
+  const strip = config.stripFailureResponse;
+
+  return {
+    stats,
+    async decodeHeaders(req) {
+      if (bypassCors && req.method === 'OPTIONS' && req.headers.has('origin') && req.headers.has('access-control-request-method')) {
+        stats.allowed++;
+        return { kind: 'continue' };
+      }
+      const rule = rules.find((r) => r.match(req));
+      if (!rule?.verifier) {
+        stats.allowed++;
+        return { kind: 'continue' };
+      }
+      const ctx: Context = { req, payloads: {}, verified: new Map() };
+      const status = await rule.verifier(ctx);
+      if (status === JwtStatus.Ok) {
+        stats.allowed++;
+        if (Object.keys(ctx.payloads).length > 0) {
+          req.metadata[JWT_AUTHN_FILTER_NAME] = { ...(req.metadata[JWT_AUTHN_FILTER_NAME] ?? {}), ...ctx.payloads };
+        }
+        return { kind: 'continue' };
+      }
+      stats.denied++;
+      log.debug(`request ${req.method} ${req.path} rejected: ${status}`);
+      return { kind: 'reply', reply: failureReply(req, status, strip) };
+    },
+  };
+}
+
+function failureReply(req: StreamRequest, status: JwtStatus, strip: boolean): LocalReply {
+  const code = status === JwtStatus.JwtAudienceNotAllowed ? 403 : 401;
+  if (strip) return { status: code, body: '', headers: {}, details: rcDetails(status) };
+  const realm = `${req.scheme}://${req.authority}${req.path.slice(0, MAX_REALM_PATH)}`;
+  const challenge = `Bearer realm="${realm}"${status === JwtStatus.JwtMissed ? '' : ', error="invalid_token"'}`;
+  return { status: code, body: status, headers: { 'www-authenticate': challenge }, details: rcDetails(status) };
+}
+
+function rcDetails(status: JwtStatus): string {
+  return `jwt_authn_access_denied{${status.replace(/\s/g, '_')}}`;
+}
+
+/** A claim as a header value: strings, numbers (integers without a fraction) and booleans only. */
+function claimValue(payload: JsonObject, claim: string): string | undefined {
+  let v: JsonValue | undefined = payload;
+  for (const part of claim.split('.')) {
+    if (v === null || typeof v !== 'object' || Array.isArray(v)) return undefined;
+    v = (v as JsonObject)[part];
+  }
+  if (typeof v === 'string') return v === '' ? undefined : v;
+  if (typeof v === 'number') return String(v);
+  if (typeof v === 'boolean') return v ? 'true' : 'false';
+  return undefined;
+}
+
+function normalizePayload(payload: JsonObject, spaceDelimited: readonly string[]): JsonObject {
+  if (spaceDelimited.length === 0) return payload;
+  const out: JsonObject = { ...payload };
+  for (const c of spaceDelimited) {
+    const v = out[c];
+    if (typeof v === 'string') out[c] = v.split(' ').filter(Boolean);
+  }
+  return out;
+}
+
+function compileProvider(name: string, p: JwtProvider): Provider {
+  const field = `providers[${name}]`;
+  const src = p.jwksSourceSpecifier;
+  if (src.case === 'remoteJwks') {
+    throw new ConfigError(`${field}.remote_jwks`, 'remote JWKS are not fetched by the proxy; the discovery server inlines them as local_jwks');
+  }
+  if (src.case !== 'localJwks') throw new ConfigError(field, 'local_jwks is required');
+  const keys = parseJwks(readDataSource(src.value, `${field}.local_jwks`), `${field}.local_jwks`);
+  const locations: LocationSpec[] = [
+    ...p.fromHeaders.map((h, i): LocationSpec => {
+      if (!h.name) throw new ConfigError(`${field}.from_headers[${i}].name`, 'a header name is required');
+      return { kind: 'header', name: h.name.toLowerCase(), prefix: h.valuePrefix };
+    }),
+    ...p.fromParams.map((n): LocationSpec => ({ kind: 'param', name: n })),
+    ...p.fromCookies.map((n): LocationSpec => ({ kind: 'cookie', name: n })),
+  ];
+  if (locations.length === 0) {
+    locations.push({ kind: 'header', name: 'authorization', prefix: 'Bearer ' }, { kind: 'param', name: 'access_token' });
+  }
+  const clockSkew = p.clockSkewSeconds > 0 ? p.clockSkewSeconds : DEFAULT_CLOCK_SKEW_S;
+  return {
+    name,
+    issuer: p.issuer,
+    audiences: audienceSet(p.audiences),
+    keys,
+    kids: new Set((keys ?? []).flatMap((k) => (k.kid === undefined ? [] : [k.kid]))),
+    forward: p.forward,
+    forwardPayloadHeader: p.forwardPayloadHeader.toLowerCase(),
+    padForwardPayloadHeader: p.padForwardPayloadHeader,
+    claimToHeaders: p.claimToHeaders.map((c) => ({ header: c.headerName.toLowerCase(), claim: c.claimName })),
+    payloadInMetadata: p.payloadInMetadata,
+    headerInMetadata: p.headerInMetadata,
+    spaceDelimitedClaims: p.normalizePayloadInMetadata?.spaceDelimitedClaims ?? [],
+    clockSkew,
+    // max_lifetime takes precedence over require_expiration, as in Envoy.
+    maxLifetime: p.maxLifetime ? durationMs(p.maxLifetime, 0) / 1000 : p.requireExpiration ? Infinity : undefined,
+    subject: p.subjects ? compileStringMatcher(p.subjects, `${field}.subjects`) : undefined,
+    cache: new JwtCache(p.jwtCacheConfig?.jwtCacheSize || DEFAULT_JWT_CACHE_SIZE, clockSkew),
+    locations,
+  };
+}

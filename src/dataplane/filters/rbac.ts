@@ -1,0 +1,273 @@
+// The rbac HTTP filter: an RBAC message compiled once into predicate trees over the request view.
+//
+// `compileRbacEngine` is independent of the proxy: it takes a config.rbac.v3.RBAC and answers for a
+// RequestView, so the control plane can reuse it for an "explain" endpoint (which policy matched).
+import { scope } from '../../common/log.js';
+import { RBAC_Action, type Permission, type Policy, type Principal, type RBAC as RbacRules } from '../../gen/envoy/config/rbac/v3/rbac_pb.js';
+import type { RBAC as RbacFilterConfig } from '../../gen/envoy/extensions/filters/http/rbac/v3/rbac_pb.js';
+import type { HeaderMatcher } from '../../gen/envoy/config/route/v3/route_components_pb.js';
+import type { MetadataMatcher } from '../../gen/envoy/type/matcher/v3/metadata_pb.js';
+import type { PathMatcher } from '../../gen/envoy/type/matcher/v3/path_pb.js';
+import { ConfigError } from '../config-error.js';
+import {
+  compileCidr,
+  compileHeaderMatcher,
+  compileMetadataMatcher,
+  compileStringMatcher,
+  type Predicate,
+} from '../matchers.js';
+import { pathOnly, type PeerIdentity, type RequestView, type StreamRequest } from '../request.js';
+import type { FilterOutcome } from './filter.js';
+
+const log = scope('rbac');
+
+/** The dynamic-metadata namespace of the shadow results. */
+export const RBAC_FILTER_NAME = 'envoy.filters.http.rbac';
+export const RBAC_DENIED_BODY = 'RBAC: access denied';
+
+export type RbacActionName = 'ALLOW' | 'DENY' | 'LOG';
+
+export interface RbacResult {
+  readonly allowed: boolean;
+  /** The first policy (by name) that matched, if any: Envoy's effective policy id. */
+  readonly matchedPolicy?: string;
+}
+
+export interface RbacExplanation extends RbacResult {
+  readonly action: RbacActionName;
+  /** Every policy, sorted by name, with whether it matched and which permission/principal did. */
+  readonly policies: readonly { name: string; matched: boolean; permission?: number; principal?: number }[];
+}
+
+export interface RbacEngine {
+  readonly action: RbacActionName;
+  evaluate(req: RequestView): RbacResult;
+  explain(req: RequestView): RbacExplanation;
+}
+
+type RequestMatcherSpec =
+  | { case: 'header'; value: HeaderMatcher }
+  | { case: 'urlPath'; value: PathMatcher }
+  | { case: 'metadata'; value: MetadataMatcher };
+
+/** The matchers permissions and principals share. */
+function compileRequestMatcher(spec: RequestMatcherSpec, field: string): Predicate<RequestView> {
+  switch (spec.case) {
+    case 'header': {
+      const h = compileHeaderMatcher(spec.value, `${field}.header`);
+      return (req) => h(req.header);
+    }
+    case 'urlPath': {
+      if (spec.value.rule.case !== 'path') throw new ConfigError(`${field}.url_path`, 'path is required');
+      const s = compileStringMatcher(spec.value.rule.value, `${field}.url_path.path`);
+      return (req) => s(pathOnly(req.path));
+    }
+    case 'metadata': {
+      const m = compileMetadataMatcher(spec.value, `${field}.metadata`);
+      return (req) => m(req.metadata);
+    }
+  }
+}
+
+function all<T>(ps: readonly Predicate<T>[]): Predicate<T> {
+  return (v) => ps.every((p) => p(v));
+}
+
+function any<T>(ps: readonly Predicate<T>[]): Predicate<T> {
+  return (v) => ps.some((p) => p(v));
+}
+
+export function compilePermission(p: Permission, field: string): Predicate<RequestView> {
+  const r = p.rule;
+  switch (r.case) {
+    case 'andRules':
+      return all(r.value.rules.map((x, i) => compilePermission(x, `${field}.and_rules.rules[${i}]`)));
+    case 'orRules':
+      return any(r.value.rules.map((x, i) => compilePermission(x, `${field}.or_rules.rules[${i}]`)));
+    case 'notRule': {
+      const inner = compilePermission(r.value, `${field}.not_rule`);
+      return (req) => !inner(req);
+    }
+    case 'any':
+      if (!r.value) throw new ConfigError(`${field}.any`, 'must be true');
+      return () => true;
+    case 'header':
+    case 'urlPath':
+    case 'metadata':
+      return compileRequestMatcher(r, field);
+    case 'destinationIp': {
+      const c = compileCidr(r.value, `${field}.destination_ip`);
+      return (req) => c(req.destination.address);
+    }
+    case 'destinationPort': {
+      const port = r.value;
+      return (req) => req.destination.port === port;
+    }
+    case 'destinationPortRange': {
+      const { start, end } = r.value;
+      return (req) => req.destination.port >= start && req.destination.port < end;
+    }
+    case 'requestedServerName': {
+      const s = compileStringMatcher(r.value, `${field}.requested_server_name`);
+      return (req) => s(req.requestedServerName);
+    }
+    default:
+      throw new ConfigError(field, `permission rule ${r.case ?? '(none)'} is not supported`);
+  }
+}
+
+/** URI SANs first, then DNS SANs, then the subject, as Envoy matches principal_name. */
+function principalNames(peer: PeerIdentity): string[] {
+  return [...peer.uriSans, ...peer.dnsSans, peer.subject];
+}
+
+export function compilePrincipal(p: Principal, field: string): Predicate<RequestView> {
+  const id = p.identifier;
+  switch (id.case) {
+    case 'andIds':
+      return all(id.value.ids.map((x, i) => compilePrincipal(x, `${field}.and_ids.ids[${i}]`)));
+    case 'orIds':
+      return any(id.value.ids.map((x, i) => compilePrincipal(x, `${field}.or_ids.ids[${i}]`)));
+    case 'notId': {
+      const inner = compilePrincipal(id.value, `${field}.not_id`);
+      return (req) => !inner(req);
+    }
+    case 'any':
+      if (!id.value) throw new ConfigError(`${field}.any`, 'must be true');
+      return () => true;
+    case 'authenticated': {
+      const pn = id.value.principalName;
+      if (!pn) return (req) => req.peer !== undefined;
+      const s = compileStringMatcher(pn, `${field}.authenticated.principal_name`);
+      return (req) => req.peer !== undefined && principalNames(req.peer).some(s);
+    }
+    case 'sourceIp':
+    case 'directRemoteIp': {
+      const c = compileCidr(id.value, `${field}.${id.case === 'sourceIp' ? 'source_ip' : 'direct_remote_ip'}`);
+      return (req) => c(req.source.address);
+    }
+    case 'remoteIp': {
+      const c = compileCidr(id.value, `${field}.remote_ip`);
+      return (req) => c(req.remote.address);
+    }
+    case 'header':
+    case 'urlPath':
+    case 'metadata':
+      return compileRequestMatcher(id, field);
+    default:
+      throw new ConfigError(field, `principal ${id.case ?? '(none)'} is not supported`);
+  }
+}
+
+interface CompiledPolicy {
+  readonly name: string;
+  readonly permissions: readonly Predicate<RequestView>[];
+  readonly principals: readonly Predicate<RequestView>[];
+}
+
+function compilePolicy(name: string, p: Policy, field: string): CompiledPolicy {
+  if (p.condition || p.checkedCondition) throw new ConfigError(`${field}.condition`, 'CEL conditions are not supported');
+  if (p.permissions.length === 0) throw new ConfigError(`${field}.permissions`, 'at least one permission is required');
+  if (p.principals.length === 0) throw new ConfigError(`${field}.principals`, 'at least one principal is required');
+  return {
+    name,
+    permissions: p.permissions.map((x, i) => compilePermission(x, `${field}.permissions[${i}]`)),
+    principals: p.principals.map((x, i) => compilePrincipal(x, `${field}.principals[${i}]`)),
+  };
+}
+
+const ACTION_NAMES: Record<RBAC_Action, RbacActionName> = {
+  [RBAC_Action.ALLOW]: 'ALLOW',
+  [RBAC_Action.DENY]: 'DENY',
+  [RBAC_Action.LOG]: 'LOG',
+};
+
+/** Compiles a config.rbac.v3.RBAC. Policies are tried in name order, like Envoy's ordered map. */
+export function compileRbacEngine(rules: RbacRules, field = 'rules'): RbacEngine {
+  const action = ACTION_NAMES[rules.action];
+  if (!action) throw new ConfigError(`${field}.action`, `unknown action ${rules.action}`);
+  const policies = Object.keys(rules.policies)
+    .sort()
+    .map((name) => compilePolicy(name, rules.policies[name] as Policy, `${field}.policies[${name}]`));
+  const decide = (matched: boolean): boolean => (action === 'ALLOW' ? matched : action === 'DENY' ? !matched : true);
+  return {
+    action,
+    evaluate(req) {
+      for (const p of policies) {
+        if (p.permissions.some((f) => f(req)) && p.principals.some((f) => f(req))) {
+          return { allowed: decide(true), matchedPolicy: p.name };
+        }
+      }
+      return { allowed: decide(false) };
+    },
+    explain(req) {
+      let matchedPolicy: string | undefined;
+      const details = policies.map((p) => {
+        const permission = p.permissions.findIndex((f) => f(req));
+        const principal = p.principals.findIndex((f) => f(req));
+        const matched = permission >= 0 && principal >= 0;
+        if (matched) matchedPolicy ??= p.name;
+        return { name: p.name, matched, ...(permission >= 0 ? { permission } : {}), ...(principal >= 0 ? { principal } : {}) };
+      });
+      return {
+        action,
+        allowed: decide(matchedPolicy !== undefined),
+        ...(matchedPolicy !== undefined ? { matchedPolicy } : {}),
+        policies: details,
+      };
+    },
+  };
+}
+
+/** Counters, named as Envoy's rbac filter stats. */
+export interface RbacStats {
+  allowed: number;
+  denied: number;
+  shadow_allowed: number;
+  shadow_denied: number;
+}
+
+export interface CompiledRbacFilter {
+  readonly stats: RbacStats;
+  /** undefined when the config has no enforced rules (Envoy then enforces nothing). */
+  readonly engine: RbacEngine | undefined;
+  readonly shadowEngine: RbacEngine | undefined;
+  decodeHeaders(req: StreamRequest): FilterOutcome;
+}
+
+/** Compiles the HTTP filter config: enforced rules, shadow rules (evaluated and counted only). */
+export function compileRbacFilter(config: RbacFilterConfig): CompiledRbacFilter {
+  if (config.matcher || config.shadowMatcher) throw new ConfigError('matcher', 'the matcher API is not supported; use rules/shadow_rules');
+  const engine = config.rules ? compileRbacEngine(config.rules, 'rules') : undefined;
+  const shadowEngine = config.shadowRules ? compileRbacEngine(config.shadowRules, 'shadow_rules') : undefined;
+  const shadowPrefix = config.shadowRulesStatPrefix;
+  const stats: RbacStats = { allowed: 0, denied: 0, shadow_allowed: 0, shadow_denied: 0 };
+  return {
+    stats,
+    engine,
+    shadowEngine,
+    decodeHeaders(req) {
+      if (shadowEngine) {
+        const r = shadowEngine.evaluate(req);
+        if (r.allowed) stats.shadow_allowed++;
+        else stats.shadow_denied++;
+        const md = { ...(req.metadata[RBAC_FILTER_NAME] ?? {}) };
+        md[`${shadowPrefix}shadow_engine_result`] = r.allowed ? 'allowed' : 'denied';
+        if (r.matchedPolicy !== undefined) md[`${shadowPrefix}shadow_effective_policy_id`] = r.matchedPolicy;
+        req.metadata[RBAC_FILTER_NAME] = md;
+      }
+      if (!engine) return { kind: 'continue' };
+      const r = engine.evaluate(req);
+      if (r.allowed) {
+        stats.allowed++;
+        return { kind: 'continue' };
+      }
+      stats.denied++;
+      log.debug(`request ${req.method} ${req.path} denied, matched policy ${r.matchedPolicy ?? 'none'}`);
+      return {
+        kind: 'reply',
+        reply: { status: 403, body: RBAC_DENIED_BODY, headers: {}, details: `rbac_access_denied_matched_policy[${r.matchedPolicy ?? 'none'}]` },
+      };
+    },
+  };
+}

@@ -1,0 +1,481 @@
+// The HTTP connection manager: an HttpConnectionManager message compiled into a node:http request
+// handler that sets the x-forwarded-* / x-request-id headers as Envoy does, runs the configured
+// http_filters in order (jwt_authn -> rbac -> ...) and ends in the router, which forwards to the
+// upstream picked through the injected cluster manager.
+import { randomUUID } from 'node:crypto';
+import { request as httpRequest, STATUS_CODES, type IncomingHttpHeaders, type IncomingMessage, type OutgoingHttpHeaders, type ServerResponse } from 'node:http';
+import { BlockList, isIPv4, isIPv6 } from 'node:net';
+import type { Duplex } from 'node:stream';
+import type { TLSSocket } from 'node:tls';
+import { anyUnpack, type Any } from '@bufbuild/protobuf/wkt';
+import type { DescMessage, MessageShape } from '@bufbuild/protobuf';
+import { scope } from '../common/log.js';
+import type { FilterChain } from '../gen/envoy/config/listener/v3/listener_components_pb.js';
+import { JwtAuthenticationSchema } from '../gen/envoy/extensions/filters/http/jwt_authn/v3/config_pb.js';
+import { RBACSchema } from '../gen/envoy/extensions/filters/http/rbac/v3/rbac_pb.js';
+import { RouterSchema } from '../gen/envoy/extensions/filters/http/router/v3/router_pb.js';
+import {
+  HttpConnectionManagerSchema,
+  type HttpConnectionManager,
+} from '../gen/envoy/extensions/filters/network/http_connection_manager/v3/http_connection_manager_pb.js';
+import type { ClusterManager, Endpoint, UpstreamCluster } from './cluster-manager.js';
+import { ConfigError, unappliedFields } from './config-error.js';
+import type { HttpFilter, LocalReply } from './filters/filter.js';
+import { compileJwtAuthn, type JwtAuthnOptions, type JwtAuthnStats } from './filters/jwt-authn.js';
+import { compileRbacFilter, type RbacStats } from './filters/rbac.js';
+import { normalizeIp } from './matchers.js';
+import { RequestHeaders, StreamRequest, type Address } from './request.js';
+import { applyMutations, compileRouteConfiguration, stripHostPort, type CompiledRoute, type MutableHeaders, type RouteTable } from './router.js';
+
+const log = scope('http');
+
+export const HCM_FILTER_NAME = 'envoy.filters.network.http_connection_manager';
+const TYPE_PREFIX = 'type.googleapis.com/';
+
+/** Headers that belong to one hop and are never forwarded (RFC 9110 7.6.1, plus Envoy's list). */
+const HOP_BY_HOP = new Set(['connection', 'keep-alive', 'proxy-connection', 'transfer-encoding', 'upgrade', 'te', 'host']);
+
+/** Private, loopback and link-local ranges: Envoy's default notion of an internal client. */
+const INTERNAL = (() => {
+  const b = new BlockList();
+  for (const [net, len] of [['10.0.0.0', 8], ['172.16.0.0', 12], ['192.168.0.0', 16], ['127.0.0.0', 8], ['169.254.0.0', 16]] as const) b.addSubnet(net, len, 'ipv4');
+  for (const [net, len] of [['::1', 128], ['fc00::', 7], ['fe80::', 10]] as const) b.addSubnet(net, len, 'ipv6');
+  return b;
+})();
+
+function isInternal(ip: string): boolean {
+  return isIPv4(ip) ? INTERNAL.check(ip, 'ipv4') : isIPv6(ip) && INTERNAL.check(ip, 'ipv6');
+}
+
+/** Set fields of the HCM that this proxy does not apply yet (logged when present). */
+const UNAPPLIED_HCM = [
+  'tracing', 'accessLog', 'accessLogOptions', 'http2ProtocolOptions', 'streamIdleTimeout', 'requestTimeout', 'requestHeadersTimeout',
+  'drainTimeout', 'delayedCloseTimeout', 'localReplyConfig', 'forwardClientCertDetails', 'setCurrentClientCertDetails',
+  'normalizePath', 'mergeSlashes', 'pathWithEscapedSlashesAction', 'internalAddressConfig', 'originalIpDetectionExtensions', 'via',
+];
+
+export interface HcmDeps {
+  readonly clusters: ClusterManager;
+  /** RDS: the current route table of that name, undefined until it has arrived (requests get 404). */
+  readonly routes?: (name: string) => RouteTable | undefined;
+  readonly jwt?: JwtAuthnOptions;
+  /** The listener's port, for strip_matching_host_port. */
+  readonly listenerPort?: number;
+}
+
+/** Per-filter counters, for the admin /stats endpoint. */
+export type FilterStats = { name: string; jwt_authn: JwtAuthnStats } | { name: string; rbac: RbacStats };
+
+export interface HttpConnectionManagerHandler {
+  readonly statPrefix: string;
+  readonly filterStats: readonly FilterStats[];
+  /** Serves one request of a node:http server ('request' event). */
+  handle(req: IncomingMessage, res: ServerResponse): void;
+  /** Serves an upgrade request (the server's 'upgrade' event), e.g. WebSocket. */
+  handleUpgrade(req: IncomingMessage, socket: Duplex, head: Buffer): void;
+}
+
+function unpackAs<Desc extends DescMessage>(any: Any, schema: Desc, field: string): MessageShape<Desc> {
+  const msg = anyUnpack(any, schema);
+  if (!msg) throw new ConfigError(field, `cannot decode ${any.typeUrl}`);
+  return msg;
+}
+
+/** The HttpConnectionManager of a listener filter chain (the chain's last, terminal filter). */
+export function httpConnectionManagerOf(chain: FilterChain): HttpConnectionManager | undefined {
+  for (const [i, f] of chain.filters.entries()) {
+    const c = f.configType;
+    if (c.case === 'typedConfig' && c.value.typeUrl === TYPE_PREFIX + HttpConnectionManagerSchema.typeName) {
+      return unpackAs(c.value, HttpConnectionManagerSchema, `filters[${i}].typed_config`);
+    }
+  }
+  return undefined;
+}
+
+/** Builds the handler for a listener filter chain; throws ConfigError if it has no HCM. */
+export function buildHcmForFilterChain(chain: FilterChain, deps: HcmDeps): HttpConnectionManagerHandler {
+  const hcm = httpConnectionManagerOf(chain);
+  if (!hcm) throw new ConfigError('filters', `no ${HCM_FILTER_NAME} in the filter chain`);
+  return buildHttpConnectionManager(hcm, deps);
+}
+
+interface CompiledChain {
+  readonly filters: readonly HttpFilter[];
+  readonly stats: FilterStats[];
+}
+
+function compileHttpFilters(hcm: HttpConnectionManager, deps: HcmDeps): CompiledChain {
+  const filters: HttpFilter[] = [];
+  const stats: FilterStats[] = [];
+  let sawRouter = false;
+  hcm.httpFilters.forEach((f, i) => {
+    const field = `http_filters[${i}]`;
+    if (sawRouter) throw new ConfigError(field, `${f.name} comes after the router, which must be the last filter`);
+    if (f.disabled) return;
+    const c = f.configType;
+    if (c.case !== 'typedConfig') throw new ConfigError(field, 'typed_config is required (config_discovery is not supported)');
+    const typeName = c.value.typeUrl.slice(c.value.typeUrl.lastIndexOf('/') + 1);
+    switch (typeName) {
+      case JwtAuthenticationSchema.typeName: {
+        const compiled = compileJwtAuthn(unpackAs(c.value, JwtAuthenticationSchema, `${field}.typed_config`), deps.jwt);
+        filters.push({ name: f.name, decodeHeaders: (r) => compiled.decodeHeaders(r) });
+        stats.push({ name: f.name, jwt_authn: compiled.stats });
+        return;
+      }
+      case RBACSchema.typeName: {
+        const compiled = compileRbacFilter(unpackAs(c.value, RBACSchema, `${field}.typed_config`));
+        filters.push({ name: f.name, decodeHeaders: (r) => compiled.decodeHeaders(r) });
+        stats.push({ name: f.name, rbac: compiled.stats });
+        return;
+      }
+      case RouterSchema.typeName:
+        sawRouter = true;
+        return;
+      default:
+        if (f.isOptional) {
+          log.warn(`${field}: skipping optional filter ${f.name} of unsupported type ${typeName}`);
+          return;
+        }
+        throw new ConfigError(`${field}.typed_config`, `filter type ${typeName} is not supported`);
+    }
+  });
+  if (!sawRouter) throw new ConfigError('http_filters', 'the router (envoy.extensions.filters.http.router.v3.Router) must be the last filter');
+  return { filters, stats };
+}
+
+/** Node's header object as a mutable header set (for response header mutations). */
+class ResponseHeaderSet implements MutableHeaders {
+  constructor(readonly h: Record<string, string | string[]>) {}
+  has(name: string): boolean {
+    return this.h[name] !== undefined;
+  }
+  add(name: string, value: string): void {
+    const cur = this.h[name];
+    this.h[name] = cur === undefined ? value : [...(Array.isArray(cur) ? cur : [cur]), value];
+  }
+  set(name: string, value: string): void {
+    this.h[name] = value;
+  }
+  remove(name: string): void {
+    delete this.h[name];
+  }
+}
+
+/** Envoy's answer when the upstream connection fails before a response. */
+const CONNECT_FAILURE: LocalReply = {
+  status: 503,
+  body: 'upstream connect error or disconnect/reset before headers. reset reason: connection failure',
+  headers: {},
+  details: 'upstream_reset_before_response_started{connection_failure}',
+};
+
+/** Where the router sends an admitted request. */
+interface Target {
+  readonly route: CompiledRoute;
+  readonly cluster: UpstreamCluster;
+  readonly endpoint: Endpoint;
+  readonly path: string;
+  readonly headers: OutgoingHttpHeaders;
+  readonly timeoutMs: number;
+}
+
+/** An HTTP/1.1 status line and header block, for replies written on a raw socket. */
+function rawHead(status: number, message: string, headers: OutgoingHttpHeaders): string {
+  let out = `HTTP/1.1 ${status} ${message}\r\n`;
+  for (const [k, v] of Object.entries(headers)) {
+    if (v === undefined) continue;
+    for (const one of Array.isArray(v) ? v : [v]) out += `${k}: ${one}\r\n`;
+  }
+  return `${out}\r\n`;
+}
+
+/** A response's headers without the hop-by-hop ones. */
+function endToEndHeaders(msg: IncomingMessage): Record<string, string | string[]> {
+  const out: Record<string, string | string[]> = {};
+  for (const [k, v] of Object.entries(msg.headersDistinct)) {
+    if (v && !HOP_BY_HOP.has(k)) out[k] = v.length === 1 ? (v[0] as string) : v;
+  }
+  return out;
+}
+
+function firstValue(h: IncomingHttpHeaders, name: string): string | undefined {
+  const v = h[name];
+  return Array.isArray(v) ? v[0] : v;
+}
+
+/** Compiles an HttpConnectionManager; throws ConfigError (-> NACK) on what it cannot honour. */
+export function buildHttpConnectionManager(hcm: HttpConnectionManager, deps: HcmDeps): HttpConnectionManagerHandler {
+  const chain = compileHttpFilters(hcm, deps);
+  const unapplied = unappliedFields(HttpConnectionManagerSchema, hcm, UNAPPLIED_HCM);
+  if (unapplied.length > 0) log.warn(`connection manager ${JSON.stringify(hcm.statPrefix)}: accepted but not applied yet: ${unapplied.join(', ')}`);
+  const stripPort: 'any' | number | undefined =
+    hcm.stripPortMode.case === 'stripAnyHostPort' && hcm.stripPortMode.value
+      ? 'any'
+      : hcm.stripMatchingHostPort && deps.listenerPort !== undefined
+        ? deps.listenerPort
+        : undefined;
+  let routeTable: () => RouteTable | undefined;
+  const rs = hcm.routeSpecifier;
+  if (rs.case === 'routeConfig') {
+    const table = compileRouteConfiguration(rs.value);
+    routeTable = () => table;
+  } else if (rs.case === 'rds') {
+    const name = rs.value.routeConfigName;
+    const lookup = deps.routes;
+    if (!lookup) throw new ConfigError('rds', 'RDS is not available to this connection manager');
+    routeTable = () => lookup(name);
+  } else {
+    throw new ConfigError('route_specifier', 'route_config or rds is required (scoped_routes is not supported)');
+  }
+  const useRemoteAddress = hcm.useRemoteAddress ?? false;
+  const trustedHops = hcm.xffNumTrustedHops;
+  const generateRequestId = hcm.generateRequestId ?? true;
+  const serverName = hcm.serverName || 'mesh-proxy';
+  const upgrades = new Map(
+    hcm.upgradeConfigs.map((u, i) => {
+      if (u.filters.length > 0) throw new ConfigError(`upgrade_configs[${i}].filters`, 'a separate filter chain for upgrades is not supported');
+      return [u.upgradeType.toLowerCase(), u.enabled ?? true] as const;
+    }),
+  );
+
+  /** The headers of a local reply (Envoy's sendLocalReply): text/plain body, server, request id. */
+  function localHeaders(reply: LocalReply, body: Buffer, requestId: string | undefined): OutgoingHttpHeaders {
+    const headers: OutgoingHttpHeaders = { ...reply.headers, 'content-length': body.length, server: serverName };
+    if (body.length > 0) headers['content-type'] = 'text/plain';
+    if (requestId && hcm.alwaysSetRequestIdInResponse) headers['x-request-id'] = requestId;
+    log.debug(`local reply ${reply.status} (${reply.details})`);
+    return headers;
+  }
+
+  function sendLocal(res: ServerResponse, reply: LocalReply, requestId?: string): void {
+    if (res.headersSent) {
+      res.destroy();
+      return;
+    }
+    const body = Buffer.from(reply.body);
+    res.writeHead(reply.status, localHeaders(reply, body, requestId));
+    res.end(body);
+  }
+
+  /** A local reply on the raw socket of an upgrade request, which has no ServerResponse. */
+  function sendLocalRaw(socket: Duplex, reply: LocalReply, requestId?: string): void {
+    const body = Buffer.from(reply.body);
+    const headers = { ...localHeaders(reply, body, requestId), connection: 'close' };
+    socket.end(Buffer.concat([Buffer.from(rawHead(reply.status, STATUS_CODES[reply.status] ?? '', headers)), body]));
+  }
+
+  function streamRequest(req: IncomingMessage): StreamRequest {
+    const socket = req.socket;
+    const tls = (socket as Partial<TLSSocket>).encrypted === true;
+    const scheme = tls ? 'https' : 'http';
+    const headers = new RequestHeaders();
+    for (const [k, v] of Object.entries(req.headersDistinct)) {
+      if (v && !HOP_BY_HOP.has(k)) for (const one of v) headers.add(k, one);
+    }
+    const source: Address = { address: normalizeIp(socket.remoteAddress ?? ''), port: socket.remotePort ?? 0 };
+    const destination: Address = { address: normalizeIp(socket.localAddress ?? ''), port: socket.localPort ?? 0 };
+    // The client address: the connection peer, or (not using it) the trusted entry of x-forwarded-for.
+    let remote = source;
+    const xff = headers.joined('x-forwarded-for');
+    if (!useRemoteAddress && xff) {
+      const hops = xff.split(',').map((s) => s.trim()).filter(Boolean);
+      const candidate = hops[hops.length - 1 - trustedHops];
+      if (candidate && (isIPv4(candidate) || isIPv6(candidate))) remote = { address: candidate, port: 0 };
+    }
+    if (useRemoteAddress && !hcm.skipXffAppend) headers.set('x-forwarded-for', xff ? `${xff},${source.address}` : source.address);
+    if (trustedHops === 0 || !headers.has('x-forwarded-proto')) headers.set('x-forwarded-proto', scheme);
+    if (generateRequestId) {
+      const external = useRemoteAddress && !isInternal(remote.address);
+      if (!headers.has('x-request-id') || (external && !hcm.preserveExternalRequestId)) headers.set('x-request-id', randomUUID());
+    }
+    let authority = firstValue(req.headers, 'host') ?? '';
+    if (stripPort !== undefined) authority = stripHostPort(authority, stripPort === 'any' ? undefined : stripPort);
+    return new StreamRequest(req.method ?? 'GET', req.url ?? '/', authority, scheme, headers, source, remote, destination, tls ? ((socket as TLSSocket).servername || '') : '');
+  }
+
+  /**
+   * Everything before the upstream: route lookup (cached, as Envoy does, before the filters),
+   * upgrade admission, the filters in order, then the route's direct response or its upstream.
+   */
+  async function admit(sreq: StreamRequest, upgrade: string | undefined, reply: (r: LocalReply) => void): Promise<Target | undefined> {
+    const route = routeTable()?.route(sreq);
+    if (upgrade !== undefined) {
+      const perRoute = route?.action.kind === 'route' ? route.action.upgrades.get(upgrade) : undefined;
+      if (!(perRoute ?? upgrades.get(upgrade) ?? false)) {
+        reply({ status: 403, body: '', headers: {}, details: 'upgrade_failed' });
+        return undefined;
+      }
+    }
+    for (const f of chain.filters) {
+      const outcome = await f.decodeHeaders(sreq);
+      if (outcome.kind === 'reply') {
+        reply(outcome.reply);
+        return undefined;
+      }
+    }
+    if (!route) {
+      reply({ status: 404, body: '', headers: {}, details: 'route_not_found' });
+      return undefined;
+    }
+    const action = route.action;
+    if (action.kind === 'direct') {
+      const headers: Record<string, string | string[]> = {};
+      applyMutations(new ResponseHeaderSet(headers), route.responseHeaders);
+      reply({ status: action.status, body: action.body, headers, details: 'direct_response' });
+      return undefined;
+    }
+    const cluster = deps.clusters.get(action.cluster(sreq));
+    if (!cluster) {
+      reply({ status: action.clusterNotFoundStatus, body: '', headers: {}, details: 'cluster_not_found' });
+      return undefined;
+    }
+    const endpoint = cluster.pick(sreq);
+    if (!endpoint) {
+      reply({ status: 503, body: 'no healthy upstream', headers: {}, details: 'no_healthy_upstream' });
+      return undefined;
+    }
+    applyMutations(sreq.headers, route.requestHeaders);
+    let path = sreq.path;
+    if (action.prefixRewrite !== undefined && route.matchedPrefix !== undefined) {
+      path = action.prefixRewrite + path.slice(route.matchedPrefix.length);
+    }
+    const headers: OutgoingHttpHeaders = {};
+    for (const [k, v] of sreq.headers.entries()) headers[k] = v.length === 1 ? v[0] : v;
+    headers.host = action.hostRewrite ?? sreq.authority;
+    if (action.timeoutMs > 0) headers['x-envoy-expected-rq-timeout-ms'] = String(action.timeoutMs);
+    return { route, cluster, endpoint, path, headers, timeoutMs: action.timeoutMs };
+  }
+
+  async function run(req: IncomingMessage, res: ServerResponse): Promise<void> {
+    const sreq = streamRequest(req);
+    const requestId = sreq.headers.joined('x-request-id');
+    const target = await admit(sreq, undefined, (reply) => {
+      req.resume();
+      sendLocal(res, reply, requestId);
+    });
+    if (target) forward(req, res, sreq, target, requestId);
+  }
+
+  async function runUpgrade(req: IncomingMessage, socket: Duplex, head: Buffer): Promise<void> {
+    const sreq = streamRequest(req);
+    const requestId = sreq.headers.joined('x-request-id');
+    const upgrade = String(req.headers.upgrade ?? '').toLowerCase();
+    const target = await admit(sreq, upgrade, (reply) => sendLocalRaw(socket, reply, requestId));
+    if (target) forwardUpgrade(req, socket, head, sreq, target, requestId);
+  }
+
+  function forward(req: IncomingMessage, res: ServerResponse, sreq: StreamRequest, target: Target, requestId: string | undefined): void {
+    const { route, cluster, endpoint, path, headers, timeoutMs } = target;
+    // A chunked request stays chunked upstream, so that request trailers can follow it.
+    if ((req.headers['transfer-encoding'] ?? '').toLowerCase().includes('chunked')) headers['transfer-encoding'] = 'chunked';
+    const started = Date.now();
+    const upstream = httpRequest({ host: endpoint.host, port: endpoint.port, method: sreq.method, path, headers, agent: cluster.agent });
+    let timer: NodeJS.Timeout | undefined;
+    const done = (): void => {
+      if (timer) clearTimeout(timer);
+      timer = undefined;
+    };
+    if (timeoutMs > 0) {
+      timer = setTimeout(() => {
+        timer = undefined;
+        upstream.destroy();
+        sendLocal(res, { status: 504, body: 'upstream request timeout', headers: {}, details: 'upstream_response_timeout' }, requestId);
+      }, timeoutMs);
+    }
+    upstream.on('error', (e) => {
+      done();
+      if (res.writableEnded) return; // already answered (e.g. the timeout's 504)
+      if (res.headersSent) {
+        res.destroy();
+        return;
+      }
+      log.debug(`upstream ${cluster.name} ${endpoint.host}:${endpoint.port} failed: ${e.message}`);
+      sendLocal(res, CONNECT_FAILURE, requestId);
+    });
+    upstream.on('response', (up) => {
+      const out = endToEndHeaders(up);
+      out.server = serverName;
+      out['x-envoy-upstream-service-time'] = String(Date.now() - started);
+      if (requestId && hcm.alwaysSetRequestIdInResponse) out['x-request-id'] = requestId;
+      applyMutations(new ResponseHeaderSet(out), route.responseHeaders);
+      if (timer === undefined && timeoutMs > 0) {
+        // the timeout already answered 504
+        up.resume();
+        return;
+      }
+      res.writeHead(up.statusCode ?? 502, up.statusMessage, out);
+      up.pipe(res, { end: false });
+      up.on('end', () => {
+        done();
+        if (up.rawTrailers.length > 0) res.addTrailers(up.trailers);
+        res.end();
+      });
+      up.on('error', () => res.destroy());
+    });
+    res.on('close', () => {
+      done();
+      if (!res.writableFinished) upstream.destroy();
+    });
+    req.pipe(upstream, { end: false });
+    req.on('end', () => {
+      if (req.rawTrailers.length > 0) upstream.addTrailers(req.trailers);
+      upstream.end();
+    });
+  }
+
+  /** Forwards an upgrade (e.g. WebSocket): on 101 the two sockets are spliced together. */
+  function forwardUpgrade(req: IncomingMessage, socket: Duplex, head: Buffer, sreq: StreamRequest, target: Target, requestId: string | undefined): void {
+    const { cluster, endpoint, path, headers } = target;
+    headers.connection = 'Upgrade';
+    headers.upgrade = req.headers.upgrade;
+    // An upgraded connection leaves the pool for good: give it its own socket.
+    const upstream = httpRequest({ host: endpoint.host, port: endpoint.port, method: sreq.method, path, headers, agent: false });
+    const kill = (): void => {
+      upstream.destroy();
+      socket.destroy();
+    };
+    socket.on('error', kill);
+    upstream.on('error', (e) => {
+      log.debug(`upgrade to ${cluster.name} ${endpoint.host}:${endpoint.port} failed: ${e.message}`);
+      if (socket.writable) {
+        sendLocalRaw(socket, CONNECT_FAILURE, requestId);
+      }
+    });
+    upstream.on('upgrade', (up, upSocket, upHead) => {
+      // The 101 goes out as received, Connection/Upgrade included.
+      socket.write(rawHead(up.statusCode ?? 101, up.statusMessage ?? '', up.headersDistinct as Record<string, string[]>));
+      if (upHead.length > 0) socket.write(upHead);
+      if (head.length > 0) upSocket.write(head);
+      upSocket.on('error', kill);
+      // Half-closes propagate through the pipes; once either side is fully closed, so is the other.
+      upSocket.on('close', () => socket.destroy());
+      socket.on('close', () => upSocket.destroy());
+      upSocket.pipe(socket);
+      socket.pipe(upSocket);
+    });
+    upstream.on('response', (up) => {
+      // The upstream declined the upgrade: relay its answer and close.
+      const out: OutgoingHttpHeaders = { ...endToEndHeaders(up), connection: 'close' };
+      socket.write(rawHead(up.statusCode ?? 502, up.statusMessage ?? '', out));
+      up.pipe(socket);
+    });
+    upstream.end();
+  }
+
+  return {
+    statPrefix: hcm.statPrefix,
+    filterStats: chain.stats,
+    handle(req, res) {
+      run(req, res).catch((e: unknown) => {
+        log.error(`request ${req.method} ${req.url} failed: ${(e as Error).message}`);
+        sendLocal(res, { status: 500, body: 'internal error', headers: {}, details: 'internal_error' });
+      });
+    },
+    handleUpgrade(req, socket, head) {
+      runUpgrade(req, socket, head).catch((e: unknown) => {
+        log.error(`upgrade ${req.method} ${req.url} failed: ${(e as Error).message}`);
+        socket.destroy();
+      });
+    },
+  };
+}

@@ -1,0 +1,160 @@
+// The request as the HTTP filters see it: Envoy's header map (pseudo-headers included), the
+// connection's addresses and peer identity, and the dynamic metadata filters write for each other.
+// `RequestView` is read-only so that evaluators (RBAC, route matching) can also run outside the
+// proxy, e.g. in a control-plane "explain" endpoint fed with `requestView()`.
+import { normalizeIp, type DynamicMetadata, type HeaderGetter } from './matchers.js';
+
+export interface Address {
+  readonly address: string;
+  readonly port: number;
+}
+
+/** The verified client certificate of an mTLS connection. */
+export interface PeerIdentity {
+  readonly uriSans: readonly string[];
+  readonly dnsSans: readonly string[];
+  readonly subject: string;
+}
+
+export interface RequestView {
+  readonly method: string;
+  /** :path as received, query included. */
+  readonly path: string;
+  readonly authority: string;
+  readonly scheme: string;
+  /** All values of a header joined with ','; pseudo-headers :method, :path, :authority, :scheme too. */
+  readonly header: HeaderGetter;
+  /** The downstream connection's peer (RBAC direct_remote_ip / source_ip). */
+  readonly source: Address;
+  /** The client address after x-forwarded-for processing (RBAC remote_ip). */
+  readonly remote: Address;
+  /** The connection's local (original destination) address. */
+  readonly destination: Address;
+  /** SNI of a TLS connection, '' otherwise. */
+  readonly requestedServerName: string;
+  /** Present only on a TLS connection with a verified client certificate. */
+  readonly peer?: PeerIdentity;
+  readonly metadata: DynamicMetadata;
+}
+
+/** The path without query string and fragment, which is what path matchers see. */
+export function pathOnly(path: string): string {
+  const q = path.search(/[?#]/);
+  return q < 0 ? path : path.slice(0, q);
+}
+
+/**
+ * A request's headers as a multimap with lower-case names. Filters may change them (jwt_authn
+ * removes a forwarded token, adds claim headers); the router forwards what is left.
+ */
+export class RequestHeaders {
+  private readonly map = new Map<string, string[]>();
+
+  constructor(init?: Iterable<readonly [string, string | readonly string[] | undefined]>) {
+    for (const [k, v] of init ?? []) {
+      if (v === undefined) continue;
+      for (const one of typeof v === 'string' ? [v] : v) this.add(k, one);
+    }
+  }
+
+  values(name: string): readonly string[] {
+    return this.map.get(name.toLowerCase()) ?? [];
+  }
+
+  joined(name: string): string | undefined {
+    const v = this.map.get(name.toLowerCase());
+    return v === undefined ? undefined : v.join(',');
+  }
+
+  has(name: string): boolean {
+    return this.map.has(name.toLowerCase());
+  }
+
+  add(name: string, value: string): void {
+    const key = name.toLowerCase();
+    const cur = this.map.get(key);
+    if (cur) cur.push(value);
+    else this.map.set(key, [value]);
+  }
+
+  set(name: string, value: string): void {
+    this.map.set(name.toLowerCase(), [value]);
+  }
+
+  remove(name: string): void {
+    this.map.delete(name.toLowerCase());
+  }
+
+  entries(): IterableIterator<[string, string[]]> {
+    return this.map.entries();
+  }
+}
+
+/** A request in flight through the filter chain: mutable headers and path, and the metadata. */
+export class StreamRequest implements RequestView {
+  readonly metadata: DynamicMetadata = {};
+  readonly header: HeaderGetter = (name) => {
+    switch (name) {
+      case ':method':
+        return this.method;
+      case ':path':
+        return this.path;
+      case ':authority':
+      case 'host':
+        return this.authority;
+      case ':scheme':
+        return this.scheme;
+      default:
+        return this.headers.joined(name);
+    }
+  };
+
+  constructor(
+    public method: string,
+    public path: string,
+    public authority: string,
+    public scheme: string,
+    readonly headers: RequestHeaders,
+    readonly source: Address,
+    readonly remote: Address,
+    readonly destination: Address,
+    readonly requestedServerName = '',
+    readonly peer?: PeerIdentity,
+  ) {}
+}
+
+export interface RequestViewInit {
+  method?: string;
+  path?: string;
+  authority?: string;
+  scheme?: string;
+  headers?: Record<string, string | readonly string[]>;
+  source?: Address;
+  remote?: Address;
+  destination?: Address;
+  requestedServerName?: string;
+  peer?: PeerIdentity;
+  metadata?: DynamicMetadata;
+}
+
+const NOWHERE: Address = { address: '0.0.0.0', port: 0 };
+
+/** A request view from plain data, for evaluators run outside the proxy (tests, explain). */
+export function requestView(init: RequestViewInit): StreamRequest {
+  const normal = (a: Address): Address => ({ address: normalizeIp(a.address), port: a.port });
+  const source = normal(init.source ?? NOWHERE);
+  const req = new StreamRequest(
+    init.method ?? 'GET',
+    init.path ?? '/',
+    init.authority ?? '',
+    init.scheme ?? 'http',
+    new RequestHeaders(Object.entries(init.headers ?? {})),
+    source,
+    init.remote ? normal(init.remote) : source,
+    init.destination ?? NOWHERE,
+    init.requestedServerName ?? '',
+    init.peer,
+  );
+  Object.assign(req.metadata, init.metadata ?? {});
+  return req;
+}

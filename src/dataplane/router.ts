@@ -1,0 +1,413 @@
+// Route matching: a config.route.v3.RouteConfiguration compiled once into a table that picks the
+// virtual host by the request's authority and the first route whose match holds, as Envoy does.
+import type { Duration } from '@bufbuild/protobuf/wkt';
+import type { HeaderValueOption } from '../gen/envoy/config/core/v3/base_pb.js';
+import { HeaderValueOption_HeaderAppendAction } from '../gen/envoy/config/core/v3/base_pb.js';
+import type { RouteConfiguration } from '../gen/envoy/config/route/v3/route_pb.js';
+import {
+  RouteActionSchema,
+  RouteAction_ClusterNotFoundResponseCode,
+  RouteSchema,
+  VirtualHostSchema,
+  type QueryParameterMatcher,
+  type Route,
+  type RouteAction,
+  type RouteMatch,
+  type VirtualHost,
+} from '../gen/envoy/config/route/v3/route_components_pb.js';
+import { scope } from '../common/log.js';
+import { ConfigError, unappliedFields } from './config-error.js';
+import {
+  compileHeaderMatcher,
+  compileMetadataMatcher,
+  compileRegex,
+  compileStringMatcher,
+  readDataSource,
+  type Predicate,
+} from './matchers.js';
+import { pathOnly, type RequestView } from './request.js';
+
+const log = scope('router');
+
+const UNAPPLIED_ROUTE_ACTION = ['retryPolicy', 'retryPolicyTypedConfig', 'hashPolicy', 'requestMirrorPolicies', 'rateLimits', 'cors', 'maxGrpcTimeout', 'grpcTimeoutOffset', 'idleTimeout', 'maxStreamDuration', 'hedgePolicy', 'metadataMatch', 'internalRedirectPolicy'];
+const UNAPPLIED_VHOST = ['retryPolicy', 'retryPolicyTypedConfig', 'cors', 'rateLimits', 'virtualClusters', 'hedgePolicy', 'requestMirrorPolicies'];
+const UNAPPLIED_ROUTE = ['decorator', 'tracing'];
+
+/** Collects, per compile, the set fields the router does not apply yet, and logs them once. */
+class Unapplied {
+  private readonly seen = new Set<string>();
+  note(fields: readonly string[], where: string): void {
+    for (const f of fields) this.seen.add(`${where}.${f}`.replace(/\[\d+\]/g, '[]'));
+  }
+  report(name: string): void {
+    if (this.seen.size > 0) log.warn(`route configuration ${JSON.stringify(name)}: accepted but not applied yet: ${[...this.seen].sort().join(', ')}`);
+  }
+}
+
+/** Envoy's route timeout when none is configured. */
+export const DEFAULT_ROUTE_TIMEOUT_MS = 15_000;
+
+/** Adds/removes headers; applied in the order route config -> virtual host -> route, like Envoy. */
+export interface HeaderMutation {
+  readonly remove: readonly string[];
+  readonly add: readonly { name: string; value: string; action: HeaderValueOption_HeaderAppendAction }[];
+}
+
+/** The minimal header surface a mutation needs, satisfied by RequestHeaders and response maps. */
+export interface MutableHeaders {
+  has(name: string): boolean;
+  add(name: string, value: string): void;
+  set(name: string, value: string): void;
+  remove(name: string): void;
+}
+
+export type RouteActionSpec =
+  | {
+      readonly kind: 'route';
+      /** The upstream cluster for this request (weighted and header-named clusters resolved per call). */
+      readonly cluster: (req: RequestView) => string;
+      readonly clusterNotFoundStatus: number;
+      /** 0 = no timeout. */
+      readonly timeoutMs: number;
+      readonly prefixRewrite?: string;
+      readonly hostRewrite?: string;
+      /** Per-route upgrade overrides (upgrade type, lower case -> enabled) of the HCM's upgrade_configs. */
+      readonly upgrades: ReadonlyMap<string, boolean>;
+    }
+  | { readonly kind: 'direct'; readonly status: number; readonly body: string };
+
+export interface CompiledRoute {
+  readonly name: string;
+  readonly virtualHost: string;
+  readonly match: Predicate<RequestView>;
+  /** The literal prefix the route matched on, for prefix_rewrite. */
+  readonly matchedPrefix?: string;
+  readonly action: RouteActionSpec;
+  /** Request mutations, outermost (route config) first. */
+  readonly requestHeaders: readonly HeaderMutation[];
+  readonly responseHeaders: readonly HeaderMutation[];
+}
+
+export interface RouteTable {
+  readonly name: string;
+  /** The first matching route of the virtual host selected by the authority, or undefined (404). */
+  route(req: RequestView): CompiledRoute | undefined;
+}
+
+export interface RouteTableOptions {
+  /** HCM strip_any_host_port, or the listener port for strip_matching_host_port. */
+  readonly stripPort?: 'any' | number;
+}
+
+export function durationMs(d: Duration | undefined, fallback: number): number {
+  if (!d) return fallback;
+  return Number(d.seconds) * 1000 + Math.floor(d.nanos / 1e6);
+}
+
+function compileQueryMatcher(q: QueryParameterMatcher, field: string): Predicate<URLSearchParams> {
+  const name = q.name;
+  const spec = q.queryParameterMatchSpecifier;
+  if (spec.case === 'stringMatch') {
+    const m = compileStringMatcher(spec.value, `${field}.string_match`);
+    return (params) => {
+      const v = params.get(name);
+      return v !== null && m(v);
+    };
+  }
+  if (spec.case === 'presentMatch') {
+    const want = spec.value;
+    return (params) => params.has(name) === want;
+  }
+  throw new ConfigError(field, 'string_match or present_match is required');
+}
+
+export interface CompiledRouteMatch {
+  readonly test: Predicate<RequestView>;
+  readonly prefix?: string;
+}
+
+/** config.route.v3.RouteMatch: path (prefix/path/safe_regex/path_separated_prefix) and headers etc. */
+export function compileRouteMatch(m: RouteMatch | undefined, field: string): CompiledRouteMatch {
+  if (!m) throw new ConfigError(field, 'a match is required');
+  const caseSensitive = m.caseSensitive ?? true;
+  const fold = (s: string): string => (caseSensitive ? s : s.toLowerCase());
+  const ps = m.pathSpecifier;
+  let path: Predicate<string>;
+  let prefix: string | undefined;
+  switch (ps.case) {
+    case 'prefix': {
+      const want = fold(ps.value);
+      prefix = ps.value;
+      path = (p) => fold(p).startsWith(want);
+      break;
+    }
+    case 'path': {
+      const want = fold(ps.value);
+      path = (p) => fold(p) === want;
+      break;
+    }
+    case 'safeRegex': {
+      const re = compileRegex(ps.value.regex, `${field}.safe_regex.regex`);
+      path = (p) => re.test(p);
+      break;
+    }
+    case 'pathSeparatedPrefix': {
+      const want = fold(ps.value);
+      prefix = ps.value;
+      path = (p) => {
+        const f = fold(p);
+        return f === want || f.startsWith(`${want}/`);
+      };
+      break;
+    }
+    default:
+      throw new ConfigError(field, `path specifier ${ps.case ?? '(none)'} is not supported (expected prefix, path, safe_regex or path_separated_prefix)`);
+  }
+  if (m.runtimeFraction || m.tlsContext) {
+    throw new ConfigError(field, 'runtime_fraction and tls_context matches are not supported');
+  }
+  const headers = m.headers.map((h, i) => compileHeaderMatcher(h, `${field}.headers[${i}]`));
+  if (m.grpc) {
+    headers.push((get) => (get('content-type') ?? '').startsWith('application/grpc'));
+  }
+  const query = m.queryParameters.map((q, i) => compileQueryMatcher(q, `${field}.query_parameters[${i}]`));
+  const metadata = m.dynamicMetadata.map((d, i) => compileMetadataMatcher(d, `${field}.dynamic_metadata[${i}]`));
+  const test: Predicate<RequestView> = (req) => {
+    if (!path(pathOnly(req.path))) return false;
+    for (const h of headers) if (!h(req.header)) return false;
+    if (query.length > 0) {
+      const q = req.path.indexOf('?');
+      const params = new URLSearchParams(q < 0 ? '' : req.path.slice(q + 1));
+      for (const t of query) if (!t(params)) return false;
+    }
+    for (const md of metadata) if (!md(req.metadata)) return false;
+    return true;
+  };
+  return prefix === undefined ? { test } : { test, prefix };
+}
+
+function compileMutation(add: readonly HeaderValueOption[], remove: readonly string[], field: string): HeaderMutation {
+  return {
+    remove: remove.map((r) => r.toLowerCase()),
+    add: add.map((o, i) => {
+      if (!o.header?.key) throw new ConfigError(`${field}[${i}].header.key`, 'a header name is required');
+      // The deprecated `append` flag, when set, wins over append_action (false = overwrite).
+      const action =
+        o.append === undefined
+          ? o.appendAction
+          : o.append
+            ? HeaderValueOption_HeaderAppendAction.APPEND_IF_EXISTS_OR_ADD
+            : HeaderValueOption_HeaderAppendAction.OVERWRITE_IF_EXISTS_OR_ADD;
+      return { name: o.header.key.toLowerCase(), value: o.header.value, action };
+    }),
+  };
+}
+
+/** Applies mutations in order. Values are literal: Envoy's %VARIABLE% substitution is not supported. */
+export function applyMutations(headers: MutableHeaders, mutations: readonly HeaderMutation[]): void {
+  for (const m of mutations) {
+    for (const r of m.remove) headers.remove(r);
+    for (const a of m.add) {
+      const exists = headers.has(a.name);
+      switch (a.action) {
+        case HeaderValueOption_HeaderAppendAction.APPEND_IF_EXISTS_OR_ADD:
+          headers.add(a.name, a.value);
+          break;
+        case HeaderValueOption_HeaderAppendAction.ADD_IF_ABSENT:
+          if (!exists) headers.add(a.name, a.value);
+          break;
+        case HeaderValueOption_HeaderAppendAction.OVERWRITE_IF_EXISTS_OR_ADD:
+          headers.set(a.name, a.value);
+          break;
+        case HeaderValueOption_HeaderAppendAction.OVERWRITE_IF_EXISTS:
+          if (exists) headers.set(a.name, a.value);
+          break;
+      }
+    }
+  }
+}
+
+const NOT_FOUND_STATUS: Record<RouteAction_ClusterNotFoundResponseCode, number> = {
+  [RouteAction_ClusterNotFoundResponseCode.SERVICE_UNAVAILABLE]: 503,
+  [RouteAction_ClusterNotFoundResponseCode.NOT_FOUND]: 404,
+  [RouteAction_ClusterNotFoundResponseCode.INTERNAL_SERVER_ERROR]: 500,
+};
+
+function compileClusterSpecifier(a: RouteAction, field: string): (req: RequestView) => string {
+  const cs = a.clusterSpecifier;
+  switch (cs.case) {
+    case 'cluster': {
+      const name = cs.value;
+      return () => name;
+    }
+    case 'clusterHeader': {
+      const header = cs.value.toLowerCase();
+      return (req) => req.header(header) ?? '';
+    }
+    case 'weightedClusters': {
+      const entries = cs.value.clusters.map((c, i) => {
+        if (!c.name) throw new ConfigError(`${field}.weighted_clusters.clusters[${i}].name`, 'a cluster name is required');
+        return { name: c.name, weight: c.weight ?? 0 };
+      });
+      const total = entries.reduce((s, e) => s + e.weight, 0);
+      if (total <= 0) throw new ConfigError(`${field}.weighted_clusters`, 'the cluster weights must add up to more than 0');
+      return () => {
+        let r = Math.random() * total;
+        for (const e of entries) {
+          r -= e.weight;
+          if (r < 0) return e.name;
+        }
+        return entries[entries.length - 1].name;
+      };
+    }
+    default:
+      throw new ConfigError(field, `cluster specifier ${cs.case ?? '(none)'} is not supported (expected cluster, cluster_header or weighted_clusters)`);
+  }
+}
+
+function compileAction(r: Route, field: string, unapplied: Unapplied): RouteActionSpec {
+  const a = r.action;
+  switch (a.case) {
+    case 'route': {
+      const ra = a.value;
+      unapplied.note(unappliedFields(RouteActionSchema, ra, UNAPPLIED_ROUTE_ACTION), `${field}.route`);
+      const host = ra.hostRewriteSpecifier;
+      if (host.case !== undefined && host.case !== 'hostRewriteLiteral') {
+        throw new ConfigError(`${field}.route`, `host rewrite ${host.case} is not supported (expected host_rewrite_literal)`);
+      }
+      if (ra.regexRewrite || ra.pathRewritePolicy) throw new ConfigError(`${field}.route`, 'regex_rewrite and path_rewrite_policy are not supported');
+      return {
+        kind: 'route',
+        cluster: compileClusterSpecifier(ra, `${field}.route`),
+        clusterNotFoundStatus: NOT_FOUND_STATUS[ra.clusterNotFoundResponseCode] ?? 503,
+        timeoutMs: durationMs(ra.timeout, DEFAULT_ROUTE_TIMEOUT_MS),
+        upgrades: new Map(
+          ra.upgradeConfigs.map((u, i) => {
+            if (u.connectConfig) throw new ConfigError(`${field}.route.upgrade_configs[${i}].connect_config`, 'CONNECT is not supported');
+            return [u.upgradeType.toLowerCase(), u.enabled ?? true];
+          }),
+        ),
+        ...(ra.prefixRewrite ? { prefixRewrite: ra.prefixRewrite } : {}),
+        ...(host.case === 'hostRewriteLiteral' ? { hostRewrite: host.value } : {}),
+      };
+    }
+    case 'directResponse': {
+      const d = a.value;
+      if (d.status < 200 || d.status > 599) throw new ConfigError(`${field}.direct_response.status`, `${d.status} is not in [200, 600)`);
+      return { kind: 'direct', status: d.status, body: d.body ? readDataSource(d.body, `${field}.direct_response.body`) : '' };
+    }
+    default:
+      throw new ConfigError(field, `action ${a.case ?? '(none)'} is not supported (expected route or direct_response)`);
+  }
+}
+
+interface CompiledVhost {
+  readonly name: string;
+  readonly routes: readonly CompiledRoute[];
+}
+
+/** Virtual hosts indexed the way Envoy searches them: exact, *suffix, prefix*, then "*". */
+class DomainIndex {
+  private readonly exact = new Map<string, CompiledVhost>();
+  private readonly suffixes: { suffix: string; vh: CompiledVhost }[] = [];
+  private readonly prefixes: { prefix: string; vh: CompiledVhost }[] = [];
+  private fallback: CompiledVhost | undefined;
+  private readonly seen = new Set<string>();
+
+  add(domain: string, vh: CompiledVhost, field: string): void {
+    const d = domain.toLowerCase();
+    if (this.seen.has(d)) throw new ConfigError(field, `domain ${JSON.stringify(domain)} appears in more than one virtual host`);
+    this.seen.add(d);
+    if (d === '*') this.fallback = vh;
+    else if (d.startsWith('*')) this.suffixes.push({ suffix: d.slice(1), vh });
+    else if (d.endsWith('*')) this.prefixes.push({ prefix: d.slice(0, -1), vh });
+    else if (d.includes('*')) throw new ConfigError(field, `domain ${JSON.stringify(domain)}: a wildcard must be the first or last character`);
+    else this.exact.set(d, vh);
+  }
+
+  seal(): void {
+    // Longest wildcard first, so the most specific one wins.
+    this.suffixes.sort((a, b) => b.suffix.length - a.suffix.length);
+    this.prefixes.sort((a, b) => b.prefix.length - a.prefix.length);
+  }
+
+  find(host: string): CompiledVhost | undefined {
+    const exact = this.exact.get(host);
+    if (exact) return exact;
+    // A wildcard stands for at least one character.
+    for (const s of this.suffixes) if (host.length > s.suffix.length && host.endsWith(s.suffix)) return s.vh;
+    for (const p of this.prefixes) if (host.length > p.prefix.length && host.startsWith(p.prefix)) return p.vh;
+    return this.fallback;
+  }
+}
+
+/** Removes a :port from a host (IPv6 literals keep their brackets). */
+export function stripHostPort(host: string, only?: number): string {
+  const m = /^(.*?)(?::(\d+))?$/.exec(host);
+  if (!m || m[2] === undefined || (m[1].includes(':') && !m[1].endsWith(']'))) return host;
+  if (only !== undefined && Number(m[2]) !== only) return host;
+  return m[1];
+}
+
+function rejectPerFilterConfig(config: Record<string, unknown>, field: string): void {
+  // A per-route filter config can disable or replace jwt_authn/rbac: not applying it would change
+  // who gets in, so it is refused rather than ignored.
+  const names = Object.keys(config);
+  if (names.length > 0) throw new ConfigError(`${field}.typed_per_filter_config`, `per-route filter configs (${names.join(', ')}) are not supported`);
+}
+
+function compileVirtualHost(vh: VirtualHost, rootMutations: { req: HeaderMutation; res: HeaderMutation }, field: string, unapplied: Unapplied): CompiledVhost {
+  if (vh.matcher) throw new ConfigError(`${field}.matcher`, 'the generic matcher API is not supported; use routes');
+  rejectPerFilterConfig(vh.typedPerFilterConfig, field);
+  unapplied.note(unappliedFields(VirtualHostSchema, vh, UNAPPLIED_VHOST), field);
+  const vreq = compileMutation(vh.requestHeadersToAdd, vh.requestHeadersToRemove, `${field}.request_headers_to_add`);
+  const vres = compileMutation(vh.responseHeadersToAdd, vh.responseHeadersToRemove, `${field}.response_headers_to_add`);
+  const routes = vh.routes.map((r, i): CompiledRoute => {
+    const rf = `${field}.routes[${i}]`;
+    rejectPerFilterConfig(r.typedPerFilterConfig, rf);
+    unapplied.note(unappliedFields(RouteSchema, r, UNAPPLIED_ROUTE), rf);
+    const match = compileRouteMatch(r.match, `${rf}.match`);
+    return {
+      name: r.name,
+      virtualHost: vh.name,
+      match: match.test,
+      ...(match.prefix !== undefined ? { matchedPrefix: match.prefix } : {}),
+      action: compileAction(r, rf, unapplied),
+      requestHeaders: [rootMutations.req, vreq, compileMutation(r.requestHeadersToAdd, r.requestHeadersToRemove, `${rf}.request_headers_to_add`)],
+      responseHeaders: [rootMutations.res, vres, compileMutation(r.responseHeadersToAdd, r.responseHeadersToRemove, `${rf}.response_headers_to_add`)],
+    };
+  });
+  return { name: vh.name, routes };
+}
+
+/** Compiles a RouteConfiguration; throws ConfigError (-> NACK) on what it cannot honour. */
+export function compileRouteConfiguration(rc: RouteConfiguration, opts: RouteTableOptions = {}): RouteTable {
+  if (rc.vhds) throw new ConfigError('vhds', 'VHDS is not supported');
+  rejectPerFilterConfig(rc.typedPerFilterConfig, 'route_configuration');
+  const unapplied = new Unapplied();
+  const root = {
+    req: compileMutation(rc.requestHeadersToAdd, rc.requestHeadersToRemove, 'request_headers_to_add'),
+    res: compileMutation(rc.responseHeadersToAdd, rc.responseHeadersToRemove, 'response_headers_to_add'),
+  };
+  const index = new DomainIndex();
+  rc.virtualHosts.forEach((vh, i) => {
+    const field = `virtual_hosts[${i}]`;
+    const compiled = compileVirtualHost(vh, root, field, unapplied);
+    if (vh.domains.length === 0) throw new ConfigError(`${field}.domains`, 'at least one domain is required');
+    for (const d of vh.domains) index.add(d, compiled, `${field}.domains`);
+  });
+  index.seal();
+  unapplied.report(rc.name);
+  const strip: 'any' | number | undefined = rc.ignorePortInHostMatching ? 'any' : opts.stripPort;
+  return {
+    name: rc.name,
+    route(req) {
+      let host = req.authority.toLowerCase();
+      if (strip !== undefined) host = stripHostPort(host, strip === 'any' ? undefined : strip);
+      const vh = index.find(host);
+      if (!vh) return undefined;
+      for (const r of vh.routes) if (r.match(req)) return r;
+      return undefined;
+    },
+  };
+}

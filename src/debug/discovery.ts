@@ -1,0 +1,181 @@
+// The discovery server's debug endpoints (--httpAddr and --monitoringAddr, when ENABLE_DEBUG_ON_HTTP):
+// what each proxy was sent and acked, its full config as Envoy would dump it, the config and
+// registry the server sees, and, beyond the Go mesh, the authorization decision explained.
+import type { IncomingMessage, ServerResponse } from 'node:http';
+import type { JsonValue } from '@bufbuild/protobuf';
+import { KINDS, type AuthorizationPolicy, type RequestAuthentication } from '../api/types.js';
+import type { ConfigStore } from '../config/store.js';
+import type { Proxy } from '../model/proxy.js';
+import type { PushContext } from '../model/push-context.js';
+import type { WorkloadRef } from '../model/selection.js';
+import type { ServiceRegistry } from '../registry/types.js';
+import type { JwksResolver } from '../security/authn/jwks-resolver.js';
+import { explainForWorkload } from '../security/explain.js';
+import { buildWorkloadSecurity, securityHttpFilters } from '../security/filters.js';
+import type { ProxyInfo, ResourceGenerator } from '../xds/generator.js';
+import { proxyOf } from '../xds/generators/index.js';
+import type { XdsServer } from '../xds/server.js';
+import { registry as envoyTypes, unpackAny } from '../xds/types.js';
+import { toJson } from '@bufbuild/protobuf';
+import { BodyTooLarge, readBody, sendJson, type Mux } from './http.js';
+
+export interface DiscoveryDebugDeps {
+  readonly xds: XdsServer;
+  readonly generators: ReadonlyMap<string, ResourceGenerator>;
+  readonly pushContext: () => PushContext;
+  readonly store: ConfigStore;
+  readonly registry: ServiceRegistry;
+  readonly resolver: JwksResolver;
+}
+
+/** A request the user got wrong: 400 with the reason. */
+class BadRequest extends Error {}
+
+function connectedProxy(deps: DiscoveryDebugDeps, url: URL): ProxyInfo {
+  const id = url.searchParams.get('proxyID');
+  if (!id) throw new BadRequest('missing query parameter proxyID (a connected proxy\'s node id; see /debug/connections)');
+  const info = deps.xds.proxyInfo(id);
+  if (!info) throw new BadRequest(`proxy "${id}" is not connected (see /debug/connections)`);
+  return info;
+}
+
+/** Envoy's JSON of a packed resource (with its `@type`), as a config dump shows it. */
+function anyJson(any: Parameters<typeof unpackAny>[0]): JsonValue {
+  const msg = unpackAny(any);
+  return { '@type': any.typeUrl, ...(toJson(envoyTypes.getMessage(msg.$typeName)!, msg, { registry: envoyTypes }) as object) };
+}
+
+/** The proxy's config as the server generates it now, per type, in Envoy's JSON mapping. */
+async function configDump(deps: DiscoveryDebugDeps, info: ProxyInfo): Promise<JsonValue> {
+  const dump: Record<string, JsonValue> = {};
+  for (const [typeUrl, gen] of deps.generators) {
+    const watch = deps.xds.connections().find((c) => c.proxyId === info.id)?.watches.find((w) => w.typeUrl === typeUrl);
+    const subscription = { wildcard: watch ? watch.wildcard : true, names: new Set(watch?.names ?? []) };
+    const resources = await gen.generate({ proxy: info, typeUrl, subscription });
+    dump[typeUrl.slice(typeUrl.lastIndexOf('.') + 1)] = resources.map((r) => ({ name: r.name, ...(watch?.acked ? { ackedVersion: watch.acked.version } : {}), resource: anyJson(r.resource) }));
+  }
+  return dump;
+}
+
+/** The workload a request names: a connected proxy (proxyID), or a namespace and labels. */
+function workloadOf(deps: DiscoveryDebugDeps, body: Record<string, unknown>): WorkloadRef {
+  if (typeof body.proxyID === 'string') {
+    const info = deps.xds.proxyInfo(body.proxyID);
+    if (!info) throw new BadRequest(`proxy "${body.proxyID}" is not connected (see /debug/connections)`);
+    return proxyOf(info);
+  }
+  if (typeof body.namespace === 'string') {
+    const labels = body.labels ?? {};
+    if (typeof labels !== 'object' || labels === null || Object.values(labels).some((v) => typeof v !== 'string')) throw new BadRequest('labels must be an object of strings');
+    return { namespace: body.namespace, labels: labels as Record<string, string> };
+  }
+  throw new BadRequest('name the workload: "proxyID" (a connected proxy) or "namespace" with optional "labels"');
+}
+
+function policies(deps: DiscoveryDebugDeps): { ra: RequestAuthentication[]; ap: AuthorizationPolicy[] } {
+  return { ra: deps.store.list('RequestAuthentication'), ap: deps.store.list('AuthorizationPolicy') };
+}
+
+async function jsonBody(req: IncomingMessage): Promise<Record<string, unknown>> {
+  let text: string;
+  try {
+    text = await readBody(req, 64 * 1024);
+  } catch (e) {
+    if (e instanceof BodyTooLarge) throw new BadRequest(e.message);
+    throw e;
+  }
+  try {
+    const v = JSON.parse(text) as unknown;
+    if (typeof v !== 'object' || v === null || Array.isArray(v)) throw new BadRequest('the body must be a JSON object');
+    return v as Record<string, unknown>;
+  } catch (e) {
+    if (e instanceof BadRequest) throw e;
+    throw new BadRequest(`the body is not valid JSON: ${(e as Error).message}`);
+  }
+}
+
+function stringRecord(v: unknown, field: string): Record<string, string> {
+  if (v === undefined) return {};
+  if (typeof v !== 'object' || v === null || Object.values(v).some((x) => typeof x !== 'string')) throw new BadRequest(`${field} must be an object of strings`);
+  return v as Record<string, string>;
+}
+
+/** Wraps a handler so a BadRequest becomes a 400 naming what is wrong. */
+function guarded(fn: (req: IncomingMessage, res: ServerResponse, url: URL) => Promise<void> | void) {
+  return async (req: IncomingMessage, res: ServerResponse, url: URL) => {
+    try {
+      await fn(req, res, url);
+    } catch (e) {
+      if (e instanceof BadRequest) sendJson(res, 400, { error: e.message });
+      else throw e;
+    }
+  };
+}
+
+export function installDiscoveryDebug(mux: Mux, deps: DiscoveryDebugDeps): void {
+  mux
+    .handle('/debug/connections', 'connected proxies: id, peer, protocol, since', (_req, res) =>
+      sendJson(res, 200, deps.xds.connections().map(({ connectionId, proxyId, peer, protocol, connectedAt }) => ({ connectionId, proxyId, peer, protocol, connectedAt }))),
+    )
+    .handle('/debug/adsz', 'every xDS stream with its watches, subscriptions and NACKs', (_req, res) => sendJson(res, 200, deps.xds.connections()))
+    .handle('/debug/syncz', 'per proxy and type: sent and acked versions, sync state', (_req, res) =>
+      sendJson(
+        res,
+        200,
+        deps.xds.connections().map((c) => ({
+          proxyId: c.proxyId,
+          connectionId: c.connectionId,
+          types: Object.fromEntries(c.watches.map((w) => [w.type, { state: w.state, sent: w.sent?.version, acked: w.acked?.version, nonce: w.sent?.nonce, lastNack: w.lastNack?.message }])),
+        })),
+      ),
+    )
+    .handle('/debug/push_status', 'the current push context: version, services, clusters without instances', (_req, res) => {
+      const push = deps.pushContext();
+      sendJson(res, 200, { version: push.version, services: push.services.length, virtualServices: push.virtualServiceCount, clustersWithoutInstances: push.clustersWithoutInstances(), proxies: deps.xds.connections().length });
+    })
+    .handle('/debug/configz', 'every config resource the server holds', (_req, res) => sendJson(res, 200, KINDS.flatMap((k) => deps.store.list(k))))
+    .handle('/debug/registryz', 'every service of every registry', (_req, res) => sendJson(res, 200, deps.registry.services()))
+    .handle('/debug/endpointz', 'every service with its instances', (_req, res) =>
+      sendJson(res, 200, deps.registry.services().map((s) => ({ hostname: s.hostname, namespace: s.namespace, instances: deps.registry.instances(s) }))),
+    )
+    .handle('/debug/config_dump', "?proxyID=: the proxy's config in Envoy's JSON, with the versions it acked", guarded(async (_req, res, url) => sendJson(res, 200, await configDump(deps, connectedProxy(deps, url)))))
+    .handle(
+      '/debug/authorizationz',
+      '?proxyID=: the policies selecting the proxy and the jwt_authn/rbac filters generated from them',
+      guarded((_req, res, url) => {
+        const proxy: Proxy = proxyOf(connectedProxy(deps, url));
+        const push = deps.pushContext();
+        const sec = buildWorkloadSecurity(proxy, push.policiesFor('RequestAuthentication', proxy), push.policiesFor('AuthorizationPolicy', proxy), deps.resolver.lookup, push.rootNamespace);
+        const name = (p: { metadata: { namespace: string; name: string }; kind: string }) => `${p.kind}/${p.metadata.namespace}/${p.metadata.name}`;
+        sendJson(res, 200, {
+          proxyID: proxy.id,
+          requestAuthentications: sec.requestAuthentications.map(name),
+          authorizationPolicies: sec.authorizationPolicies.map(name),
+          warnings: sec.warnings,
+          httpFilters: securityHttpFilters(sec).map((f) => ({ name: f.name, typedConfig: f.configType.case === 'typedConfig' ? anyJson(f.configType.value) : null })),
+        });
+      }),
+    )
+    .handle(
+      '/debug/authz_explain',
+      'POST {proxyID | namespace+labels, method, path, headers, token}: the decision (allow/401/403) and the policy, rule and condition behind it',
+      guarded(async (req, res) => {
+        if (req.method !== 'POST') throw new BadRequest('use POST with a JSON body');
+        const body = await jsonBody(req);
+        const workload = workloadOf(deps, body);
+        const { ra, ap } = policies(deps);
+        const headers = stringRecord(body.headers, 'headers');
+        const token = typeof body.token === 'string' ? body.token : undefined;
+        const result = await explainForWorkload({
+          workload,
+          requestAuthentications: ra,
+          authorizationPolicies: ap,
+          lookup: deps.resolver.lookup,
+          request: { method: typeof body.method === 'string' ? body.method : 'GET', path: typeof body.path === 'string' ? body.path : '/', headers, ...(token !== undefined ? { token } : {}) },
+          onUnknownKid: (issuer, kid) => deps.resolver.refreshForUnknownKid(issuer, kid),
+          rootNamespace: deps.pushContext().rootNamespace,
+        });
+        sendJson(res, 200, result);
+      }),
+    );
+}

@@ -1,0 +1,105 @@
+// A connected proxy as the model sees it: its identity parsed from node.id and node.metadata.
+// Parsing is strict because everything generated for the proxy (which services it sees, which
+// policies select it, which ports are its inbound ports) follows from these fields; a malformed
+// node is refused with a message naming the field, rather than configured wrongly.
+import { isIP } from 'node:net';
+import type { JsonObject, JsonValue } from '@bufbuild/protobuf';
+
+export const PROXY_TYPES = ['sidecar', 'router'] as const;
+export type ProxyType = (typeof PROXY_TYPES)[number];
+
+export const INTERCEPTION_MODES = ['REDIRECT', 'TPROXY', 'NONE'] as const;
+export type InterceptionMode = (typeof INTERCEPTION_MODES)[number];
+
+export interface Proxy {
+  readonly type: ProxyType;
+  /** The whole node.id. */
+  readonly nodeId: string;
+  /** `<pod>.<namespace>` from node.id. */
+  readonly id: string;
+  /** The workload's IPs: INSTANCE_IPS when given, else the IP in node.id. The first is primary. */
+  readonly ipAddresses: readonly string[];
+  readonly namespace: string;
+  /** DNS domain of the proxy, e.g. `foo.svc.cluster.local` (node.id's last part). */
+  readonly dnsDomain: string;
+  readonly labels: Readonly<Record<string, string>>;
+  readonly serviceAccount: string;
+  readonly clusterId: string;
+  readonly interceptionMode: InterceptionMode;
+  /** `grpc` for proxyless gRPC clients and servers; empty for Envoy-style proxies. */
+  readonly generator: string;
+  /** WorkloadGroup name for auto-registration, empty when absent. */
+  readonly autoRegisterGroup: string;
+  readonly metadata: JsonObject;
+}
+
+export class ProxyParseError extends Error {}
+
+function metaString(metadata: JsonObject, key: string): string {
+  const v = metadata[key];
+  if (v === undefined || v === null) return '';
+  if (typeof v !== 'string') throw new ProxyParseError(`node.metadata.${key}: expected a string, got ${JSON.stringify(v)}`);
+  return v;
+}
+
+function metaLabels(value: JsonValue | undefined): Record<string, string> {
+  if (value === undefined || value === null) return {};
+  if (typeof value !== 'object' || Array.isArray(value)) {
+    throw new ProxyParseError(`node.metadata.LABELS: expected an object of string values, got ${JSON.stringify(value)}`);
+  }
+  const labels: Record<string, string> = {};
+  for (const [k, v] of Object.entries(value)) {
+    if (typeof v !== 'string') throw new ProxyParseError(`node.metadata.LABELS.${k}: expected a string, got ${JSON.stringify(v)}`);
+    labels[k] = v;
+  }
+  return labels;
+}
+
+/**
+ * Parses `<type>~<ip>~<pod>.<namespace>~<namespace>.svc.<domain>` and the metadata the agent sets.
+ * Throws ProxyParseError naming the offending part.
+ */
+export function parseProxy(nodeId: string, metadata: JsonObject = {}): Proxy {
+  const parts = nodeId.split('~');
+  if (parts.length !== 4) {
+    throw new ProxyParseError(`node.id "${nodeId}": expected 4 parts "<type>~<ip>~<pod>.<namespace>~<namespace>.svc.<domain>", got ${parts.length}`);
+  }
+  const [type, ip, id, dnsDomain] = parts as [string, string, string, string];
+  if (!(PROXY_TYPES as readonly string[]).includes(type)) {
+    throw new ProxyParseError(`node.id "${nodeId}": type "${type}" is not one of ${PROXY_TYPES.join(', ')}`);
+  }
+  if (!isIP(ip)) throw new ProxyParseError(`node.id "${nodeId}": "${ip}" is not an IP address`);
+  if (!id) throw new ProxyParseError(`node.id "${nodeId}": the workload id (<pod>.<namespace>) is empty`);
+
+  const ipsMeta = metaString(metadata, 'INSTANCE_IPS');
+  const ipAddresses = ipsMeta ? ipsMeta.split(',').map((s) => s.trim()).filter(Boolean) : [ip];
+  for (const a of ipAddresses) {
+    if (!isIP(a)) throw new ProxyParseError(`node.metadata.INSTANCE_IPS: "${a}" is not an IP address`);
+  }
+
+  // NAMESPACE wins; otherwise the id's suffix after the pod name, then the DNS domain's first label.
+  const dot = id.indexOf('.');
+  const namespace = metaString(metadata, 'NAMESPACE') || (dot > 0 ? id.slice(dot + 1) : '') || dnsDomain.split('.')[0] || '';
+  if (!namespace) throw new ProxyParseError(`node.id "${nodeId}": no namespace in the id and no node.metadata.NAMESPACE`);
+
+  const mode = metaString(metadata, 'INTERCEPTION_MODE') || 'REDIRECT';
+  if (!(INTERCEPTION_MODES as readonly string[]).includes(mode)) {
+    throw new ProxyParseError(`node.metadata.INTERCEPTION_MODE: "${mode}" is not one of ${INTERCEPTION_MODES.join(', ')}`);
+  }
+
+  return {
+    type: type as ProxyType,
+    nodeId,
+    id,
+    ipAddresses,
+    namespace,
+    dnsDomain,
+    labels: metaLabels(metadata['LABELS']),
+    serviceAccount: metaString(metadata, 'SERVICE_ACCOUNT'),
+    clusterId: metaString(metadata, 'CLUSTER_ID'),
+    interceptionMode: mode as InterceptionMode,
+    generator: metaString(metadata, 'GENERATOR'),
+    autoRegisterGroup: metaString(metadata, 'AUTO_REGISTER_GROUP'),
+    metadata,
+  };
+}

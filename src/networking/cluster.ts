@@ -1,0 +1,86 @@
+// CDS: outbound clusters per service port, inbound clusters to the local application, and the two
+// catch-alls (BlackHoleCluster drops, PassthroughCluster forwards to the original destination).
+import { create, type MessageInitShape } from '@bufbuild/protobuf';
+import { Cluster_DiscoveryType, Cluster_LbPolicy, ClusterSchema, type Cluster } from '../gen/envoy/config/cluster/v3/cluster_pb.js';
+import { HttpProtocolOptionsSchema } from '../gen/envoy/extensions/upstreams/http/v3/http_protocol_options_pb.js';
+import { isHttp2Protocol, type Protocol, type Service, type ServicePort } from '../model/service.js';
+import { pack } from '../xds/types.js';
+import { adsConfigSource, seconds } from './common.js';
+import { buildLoadAssignment, type EndpointInput } from './endpoint.js';
+import { BLACKHOLE_CLUSTER, inboundClusterName, outboundClusterName, PASSTHROUGH_CLUSTER } from './names.js';
+
+export interface ClusterOptions {
+  /** Seconds; 10 unless set. */
+  readonly connectTimeout?: number;
+}
+
+type ClusterInit = Exclude<MessageInitShape<typeof ClusterSchema>, Cluster>;
+
+const HTTP_PROTOCOL_OPTIONS = 'envoy.extensions.upstreams.http.v3.HttpProtocolOptions';
+const DEFAULT_CONNECT_TIMEOUT = 10;
+
+function cluster(name: string, type: Cluster_DiscoveryType, opts: ClusterOptions, init: Omit<ClusterInit, 'name' | 'clusterDiscoveryType'> = {}): Cluster {
+  return create(ClusterSchema, {
+    name,
+    clusterDiscoveryType: { case: 'type' as const, value: type },
+    connectTimeout: seconds(opts.connectTimeout ?? DEFAULT_CONNECT_TIMEOUT),
+    ...init,
+  });
+}
+
+/** HTTP/2 to upstreams that need it (gRPC, h2c); HTTP/1.1 is Envoy's default otherwise. */
+function protocolOptions(protocol: Protocol): Pick<ClusterInit, 'typedExtensionProtocolOptions'> {
+  if (!isHttp2Protocol(protocol)) return {};
+  return {
+    typedExtensionProtocolOptions: {
+      [HTTP_PROTOCOL_OPTIONS]: pack(HttpProtocolOptionsSchema, {
+        upstreamProtocolOptions: { case: 'explicitHttpConfig', value: { protocolConfig: { case: 'http2ProtocolOptions', value: {} } } },
+      }),
+    },
+  };
+}
+
+/**
+ * `outbound|<port>||<host>`: by resolution, EDS over ADS (STATIC), STRICT_DNS / LOGICAL_DNS with the
+ * endpoints inline (DNS, DNS_ROUND_ROBIN), or ORIGINAL_DST (NONE).
+ */
+export function buildOutboundCluster(service: Service, port: ServicePort, endpoints: readonly EndpointInput[], opts: ClusterOptions = {}): Cluster {
+  const name = outboundClusterName(port.port, service.hostname);
+  const proto = protocolOptions(port.protocol);
+  switch (service.resolution) {
+    case 'STATIC':
+      return cluster(name, Cluster_DiscoveryType.EDS, opts, {
+        edsClusterConfig: { edsConfig: adsConfigSource(), serviceName: name },
+        lbPolicy: Cluster_LbPolicy.ROUND_ROBIN,
+        ...proto,
+      });
+    case 'DNS':
+    case 'DNS_ROUND_ROBIN':
+      return cluster(name, service.resolution === 'DNS' ? Cluster_DiscoveryType.STRICT_DNS : Cluster_DiscoveryType.LOGICAL_DNS, opts, {
+        loadAssignment: buildLoadAssignment(name, service.resolution === 'DNS' ? endpoints : endpoints.slice(0, 1)),
+        lbPolicy: Cluster_LbPolicy.ROUND_ROBIN,
+        ...proto,
+      });
+    case 'NONE':
+      return cluster(name, Cluster_DiscoveryType.ORIGINAL_DST, opts, { lbPolicy: Cluster_LbPolicy.CLUSTER_PROVIDED, ...proto });
+  }
+}
+
+/** `inbound|<port>||`: STATIC, to the application at `address:targetPort` (usually 127.0.0.1). */
+export function buildInboundCluster(port: number, target: { address: string; port: number }, protocol: Protocol, opts: ClusterOptions = {}): Cluster {
+  const name = inboundClusterName(port);
+  return cluster(name, Cluster_DiscoveryType.STATIC, opts, {
+    loadAssignment: buildLoadAssignment(name, [{ address: target.address, port: target.port, locality: { region: '', zone: '', subZone: '' }, weight: 1 }]),
+    ...protocolOptions(protocol),
+  });
+}
+
+/** A cluster with no endpoints: connections routed to it fail (REGISTRY_ONLY, unknown routes). */
+export function blackHoleCluster(opts: ClusterOptions = {}): Cluster {
+  return cluster(BLACKHOLE_CLUSTER, Cluster_DiscoveryType.STATIC, opts);
+}
+
+/** Forwards to the connection's original destination (ALLOW_ANY traffic to unknown hosts). */
+export function passthroughCluster(opts: ClusterOptions = {}): Cluster {
+  return cluster(PASSTHROUGH_CLUSTER, Cluster_DiscoveryType.ORIGINAL_DST, opts, { lbPolicy: Cluster_LbPolicy.CLUSTER_PROVIDED });
+}

@@ -1,0 +1,70 @@
+// Small message pieces every builder needs: addresses, the ADS config source, durations, and the
+// HTTP connection manager with its ordered filter list.
+import { create, type MessageInitShape } from '@bufbuild/protobuf';
+import type { Any } from '@bufbuild/protobuf/wkt';
+import { AddressSchema, type Address } from '../gen/envoy/config/core/v3/address_pb.js';
+import { ApiVersion, ConfigSourceSchema, type ConfigSource } from '../gen/envoy/config/core/v3/config_source_pb.js';
+import type { RouteConfigurationSchema } from '../gen/envoy/config/route/v3/route_pb.js';
+import { RouterSchema } from '../gen/envoy/extensions/filters/http/router/v3/router_pb.js';
+import {
+  HttpConnectionManager_CodecType,
+  HttpConnectionManagerSchema,
+  HttpFilterSchema,
+  type HttpFilter,
+} from '../gen/envoy/extensions/filters/network/http_connection_manager/v3/http_connection_manager_pb.js';
+import { TcpProxySchema } from '../gen/envoy/extensions/filters/network/tcp_proxy/v3/tcp_proxy_pb.js';
+import { FilterSchema, type Filter } from '../gen/envoy/config/listener/v3/listener_components_pb.js';
+import { pack } from '../xds/types.js';
+
+export const HCM_FILTER_NAME = 'envoy.filters.network.http_connection_manager';
+export const TCP_PROXY_FILTER_NAME = 'envoy.filters.network.tcp_proxy';
+export const ROUTER_FILTER_NAME = 'envoy.filters.http.router';
+
+export function socketAddress(address: string, port: number): Address {
+  return create(AddressSchema, {
+    address: { case: 'socketAddress', value: { address, portSpecifier: { case: 'portValue', value: port } } },
+  });
+}
+
+/** Resources of this type come over the same ADS stream. */
+export function adsConfigSource(): ConfigSource {
+  return create(ConfigSourceSchema, { configSourceSpecifier: { case: 'ads', value: {} }, resourceApiVersion: ApiVersion.V3 });
+}
+
+export function seconds(s: number): { seconds: bigint; nanos: number } {
+  const whole = Math.floor(s);
+  return { seconds: BigInt(whole), nanos: Math.round((s - whole) * 1e9) };
+}
+
+export function routerFilter(): HttpFilter {
+  return create(HttpFilterSchema, { name: ROUTER_FILTER_NAME, configType: { case: 'typedConfig', value: pack(RouterSchema, {}) } });
+}
+
+export type RouteSource = { rds: string } | { inline: MessageInitShape<typeof RouteConfigurationSchema> };
+
+/**
+ * An HTTP connection manager: `extraFilters` (e.g. jwt_authn, rbac from the security builders) run
+ * in the given order, the router always last.
+ */
+export function httpConnectionManager(statPrefix: string, routes: RouteSource, extraFilters: readonly HttpFilter[] = []): Any {
+  return pack(HttpConnectionManagerSchema, {
+    statPrefix,
+    codecType: HttpConnectionManager_CodecType.AUTO,
+    routeSpecifier:
+      'rds' in routes
+        ? { case: 'rds', value: { configSource: adsConfigSource(), routeConfigName: routes.rds } }
+        : { case: 'routeConfig', value: routes.inline },
+    httpFilters: [...extraFilters, routerFilter()],
+  });
+}
+
+export function hcmFilter(statPrefix: string, routes: RouteSource, extraFilters: readonly HttpFilter[] = []): Filter {
+  return create(FilterSchema, { name: HCM_FILTER_NAME, configType: { case: 'typedConfig', value: httpConnectionManager(statPrefix, routes, extraFilters) } });
+}
+
+export function tcpProxyFilter(cluster: string): Filter {
+  return create(FilterSchema, {
+    name: TCP_PROXY_FILTER_NAME,
+    configType: { case: 'typedConfig', value: pack(TcpProxySchema, { statPrefix: cluster, clusterSpecifier: { case: 'cluster', value: cluster } }) },
+  });
+}

@@ -1,0 +1,42 @@
+// EDS: a ClusterLoadAssignment per cluster, endpoints grouped by locality. Locality weights are the
+// sum of their endpoints' weights: Envoy uses them only with locality-weighted balancing, but gRPC
+// clients drop a locality that has none.
+import { create } from '@bufbuild/protobuf';
+import { ClusterLoadAssignmentSchema, type ClusterLoadAssignment } from '../gen/envoy/config/endpoint/v3/endpoint_pb.js';
+import { localityString, type Locality } from '../model/service.js';
+import { socketAddress } from './common.js';
+
+/** What an endpoint contributes to a load assignment. */
+export interface EndpointInput {
+  readonly address: string;
+  readonly port: number;
+  readonly locality: Locality;
+  readonly weight: number;
+}
+
+export function buildLoadAssignment(clusterName: string, endpoints: readonly EndpointInput[]): ClusterLoadAssignment {
+  const byLocality = new Map<string, { locality: Locality; endpoints: EndpointInput[] }>();
+  const seen = new Set<string>();
+  for (const e of endpoints) {
+    // The same workload reached through two registries is one endpoint (gRPC rejects duplicates).
+    const id = `${e.address}:${e.port}`;
+    if (seen.has(id)) continue;
+    seen.add(id);
+    const key = localityString(e.locality);
+    let group = byLocality.get(key);
+    if (!group) byLocality.set(key, (group = { locality: e.locality, endpoints: [] }));
+    group.endpoints.push(e);
+  }
+  const groups = [...byLocality.entries()].sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0)).map(([, g]) => g);
+  return create(ClusterLoadAssignmentSchema, {
+    clusterName,
+    endpoints: groups.map((g) => ({
+      locality: { region: g.locality.region, zone: g.locality.zone, subZone: g.locality.subZone },
+      loadBalancingWeight: g.endpoints.reduce((sum, e) => sum + e.weight, 0),
+      lbEndpoints: g.endpoints.map((e) => ({
+        hostIdentifier: { case: 'endpoint' as const, value: { address: socketAddress(e.address, e.port) } },
+        loadBalancingWeight: e.weight,
+      })),
+    })),
+  });
+}

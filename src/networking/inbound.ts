@@ -1,0 +1,66 @@
+// Which ports a proxy receives traffic on, and where its application listens: the Sidecar's
+// ingress listeners when it has some, else the ports of the service instances at the proxy's IPs.
+import { isIP } from 'node:net';
+import type { IngressListener } from '../api/types.js';
+import type { Proxy } from '../model/proxy.js';
+import type { PushContext } from '../model/push-context.js';
+import { portProtocol } from '../model/service.js';
+import type { InboundPort } from './listener.js';
+import { LOCALHOST, WILDCARD_ADDRESS } from './names.js';
+
+export interface InboundPorts {
+  readonly ports: InboundPort[];
+  /** User errors (bad defaultEndpoint, ...) naming the resource and field; those ports are skipped. */
+  readonly problems: string[];
+}
+
+/**
+ * `127.0.0.1:<port>`, `[::1]:<port>`, or `0.0.0.0:<port>` meaning the workload's own IP.
+ * Throws a message describing what is expected.
+ */
+export function parseDefaultEndpoint(value: string, proxy: Proxy): { address: string; port: number } {
+  const m = /^(?:\[([^\]]+)\]|([^:]+)):(\d+)$/.exec(value);
+  const host = m?.[1] ?? m?.[2];
+  const port = Number(m?.[3]);
+  if (!m || !host || !isIP(host) || !Number.isInteger(port) || port < 1 || port > 65535) {
+    throw new Error(`"${value}" is not <ip>:<port> (e.g. 127.0.0.1:8080; unix sockets are not supported)`);
+  }
+  return { address: host === WILDCARD_ADDRESS ? (proxy.ipAddresses[0] ?? LOCALHOST) : host, port };
+}
+
+function fromIngress(ingress: readonly IngressListener[], proxy: Proxy, source: string): InboundPorts {
+  const ports: InboundPort[] = [];
+  const problems: string[] = [];
+  const seen = new Set<number>();
+  ingress.forEach((l, i) => {
+    if (seen.has(l.port.number)) {
+      problems.push(`${source}: spec.ingress[${i}].port.number: ${l.port.number} is already used by an earlier ingress listener`);
+      return;
+    }
+    seen.add(l.port.number);
+    try {
+      const target = l.defaultEndpoint
+        ? parseDefaultEndpoint(l.defaultEndpoint, proxy)
+        : { address: LOCALHOST, port: l.port.targetPort ?? l.port.number };
+      ports.push({ port: l.port.number, protocol: portProtocol(l.port), target, ...(l.bind ? { bind: l.bind } : {}) });
+    } catch (e) {
+      problems.push(`${source}: spec.ingress[${i}].defaultEndpoint: ${(e as Error).message}`);
+    }
+  });
+  return { ports, problems };
+}
+
+export function inboundPorts(proxy: Proxy, push: PushContext): InboundPorts {
+  const scope = push.sidecarScope(proxy);
+  if (scope.ingress.length > 0) {
+    const s = scope.sidecar!;
+    return fromIngress(scope.ingress, proxy, `Sidecar/${s.metadata.namespace}/${s.metadata.name}`);
+  }
+  const byPort = new Map<number, InboundPort>();
+  for (const i of push.proxyInstances(proxy)) {
+    if (!byPort.has(i.endpointPort)) {
+      byPort.set(i.endpointPort, { port: i.endpointPort, protocol: i.servicePort.protocol, target: { address: LOCALHOST, port: i.endpointPort } });
+    }
+  }
+  return { ports: [...byPort.values()].sort((a, b) => a.port - b.port), problems: [] };
+}

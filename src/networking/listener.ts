@@ -1,0 +1,194 @@
+// LDS: the capture listeners (virtualOutbound :15001, virtualInbound :15006, both use_original_dst),
+// the inbound filter chains of the workload's ports, the outbound listeners per service port, and,
+// without traffic capture, listeners bound on the Sidecar's ingress ports.
+import { create, type MessageInitShape } from '@bufbuild/protobuf';
+import { TrafficDirection } from '../gen/envoy/config/core/v3/base_pb.js';
+import { ListenerSchema, type Listener } from '../gen/envoy/config/listener/v3/listener_pb.js';
+import { FilterChainSchema, ListenerFilterSchema, type FilterChain } from '../gen/envoy/config/listener/v3/listener_components_pb.js';
+import { HttpInspectorSchema } from '../gen/envoy/extensions/filters/listener/http_inspector/v3/http_inspector_pb.js';
+import type { HttpFilter } from '../gen/envoy/extensions/filters/network/http_connection_manager/v3/http_connection_manager_pb.js';
+import type { OutboundTrafficMode } from '../model/push-context.js';
+import { isHttpProtocol, type Protocol, type Service } from '../model/service.js';
+import { pack } from '../xds/types.js';
+import { hcmFilter, seconds, socketAddress, tcpProxyFilter } from './common.js';
+import {
+  BLACKHOLE_CLUSTER,
+  inboundClusterName,
+  listenerName,
+  outboundClusterName,
+  outboundRouteName,
+  PASSTHROUGH_CLUSTER,
+  VIRTUAL_INBOUND,
+  VIRTUAL_INBOUND_PORT,
+  VIRTUAL_OUTBOUND,
+  VIRTUAL_OUTBOUND_PORT,
+  WILDCARD_ADDRESS,
+} from './names.js';
+import { buildInboundRouteConfig } from './route.js';
+
+const HTTP_INSPECTOR = 'envoy.filters.listener.http_inspector';
+/** What http_inspector reports for plaintext HTTP. */
+const HTTP_APPLICATION_PROTOCOLS = ['http/1.0', 'http/1.1', 'h2c'];
+
+/** A port the workload receives traffic on, and where its application listens. */
+export interface InboundPort {
+  /** The port the traffic arrives on (workload port, or the Sidecar ingress port). */
+  readonly port: number;
+  readonly protocol: Protocol;
+  /** The application: `127.0.0.1:<targetPort>` or a Sidecar's defaultEndpoint. */
+  readonly target: { readonly address: string; readonly port: number };
+  /** Address to bind, for explicit (non-captured) ingress listeners. */
+  readonly bind?: string;
+}
+
+export interface InboundOptions {
+  /** HTTP filters placed before the router, in this order (jwt_authn, rbac from the security builders). */
+  readonly httpFilters?: readonly HttpFilter[];
+  /** Ports of unknown protocol get an HTTP and a TCP chain chosen by http_inspector. */
+  readonly sniffing?: boolean;
+  /** Seconds http_inspector may wait for the first bytes. */
+  readonly detectionTimeout?: number;
+}
+
+function httpChain(p: InboundPort, opts: InboundOptions, matchPort: boolean, sniffed: boolean): FilterChain {
+  const cluster = inboundClusterName(p.port);
+  return create(FilterChainSchema, {
+    name: `${listenerName(WILDCARD_ADDRESS, p.port)}${sniffed ? '_http' : ''}`,
+    filterChainMatch: {
+      ...(matchPort ? { destinationPort: p.port } : {}),
+      ...(sniffed ? { applicationProtocols: HTTP_APPLICATION_PROTOCOLS } : {}),
+    },
+    filters: [hcmFilter(`inbound_${listenerName(WILDCARD_ADDRESS, p.port)}`, { inline: buildInboundRouteConfig(cluster, cluster) }, opts.httpFilters)],
+  });
+}
+
+function tcpChain(p: InboundPort, matchPort: boolean): FilterChain {
+  return create(FilterChainSchema, {
+    name: listenerName(WILDCARD_ADDRESS, p.port),
+    filterChainMatch: matchPort ? { destinationPort: p.port } : {},
+    filters: [tcpProxyFilter(inboundClusterName(p.port))],
+  });
+}
+
+function sniffs(p: InboundPort, opts: InboundOptions): boolean {
+  return !!opts.sniffing && p.protocol === 'UNSUPPORTED';
+}
+
+/**
+ * The chains of one inbound port: an HTTP connection manager (extra filters, then router) for HTTP
+ * protocols, a TCP proxy otherwise, and both (HTTP first) when the protocol is sniffed.
+ */
+export function buildInboundFilterChains(p: InboundPort, opts: InboundOptions, matchPort = true): FilterChain[] {
+  if (isHttpProtocol(p.protocol)) return [httpChain(p, opts, matchPort, false)];
+  if (sniffs(p, opts)) return [httpChain(p, opts, matchPort, true), tcpChain(p, matchPort)];
+  return [tcpChain(p, matchPort)];
+}
+
+type ListenerInit = Exclude<MessageInitShape<typeof ListenerSchema>, Listener>;
+
+/** http_inspector when some port's protocol is sniffed, bounded by the detection timeout. */
+function sniffingFilters(ports: readonly InboundPort[], opts: InboundOptions): Pick<ListenerInit, 'listenerFilters' | 'listenerFiltersTimeout'> {
+  if (!ports.some((p) => sniffs(p, opts))) return {};
+  return {
+    listenerFilters: [create(ListenerFilterSchema, { name: HTTP_INSPECTOR, configType: { case: 'typedConfig', value: pack(HttpInspectorSchema, {}) } })],
+    ...(opts.detectionTimeout !== undefined ? { listenerFiltersTimeout: seconds(opts.detectionTimeout) } : {}),
+  };
+}
+
+/** virtualInbound: 0.0.0.0:15006, use_original_dst, a chain per inbound port matched on destination port. */
+export function buildVirtualInbound(ports: readonly InboundPort[], opts: InboundOptions = {}): Listener {
+  return create(ListenerSchema, {
+    name: VIRTUAL_INBOUND,
+    address: socketAddress(WILDCARD_ADDRESS, VIRTUAL_INBOUND_PORT),
+    useOriginalDst: true,
+    trafficDirection: TrafficDirection.INBOUND,
+    ...sniffingFilters(ports, opts),
+    filterChains: ports.flatMap((p) => buildInboundFilterChains(p, opts)),
+  });
+}
+
+/**
+ * virtualOutbound: 0.0.0.0:15001, use_original_dst: connections for a known service port are handed
+ * to that port's listener; the rest go to PassthroughCluster (ALLOW_ANY) or BlackHoleCluster.
+ */
+export function buildVirtualOutbound(mode: OutboundTrafficMode): Listener {
+  const cluster = mode === 'ALLOW_ANY' ? PASSTHROUGH_CLUSTER : BLACKHOLE_CLUSTER;
+  return create(ListenerSchema, {
+    name: VIRTUAL_OUTBOUND,
+    address: socketAddress(WILDCARD_ADDRESS, VIRTUAL_OUTBOUND_PORT),
+    useOriginalDst: true,
+    trafficDirection: TrafficDirection.OUTBOUND,
+    filterChains: [{ name: `${VIRTUAL_OUTBOUND}-catchall-tcp`, filters: [tcpProxyFilter(cluster)] }],
+  });
+}
+
+/** Without capture: a listener bound on each ingress port (`<bind>_<port>`), to its target. */
+export function buildIngressListeners(ports: readonly InboundPort[], opts: InboundOptions = {}): Listener[] {
+  return ports.map((p) => {
+    const bind = p.bind || WILDCARD_ADDRESS;
+    return create(ListenerSchema, {
+      name: listenerName(bind, p.port),
+      address: socketAddress(bind, p.port),
+      trafficDirection: TrafficDirection.INBOUND,
+      ...sniffingFilters([p], opts),
+      filterChains: buildInboundFilterChains(p, opts, false),
+    });
+  });
+}
+
+/** A service port that lost its listener to an earlier service (`kind`: new protocol over current). */
+export interface ListenerConflict {
+  readonly kind: 'http_over_tcp' | 'tcp_over_http' | 'tcp_over_tcp';
+  readonly listener: string;
+  readonly service: string;
+}
+
+export interface OutboundListenerOptions {
+  /** Address outbound listeners use: 0.0.0.0 under capture, 127.0.0.1 without. */
+  readonly bind: string;
+  /** False under capture (virtualOutbound hands connections over), true when clients connect directly. */
+  readonly bindToPort: boolean;
+  /** HTTP filters before the router on outbound HTTP listeners. */
+  readonly httpFilters?: readonly HttpFilter[];
+}
+
+/**
+ * One listener per service port. HTTP ports share `<bind>_<port>`, routed by RDS config `<port>`;
+ * a TCP port gets `<vip>_<port>` when the service has a VIP, else `<bind>_<port>`, proxying to its
+ * cluster. When two services claim the same address and port, the first (services come sorted)
+ * keeps it; the others are returned in `conflicts`.
+ */
+export function buildOutboundListeners(services: readonly Service[], opts: OutboundListenerOptions): { listeners: Listener[]; conflicts: ListenerConflict[] } {
+  const byName = new Map<string, { http: boolean; listener: ListenerInit }>();
+  const conflicts: ListenerConflict[] = [];
+  for (const s of services) {
+    for (const port of s.ports) {
+      const http = isHttpProtocol(port.protocol);
+      const vip = !http && opts.bindToPort === false ? s.addresses.find((a) => !a.includes('/')) : undefined;
+      const address = vip ?? opts.bind;
+      const name = listenerName(address, port.port);
+      const existing = byName.get(name);
+      if (existing) {
+        if (!(existing.http && http)) {
+          const kind = http ? 'http_over_tcp' : existing.http ? 'tcp_over_http' : 'tcp_over_tcp';
+          conflicts.push({ kind, listener: name, service: `${s.hostname}:${port.port}` });
+        }
+        continue;
+      }
+      const filter = http
+        ? hcmFilter(`outbound_${name}`, { rds: outboundRouteName(port.port) }, opts.httpFilters)
+        : tcpProxyFilter(outboundClusterName(port.port, s.hostname));
+      byName.set(name, {
+        http,
+        listener: {
+          name,
+          address: socketAddress(address, port.port),
+          bindToPort: opts.bindToPort,
+          trafficDirection: TrafficDirection.OUTBOUND,
+          filterChains: [{ name, filters: [filter] }],
+        },
+      });
+    }
+  }
+  return { listeners: [...byName.values()].map((e) => create(ListenerSchema, e.listener)), conflicts };
+}

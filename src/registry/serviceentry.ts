@@ -1,0 +1,155 @@
+// Services and instances declared with ServiceEntry and WorkloadEntry, computed from the config
+// store. A ServiceEntry's instances are its inline `endpoints` plus the WorkloadEntries of its
+// namespace whose labels match its `workloadSelector`; one Service per host it lists.
+import type { ServiceEntry, WorkloadEntry, WorkloadEntrySpec } from '../api/types.js';
+import type { ConfigStore } from '../config/store.js';
+import { gauge } from '../common/metrics.js';
+import { labelsMatch } from '../model/selection.js';
+import { parseLocality, portProtocol, type Resolution, type Service, type ServiceInstance, type ServicePort } from '../model/service.js';
+import { compareServices, RegistryEvents, serviceKey, type RegistryEventHandler, type ServiceRegistry } from './types.js';
+
+export interface ServiceEntryState {
+  readonly services: readonly Service[];
+  /** By serviceKey. */
+  readonly instances: ReadonlyMap<string, readonly ServiceInstance[]>;
+  /** Hosts declared again in the same namespace by a later ServiceEntry (the first one wins). */
+  readonly duplicates: readonly string[];
+}
+
+const REGISTRY_NAME = 'ServiceEntry';
+
+function servicePorts(se: ServiceEntry): ServicePort[] {
+  return (se.spec.ports ?? []).map((p) => ({ name: p.name ?? String(p.number), port: p.number, protocol: portProtocol(p) }));
+}
+
+function instanceOf(
+  service: Service,
+  port: ServicePort,
+  targetPort: number | undefined,
+  we: WorkloadEntrySpec,
+  address: string,
+  clusterId: string,
+): ServiceInstance {
+  return {
+    hostname: service.hostname,
+    namespace: service.namespace,
+    servicePort: port,
+    address,
+    // A WorkloadEntry may map the port name to the port its workload listens on.
+    endpointPort: we.ports?.[port.name] ?? targetPort ?? port.port,
+    labels: we.labels ?? {},
+    serviceAccount: we.serviceAccount ?? '',
+    locality: parseLocality(we.locality),
+    weight: we.weight && we.weight > 0 ? we.weight : 1,
+    network: we.network ?? '',
+    clusterId,
+  };
+}
+
+/** The pure conversion: ServiceEntries + WorkloadEntries -> services and instances. */
+export function convertServiceEntries(
+  serviceEntries: readonly ServiceEntry[],
+  workloadEntries: readonly WorkloadEntry[],
+  clusterId: string,
+): ServiceEntryState {
+  const services = new Map<string, Service>();
+  const instances = new Map<string, ServiceInstance[]>();
+  const duplicates: string[] = [];
+  for (const se of serviceEntries) {
+    const ns = se.metadata.namespace;
+    const ports = servicePorts(se);
+    const targetPorts = new Map((se.spec.ports ?? []).map((p) => [p.number, p.targetPort]));
+    const resolution: Resolution = se.spec.resolution ?? 'NONE';
+    const selector = se.spec.workloadSelector?.labels;
+    const workloads: WorkloadEntrySpec[] = [
+      ...(se.spec.endpoints ?? []),
+      ...(selector ? workloadEntries.filter((we) => we.metadata.namespace === ns && labelsMatch(selector, we.spec.labels ?? {})).map((we) => we.spec) : []),
+    ];
+    for (const host of se.spec.hosts) {
+      const service: Service = {
+        hostname: host,
+        namespace: ns,
+        addresses: se.spec.addresses ?? [],
+        ports,
+        resolution,
+        exportTo: se.spec.exportTo ?? [],
+        external: (se.spec.location ?? 'MESH_EXTERNAL') === 'MESH_EXTERNAL',
+        registry: REGISTRY_NAME,
+        labels: se.metadata.labels ?? {},
+        source: `ServiceEntry/${ns}/${se.metadata.name}`,
+      };
+      const key = serviceKey(service);
+      if (services.has(key)) {
+        duplicates.push(`${key} (ServiceEntry/${ns}/${se.metadata.name})`);
+        continue;
+      }
+      services.set(key, service);
+      // A DNS service without endpoints resolves its own (non-wildcard) host name.
+      const dnsSelf = workloads.length === 0 && !selector && resolution.startsWith('DNS') && !host.includes('*');
+      const sources = dnsSelf ? [{ spec: {} as WorkloadEntrySpec, address: host }] : workloads.filter((w) => w.address).map((w) => ({ spec: w, address: w.address! }));
+      instances.set(
+        key,
+        sources.flatMap(({ spec, address }) => ports.map((p) => instanceOf(service, p, targetPorts.get(p.port), spec, address, clusterId))),
+      );
+    }
+  }
+  return { services: [...services.values()].sort(compareServices), instances, duplicates };
+}
+
+/** The registry over a config store: recomputed on every ServiceEntry/WorkloadEntry change. */
+export class ServiceEntryRegistry implements ServiceRegistry {
+  readonly name = REGISTRY_NAME;
+  private state: ServiceEntryState = { services: [], instances: new Map(), duplicates: [] };
+  private readonly events = new RegistryEvents();
+  private readonly unsubscribe: () => void;
+
+  constructor(
+    private readonly store: Pick<ConfigStore, 'list' | 'onEvent' | 'hasSynced'>,
+    readonly clusterId: string,
+  ) {
+    this.refresh();
+    this.unsubscribe = store.onEvent((e) => {
+      const kind = (e.new ?? e.old).kind;
+      if (kind === 'ServiceEntry' || kind === 'WorkloadEntry') this.refresh();
+    });
+  }
+
+  services(): readonly Service[] {
+    return this.state.services;
+  }
+
+  instances(service: Pick<Service, 'hostname' | 'namespace'>): readonly ServiceInstance[] {
+    return this.state.instances.get(serviceKey(service)) ?? [];
+  }
+
+  onEvent(handler: RegistryEventHandler): () => void {
+    return this.events.on(handler);
+  }
+
+  hasSynced(): boolean {
+    return this.store.hasSynced();
+  }
+
+  close(): void {
+    this.unsubscribe();
+  }
+
+  /** Recomputes and emits one event per service whose definition or instances changed. */
+  private refresh(): void {
+    const before = this.state;
+    this.state = convertServiceEntries(this.store.list('ServiceEntry'), this.store.list('WorkloadEntry'), this.clusterId);
+    gauge('pilot_duplicate_envoy_clusters').set(this.state.duplicates.length);
+    const old = new Map(before.services.map((s) => [serviceKey(s), s]));
+    const emit = (kind: 'service' | 'endpoints', event: 'add' | 'update' | 'delete', s: Service): void =>
+      this.events.emit({ kind, event, hostname: s.hostname, namespace: s.namespace, registry: this.name });
+    for (const s of this.state.services) {
+      const key = serviceKey(s);
+      const prev = old.get(key);
+      old.delete(key);
+      if (!prev) emit('service', 'add', s);
+      else if (JSON.stringify(prev) !== JSON.stringify(s)) emit('service', 'update', s);
+      else if (JSON.stringify(before.instances.get(key)) !== JSON.stringify(this.state.instances.get(key))) emit('endpoints', 'update', s);
+    }
+    for (const s of old.values()) emit('service', 'delete', s);
+  }
+}

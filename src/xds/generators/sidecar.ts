@@ -1,0 +1,129 @@
+// Envoy-style proxies: the resources of one proxy from a PushContext, per xDS type. Pure functions
+// of (proxy, push, options); the ResourceGenerator adapters are in ./index.ts.
+import type { Cluster } from '../../gen/envoy/config/cluster/v3/cluster_pb.js';
+import type { ClusterLoadAssignment } from '../../gen/envoy/config/endpoint/v3/endpoint_pb.js';
+import type { Listener } from '../../gen/envoy/config/listener/v3/listener_pb.js';
+import type { RouteConfiguration } from '../../gen/envoy/config/route/v3/route_pb.js';
+import type { HttpFilter } from '../../gen/envoy/extensions/filters/network/http_connection_manager/v3/http_connection_manager_pb.js';
+import type { Proxy } from '../../model/proxy.js';
+import type { PushContext } from '../../model/push-context.js';
+import { isHttpProtocol, type Service, type ServiceInstance } from '../../model/service.js';
+import { blackHoleCluster, buildInboundCluster, buildOutboundCluster, passthroughCluster } from '../../networking/cluster.js';
+import { buildLoadAssignment, type EndpointInput } from '../../networking/endpoint.js';
+import { inboundPorts } from '../../networking/inbound.js';
+import { buildIngressListeners, buildOutboundListeners, buildVirtualInbound, buildVirtualOutbound, type InboundOptions, type ListenerConflict } from '../../networking/listener.js';
+import { LOCALHOST, outboundClusterName, parseClusterName, WILDCARD_ADDRESS } from '../../networking/names.js';
+import { buildOutboundRouteConfig } from '../../networking/route.js';
+
+export interface SidecarOptions {
+  /** The security filters of the proxy's inbound HTTP chains, in order (jwt_authn, rbac). */
+  readonly inboundHttpFilters?: (proxy: Proxy, push: PushContext) => readonly HttpFilter[];
+  /** PILOT_ENABLE_PROTOCOL_SNIFFING_FOR_INBOUND. */
+  readonly inboundSniffing?: boolean;
+  /** PILOT_INBOUND_PROTOCOL_DETECTION_TIMEOUT, seconds. */
+  readonly detectionTimeout?: number;
+  /** Reports user errors found while generating (bad Sidecar fields). */
+  readonly onProblem?: (message: string) => void;
+  /** Reports outbound listener conflicts (counted in the pilot_conflict_outbound_listener_* gauges). */
+  readonly onConflict?: (conflict: ListenerConflict) => void;
+}
+
+export function toEndpoints(instances: readonly ServiceInstance[]): EndpointInput[] {
+  return instances.map((i) => ({ address: i.address, port: i.endpointPort, locality: i.locality, weight: i.weight }));
+}
+
+// Most of a proxy's config depends only on its sidecar scope (shared by the proxies of a namespace
+// or Sidecar) or on the snapshot: built once per snapshot and shared, so that every proxy of a
+// namespace costs little more than one. Scopes and snapshots are immutable, so entries never go stale.
+const memos = new WeakMap<object, Map<string, unknown>>();
+
+function memo<T>(owner: object, key: string, build: () => T): T {
+  let m = memos.get(owner);
+  if (!m) memos.set(owner, (m = new Map()));
+  if (m.has(key)) return m.get(key) as T;
+  const v = build();
+  m.set(key, v);
+  return v;
+}
+
+function captured(proxy: Proxy): boolean {
+  return proxy.interceptionMode !== 'NONE';
+}
+
+/**
+ * The services the proxy has outbound listeners for. Without capture, a Sidecar's egress listeners
+ * that name a port restrict outbound listeners to those ports.
+ */
+function outboundServices(proxy: Proxy, push: PushContext): readonly Service[] {
+  const scope = push.sidecarScope(proxy);
+  const ports = new Set(scope.egress.flatMap((e) => (e.port ? [e.port.number] : [])));
+  if (captured(proxy) || ports.size === 0) return scope.services;
+  return scope.services.map((s) => ({ ...s, ports: s.ports.filter((p) => ports.has(p.port)) })).filter((s) => s.ports.length > 0);
+}
+
+export function sidecarListeners(proxy: Proxy, push: PushContext, opts: SidecarOptions = {}): Listener[] {
+  const scope = push.sidecarScope(proxy);
+  const inbound = inboundPorts(proxy, push);
+  inbound.problems.forEach((p) => opts.onProblem?.(p));
+  const inboundOpts: InboundOptions = {
+    httpFilters: opts.inboundHttpFilters?.(proxy, push) ?? [],
+    sniffing: opts.inboundSniffing ?? false,
+    ...(opts.detectionTimeout !== undefined ? { detectionTimeout: opts.detectionTimeout } : {}),
+  };
+  const cap = captured(proxy);
+  const outbound = memo(scope, `lds:${cap}`, () =>
+    buildOutboundListeners(outboundServices(proxy, push), { bind: cap ? WILDCARD_ADDRESS : LOCALHOST, bindToPort: !cap }),
+  );
+  outbound.conflicts.forEach((c) => opts.onConflict?.(c));
+  if (!cap) return [...buildIngressListeners(inbound.ports, inboundOpts), ...outbound.listeners];
+  const virtualOutbound = memo(scope, 'virtualOutbound', () => buildVirtualOutbound(scope.outboundTrafficPolicy));
+  return [virtualOutbound, buildVirtualInbound(inbound.ports, inboundOpts), ...outbound.listeners];
+}
+
+/** Outbound route configurations named by port; only `names` when given. */
+export function sidecarRoutes(proxy: Proxy, push: PushContext, names?: ReadonlySet<string>): RouteConfiguration[] {
+  const scope = push.sidecarScope(proxy);
+  const all = memo(scope, `rds:${captured(proxy)}`, () => {
+    const byPort = new Map<number, Service[]>();
+    for (const s of outboundServices(proxy, push)) {
+      for (const p of s.ports) {
+        if (!isHttpProtocol(p.protocol)) continue;
+        const list = byPort.get(p.port);
+        if (list) list.push(s);
+        else byPort.set(p.port, [s]);
+      }
+    }
+    const opts = { domain: push.domain, proxyNamespace: proxy.namespace, outboundTrafficPolicy: scope.outboundTrafficPolicy };
+    return [...byPort.entries()].sort(([a], [b]) => a - b).map(([port, services]) => buildOutboundRouteConfig(port, services, opts));
+  });
+  return names ? all.filter((r) => names.has(r.name)) : all;
+}
+
+/** Outbound clusters of every visible service port, inbound clusters, BlackHole and Passthrough. */
+export function sidecarClusters(proxy: Proxy, push: PushContext, withInbound = true): Cluster[] {
+  const outbound = memo(push.sidecarScope(proxy), 'cds', () =>
+    push.sidecarScope(proxy).services.flatMap((s) => s.ports.map((p) => buildOutboundCluster(s, p, toEndpoints(push.instances(s, p.port))))),
+  );
+  const inbound = withInbound ? inboundPorts(proxy, push).ports.map((p) => buildInboundCluster(p.port, p.target, p.protocol)) : [];
+  return [...outbound, ...inbound, ...memo(push, 'catchAll', () => [blackHoleCluster(), passthroughCluster()])];
+}
+
+/**
+ * Load assignments of the proxy's EDS clusters (`names`, or all of them). A name that is not an
+ * outbound cluster of a service the proxy sees is left out (the server reports it as absent).
+ */
+export function clusterLoadAssignments(proxy: Proxy, push: PushContext, names?: ReadonlySet<string>): ClusterLoadAssignment[] {
+  const scope = push.sidecarScope(proxy);
+  const wanted = names
+    ? [...names].flatMap((n) => {
+        const parts = parseClusterName(n);
+        if (!parts || parts.direction !== 'outbound') return [];
+        const service = scope.byHost.get(parts.hostname);
+        return service && service.resolution === 'STATIC' && service.ports.some((p) => p.port === parts.port) ? [{ service, port: parts.port }] : [];
+      })
+    : scope.services.filter((s) => s.resolution === 'STATIC').flatMap((service) => service.ports.map((p) => ({ service, port: p.port })));
+  return wanted.map(({ service, port }) => {
+    const name = outboundClusterName(port, service.hostname);
+    return memo(push, `eds:${service.namespace}/${name}`, () => buildLoadAssignment(name, toEndpoints(push.instances(service, port))));
+  });
+}

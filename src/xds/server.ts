@@ -1,0 +1,592 @@
+// The ADS server: envoy.service.discovery.v3.AggregatedDiscoveryService (State of the World and
+// Delta) and the Client Status Discovery Service, on @grpc/grpc-js.
+//
+// Each stream becomes a Connection (connection.ts) whose requests and pushes run one at a time, in
+// order. Content comes from ResourceGenerators (generator.ts), one per served type URL; this file
+// decides when to generate and what to send, following the xDS protocol's version/nonce rules.
+import { create, toBinary } from '@bufbuild/protobuf';
+import {
+  Server,
+  ServerCredentials,
+  status,
+  type sendUnaryData,
+  type ServerDuplexStream,
+  type ServerOptions,
+  type MethodDefinition,
+  type ServerUnaryCall,
+} from '@grpc/grpc-js';
+import { AggregatedDiscoveryService } from '../gen/envoy/service/discovery/v3/ads_pb.js';
+import {
+  DeltaDiscoveryResponseSchema,
+  DiscoveryResponseSchema,
+  type DeltaDiscoveryRequest,
+  type DeltaDiscoveryResponse,
+  type DiscoveryRequest,
+} from '../gen/envoy/service/discovery/v3/discovery_pb.js';
+import {
+  ClientStatusDiscoveryService,
+  type ClientStatusRequest,
+  type ClientStatusResponse,
+} from '../gen/envoy/service/status/v3/csds_pb.js';
+import type { Node } from '../gen/envoy/config/core/v3/base_pb.js';
+import { counter, gauge, histogram } from '../common/metrics.js';
+import { scope } from '../common/log.js';
+import { setting } from '../common/env.js';
+import { Connection, setVersion, versioned, type ConnectionStatus, type Delivery, type ReplyKind, type VersionedResource, type Watch } from './connection.js';
+import { clientStatus } from './csds.js';
+import { XdsStreamError, type ProxyInfo, type PushRequest, type ResourceGenerator } from './generator.js';
+import { grpcServiceDefinition } from './grpc-service.js';
+import { shortTypeName, TypeUrl } from './types.js';
+
+const log = scope('ads');
+
+export interface XdsServerOptions {
+  /** The generator of each served type URL; requests for any other type end their stream. */
+  readonly generators: ReadonlyMap<string, ResourceGenerator>;
+  /** Called once per stream after its first request; throw XdsStreamError to refuse the proxy. */
+  readonly onConnect?: (proxy: ProxyInfo) => void | Promise<void>;
+  readonly onDisconnect?: (proxy: ProxyInfo) => void;
+  /** Sent as control_plane.identifier in every response. */
+  readonly controlPlaneId?: string;
+  /** A send not done after this many ms closes the stream (PILOT_XDS_SEND_TIMEOUT); <= 0 = never. */
+  readonly sendTimeoutMs?: number;
+  /** --keepaliveInterval, ms. */
+  readonly keepaliveIntervalMs?: number;
+  /** --keepaliveTimeout, ms. */
+  readonly keepaliveTimeoutMs?: number;
+  /** --keepaliveMaxServerConnectionAge, ms; beyond what a timer can hold means "never". */
+  readonly maxConnectionAgeMs?: number;
+  /** MESH_GPRC_MAXRECVMSGSIZE, bytes. */
+  readonly maxRecvMsgSize?: number;
+  /** MESH_GPRC_MAXSTREAMS. */
+  readonly maxStreams?: number;
+  /** PILOT_PUSH_THROTTLE: streams generated for and written to at once. */
+  readonly pushThrottle?: number;
+}
+
+/** Node's timers hold at most 2^31-1 ms; larger values (the spec's ~292-year default) mean "off". */
+const MAX_TIMER_MS = 2 ** 31 - 1;
+
+/** Distinct SotW resource sets kept encoded (proxies with equal sets share one). */
+const ENCODED_CACHE_SIZE = 64;
+
+/** Make-before-break order: clusters before their endpoints, listeners before their routes. */
+const PUSH_ORDER: readonly string[] = [
+  TypeUrl.Cluster,
+  TypeUrl.ClusterLoadAssignment,
+  TypeUrl.Listener,
+  TypeUrl.RouteConfiguration,
+  TypeUrl.Secret,
+];
+
+function pushRank(typeUrl: string): number {
+  const i = PUSH_ORDER.indexOf(typeUrl);
+  return i < 0 ? PUSH_ORDER.length : i;
+}
+
+/** pilot_xds_<type>_reject exists for these four types only. */
+const REJECT_GAUGES = {
+  [TypeUrl.Listener]: 'pilot_xds_lds_reject',
+  [TypeUrl.RouteConfiguration]: 'pilot_xds_rds_reject',
+  [TypeUrl.Cluster]: 'pilot_xds_cds_reject',
+  [TypeUrl.ClusterLoadAssignment]: 'pilot_xds_eds_reject',
+} as const;
+
+function grpcOptions(o: XdsServerOptions): ServerOptions {
+  const opts: ServerOptions = {
+    // Defaults: the spec's defaults of --keepaliveInterval and --keepaliveTimeout.
+    'grpc.keepalive_time_ms': o.keepaliveIntervalMs ?? 30_000,
+    'grpc.keepalive_timeout_ms': o.keepaliveTimeoutMs ?? 10_000,
+    'grpc.max_receive_message_length': o.maxRecvMsgSize ?? setting('MESH_GPRC_MAXRECVMSGSIZE'),
+    'grpc.max_concurrent_streams': o.maxStreams ?? setting('MESH_GPRC_MAXSTREAMS'),
+  };
+  if (o.maxConnectionAgeMs !== undefined && o.maxConnectionAgeMs > 0 && o.maxConnectionAgeMs < MAX_TIMER_MS) {
+    opts['grpc.max_connection_age_ms'] = o.maxConnectionAgeMs;
+  }
+  return opts;
+}
+
+/** The ADS definition, with SotW responses written as bytes already encoded (see encodeSotw). */
+function adsDefinition() {
+  const ads = grpcServiceDefinition(AggregatedDiscoveryService);
+  const sotw: MethodDefinition<DiscoveryRequest, Uint8Array> = {
+    ...ads.streamAggregatedResources,
+    responseSerialize: (b) => Buffer.from(b.buffer, b.byteOffset, b.byteLength),
+    responseDeserialize: (b) => b,
+  };
+  return { ...ads, streamAggregatedResources: sotw };
+}
+
+/** Runs at most `size` tasks at once; the others wait in arrival order. */
+class Semaphore {
+  private free: number;
+  private readonly waiting: Array<() => void> = [];
+
+  constructor(size: number) {
+    this.free = Math.max(1, size);
+  }
+
+  async run<T>(task: () => Promise<T>): Promise<T> {
+    if (this.free > 0) this.free--;
+    else await new Promise<void>((resolve) => this.waiting.push(resolve));
+    try {
+      return await task();
+    } finally {
+      const next = this.waiting.shift();
+      if (next) next();
+      else this.free++;
+    }
+  }
+}
+
+/** One live stream: its protocol state plus how to answer on it. */
+interface Session {
+  readonly conn: Connection;
+  /** Regenerates a watch and sends what changed; `force` sends even when nothing did. */
+  respond(w: Watch, force: boolean, push?: PushRequest, added?: readonly string[]): Promise<void>;
+  /** Ends this stream with a status (an XdsStreamError's, else INTERNAL). */
+  fail(err: unknown): void;
+}
+
+export class XdsServer {
+  /** The gRPC server, so other services (CA, SDS) can share its ports. */
+  readonly grpc: Server;
+  /** Live streams by connection id, in connection order. */
+  private readonly sessions = new Map<string, Session>();
+  private readonly generators: ReadonlyMap<string, ResourceGenerator>;
+  private readonly sendTimeoutMs: number;
+  /**
+   * Bounds the streams being generated for and written to at once (PILOT_PUSH_THROTTLE), for
+   * pushes and answers alike: with every write started at once, the last streams would wait
+   * behind all the others' bytes and hit the send timeout, which is meant for slow proxies.
+   */
+  private readonly sendSlots: Semaphore;
+  private readonly nonceEpoch = Date.now().toString(36);
+  private nonceSeq = 0;
+  /** Encoded SotW resources by `<type URL> <version>`, least recently used first. */
+  private readonly encodedResources = new Map<string, Uint8Array>();
+  private connectionSeq = 0;
+
+  constructor(private readonly options: XdsServerOptions) {
+    this.generators = options.generators;
+    this.sendTimeoutMs = options.sendTimeoutMs ?? setting('PILOT_XDS_SEND_TIMEOUT');
+    this.sendSlots = new Semaphore(options.pushThrottle ?? setting('PILOT_PUSH_THROTTLE'));
+    this.grpc = new Server(grpcOptions(options));
+    this.grpc.addService(adsDefinition(), {
+      streamAggregatedResources: (call: ServerDuplexStream<DiscoveryRequest, Uint8Array>) => this.serveSotw(call),
+      deltaAggregatedResources: (call: ServerDuplexStream<DeltaDiscoveryRequest, DeltaDiscoveryResponse>) =>
+        this.serveDelta(call),
+    });
+    this.grpc.addService(grpcServiceDefinition(ClientStatusDiscoveryService), {
+      fetchClientStatus: this.fetchClientStatus,
+      streamClientStatus: this.streamClientStatus,
+    });
+  }
+
+  /**
+   * Binds `host:port`, or `:port` for every interface as the Go flags (--grpcAddr :15010) mean it;
+   * port 0 picks one. Returns the bound port. Call once per address (plain and TLS, say).
+   */
+  listen(address: string, credentials: ServerCredentials = ServerCredentials.createInsecure()): Promise<number> {
+    const target = address.startsWith(':') ? `0.0.0.0${address}` : address;
+    return new Promise((resolve, reject) => {
+      this.grpc.bindAsync(target, credentials, (err, port) => (err ? reject(new Error(`cannot listen on ${address}: ${err.message}`)) : resolve(port)));
+    });
+  }
+
+  /** Ends every stream and stops serving. */
+  close(): void {
+    this.grpc.forceShutdown();
+    for (const s of this.sessions.values()) this.dropSession(s);
+  }
+
+  /** Regenerates the changed types for every connected proxy and sends what differs. */
+  pushAll(push: PushRequest): Promise<void> {
+    return this.pushTo([...this.sessions.values()], push);
+  }
+
+  /** The same, for the streams of one proxy (node id). */
+  push(proxyId: string, push: PushRequest): Promise<void> {
+    return this.pushTo(
+      [...this.sessions.values()].filter((s) => s.conn.proxy.id === proxyId),
+      push,
+    );
+  }
+
+  /** A connected proxy by node id (its latest stream, if it has several), for debug views. */
+  proxyInfo(proxyId: string): ProxyInfo | undefined {
+    let found: ProxyInfo | undefined;
+    for (const s of this.sessions.values()) if (s.conn.proxy.id === proxyId) found = s.conn.proxy;
+    return found;
+  }
+
+  /** Per-stream state for debug views (syncz, connections, adsz). */
+  connections(): ConnectionStatus[] {
+    return [...this.sessions.values()].map((s) => s.conn.status());
+  }
+
+  private async pushTo(sessions: readonly Session[], push: PushRequest): Promise<void> {
+    const queuedAt = performance.now();
+    await Promise.all(sessions.map((s) => this.pushOne(s, push, queuedAt)));
+  }
+
+  private async pushOne(s: Session, push: PushRequest, queuedAt: number): Promise<void> {
+    try {
+      await s.conn.enqueue(() =>
+        this.sendSlots.run(async () => {
+          histogram('pilot_proxy_queue_time').observe((performance.now() - queuedAt) / 1000);
+          const watches = [...s.conn.watches.values()]
+            .filter((w) => push.types === undefined || push.types.has(w.typeUrl))
+            .sort((a, b) => pushRank(a.typeUrl) - pushRank(b.typeUrl));
+          for (const w of watches) {
+            if (s.conn.closed) return;
+            await s.respond(w, false, push);
+          }
+        }),
+      );
+      if (push.triggeredAt !== undefined) histogram('pilot_proxy_convergence_time').observe((Date.now() - push.triggeredAt) / 1000);
+    } catch (err) {
+      s.fail(err);
+    }
+  }
+
+  // ---- streams ----
+
+  /**
+   * The lifecycle shared by SotW and Delta streams: the first request identifies the proxy, every
+   * request is validated and handled in order, and an XdsStreamError ends only this stream.
+   */
+  private serve<Req extends { node?: Node; typeUrl: string }, Out>(
+    call: ServerDuplexStream<Req, Out>,
+    protocol: 'sotw' | 'delta',
+    handle: (s: Session, req: Req) => Promise<void>,
+    responder: (conn: Connection, send: (msg: Out) => Promise<void>) => Session['respond'],
+  ): void {
+    let session: Session | undefined;
+    // Set once the stream is failed: requests already in flight behind the bad one are dropped.
+    let failed = false;
+    const fail = (err: unknown): void => {
+      if (failed || session?.conn.closed) return;
+      failed = true;
+      const e =
+        err instanceof XdsStreamError
+          ? err
+          : new XdsStreamError(status.INTERNAL, `internal error: ${err instanceof Error ? err.message : String(err)}`);
+      if (!(err instanceof XdsStreamError)) counter('pilot_total_xds_internal_errors').inc();
+      log.warn(`closing stream${session ? ` of ${session.conn.proxy.connectionId}` : ''}: ${e.message}`);
+      if (session) this.dropSession(session);
+      call.emit('error', e);
+    };
+    const send = (msg: Out): Promise<void> => this.write(call, msg);
+    call.on('data', (req: Req) => {
+      if (failed) return;
+      if (!session) {
+        try {
+          const conn = new Connection(this.identify(req.node, call.getPeer()), protocol);
+          session = { conn, respond: responder(conn, send), fail };
+        } catch (err) {
+          fail(err);
+          return;
+        }
+        const opened = session;
+        void opened.conn.enqueue(() => this.open(opened)).catch(fail);
+      }
+      const s = session;
+      void s.conn
+        .enqueue(async () => {
+          if (s.conn.closed) return;
+          this.checkType(req.typeUrl);
+          await handle(s, req);
+        })
+        .catch(fail);
+    });
+    const end = (): void => {
+      if (session) this.dropSession(session);
+    };
+    call.on('end', () => {
+      end();
+      call.end();
+    });
+    call.on('cancelled', end);
+    call.on('close', end);
+    call.on('error', end);
+  }
+
+  private serveSotw(call: ServerDuplexStream<DiscoveryRequest, Uint8Array>): void {
+    this.serve(call, 'sotw', (s, req) => this.onSotwRequest(s, req), (conn, send) => (w, force, push) =>
+      this.respondSotw(conn, send, w, force, push),
+    );
+  }
+
+  private serveDelta(call: ServerDuplexStream<DeltaDiscoveryRequest, DeltaDiscoveryResponse>): void {
+    this.serve(call, 'delta', (s, req) => this.onDeltaRequest(s, req), (conn, send) => (w, force, push, added) =>
+      this.respondDelta(conn, send, w, force, push, added ?? []),
+    );
+  }
+
+  /** The proxy a stream's first request names; throws the reason it cannot be served. */
+  private identify(node: Node | undefined, peer: string): ProxyInfo {
+    if (!node) throw new XdsStreamError(status.INVALID_ARGUMENT, 'the first request of a stream must carry a node');
+    if (!node.id) throw new XdsStreamError(status.INVALID_ARGUMENT, 'node.id is empty: the proxy must identify itself');
+    if (!node.metadata) throw new XdsStreamError(status.INVALID_ARGUMENT, `node ${node.id} has no metadata`);
+    return { id: node.id, metadata: node.metadata, node, peer, connectionId: `${node.id}-${++this.connectionSeq}` };
+  }
+
+  private checkType(typeUrl: string): void {
+    if (typeUrl === '') throw new XdsStreamError(status.INVALID_ARGUMENT, 'type_url is empty: ADS requests must name their type');
+    if (!this.generators.has(typeUrl)) {
+      throw new XdsStreamError(status.INVALID_ARGUMENT, `unknown type URL "${typeUrl}": served types are ${[...this.generators.keys()].join(', ')}`);
+    }
+  }
+
+  private async open(s: Session): Promise<void> {
+    await this.options.onConnect?.(s.conn.proxy);
+    // The proxy may have gone while the hook ran.
+    if (s.conn.closed) return;
+    this.sessions.set(s.conn.proxy.connectionId, s);
+    gauge('pilot_xds').set(this.sessions.size);
+    log.info(`new ${s.conn.protocol} connection ${s.conn.proxy.connectionId} from ${s.conn.proxy.peer}`);
+  }
+
+  private dropSession(s: Session): void {
+    if (s.conn.closed) return;
+    s.conn.closed = true;
+    if (!this.sessions.delete(s.conn.proxy.connectionId)) return;
+    gauge('pilot_xds').set(this.sessions.size);
+    for (const w of s.conn.watches.values()) if (w.rejecting) this.updateRejectGauge(w.typeUrl);
+    log.info(`connection ${s.conn.proxy.connectionId} closed`);
+    this.options.onDisconnect?.(s.conn.proxy);
+  }
+
+  private async onSotwRequest(s: Session, req: DiscoveryRequest): Promise<void> {
+    const decision = this.trackRejecting(s.conn, req.typeUrl, () => s.conn.applySotw(req));
+    switch (decision.kind) {
+      case 'respond': {
+        const w = s.conn.watches.get(req.typeUrl);
+        if (w) await this.sendSlots.run(() => s.respond(w, true));
+        return;
+      }
+      case 'ack':
+      case 'nack':
+      case 'stale':
+        this.onReply(s.conn, req.typeUrl, decision.kind, req.responseNonce);
+        return;
+      case 'unsubscribe':
+      case 'ignore':
+        return;
+    }
+  }
+
+  private async onDeltaRequest(s: Session, req: DeltaDiscoveryRequest): Promise<void> {
+    const decision = this.trackRejecting(s.conn, req.typeUrl, () => s.conn.applyDelta(req));
+    if (decision.reply) this.onReply(s.conn, req.typeUrl, decision.reply, req.responseNonce);
+    const w = s.conn.watches.get(req.typeUrl);
+    if (w && decision.respond) await this.sendSlots.run(() => s.respond(w, w.sent === undefined, undefined, decision.added));
+  }
+
+  /** Runs `apply`, refreshing the reject gauge when it flips the stream in or out of rejecting. */
+  private trackRejecting<T>(conn: Connection, typeUrl: string, apply: () => T): T {
+    const before = conn.watches.get(typeUrl)?.rejecting ?? false;
+    const result = apply();
+    if ((conn.watches.get(typeUrl)?.rejecting ?? false) !== before) this.updateRejectGauge(typeUrl);
+    return result;
+  }
+
+  /** Accounting of an ACK, a NACK or a reply with an expired nonce. */
+  private onReply(conn: Connection, typeUrl: string, kind: ReplyKind, nonce: string): void {
+    const type = shortTypeName(typeUrl);
+    if (kind === 'stale') {
+      counter('pilot_xds_expired_nonce').inc({ type });
+      log.debug(`${conn.proxy.connectionId}: ${type} reply with expired nonce ${nonce} ignored`);
+    } else if (kind === 'nack') {
+      const nack = conn.watches.get(typeUrl)?.lastNack;
+      counter('pilot_total_xds_rejects').inc({ type });
+      log.warn(
+        `${conn.proxy.connectionId} rejected ${type} version ${nack?.rejectedVersion} (nonce ${nonce}), keeps ${nack?.keptVersion || 'nothing'}: ${nack?.message}`,
+      );
+    }
+  }
+
+  /** pilot_xds_<type>_reject: proxies whose latest reply for the type is a NACK. */
+  private updateRejectGauge(typeUrl: string): void {
+    if (!(typeUrl in REJECT_GAUGES)) return;
+    const name = REJECT_GAUGES[typeUrl as keyof typeof REJECT_GAUGES];
+    let n = 0;
+    for (const s of this.sessions.values()) if (s.conn.watches.get(typeUrl)?.rejecting) n++;
+    gauge(name).set(n);
+  }
+
+  // ---- responses ----
+
+  /** The watch's current resources, or undefined when the generator failed (nothing is sent). */
+  private async generate(conn: Connection, w: Watch, push?: PushRequest): Promise<Map<string, VersionedResource> | undefined> {
+    const generator = this.generators.get(w.typeUrl)!;
+    let generated;
+    try {
+      generated = await generator.generate({ proxy: conn.proxy, typeUrl: w.typeUrl, subscription: w, push });
+    } catch (err) {
+      counter('pilot_total_xds_internal_errors').inc();
+      counter('pilot_xds_pushes').inc({ type: `${shortTypeName(w.typeUrl)}_builderr` });
+      log.error(`generating ${shortTypeName(w.typeUrl)} for ${conn.proxy.connectionId}: ${err instanceof Error ? err.message : String(err)}`);
+      return undefined;
+    }
+    const resources = new Map<string, VersionedResource>();
+    for (const r of generated) if (w.wants(r.name) && !resources.has(r.name)) resources.set(r.name, versioned(r));
+    return resources;
+  }
+
+  private nextNonce(): string {
+    return `${this.nonceEpoch}-${(++this.nonceSeq).toString(36)}`;
+  }
+
+  private async respondSotw(
+    conn: Connection,
+    send: (msg: Uint8Array) => Promise<void>,
+    w: Watch,
+    force: boolean,
+    push?: PushRequest,
+  ): Promise<void> {
+    const start = performance.now();
+    const resources = await this.generate(conn, w, push);
+    if (!resources || conn.closed) return;
+    const version = setVersion(resources.values());
+    if (!force && w.sent?.version === version) return;
+    const delivery: Delivery = { version, nonce: this.nextNonce(), time: new Date(), resources };
+    w.sent = delivery;
+    await this.sendTimed(conn, w.typeUrl, start, () => send(this.encodeSotw(w.typeUrl, delivery)));
+  }
+
+  /**
+   * A DiscoveryResponse's bytes. Its resources are most of them and are the same for every proxy
+   * given the same version, so they are encoded once per type and version; the per-stream fields
+   * (nonce, ...) are encoded alone and put in front, which protobuf parses as one message.
+   */
+  private encodeSotw(typeUrl: string, d: Delivery): Uint8Array {
+    const key = `${typeUrl} ${d.version}`;
+    let body = this.encodedResources.get(key);
+    if (body) {
+      this.encodedResources.delete(key);
+    } else {
+      body = toBinary(DiscoveryResponseSchema, create(DiscoveryResponseSchema, { resources: [...d.resources.values()].map((r) => r.resource) }));
+      if (this.encodedResources.size >= ENCODED_CACHE_SIZE) this.encodedResources.delete(this.encodedResources.keys().next().value!);
+    }
+    this.encodedResources.set(key, body);
+    const head = toBinary(
+      DiscoveryResponseSchema,
+      create(DiscoveryResponseSchema, { versionInfo: d.version, typeUrl, nonce: d.nonce, controlPlane: this.controlPlane() }),
+    );
+    const out = new Uint8Array(head.length + body.length);
+    out.set(head);
+    out.set(body, head.length);
+    return out;
+  }
+
+  private async respondDelta(
+    conn: Connection,
+    send: (msg: DeltaDiscoveryResponse) => Promise<void>,
+    w: Watch,
+    force: boolean,
+    push: PushRequest | undefined,
+    added: readonly string[],
+  ): Promise<void> {
+    const start = performance.now();
+    const resources = await this.generate(conn, w, push);
+    if (!resources || conn.closed) return;
+    const updated = [...resources.values()].filter((r) => w.clientVersions.get(r.name) !== r.version);
+    const removed = [...w.clientVersions.keys()].filter((name) => !resources.has(name));
+    // A newly subscribed name that does not exist is answered as removed, so the proxy stops waiting.
+    const missing = added.filter((name) => !resources.has(name) && !w.clientVersions.has(name));
+    if (!force && updated.length === 0 && removed.length === 0 && missing.length === 0) return;
+
+    // What the proxy holds from us: the last state, less what it unsubscribed from since.
+    const held = new Map([...(w.sent?.resources ?? [])].filter(([name]) => w.clientVersions.has(name)));
+    for (const r of updated) {
+      w.clientVersions.set(r.name, r.version);
+      held.set(r.name, r);
+    }
+    for (const name of removed) {
+      w.clientVersions.delete(name);
+      held.delete(name);
+    }
+    const delivery: Delivery = { version: setVersion(resources.values()), nonce: this.nextNonce(), time: new Date(), resources: held };
+    w.sent = delivery;
+    w.pending.set(delivery.nonce, delivery);
+    await this.sendTimed(conn, w.typeUrl, start, () =>
+      send(create(DeltaDiscoveryResponseSchema, {
+        systemVersionInfo: delivery.version,
+        typeUrl: w.typeUrl,
+        nonce: delivery.nonce,
+        resources: updated.map((r) => ({ name: r.name, version: r.version, resource: r.resource })),
+        removedResources: [...removed, ...missing],
+        controlPlane: this.controlPlane(),
+      })),
+    );
+  }
+
+  private controlPlane(): { identifier: string } | undefined {
+    return this.options.controlPlaneId === undefined ? undefined : { identifier: this.options.controlPlaneId };
+  }
+
+  /** Sends with metrics; a failed send ends the stream (the proxy reconnects and resyncs). */
+  private async sendTimed(conn: Connection, typeUrl: string, start: number, doSend: () => Promise<void>): Promise<void> {
+    const type = shortTypeName(typeUrl);
+    const sendStart = performance.now();
+    try {
+      await doSend();
+    } catch (err) {
+      counter('pilot_xds_pushes').inc({ type: `${type}_senderr` });
+      throw err;
+    }
+    const end = performance.now();
+    histogram('pilot_xds_send_time').observe((end - sendStart) / 1000);
+    histogram('pilot_xds_push_time').observe({ type }, (end - start) / 1000);
+    counter('pilot_xds_pushes').inc({ type });
+    log.debug(`${conn.proxy.connectionId}: sent ${type}`);
+  }
+
+  /** Writes one message; resolves once gRPC has taken it, or rejects after the send timeout. */
+  private write<T>(call: { write(msg: T, cb: (err?: Error | null) => void): boolean }, msg: T): Promise<void> {
+    return new Promise((resolve, reject) => {
+      let timer: NodeJS.Timeout | undefined;
+      if (this.sendTimeoutMs > 0) {
+        timer = setTimeout(() => {
+          counter('pilot_xds_write_timeout').inc();
+          reject(new XdsStreamError(status.DEADLINE_EXCEEDED, `send did not complete within ${this.sendTimeoutMs}ms`));
+        }, this.sendTimeoutMs);
+      }
+      call.write(msg, (err) => {
+        clearTimeout(timer);
+        if (err) reject(err);
+        else resolve();
+      });
+    });
+  }
+
+  // ---- CSDS ----
+
+  private readonly fetchClientStatus = (
+    call: ServerUnaryCall<ClientStatusRequest, ClientStatusResponse>,
+    callback: sendUnaryData<ClientStatusResponse>,
+  ): void => {
+    try {
+      callback(null, clientStatus(this.liveConnections(), call.request));
+    } catch (err) {
+      callback(err instanceof XdsStreamError ? err : new XdsStreamError(status.INTERNAL, String(err)));
+    }
+  };
+
+  private readonly streamClientStatus = (call: ServerDuplexStream<ClientStatusRequest, ClientStatusResponse>): void => {
+    call.on('data', (req: ClientStatusRequest) => {
+      try {
+        call.write(clientStatus(this.liveConnections(), req));
+      } catch (err) {
+        call.emit('error', err instanceof XdsStreamError ? err : new XdsStreamError(status.INTERNAL, String(err)));
+      }
+    });
+    call.on('end', () => call.end());
+  };
+
+  private liveConnections(): Connection[] {
+    return [...this.sessions.values()].map((s) => s.conn);
+  }
+}

@@ -1,0 +1,197 @@
+// A stand-in for the orchestrator's API server, speaking its wire protocol for custom resources:
+// list (`{kind: XList, metadata.resourceVersion, items}`), and watch (`?watch=true`) as JSON lines
+// of `{type, object}` with ADDED/MODIFIED/DELETED/BOOKMARK, resuming from `resourceVersion`, and an
+// ERROR event carrying a 410 Status when that version has been compacted away.
+
+import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
+import type { AddressInfo } from 'node:net';
+
+export interface StoredObject {
+  apiVersion: string;
+  kind: string;
+  metadata: { name: string; namespace: string; resourceVersion?: string; [field: string]: unknown };
+  spec?: unknown;
+}
+
+interface HistoryEntry {
+  rv: number;
+  type: 'ADDED' | 'MODIFIED' | 'DELETED';
+  object: StoredObject;
+}
+
+interface Watcher {
+  group: string;
+  plural: string;
+  namespace: string | undefined;
+  bookmarks: boolean;
+  res: ServerResponse;
+}
+
+export interface RecordedRequest {
+  path: string;
+  watch: boolean;
+  resourceVersion: string | null;
+  allowWatchBookmarks: string | null;
+}
+
+const TOKEN = 'stand-in-token';
+const PATH = /^\/apis\/([^/]+)\/([^/]+)\/(?:namespaces\/([^/]+)\/)?([^/]+)$/;
+
+export class FakeApiServer {
+  readonly requests: RecordedRequest[] = [];
+  private readonly objects = new Map<string, StoredObject>();
+  private history: HistoryEntry[] = [];
+  private rv = 100;
+  /** Watches from a version below this get 410 Gone. */
+  private compactedBelow = 0;
+  private readonly watchers = new Set<Watcher>();
+  private failures: number[] = [];
+  /** Resource plurals answered with 404, as for a CRD that is not installed. */
+  private readonly unserved = new Set<string>();
+  private readonly server: Server = createServer((req, res) => this.handle(req, res));
+
+  constructor(private readonly pluralOf: (kind: string) => string) {}
+
+  async start(): Promise<void> {
+    await new Promise<void>((resolve) => this.server.listen(0, '127.0.0.1', resolve));
+  }
+
+  url(): string {
+    return `http://127.0.0.1:${(this.server.address() as AddressInfo).port}`;
+  }
+
+  /** A kubeconfig that points at this server with its bearer token (plain HTTP, hence skip-verify). */
+  kubeconfig(): string {
+    return [
+      'apiVersion: v1',
+      'kind: Config',
+      'clusters:',
+      `- name: stand-in\n  cluster:\n    server: ${this.url()}\n    insecure-skip-tls-verify: true`,
+      'users:',
+      `- name: tester\n  user:\n    token: ${TOKEN}`,
+      'contexts:',
+      '- name: ctx\n  context:\n    cluster: stand-in\n    user: tester',
+      'current-context: ctx',
+      '',
+    ].join('\n');
+  }
+
+  async close(): Promise<void> {
+    this.dropWatches();
+    this.server.closeAllConnections();
+    await new Promise<void>((resolve) => this.server.close(() => resolve()));
+  }
+
+  /** Creates or updates an object and notifies watchers (unless `silently`, to model a missed event). */
+  put(object: StoredObject, silently = false): void {
+    const key = this.keyOf(object);
+    const type = this.objects.has(key) ? 'MODIFIED' : 'ADDED';
+    const stored = structuredClone(object);
+    stored.metadata.resourceVersion = String(++this.rv);
+    this.objects.set(key, stored);
+    if (!silently) this.publish({ rv: this.rv, type, object: stored });
+  }
+
+  remove(object: StoredObject, silently = false): void {
+    const key = this.keyOf(object);
+    const stored = this.objects.get(key);
+    if (!stored) return;
+    this.objects.delete(key);
+    const gone = { ...structuredClone(stored), metadata: { ...stored.metadata, resourceVersion: String(++this.rv) } };
+    if (!silently) this.publish({ rv: this.rv, type: 'DELETED', object: gone });
+  }
+
+  /** Sends a BOOKMARK with the current version to watchers that asked for bookmarks. */
+  bookmark(): string {
+    const version = String(++this.rv);
+    for (const w of this.watchers) {
+      if (w.bookmarks) this.send(w.res, { type: 'BOOKMARK', object: { apiVersion: '', kind: '', metadata: { resourceVersion: version } } });
+    }
+    return version;
+  }
+
+  /** Forgets history: watches resuming from a version before the current one get 410 Gone. */
+  compact(): void {
+    this.history = [];
+    this.compactedBelow = this.rv;
+  }
+
+  /** Ends every open watch stream, as a restarting server or a broken connection would. */
+  dropWatches(): void {
+    for (const w of this.watchers) w.res.end();
+    this.watchers.clear();
+  }
+
+  /** The next requests fail with these statuses, in order. */
+  failNext(...statuses: number[]): void {
+    this.failures.push(...statuses);
+  }
+
+  unserve(plural: string): void {
+    this.unserved.add(plural);
+  }
+
+  openWatches(): number {
+    return this.watchers.size;
+  }
+
+  private keyOf(object: StoredObject): string {
+    const group = object.apiVersion.split('/')[0]!;
+    return `${group}/${this.pluralOf(object.kind)}/${object.metadata.namespace}/${object.metadata.name}`;
+  }
+
+  private matches(object: StoredObject, group: string, plural: string, namespace: string | undefined): boolean {
+    const [g, p, ns] = this.keyOf(object).split('/');
+    return g === group && p === plural && (namespace === undefined || ns === namespace);
+  }
+
+  private publish(entry: HistoryEntry): void {
+    this.history.push(entry);
+    for (const w of this.watchers) {
+      if (this.matches(entry.object, w.group, w.plural, w.namespace)) this.send(w.res, { type: entry.type, object: entry.object });
+    }
+  }
+
+  private send(res: ServerResponse, event: unknown): void {
+    res.write(`${JSON.stringify(event)}\n`);
+  }
+
+  private status(res: ServerResponse, code: number, reason: string): void {
+    res.writeHead(code, { 'content-type': 'application/json' }).end(JSON.stringify({ kind: 'Status', apiVersion: 'v1', status: 'Failure', code, reason, message: reason }));
+  }
+
+  private handle(req: IncomingMessage, res: ServerResponse): void {
+    const url = new URL(req.url ?? '/', this.url());
+    const watch = url.searchParams.get('watch') === 'true';
+    const resourceVersion = url.searchParams.get('resourceVersion');
+    this.requests.push({ path: url.pathname, watch, resourceVersion, allowWatchBookmarks: url.searchParams.get('allowWatchBookmarks') });
+    if (req.headers.authorization !== `Bearer ${TOKEN}`) return this.status(res, 401, 'Unauthorized');
+    const failure = this.failures.shift();
+    if (failure !== undefined) return this.status(res, failure, 'InjectedFailure');
+    const match = PATH.exec(url.pathname);
+    if (!match) return this.status(res, 404, 'NotFound');
+    const [, group, version, namespace, plural] = match as unknown as [string, string, string, string | undefined, string];
+    if (this.unserved.has(plural)) return this.status(res, 404, 'NotFound');
+    if (!watch) {
+      const items = [...this.objects.values()].filter((o) => this.matches(o, group, plural, namespace));
+      res.writeHead(200, { 'content-type': 'application/json' });
+      res.end(JSON.stringify({ apiVersion: `${group}/${version}`, kind: 'List', metadata: { resourceVersion: String(this.rv) }, items }));
+      return;
+    }
+    res.writeHead(200, { 'content-type': 'application/json', 'transfer-encoding': 'chunked' });
+    // The real server answers a watch at once, before any event.
+    res.flushHeaders();
+    const from = Number(resourceVersion ?? '0');
+    if (resourceVersion && from < this.compactedBelow) {
+      this.send(res, { type: 'ERROR', object: { kind: 'Status', apiVersion: 'v1', status: 'Failure', code: 410, reason: 'Expired', message: `too old resource version: ${from}` } });
+      res.end();
+      return;
+    }
+    for (const entry of this.history) {
+      if (entry.rv > from && this.matches(entry.object, group, plural, namespace)) this.send(res, { type: entry.type, object: entry.object });
+    }
+    const watcher: Watcher = { group, plural, namespace, bookmarks: url.searchParams.get('allowWatchBookmarks') === 'true', res };
+    this.watchers.add(watcher);
+    res.on('close', () => this.watchers.delete(watcher));
+  }
+}

@@ -1,0 +1,129 @@
+import assert from 'node:assert/strict';
+import { describe, it } from 'node:test';
+import { create, type MessageInitShape } from '@bufbuild/protobuf';
+import { AnySchema } from '@bufbuild/protobuf/wkt';
+import { RouteConfigurationSchema } from '../../src/gen/envoy/config/route/v3/route_pb.js';
+import type { RouteSchema } from '../../src/gen/envoy/config/route/v3/route_components_pb.js';
+import { ConfigError } from '../../src/dataplane/config-error.js';
+import { requestView } from '../../src/dataplane/request.js';
+import { compileRouteConfiguration, DEFAULT_ROUTE_TIMEOUT_MS, stripHostPort } from '../../src/dataplane/router.js';
+
+type RouteInit = MessageInitShape<typeof RouteSchema>;
+
+const toCluster = (name: string, cluster: string, match: RouteInit['match']): RouteInit => ({
+  name,
+  match,
+  action: { case: 'route', value: { clusterSpecifier: { case: 'cluster', value: cluster } } },
+});
+
+const table = compileRouteConfiguration(
+  create(RouteConfigurationSchema, {
+    name: 'r',
+    virtualHosts: [
+      { name: 'exact', domains: ['api.example.com', 'api.example.com:8080'], routes: [toCluster('api', 'api', { pathSpecifier: { case: 'prefix', value: '/' } })] },
+      { name: 'suffix', domains: ['*.example.com'], routes: [toCluster('sfx', 'sfx', { pathSpecifier: { case: 'prefix', value: '/' } })] },
+      { name: 'longer-suffix', domains: ['*.svc.example.com'], routes: [toCluster('svc', 'svc', { pathSpecifier: { case: 'prefix', value: '/' } })] },
+      { name: 'prefix', domains: ['internal.*'], routes: [toCluster('pfx', 'pfx', { pathSpecifier: { case: 'prefix', value: '/' } })] },
+      {
+        name: 'default',
+        domains: ['*'],
+        routes: [
+          toCluster('exact-path', 'a', { pathSpecifier: { case: 'path', value: '/exact' } }),
+          toCluster('regex', 'b', { pathSpecifier: { case: 'safeRegex', value: { regex: '/items/\\d+' } } }),
+          toCluster('by-header', 'c', { pathSpecifier: { case: 'prefix', value: '/h' }, headers: [{ name: 'x-canary', headerMatchSpecifier: { case: 'exactMatch', value: '1' } }] }),
+          toCluster('by-query', 'q', { pathSpecifier: { case: 'prefix', value: '/h' }, queryParameters: [{ name: 'v', queryParameterMatchSpecifier: { case: 'stringMatch', value: { matchPattern: { case: 'exact', value: '2' } } } }] }),
+          toCluster('separated', 's', { pathSpecifier: { case: 'pathSeparatedPrefix', value: '/sep' } }),
+          { name: 'direct', match: { pathSpecifier: { case: 'prefix', value: '/health' } }, action: { case: 'directResponse', value: { status: 200, body: { specifier: { case: 'inlineString', value: 'ok' } } } } },
+          {
+            name: 'timed',
+            match: { pathSpecifier: { case: 'prefix', value: '/slow' }, caseSensitive: false },
+            action: { case: 'route', value: { clusterSpecifier: { case: 'cluster', value: 't' }, timeout: { seconds: 2n, nanos: 500_000_000 } } },
+          },
+          toCluster('catch-all', 'd', { pathSpecifier: { case: 'prefix', value: '/h' } }),
+        ],
+      },
+    ],
+  }),
+);
+
+function routeName(authority: string, path = '/', headers: Record<string, string> = {}): string | undefined {
+  return table.route(requestView({ authority, path, headers }))?.name;
+}
+
+describe('router: virtual hosts', () => {
+  it('exact domains (with their port) win over wildcards; longest suffix wildcard first; then prefix; then *', () => {
+    assert.equal(routeName('api.example.com'), 'api');
+    assert.equal(routeName('API.example.com'), 'api', 'host matching ignores case');
+    assert.equal(routeName('api.example.com:8080'), 'api');
+    assert.equal(routeName('x.svc.example.com'), 'svc');
+    assert.equal(routeName('x.example.com'), 'sfx');
+    assert.equal(routeName('internal.corp'), 'pfx');
+    assert.equal(routeName('elsewhere', '/h'), 'catch-all');
+    assert.equal(routeName('elsewhere', '/'), undefined, 'the * host has no route for /');
+    assert.equal(routeName('api.example.com:9090', '/h'), 'catch-all', 'a port that is not listed falls to *');
+  });
+
+  it('ignore_port_in_host_matching and strip ports', () => {
+    const t = compileRouteConfiguration(
+      create(RouteConfigurationSchema, { ignorePortInHostMatching: true, virtualHosts: [{ name: 'v', domains: ['a.b'], routes: [toCluster('x', 'x', { pathSpecifier: { case: 'prefix', value: '/' } })] }] }),
+    );
+    assert.equal(t.route(requestView({ authority: 'a.b:1234' }))?.name, 'x');
+    assert.equal(stripHostPort('[::1]:80'), '[::1]');
+    assert.equal(stripHostPort('::1'), '::1');
+    assert.equal(stripHostPort('a:80', 81), 'a:80');
+    assert.equal(stripHostPort('a:80', 80), 'a');
+  });
+
+  it('rejects a domain in two virtual hosts', () => {
+    assert.throws(
+      () => compileRouteConfiguration(create(RouteConfigurationSchema, { virtualHosts: [{ name: 'a', domains: ['x'] }, { name: 'b', domains: ['X'] }] })),
+      (e: unknown) => e instanceof ConfigError && e.field === 'virtual_hosts[1].domains',
+    );
+  });
+});
+
+describe('router: routes', () => {
+  it('first match wins: path, safe_regex (whole path, no query), headers, query, path_separated_prefix', () => {
+    assert.equal(routeName('h', '/exact?x=1'), 'exact-path');
+    assert.equal(routeName('h', '/exact/more'), undefined);
+    assert.equal(routeName('h', '/items/12?y'), 'regex');
+    assert.equal(routeName('h', '/items/12/x'), undefined);
+    assert.equal(routeName('h', '/h', { 'x-canary': '1' }), 'by-header');
+    assert.equal(routeName('h', '/h?v=2'), 'by-query');
+    assert.equal(routeName('h', '/h'), 'catch-all');
+    assert.equal(routeName('h', '/sep/x'), 'separated');
+    assert.equal(routeName('h', '/separate'), undefined);
+    assert.equal(routeName('h', '/SLOW/x'), 'timed', 'case_sensitive: false');
+  });
+
+  it('actions: cluster, timeout (default 15 s), direct_response', () => {
+    const timed = table.route(requestView({ authority: 'h', path: '/slow' }))?.action;
+    assert.equal(timed?.kind === 'route' && timed.timeoutMs, 2500);
+    const dflt = table.route(requestView({ authority: 'h', path: '/h' }))?.action;
+    assert.equal(dflt?.kind === 'route' && dflt.timeoutMs, DEFAULT_ROUTE_TIMEOUT_MS);
+    assert.equal(dflt?.kind === 'route' && dflt.cluster(requestView({})), 'd');
+    assert.deepEqual(table.route(requestView({ authority: 'h', path: '/health' }))?.action, { kind: 'direct', status: 200, body: 'ok' });
+  });
+
+  it('rejects actions it cannot perform, naming the route', () => {
+    assert.throws(
+      () =>
+        compileRouteConfiguration(
+          create(RouteConfigurationSchema, { virtualHosts: [{ name: 'a', domains: ['*'], routes: [{ match: { pathSpecifier: { case: 'prefix', value: '/' } }, action: { case: 'redirect', value: {} } }] }] }),
+        ),
+      /virtual_hosts\[0\]\.routes\[0\]: action redirect is not supported/,
+    );
+  });
+
+  it('refuses per-route filter configs rather than ignoring them', () => {
+    assert.throws(
+      () =>
+        compileRouteConfiguration(
+          create(RouteConfigurationSchema, {
+            virtualHosts: [{ name: 'a', domains: ['*'], routes: [{ ...toCluster('r', 'c', { pathSpecifier: { case: 'prefix', value: '/' } }), typedPerFilterConfig: { 'envoy.filters.http.rbac': create(AnySchema, { typeUrl: 'x' }) } }] }],
+          }),
+        ),
+      /virtual_hosts\[0\]\.routes\[0\]\.typed_per_filter_config: per-route filter configs \(envoy.filters.http.rbac\) are not supported/,
+    );
+  });
+});

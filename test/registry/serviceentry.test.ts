@@ -1,0 +1,84 @@
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import type { ServiceEntry, WorkloadEntry } from '../../src/api/types.js';
+import { gauge } from '../../src/common/metrics.js';
+import { convertServiceEntries, ServiceEntryRegistry } from '../../src/registry/serviceentry.js';
+import type { RegistryEvent } from '../../src/registry/types.js';
+import { MESH, serviceEntry, storeOf, workloadEntry } from '../networking/fixtures.js';
+
+const ses = MESH.filter((r): r is ServiceEntry => r.kind === 'ServiceEntry');
+const wes = MESH.filter((r): r is WorkloadEntry => r.kind === 'WorkloadEntry');
+
+test('a ServiceEntry becomes a service per host with its ports, addresses, resolution and exportTo', () => {
+  const state = convertServiceEntries(ses, wes, 'c1');
+  assert.deepEqual(state.services.map((s) => `${s.namespace}/${s.hostname}`), ['bar/api.example.com', 'foo/db.foo.svc.cluster.local', 'foo/echo.foo.svc.cluster.local']);
+  const echo = state.services.find((s) => s.hostname === 'echo.foo.svc.cluster.local')!;
+  assert.deepEqual(echo.ports, [
+    { name: 'http', port: 80, protocol: 'HTTP' },
+    { name: 'grpc', port: 7070, protocol: 'GRPC' },
+  ]);
+  assert.deepEqual(echo.addresses, ['10.96.0.10']);
+  assert.equal(echo.resolution, 'STATIC');
+  assert.equal(echo.external, false);
+  assert.equal(echo.source, 'ServiceEntry/foo/echo');
+  const ext = state.services.find((s) => s.hostname === 'api.example.com')!;
+  assert.equal(ext.external, true);
+  assert.equal(ext.resolution, 'DNS');
+});
+
+test('workloadSelector selects WorkloadEntries by labels in the same namespace only', () => {
+  const state = convertServiceEntries(ses, wes, 'c1');
+  const echo = state.instances.get('foo/echo.foo.svc.cluster.local')!;
+  assert.deepEqual([...new Set(echo.map((i) => i.address))], ['10.0.0.1', '10.0.0.2']);
+  const http1 = echo.find((i) => i.address === '10.0.0.1' && i.servicePort.port === 80)!;
+  assert.equal(http1.endpointPort, 8080, 'targetPort of the ServiceEntry port');
+  assert.equal(http1.weight, 3);
+  assert.equal(http1.serviceAccount, 'echo');
+  assert.deepEqual(http1.locality, { region: 'us-east', zone: 'zone-a', subZone: 'rack-1' });
+  assert.deepEqual(http1.labels, { app: 'echo', version: 'v1' });
+  assert.equal(http1.clusterId, 'c1');
+  const grpc2 = echo.find((i) => i.address === '10.0.0.2' && i.servicePort.port === 7070)!;
+  assert.equal(grpc2.endpointPort, 17070, 'WorkloadEntry ports map by port name');
+  assert.equal(grpc2.weight, 1, 'weight defaults to 1');
+  const grpc1 = echo.find((i) => i.address === '10.0.0.1' && i.servicePort.port === 7070)!;
+  assert.equal(grpc1.endpointPort, 7070);
+});
+
+test('inline endpoints; a DNS service without endpoints resolves its own host', () => {
+  const state = convertServiceEntries(ses, wes, 'c1');
+  assert.deepEqual(state.instances.get('foo/db.foo.svc.cluster.local')!.map((i) => [i.address, i.endpointPort]), [['10.0.0.5', 5432]]);
+  assert.deepEqual(state.instances.get('bar/api.example.com')!.map((i) => [i.address, i.endpointPort]), [['api.example.com', 443]]);
+});
+
+test('a host declared twice in a namespace: the first ServiceEntry wins, the duplicate is counted', async () => {
+  const dup = serviceEntry('foo', 'zz-echo-again', { hosts: ['echo.foo.svc.cluster.local'], ports: [{ number: 9, name: 'tcp' }] });
+  const store = storeOf([...MESH, dup]);
+  const reg = new ServiceEntryRegistry(store, 'c1');
+  assert.equal(reg.services().find((s) => s.hostname === 'echo.foo.svc.cluster.local')!.ports.length, 2);
+  assert.equal((await gauge('pilot_duplicate_envoy_clusters').get()).values[0]!.value, 1);
+});
+
+test('the registry follows the store: events for added, changed endpoints, changed and deleted services', () => {
+  const store = storeOf(MESH);
+  const reg = new ServiceEntryRegistry(store, 'c1');
+  assert.equal(reg.hasSynced(), true);
+  const events: RegistryEvent[] = [];
+  reg.onEvent((e) => events.push(e));
+
+  store.apply(workloadEntry('foo', 'echo-3', { address: '10.0.0.3', labels: { app: 'echo' } }));
+  assert.deepEqual(events.splice(0), [{ kind: 'endpoints', event: 'update', hostname: 'echo.foo.svc.cluster.local', namespace: 'foo', registry: 'ServiceEntry' }]);
+  assert.ok(reg.instances({ hostname: 'echo.foo.svc.cluster.local', namespace: 'foo' }).some((i) => i.address === '10.0.0.3'));
+
+  store.apply(workloadEntry('foo', 'unrelated', { address: '10.0.0.4', labels: { app: 'other' } }));
+  assert.deepEqual(events.splice(0), [], 'a WorkloadEntry no ServiceEntry selects changes nothing');
+
+  store.apply(serviceEntry('foo', 'new', { hosts: ['new.example.com'], ports: [{ number: 80, name: 'http' }] }));
+  assert.deepEqual(events.splice(0).map((e) => `${e.kind}:${e.event}:${e.hostname}`), ['service:add:new.example.com']);
+
+  store.apply(serviceEntry('foo', 'new', { hosts: ['new.example.com'], ports: [{ number: 81, name: 'http' }] }));
+  assert.deepEqual(events.splice(0).map((e) => `${e.kind}:${e.event}:${e.hostname}`), ['service:update:new.example.com']);
+
+  store.delete({ kind: 'ServiceEntry', namespace: 'foo', name: 'new' });
+  assert.deepEqual(events.splice(0).map((e) => `${e.kind}:${e.event}:${e.hostname}`), ['service:delete:new.example.com']);
+  reg.close();
+});
