@@ -1,0 +1,266 @@
+// The local mesh in one command (`npm start`, `npm start -- --issuer`): the discovery server on a
+// config directory, the sample httpbin app, and a pilot-agent (with its mesh-proxy) in front of the
+// app on an explicit inbound port; optionally a sample JWT issuer. No orchestrator, no root.
+//
+// The config directory is a copy under the state directory (default .mesh-local/), seeded from
+// samples/mesh on every start, so that trying policies never edits the repository: drop a file from
+// samples/policies into it and the proxy applies it the moment the file is saved.
+import { spawn, type ChildProcess } from 'node:child_process';
+import { existsSync, mkdirSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
+import type { Server } from 'node:http';
+import { createServer } from 'node:net';
+import { dirname, join, resolve } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { parseAllDocuments } from 'yaml';
+import { startHttpbin } from './apps/httpbin.js';
+import { startIssuer } from './apps/issuer.js';
+
+/** The repository root (this file runs from samples/ under tsx or dist/samples/ once built). */
+const ROOT = (() => {
+  let dir = dirname(fileURLToPath(import.meta.url));
+  while (!existsSync(join(dir, 'package.json'))) dir = dirname(dir);
+  return dir;
+})();
+
+export interface LocalMeshPorts {
+  grpc: number;
+  http: number;
+  monitoring: number;
+  webhook: number;
+  app: number;
+  inbound: number;
+  issuer: number;
+  status: number;
+  admin: number;
+  metrics: number;
+}
+
+/** The documented ports; tests pass free ones. */
+export const DEFAULT_PORTS: LocalMeshPorts = { grpc: 15010, http: 8080, monitoring: 15014, webhook: 15017, app: 8000, inbound: 15080, issuer: 8899, status: 15021, admin: 15000, metrics: 15020 };
+
+export interface LocalMeshOptions {
+  stateDir: string;
+  issuer?: boolean;
+  ports?: Partial<LocalMeshPorts>;
+  /** `pipe` collects the programs' output (see LocalMesh.output); default: this process's stdout/stderr. */
+  output?: 'inherit' | 'pipe';
+}
+
+export interface LocalMesh {
+  readonly ports: LocalMeshPorts;
+  readonly configDir: string;
+  readonly issuerUrl?: string;
+  readonly agent: ChildProcess;
+  /** The discovery server's current process. */
+  discovery(): ChildProcess;
+  /** Stops the discovery server; the proxy keeps serving its last config. */
+  stopDiscovery(): Promise<void>;
+  /** Starts the discovery server again on the same ports and config. */
+  startDiscovery(): Promise<void>;
+  /** Stops the sample issuer (its keys stay with the proxies that already have them). */
+  stopIssuer(): Promise<void>;
+  /** Everything the programs printed, with `output: 'pipe'`. */
+  output(): string;
+  stop(): Promise<void>;
+}
+
+/** A free loopback port, for tests that run a whole mesh. */
+export async function freePort(): Promise<number> {
+  const srv = createServer();
+  await new Promise<void>((r) => srv.listen(0, '127.0.0.1', r));
+  const { port } = srv.address() as { port: number };
+  await new Promise((r) => srv.close(r));
+  return port;
+}
+
+/** Writes the sample workload config with the chosen ports (the files name 8000 and 15080). */
+function seedConfig(configDir: string, ports: LocalMeshPorts): void {
+  mkdirSync(configDir, { recursive: true });
+  for (const f of readdirSync(join(ROOT, 'samples', 'mesh'))) {
+    const docs = parseAllDocuments(readFileSync(join(ROOT, 'samples', 'mesh', f), 'utf8'));
+    for (const doc of docs) {
+      const kind = doc.get('kind');
+      if (kind === 'WorkloadEntry') doc.setIn(['spec', 'ports', 'http'], ports.app);
+      if (kind === 'Sidecar') {
+        doc.setIn(['spec', 'ingress', 0, 'port', 'number'], ports.inbound);
+        doc.setIn(['spec', 'ingress', 0, 'defaultEndpoint'], `127.0.0.1:${ports.app}`);
+      }
+    }
+    writeFileSync(join(configDir, f), docs.map((d) => d.toString()).join('---\n'));
+  }
+}
+
+/** The RequestAuthentication of samples/policies/01, pointed at the issuer actually started. */
+function writeIssuerPolicy(configDir: string, issuer: string): void {
+  const text = readFileSync(join(ROOT, 'samples', 'policies', '01-require-jwt.yaml'), 'utf8').replaceAll('http://127.0.0.1:8899', issuer);
+  writeFileSync(join(configDir, '01-require-jwt.yaml'), text);
+}
+
+/** Starts one of the programs; with `sink`, its output is collected there (never left unread). */
+function program(name: string, args: string[], opts: { cwd?: string; env?: NodeJS.ProcessEnv; sink?: string[] }): ChildProcess {
+  const child = spawn(process.execPath, [join(ROOT, 'bin', `${name}.js`), ...args], {
+    cwd: opts.cwd ?? ROOT,
+    env: { ...process.env, ...opts.env },
+    stdio: ['ignore', opts.sink ? 'pipe' : 'inherit', opts.sink ? 'pipe' : 'inherit'],
+  });
+  const sink = opts.sink;
+  if (sink) for (const s of [child.stdout!, child.stderr!]) s.on('data', (d: Buffer) => sink.push(`[${name}] ${d.toString()}`));
+  return child;
+}
+
+/** Polls a URL until it answers 200; rejects with the last reason after the bound, or when `child` exits. */
+async function untilReady(url: string, child: ChildProcess, what: string, timeoutMs = 30_000): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  let last = 'no answer yet';
+  while (Date.now() < deadline) {
+    if (child.exitCode !== null) throw new Error(`${what} exited with code ${child.exitCode} before it was ready`);
+    try {
+      const res = await fetch(url, { signal: AbortSignal.timeout(1000) });
+      await res.body?.cancel();
+      if (res.status === 200) return;
+      last = `HTTP ${res.status}`;
+    } catch (e) {
+      last = (e as Error).message;
+    }
+    await new Promise((r) => setTimeout(r, 100));
+  }
+  throw new Error(`${what} not ready at ${url} after ${timeoutMs} ms: ${last}`);
+}
+
+async function stopChild(child: ChildProcess): Promise<void> {
+  if (child.exitCode !== null || child.signalCode !== null) return;
+  const exited = new Promise((r) => child.once('exit', r));
+  child.kill('SIGTERM');
+  const killer = setTimeout(() => child.kill('SIGKILL'), 15_000);
+  await exited;
+  clearTimeout(killer);
+}
+
+export async function startLocalMesh(opts: LocalMeshOptions): Promise<LocalMesh> {
+  const ports = { ...DEFAULT_PORTS, ...opts.ports };
+  const sink = opts.output === 'pipe' ? ([] as string[]) : undefined;
+  const state = resolve(opts.stateDir);
+  const configDir = join(state, 'config');
+  seedConfig(configDir, ports);
+  const servers: Server[] = [(await startHttpbin(ports.app)).server];
+  let issuerUrl: string | undefined;
+  let issuerServer: Server | undefined;
+  if (opts.issuer) {
+    const issuer = await startIssuer(join(state, 'issuer-key.json'), ports.issuer);
+    issuerServer = issuer.server;
+    servers.push(issuer.server);
+    issuerUrl = issuer.issuer;
+    writeIssuerPolicy(configDir, issuerUrl);
+  }
+  const discoveryArgs = ['discovery', '--configDir', configDir, '--grpcAddr', `127.0.0.1:${ports.grpc}`, '--httpAddr', `127.0.0.1:${ports.http}`, '--monitoringAddr', `127.0.0.1:${ports.monitoring}`, '--httpsAddr', `127.0.0.1:${ports.webhook}`];
+  let discovery = program('pilot-discovery', discoveryArgs, { ...(sink ? { sink } : {}) });
+  const startDiscovery = async () => {
+    if (discovery.exitCode === null && discovery.signalCode === null) return;
+    discovery = program('pilot-discovery', discoveryArgs, { ...(sink ? { sink } : {}) });
+    await untilReady(`http://127.0.0.1:${ports.http}/ready`, discovery, 'pilot-discovery');
+  };
+  const agentDir = join(state, 'agent');
+  mkdirSync(join(agentDir, 'etc', 'mesh', 'pod'), { recursive: true });
+  writeFileSync(join(agentDir, 'etc', 'mesh', 'pod', 'labels'), 'app="httpbin"\n');
+  const proxyConfig = {
+    discoveryAddress: `127.0.0.1:${ports.grpc}`,
+    proxyAdminPort: ports.admin,
+    statusPort: ports.status,
+    metricsPort: ports.metrics,
+    xdsProxyPort: 0,
+    interceptionMode: 'NONE',
+    configPath: join(agentDir, 'proxy'),
+    terminationDrainDuration: '1s',
+  };
+  let agent: ChildProcess | undefined;
+  const stop = async () => {
+    if (agent) await stopChild(agent);
+    await stopChild(discovery);
+    await Promise.all(servers.filter((s) => s.listening).map((s) => new Promise((r) => s.close(r))));
+  };
+  try {
+    await untilReady(`http://127.0.0.1:${ports.http}/ready`, discovery, 'pilot-discovery');
+    agent = program('pilot-agent', ['proxy'], {
+      cwd: agentDir,
+      ...(sink ? { sink } : {}),
+      env: { POD_NAME: 'httpbin-1', POD_NAMESPACE: 'default', INSTANCE_IP: '127.0.0.1', SERVICE_ACCOUNT: 'httpbin', PROXY_CONFIG: JSON.stringify(proxyConfig) },
+    });
+    await untilReady(`http://127.0.0.1:${ports.status}/healthz/ready`, agent, 'pilot-agent');
+  } catch (e) {
+    await stop();
+    throw new Error(`${(e as Error).message}${sink ? `\n${sink.join('')}` : ''}`);
+  }
+  return {
+    ports,
+    configDir,
+    ...(issuerUrl ? { issuerUrl } : {}),
+    agent,
+    discovery: () => discovery,
+    stopDiscovery: () => stopChild(discovery),
+    stopIssuer: () => new Promise<void>((r) => (issuerServer?.listening ? issuerServer.close(() => r()) : r())),
+    startDiscovery,
+    output: () => sink?.join('') ?? '',
+    stop,
+  };
+}
+
+function instructions(mesh: LocalMesh): string {
+  const p = mesh.ports;
+  const lines = [
+    '',
+    'The local mesh is running:',
+    `  app (httpbin)          http://127.0.0.1:${p.app}`,
+    `  app through its proxy  http://127.0.0.1:${p.inbound}`,
+    `  discovery debug        http://127.0.0.1:${p.http}/debug   (pilot-discovery request GET /debug)`,
+    `  agent readiness        http://127.0.0.1:${p.status}/healthz/ready`,
+    `  proxy admin            http://127.0.0.1:${p.admin}/config_dump`,
+    '',
+    'Try:',
+    `  curl -i http://127.0.0.1:${p.inbound}/headers`,
+  ];
+  if (mesh.issuerUrl) {
+    lines.push(
+      `  TOKEN=$(curl -s '${mesh.issuerUrl}/token?sub=alice&groups=admins')`,
+      `  curl -i -H "Authorization: Bearer $TOKEN" http://127.0.0.1:${p.inbound}/headers`,
+      `  curl -i -H "Authorization: Bearer not-a-jwt" http://127.0.0.1:${p.inbound}/headers     # 401`,
+    );
+  } else {
+    lines.push('  (start with `npm start -- --issuer` for a sample JWT issuer and its RequestAuthentication)');
+  }
+  lines.push(
+    '',
+    `Policies: copy a file from samples/policies into ${mesh.configDir}; it applies when saved.`,
+    `  cp samples/policies/02-allow-alice.yaml ${mesh.configDir}/`,
+    'Ctrl-C stops everything.',
+    '',
+  );
+  return lines.join('\n');
+}
+
+async function main(argv: string[]): Promise<void> {
+  const known = new Set(['--issuer', '--state']);
+  const unknown = argv.filter((a, i) => a.startsWith('--') && !known.has(a) && argv[i - 1] !== '--state');
+  if (unknown.length) {
+    process.stderr.write(`Error: unknown flag ${unknown[0]} (flags: --issuer, --state DIR)\n`);
+    process.exitCode = 1;
+    return;
+  }
+  const stateIdx = argv.indexOf('--state');
+  const stateDir = stateIdx >= 0 ? argv[stateIdx + 1] ?? '.mesh-local' : '.mesh-local';
+  const mesh = await startLocalMesh({ stateDir, issuer: argv.includes('--issuer') });
+  process.stdout.write(instructions(mesh));
+  const onSignal = () => void mesh.stop().then(() => process.exit(0));
+  process.once('SIGINT', onSignal);
+  process.once('SIGTERM', onSignal);
+  mesh.agent.once('exit', (code) => {
+    process.stderr.write(`pilot-agent exited with code ${code}; stopping the mesh\n`);
+    void mesh.stop().then(() => process.exit(1));
+  });
+}
+
+if (process.argv[1] && resolve(process.argv[1]) === fileURLToPath(import.meta.url)) {
+  main(process.argv.slice(2)).catch((e: unknown) => {
+    process.stderr.write(`Error: ${(e as Error).message}\n`);
+    process.exit(1);
+  });
+}
