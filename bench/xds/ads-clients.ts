@@ -1,10 +1,16 @@
-// Simulated SotW proxies for bench/xds/ads-server.ts, run as its child process: each stream asks for
-// CDS then LDS and ACKs every response. Only version_info, type_url and nonce are decoded, so the
-// simulated proxies cost little next to the server being measured.
+// Simulated SotW proxies for the xDS benchmarks (bench/xds/discovery.ts, bench/xds/ads-server.ts),
+// run as a child process so that they do not share the server's CPU time accounting. Each stream
+// behaves like Envoy at startup: CDS and LDS (wildcard) first, EDS for the named clusters once CDS
+// arrives, RDS for the named routes once LDS arrives, and an ACK for every response. Only
+// version_info, type_url and nonce are decoded, so the simulated proxies cost little next to the
+// server being measured.
 //
-// argv: <address> <streams>. Messages: sends {ready} once every stream has its initial config and
-// {received: ms} once `expect` more responses (set by the parent's {expect}) have arrived.
-import { create, toBinary, type MessageInitShape } from '@bufbuild/protobuf';
+// argv: <address> <streams>. Messages from the parent:
+//   {connect: {nodes, eds?, rds?}}  open the streams (node i of `nodes` for stream i); answers
+//                                   {ready: true} once every stream has one response of each type it asked for
+//   {expect: {<type URL>: n, ...}}  answers {received: {<type URL>: n, ...}} once at least n responses of
+//                                   each listed type arrived (on all streams together) after this message
+import { create, toBinary, type JsonObject, type MessageInitShape } from '@bufbuild/protobuf';
 import { Client, credentials, type ClientDuplexStream } from '@grpc/grpc-js';
 import { DiscoveryRequestSchema } from '../../src/gen/envoy/service/discovery/v3/discovery_pb.js';
 import { TypeUrl } from '../../src/xds/types.js';
@@ -14,6 +20,15 @@ interface Head {
   typeUrl: string;
   nonce: string;
 }
+
+export interface ConnectMessage {
+  connect: { nodes: Array<{ id: string; metadata: JsonObject }>; eds?: string[]; rds?: string[] };
+}
+export interface ExpectMessage {
+  expect: Record<string, number>;
+}
+export type ParentMessage = ConnectMessage | ExpectMessage;
+export type ChildMessage = { ready: true } | { received: Record<string, number> };
 
 /** Walks the top-level protobuf fields, keeping 1 (version_info), 4 (type_url) and 5 (nonce). */
 function head(buf: Buffer): Head {
@@ -49,36 +64,60 @@ function head(buf: Buffer): Head {
 }
 
 const PATH = '/envoy.service.discovery.v3.AggregatedDiscoveryService/StreamAggregatedResources';
+const CHANNELS = 50;
 const identity = (b: Buffer): Buffer => b;
 const encode = (init: MessageInitShape<typeof DiscoveryRequestSchema>): Buffer =>
   Buffer.from(toBinary(DiscoveryRequestSchema, create(DiscoveryRequestSchema, init)));
 
 const [address, count] = process.argv.slice(2);
 const streams = Number(count);
-const channels = Array.from({ length: 50 }, () => new Client(address!, credentials.createInsecure(), { 'grpc.max_receive_message_length': -1 }));
-let ready = 0;
-let received = 0;
-let expect = Infinity;
-let since = 0;
+const send = (m: ChildMessage): void => void process.send!(m);
 
-for (let i = 0; i < streams; i++) {
-  const call: ClientDuplexStream<Buffer, Head> = channels[i % channels.length]!.makeBidiStreamRequest(PATH, identity, head);
-  let initial = 2;
-  call.on('data', (r: Head) => {
-    call.write(encode({ typeUrl: r.typeUrl, versionInfo: r.version, responseNonce: r.nonce }));
-    if (initial > 0) {
-      if (initial-- === 2) call.write(encode({ typeUrl: TypeUrl.Listener }));
-      if (initial === 0 && ++ready === streams) process.send!({ ready: true });
-    } else if (++received === expect) {
-      process.send!({ received: performance.now() - since });
-    }
-  });
-  call.on('error', (e: Error) => console.error(`stream ${i}: ${e.message}`));
-  call.write(encode({ node: { id: `sidecar~10.1.${i >> 8}.${i & 255}~p-${i}.ns~ns.svc.cluster.local`, metadata: { NAMESPACE: 'ns' } }, typeUrl: TypeUrl.Cluster }));
+let expected: Record<string, number> | undefined;
+let counts: Record<string, number> = {};
+
+function onResponse(typeUrl: string): void {
+  if (!expected) return;
+  counts[typeUrl] = (counts[typeUrl] ?? 0) + 1;
+  if (Object.entries(expected).every(([t, n]) => (counts[t] ?? 0) >= n)) {
+    expected = undefined;
+    send({ received: counts });
+  }
 }
 
-process.on('message', (m: { expect: number }) => {
-  received = 0;
-  expect = m.expect;
-  since = performance.now();
+function connect({ nodes, eds = [], rds = [] }: ConnectMessage['connect']): void {
+  const channels = Array.from({ length: CHANNELS }, () => new Client(address!, credentials.createInsecure(), { 'grpc.max_receive_message_length': -1 }));
+  const wanted = [TypeUrl.Cluster, TypeUrl.Listener, ...(eds.length ? [TypeUrl.ClusterLoadAssignment] : []), ...(rds.length ? [TypeUrl.RouteConfiguration] : [])];
+  const follow: Record<string, { typeUrl: string; names: string[] } | undefined> = {
+    [TypeUrl.Cluster]: eds.length ? { typeUrl: TypeUrl.ClusterLoadAssignment, names: eds } : undefined,
+    [TypeUrl.Listener]: rds.length ? { typeUrl: TypeUrl.RouteConfiguration, names: rds } : undefined,
+  };
+  const namesOf: Record<string, string[]> = { [TypeUrl.ClusterLoadAssignment]: eds, [TypeUrl.RouteConfiguration]: rds };
+  let ready = 0;
+  for (let i = 0; i < streams; i++) {
+    const call: ClientDuplexStream<Buffer, Head> = channels[i % CHANNELS]!.makeBidiStreamRequest(PATH, identity, head);
+    const seen = new Set<string>();
+    call.on('data', (r: Head) => {
+      call.write(encode({ typeUrl: r.typeUrl, versionInfo: r.version, responseNonce: r.nonce, resourceNames: namesOf[r.typeUrl] ?? [] }));
+      if (!seen.has(r.typeUrl)) {
+        seen.add(r.typeUrl);
+        const next = follow[r.typeUrl];
+        if (next) call.write(encode({ typeUrl: next.typeUrl, resourceNames: next.names }));
+        if (seen.size === wanted.length && ++ready === streams) send({ ready: true });
+        return;
+      }
+      onResponse(r.typeUrl);
+    });
+    call.on('error', (e: Error) => console.error(`stream ${i}: ${e.message}`));
+    call.write(encode({ node: nodes[i % nodes.length]!, typeUrl: TypeUrl.Cluster }));
+    call.write(encode({ typeUrl: TypeUrl.Listener }));
+  }
+}
+
+process.on('message', (m: ParentMessage) => {
+  if ('connect' in m) connect(m.connect);
+  else {
+    counts = {};
+    expected = m.expect;
+  }
 });

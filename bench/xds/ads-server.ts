@@ -3,15 +3,13 @@
 // streams from a child process (ads-clients.ts). Prints a table of push times, CPU and RSS.
 //
 //   npx tsx bench/xds/ads-server.ts            # SERVICES=1000 PROXIES=2000 by default
-import { fork } from 'node:child_process';
-import { extname } from 'node:path';
-import { fileURLToPath } from 'node:url';
 import { ClusterSchema, Cluster_DiscoveryType } from '../../src/gen/envoy/config/cluster/v3/cluster_pb.js';
 import { ListenerSchema } from '../../src/gen/envoy/config/listener/v3/listener_pb.js';
 import { setScopeLevel } from '../../src/common/log.js';
 import type { ResourceGenerator, XdsResource } from '../../src/xds/generator.js';
 import { XdsServer } from '../../src/xds/server.js';
 import { pack, TypeUrl } from '../../src/xds/types.js';
+import { cpuMs, printTable, SimulatedProxies } from './clients.js';
 
 const SERVICES = Number(process.env.SERVICES ?? 1000);
 const PROXIES = Number(process.env.PROXIES ?? 2000);
@@ -51,19 +49,14 @@ const generator = (typeUrl: string): ResourceGenerator => ({ generate: () => res
 const server = new XdsServer({ generators: new Map([...resources.keys()].map((t) => [t, generator(t)])) });
 const address = `127.0.0.1:${await server.listen('127.0.0.1:0')}`;
 
-// The sibling script with this module's extension: .ts under tsx, .js once built to dist/.
-const ext = extname(fileURLToPath(import.meta.url));
-const clients = fork(fileURLToPath(new URL(`./ads-clients${ext}`, import.meta.url)), [address, String(PROXIES)], {
-  execArgv: ext === '.ts' ? ['--import', 'tsx'] : [],
-});
-const nextMessage = (): Promise<{ ready?: boolean; received?: number }> => new Promise((resolve) => clients.once('message', resolve));
+const clients = new SimulatedProxies(address, PROXIES);
 
 const rows: string[][] = [['step', 'all proxies have it (ms)', 'server CPU (ms)', 'server RSS (MB)']];
 const rss = (): string => (process.memoryUsage().rss / 1e6).toFixed(0);
 
 let cpu = process.cpuUsage();
 let start = performance.now();
-await nextMessage();
+await clients.connect({ nodes: Array.from({ length: PROXIES }, (_, i) => ({ id: `sidecar~10.1.${i >> 8}.${i & 255}~p-${i}.ns~ns.svc.cluster.local`, metadata: { NAMESPACE: 'ns' } })) });
 rows.push([`connect + initial CDS and LDS (${SERVICES} each)`, (performance.now() - start).toFixed(0), (cpuMs(process.cpuUsage(cpu))).toFixed(0), rss()]);
 
 for (const [label, types] of [
@@ -73,22 +66,15 @@ for (const [label, types] of [
   const tag = String(performance.now());
   resources.get(TypeUrl.Cluster)![0] = cluster(0, tag);
   if (types.length > 1) resources.get(TypeUrl.Listener)![0] = listener(0, tag);
-  clients.send({ expect: PROXIES * types.length });
-  const done = nextMessage();
+  const done = clients.expect(Object.fromEntries(types.map((t) => [t, PROXIES])));
   cpu = process.cpuUsage();
   start = performance.now();
   await server.pushAll({ reason: 'bench', types: new Set(types) });
   const serverCpu = cpuMs(process.cpuUsage(cpu));
-  const { received } = await done;
-  rows.push([label, received!.toFixed(0), serverCpu.toFixed(0), rss()]);
+  await done;
+  rows.push([label, (performance.now() - start).toFixed(0), serverCpu.toFixed(0), rss()]);
 }
 
-function cpuMs(u: NodeJS.CpuUsage): number {
-  return (u.user + u.system) / 1000;
-}
-
-const widths = rows[0]!.map((_, c) => Math.max(...rows.map((r) => r[c]!.length)));
-console.log(`ADS server, ${PROXIES} SotW streams, ${SERVICES} clusters and listeners`);
-for (const r of rows) console.log(r.map((cell, c) => cell.padEnd(widths[c]!)).join('  '));
-clients.kill();
+printTable(`ADS server, ${PROXIES} SotW streams, ${SERVICES} clusters and listeners`, rows);
+clients.close();
 server.close();

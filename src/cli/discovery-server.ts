@@ -3,26 +3,30 @@
 // the validation webhook, and the HTTP servers (--httpAddr: /ready and the debug endpoints;
 // --monitoringAddr: /metrics, /version and the same debug endpoints).
 import type { Server } from 'node:http';
+import { status } from '@grpc/grpc-js';
 import { listSettings, setting } from '../common/env.js';
 import { scope } from '../common/log.js';
 import { counter, gauge, programRegistry } from '../common/metrics.js';
 import { buildInfo } from '../common/version.js';
 import { FileConfigStore } from '../config/file.js';
 import { OrchestratorConfigSource, type OrchestratorSourceOptions } from '../config/orchestrator.js';
-import type { ConfigSource } from '../config/store.js';
+import { MemoryStore } from '../config/memory.js';
+import type { ConfigEvent, ConfigSource } from '../config/store.js';
 import { installDiscoveryDebug } from '../debug/discovery.js';
 import { closeServer, formatAddress, httpServer, listen, ListenError, Mux, sendJson, sendText } from '../debug/http.js';
 import type { HttpFilter } from '../gen/envoy/extensions/filters/network/http_connection_manager/v3/http_connection_manager_pb.js';
 import type { Proxy } from '../model/proxy.js';
 import { PushContext } from '../model/push-context.js';
 import { AggregateRegistry } from '../registry/aggregate.js';
+import { AutoRegistration, AutoRegistrationError } from '../registry/autoregister.js';
 import { MockRegistry } from '../registry/mock.js';
 import { ServiceEntryRegistry } from '../registry/serviceentry.js';
 import type { ServiceRegistry } from '../registry/types.js';
 import { JwksResolver } from '../security/authn/jwks-resolver.js';
-import { buildWorkloadSecurity, securityHttpFilters } from '../security/filters.js';
+import { jwksFetchesInUse } from '../security/authn/jwt-filter.js';
+import { buildWorkloadSecurity, grpcServerHttpFilters, securityHttpFilters, type WorkloadSecurity } from '../security/filters.js';
 import { Debouncer } from '../xds/debounce.js';
-import type { PushRequest } from '../xds/generator.js';
+import { XdsStreamError, type ProxyInfo, type PushRequest } from '../xds/generator.js';
 import { createMeshGenerators, proxyOf } from '../xds/generators/index.js';
 import { XdsServer } from '../xds/server.js';
 import { TypeUrl } from '../xds/types.js';
@@ -64,13 +68,24 @@ export class DiscoveryServer {
   readonly mock: MockRegistry | undefined;
   readonly resolver: JwksResolver;
   readonly xds: XdsServer;
+  /** WorkloadEntries of auto-registered proxies (the config source stays the user's, read-only). */
+  readonly autoEntries = new MemoryStore();
+  readonly autoRegistration: AutoRegistration;
+  /** Per gRPC server proxy: the unenforceable-policy notes last logged. */
+  private readonly grpcNotes = new Map<string, string>();
   private readonly debouncer: Debouncer;
   private readonly webhook: WebhookServer;
   private push: PushContext;
+  /** Live streams, for pushes aimed at the proxies of one workload. */
+  private readonly connected = new Map<string, ProxyInfo>();
+  /** Addresses of WorkloadEntries changed since the last push: their proxies' own config may change. */
+  private readonly changedWorkloads = new Set<string>();
 
   constructor(private readonly opts: DiscoveryOptions) {
     this.store = opts.configDir ? new FileConfigStore({ configDir: opts.configDir }) : new OrchestratorConfigSource(opts.orchestrator);
-    const registries: ServiceRegistry[] = [new ServiceEntryRegistry(this.store, opts.clusterId)];
+    this.autoEntries.markSynced();
+    this.autoRegistration = new AutoRegistration({ config: this.store, entries: this.autoEntries, controllerId: `pilot-discovery-${buildInfo.version}` });
+    const registries: ServiceRegistry[] = [new ServiceEntryRegistry(this.store, opts.clusterId, this.autoEntries)];
     if (opts.registries.includes('Mock')) {
       this.mock = new MockRegistry(opts.clusterId);
       registries.push(this.mock);
@@ -85,6 +100,7 @@ export class DiscoveryServer {
     const generators = createMeshGenerators({
       pushContext: () => this.push,
       inboundHttpFilters: (proxy, push) => this.securityFilters(proxy, push),
+      serverHttpFilters: (proxy, push) => this.grpcServerFilters(proxy, push),
       inboundSniffing: setting('PILOT_ENABLE_PROTOCOL_SNIFFING_FOR_INBOUND'),
       detectionTimeout: setting('PILOT_INBOUND_PROTOCOL_DETECTION_TIMEOUT') / 1000,
     });
@@ -94,7 +110,11 @@ export class DiscoveryServer {
       keepaliveIntervalMs: opts.keepaliveIntervalMs,
       keepaliveTimeoutMs: opts.keepaliveTimeoutMs,
       maxConnectionAgeMs: opts.maxConnectionAgeMs,
-      onConnect: (info) => void proxyOf(info),
+      onConnect: (info) => this.onProxyConnect(info),
+      onDisconnect: (info) => {
+        this.connected.delete(info.connectionId);
+        this.autoRegistration.unregister(info.connectionId);
+      },
     });
     this.webhook = new WebhookServer({ httpsAddr: opts.httpsAddr, tlsCertFile: opts.tlsCertFile, tlsKeyFile: opts.tlsKeyFile });
 
@@ -120,25 +140,123 @@ export class DiscoveryServer {
 
   /** The jwt_authn and rbac filters of a proxy's inbound HTTP chains, from the policies selecting it. */
   private securityFilters(proxy: Proxy, push: PushContext): HttpFilter[] {
+    return securityHttpFilters(this.workloadSecurity(proxy, push));
+  }
+
+  /** Selection and both builders for a proxy; untranslatable values are logged (they failed closed). */
+  private workloadSecurity(proxy: Proxy, push: PushContext): WorkloadSecurity {
     const sec = buildWorkloadSecurity(proxy, push.policiesFor('RequestAuthentication', proxy), push.policiesFor('AuthorizationPolicy', proxy), this.resolver.lookup, push.rootNamespace);
     for (const w of sec.warnings) log.warn(w);
-    return securityHttpFilters(sec);
+    return sec;
+  }
+
+  /**
+   * Refuses a malformed node, and auto-registers the proxy's WorkloadEntry. A new entry changes
+   * the proxy's own config (its inbound ports come from it), so the snapshot is rebuilt before its
+   * first request is answered; the other proxies get the debounced push of the registry event.
+   */
+  private onProxyConnect(info: ProxyInfo): void {
+    const proxy = proxyOf(info);
+    let registration;
+    try {
+      registration = this.autoRegistration.register({ proxy, connectionId: info.connectionId, peer: info.peer });
+    } catch (e) {
+      if (e instanceof AutoRegistrationError) {
+        log.warn(`auto-registration failed: ${e.message}`);
+        throw new XdsStreamError(status.FAILED_PRECONDITION, `auto-registration failed: ${e.message}`);
+      }
+      throw e;
+    }
+    if (registration?.changed) this.rebuildPush();
+    this.connected.set(info.connectionId, info);
+  }
+
+  /**
+   * Pushes what a config change can alter. Policies only reach listeners (the inbound security
+   * filters), so they push LDS alone. ServiceEntries and WorkloadEntries reach the service model:
+   * the registry's events push for them (a changed service: everything; changed instances: EDS),
+   * and the proxies at a changed WorkloadEntry's address also get every type, since their own
+   * inbound listeners and clusters come from it. A WorkloadGroup only shapes future registrations.
+   * Any other kind (Sidecar, ...) may change anything: every type.
+   */
+  private onConfigEvent(e: ConfigEvent): void {
+    const changed = e.new ?? e.old;
+    switch (changed.kind) {
+      case 'AuthorizationPolicy':
+      case 'RequestAuthentication':
+      case 'PeerAuthentication':
+        this.debouncer.enqueue({ reason: 'config', types: new Set([TypeUrl.Listener]) });
+        return;
+      case 'WorkloadEntry':
+        for (const we of [e.old, e.new]) if (we?.kind === 'WorkloadEntry' && we.spec.address) this.changedWorkloads.add(we.spec.address);
+        return;
+      case 'ServiceEntry':
+      case 'WorkloadGroup':
+        return;
+      default:
+        this.debouncer.enqueue({ reason: 'config' });
+    }
+  }
+
+  /** Every type, to the proxies whose IPs are those of WorkloadEntries changed since the last push. */
+  private async pushChangedWorkloads(triggeredAt: number | undefined): Promise<void> {
+    if (this.changedWorkloads.size === 0) return;
+    const addresses = new Set(this.changedWorkloads);
+    this.changedWorkloads.clear();
+    const ids = new Set([...this.connected.values()].filter((info) => proxyOf(info).ipAddresses.some((ip) => addresses.has(ip))).map((info) => info.id));
+    await Promise.all([...ids].map((id) => this.xds.push(id, { reason: 'workloadentry', ...(triggeredAt !== undefined ? { triggeredAt } : {}) })));
+  }
+
+  /** A new snapshot; a failed rebuild keeps the last good one. Returns whether it succeeded. */
+  private rebuildPush(): boolean {
+    try {
+      this.push = this.buildPush();
+      return true;
+    } catch (e) {
+      counter('pilot_xds_push_context_errors').inc();
+      log.error(`push context rebuild failed, keeping the last good snapshot: ${(e as Error).message}`);
+      return false;
+    }
+  }
+
+  /**
+   * The rbac filters of an xDS-enabled gRPC server. What gRPC cannot enforce (RequestAuthentication,
+   * AUDIT) is logged once per proxy and change, not on every push.
+   */
+  private grpcServerFilters(proxy: Proxy, push: PushContext): HttpFilter[] {
+    const sec = this.workloadSecurity(proxy, push);
+    const { filters, notes } = grpcServerHttpFilters(sec);
+    const summary = notes.join('\n');
+    if (this.grpcNotes.get(proxy.id) !== summary) {
+      this.grpcNotes.set(proxy.id, summary);
+      for (const n of notes) log.warn(`proxy ${proxy.id}: ${n}`);
+    }
+    return filters;
   }
 
   private buildPush(): PushContext {
     return PushContext.build({ config: this.store, registry: this.registry, domain: this.opts.domain, clusterId: this.opts.clusterId });
   }
 
+  /**
+   * The JWKS of every RequestAuthentication in use, fetched once before a push is built, so that a
+   * new issuer's first push carries its keys rather than the fail-closed set (valid tokens would be
+   * 401 until the next push). Bounded by each rule's fetch timeout; an unreachable issuer still
+   * fails closed. Issuers no policy references any more stop being fetched.
+   */
+  private async jwksReady(): Promise<void> {
+    const fetches = jwksFetchesInUse(this.store.list('RequestAuthentication'));
+    this.resolver.retain(new Set(fetches.map((f) => f.jwksUri)));
+    await Promise.all(fetches.map((f) => this.resolver.ready(f.issuer, f.jwksUri, f.timeoutMs)));
+  }
+
   /** Rebuilds the snapshot and pushes; a failed rebuild keeps the last good snapshot. */
   private async pushAll(req: PushRequest): Promise<void> {
-    try {
-      this.push = this.buildPush();
-    } catch (e) {
-      counter('pilot_xds_push_context_errors').inc();
-      log.error(`push context rebuild failed, keeping the last good snapshot: ${(e as Error).message}`);
-      return;
-    }
+    await this.jwksReady();
+    if (!this.rebuildPush()) return;
     await this.xds.pushAll(req);
+    if (req.types !== undefined) await this.pushChangedWorkloads(req.triggeredAt);
+    else this.changedWorkloads.clear();
   }
 
   /**
@@ -149,10 +267,11 @@ export class DiscoveryServer {
     await this.bind('http', this.opts.httpAddr, this.debug);
     await this.bind('monitoring', this.opts.monitoringAddr, this.monitoring);
     await this.store.start();
-    this.store.onEvent(() => this.debouncer.enqueue({ reason: 'config' }));
+    this.store.onEvent((e) => this.onConfigEvent(e));
     this.registry.onEvent((e) =>
       this.debouncer.enqueue(e.kind === 'endpoints' ? { reason: 'endpoint', types: new Set([TypeUrl.ClusterLoadAssignment]), endpointsOnly: true } : { reason: 'service' }),
     );
+    await this.jwksReady();
     this.push = this.buildPush();
     try {
       const port = await this.xds.listen(grpcAddress(this.opts.grpcAddr));
@@ -184,6 +303,7 @@ export class DiscoveryServer {
     this.debouncer.close();
     this.resolver.close();
     this.xds.close();
+    this.autoRegistration.close();
     await Promise.all([...this.servers.map(closeServer), this.webhook.close(), this.store.close()]);
     this.servers.length = 0;
   }

@@ -2,23 +2,24 @@
 // the Go mesh's agent starts Envoy), with a proxy log level and per-component levels.
 import { configureLogging, LogConfigError, registerScopes, scope, type Level } from '../common/log.js';
 import { buildInfo } from '../common/version.js';
+import { ListenError } from '../debug/http.js';
+import { BootstrapError, loadBootstrap } from '../dataplane/bootstrap.js';
+import { PROXY_COMPONENTS, PROXY_LEVELS } from '../dataplane/logging.js';
+import { runMeshProxy } from '../dataplane/proxy.js';
 import { UsageError, type CommandDef, type RunContext } from './command.js';
 import type { FlagDef } from './flags.js';
 
-/** The proxy's log components, named as Envoy names them so --component-log-level reads the same. */
-export const PROXY_COMPONENTS = ['admin', 'config', 'connection', 'conn_handler', 'http', 'http2', 'jwt', 'rbac', 'router', 'upstream', 'main', 'misc', 'filter', 'pool'] as const;
-
-const PROXY_LEVELS: Record<string, Level> = { trace: 'debug', debug: 'debug', info: 'info', warning: 'warn', warn: 'warn', error: 'error', critical: 'fatal', off: 'none' };
+export { PROXY_COMPONENTS };
 
 const FLAGS: readonly FlagDef[] = [
-  { name: 'config-path', short: 'c', type: 'string', default: '', usage: 'Path to the bootstrap configuration file (JSON or YAML)', effective: false },
-  { name: 'config-yaml', type: 'string', default: '', usage: 'Bootstrap configuration as YAML, merged over --config-path', effective: false },
+  { name: 'config-path', short: 'c', type: 'string', default: '', usage: 'Path to the bootstrap configuration file (JSON or YAML)', effective: true },
+  { name: 'config-yaml', type: 'string', default: '', usage: 'Bootstrap configuration as YAML, merged over --config-path', effective: true },
   { name: 'log-level', short: 'l', type: 'string', default: 'info', usage: `Log level (one of ${Object.keys(PROXY_LEVELS).join(', ')})`, effective: true },
   { name: 'component-log-level', type: 'string', default: '', usage: 'Comma-separated component:level pairs, e.g. jwt:debug,rbac:debug', effective: true },
   { name: 'concurrency', type: 'int', default: '0', usage: 'Number of worker threads; 0 uses one per core', effective: false },
-  { name: 'service-cluster', type: 'string', default: '', usage: 'Local service cluster name, overrides the bootstrap node.cluster', effective: false },
-  { name: 'service-node', type: 'string', default: '', usage: 'Local service node name, overrides the bootstrap node.id', effective: false },
-  { name: 'drain-time-s', type: 'int', default: '600', usage: 'Seconds listeners drain before they close', effective: false },
+  { name: 'service-cluster', type: 'string', default: '', usage: 'Local service cluster name, overrides the bootstrap node.cluster', effective: true },
+  { name: 'service-node', type: 'string', default: '', usage: 'Local service node name, overrides the bootstrap node.id', effective: true },
+  { name: 'drain-time-s', type: 'int', default: '600', usage: 'Seconds listeners drain before they close', effective: true },
   { name: 'version', type: 'bool', default: 'false', usage: 'Print the version and exit', effective: true },
 ];
 
@@ -51,8 +52,25 @@ async function runProxy(ctx: RunContext): Promise<number> {
   }
   configureProxyLogging(ctx);
   if (ctx.flags.number('concurrency') < 0) throw new UsageError(`invalid argument "${ctx.flags.number('concurrency')}" for "--concurrency" flag: expected a non-negative integer`);
-  scope('main').error('the data-plane proxy is not implemented yet; its flags were accepted and validated');
-  return 1;
+  if (ctx.flags.number('drain-time-s') < 0) throw new UsageError(`invalid argument "${ctx.flags.number('drain-time-s')}" for "--drain-time-s" flag: expected a non-negative integer`);
+  // One event loop serves every connection; worker threads are not implemented (see docs/dataplane.md).
+  if (ctx.flags.explicit.has('concurrency')) scope('main').warn('flag --concurrency is accepted but not yet effective; the proxy runs one event loop');
+  let code: number;
+  try {
+    const bootstrap = loadBootstrap({
+      path: ctx.flags.string('config-path'),
+      yaml: ctx.flags.string('config-yaml'),
+      serviceCluster: ctx.flags.string('service-cluster'),
+      serviceNode: ctx.flags.string('service-node'),
+    });
+    code = await runMeshProxy({ bootstrap, drainTimeMs: ctx.flags.number('drain-time-s') * 1000 });
+  } catch (e) {
+    if (e instanceof BootstrapError || e instanceof ListenError) throw new UsageError(e.message);
+    throw e;
+  }
+  // Whatever a closed connection or timer might still hold, a stopped proxy exits.
+  setTimeout(() => process.exit(code), 1000).unref();
+  return code;
 }
 
 export const meshProxy: CommandDef = {

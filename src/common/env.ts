@@ -177,6 +177,14 @@ export const WIRED_SETTINGS: ReadonlySet<SettingName> = new Set<SettingName>([
   'PILOT_DEBOUNCE_MAX',
   'PILOT_ENABLE_EDS_DEBOUNCE',
   'ENABLE_DEBUG_ON_HTTP',
+  // xds/cache.ts, xds/generators/index.ts
+  'PILOT_ENABLE_XDS_CACHE',
+  'PILOT_XDS_CACHE_SIZE',
+  'PILOT_XDS_CACHE_STATS',
+  'PILOT_ENABLE_PROTOCOL_SNIFFING_FOR_OUTBOUND',
+  // registry/autoregister.ts
+  'PILOT_ENABLE_WORKLOAD_ENTRY_AUTOREGISTRATION',
+  'PILOT_WORKLOAD_ENTRY_GRACE_PERIOD',
   // agent/node.ts, agent/agent.ts
   'POD_NAME',
   'INSTANCE_IP',

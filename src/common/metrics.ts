@@ -180,6 +180,16 @@ export const WIRED_METRICS: ReadonlySet<MetricName> = new Set<MetricName>([
   'pilot_virt_services',
   'pilot_eds_no_instances',
   'pilot_duplicate_envoy_clusters',
+  // xds/cache.ts
+  'xds_cache_reads',
+  'xds_cache_evictions',
+  'xds_cache_size',
+  // registry/autoregister.ts
+  'auto_registration_success_total',
+  'auto_registration_updates_total',
+  'auto_registration_unregister_total',
+  'auto_registration_deletes_total',
+  'auto_registration_errors_total',
   // xds/generators/index.ts
   'pilot_conflict_outbound_listener_http_over_current_tcp',
   'pilot_conflict_outbound_listener_tcp_over_current_http',

@@ -144,12 +144,12 @@ export function compileHeaderMatcher(h: HeaderMatcher, field: string): Predicate
 
 /** Follows `path` (struct keys) into the metadata of `filter`; undefined when any step is missing. */
 export function metadataValue(md: DynamicMetadata, filter: string, path: readonly string[]): JsonValue | undefined {
+  // Own properties only: a claim named `constructor` or `__proto__` must not find Object's.
+  if (!Object.hasOwn(md, filter)) return undefined;
   let cur: JsonValue | undefined = md[filter];
-  if (cur === undefined) return undefined;
   for (const key of path) {
-    if (cur === null || typeof cur !== 'object' || Array.isArray(cur)) return undefined;
+    if (cur === null || typeof cur !== 'object' || Array.isArray(cur) || !Object.hasOwn(cur, key)) return undefined;
     cur = (cur as JsonObject)[key];
-    if (cur === undefined) return undefined;
   }
   return cur;
 }

@@ -1,6 +1,7 @@
 // The discovery server's debug endpoints (--httpAddr and --monitoringAddr, when ENABLE_DEBUG_ON_HTTP):
 // what each proxy was sent and acked, its full config as Envoy would dump it, the config and
-// registry the server sees, and, beyond the Go mesh, the authorization decision explained.
+// registry the server sees, and, beyond the Go mesh, the authorization decision explained (by the
+// data plane's own compiled filters, see security/explain.ts).
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { JsonValue } from '@bufbuild/protobuf';
 import { KINDS, type AuthorizationPolicy, type RequestAuthentication } from '../api/types.js';
@@ -10,7 +11,8 @@ import type { PushContext } from '../model/push-context.js';
 import type { WorkloadRef } from '../model/selection.js';
 import type { ServiceRegistry } from '../registry/types.js';
 import type { JwksResolver } from '../security/authn/jwks-resolver.js';
-import { explainForWorkload } from '../security/explain.js';
+import { ConfigError } from '../dataplane/config-error.js';
+import { explainForWorkload, type ExplainRequest } from '../security/explain.js';
 import { buildWorkloadSecurity, securityHttpFilters } from '../security/filters.js';
 import type { ProxyInfo, ResourceGenerator } from '../xds/generator.js';
 import { proxyOf } from '../xds/generators/index.js';
@@ -100,6 +102,32 @@ function stringRecord(v: unknown, field: string): Record<string, string> {
   return v as Record<string, string>;
 }
 
+function optionalString(body: Record<string, unknown>, field: string): string | undefined {
+  const v = body[field];
+  if (v === undefined) return undefined;
+  if (typeof v !== 'string') throw new BadRequest(`${field} must be a string`);
+  return v;
+}
+
+/** The synthetic request of /debug/authz_explain; everything but the workload is optional. */
+function explainRequest(body: Record<string, unknown>): ExplainRequest {
+  const port = body.destinationPort;
+  if (port !== undefined && (typeof port !== 'number' || !Number.isInteger(port) || port < 0 || port > 65535)) throw new BadRequest('destinationPort must be a port number');
+  const optional = ['host', 'token', 'sourcePrincipal', 'sourceIp', 'remoteIp', 'destinationIp', 'sni'] as const;
+  const extra: Record<string, string> = {};
+  for (const f of optional) {
+    const v = optionalString(body, f);
+    if (v !== undefined) extra[f] = v;
+  }
+  return {
+    method: optionalString(body, 'method') ?? 'GET',
+    path: optionalString(body, 'path') ?? '/',
+    headers: stringRecord(body.headers, 'headers'),
+    ...extra,
+    ...(typeof port === 'number' ? { destinationPort: port } : {}),
+  };
+}
+
 /** Wraps a handler so a BadRequest becomes a 400 naming what is wrong. */
 function guarded(fn: (req: IncomingMessage, res: ServerResponse, url: URL) => Promise<void> | void) {
   return async (req: IncomingMessage, res: ServerResponse, url: URL) => {
@@ -158,23 +186,28 @@ export function installDiscoveryDebug(mux: Mux, deps: DiscoveryDebugDeps): void 
     )
     .handle(
       '/debug/authz_explain',
-      'POST {proxyID | namespace+labels, method, path, headers, token}: the decision (allow/401/403) and the policy, rule and condition behind it',
+      'POST {proxyID | namespace+labels, method, path, host, headers, token, sourcePrincipal, sourceIp, remoteIp, destinationIp, destinationPort, sni}: the data plane\'s decision (allow/401/403) and the policy, rule and condition behind it',
       guarded(async (req, res) => {
         if (req.method !== 'POST') throw new BadRequest('use POST with a JSON body');
         const body = await jsonBody(req);
         const workload = workloadOf(deps, body);
         const { ra, ap } = policies(deps);
-        const headers = stringRecord(body.headers, 'headers');
-        const token = typeof body.token === 'string' ? body.token : undefined;
-        const result = await explainForWorkload({
-          workload,
-          requestAuthentications: ra,
-          authorizationPolicies: ap,
-          lookup: deps.resolver.lookup,
-          request: { method: typeof body.method === 'string' ? body.method : 'GET', path: typeof body.path === 'string' ? body.path : '/', headers, ...(token !== undefined ? { token } : {}) },
-          onUnknownKid: (issuer, kid) => deps.resolver.refreshForUnknownKid(issuer, kid),
-          rootNamespace: deps.pushContext().rootNamespace,
-        });
+        let result;
+        try {
+          result = await explainForWorkload({
+            workload,
+            requestAuthentications: ra,
+            authorizationPolicies: ap,
+            lookup: deps.resolver.lookup,
+            request: explainRequest(body),
+            onUnknownKid: (issuer, kid) => deps.resolver.refreshForUnknownKid(issuer, kid),
+            rootNamespace: deps.pushContext().rootNamespace,
+          });
+        } catch (e) {
+          // The data plane refuses the generated config: the proxy would NACK it and keep its last one.
+          if (e instanceof ConfigError) throw new BadRequest(`the data plane refuses the workload's generated filters: ${e.message}`);
+          throw e;
+        }
         sendJson(res, 200, result);
       }),
     );

@@ -4,7 +4,7 @@
 import { create, type MessageInitShape } from '@bufbuild/protobuf';
 import { TrafficDirection } from '../gen/envoy/config/core/v3/base_pb.js';
 import { ListenerSchema, type Listener } from '../gen/envoy/config/listener/v3/listener_pb.js';
-import { FilterChainSchema, ListenerFilterSchema, type FilterChain } from '../gen/envoy/config/listener/v3/listener_components_pb.js';
+import { FilterChainSchema, ListenerFilterSchema, type Filter, type FilterChain } from '../gen/envoy/config/listener/v3/listener_components_pb.js';
 import { HttpInspectorSchema } from '../gen/envoy/extensions/filters/listener/http_inspector/v3/http_inspector_pb.js';
 import type { HttpFilter } from '../gen/envoy/extensions/filters/network/http_connection_manager/v3/http_connection_manager_pb.js';
 import type { OutboundTrafficMode } from '../model/push-context.js';
@@ -70,8 +70,17 @@ function tcpChain(p: InboundPort, matchPort: boolean): FilterChain {
   });
 }
 
+/** A port whose protocol is unknown is sniffed (HTTP and TCP chains behind http_inspector) when sniffing is on. */
+export function sniffedProtocol(protocol: Protocol, sniffing: boolean | undefined): boolean {
+  return !!sniffing && protocol === 'UNSUPPORTED';
+}
+
 function sniffs(p: InboundPort, opts: InboundOptions): boolean {
-  return !!opts.sniffing && p.protocol === 'UNSUPPORTED';
+  return sniffedProtocol(p.protocol, opts.sniffing);
+}
+
+function httpInspector(): ListenerInit['listenerFilters'] {
+  return [create(ListenerFilterSchema, { name: HTTP_INSPECTOR, configType: { case: 'typedConfig', value: pack(HttpInspectorSchema, {}) } })];
 }
 
 /**
@@ -90,7 +99,7 @@ type ListenerInit = Exclude<MessageInitShape<typeof ListenerSchema>, Listener>;
 function sniffingFilters(ports: readonly InboundPort[], opts: InboundOptions): Pick<ListenerInit, 'listenerFilters' | 'listenerFiltersTimeout'> {
   if (!ports.some((p) => sniffs(p, opts))) return {};
   return {
-    listenerFilters: [create(ListenerFilterSchema, { name: HTTP_INSPECTOR, configType: { case: 'typedConfig', value: pack(HttpInspectorSchema, {}) } })],
+    listenerFilters: httpInspector(),
     ...(opts.detectionTimeout !== undefined ? { listenerFiltersTimeout: seconds(opts.detectionTimeout) } : {}),
   };
 }
@@ -150,13 +159,19 @@ export interface OutboundListenerOptions {
   readonly bindToPort: boolean;
   /** HTTP filters before the router on outbound HTTP listeners. */
   readonly httpFilters?: readonly HttpFilter[];
+  /**
+   * PILOT_ENABLE_PROTOCOL_SNIFFING_FOR_OUTBOUND: ports of unknown protocol get http_inspector, an
+   * HTTP chain (RDS `<port>`) for plaintext HTTP and the TCP proxy for the rest; off, only the TCP proxy.
+   */
+  readonly sniffing?: boolean;
 }
 
 /**
  * One listener per service port. HTTP ports share `<bind>_<port>`, routed by RDS config `<port>`;
  * a TCP port gets `<vip>_<port>` when the service has a VIP, else `<bind>_<port>`, proxying to its
- * cluster. When two services claim the same address and port, the first (services come sorted)
- * keeps it; the others are returned in `conflicts`.
+ * cluster. A sniffed port is named and placed like a TCP port (its TCP fallback is the service's
+ * own cluster) and adds an HTTP chain in front. When two services claim the same address and
+ * port, the first (services come sorted) keeps it; the others are returned in `conflicts`.
  */
 export function buildOutboundListeners(services: readonly Service[], opts: OutboundListenerOptions): { listeners: Listener[]; conflicts: ListenerConflict[] } {
   const byName = new Map<string, { http: boolean; listener: ListenerInit }>();
@@ -175,9 +190,9 @@ export function buildOutboundListeners(services: readonly Service[], opts: Outbo
         }
         continue;
       }
-      const filter = http
-        ? hcmFilter(`outbound_${name}`, { rds: outboundRouteName(port.port) }, opts.httpFilters)
-        : tcpProxyFilter(outboundClusterName(port.port, s.hostname));
+      const httpFilter = (): Filter => hcmFilter(`outbound_${name}`, { rds: outboundRouteName(port.port) }, opts.httpFilters);
+      const tcpChain = { name, filters: [tcpProxyFilter(outboundClusterName(port.port, s.hostname))] };
+      const sniffed = sniffedProtocol(port.protocol, opts.sniffing);
       byName.set(name, {
         http,
         listener: {
@@ -185,7 +200,12 @@ export function buildOutboundListeners(services: readonly Service[], opts: Outbo
           address: socketAddress(address, port.port),
           bindToPort: opts.bindToPort,
           trafficDirection: TrafficDirection.OUTBOUND,
-          filterChains: [{ name, filters: [filter] }],
+          ...(sniffed ? { listenerFilters: httpInspector() } : {}),
+          filterChains: http
+            ? [{ name, filters: [httpFilter()] }]
+            : sniffed
+              ? [{ name: `${name}_http`, filterChainMatch: { applicationProtocols: HTTP_APPLICATION_PROTOCOLS }, filters: [httpFilter()] }, tcpChain]
+              : [tcpChain],
         },
       });
     }

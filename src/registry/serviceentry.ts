@@ -2,7 +2,7 @@
 // store. A ServiceEntry's instances are its inline `endpoints` plus the WorkloadEntries of its
 // namespace whose labels match its `workloadSelector`; one Service per host it lists.
 import type { ServiceEntry, WorkloadEntry, WorkloadEntrySpec } from '../api/types.js';
-import type { ConfigStore } from '../config/store.js';
+import type { ConfigEvent, ConfigStore } from '../config/store.js';
 import { gauge } from '../common/metrics.js';
 import { labelsMatch } from '../model/selection.js';
 import { parseLocality, portProtocol, type Resolution, type Service, type ServiceInstance, type ServicePort } from '../model/service.js';
@@ -55,6 +55,12 @@ export function convertServiceEntries(
   const services = new Map<string, Service>();
   const instances = new Map<string, ServiceInstance[]>();
   const duplicates: string[] = [];
+  const entriesByNamespace = new Map<string, WorkloadEntry[]>();
+  for (const we of workloadEntries) {
+    const list = entriesByNamespace.get(we.metadata.namespace);
+    if (list) list.push(we);
+    else entriesByNamespace.set(we.metadata.namespace, [we]);
+  }
   for (const se of serviceEntries) {
     const ns = se.metadata.namespace;
     const ports = servicePorts(se);
@@ -63,7 +69,7 @@ export function convertServiceEntries(
     const selector = se.spec.workloadSelector?.labels;
     const workloads: WorkloadEntrySpec[] = [
       ...(se.spec.endpoints ?? []),
-      ...(selector ? workloadEntries.filter((we) => we.metadata.namespace === ns && labelsMatch(selector, we.spec.labels ?? {})).map((we) => we.spec) : []),
+      ...(selector ? (entriesByNamespace.get(ns) ?? []).filter((we) => labelsMatch(selector, we.spec.labels ?? {})).map((we) => we.spec) : []),
     ];
     for (const host of se.spec.hosts) {
       const service: Service = {
@@ -96,29 +102,46 @@ export function convertServiceEntries(
   return { services: [...services.values()].sort(compareServices), instances, duplicates };
 }
 
-/** The registry over a config store: recomputed on every ServiceEntry/WorkloadEntry change. */
+type StoreView = Pick<ConfigStore, 'list' | 'onEvent' | 'hasSynced'>;
+
+/**
+ * The registry over a config store: recomputed after ServiceEntry/WorkloadEntry changes.
+ * `workloads`, when given, is a second source of WorkloadEntries (the auto-registered ones, see
+ * ./autoregister.ts), read together with the config store's.
+ *
+ * A recomputation reads everything, so it runs once per burst of changes: a change marks the state
+ * stale and schedules one recomputation in a microtask (a file store commits a whole rescan, e.g.
+ * thousands of resources at startup, synchronously). Reads recompute first when the state is
+ * stale, so they never see an old state; events are emitted by the recomputation.
+ */
 export class ServiceEntryRegistry implements ServiceRegistry {
   readonly name = REGISTRY_NAME;
   private state: ServiceEntryState = { services: [], instances: new Map(), duplicates: [] };
   private readonly events = new RegistryEvents();
-  private readonly unsubscribe: () => void;
+  private readonly unsubscribe: Array<() => void>;
+  private stale = false;
+  private scheduled = false;
 
   constructor(
-    private readonly store: Pick<ConfigStore, 'list' | 'onEvent' | 'hasSynced'>,
+    private readonly store: StoreView,
     readonly clusterId: string,
+    private readonly workloads?: StoreView,
   ) {
     this.refresh();
-    this.unsubscribe = store.onEvent((e) => {
+    const onEvent = (e: ConfigEvent): void => {
       const kind = (e.new ?? e.old).kind;
-      if (kind === 'ServiceEntry' || kind === 'WorkloadEntry') this.refresh();
-    });
+      if (kind === 'ServiceEntry' || kind === 'WorkloadEntry') this.invalidate();
+    };
+    this.unsubscribe = [store.onEvent(onEvent), ...(workloads ? [workloads.onEvent(onEvent)] : [])];
   }
 
   services(): readonly Service[] {
+    this.sync();
     return this.state.services;
   }
 
   instances(service: Pick<Service, 'hostname' | 'namespace'>): readonly ServiceInstance[] {
+    this.sync();
     return this.state.instances.get(serviceKey(service)) ?? [];
   }
 
@@ -131,13 +154,31 @@ export class ServiceEntryRegistry implements ServiceRegistry {
   }
 
   close(): void {
-    this.unsubscribe();
+    this.unsubscribe.forEach((u) => u());
+  }
+
+  private invalidate(): void {
+    this.stale = true;
+    if (this.scheduled) return;
+    this.scheduled = true;
+    queueMicrotask(() => {
+      this.scheduled = false;
+      this.sync();
+    });
+  }
+
+  /** Recomputes now if a change is pending. */
+  sync(): void {
+    if (!this.stale) return;
+    this.stale = false;
+    this.refresh();
   }
 
   /** Recomputes and emits one event per service whose definition or instances changed. */
   private refresh(): void {
     const before = this.state;
-    this.state = convertServiceEntries(this.store.list('ServiceEntry'), this.store.list('WorkloadEntry'), this.clusterId);
+    const entries = [...this.store.list('WorkloadEntry'), ...(this.workloads?.list('WorkloadEntry') ?? [])];
+    this.state = convertServiceEntries(this.store.list('ServiceEntry'), entries, this.clusterId);
     gauge('pilot_duplicate_envoy_clusters').set(this.state.duplicates.length);
     const old = new Map(before.services.map((s) => [serviceKey(s), s]));
     const emit = (kind: 'service' | 'endpoints', event: 'add' | 'update' | 'delete', s: Service): void =>

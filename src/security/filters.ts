@@ -7,7 +7,7 @@ import { anyPack } from '@bufbuild/protobuf/wkt';
 import { JwtAuthenticationSchema, type JwtAuthentication } from '../gen/envoy/extensions/filters/http/jwt_authn/v3/config_pb.js';
 import { RBACSchema } from '../gen/envoy/extensions/filters/http/rbac/v3/rbac_pb.js';
 import { HttpFilterSchema, type HttpFilter } from '../gen/envoy/extensions/filters/network/http_connection_manager/v3/http_connection_manager_pb.js';
-import { JWT_AUTHN_FILTER_NAME } from './authn/names.js';
+import { JWT_AUTHN_FILTER_NAME, RBAC_FILTER_NAME } from './authn/names.js';
 import { buildJwtAuthn, type JwksLookup } from './authn/jwt-filter.js';
 import { buildRbacFilters, type RbacFilter } from './authz/builder.js';
 import { selectPolicies, type WorkloadRef } from '../model/selection.js';
@@ -48,4 +48,35 @@ export function securityHttpFilters(sec: WorkloadSecurity): HttpFilter[] {
     filters.push(create(HttpFilterSchema, { name: r.name, configType: { case: 'typedConfig', value: anyPack(RBACSchema, r.config) } }));
   }
   return filters;
+}
+
+export interface GrpcServerFilters {
+  readonly filters: HttpFilter[];
+  /** What the gRPC server will not enforce, naming the policies: log them. */
+  readonly notes: string[];
+}
+
+/**
+ * The HTTP filters of a proxyless gRPC server (xDS-enabled gRPC), which implements Envoy's RBAC
+ * filter but neither jwt_authn nor the LOG action: the rbac filters of CUSTOM, DENY and ALLOW, in
+ * order, each under its own name (gRPC refuses a listener with two filters of the same name).
+ * RequestAuthentication is not enforced: tokens are not validated, and gRPC's RBAC never matches
+ * metadata, so `requestPrincipals` and `request.auth.*` conditions never hold (ALLOW rules made of
+ * them allow nothing; DENY rules made of them deny nothing). AUDIT policies are left out.
+ */
+export function grpcServerHttpFilters(sec: WorkloadSecurity): GrpcServerFilters {
+  const notes: string[] = [];
+  if (sec.requestAuthentications.length > 0) {
+    const names = sec.requestAuthentications.map((p) => `${p.metadata.namespace}/${p.metadata.name}`).join(', ');
+    notes.push(`RequestAuthentication ${names} is not enforced on a proxyless gRPC server (no jwt_authn): tokens are not validated, and requestPrincipals or request.auth conditions of AuthorizationPolicies never match there`);
+  }
+  const filters: HttpFilter[] = [];
+  for (const r of sec.rbac) {
+    if (r.action === 'AUDIT') {
+      notes.push(`AUDIT AuthorizationPolicies are not sent to a proxyless gRPC server (gRPC refuses the RBAC action LOG)`);
+      continue;
+    }
+    filters.push(create(HttpFilterSchema, { name: `${RBAC_FILTER_NAME}.${r.action.toLowerCase()}`, configType: { case: 'typedConfig', value: anyPack(RBACSchema, r.config) } }));
+  }
+  return { filters, notes };
 }

@@ -288,13 +288,18 @@ export class Connection {
       w.nack(req.responseNonce, req.versionInfo, w.sent, req.errorDetail);
       return { kind: 'nack' };
     }
-    const changed = sotwWildcard(req.typeUrl, names) !== w.wildcard || !sameNames(withoutWildcard(names), w.names);
+    const wildcard = sotwWildcard(req.typeUrl, names);
+    const named = withoutWildcard(names);
+    const changed = wildcard !== w.wildcard || !sameNames(named, w.names);
     if (names.size === 0 && !isWildcardType(req.typeUrl)) {
       this.watches.delete(req.typeUrl);
       return { kind: 'unsubscribe' };
     }
-    w.wildcard = sotwWildcard(req.typeUrl, names);
-    w.names = withoutWildcard(names);
+    // An ACK repeats the subscription: keep the watch's set rather than allocating one per ACK.
+    if (changed) {
+      w.wildcard = wildcard;
+      w.names = named;
+    }
     if (req.responseNonce === '') return { kind: 'respond' };
     if (w.sent) w.ack(w.sent);
     return changed ? { kind: 'respond' } : { kind: 'ack' };

@@ -45,6 +45,7 @@ export interface XdsServerOptions {
   readonly generators: ReadonlyMap<string, ResourceGenerator>;
   /** Called once per stream after its first request; throw XdsStreamError to refuse the proxy. */
   readonly onConnect?: (proxy: ProxyInfo) => void | Promise<void>;
+  /** Called once when a stream whose onConnect succeeded ends. */
   readonly onDisconnect?: (proxy: ProxyInfo) => void;
   /** Sent as control_plane.identifier in every response. */
   readonly controlPlaneId?: string;
@@ -69,6 +70,22 @@ const MAX_TIMER_MS = 2 ** 31 - 1;
 
 /** Distinct SotW resource sets kept encoded (proxies with equal sets share one). */
 const ENCODED_CACHE_SIZE = 64;
+
+/**
+ * The entry of `key` in an LRU kept in `map`'s insertion order (least recent first), made on a
+ * miss; beyond `limit` entries the least recently used goes.
+ */
+function remember<V>(map: Map<string, V>, key: string, limit: number, make: () => V): V {
+  let value = map.get(key);
+  if (value !== undefined) {
+    map.delete(key);
+  } else {
+    value = make();
+    if (map.size >= limit) map.delete(map.keys().next().value!);
+  }
+  map.set(key, value);
+  return value;
+}
 
 /** Make-before-break order: clusters before their endpoints, listeners before their routes. */
 const PUSH_ORDER: readonly string[] = [
@@ -165,6 +182,12 @@ export class XdsServer {
   private nonceSeq = 0;
   /** Encoded SotW resources by `<type URL> <version>`, least recently used first. */
   private readonly encodedResources = new Map<string, Uint8Array>();
+  /**
+   * SotW resource sets by `<type URL> <version>`: the streams that were sent the same version
+   * share one (read-only) map in their delivery records, instead of one per stream (with 2000
+   * proxies holding 1000 clusters and 1000 endpoints each, that was millions of map entries).
+   */
+  private readonly sentResources = new Map<string, ReadonlyMap<string, VersionedResource>>();
   private connectionSeq = 0;
 
   constructor(private readonly options: XdsServerOptions) {
@@ -341,8 +364,12 @@ export class XdsServer {
 
   private async open(s: Session): Promise<void> {
     await this.options.onConnect?.(s.conn.proxy);
-    // The proxy may have gone while the hook ran.
-    if (s.conn.closed) return;
+    // The proxy may have gone while the hook ran: what the hook set up (an auto-registered
+    // WorkloadEntry, say) is still undone, as onDisconnect follows every onConnect that succeeded.
+    if (s.conn.closed) {
+      this.options.onDisconnect?.(s.conn.proxy);
+      return;
+    }
     this.sessions.set(s.conn.proxy.connectionId, s);
     gauge('pilot_xds').set(this.sessions.size);
     log.info(`new ${s.conn.protocol} connection ${s.conn.proxy.connectionId} from ${s.conn.proxy.peer}`);
@@ -451,7 +478,8 @@ export class XdsServer {
     if (!resources || conn.closed) return;
     const version = setVersion(resources.values());
     if (!force && w.sent?.version === version) return;
-    const delivery: Delivery = { version, nonce: this.nextNonce(), time: new Date(), resources };
+    const shared = remember(this.sentResources, `${w.typeUrl} ${version}`, ENCODED_CACHE_SIZE, () => resources);
+    const delivery: Delivery = { version, nonce: this.nextNonce(), time: new Date(), resources: shared };
     w.sent = delivery;
     await this.sendTimed(conn, w.typeUrl, start, () => send(this.encodeSotw(w.typeUrl, delivery)));
   }
@@ -462,15 +490,9 @@ export class XdsServer {
    * (nonce, ...) are encoded alone and put in front, which protobuf parses as one message.
    */
   private encodeSotw(typeUrl: string, d: Delivery): Uint8Array {
-    const key = `${typeUrl} ${d.version}`;
-    let body = this.encodedResources.get(key);
-    if (body) {
-      this.encodedResources.delete(key);
-    } else {
-      body = toBinary(DiscoveryResponseSchema, create(DiscoveryResponseSchema, { resources: [...d.resources.values()].map((r) => r.resource) }));
-      if (this.encodedResources.size >= ENCODED_CACHE_SIZE) this.encodedResources.delete(this.encodedResources.keys().next().value!);
-    }
-    this.encodedResources.set(key, body);
+    const body = remember(this.encodedResources, `${typeUrl} ${d.version}`, ENCODED_CACHE_SIZE, () =>
+      toBinary(DiscoveryResponseSchema, create(DiscoveryResponseSchema, { resources: [...d.resources.values()].map((r) => r.resource) })),
+    );
     const head = toBinary(
       DiscoveryResponseSchema,
       create(DiscoveryResponseSchema, { versionInfo: d.version, typeUrl, nonce: d.nonce, controlPlane: this.controlPlane() }),

@@ -6,6 +6,7 @@ import { RBACSchema } from '../../src/gen/envoy/extensions/filters/http/rbac/v3/
 import { ConfigError } from '../../src/dataplane/config-error.js';
 import { compileRbacEngine, compileRbacFilter, RBAC_DENIED_BODY, RBAC_FILTER_NAME } from '../../src/dataplane/filters/rbac.js';
 import { requestView, type RequestViewInit } from '../../src/dataplane/request.js';
+import { metadataValue } from '../../src/dataplane/matchers.js';
 
 type PermissionInit = MessageInitShape<typeof PermissionSchema>;
 type PrincipalInit = MessageInitShape<typeof PrincipalSchema>;
@@ -243,4 +244,12 @@ describe('rbac engine and filter', () => {
     );
     assert.throws(() => identifies({ identifier: { case: 'sourceIp', value: { addressPrefix: 'nope', prefixLen: 8 } } }, {}), /address_prefix: "nope" is not an IP address/);
   });
+});
+
+it('metadata lookups see only the payload\'s own claims, never inherited object properties', () => {
+  const md = { 'envoy.filters.http.jwt_authn': { jwt_payload: { sub: 'alice' } } };
+  assert.equal(metadataValue(md, 'envoy.filters.http.jwt_authn', ['jwt_payload', 'constructor']), undefined);
+  assert.equal(metadataValue(md, 'envoy.filters.http.jwt_authn', ['jwt_payload', '__proto__']), undefined);
+  assert.equal(metadataValue(md, 'toString', []), undefined);
+  assert.equal(metadataValue(md, 'envoy.filters.http.jwt_authn', ['jwt_payload', 'sub']), 'alice');
 });

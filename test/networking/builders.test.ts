@@ -236,6 +236,28 @@ test('outbound listeners: HTTP ports share 0.0.0.0_<port> with RDS <port>; TCP b
   assert.deepEqual(direct.map((l) => [l.name, addr(l.address), l.bindToPort]), [['127.0.0.1_5432', '127.0.0.1:5432', true]]);
 });
 
+test('outbound ports of unknown protocol: sniffed (http_inspector, HTTP chain on RDS <port>, TCP fallback) when on, TCP when off', () => {
+  const cache = svc({ hostname: 'cache.foo.svc.cluster.local', addresses: ['10.96.0.30'], ports: [{ name: 'cache', port: 6379, protocol: 'UNSUPPORTED' }] });
+  const [on] = buildOutboundListeners([cache, DB], { bind: '0.0.0.0', bindToPort: false, sniffing: true }).listeners;
+  assert.equal(on!.name, '10.96.0.30_6379');
+  assert.deepEqual(on!.listenerFilters.map((f) => f.name), ['envoy.filters.listener.http_inspector']);
+  assert.deepEqual(on!.filterChains.map((c) => [c.name, c.filterChainMatch?.applicationProtocols ?? []]), [
+    ['10.96.0.30_6379_http', ['http/1.0', 'http/1.1', 'h2c']],
+    ['10.96.0.30_6379', []],
+  ]);
+  const hcm = hcmOf(on!.filterChains[0]!);
+  assert.equal(hcm.routeSpecifier.case === 'rds' && hcm.routeSpecifier.value.routeConfigName, '6379');
+  assert.equal(tcpClusterOf(on!.filterChains[1]!), 'outbound|6379||cache.foo.svc.cluster.local');
+  // Known protocols are not sniffed.
+  const db = listenerByName(buildOutboundListeners([cache, DB], { bind: '0.0.0.0', bindToPort: false, sniffing: true }).listeners, '10.96.0.20_5432');
+  assert.deepEqual(db.listenerFilters, []);
+  assert.equal(db.filterChains.length, 1);
+  const [off] = buildOutboundListeners([cache], { bind: '0.0.0.0', bindToPort: false, sniffing: false }).listeners;
+  assert.deepEqual(off!.listenerFilters, []);
+  assert.equal(off!.filterChains.length, 1);
+  assert.equal(tcpClusterOf(off!.filterChains[0]!), 'outbound|6379||cache.foo.svc.cluster.local');
+});
+
 test('ingress listeners without capture: bound on the port, no destination match, to the target cluster', () => {
   const [l] = buildIngressListeners([{ port: 18080, protocol: 'HTTP', target: { address: '127.0.0.1', port: 8080 }, bind: '127.0.0.1' }]);
   assert.equal(l!.name, '127.0.0.1_18080');

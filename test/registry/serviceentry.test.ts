@@ -58,7 +58,9 @@ test('a host declared twice in a namespace: the first ServiceEntry wins, the dup
   assert.equal((await gauge('pilot_duplicate_envoy_clusters').get()).values[0]!.value, 1);
 });
 
-test('the registry follows the store: events for added, changed endpoints, changed and deleted services', () => {
+test('the registry follows the store: events for added, changed endpoints, changed and deleted services', async () => {
+  // Changes are applied in a microtask (one recomputation per burst).
+  const settled = () => new Promise<void>((r) => setImmediate(r));
   const store = storeOf(MESH);
   const reg = new ServiceEntryRegistry(store, 'c1');
   assert.equal(reg.hasSynced(), true);
@@ -66,19 +68,36 @@ test('the registry follows the store: events for added, changed endpoints, chang
   reg.onEvent((e) => events.push(e));
 
   store.apply(workloadEntry('foo', 'echo-3', { address: '10.0.0.3', labels: { app: 'echo' } }));
+  await settled();
   assert.deepEqual(events.splice(0), [{ kind: 'endpoints', event: 'update', hostname: 'echo.foo.svc.cluster.local', namespace: 'foo', registry: 'ServiceEntry' }]);
   assert.ok(reg.instances({ hostname: 'echo.foo.svc.cluster.local', namespace: 'foo' }).some((i) => i.address === '10.0.0.3'));
 
   store.apply(workloadEntry('foo', 'unrelated', { address: '10.0.0.4', labels: { app: 'other' } }));
+  await settled();
   assert.deepEqual(events.splice(0), [], 'a WorkloadEntry no ServiceEntry selects changes nothing');
 
   store.apply(serviceEntry('foo', 'new', { hosts: ['new.example.com'], ports: [{ number: 80, name: 'http' }] }));
+  await settled();
   assert.deepEqual(events.splice(0).map((e) => `${e.kind}:${e.event}:${e.hostname}`), ['service:add:new.example.com']);
 
   store.apply(serviceEntry('foo', 'new', { hosts: ['new.example.com'], ports: [{ number: 81, name: 'http' }] }));
+  await settled();
   assert.deepEqual(events.splice(0).map((e) => `${e.kind}:${e.event}:${e.hostname}`), ['service:update:new.example.com']);
 
   store.delete({ kind: 'ServiceEntry', namespace: 'foo', name: 'new' });
+  await settled();
   assert.deepEqual(events.splice(0).map((e) => `${e.kind}:${e.event}:${e.hostname}`), ['service:delete:new.example.com']);
+  reg.close();
+});
+
+test('a burst of changes is one recomputation, and a read right after a change sees it', async () => {
+  const store = storeOf(MESH);
+  const reg = new ServiceEntryRegistry(store, 'c1');
+  const events: RegistryEvent[] = [];
+  reg.onEvent((e) => events.push(e));
+  for (let i = 3; i < 20; i++) store.apply(workloadEntry('foo', `echo-${i}`, { address: `10.0.0.${i}`, labels: { app: 'echo' } }));
+  assert.equal(reg.instances({ hostname: 'echo.foo.svc.cluster.local', namespace: 'foo' }).filter((i) => i.servicePort.port === 80).length, 19, 'a read recomputes first');
+  await new Promise<void>((r) => setImmediate(r));
+  assert.deepEqual(events.map((e) => `${e.kind}:${e.hostname}`), ['endpoints:echo.foo.svc.cluster.local'], 'one event for the whole burst');
   reg.close();
 });

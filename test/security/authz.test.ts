@@ -4,11 +4,10 @@ import assert from 'node:assert/strict';
 import type { JsonValue } from '@bufbuild/protobuf';
 import { buildRbacFilters, parseRbacPolicyName, rbacPolicyName } from '../../src/security/authz/builder.js';
 import { requestPrincipalSplits, stringMatcher } from '../../src/security/authz/matchers.js';
-import { evaluateRbacFilter, type RequestContext } from '../../src/security/authz/evaluate.js';
 import { StringMatcherSchema } from '../../src/gen/envoy/type/matcher/v3/string_pb.js';
 import { toEnvoyJson } from '../../src/xds/types.js';
 import type { Rule } from '../../src/api/types.js';
-import { andIds, andRules, authz, claim, idValues, issSub, notId, notRule, onlyPolicy, orIds, orRules, rbacJson, ruleValues } from './fixtures.js';
+import { andIds, andRules, authz, claim, idValues, issSub, notId, notRule, onlyPolicy, orIds, orRules, rbacAllows, rbacJson, ruleValues, withPayload } from './fixtures.js';
 
 const ANY_RULE = { any: true };
 const ANY_ID = { any: true };
@@ -95,14 +94,14 @@ test('spec: {} is ALLOW with no rules: an ALLOW filter with no policies (denies 
   const { filters } = buildRbacFilters([authz('nothing', {})]);
   assert.equal(filters.length, 1);
   assert.deepEqual(rbacJson(filters[0]!.config), { rules: {} });
-  assert.equal(evaluateRbacFilter(filters[0]!.config, { headers: { ':path': '/' }, metadata: {} }).allowed, false);
+  assert.equal(rbacAllows(filters[0]!.config, { path: '/' }), false);
 });
 
 test('rules: [{}] matches every request; DENY without rules denies nothing', () => {
   assert.deepEqual(policyOf({}), { permissions: [ANY_RULE], principals: [ANY_ID] });
   const { filters } = buildRbacFilters([authz('d', { action: 'DENY' })]);
   assert.deepEqual(rbacJson(filters[0]!.config), { rules: { action: 'DENY' } });
-  assert.equal(evaluateRbacFilter(filters[0]!.config, { headers: {}, metadata: {} }).allowed, true);
+  assert.equal(rbacAllows(filters[0]!.config), true);
 });
 
 test('policy names: ns[<ns>]-policy[<name>]-rule[<i>], and back', () => {
@@ -159,17 +158,16 @@ test('requestPrincipals with a URL issuer: every "/" is a candidate split, so is
     issSub({ exact: 'https:/' }, { exact: 'issuer.example/alice' }),
     issSub({ exact: 'https://issuer.example' }, { exact: 'alice' }),
   )));
-  const ctx = (iss: string, sub: string): RequestContext => ({ headers: {}, metadata: { 'envoy.filters.http.jwt_authn': { jwt_payload: { iss, sub } } } });
   const filter = buildRbacFilters([authz('p', { rules: [{ from: [{ source: { requestPrincipals: ['https://issuer.example/alice'] } }] }] })]).filters[0]!.config;
-  assert.equal(evaluateRbacFilter(filter, ctx('https://issuer.example', 'alice')).allowed, true);
-  assert.equal(evaluateRbacFilter(filter, ctx('https://issuer.example', 'bob')).allowed, false);
-  assert.equal(evaluateRbacFilter(filter, ctx('https://other.example', 'alice')).allowed, false);
+  assert.equal(rbacAllows(filter, withPayload({ iss: 'https://issuer.example', sub: 'alice' })), true);
+  assert.equal(rbacAllows(filter, withPayload({ iss: 'https://issuer.example', sub: 'bob' })), false);
+  assert.equal(rbacAllows(filter, withPayload({ iss: 'https://other.example', sub: 'alice' })), false);
 });
 
 test('requestPrincipals wildcards: prefix* and *suffix over iss + "/" + sub', () => {
   const check = (pattern: string, iss: string, sub: string) => {
     const filter = buildRbacFilters([authz('p', { rules: [{ from: [{ source: { requestPrincipals: [pattern] } }] }] })]).filters[0]!.config;
-    return evaluateRbacFilter(filter, { headers: {}, metadata: { 'envoy.filters.http.jwt_authn': { jwt_payload: { iss, sub } } } }).allowed;
+    return rbacAllows(filter, withPayload({ iss, sub }));
   };
   const cases: [string, string, string][] = [
     ['https://a.example/*', 'https://a.example', 'x'],

@@ -1,5 +1,8 @@
 // Policy fixtures and helpers shared by the security tests.
-import type { JsonValue } from '@bufbuild/protobuf';
+import type { JsonObject, JsonValue } from '@bufbuild/protobuf';
+import type { DiscoveryOptions } from '../../src/cli/discovery-server.js';
+import { compileRbacFilter } from '../../src/dataplane/filters/rbac.js';
+import { requestView, type RequestViewInit } from '../../src/dataplane/request.js';
 import type { AuthorizationPolicy, AuthorizationPolicySpec, RequestAuthentication, RequestAuthenticationSpec } from '../../src/api/types.js';
 import { RBACSchema, type RBAC } from '../../src/gen/envoy/extensions/filters/http/rbac/v3/rbac_pb.js';
 import { JwtAuthenticationSchema, type JwtAuthentication } from '../../src/gen/envoy/extensions/filters/http/jwt_authn/v3/config_pb.js';
@@ -40,4 +43,33 @@ export function onlyPolicy(json: JsonValue): JsonValue {
   const values = Object.values(policies);
   if (values.length !== 1) throw new Error(`expected one policy, got ${Object.keys(policies).join(', ')}`);
   return values[0]!;
+}
+
+/**
+ * Whether the data plane's compiled rbac filter (the one evaluator: the proxy runs it, and so does
+ * /debug/authz_explain) lets a request through.
+ */
+export function rbacAllows(config: RBAC, init: RequestViewInit = {}): boolean {
+  return compileRbacFilter(config).decodeHeaders(requestView(init)).kind === 'continue';
+}
+
+/** The jwt_authn payload metadata for a request view, as the jwt_authn filter writes it. */
+export const withPayload = (payload: JsonObject): RequestViewInit => ({ metadata: { 'envoy.filters.http.jwt_authn': { jwt_payload: payload } } });
+
+/** Options of an in-process discovery server on 127.0.0.1 port 0 reading its config from `configDir`. */
+export function localDiscoveryOptions(configDir: string): DiscoveryOptions {
+  return {
+    httpAddr: '127.0.0.1:0',
+    monitoringAddr: '127.0.0.1:0',
+    grpcAddr: '127.0.0.1:0',
+    httpsAddr: '127.0.0.1:0',
+    configDir,
+    orchestrator: {},
+    registries: [],
+    domain: 'cluster.local',
+    clusterId: 'Kubernetes',
+    keepaliveIntervalMs: 30_000,
+    keepaliveTimeoutMs: 10_000,
+    maxConnectionAgeMs: 0,
+  };
 }

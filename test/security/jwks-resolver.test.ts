@@ -245,3 +245,44 @@ test('a server slower than the rule timeout is a failure, not a hang', async (t)
     return r.status('ftp://127.0.0.1/jwks')!.failure!;
   })()), /not an http or https URL/);
 });
+
+test('a jwksUri no policy references any more stops being refreshed and retried; one referenced again starts afresh', async (t) => {
+  const kept = new Issuer(createHttp());
+  const dropped = new Issuer(createHttp());
+  const down = new Issuer(createHttp());
+  kept.body = dropped.body = await jwks('k1');
+  down.status = 503;
+  const [keptUri, droppedUri, downUri] = await Promise.all([kept, dropped, down].map(async (i) => `http://127.0.0.1:${await i.listen()}/jwks`));
+  const changed: string[] = [];
+  const resolver = new JwksResolver({ refreshIntervalMs: 20, retryInitialMs: 20, retryMaxMs: 20, unknownKidCooldownMs: 60_000, onChange: (u) => changed.push(u) });
+  t.after(async () => {
+    resolver.close();
+    await Promise.all([kept, dropped, down].map((i) => i.close()));
+  });
+  resolver.lookup('iss-kept', keptUri, 1000);
+  resolver.lookup('iss-dropped', droppedUri, 1000);
+  resolver.lookup('iss-down', downUri, 1000);
+  await eventually(() => assert.ok(dropped.hits >= 2 && down.hits >= 2 && kept.hits >= 2, 'all three are refreshed or retried'));
+  assert.equal(resolver.refreshForUnknownKid('iss-dropped', 'k9'), true, 'starts the cooldown of the dropped issuer');
+
+  // The config changed: only keptUri is still referenced.
+  resolver.retain(new Set([keptUri]));
+  const [droppedAt, downAt, keptAt] = [dropped.hits, down.hits, kept.hits];
+  dropped.body = await jwks('k2'); // a refresh of the dropped uri would now report a change
+  assert.deepEqual(resolver.uris(), [keptUri]);
+  assert.equal(resolver.status(droppedUri), undefined);
+  assert.equal(resolver.refreshForUnknownKid('iss-dropped', 'k9'), false, 'an issuer no policy names is never fetched for');
+  // Time passes (the kept uri is refreshed many times); the others get at most a request already under way.
+  await eventually(() => assert.ok(kept.hits >= keptAt + 5, 'the kept uri goes on being refreshed'));
+  assert.ok(dropped.hits <= droppedAt + 1, `the dropped uri is not refreshed (${dropped.hits - droppedAt} more requests)`);
+  assert.ok(down.hits <= downAt + 1, `the failing dropped uri is not retried (${down.hits - downAt} more requests)`);
+  assert.deepEqual(changed.filter((u) => u === droppedUri), [droppedUri], 'no change is reported for a dropped uri');
+
+  // Referenced again: a new first fetch (fail closed until it arrives), and its cooldown starts afresh.
+  const before = dropped.hits;
+  assert.equal(resolver.lookup('iss-dropped', droppedUri, 1000), FAIL_CLOSED_JWKS);
+  await eventually(() => assert.equal(resolver.status(droppedUri)?.usable, true, 'fetched again'));
+  assert.ok(dropped.hits > before);
+  assert.deepEqual(resolver.status(droppedUri)!.kids, ['k2']);
+  assert.equal(resolver.refreshForUnknownKid('iss-dropped', 'k9'), true, 'the old cooldown was forgotten with the issuer');
+});

@@ -46,6 +46,8 @@ interface Entry {
   first: Promise<void>;
   inflight?: Promise<void>;
   timer?: NodeJS.Timeout;
+  /** No policy references it any more: never scheduled again, its result is dropped. */
+  retired?: boolean;
 }
 
 class FetchError extends Error {}
@@ -123,6 +125,29 @@ export class JwksResolver {
     return true;
   }
 
+  /**
+   * The config changed: `inUse` is every jwksUri a RequestAuthentication still references (see
+   * jwksFetchesInUse). The others stop refreshing and retrying and are forgotten, so a deleted policy
+   * does not keep the discovery server polling its issuer; a fetch under way finishes unused. A uri
+   * referenced again later starts afresh (first fetch, fail closed until it succeeds).
+   */
+  retain(inUse: ReadonlySet<string>): void {
+    for (const [uri, e] of this.entries) {
+      if (inUse.has(uri)) continue;
+      e.retired = true;
+      clearTimeout(e.timer);
+      this.entries.delete(uri);
+      log.info('no policy references this JWKS any more; stopped fetching it', { jwksUri: uri });
+    }
+    const issuers = new Set([...this.entries.values()].flatMap((e) => [...e.issuers]));
+    for (const issuer of this.lastKidRefetch.keys()) if (!issuers.has(issuer)) this.lastKidRefetch.delete(issuer);
+  }
+
+  /** The jwksUris the resolver holds (fetches and refreshes). */
+  uris(): string[] {
+    return [...this.entries.keys()];
+  }
+
   /** Resolves when no fetch is under way. */
   async idle(): Promise<void> {
     for (;;) {
@@ -150,7 +175,7 @@ export class JwksResolver {
   }
 
   private fetch(e: Entry): Promise<void> {
-    if (this.closed) return Promise.resolve();
+    if (this.closed || e.retired) return Promise.resolve();
     e.inflight ??= this.attempt(e).finally(() => (e.inflight = undefined));
     return e.inflight;
   }
@@ -166,6 +191,7 @@ export class JwksResolver {
       this.failed(e, err instanceof FetchError ? err.message : `fetch failed (${(err as Error).message})`);
       return;
     }
+    if (e.retired) return;
     const check = checkJwks(text);
     if (!check.ok) {
       this.failed(e, `invalid JWKS: ${check.reason}`);
@@ -183,6 +209,7 @@ export class JwksResolver {
   }
 
   private failed(e: Entry, reason: string): void {
+    if (e.retired) return;
     e.failure = reason;
     if (e.logged !== reason) {
       e.logged = reason;
@@ -194,7 +221,7 @@ export class JwksResolver {
   }
 
   private schedule(e: Entry, ms: number): void {
-    if (this.closed) return;
+    if (this.closed || e.retired) return;
     clearTimeout(e.timer);
     e.timer = setTimeout(() => void this.fetch(e), ms);
     e.timer.unref();

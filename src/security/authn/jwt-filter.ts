@@ -37,14 +37,37 @@ export function ruleTimeoutMs(rule: JwtRule, warnings: string[] = []): number {
   return DEFAULT_JWKS_TIMEOUT_MS;
 }
 
+/** The jwksUri the resolver fetches for a rule: none when an inline `jwks` takes precedence. */
+function fetchedUri(rule: JwtRule): string | undefined {
+  return rule.jwks === undefined && rule.jwksUri ? rule.jwksUri : undefined;
+}
+
+export interface JwksFetch {
+  readonly issuer: string;
+  readonly jwksUri: string;
+  readonly timeoutMs: number;
+}
+
+/** Every JWKS the policies make the resolver fetch, with the issuer and the rule's timeout. */
+export function jwksFetchesInUse(policies: readonly RequestAuthentication[]): JwksFetch[] {
+  return policies.flatMap((p) =>
+    (p.spec.jwtRules ?? []).flatMap((r) => {
+      const jwksUri = fetchedUri(r);
+      return jwksUri ? [{ issuer: r.issuer, jwksUri, timeoutMs: ruleTimeoutMs(r) }] : [];
+    }),
+  );
+}
+
+
 function keysOf(rule: JwtRule, lookup: JwksLookup, warnings: string[]): string {
+  const uri = fetchedUri(rule);
+  if (uri !== undefined) return lookup(rule.issuer, uri, ruleTimeoutMs(rule, warnings));
   if (rule.jwks !== undefined) {
     const check = checkJwks(rule.jwks);
     if (check.ok) return check.jwks;
     warnings.push(`jwtRules issuer "${rule.issuer}": inline jwks ${check.reason}; no token of this issuer is accepted`);
     return FAIL_CLOSED_JWKS;
   }
-  if (rule.jwksUri) return lookup(rule.issuer, rule.jwksUri, ruleTimeoutMs(rule, warnings));
   warnings.push(`jwtRules issuer "${rule.issuer}": neither jwksUri nor jwks is set; no token of this issuer is accepted`);
   return FAIL_CLOSED_JWKS;
 }

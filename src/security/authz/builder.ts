@@ -6,7 +6,7 @@ import { RBACSchema, type RBAC } from '../../gen/envoy/extensions/filters/http/r
 import { RBAC_Action, type Policy } from '../../gen/envoy/config/rbac/v3/rbac_pb.js';
 import { type AuthorizationAction, type AuthorizationPolicy } from '../../api/types.js';
 import { RBAC_FILTER_NAME } from '../authn/names.js';
-import { translateRule, type OnError } from './model.js';
+import { translateRule, type OnError, type PolicyLayout } from './model.js';
 
 export const FILTER_ORDER: readonly AuthorizationAction[] = ['CUSTOM', 'AUDIT', 'DENY', 'ALLOW'];
 
@@ -18,6 +18,8 @@ export interface RbacFilter {
   readonly name: string;
   readonly action: AuthorizationAction;
   readonly config: RBAC;
+  /** By RBAC policy name: which from/to entry and `when` condition each generated matcher stands for. */
+  readonly layouts: Readonly<Record<string, PolicyLayout>>;
 }
 
 export interface RbacBuild {
@@ -69,17 +71,21 @@ export function buildRbacFilters(policies: readonly AuthorizationPolicy[]): Rbac
     const ofAction = policies.filter((p) => actionOf(p) === action);
     if (ofAction.length === 0) continue;
     const envoyPolicies: Record<string, Policy> = {};
+    const layouts: Record<string, PolicyLayout> = {};
     for (const p of ofAction) {
       for (const [i, rule] of (p.spec.rules ?? []).entries()) {
         const name = rbacPolicyName(p.metadata.namespace, p.metadata.name, i);
         const result = translateRule(rule, ON_ERROR[action]);
         warnings.push(...result.warnings.map((w) => `AuthorizationPolicy ${p.metadata.namespace}/${p.metadata.name} rules[${i}].${w}`));
-        if (result.policy) envoyPolicies[name] = result.policy;
+        if (result.policy && result.layout) {
+          envoyPolicies[name] = result.policy;
+          layouts[name] = result.layout;
+        }
       }
     }
     const rules = { action: ENVOY_ACTION[action], policies: envoyPolicies };
     const config = create(RBACSchema, action === 'CUSTOM' ? { rules, rulesStatPrefix: CUSTOM_STAT_PREFIX } : { rules });
-    filters.push({ name: RBAC_FILTER_NAME, action, config });
+    filters.push({ name: RBAC_FILTER_NAME, action, config, layouts });
   }
   return { filters, warnings };
 }

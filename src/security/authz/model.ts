@@ -23,11 +23,31 @@ import {
 } from './translators.js';
 
 /** One constrained attribute of a rule: its values and not-values, and where it was written. */
-interface Clause {
-  readonly where: string;
+interface Clause extends ClauseInfo {
   readonly translator: Translator;
+}
+
+/**
+ * Where one AND-element of a generated Principal or Permission came from, so an explanation can
+ * name the `from`/`to` entry and field, or the `when` condition, that a request did not satisfy.
+ */
+export interface ClauseInfo {
+  /** As the policy spells it: `from[0].source.requestPrincipals`, `when[1] (request.auth.claims[groups])`. */
+  readonly where: string;
+  /** The request attribute it constrains: a `when` key, or `host`, `method`, `path` for operations. */
+  readonly attribute: string;
   readonly values: readonly string[];
   readonly notValues: readonly string[];
+}
+
+/**
+ * The shape of a generated Policy: `principals[j]` is from[j] (or the rule's `when` alone), and is
+ * `and_ids` of exactly the clauses listed, in order (an empty list: `any`); the same for
+ * `permissions[i]` and to[i].
+ */
+export interface PolicyLayout {
+  readonly principals: readonly (readonly ClauseInfo[])[];
+  readonly permissions: readonly (readonly ClauseInfo[])[];
 }
 
 /**
@@ -39,6 +59,7 @@ export type OnError = 'drop-rule' | 'drop-clause';
 
 export interface RuleResult {
   policy?: Policy;
+  layout?: PolicyLayout;
   warnings: string[];
 }
 
@@ -48,7 +69,7 @@ function clauses<T extends object>(defs: readonly FieldDef<T>[], entry: T | unde
   for (const d of defs) {
     const values = (entry[d.field] as string[] | undefined) ?? [];
     const notValues = (entry[d.notField] as string[] | undefined) ?? [];
-    if (values.length > 0 || notValues.length > 0) out.push({ where: `${where}.${d.field}`, translator: d.translator, values, notValues });
+    if (values.length > 0 || notValues.length > 0) out.push({ where: `${where}.${d.field}`, attribute: d.attribute, translator: d.translator, values, notValues });
   }
   return out;
 }
@@ -73,8 +94,11 @@ export function translateRule(rule: Rule, onError: OnError): RuleResult {
   const warnings: string[] = [];
   const permissionsOf: Permission[][] = [];
   const principalsOf: Principal[][] = [];
+  const permissionLayout: ClauseInfo[][] = [];
+  const principalLayout: ClauseInfo[][] = [];
 
-  const translate = (list: Clause[], perms: Permission[], princs: Principal[]): boolean => {
+  /** Translates the clauses into perms/princs, recording each translated clause in permInfo/princInfo. */
+  const translate = (list: Clause[], perms: Permission[], princs: Principal[], permInfo: ClauseInfo[], princInfo: ClauseInfo[]): boolean => {
     for (const c of list) {
       let out: Permission | Principal;
       try {
@@ -85,8 +109,14 @@ export function translateRule(rule: Rule, onError: OnError): RuleResult {
         if (onError === 'drop-rule') return false;
         continue;
       }
-      if (c.translator.side === 'permission') perms.push(out as Permission);
-      else princs.push(out as Principal);
+      const info: ClauseInfo = { where: c.where, attribute: c.attribute, values: c.values, notValues: c.notValues };
+      if (c.translator.side === 'permission') {
+        perms.push(out as Permission);
+        permInfo.push(info);
+      } else {
+        princs.push(out as Principal);
+        princInfo.push(info);
+      }
     }
     return true;
   };
@@ -95,7 +125,7 @@ export function translateRule(rule: Rule, onError: OnError): RuleResult {
   for (const [i, cond] of (rule.when ?? []).entries()) {
     const where = `when[${i}] (${cond.key})`;
     try {
-      when.push({ where, translator: translatorFor(cond.key), values: cond.values ?? [], notValues: cond.notValues ?? [] });
+      when.push({ where, attribute: cond.key, translator: translatorFor(cond.key), values: cond.values ?? [], notValues: cond.notValues ?? [] });
     } catch (e) {
       if (!(e instanceof TranslationError)) throw e;
       warnings.push(`${where}: ${e.message}; ${onError === 'drop-rule' ? 'rule ignored' : 'condition ignored, the rule matches more requests'}`);
@@ -104,24 +134,30 @@ export function translateRule(rule: Rule, onError: OnError): RuleResult {
   }
   const whenPerms: Permission[] = [];
   const whenPrincs: Principal[] = [];
-  if (!translate(when, whenPerms, whenPrincs)) return { warnings };
+  const whenPermInfo: ClauseInfo[] = [];
+  const whenPrincInfo: ClauseInfo[] = [];
+  if (!translate(when, whenPerms, whenPrincs, whenPermInfo, whenPrincInfo)) return { warnings };
 
   const from = rule.from?.length ? rule.from.map((f, i) => clauses(SOURCE_FIELDS, f.source, `from[${i}].source`)) : [[]];
   for (const list of from) {
     const princs: Principal[] = [];
-    if (!translate(list, [], princs)) return { warnings };
+    const info: ClauseInfo[] = [];
+    if (!translate(list, [], princs, [], info)) return { warnings };
     principalsOf.push([...princs, ...whenPrincs]);
+    principalLayout.push([...info, ...whenPrincInfo]);
   }
   const to = rule.to?.length ? rule.to.map((t, i) => clauses(OPERATION_FIELDS, t.operation, `to[${i}].operation`)) : [[]];
   for (const list of to) {
     const perms: Permission[] = [];
-    if (!translate(list, perms, [])) return { warnings };
+    const info: ClauseInfo[] = [];
+    if (!translate(list, perms, [], info, [])) return { warnings };
     permissionsOf.push([...perms, ...whenPerms]);
+    permissionLayout.push([...info, ...whenPermInfo]);
   }
 
   const policy = create(PolicySchema, {
     permissions: permissionsOf.map((and) => (and.length ? andRules(and) : permission({ case: 'any', value: true }))),
     principals: principalsOf.map((and) => (and.length ? andIds(and) : principal({ case: 'any', value: true }))),
   });
-  return { policy, warnings };
+  return { policy, layout: { principals: principalLayout, permissions: permissionLayout }, warnings };
 }

@@ -73,7 +73,7 @@ const method = onPermission((v) => permission({ case: 'header', value: headerMat
 const path = onPermission((v) => permission({ case: 'urlPath', value: { rule: { case: 'path', value: stringMatcher(v) } } }));
 
 /** `request.auth.claims[a][b]` -> ['a', 'b']. */
-function bracketPath(key: string, prefix: string): string[] | undefined {
+export function bracketPath(key: string, prefix: string): string[] | undefined {
   if (!key.startsWith(prefix)) return undefined;
   const rest = key.slice(prefix.length);
   const m = /^(\[[^[\]]+\])+$/.exec(rest);
@@ -97,11 +97,13 @@ export function translatorFor(key: string): Translator {
 export interface FieldDef<T> {
   readonly field: keyof T & string;
   readonly notField: keyof T & string;
+  /** The request attribute: the matching `when` key, or `host`, `method`, `path`. */
+  readonly attribute: string;
   readonly translator: Translator;
 }
 
 function sourceField(field: keyof Source & string, notField: keyof Source & string, key: string): FieldDef<Source> {
-  return { field, notField, translator: FIXED[key]! };
+  return { field, notField, attribute: key, translator: FIXED[key]! };
 }
 
 export const SOURCE_FIELDS: readonly FieldDef<Source>[] = [
@@ -113,8 +115,8 @@ export const SOURCE_FIELDS: readonly FieldDef<Source>[] = [
 ];
 
 export const OPERATION_FIELDS: readonly FieldDef<Operation>[] = [
-  { field: 'hosts', notField: 'notHosts', translator: host },
-  { field: 'ports', notField: 'notPorts', translator: FIXED['destination.port']! },
-  { field: 'methods', notField: 'notMethods', translator: method },
-  { field: 'paths', notField: 'notPaths', translator: path },
+  { field: 'hosts', notField: 'notHosts', attribute: 'host', translator: host },
+  { field: 'ports', notField: 'notPorts', attribute: 'destination.port', translator: FIXED['destination.port']! },
+  { field: 'methods', notField: 'notMethods', attribute: 'method', translator: method },
+  { field: 'paths', notField: 'notPaths', attribute: 'path', translator: path },
 ];

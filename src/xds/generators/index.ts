@@ -14,6 +14,7 @@ import type { ListenerConflict } from '../../networking/listener.js';
 import { parseProxy, ProxyParseError, type Proxy } from '../../model/proxy.js';
 import type { PushContext } from '../../model/push-context.js';
 import { XdsStreamError, type GenerateRequest, type ProxyInfo, type ResourceGenerator, type XdsResource } from '../generator.js';
+import { XdsCache } from '../cache.js';
 import { TypeUrl } from '../types.js';
 import { grpcListeners, grpcRoutes, type GrpcOptions } from './grpc.js';
 import { clusterLoadAssignments, sidecarClusters, sidecarListeners, sidecarRoutes, type SidecarOptions } from './sidecar.js';
@@ -118,9 +119,11 @@ export function createMeshGenerators(options: MeshGeneratorOptions): Map<string,
   const conflicts = new ConflictRecorder(options.pushContext);
   const opts: MeshGeneratorOptions = {
     inboundSniffing: setting('PILOT_ENABLE_PROTOCOL_SNIFFING_FOR_INBOUND'),
+    outboundSniffing: setting('PILOT_ENABLE_PROTOCOL_SNIFFING_FOR_OUTBOUND'),
     detectionTimeout: setting('PILOT_INBOUND_PROTOCOL_DETECTION_TIMEOUT') / 1000,
     onProblem: oncePerPush(options.pushContext, (message) => log.warn(message)),
     onConflict: (c) => conflicts.record(c),
+    cache: new XdsCache(),
     ...options,
   };
   const gen =
@@ -139,10 +142,10 @@ export function createMeshGenerators(options: MeshGeneratorOptions): Map<string,
     [
       TypeUrl.RouteConfiguration,
       gen((proxy, push, names) =>
-        resources(RouteConfigurationSchema, isGrpc(proxy) ? grpcRoutes(proxy, push, names) : sidecarRoutes(proxy, push, names), (r) => r.name),
+        resources(RouteConfigurationSchema, isGrpc(proxy) ? grpcRoutes(proxy, push, names) : sidecarRoutes(proxy, push, names, opts.outboundSniffing, opts.cache), (r) => r.name),
       ),
     ],
-    [TypeUrl.Cluster, gen((proxy, push) => resources(ClusterSchema, sidecarClusters(proxy, push, !isGrpc(proxy)), (c) => c.name))],
-    [TypeUrl.ClusterLoadAssignment, gen((proxy, push, names) => resources(ClusterLoadAssignmentSchema, clusterLoadAssignments(proxy, push, names), (c) => c.clusterName))],
+    [TypeUrl.Cluster, gen((proxy, push) => resources(ClusterSchema, sidecarClusters(proxy, push, !isGrpc(proxy), opts.cache), (c) => c.name))],
+    [TypeUrl.ClusterLoadAssignment, gen((proxy, push, names) => resources(ClusterLoadAssignmentSchema, clusterLoadAssignments(proxy, push, names, opts.cache), (c) => c.clusterName))],
   ]);
 }

@@ -11,21 +11,26 @@ import { isHttpProtocol, type Service, type ServiceInstance } from '../../model/
 import { blackHoleCluster, buildInboundCluster, buildOutboundCluster, passthroughCluster } from '../../networking/cluster.js';
 import { buildLoadAssignment, type EndpointInput } from '../../networking/endpoint.js';
 import { inboundPorts } from '../../networking/inbound.js';
-import { buildIngressListeners, buildOutboundListeners, buildVirtualInbound, buildVirtualOutbound, type InboundOptions, type ListenerConflict } from '../../networking/listener.js';
-import { LOCALHOST, outboundClusterName, parseClusterName, WILDCARD_ADDRESS } from '../../networking/names.js';
+import { buildIngressListeners, buildOutboundListeners, buildVirtualInbound, buildVirtualOutbound, sniffedProtocol, type InboundOptions, type ListenerConflict } from '../../networking/listener.js';
+import { LOCALHOST, outboundClusterName, WILDCARD_ADDRESS } from '../../networking/names.js';
 import { buildOutboundRouteConfig } from '../../networking/route.js';
+import { cacheKey, type XdsCache } from '../cache.js';
 
 export interface SidecarOptions {
   /** The security filters of the proxy's inbound HTTP chains, in order (jwt_authn, rbac). */
   readonly inboundHttpFilters?: (proxy: Proxy, push: PushContext) => readonly HttpFilter[];
   /** PILOT_ENABLE_PROTOCOL_SNIFFING_FOR_INBOUND. */
   readonly inboundSniffing?: boolean;
+  /** PILOT_ENABLE_PROTOCOL_SNIFFING_FOR_OUTBOUND. */
+  readonly outboundSniffing?: boolean;
   /** PILOT_INBOUND_PROTOCOL_DETECTION_TIMEOUT, seconds. */
   readonly detectionTimeout?: number;
   /** Reports user errors found while generating (bad Sidecar fields). */
   readonly onProblem?: (message: string) => void;
   /** Reports outbound listener conflicts (counted in the pilot_conflict_outbound_listener_* gauges). */
   readonly onConflict?: (conflict: ListenerConflict) => void;
+  /** Built messages kept across snapshots, keyed by their inputs (see ../cache.ts). */
+  readonly cache?: XdsCache;
 }
 
 export function toEndpoints(instances: readonly ServiceInstance[]): EndpointInput[] {
@@ -44,6 +49,17 @@ function memo<T>(owner: object, key: string, build: () => T): T {
   const v = build();
   m.set(key, v);
   return v;
+}
+
+/**
+ * Through the XDS cache when there is one: `key` names the builder and lists everything `build`
+ * reads, so an entry is reused exactly when its inputs are unchanged, across snapshots. The memos
+ * above stay in front of it: within one snapshot they are cheaper than fingerprinting inputs.
+ */
+function cached<T>(cache: XdsCache | undefined, key: () => [kind: string, ...inputs: unknown[]], build: () => T): T {
+  if (!cache?.enabled) return build();
+  const [kind, ...inputs] = key();
+  return cache.getOrBuild(cacheKey(kind, ...inputs), build);
 }
 
 function captured(proxy: Proxy): boolean {
@@ -71,59 +87,94 @@ export function sidecarListeners(proxy: Proxy, push: PushContext, opts: SidecarO
     ...(opts.detectionTimeout !== undefined ? { detectionTimeout: opts.detectionTimeout } : {}),
   };
   const cap = captured(proxy);
-  const outbound = memo(scope, `lds:${cap}`, () =>
-    buildOutboundListeners(outboundServices(proxy, push), { bind: cap ? WILDCARD_ADDRESS : LOCALHOST, bindToPort: !cap }),
-  );
+  const sniffing = opts.outboundSniffing ?? false;
+  const outbound = memo(scope, `lds:${cap}:${sniffing}`, () => {
+    const services = outboundServices(proxy, push);
+    const listenerOpts = { bind: cap ? WILDCARD_ADDRESS : LOCALHOST, bindToPort: !cap, sniffing };
+    return cached(opts.cache, () => ['lds-outbound', services, listenerOpts], () => buildOutboundListeners(services, listenerOpts));
+  });
   outbound.conflicts.forEach((c) => opts.onConflict?.(c));
-  if (!cap) return [...buildIngressListeners(inbound.ports, inboundOpts), ...outbound.listeners];
-  const virtualOutbound = memo(scope, 'virtualOutbound', () => buildVirtualOutbound(scope.outboundTrafficPolicy));
-  return [virtualOutbound, buildVirtualInbound(inbound.ports, inboundOpts), ...outbound.listeners];
+  // The inbound side is the proxy's own (its ports, the policies selecting it): built per proxy,
+  // through the cache so that proxies with equal inputs share one message.
+  const inboundKey = (kind: string): [string, ...unknown[]] => [kind, inbound.ports, inboundOpts];
+  if (!cap) return [...cached(opts.cache, () => inboundKey('lds-ingress'), () => buildIngressListeners(inbound.ports, inboundOpts)), ...outbound.listeners];
+  const mode = scope.outboundTrafficPolicy;
+  const virtualOutbound = memo(scope, 'virtualOutbound', () => cached(opts.cache, () => ['virtualOutbound', mode], () => buildVirtualOutbound(mode)));
+  return [virtualOutbound, cached(opts.cache, () => inboundKey('virtualInbound'), () => buildVirtualInbound(inbound.ports, inboundOpts)), ...outbound.listeners];
 }
 
-/** Outbound route configurations named by port; only `names` when given. */
-export function sidecarRoutes(proxy: Proxy, push: PushContext, names?: ReadonlySet<string>): RouteConfiguration[] {
+/**
+ * Outbound route configurations named by port, for HTTP ports and, with outbound sniffing, ports of
+ * unknown protocol (their listeners' HTTP chains use them); only `names` when given.
+ */
+export function sidecarRoutes(proxy: Proxy, push: PushContext, names?: ReadonlySet<string>, outboundSniffing = false, cache?: XdsCache): RouteConfiguration[] {
   const scope = push.sidecarScope(proxy);
-  const all = memo(scope, `rds:${captured(proxy)}`, () => {
+  const all = memo(scope, `rds:${captured(proxy)}:${outboundSniffing}`, () => {
     const byPort = new Map<number, Service[]>();
     for (const s of outboundServices(proxy, push)) {
       for (const p of s.ports) {
-        if (!isHttpProtocol(p.protocol)) continue;
+        if (!isHttpProtocol(p.protocol) && !sniffedProtocol(p.protocol, outboundSniffing)) continue;
         const list = byPort.get(p.port);
         if (list) list.push(s);
         else byPort.set(p.port, [s]);
       }
     }
     const opts = { domain: push.domain, proxyNamespace: proxy.namespace, outboundTrafficPolicy: scope.outboundTrafficPolicy };
-    return [...byPort.entries()].sort(([a], [b]) => a - b).map(([port, services]) => buildOutboundRouteConfig(port, services, opts));
+    return [...byPort.entries()]
+      .sort(([a], [b]) => a - b)
+      .map(([port, services]) => cached(cache, () => ['rds', port, services, opts], () => buildOutboundRouteConfig(port, services, opts)));
   });
   return names ? all.filter((r) => names.has(r.name)) : all;
 }
 
 /** Outbound clusters of every visible service port, inbound clusters, BlackHole and Passthrough. */
-export function sidecarClusters(proxy: Proxy, push: PushContext, withInbound = true): Cluster[] {
+export function sidecarClusters(proxy: Proxy, push: PushContext, withInbound = true, cache?: XdsCache): Cluster[] {
   const outbound = memo(push.sidecarScope(proxy), 'cds', () =>
-    push.sidecarScope(proxy).services.flatMap((s) => s.ports.map((p) => buildOutboundCluster(s, p, toEndpoints(push.instances(s, p.port))))),
+    push.sidecarScope(proxy).services.flatMap((s) =>
+      s.ports.map((p) => {
+        const endpoints = toEndpoints(push.instances(s, p.port));
+        // EDS clusters do not carry their endpoints: leaving them out of the key keeps the
+        // cluster (and its version) when only endpoints change.
+        const keyEndpoints = s.resolution === 'STATIC' ? [] : endpoints;
+        return cached(cache, () => ['cds', s, p, keyEndpoints], () => buildOutboundCluster(s, p, endpoints));
+      }),
+    ),
   );
-  const inbound = withInbound ? inboundPorts(proxy, push).ports.map((p) => buildInboundCluster(p.port, p.target, p.protocol)) : [];
-  return [...outbound, ...inbound, ...memo(push, 'catchAll', () => [blackHoleCluster(), passthroughCluster()])];
+  const inbound = withInbound
+    ? inboundPorts(proxy, push).ports.map((p) => cached(cache, () => ['cds-inbound', p.port, p.target, p.protocol], () => buildInboundCluster(p.port, p.target, p.protocol)))
+    : [];
+  return [...outbound, ...inbound, ...memo(push, 'catchAll', () => cached(cache, () => ['cds-catchall'], () => [blackHoleCluster(), passthroughCluster()]))];
 }
 
 /**
  * Load assignments of the proxy's EDS clusters (`names`, or all of them). A name that is not an
- * outbound cluster of a service the proxy sees is left out (the server reports it as absent).
+ * outbound cluster of a STATIC service the proxy sees is left out (the server reports it as absent).
+ * Proxies ask for every cluster by name on every push, so the scope's assignments are indexed by
+ * cluster name once per snapshot and each name costs one lookup.
  */
-export function clusterLoadAssignments(proxy: Proxy, push: PushContext, names?: ReadonlySet<string>): ClusterLoadAssignment[] {
+export function clusterLoadAssignments(proxy: Proxy, push: PushContext, names?: ReadonlySet<string>, cache?: XdsCache): ClusterLoadAssignment[] {
   const scope = push.sidecarScope(proxy);
-  const wanted = names
-    ? [...names].flatMap((n) => {
-        const parts = parseClusterName(n);
-        if (!parts || parts.direction !== 'outbound') return [];
-        const service = scope.byHost.get(parts.hostname);
-        return service && service.resolution === 'STATIC' && service.ports.some((p) => p.port === parts.port) ? [{ service, port: parts.port }] : [];
-      })
-    : scope.services.filter((s) => s.resolution === 'STATIC').flatMap((service) => service.ports.map((p) => ({ service, port: p.port })));
-  return wanted.map(({ service, port }) => {
-    const name = outboundClusterName(port, service.hostname);
-    return memo(push, `eds:${service.namespace}/${name}`, () => buildLoadAssignment(name, toEndpoints(push.instances(service, port))));
+  const byName = memo(scope, 'eds', () => {
+    const index = new Map<string, ClusterLoadAssignment>();
+    for (const service of scope.services) {
+      if (service.resolution !== 'STATIC') continue;
+      for (const { port } of service.ports) {
+        const name = outboundClusterName(port, service.hostname);
+        // Shared by the scopes that see the same service.
+        const cla = memo(push, `eds:${service.namespace}/${name}`, () => {
+          const endpoints = toEndpoints(push.instances(service, port));
+          return cached(cache, () => ['eds', name, endpoints], () => buildLoadAssignment(name, endpoints));
+        });
+        index.set(name, cla);
+      }
+    }
+    return index;
   });
+  if (!names) return [...byName.values()];
+  const out: ClusterLoadAssignment[] = [];
+  for (const n of names) {
+    const cla = byName.get(n);
+    if (cla) out.push(cla);
+  }
+  return out;
 }

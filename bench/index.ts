@@ -1,0 +1,14 @@
+// `npm run bench -- <name>`: runs one benchmark. Each prints a table; see docs/bench.md.
+const BENCHES: Record<string, { file: string; about: string }> = {
+  xds: { file: './xds/discovery.js', about: 'discovery server, real pipeline: 1000 ServiceEntry services, 2000 proxies over gRPC' },
+  'xds-server': { file: './xds/ads-server.js', about: 'ADS server alone with fixed resources' },
+  dataplane: { file: './dataplane/run.js', about: 'mesh-proxy throughput, latency, CPU and RSS (--seconds N)' },
+};
+
+const name = process.argv[2];
+const bench = name === undefined ? undefined : BENCHES[name];
+if (!bench) {
+  console.error(`usage: npm run bench -- <name>\n${Object.entries(BENCHES).map(([n, b]) => `  ${n.padEnd(12)}${b.about}`).join('\n')}`);
+  process.exit(2);
+}
+await import(bench.file);

@@ -1,0 +1,131 @@
+// Benchmark of the whole discovery server: the real pipeline (file config store -> ServiceEntry
+// registry -> PushContext -> JWKS/security filters -> generators with the XDS cache -> XdsServer,
+// debounced pushes), SERVICES ServiceEntries with a WorkloadEntry per proxy, PROXIES SotW streams
+// from a child process (ads-clients.ts) that subscribe like Envoy (CDS, EDS for every cluster, LDS,
+// RDS) and ACK everything. Times are end to end: from the file write to the moment the last
+// proxy has received the new version. Prints a table.
+//
+//   npm run bench -- xds          # SERVICES=1000 PROXIES=2000 NAMESPACES=10 by default
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { DiscoveryServer } from '../../src/cli/discovery-server.js';
+import { loadSettings, setting } from '../../src/common/env.js';
+import { setScopeLevel } from '../../src/common/log.js';
+import { TypeUrl } from '../../src/xds/types.js';
+import { localDiscoveryOptions } from '../../test/security/fixtures.js';
+import { cpuMs, printTable, RssSampler, SimulatedProxies } from './clients.js';
+
+const SERVICES = Number(process.env.SERVICES ?? 1000);
+const PROXIES = Number(process.env.PROXIES ?? 2000);
+const NAMESPACES = Number(process.env.NAMESPACES ?? 10);
+const DOMAIN = 'cluster.local';
+
+loadSettings('discovery', process.env);
+for (const s of ['ads', 'model', 'default', 'source']) setScopeLevel(s, 'warn');
+
+const ns = (i: number): string => `ns-${i % NAMESPACES}`;
+const host = (i: number): string => `svc-${i}.${ns(i)}.svc.${DOMAIN}`;
+/** Proxy j runs a workload of service j % SERVICES at 10.<j>. */
+const ipOf = (j: number): string => `10.${(j >> 16) & 255}.${(j >> 8) & 255}.${j & 255}`;
+
+function serviceEntry(i: number): string {
+  return `apiVersion: networking.mesh.io/v1
+kind: ServiceEntry
+metadata: {name: svc-${i}, namespace: ${ns(i)}}
+spec:
+  hosts: [${host(i)}]
+  addresses: [240.240.${(i >> 8) & 255}.${i & 255}]
+  location: MESH_INTERNAL
+  resolution: STATIC
+  ports: [{number: 80, name: http, protocol: HTTP, targetPort: 8080}]
+  workloadSelector: {labels: {app: svc-${i}}}`;
+}
+
+function workloadEntry(j: number, i = j % SERVICES, address = ipOf(j)): string {
+  return `apiVersion: networking.mesh.io/v1
+kind: WorkloadEntry
+metadata: {name: svc-${i}-${j}, namespace: ${ns(i)}}
+spec:
+  address: ${address}
+  labels: {app: svc-${i}}
+  serviceAccount: svc-${i}`;
+}
+
+function rootPolicy(paths: string[]): string {
+  return `apiVersion: security.mesh.io/v1
+kind: AuthorizationPolicy
+metadata: {name: mesh-wide, namespace: mesh-system}
+spec:
+  action: ALLOW
+  rules:
+  - from: [{source: {namespaces: [${[...Array(NAMESPACES).keys()].map((n) => `ns-${n}`).join(', ')}]}}]
+    to: [{operation: {paths: [${paths.map((p) => JSON.stringify(p)).join(', ')}]}}]`;
+}
+
+const dir = mkdtempSync(join(tmpdir(), 'mesh-bench-xds-'));
+for (let n = 0; n < NAMESPACES; n++) {
+  const docs: string[] = [];
+  for (let i = n; i < SERVICES; i += NAMESPACES) docs.push(serviceEntry(i));
+  for (let j = 0; j < PROXIES; j++) if (j % SERVICES % NAMESPACES === n) docs.push(workloadEntry(j));
+  writeFileSync(join(dir, `ns-${n}.yaml`), docs.join('\n---\n'));
+}
+writeFileSync(join(dir, 'mesh-system.yaml'), rootPolicy(['/api/*']));
+
+// The flags of a local `pilot-discovery discovery --configDir` on ephemeral ports.
+const server = new DiscoveryServer({ ...localDiscoveryOptions(dir), domain: DOMAIN });
+const rss = new RssSampler();
+let peakRss = 0;
+const cpuStart = process.cpuUsage();
+await server.start();
+const rows: string[][] = [['step', 'all proxies have it (ms)', 'server CPU (ms)', 'server peak RSS (MB)', 'responses received']];
+const mb = (b: number): string => (b / 1e6).toFixed(0);
+const fmt = (counts: Record<string, number>): string =>
+  Object.entries(counts)
+    .map(([t, n]) => `${t.slice(t.lastIndexOf('.') + 1)}=${n}`)
+    .join(' ');
+
+const clients = new SimulatedProxies(server.addresses.grpc!, PROXIES);
+const nodes = Array.from({ length: PROXIES }, (_, j) => {
+  const i = j % SERVICES;
+  return {
+    id: `sidecar~${ipOf(j)}~svc-${i}-${j}.${ns(i)}~${ns(i)}.svc.${DOMAIN}`,
+    metadata: { NAMESPACE: ns(i), LABELS: { app: `svc-${i}` }, INSTANCE_IPS: ipOf(j), SERVICE_ACCOUNT: `svc-${i}` },
+  };
+});
+const eds = Array.from({ length: SERVICES }, (_, i) => `outbound|80||${host(i)}`);
+
+async function step(label: string, expect: Record<string, number> | undefined, change: () => void | Promise<void>): Promise<void> {
+  rss.reset();
+  const cpu = process.cpuUsage();
+  const start = performance.now();
+  const done = expect ? clients.expect(expect) : undefined;
+  await change();
+  const received = done ? await done : {};
+  const peak = rss.peak();
+  peakRss = Math.max(peakRss, peak);
+  rows.push([label, (performance.now() - start).toFixed(0), cpuMs(process.cpuUsage(cpu)).toFixed(0), mb(peak), fmt(received)]);
+}
+
+await step(`${PROXIES} proxies connect, initial CDS+EDS+LDS+RDS`, undefined, () => clients.connect({ nodes, eds, rds: ['80'] }));
+await step('AuthorizationPolicy edit in mesh-system (LDS)', { [TypeUrl.Listener]: PROXIES }, () =>
+  writeFileSync(join(dir, 'mesh-system.yaml'), rootPolicy(['/api/*', '/health'])),
+);
+await step('new WorkloadEntry of one service (EDS)', { [TypeUrl.ClusterLoadAssignment]: PROXIES }, () =>
+  writeFileSync(join(dir, 'extra-endpoint.yaml'), workloadEntry(PROXIES, 0, '10.255.255.1')),
+);
+await step('new ServiceEntry (CDS+RDS)', { [TypeUrl.Cluster]: PROXIES, [TypeUrl.RouteConfiguration]: PROXIES }, () =>
+  writeFileSync(join(dir, 'extra-service.yaml'), serviceEntry(SERVICES)),
+);
+
+const total = cpuMs(process.cpuUsage(cpuStart));
+printTable(
+  `discovery server, ${SERVICES} ServiceEntry services in ${NAMESPACES} namespaces, ${PROXIES} SotW proxies (${PROXIES} WorkloadEntries), ` +
+    `XDS cache ${setting('PILOT_ENABLE_XDS_CACHE') ? `on (size ${setting('PILOT_XDS_CACHE_SIZE')})` : 'off'}, Node ${process.version}`,
+  rows,
+);
+console.log(`server total: ${total.toFixed(0)} ms CPU over ${(process.uptime() * 1000).toFixed(0)} ms, peak RSS ${mb(peakRss)} MB, heap used ${mb(process.memoryUsage().heapUsed)} MB`);
+rss.stop();
+clients.close();
+await server.stop();
+rmSync(dir, { recursive: true, force: true });

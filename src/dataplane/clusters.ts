@@ -1,0 +1,349 @@
+// The cluster manager behind the router and the TCP proxy: clusters from CDS (and the bootstrap's
+// static clusters) with endpoints from their load_assignment (STATIC, STRICT_DNS, LOGICAL_DNS) or
+// from EDS, weighted round robin over the healthy endpoints of the best priority, and a keep-alive
+// connection pool per cluster with the cluster's connect timeout.
+//
+// Updates are two-phase so that a CDS or EDS response applies atomically: `prepare` validates and
+// compiles everything (throwing ConfigError, which the xDS client turns into a NACK) without
+// touching what serves traffic; `commit` swaps it in. Pools of clusters that survive an update are
+// kept (their connections stay warm); the pools of removed clusters let in-flight requests finish.
+import { Agent, type ClientRequestArgs } from 'node:http';
+import { createConnection, type NetConnectOpts } from 'node:net';
+import type { Duplex } from 'node:stream';
+import { scope } from '../common/log.js';
+import {
+  Cluster_DiscoveryType,
+  Cluster_LbPolicy,
+  ClusterSchema,
+  type Cluster,
+} from '../gen/envoy/config/cluster/v3/cluster_pb.js';
+import type { Address as EnvoyAddress } from '../gen/envoy/config/core/v3/address_pb.js';
+import { HealthStatus } from '../gen/envoy/config/core/v3/health_check_pb.js';
+import type { ClusterLoadAssignment } from '../gen/envoy/config/endpoint/v3/endpoint_pb.js';
+import type { ClusterManager, Endpoint, UpstreamCluster } from './cluster-manager.js';
+import { ConfigError, unappliedFields } from './config-error.js';
+import type { RequestView } from './request.js';
+import { durationMs } from './router.js';
+import { statName, type StatCounter, type StatSample, type StatsStore } from './stats.js';
+
+const log = scope('upstream');
+
+/** Envoy's default connect_timeout. */
+const DEFAULT_CONNECT_TIMEOUT_MS = 5_000;
+const ORIGINAL_DST_HEADER = 'x-envoy-original-dst-host';
+
+/** Set fields of a Cluster this proxy accepts without applying them (logged, never dropped silently). */
+const UNAPPLIED_CLUSTER = [
+  'transportSocket', 'transportSocketMatches', 'circuitBreakers', 'outlierDetection', 'healthChecks', 'commonLbConfig',
+  'typedExtensionProtocolOptions', 'upstreamConnectionOptions', 'dnsLookupFamily', 'dnsRefreshRate', 'perConnectionBufferLimitBytes',
+  'maxRequestsPerConnection', 'lrsServer', 'filters', 'loadBalancingPolicy',
+];
+
+export interface WeightedEndpoint extends Endpoint {
+  readonly weight: number;
+  readonly health: 'healthy' | 'unknown';
+  readonly priority: number;
+}
+
+/** A cluster as compiled from its message, before it serves. */
+interface ClusterSpec {
+  readonly name: string;
+  readonly message: Cluster;
+  readonly kind: 'static' | 'eds' | 'original_dst';
+  readonly edsName?: string;
+  readonly connectTimeoutMs: number;
+  readonly random: boolean;
+  /** For ORIGINAL_DST: the header naming the destination, when use_http_header is on. */
+  readonly originalDstHeader?: string;
+  /** The endpoints pick() chooses from (healthy or unknown, best priority). */
+  readonly endpoints: readonly WeightedEndpoint[];
+  /** Every endpoint of the assignment, for /clusters. */
+  readonly allEndpoints: readonly WeightedEndpoint[];
+}
+
+/** The output of `prepare`: the complete next cluster set. */
+export interface ClusterPlan {
+  readonly specs: ReadonlyMap<string, ClusterSpec>;
+}
+
+/** host and port of a socket address; a pipe or a named port is a ConfigError naming the field. */
+export function socketAddressOf(a: EnvoyAddress | undefined, field: string): Endpoint {
+  if (a?.address.case !== 'socketAddress') throw new ConfigError(field, 'a socket_address is required (pipes and internal addresses are not supported)');
+  const sa = a.address.value;
+  if (sa.portSpecifier.case !== 'portValue') throw new ConfigError(`${field}.socket_address`, 'port_value is required (named ports are not supported)');
+  if (!sa.address) throw new ConfigError(`${field}.socket_address.address`, 'an address is required');
+  return { host: sa.address, port: sa.portSpecifier.value };
+}
+
+/**
+ * The endpoints of an assignment: HEALTHY and UNKNOWN ones only (what Envoy load balances to
+ * without active health checks), with their weights; `usable` is the lowest priority that has any.
+ */
+export function compileAssignment(cla: ClusterLoadAssignment | undefined, field: string): { all: WeightedEndpoint[]; usable: WeightedEndpoint[] } {
+  const all: WeightedEndpoint[] = [];
+  (cla?.endpoints ?? []).forEach((locality, li) => {
+    locality.lbEndpoints.forEach((lb, ei) => {
+      const f = `${field}.endpoints[${li}].lb_endpoints[${ei}]`;
+      if (lb.hostIdentifier.case !== 'endpoint') throw new ConfigError(f, 'an endpoint is required (endpoint_name is not supported)');
+      const at = socketAddressOf(lb.hostIdentifier.value.address, `${f}.endpoint.address`);
+      const weight = lb.loadBalancingWeight ?? 1;
+      if (weight < 1) throw new ConfigError(`${f}.load_balancing_weight`, `must be at least 1, got ${weight}`);
+      const status = lb.healthStatus;
+      if (status !== HealthStatus.HEALTHY && status !== HealthStatus.UNKNOWN) return;
+      all.push({ ...at, weight, health: status === HealthStatus.HEALTHY ? 'healthy' : 'unknown', priority: locality.priority });
+    });
+  });
+  const best = Math.min(...all.map((e) => e.priority));
+  return { all, usable: all.filter((e) => e.priority === best) };
+}
+
+/** Compiles one Cluster; `assignments` are the accepted ClusterLoadAssignments by name (EDS). */
+export function compileCluster(c: Cluster, assignments: ReadonlyMap<string, ClusterLoadAssignment>, field: string): ClusterSpec {
+  if (!c.name) throw new ConfigError(`${field}.name`, 'a cluster name is required');
+  if (c.clusterDiscoveryType.case === 'clusterType') throw new ConfigError(`${field}.cluster_type`, 'custom cluster types are not supported; use type');
+  // An unset `type` is its proto default, STATIC.
+  const dt = { value: c.clusterDiscoveryType.case === 'type' ? c.clusterDiscoveryType.value : Cluster_DiscoveryType.STATIC };
+  const connectTimeoutMs = durationMs(c.connectTimeout, DEFAULT_CONNECT_TIMEOUT_MS);
+  let random = false;
+  if (dt.value !== Cluster_DiscoveryType.ORIGINAL_DST) {
+    if (c.lbPolicy === Cluster_LbPolicy.RANDOM) random = true;
+    else if (c.lbPolicy !== Cluster_LbPolicy.ROUND_ROBIN) log.warn(`${field} (${c.name}): lb_policy ${Cluster_LbPolicy[c.lbPolicy]} is not supported yet; using round robin`);
+  }
+  const unapplied = unappliedFields(ClusterSchema, c, UNAPPLIED_CLUSTER);
+  if (unapplied.length > 0) log.warn(`cluster ${c.name}: accepted but not applied yet: ${unapplied.join(', ')}`);
+  const base = { name: c.name, message: c, connectTimeoutMs, random };
+  switch (dt.value) {
+    case Cluster_DiscoveryType.STATIC:
+    case Cluster_DiscoveryType.STRICT_DNS:
+    case Cluster_DiscoveryType.LOGICAL_DNS: {
+      // A DNS cluster's host name is resolved by the socket on each new connection.
+      const { all, usable } = compileAssignment(c.loadAssignment, `${field}.load_assignment`);
+      return { ...base, kind: 'static', endpoints: usable, allEndpoints: all };
+    }
+    case Cluster_DiscoveryType.EDS: {
+      if (c.edsClusterConfig?.edsConfig && c.edsClusterConfig.edsConfig.configSourceSpecifier.case !== 'ads') {
+        throw new ConfigError(`${field}.eds_cluster_config.eds_config`, 'only ads is supported as the EDS config source');
+      }
+      const edsName = c.edsClusterConfig?.serviceName || c.name;
+      const { all, usable } = compileAssignment(assignments.get(edsName), `ClusterLoadAssignment ${edsName}`);
+      return { ...base, kind: 'eds', edsName, endpoints: usable, allEndpoints: all };
+    }
+    case Cluster_DiscoveryType.ORIGINAL_DST: {
+      if (c.lbPolicy !== Cluster_LbPolicy.CLUSTER_PROVIDED) throw new ConfigError(`${field}.lb_policy`, 'an ORIGINAL_DST cluster needs lb_policy CLUSTER_PROVIDED');
+      const cfg = c.lbConfig.case === 'originalDstLbConfig' ? c.lbConfig.value : undefined;
+      return {
+        ...base,
+        kind: 'original_dst',
+        ...(cfg?.useHttpHeader ? { originalDstHeader: (cfg.httpHeaderName || ORIGINAL_DST_HEADER).toLowerCase() } : {}),
+        endpoints: [],
+        allEndpoints: [],
+      };
+    }
+    default:
+      throw new ConfigError(`${field}.type`, `cluster type ${String(dt.value)} is not supported`);
+  }
+}
+
+/** `host:port` / `[v6]:port` from a header, or undefined. */
+function parseHostPort(v: string): Endpoint | undefined {
+  const m = /^(?:\[([^\]]+)\]|([^:[\]]+)):(\d{1,5})$/.exec(v.trim());
+  if (!m) return undefined;
+  const port = Number(m[3]);
+  return port >= 1 && port <= 65535 ? { host: (m[1] ?? m[2])!, port } : undefined;
+}
+
+/** A keep-alive pool whose new connections give up after the cluster's connect timeout. */
+class UpstreamAgent extends Agent {
+  constructor(
+    public connectTimeoutMs: number,
+    private readonly onConnection: () => void,
+    private readonly onConnectTimeout: () => void,
+  ) {
+    super({ keepAlive: true, maxSockets: Infinity, maxFreeSockets: 256, scheduling: 'lifo' });
+  }
+
+  override createConnection(options: ClientRequestArgs): Duplex {
+    const socket = createConnection(options as NetConnectOpts);
+    this.onConnection();
+    const ms = this.connectTimeoutMs;
+    if (ms > 0) {
+      const timer = setTimeout(() => {
+        this.onConnectTimeout();
+        socket.destroy(new Error(`connect timeout after ${ms}ms`));
+      }, ms);
+      const clear = () => clearTimeout(timer);
+      socket.once('connect', clear);
+      socket.once('close', clear);
+    }
+    return socket;
+  }
+
+  /** Lets in-flight requests finish but keeps no connection: a removed cluster's pool winds down. */
+  retire(): void {
+    this.on('free', (socket) => socket.destroy());
+    for (const list of Object.values(this.freeSockets)) for (const s of list ?? []) s.destroy();
+  }
+}
+
+interface ClusterStats {
+  readonly rq: StatCounter;
+  readonly noneHealthy: StatCounter;
+  readonly cx: StatCounter;
+  readonly connectTimeout: StatCounter;
+}
+
+/** A serving cluster: the spec can be swapped under it (EDS updates) while its pool stays. */
+class LiveCluster implements UpstreamCluster {
+  readonly agent: UpstreamAgent;
+  private rr = 0;
+  /** Smooth weighted round robin state, one per endpoint of the current spec. */
+  private current: number[] = [];
+
+  constructor(
+    public spec: ClusterSpec,
+    private readonly stats: ClusterStats,
+  ) {
+    this.agent = new UpstreamAgent(spec.connectTimeoutMs, () => stats.cx.inc(), () => stats.connectTimeout.inc());
+  }
+
+  get name(): string {
+    return this.spec.name;
+  }
+
+  get connectTimeoutMs(): number {
+    return this.spec.connectTimeoutMs;
+  }
+
+  update(spec: ClusterSpec): void {
+    this.spec = spec;
+    this.agent.connectTimeoutMs = spec.connectTimeoutMs;
+    this.current = [];
+  }
+
+  pick(req: RequestView): Endpoint | undefined {
+    const ep = this.choose(req);
+    if (ep) this.stats.rq.inc();
+    else this.stats.noneHealthy.inc();
+    return ep;
+  }
+
+  private choose(req: RequestView): Endpoint | undefined {
+    const s = this.spec;
+    if (s.kind === 'original_dst') {
+      // Without SO_ORIGINAL_DST (iptables capture is a later issue) the only source of an original
+      // destination is the header, when the cluster allows it.
+      const v = s.originalDstHeader ? req.header(s.originalDstHeader) : undefined;
+      return v ? parseHostPort(v) : undefined;
+    }
+    const eps = s.endpoints;
+    if (eps.length === 0) return undefined;
+    if (s.random) return eps[Math.floor(Math.random() * eps.length)];
+    if (eps.every((e) => e.weight === eps[0]!.weight)) return eps[this.rr++ % eps.length];
+    // Smooth weighted round robin: each endpoint gets its weight's share, interleaved.
+    if (this.current.length !== eps.length) this.current = eps.map(() => 0);
+    let total = 0;
+    let best = 0;
+    eps.forEach((e, i) => {
+      this.current[i]! += e.weight;
+      total += e.weight;
+      if (this.current[i]! > this.current[best]!) best = i;
+    });
+    this.current[best]! -= total;
+    return eps[best];
+  }
+}
+
+export interface ClusterInfo {
+  readonly name: string;
+  readonly kind: ClusterSpec['kind'];
+  readonly endpoints: readonly WeightedEndpoint[];
+  readonly message: Cluster;
+  readonly static: boolean;
+}
+
+export class DynamicClusterManager implements ClusterManager {
+  private readonly live = new Map<string, LiveCluster>();
+  private readonly staticNames = new Set<string>();
+
+  constructor(private readonly stats: StatsStore) {
+    stats.addSource(() => this.gauges());
+  }
+
+  get(name: string): UpstreamCluster | undefined {
+    return this.live.get(name);
+  }
+
+  /** Installs the bootstrap's static clusters; they never change and CDS cannot replace them. */
+  addStatic(clusters: readonly Cluster[]): void {
+    clusters.forEach((c, i) => {
+      const spec = compileCluster(c, new Map(), `static_resources.clusters[${i}]`);
+      this.live.set(spec.name, new LiveCluster(spec, this.clusterStats(spec.name)));
+      this.staticNames.add(spec.name);
+    });
+  }
+
+  /** Validates and compiles the next set; throws ConfigError and changes nothing on a bad one. */
+  prepare(clusters: readonly Cluster[], assignments: ReadonlyMap<string, ClusterLoadAssignment>): ClusterPlan {
+    const specs = new Map<string, ClusterSpec>();
+    clusters.forEach((c, i) => {
+      const field = `cluster ${c.name || `[${i}]`}`;
+      if (this.staticNames.has(c.name)) throw new ConfigError(`${field}.name`, 'a static cluster of the bootstrap has this name');
+      if (specs.has(c.name)) throw new ConfigError(`${field}.name`, 'duplicate cluster name');
+      specs.set(c.name, compileCluster(c, assignments, field));
+    });
+    return { specs };
+  }
+
+  /** Recompiles the current clusters against new EDS assignments. */
+  prepareEndpoints(assignments: ReadonlyMap<string, ClusterLoadAssignment>): ClusterPlan {
+    return this.prepare(this.dynamicMessages(), assignments);
+  }
+
+  commit(plan: ClusterPlan): void {
+    for (const [name, c] of this.live) {
+      if (this.staticNames.has(name) || plan.specs.has(name)) continue;
+      c.agent.retire();
+      this.live.delete(name);
+    }
+    for (const [name, spec] of plan.specs) {
+      const existing = this.live.get(name);
+      if (existing) existing.update(spec);
+      else this.live.set(name, new LiveCluster(spec, this.clusterStats(name)));
+    }
+  }
+
+  /** The current dynamic clusters' messages (for recompiling on EDS, and config_dump). */
+  dynamicMessages(): Cluster[] {
+    return [...this.live.values()].filter((c) => !this.staticNames.has(c.name)).map((c) => c.spec.message);
+  }
+
+  info(): ClusterInfo[] {
+    return [...this.live.values()].map((c) => ({
+      name: c.name,
+      kind: c.spec.kind,
+      endpoints: c.spec.allEndpoints,
+      message: c.spec.message,
+      static: this.staticNames.has(c.name),
+    }));
+  }
+
+  close(): void {
+    for (const c of this.live.values()) c.agent.destroy();
+    this.live.clear();
+  }
+
+  private clusterStats(name: string): ClusterStats {
+    const tag = { name: 'envoy_cluster_name', value: name };
+    const c = (stat: string) => this.stats.counter(statName('cluster', stat, tag));
+    return { rq: c('upstream_rq_total'), noneHealthy: c('upstream_cx_none_healthy'), cx: c('upstream_cx_total'), connectTimeout: c('upstream_cx_connect_timeout') };
+  }
+
+  private *gauges(): Iterable<StatSample> {
+    yield { ...statName('cluster_manager', 'active_clusters'), kind: 'gauge', value: this.live.size };
+    for (const c of this.live.values()) {
+      const tag = { name: 'envoy_cluster_name', value: c.name };
+      yield { ...statName('cluster', 'membership_total', tag), kind: 'gauge', value: c.spec.allEndpoints.length };
+      yield { ...statName('cluster', 'membership_healthy', tag), kind: 'gauge', value: c.spec.endpoints.length };
+    }
+  }
+}

@@ -1,0 +1,228 @@
+// The proxy's side of xDS: the ADS client (src/xds/adsc.ts) subscribed to listeners and clusters
+// (wildcard) and the routes and endpoints they name, and the application of each response.
+//
+// A response is applied atomically: everything it carries is compiled first (clusters, endpoints,
+// listeners with their filters and bound sockets, route tables); a ConfigError (or any other
+// failure) throws before anything serving changed, which the client turns into a NACK carrying the
+// reason, and the proxy keeps its last good config. Success ACKs. A lost control plane changes
+// nothing: the proxy keeps serving what it has while the client reconnects.
+import { equals, type Message } from '@bufbuild/protobuf';
+import type { Any } from '@bufbuild/protobuf/wkt';
+import { scope } from '../common/log.js';
+import type { Cluster } from '../gen/envoy/config/cluster/v3/cluster_pb.js';
+import type { Node } from '../gen/envoy/config/core/v3/base_pb.js';
+import type { ClusterLoadAssignment } from '../gen/envoy/config/endpoint/v3/endpoint_pb.js';
+import type { Listener } from '../gen/envoy/config/listener/v3/listener_pb.js';
+import { RouteConfigurationSchema, type RouteConfiguration } from '../gen/envoy/config/route/v3/route_pb.js';
+import { AdsClient, routeNames, type AdsUpdate } from '../xds/adsc.js';
+import { shortTypeName, TypeUrl } from '../xds/types.js';
+import type { DynamicClusterManager } from './clusters.js';
+import { ConfigError } from './config-error.js';
+import type { ListenerManager } from './listener-manager.js';
+import { compileRouteConfiguration, type RouteTable } from './router.js';
+import { statName, type StatCounter, type StatsStore } from './stats.js';
+
+const log = scope('config');
+
+/** One accepted resource, with the version and time of the update that last changed it. */
+export interface ResourceRecord {
+  readonly name: string;
+  readonly any: Any;
+  readonly version: string;
+  readonly lastUpdated: Date;
+}
+
+/** The last rejected update of a type, for config_dump's error_state. */
+export interface Rejection {
+  readonly version: string;
+  readonly details: string;
+  readonly at: Date;
+  readonly resources: ReadonlyMap<string, Any>;
+}
+
+interface TypeStats {
+  readonly attempt: StatCounter;
+  readonly success: StatCounter;
+  readonly rejected: StatCounter;
+}
+
+/** Envoy's families for the update counters of each type. */
+const STAT_FAMILY: Record<string, string> = {
+  [TypeUrl.Listener]: 'listener_manager.lds',
+  [TypeUrl.Cluster]: 'cluster_manager.cds',
+  [TypeUrl.RouteConfiguration]: 'http.rds',
+  [TypeUrl.ClusterLoadAssignment]: 'cluster_manager.eds',
+};
+
+function sameAny(a: Any, b: Any): boolean {
+  if (a.typeUrl !== b.typeUrl || a.value.length !== b.value.length) return false;
+  for (let i = 0; i < a.value.length; i++) if (a.value[i] !== b.value[i]) return false;
+  return true;
+}
+
+export interface XdsOptions {
+  readonly address: string;
+  readonly node: Node;
+  readonly lds: boolean;
+  readonly cds: boolean;
+  readonly clusters: DynamicClusterManager;
+  readonly listeners: ListenerManager;
+  readonly stats: StatsStore;
+  readonly initialBackoffMs?: number;
+}
+
+export class XdsApplier {
+  readonly client: AdsClient;
+  private readonly routes = new Map<string, { table: RouteTable; message: RouteConfiguration }>();
+  private assignments = new Map<string, ClusterLoadAssignment>();
+  private readonly records = new Map<string, Map<string, ResourceRecord>>();
+  private readonly versions = new Map<string, string>();
+  private readonly rejections = new Map<string, Rejection>();
+  private readonly applied = new Set<string>();
+  private readonly typeStats = new Map<string, TypeStats>();
+  private connected = false;
+
+  constructor(private readonly o: XdsOptions) {
+    const wildcard = [...(o.cds ? [TypeUrl.Cluster] : []), ...(o.lds ? [TypeUrl.Listener] : [])];
+    this.client = new AdsClient({
+      address: o.address,
+      node: o.node,
+      wildcardTypes: wildcard,
+      onUpdate: (u) => this.apply(u),
+      ...(o.initialBackoffMs !== undefined ? { initialBackoffMs: o.initialBackoffMs } : {}),
+    });
+    this.client.on('connected', () => {
+      this.connected = true;
+      log.info(`connected to the xDS server at ${o.address}`);
+    });
+    // The client logs the disconnect and its retry; the proxy keeps serving its last good config.
+    this.client.on('disconnected', () => (this.connected = false));
+    o.stats.addSource(() => [{ ...statName('control_plane', 'connected_state'), kind: 'gauge', value: this.connected ? 1 : 0 }]);
+  }
+
+  start(): void {
+    this.client.start();
+  }
+
+  close(): void {
+    this.client.close();
+  }
+
+  /** The route table the HTTP connection managers look up by RDS name. */
+  readonly route = (name: string): RouteTable | undefined => this.routes.get(name)?.table;
+
+  /**
+   * Ready once the initial listeners and clusters are applied and every route configuration the
+   * listeners name has arrived (Envoy's listener warming, seen from outside).
+   */
+  ready(): { ready: boolean; reason: string } {
+    if (this.o.cds && !this.applied.has(TypeUrl.Cluster)) return { ready: false, reason: 'initial CDS not applied yet' };
+    if (this.o.lds && !this.applied.has(TypeUrl.Listener)) return { ready: false, reason: 'initial LDS not applied yet' };
+    const missing = [...routeNames(this.o.listeners.messages())].filter((n) => !this.routes.has(n));
+    if (missing.length > 0) return { ready: false, reason: `waiting for route configuration ${missing.join(', ')}` };
+    return { ready: true, reason: '' };
+  }
+
+  /** The accepted resources of a type (those the client still holds: unsubscribed names drop out). */
+  resources(typeUrl: string): ResourceRecord[] {
+    const held = this.client.resources(typeUrl);
+    return [...(this.records.get(typeUrl)?.values() ?? [])].filter((r) => held.has(r.name));
+  }
+
+  version(typeUrl: string): string {
+    return this.versions.get(typeUrl) ?? '';
+  }
+
+  rejection(typeUrl: string): Rejection | undefined {
+    return this.rejections.get(typeUrl);
+  }
+
+  private statsOf(typeUrl: string): TypeStats {
+    let s = this.typeStats.get(typeUrl);
+    if (!s) {
+      const family = STAT_FAMILY[typeUrl] ?? `xds.${shortTypeName(typeUrl)}`;
+      const c = (stat: string) => this.o.stats.counter(statName(family, stat));
+      this.typeStats.set(typeUrl, (s = { attempt: c('update_attempt'), success: c('update_success'), rejected: c('update_rejected') }));
+    }
+    return s;
+  }
+
+  /** Applies one update; throws (-> NACK) leaving everything as it was. */
+  async apply(u: AdsUpdate): Promise<void> {
+    const stats = this.statsOf(u.typeUrl);
+    stats.attempt.inc();
+    const type = shortTypeName(u.typeUrl);
+    try {
+      await this.applyType(u);
+    } catch (e) {
+      stats.rejected.inc();
+      const details = e instanceof Error ? e.message : String(e);
+      if (!(e instanceof ConfigError)) log.error(`applying ${type} version ${u.version} failed: ${details}`);
+      this.rejections.set(u.typeUrl, { version: u.version, details, at: new Date(), resources: new Map([...u.resources].map(([n, r]) => [n, r.any])) });
+      throw e;
+    }
+    stats.success.inc();
+    this.rejections.delete(u.typeUrl);
+    this.record(u);
+    this.applied.add(u.typeUrl);
+    log.info(`applied ${type} version ${u.version}: ${u.resources.size} resources`);
+  }
+
+  private async applyType(u: AdsUpdate): Promise<void> {
+    const msgs = <T>() => [...u.resources.values()].map((r) => r.message as Message as T);
+    switch (u.typeUrl) {
+      case TypeUrl.Cluster:
+        this.o.clusters.commit(this.o.clusters.prepare(msgs<Cluster>(), this.assignments));
+        return;
+      case TypeUrl.ClusterLoadAssignment: {
+        const next = new Map([...u.resources].map(([n, r]) => [n, r.message as Message as ClusterLoadAssignment]));
+        this.o.clusters.commit(this.o.clusters.prepareEndpoints(next));
+        this.assignments = next;
+        return;
+      }
+      case TypeUrl.Listener: {
+        const listeners = msgs<Listener>();
+        const plan = await this.o.listeners.prepare(listeners);
+        this.o.listeners.commit(plan);
+        // Route tables no listener names any more are dropped (the client unsubscribes them).
+        const named = routeNames(listeners);
+        for (const n of [...this.routes.keys()]) if (!named.has(n)) this.routes.delete(n);
+        return;
+      }
+      case TypeUrl.RouteConfiguration: {
+        const next = new Map<string, { table: RouteTable; message: RouteConfiguration }>();
+        for (const rc of msgs<RouteConfiguration>()) {
+          const old = this.routes.get(rc.name);
+          if (old && equals(RouteConfigurationSchema, old.message, rc)) {
+            next.set(rc.name, old);
+            continue;
+          }
+          try {
+            next.set(rc.name, { table: compileRouteConfiguration(rc), message: rc });
+          } catch (e) {
+            if (e instanceof ConfigError) throw new ConfigError(`route_configuration ${rc.name}.${e.field}`, e.message.slice(e.field.length + 2));
+            throw e;
+          }
+        }
+        this.routes.clear();
+        for (const [n, r] of next) this.routes.set(n, r);
+        return;
+      }
+      default:
+        throw new Error(`resource type ${u.typeUrl} is not supported by this proxy`);
+    }
+  }
+
+  /** Per resource: the version and time of the update that last changed it. */
+  private record(u: AdsUpdate): void {
+    const prev = this.records.get(u.typeUrl) ?? new Map<string, ResourceRecord>();
+    const next = new Map<string, ResourceRecord>();
+    const now = new Date();
+    for (const [name, r] of u.resources) {
+      const old = prev.get(name);
+      next.set(name, old && sameAny(old.any, r.any) ? old : { name, any: r.any, version: u.version, lastUpdated: now });
+    }
+    this.records.set(u.typeUrl, next);
+    this.versions.set(u.typeUrl, u.version);
+  }
+}

@@ -1,0 +1,222 @@
+// WorkloadGroup auto-registration: a proxy whose node metadata names AUTO_REGISTER_GROUP gets a
+// WorkloadEntry made from that group's template when it connects, so that it becomes an endpoint
+// of the services selecting it. The entry lives while any stream of the proxy is connected and is
+// deleted PILOT_WORKLOAD_ENTRY_GRACE_PERIOD after the last one ends; a reconnect within the grace
+// period keeps (and updates) the same entry.
+//
+// Entries are written to an in-memory store of their own, not to the config store: the file store
+// is read-only config the user owns (we never write into --configDir), and an auto-registered
+// entry belongs to the connection that made it, not to the user's configuration. The
+// ServiceEntry registry reads WorkloadEntries from both stores. As a consequence the entries do not
+// outlive the discovery server: after a restart the proxies reconnect and register again.
+import { isIP } from 'node:net';
+import { isDeepStrictEqual } from 'node:util';
+import { formatKey, NETWORKING_GROUP, type WorkloadEntry, type WorkloadEntrySpec, type WorkloadGroup } from '../api/types.js';
+import { setting } from '../common/env.js';
+import { scope } from '../common/log.js';
+import { counter } from '../common/metrics.js';
+import type { MemoryStore } from '../config/memory.js';
+import type { ConfigStore } from '../config/store.js';
+import type { Proxy } from '../model/proxy.js';
+
+const log = scope('model');
+
+/** Annotations on an auto-registered entry: its group, its controller, and its connection times. */
+export const AUTO_REGISTRATION_GROUP_ANNOTATION = 'networking.mesh.io/autoRegistrationGroup';
+export const WORKLOAD_CONTROLLER_ANNOTATION = 'networking.mesh.io/workloadController';
+export const CONNECTED_AT_ANNOTATION = 'networking.mesh.io/connectedAt';
+export const DISCONNECTED_AT_ANNOTATION = 'networking.mesh.io/disconnectedAt';
+
+/** A connecting proxy: its parsed identity, its stream and its gRPC peer address. */
+export interface RegisteringProxy {
+  readonly proxy: Proxy;
+  readonly connectionId: string;
+  /** The gRPC peer, e.g. `10.0.0.1:53312`; its IP is the address when INSTANCE_IPS is absent. */
+  readonly peer: string;
+}
+
+export interface AutoRegistrationOptions {
+  /** Where WorkloadGroups (and the user's own WorkloadEntries) are read. */
+  readonly config: Pick<ConfigStore, 'get'>;
+  /** Where auto-registered WorkloadEntries are written; the ServiceEntry registry reads it. */
+  readonly entries: MemoryStore;
+  /** PILOT_ENABLE_WORKLOAD_ENTRY_AUTOREGISTRATION. */
+  readonly enabled?: boolean;
+  /** PILOT_WORKLOAD_ENTRY_GRACE_PERIOD, ms. */
+  readonly gracePeriodMs?: number;
+  /** Written in the workloadController annotation: which discovery server owns the entry. */
+  readonly controllerId?: string;
+  /** The clock, for the connection-time annotations. */
+  readonly now?: () => Date;
+}
+
+/** A registration that cannot be made (unknown group, no address, a user entry of that name). */
+export class AutoRegistrationError extends Error {}
+
+export interface Registration {
+  readonly entry: WorkloadEntry;
+  /** True when the entry is new or its spec changed: the service model changed with it. */
+  readonly changed: boolean;
+}
+
+interface Live {
+  readonly connections: Set<string>;
+  cleanup?: NodeJS.Timeout;
+}
+
+/** The IP of a gRPC peer string (`ip:port`, `[ipv6]:port`, `ipv6:port`, optionally `ipv4:`-prefixed). */
+export function peerIp(peer: string): string | undefined {
+  const bare = peer.replace(/^ipv[46]:/, '');
+  const bracketed = /^\[([^\]]+)\](?::\d+)?$/.exec(bare);
+  const colon = bare.lastIndexOf(':');
+  const candidates = [bracketed?.[1], colon > 0 ? bare.slice(0, colon) : undefined, bare];
+  const ip = candidates.find((c): c is string => c !== undefined && isIP(c) !== 0);
+  // IPv4 clients of a dual-stack socket show up as IPv4-mapped IPv6 addresses.
+  return ip?.replace(/^::ffff:(?=\d+\.\d+\.\d+\.\d+$)/i, '');
+}
+
+/** `<group>-<address>`, with the address's `.` and `:` made name-safe. */
+export function autoEntryName(group: string, address: string): string {
+  return `${group}-${address.replace(/[.:]/g, '-')}`.toLowerCase();
+}
+
+export class AutoRegistration {
+  readonly enabled: boolean;
+  private readonly gracePeriodMs: number;
+  private readonly controllerId: string;
+  private readonly now: () => Date;
+  /** By entry key (`namespace/name`). */
+  private readonly live = new Map<string, Live>();
+  /** Entry key of each registered stream. */
+  private readonly byConnection = new Map<string, string>();
+
+  constructor(private readonly opts: AutoRegistrationOptions) {
+    this.enabled = opts.enabled ?? setting('PILOT_ENABLE_WORKLOAD_ENTRY_AUTOREGISTRATION');
+    this.gracePeriodMs = opts.gracePeriodMs ?? setting('PILOT_WORKLOAD_ENTRY_GRACE_PERIOD');
+    this.controllerId = opts.controllerId ?? 'pilot-discovery';
+    this.now = opts.now ?? (() => new Date());
+  }
+
+  /**
+   * Registers (or refreshes) the entry of a connecting proxy. Undefined when the proxy asks for no
+   * group or auto-registration is off; throws AutoRegistrationError when the entry cannot be made.
+   */
+  register(p: RegisteringProxy): Registration | undefined {
+    const group = p.proxy.autoRegisterGroup;
+    if (!group || !this.enabled) return undefined;
+    try {
+      return this.registerIn(p, group);
+    } catch (e) {
+      counter('auto_registration_errors_total').inc();
+      throw e;
+    }
+  }
+
+  private registerIn(p: RegisteringProxy, groupName: string): Registration {
+    const ns = p.proxy.namespace;
+    const group = this.opts.config.get({ kind: 'WorkloadGroup', namespace: ns, name: groupName });
+    if (!group) {
+      throw new AutoRegistrationError(
+        `node.metadata.AUTO_REGISTER_GROUP: no WorkloadGroup "${groupName}" in namespace "${ns}" (proxy ${p.proxy.nodeId})`,
+      );
+    }
+    const address = p.proxy.metadata['INSTANCE_IPS'] ? p.proxy.ipAddresses[0] : peerIp(p.peer);
+    if (!address) throw new AutoRegistrationError(`proxy ${p.proxy.nodeId}: no INSTANCE_IPS and no IP in the gRPC peer "${p.peer}" to register`);
+    const name = autoEntryName(groupName, address);
+    const key = `${ns}/${name}`;
+    const userEntry = this.opts.config.get({ kind: 'WorkloadEntry', namespace: ns, name });
+    if (userEntry) {
+      throw new AutoRegistrationError(`${formatKey({ kind: 'WorkloadEntry', namespace: ns, name })} is declared in the configuration; it is not replaced by auto-registration`);
+    }
+    const before = this.opts.entries.get({ kind: 'WorkloadEntry', namespace: ns, name });
+    const entry = this.entryFromGroup(group, name, address, p.proxy);
+    this.opts.entries.apply(entry);
+
+    let live = this.live.get(key);
+    if (!live) this.live.set(key, (live = { connections: new Set() }));
+    clearTimeout(live.cleanup);
+    live.cleanup = undefined;
+    live.connections.add(p.connectionId);
+    this.byConnection.set(p.connectionId, key);
+
+    counter('auto_registration_success_total').inc();
+    if (before) counter('auto_registration_updates_total').inc();
+    log.info(`${before ? 'refreshed' : 'registered'} WorkloadEntry ${key} (address ${address}) from WorkloadGroup ${ns}/${groupName} for ${p.proxy.nodeId}`);
+    return { entry: this.opts.entries.get({ kind: 'WorkloadEntry', namespace: ns, name })!, changed: !before || !isDeepStrictEqual(before.spec, entry.spec) };
+  }
+
+  /** A stream ended: after its entry's last stream, the entry is marked and deleted after the grace period. */
+  unregister(connectionId: string): void {
+    const key = this.byConnection.get(connectionId);
+    if (key === undefined) return;
+    this.byConnection.delete(connectionId);
+    const live = this.live.get(key)!;
+    live.connections.delete(connectionId);
+    if (live.connections.size > 0) return;
+    const [namespace, name] = key.split('/') as [string, string];
+    const current = this.opts.entries.get({ kind: 'WorkloadEntry', namespace, name });
+    if (current) {
+      this.opts.entries.apply({
+        ...current,
+        metadata: { ...current.metadata, annotations: { ...current.metadata.annotations, [DISCONNECTED_AT_ANNOTATION]: this.now().toISOString() } },
+      });
+    }
+    counter('auto_registration_unregister_total').inc();
+    log.info(`WorkloadEntry ${key}: last proxy disconnected; deleting it in ${this.gracePeriodMs}ms unless it reconnects`);
+    live.cleanup = setTimeout(() => this.cleanup(key), Math.max(0, this.gracePeriodMs));
+  }
+
+  /** Registered entries with their live stream counts, for debug views and tests. */
+  registered(): Array<{ key: string; connections: number }> {
+    return [...this.live].map(([key, l]) => ({ key, connections: l.connections.size }));
+  }
+
+  /** Stops the cleanup timers (the entries go with the process). */
+  close(): void {
+    for (const l of this.live.values()) clearTimeout(l.cleanup);
+  }
+
+  private cleanup(key: string): void {
+    const live = this.live.get(key);
+    if (!live || live.connections.size > 0) return;
+    this.live.delete(key);
+    const [namespace, name] = key.split('/') as [string, string];
+    if (this.opts.entries.delete({ kind: 'WorkloadEntry', namespace, name })) {
+      counter('auto_registration_deletes_total').inc();
+      log.info(`deleted auto-registered WorkloadEntry ${key}: disconnected for ${this.gracePeriodMs}ms`);
+    }
+  }
+
+  /**
+   * The group's template with the proxy's address, its labels over the template's (the workload
+   * knows its own labels best), the template's service account else the proxy's, and the group's
+   * metadata labels and annotations on the entry.
+   */
+  private entryFromGroup(group: WorkloadGroup, name: string, address: string, proxy: Proxy): WorkloadEntry {
+    const template = group.spec.template;
+    const spec: WorkloadEntrySpec = {
+      ...template,
+      address,
+      labels: { ...template.labels, ...proxy.labels },
+    };
+    const serviceAccount = template.serviceAccount || proxy.serviceAccount;
+    if (serviceAccount) spec.serviceAccount = serviceAccount;
+    if (!spec.network && typeof proxy.metadata['NETWORK'] === 'string' && proxy.metadata['NETWORK']) spec.network = proxy.metadata['NETWORK'];
+    return {
+      apiVersion: `${NETWORKING_GROUP}/v1`,
+      kind: 'WorkloadEntry',
+      metadata: {
+        name,
+        namespace: group.metadata.namespace,
+        labels: { ...group.spec.metadata?.labels, ...spec.labels },
+        annotations: {
+          ...group.spec.metadata?.annotations,
+          [AUTO_REGISTRATION_GROUP_ANNOTATION]: group.metadata.name,
+          [WORKLOAD_CONTROLLER_ANNOTATION]: this.controllerId,
+          [CONNECTED_AT_ANNOTATION]: this.now().toISOString(),
+        },
+      },
+      spec,
+    };
+  }
+}

@@ -1,0 +1,80 @@
+// The cluster manager: endpoints from load_assignment and EDS, health, priorities, weights,
+// two-phase updates, ORIGINAL_DST by header, and what is refused.
+import assert from 'node:assert/strict';
+import { describe, it } from 'node:test';
+import { create, type MessageInitShape } from '@bufbuild/protobuf';
+import { Cluster_DiscoveryType, Cluster_LbPolicy, ClusterSchema } from '../../src/gen/envoy/config/cluster/v3/cluster_pb.js';
+import { HealthStatus } from '../../src/gen/envoy/config/core/v3/health_check_pb.js';
+import { ClusterLoadAssignmentSchema } from '../../src/gen/envoy/config/endpoint/v3/endpoint_pb.js';
+import { DynamicClusterManager } from '../../src/dataplane/clusters.js';
+import { ConfigError } from '../../src/dataplane/config-error.js';
+import { requestView } from '../../src/dataplane/request.js';
+import { StatsStore } from '../../src/dataplane/stats.js';
+
+type ClusterInit = MessageInitShape<typeof ClusterSchema>;
+const ep = (port: number, o: { weight?: number; health?: HealthStatus } = {}) => ({
+  hostIdentifier: { case: 'endpoint' as const, value: { address: { address: { case: 'socketAddress' as const, value: { address: '10.0.0.1', portSpecifier: { case: 'portValue' as const, value: port } } } } } },
+  ...(o.weight ? { loadBalancingWeight: o.weight } : {}),
+  healthStatus: o.health ?? HealthStatus.UNKNOWN,
+});
+const cla = (name: string, localities: Array<{ priority?: number; eps: ReturnType<typeof ep>[] }>) =>
+  create(ClusterLoadAssignmentSchema, { clusterName: name, endpoints: localities.map((l) => ({ priority: l.priority ?? 0, lbEndpoints: l.eps })) });
+const cluster = (init: ClusterInit) => create(ClusterSchema, init);
+const eds = (name: string) => cluster({ name, clusterDiscoveryType: { case: 'type', value: Cluster_DiscoveryType.EDS }, edsClusterConfig: { edsConfig: { configSourceSpecifier: { case: 'ads', value: {} } } } });
+const view = requestView({});
+
+function picks(cm: DynamicClusterManager, name: string, n: number): number[] {
+  return Array.from({ length: n }, () => cm.get(name)!.pick(view)?.port ?? 0);
+}
+
+describe('DynamicClusterManager', () => {
+  it('balances round robin over HEALTHY/UNKNOWN endpoints of the best priority, by weight', () => {
+    const cm = new DynamicClusterManager(new StatsStore());
+    const assignments = new Map([
+      ['a', cla('a', [{ eps: [ep(1, { weight: 3 }), ep(2, { health: HealthStatus.HEALTHY }), ep(3, { health: HealthStatus.UNHEALTHY }), ep(4, { health: HealthStatus.DRAINING })] }, { priority: 1, eps: [ep(9)] }])],
+    ]);
+    cm.commit(cm.prepare([eds('a')], assignments));
+    const counts = new Map<number, number>();
+    for (const p of picks(cm, 'a', 40)) counts.set(p, (counts.get(p) ?? 0) + 1);
+    assert.deepEqual([...counts.entries()].sort(), [[1, 30], [2, 10]]);
+    // Priority 0 gone: priority 1 takes over.
+    cm.commit(cm.prepareEndpoints(new Map([['a', cla('a', [{ eps: [ep(3, { health: HealthStatus.UNHEALTHY })] }, { priority: 1, eps: [ep(9)] }])]])));
+    assert.deepEqual(picks(cm, 'a', 2), [9, 9]);
+  });
+
+  it('keeps a cluster (and its pool) across updates; an EDS cluster without assignment has no endpoint', () => {
+    const cm = new DynamicClusterManager(new StatsStore());
+    cm.commit(cm.prepare([eds('a')], new Map()));
+    const before = cm.get('a');
+    assert.equal(before!.pick(view), undefined);
+    cm.commit(cm.prepareEndpoints(new Map([['a', cla('a', [{ eps: [ep(5)] }])]])));
+    assert.equal(cm.get('a'), before);
+    assert.equal(cm.get('a')!.pick(view)?.port, 5);
+    cm.commit(cm.prepare([], new Map()));
+    assert.equal(cm.get('a'), undefined);
+  });
+
+  it('routes ORIGINAL_DST by the x-envoy-original-dst-host header when allowed', () => {
+    const cm = new DynamicClusterManager(new StatsStore());
+    cm.commit(
+      cm.prepare(
+        [cluster({ name: 'o', clusterDiscoveryType: { case: 'type', value: Cluster_DiscoveryType.ORIGINAL_DST }, lbPolicy: Cluster_LbPolicy.CLUSTER_PROVIDED, lbConfig: { case: 'originalDstLbConfig', value: { useHttpHeader: true } } })],
+        new Map(),
+      ),
+    );
+    assert.deepEqual(cm.get('o')!.pick(requestView({ headers: { 'x-envoy-original-dst-host': '10.1.1.1:8080' } })), { host: '10.1.1.1', port: 8080 });
+    assert.equal(cm.get('o')!.pick(view), undefined);
+  });
+
+  it('refuses what it cannot honour, naming the field, and changes nothing', () => {
+    const cm = new DynamicClusterManager(new StatsStore());
+    cm.commit(cm.prepare([eds('a')], new Map()));
+    assert.throws(() => cm.prepare([cluster({ name: 'o', clusterDiscoveryType: { case: 'type', value: Cluster_DiscoveryType.ORIGINAL_DST } })], new Map()), (e: unknown) => e instanceof ConfigError && /^cluster o\.lb_policy/.test(e.message));
+    assert.throws(() => cm.prepare([eds('a'), eds('a')], new Map()), /duplicate cluster name/);
+    assert.throws(
+      () => cm.prepare([cluster({ name: 's', loadAssignment: { endpoints: [{ lbEndpoints: [{ hostIdentifier: { case: 'endpoint', value: { address: { address: { case: 'pipe', value: { path: '/x' } } } } } }] }] } })], new Map()),
+      /cluster s\.load_assignment\.endpoints\[0\]\.lb_endpoints\[0\]\.endpoint\.address: a socket_address is required/,
+    );
+    assert.ok(cm.get('a'));
+  });
+});

@@ -1,0 +1,98 @@
+// `node bin/mesh-proxy.js -c bootstrap.json` as a real process (run `npx tsc -p tsconfig.json`
+// first: bin/ runs dist/): a bad bootstrap is an error naming the field; a good one serves traffic
+// from ADS, answers the admin API, and exits 0 on SIGTERM and on /quitquitquit.
+import assert from 'node:assert/strict';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { createServer, request, type Server } from 'node:http';
+import { createServer as createNetServer, type AddressInfo } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { after, before, describe, it } from 'node:test';
+import { TypeUrl } from '../../src/xds/types.js';
+import { eventually, run, Running, start } from '../helpers/proc.js';
+import { bootstrapJson, FixtureAds, hcmChain, listener, staticCluster, writeBootstrap } from './xds-fixtures.js';
+
+function get(port: number, path: string, method = 'GET'): Promise<{ status: number; body: string }> {
+  return new Promise((resolve, reject) => {
+    const req = request({ host: '127.0.0.1', port, path, method, agent: false }, (res) => {
+      let body = '';
+      res.setEncoding('utf8');
+      res.on('data', (d: string) => (body += d));
+      res.on('end', () => resolve({ status: res.statusCode ?? 0, body }));
+    });
+    req.on('error', reject);
+    req.end();
+  });
+}
+
+/** A port free right now (the process under test binds it itself). */
+async function freePort(): Promise<number> {
+  const s = createNetServer();
+  await new Promise<void>((r) => s.listen(0, '127.0.0.1', r));
+  const { port } = s.address() as AddressInfo;
+  await new Promise<void>((r) => s.close(() => r()));
+  return port;
+}
+
+describe('mesh-proxy process', () => {
+  let dir: string;
+  let ads: FixtureAds;
+  let app: Server;
+  let appPort: number;
+
+  before(async () => {
+    dir = mkdtempSync(join(tmpdir(), 'mesh-proxy-proc-'));
+    app = createServer((req, res) => res.end(`app saw ${req.url}`));
+    await new Promise<void>((r) => app.listen(0, '127.0.0.1', r));
+    appPort = (app.address() as AddressInfo).port;
+    ads = await new FixtureAds().listen();
+    ads.set(TypeUrl.Cluster, [staticCluster('app', [appPort])]);
+  });
+
+  after(() => {
+    ads.close();
+    app.close();
+    rmSync(dir, { recursive: true, force: true });
+  });
+
+  it('refuses a bootstrap without an ADS cluster, naming the field', async () => {
+    const b = bootstrapJson(ads.port, 0) as { static_resources: { clusters: unknown[] } };
+    b.static_resources.clusters = [];
+    const file = join(dir, 'bad.json');
+    writeFileSync(file, JSON.stringify(b));
+    const r = await run('mesh-proxy', ['-c', file]);
+    assert.equal(r.code, 1, r.stderr);
+    assert.match(r.stderr, /bootstrap .*bad\.json: dynamic_resources\.ads_config\.grpc_services\[0\]\.envoy_grpc\.cluster_name: "xds-grpc" is not a cluster of static_resources\.clusters/);
+  });
+
+  it('refuses an unknown bootstrap field, naming it', async () => {
+    const file = join(dir, 'unknown.yaml');
+    writeFileSync(file, 'node: {id: x}\nadmin_port: 3\n');
+    const r = await run('mesh-proxy', ['-c', file]);
+    assert.equal(r.code, 1);
+    assert.match(r.stderr, /unknown\.yaml: .*admin_port/);
+  });
+
+  for (const how of ['SIGTERM', '/quitquitquit'] as const) {
+    it(`serves LDS/CDS from ADS, answers admin, and exits 0 on ${how}`, async () => {
+      const [adminPort, listenerPort] = await Promise.all([freePort(), freePort()]);
+      ads.set(TypeUrl.Listener, [listener('inbound', listenerPort, [hcmChain({ cluster: 'app' })])]);
+      await ads.push(TypeUrl.Listener);
+      const file = writeBootstrap(dir, ads.port, adminPort);
+      const proxy = new Running(start('mesh-proxy', ['-c', file, '--drain-time-s', '5', '--log-level', 'info', '--service-cluster', 'app.default']));
+      try {
+        await eventually(async () => assert.equal((await get(adminPort, '/ready')).status, 200, 'the proxy turns ready'), 15_000);
+        const r = await get(listenerPort, '/through');
+        assert.equal(r.status, 200);
+        assert.equal(r.body, 'app saw /through');
+        const info = JSON.parse((await get(adminPort, '/server_info')).body) as { node: { cluster: string } };
+        assert.equal(info.node.cluster, 'app.default');
+        if (how === 'SIGTERM') proxy.child.kill('SIGTERM');
+        else assert.equal((await get(adminPort, '/quitquitquit', 'POST')).status, 200);
+        assert.equal(await proxy.wait(), 0, proxy.output);
+      } finally {
+        await proxy.stop('SIGKILL');
+      }
+    });
+  }
+});

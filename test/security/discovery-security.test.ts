@@ -1,0 +1,68 @@
+// The discovery server's security wiring, in process: /debug/authz_explain verifies a posted token
+// with the keys the resolver fetched (through the data plane's jwt_authn), and once no
+// RequestAuthentication references a jwksUri any more, the resolver stops fetching it.
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { mkdtempSync, unlinkSync, writeFileSync } from 'node:fs';
+import { createServer } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { SignJWT, exportJWK, generateKeyPair } from 'jose';
+import { DiscoveryServer } from '../../src/cli/discovery-server.js';
+import { setScopeLevel } from '../../src/common/log.js';
+import { eventually } from '../helpers/proc.js';
+import { localDiscoveryOptions } from './fixtures.js';
+
+for (const s of ['default', 'ads', 'model', 'authn', 'jwt', 'source', 'validationServer']) setScopeLevel(s, 'error');
+
+test('explain verifies posted tokens with the fetched keys; a jwksUri no policy references is dropped', { timeout: 30_000 }, async (t) => {
+  const { privateKey, publicKey } = await generateKeyPair('ES256');
+  const body = JSON.stringify({ keys: [{ ...(await exportJWK(publicKey)), kid: 'k1', alg: 'ES256' }] });
+  const issuer = createServer((_req, res) => res.writeHead(200, { 'content-type': 'application/json' }).end(body));
+  await new Promise<void>((r) => issuer.listen(0, '127.0.0.1', r));
+  t.after(() => issuer.close());
+  const jwksUri = `http://127.0.0.1:${(issuer.address() as AddressInfo).port}/jwks`;
+
+  const dir = mkdtempSync(join(tmpdir(), 'discovery-security-'));
+  const file = join(dir, 'ra.yaml');
+  writeFileSync(
+    file,
+    `apiVersion: security.mesh.io/v1beta1
+kind: RequestAuthentication
+metadata: { name: jwt, namespace: foo }
+spec:
+  selector: { matchLabels: { app: httpbin } }
+  jwtRules: [{ issuer: "https://issuer.test", jwksUri: "${jwksUri}" }]
+`,
+  );
+  const d = new DiscoveryServer(localDiscoveryOptions(dir));
+  t.after(() => d.stop());
+  await d.start();
+
+  const explain = async (token: string) => {
+    const res = await fetch(`http://${d.addresses.http}/debug/authz_explain`, {
+      method: 'POST',
+      body: JSON.stringify({ namespace: 'foo', labels: { app: 'httpbin' }, method: 'GET', path: '/headers', token }),
+    });
+    assert.equal(res.status, 200);
+    return (await res.json()) as { status: number; stage: string; because: string; trace: string[]; selected: string[] };
+  };
+  const token = await new SignJWT({ iss: 'https://issuer.test', sub: 'alice' }).setProtectedHeader({ alg: 'ES256', kid: 'k1' }).setExpirationTime('1h').sign(privateKey);
+  // The first explain makes the resolver fetch the issuer; until then the key set fails closed.
+  await eventually(async () => {
+    const ok = await explain(token);
+    assert.equal(ok.status, 200, `verified once the keys are fetched: ${ok.because}`);
+    assert.match(ok.trace[0]!, /token verified, issuer "https:\/\/issuer\.test", subject "alice"/);
+  }, 10_000);
+  const tampered = await explain(`${token.slice(0, -4)}AAAA`);
+  assert.deepEqual([tampered.status, tampered.stage], [401, 'jwt_authn']);
+  assert.match(tampered.because, /Jwt verification fails/);
+  const bad = await fetch(`http://${d.addresses.http}/debug/authz_explain`, { method: 'POST', body: JSON.stringify({ namespace: 'foo', destinationPort: 'x' }) });
+  assert.equal(bad.status, 400);
+  assert.match(await bad.text(), /destinationPort must be a port number/);
+  assert.deepEqual(d.resolver.uris(), [jwksUri]);
+
+  unlinkSync(file);
+  await eventually(() => assert.deepEqual(d.resolver.uris(), [], 'the resolver forgot the jwksUri of the deleted policy'), 10_000);
+});
