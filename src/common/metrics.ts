@@ -194,6 +194,7 @@ export const WIRED_METRICS: ReadonlySet<MetricName> = new Set<MetricName>([
   'pilot_conflict_outbound_listener_http_over_current_tcp',
   'pilot_conflict_outbound_listener_tcp_over_current_http',
   'pilot_conflict_outbound_listener_tcp_over_current_tcp',
+  'pilot_conflict_inbound_listener',
 ]);
 
 // Seconds-valued distributions get latency buckets; the rest count things or milliseconds.

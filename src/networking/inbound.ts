@@ -12,6 +12,8 @@ export interface InboundPorts {
   readonly ports: InboundPort[];
   /** User errors (bad defaultEndpoint, ...) naming the resource and field; those ports are skipped. */
   readonly problems: string[];
+  /** Ingress listeners that lose to an earlier one on the same port (pilot_conflict_inbound_listener). */
+  readonly conflicts: string[];
 }
 
 /**
@@ -31,10 +33,11 @@ export function parseDefaultEndpoint(value: string, proxy: Proxy): { address: st
 function fromIngress(ingress: readonly IngressListener[], proxy: Proxy, source: string): InboundPorts {
   const ports: InboundPort[] = [];
   const problems: string[] = [];
+  const conflicts: string[] = [];
   const seen = new Set<number>();
   ingress.forEach((l, i) => {
     if (seen.has(l.port.number)) {
-      problems.push(`${source}: spec.ingress[${i}].port.number: ${l.port.number} is already used by an earlier ingress listener`);
+      conflicts.push(`${source}: spec.ingress[${i}].port.number: ${l.port.number} is already used by an earlier ingress listener`);
       return;
     }
     seen.add(l.port.number);
@@ -47,7 +50,7 @@ function fromIngress(ingress: readonly IngressListener[], proxy: Proxy, source: 
       problems.push(`${source}: spec.ingress[${i}].defaultEndpoint: ${(e as Error).message}`);
     }
   });
-  return { ports, problems };
+  return { ports, problems, conflicts };
 }
 
 export function inboundPorts(proxy: Proxy, push: PushContext): InboundPorts {
@@ -62,5 +65,5 @@ export function inboundPorts(proxy: Proxy, push: PushContext): InboundPorts {
       byPort.set(i.endpointPort, { port: i.endpointPort, protocol: i.servicePort.protocol, target: { address: LOCALHOST, port: i.endpointPort } });
     }
   }
-  return { ports: [...byPort.values()].sort((a, b) => a.port - b.port), problems: [] };
+  return { ports: [...byPort.values()].sort((a, b) => a.port - b.port), problems: [], conflicts: [] };
 }

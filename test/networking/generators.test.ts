@@ -48,8 +48,8 @@ const fakeSecurity = [
   create(HttpFilterSchema, { name: 'envoy.filters.http.rbac', configType: { case: 'typedConfig', value: pack(RouterSchema, {}) } }),
 ];
 
-function generators(push: PushContext, problems: string[] = []): Map<string, ResourceGenerator> {
-  return createMeshGenerators({ pushContext: () => push, inboundHttpFilters: () => fakeSecurity, inboundSniffing: false, onProblem: (m) => problems.push(m) });
+function generators(push: PushContext, problems: string[] = [], conflicts: string[] = []): Map<string, ResourceGenerator> {
+  return createMeshGenerators({ pushContext: () => push, inboundHttpFilters: () => fakeSecurity, inboundSniffing: false, onProblem: (m) => problems.push(m), onInboundConflict: (m) => conflicts.push(m) });
 }
 
 async function generate(gens: Map<string, ResourceGenerator>, typeUrl: string, proxy: ProxyInfo, names?: string[]): Promise<readonly XdsResource[]> {
@@ -148,7 +148,8 @@ test('interception NONE: listeners on the Sidecar ingress ports to defaultEndpoi
       egress: [{ port: { number: 5432, name: 'tcp', protocol: 'TCP' }, hosts: ['./*'] }],
     }),
   ]);
-  const gens = generators(push, problems);
+  const conflicts: string[] = [];
+  const gens = generators(push, problems, conflicts);
   const proxy = echoProxy({ INTERCEPTION_MODE: 'NONE' });
   const lds = await generate(gens, TypeUrl.Listener, proxy);
   assert.deepEqual(names(lds), ['0.0.0.0_18080', '127.0.0.1_15432', '127.0.0.1_5432']);
@@ -162,8 +163,11 @@ test('interception NONE: listeners on the Sidecar ingress ports to defaultEndpoi
   assert.equal(tcpClusterOf(out.filterChains[0]!), 'outbound|5432||db.foo.svc.cluster.local');
   assert.deepEqual(problems, [
     'Sidecar/foo/local: spec.ingress[2].defaultEndpoint: "unix:///var/run/app.sock" is not <ip>:<port> (e.g. 127.0.0.1:8080; unix sockets are not supported)',
-    'Sidecar/foo/local: spec.ingress[3].port.number: 18080 is already used by an earlier ingress listener',
   ]);
+  assert.deepEqual(conflicts, ['Sidecar/foo/local: spec.ingress[3].port.number: 18080 is already used by an earlier ingress listener']);
+  // Without a test hook, the conflict is counted in pilot_conflict_inbound_listener.
+  await generate(createMeshGenerators({ pushContext: () => push, inboundHttpFilters: () => fakeSecurity }), TypeUrl.Listener, proxy);
+  assert.equal((await gauge('pilot_conflict_inbound_listener').get()).values[0]?.value, 1);
 
   const cds = (await generate(gens, TypeUrl.Cluster, proxy)).map((r) => unpack(r.resource, ClusterSchema));
   const target = (name: string): string => {

@@ -87,8 +87,14 @@ const CONFLICT_GAUGES = {
 class ConflictRecorder {
   private version = '';
   private readonly byKind: Record<ListenerConflict['kind'], (key: string) => void>;
+  /** An ingress listener that lost its port to an earlier one, counted distinct per snapshot. */
+  readonly inbound: (key: string) => void;
 
   constructor(private readonly current: () => PushContext) {
+    this.inbound = oncePerPush(current, (key, n) => {
+      gauge('pilot_conflict_inbound_listener').set(n);
+      log.warn(`inbound listener conflict: ${key}`);
+    });
     this.byKind = {
       http_over_tcp: this.counter('http_over_tcp'),
       tcp_over_http: this.counter('tcp_over_http'),
@@ -101,7 +107,10 @@ class ConflictRecorder {
     if (v === this.version) return;
     this.version = v;
     Object.values(CONFLICT_GAUGES).forEach((g) => g().set(0));
+    gauge('pilot_conflict_inbound_listener').set(0);
   }
+
+
 
   record(c: ListenerConflict): void {
     this.byKind[c.kind](`${c.service} loses ${c.listener} (${c.kind.replaceAll('_', ' ')})`);
@@ -123,6 +132,7 @@ export function createMeshGenerators(options: MeshGeneratorOptions): Map<string,
     detectionTimeout: setting('PILOT_INBOUND_PROTOCOL_DETECTION_TIMEOUT') / 1000,
     onProblem: oncePerPush(options.pushContext, (message) => log.warn(message)),
     onConflict: (c) => conflicts.record(c),
+    onInboundConflict: (c) => conflicts.inbound(c),
     cache: new XdsCache(),
     ...options,
   };

@@ -27,6 +27,8 @@ export interface SidecarOptions {
   readonly detectionTimeout?: number;
   /** Reports user errors found while generating (bad Sidecar fields). */
   readonly onProblem?: (message: string) => void;
+  /** An ingress listener that loses to an earlier one on the same port. */
+  readonly onInboundConflict?: (message: string) => void;
   /** Reports outbound listener conflicts (counted in the pilot_conflict_outbound_listener_* gauges). */
   readonly onConflict?: (conflict: ListenerConflict) => void;
   /** Built messages kept across snapshots, keyed by their inputs (see ../cache.ts). */
@@ -81,6 +83,7 @@ export function sidecarListeners(proxy: Proxy, push: PushContext, opts: SidecarO
   const scope = push.sidecarScope(proxy);
   const inbound = inboundPorts(proxy, push);
   inbound.problems.forEach((p) => opts.onProblem?.(p));
+  inbound.conflicts.forEach((c) => opts.onInboundConflict?.(c));
   const inboundOpts: InboundOptions = {
     httpFilters: opts.inboundHttpFilters?.(proxy, push) ?? [],
     sniffing: opts.inboundSniffing ?? false,
