@@ -9,7 +9,10 @@
 //   so the proxy needs no restart and the server can skip unchanged content;
 // - failures are counted: `meshd_connection_failures` for an upstream stream that ended before
 //   any response (could not connect), `meshd_connection_terminations` for one that had worked;
-// - the proxy's ACKs are observed, which tells readiness when listeners and clusters are applied.
+// - the proxy's ACKs are observed, which tells readiness when listeners and clusters are applied;
+// - JwksService (proto/mesh/v1/jwks.proto) is served on the same address and relayed upstream, at
+//   most one request per issuer per `jwksRefreshCooldownMs`: the proxy reports tokens whose kid its
+//   issuer's key set lacks, and the discovery server decides whether to refetch.
 import { EventEmitter } from 'node:events';
 import { clone } from '@bufbuild/protobuf';
 import {
@@ -29,6 +32,7 @@ import { counter } from '../common/metrics.js';
 import { scope } from '../common/log.js';
 import { Backoff, requestRank, type AdsStub } from '../xds/adsc.js';
 import { grpcClient, grpcServiceDefinition } from '../xds/grpc-service.js';
+import { IssuerCooldown, JwksRefreshClient, serveJwksService, type RefreshVerdict, type RequestRefreshRequest } from '../xds/jwks-service.js';
 import { shortTypeName, TypeUrl } from '../xds/types.js';
 
 const log = scope('xdsproxy');
@@ -41,7 +45,12 @@ export interface XdsProxyOptions {
   credentials?: ChannelCredentials;
   initialBackoffMs?: number;
   maxBackoffMs?: number;
+  /** JwksService relay: at most one request per issuer within this window. Default 5 s. */
+  jwksRefreshCooldownMs?: number;
 }
+
+/** The agent's own bound on unknown-kid reports, below the discovery server's per-issuer cooldown. */
+const DEFAULT_JWKS_REFRESH_COOLDOWN_MS = 5_000;
 
 export interface XdsProxyEvents {
   /** The proxy ACKed a response of this type. */
@@ -164,10 +173,16 @@ export class XdsProxy extends EventEmitter<XdsProxyEvents> {
   private readonly stub: AdsStub;
   private readonly relays = new Set<Relay>();
   private readonly ackedTypes = new Map<string, string>();
+  private readonly jwks: JwksRefreshClient;
+  private readonly jwksCooldown: IssuerCooldown;
 
   constructor(private readonly opts: XdsProxyOptions) {
     super();
-    this.stub = grpcClient(AggregatedDiscoveryService, opts.upstreamAddress, opts.credentials ?? grpcCredentials.createInsecure()) as AdsStub;
+    const creds = opts.credentials ?? grpcCredentials.createInsecure();
+    this.stub = grpcClient(AggregatedDiscoveryService, opts.upstreamAddress, creds) as AdsStub;
+    this.jwks = new JwksRefreshClient(opts.upstreamAddress, creds);
+    this.jwksCooldown = new IssuerCooldown(opts.jwksRefreshCooldownMs ?? DEFAULT_JWKS_REFRESH_COOLDOWN_MS);
+    serveJwksService(this.server, (req) => this.relayJwksRefresh(req));
     this.server.addService(grpcServiceDefinition(AggregatedDiscoveryService), {
       streamAggregatedResources: (call: Downstream) => this.accept(call),
       deltaAggregatedResources: (call: ServerDuplexStream<unknown, unknown>) =>
@@ -212,6 +227,21 @@ export class XdsProxy extends EventEmitter<XdsProxyEvents> {
     for (const r of [...this.relays]) r.close('the agent is shutting down', true);
     this.server.forceShutdown();
     this.stub.close();
+    this.jwks.close();
+  }
+
+  /**
+   * Relays a JwksService request upstream unless this issuer was relayed within the cooldown. An
+   * unreachable discovery server is an error for the proxy (it only logs it); the request is not
+   * queued: the next unknown kid, or the periodic refresh, asks again.
+   */
+  private async relayJwksRefresh({ issuer, kid }: RequestRefreshRequest): Promise<RefreshVerdict> {
+    if (!this.jwksCooldown.take(issuer)) {
+      return { accepted: false, reason: `the agent relayed a request for this issuer less than ${this.jwksCooldown.windowMs}ms ago` };
+    }
+    const verdict = await this.jwks.requestRefresh(issuer, kid);
+    log.debug(`JWKS refresh for an unknown kid relayed: ${verdict.accepted ? 'accepted' : 'refused'} (${verdict.reason})`, { issuer, kid });
+    return verdict;
   }
 
   private accept(call: Downstream): void {

@@ -28,6 +28,7 @@ import { buildWorkloadSecurity, grpcServerHttpFilters, securityHttpFilters, type
 import { Debouncer } from '../xds/debounce.js';
 import { XdsStreamError, type ProxyInfo, type PushRequest } from '../xds/generator.js';
 import { createMeshGenerators, proxyOf } from '../xds/generators/index.js';
+import { serveJwksService, type RefreshVerdict, type RequestRefreshRequest } from '../xds/jwks-service.js';
 import { XdsServer } from '../xds/server.js';
 import { TypeUrl } from '../xds/types.js';
 import { WebhookServer } from '../webhooks/server.js';
@@ -116,6 +117,7 @@ export class DiscoveryServer {
         this.autoRegistration.unregister(info.connectionId);
       },
     });
+    serveJwksService(this.xds.grpc, (req) => this.refreshForUnknownKid(req));
     this.webhook = new WebhookServer({ httpsAddr: opts.httpsAddr, tlsCertFile: opts.tlsCertFile, tlsKeyFile: opts.tlsKeyFile });
 
     const metrics = programRegistry('discovery');
@@ -148,6 +150,19 @@ export class DiscoveryServer {
     const sec = buildWorkloadSecurity(proxy, push.policiesFor('RequestAuthentication', proxy), push.policiesFor('AuthorizationPolicy', proxy), this.resolver.lookup, push.rootNamespace);
     for (const w of sec.warnings) log.warn(w);
     return sec;
+  }
+
+  /**
+   * JwksService: a proxy (through its agent) saw a token whose kid its issuer's key set lacks. Only
+   * an issuer some RequestAuthentication in the store trusts is refetched, and the resolver allows
+   * one unknown-kid refetch per issuer per cooldown, so a flood of forged kids or made-up issuers
+   * costs the issuers at most that. New keys arrive at the proxies by the resolver's onChange push.
+   */
+  private refreshForUnknownKid({ issuer, kid }: RequestRefreshRequest): RefreshVerdict {
+    const trusted = this.store.list('RequestAuthentication').some((p) => (p.spec.jwtRules ?? []).some((r) => r.issuer === issuer));
+    const verdict = trusted ? this.resolver.refetchForUnknownKid(issuer, kid) : { started: false, reason: 'no RequestAuthentication trusts this issuer' };
+    if (!verdict.started) log.debug(`JWKS refresh for an unknown kid not started: ${verdict.reason}`, { issuer, kid });
+    return { accepted: verdict.started, reason: verdict.reason };
   }
 
   /**

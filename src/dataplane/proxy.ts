@@ -1,12 +1,14 @@
 // mesh-proxy as a whole: the bootstrap's static clusters, the admin API, the ADS client applying
 // LDS/CDS/RDS/EDS to the listener and cluster managers, and shutdown (SIGTERM/SIGINT or
-// /quitquitquit: stop accepting, let in-flight requests finish within the drain time, exit 0).
+// /quitquitquit: stop accepting, let in-flight requests finish within the drain time, exit 0);
+// tokens whose kid their issuer's key set lacks are reported over JwksService (jwks-refresh.ts).
 import type { Server } from 'node:http';
 import { registerScopes, scope } from '../common/log.js';
 import { closeServer } from '../debug/http.js';
 import { startAdmin, type AdminTarget } from './admin.js';
 import type { ProxyBootstrap } from './bootstrap.js';
 import { DynamicClusterManager } from './clusters.js';
+import { JwksRefresher } from './jwks-refresh.js';
 import { ListenerManager } from './listener-manager.js';
 import { PROXY_COMPONENTS } from './logging.js';
 import { statName, StatsStore } from './stats.js';
@@ -29,6 +31,7 @@ export class MeshProxy implements AdminTarget {
   readonly xds: XdsApplier;
   readonly startedAt = new Date();
   readonly bootstrap: ProxyBootstrap;
+  private readonly jwksRefresher: JwksRefresher;
   healthCheckFailed = false;
   private draining = false;
   private admin?: Server;
@@ -42,10 +45,12 @@ export class MeshProxy implements AdminTarget {
     registerScopes(PROXY_COMPONENTS);
     this.bootstrap = o.bootstrap;
     this.clusters = new DynamicClusterManager(this.stats);
+    this.jwksRefresher = new JwksRefresher(o.bootstrap.xdsAddress, this.stats);
     let routes: XdsApplier | undefined;
     this.listeners = new ListenerManager({
       clusters: this.clusters,
       routes: (name) => routes?.route(name),
+      jwt: { onUnknownKid: this.jwksRefresher.onUnknownKid },
       stats: this.stats,
       drainTimeMs: o.drainTimeMs,
     });
@@ -96,6 +101,7 @@ export class MeshProxy implements AdminTarget {
   stop(drainTimeMs = this.o.drainTimeMs): Promise<void> {
     this.stopping ??= (async () => {
       this.xds.close();
+      this.jwksRefresher.close();
       await this.listeners.shutdown(drainTimeMs);
       this.listeners.destroy();
       if (this.admin) {

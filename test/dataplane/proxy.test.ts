@@ -14,6 +14,7 @@ import { RouteConfigurationSchema } from '../../src/gen/envoy/config/route/v3/ro
 import { TcpProxySchema } from '../../src/gen/envoy/extensions/filters/network/tcp_proxy/v3/tcp_proxy_pb.js';
 import { loadBootstrap } from '../../src/dataplane/bootstrap.js';
 import { MeshProxy } from '../../src/dataplane/proxy.js';
+import { serveJwksService, type RequestRefreshRequest } from '../../src/xds/jwks-service.js';
 import { pack, TypeUrl } from '../../src/xds/types.js';
 import { eventually } from '../helpers/proc.js';
 import { ISSUER, jwks, meshJwtAuthn, meshProvider, mint, testKey, type TestKey } from './fixtures.js';
@@ -71,6 +72,8 @@ describe('mesh-proxy over ADS', () => {
   let key: TestKey;
   let token: string;
   let jwt: HcmOptions['jwt'];
+  /** JwksService requests that reached the ADS server. */
+  const refreshes: RequestRefreshRequest[] = [];
 
   const admin = (path: string, method = 'GET') => send(proxy.adminPort, path, {}, method);
   const portOf = (name: string): number => {
@@ -95,7 +98,12 @@ describe('mesh-proxy over ADS', () => {
     key = await testKey('RS256', 'k1');
     token = await mint(key, { sub: 'alice' });
     jwt = meshJwtAuthn({ origins: meshProvider(ISSUER, jwks(key)) });
-    ads = await new FixtureAds().listen();
+    ads = new FixtureAds();
+    serveJwksService(ads.server.grpc, (req) => {
+      refreshes.push(req);
+      return { accepted: true, reason: 'refetch started' };
+    });
+    await ads.listen();
     ads.set(TypeUrl.Cluster, [edsCluster('app'), staticCluster('tcp-app', [up1.port])]);
     ads.set(TypeUrl.ClusterLoadAssignment, [endpoints('app', [up1.port])]);
     ads.set(TypeUrl.Listener, baseListeners());
@@ -135,6 +143,23 @@ describe('mesh-proxy over ADS', () => {
     const none = await send(port, '/');
     assert.equal(none.status, 403);
     assert.equal(none.body, 'RBAC: access denied');
+  });
+
+  it('reports a token whose kid the JWKS lacks to the ADS server over JwksService, once, and still answers 401', async () => {
+    const port = portOf('inbound');
+    const rotated = await mint(await testKey('RS256', 'k-rotated'), { sub: 'alice' });
+    for (let i = 0; i < 3; i++) {
+      const r = await send(port, '/', { authorization: `Bearer ${rotated}` });
+      assert.equal(r.status, 401, 'no key for the kid: rejected whatever happens next');
+      assert.equal(r.body, "Jwks doesn't have key to match kid or alg from Jwt");
+    }
+    await eventually(async () => assert.equal(await stat('jwks_refresh.accepted'), 1), 10_000);
+    assert.deepEqual(
+      refreshes.map((r) => [r.issuer, r.kid]),
+      [[ISSUER, 'k-rotated']],
+    );
+    assert.equal(await stat('jwks_refresh.requested'), 1, 'one report per kid per compiled config');
+    assert.equal(await stat('jwks_refresh.failed'), 0);
   });
 
   it('proxies TCP through tcp_proxy to a STATIC cluster', async () => {

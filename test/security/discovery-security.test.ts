@@ -1,6 +1,7 @@
 // The discovery server's security wiring, in process: /debug/authz_explain verifies a posted token
 // with the keys the resolver fetched (through the data plane's jwt_authn), and once no
-// RequestAuthentication references a jwksUri any more, the resolver stops fetching it.
+// RequestAuthentication references a jwksUri any more, the resolver stops fetching it; JwksService
+// on the xDS gRPC port refetches a trusted issuer for an unknown kid, at most once per cooldown.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { mkdtempSync, unlinkSync, writeFileSync } from 'node:fs';
@@ -10,6 +11,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { SignJWT, exportJWK, generateKeyPair } from 'jose';
 import { DiscoveryServer } from '../../src/cli/discovery-server.js';
+import { JwksRefreshClient } from '../../src/xds/jwks-service.js';
 import { setScopeLevel } from '../../src/common/log.js';
 import { eventually } from '../helpers/proc.js';
 import { localDiscoveryOptions } from './fixtures.js';
@@ -65,4 +67,53 @@ spec:
 
   unlinkSync(file);
   await eventually(() => assert.deepEqual(d.resolver.uris(), [], 'the resolver forgot the jwksUri of the deleted policy'), 10_000);
+});
+
+test('JwksService refetches a trusted issuer for an unknown kid, once per cooldown; other issuers never', { timeout: 30_000 }, async (t) => {
+  const keys = [await exportJWK((await generateKeyPair('ES256')).publicKey)].map((k) => ({ ...k, kid: 'k1', alg: 'ES256' }));
+  let fetches = 0;
+  const issuer = createServer((_req, res) => {
+    fetches++;
+    res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify({ keys }));
+  });
+  await new Promise<void>((r) => issuer.listen(0, '127.0.0.1', r));
+  t.after(() => issuer.close());
+  const jwksUri = `http://127.0.0.1:${(issuer.address() as AddressInfo).port}/jwks`;
+  const dir = mkdtempSync(join(tmpdir(), 'discovery-jwks-service-'));
+  writeFileSync(
+    join(dir, 'ra.yaml'),
+    `apiVersion: security.mesh.io/v1beta1
+kind: RequestAuthentication
+metadata: { name: jwt, namespace: foo }
+spec:
+  jwtRules: [{ issuer: "https://issuer.test", jwksUri: "${jwksUri}" }, { issuer: "https://inline.test", jwks: '${JSON.stringify({ keys })}' }]
+`,
+  );
+  const d = new DiscoveryServer(localDiscoveryOptions(dir));
+  t.after(() => d.stop());
+  await d.start();
+  const client = new JwksRefreshClient(d.addresses.grpc!);
+  t.after(() => client.close());
+  assert.equal(fetches, 1, 'the first fetch happened before the server was ready');
+
+  const untrusted = await client.requestRefresh('https://attacker.test', 'k9');
+  assert.deepEqual(untrusted, { accepted: false, reason: 'no RequestAuthentication trusts this issuer' });
+  const inline = await client.requestRefresh('https://inline.test', 'k9');
+  assert.deepEqual([inline.accepted, inline.reason], [false, 'no jwksUri is fetched for this issuer']);
+  const known = await client.requestRefresh('https://issuer.test', 'k1');
+  assert.deepEqual([known.accepted, known.reason], [false, 'the kid is already in the key set']);
+  assert.equal(fetches, 1, 'refused requests fetch nothing');
+
+  // The issuer rotates: k2 signs from now on.
+  keys.push({ ...(await exportJWK((await generateKeyPair('ES256')).publicKey)), kid: 'k2', alg: 'ES256' });
+  assert.deepEqual(await client.requestRefresh('https://issuer.test', 'k2'), { accepted: true, reason: 'refetch started' });
+  await eventually(() => assert.deepEqual(d.resolver.status(jwksUri)?.kids, ['k1', 'k2']), 10_000);
+  assert.equal(fetches, 2);
+
+  // A flood of forged kids within the cooldown: refused, no fetch.
+  const flood = await Promise.all(Array.from({ length: 100 }, (_, i) => client.requestRefresh('https://issuer.test', `forged-${i}`)));
+  assert.equal(flood.filter((v) => v.accepted).length, 0);
+  assert.match(flood[0]!.reason, /cooldown 60000ms/);
+  await d.resolver.idle();
+  assert.equal(fetches, 2, 'the flood cost the issuer nothing');
 });

@@ -113,16 +113,24 @@ export class JwksResolver {
    * of forged kids costs the issuer one request per cooldown. Returns whether a refetch started.
    */
   refreshForUnknownKid(issuer: string, kid?: string): boolean {
+    return this.refetchForUnknownKid(issuer, kid).started;
+  }
+
+  /** refreshForUnknownKid with the reason, for the JwksService answer and its logs. */
+  refetchForUnknownKid(issuer: string, kid?: string): { started: boolean; reason: string } {
+    if (this.closed) return { started: false, reason: 'the resolver is closed' };
     const entries = [...this.entries.values()].filter((e) => e.issuers.has(issuer));
-    if (entries.length === 0 || this.closed) return false;
-    if (kid !== undefined && entries.some((e) => e.kids.includes(kid))) return false;
+    if (entries.length === 0) return { started: false, reason: 'no jwksUri is fetched for this issuer' };
+    if (kid !== undefined && entries.some((e) => e.kids.includes(kid))) return { started: false, reason: 'the kid is already in the key set' };
     const last = this.lastKidRefetch.get(issuer);
     const now = this.now();
-    if (last !== undefined && now - last < this.cooldownMs) return false;
+    if (last !== undefined && now - last < this.cooldownMs) {
+      return { started: false, reason: `an unknown-kid refetch of this issuer ran ${now - last}ms ago (cooldown ${this.cooldownMs}ms)` };
+    }
     this.lastKidRefetch.set(issuer, now);
     log.info('refetching JWKS for an unknown key id', { issuer, ...(kid !== undefined ? { kid } : {}) });
     for (const e of entries) void this.fetch(e);
-    return true;
+    return { started: true, reason: 'refetch started' };
   }
 
   /**
