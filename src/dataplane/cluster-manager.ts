@@ -2,6 +2,8 @@
 // ORIGINAL_DST) plugs in behind this interface; `StaticClusterManager` is a plain one for tests and
 // for wiring before CDS exists.
 import { Agent } from 'node:http';
+import { connect as h2connect, type ClientHttp2Session } from 'node:http2';
+import { createConnection, type NetConnectOpts, type Socket } from 'node:net';
 import type { RequestView } from './request.js';
 
 export interface Endpoint {
@@ -17,6 +19,8 @@ export interface UpstreamCluster {
   readonly agent: Agent;
   /** Connect timeout for raw (TCP proxy) upstream connections; absent = none. */
   readonly connectTimeoutMs?: number;
+  /** Present when the cluster's protocol options ask for HTTP/2: requests go over its sessions. */
+  readonly http2?: Http2Pool;
 }
 
 export interface ClusterManager {
@@ -29,11 +33,79 @@ export function upstreamAgent(): Agent {
   return new Agent({ keepAlive: true, maxSockets: Infinity, maxFreeSockets: 256, scheduling: 'lifo' });
 }
 
+/** A TCP connection that fails (and calls `onTimeout`) unless it connects within `ms` (0 = no limit). */
+export function connectWithin(options: NetConnectOpts, ms: number, onTimeout: () => void): Socket {
+  const socket = createConnection(options);
+  if (ms > 0) {
+    const timer = setTimeout(() => {
+      onTimeout();
+      socket.destroy(new Error(`connect timeout after ${ms}ms`));
+    }, ms);
+    const clear = (): void => clearTimeout(timer);
+    socket.once('connect', clear);
+    socket.once('close', clear);
+  }
+  return socket;
+}
+
+/**
+ * HTTP/2 (h2c, prior knowledge) sessions to a cluster's endpoints: one multiplexed session per
+ * endpoint, replaced by a new one once it received GOAWAY, closed or failed.
+ */
+export class Http2Pool {
+  private readonly sessions = new Map<string, ClientHttp2Session>();
+  private retired = false;
+
+  constructor(
+    public connectTimeoutMs = 0,
+    private readonly onConnection: () => void = () => {},
+    private readonly onConnectTimeout: () => void = () => {},
+  ) {}
+
+  session(ep: Endpoint): ClientHttp2Session {
+    const key = `${ep.host}:${ep.port}`;
+    const existing = this.sessions.get(key);
+    if (existing && !existing.closed && !existing.destroyed) return existing;
+    const ms = this.connectTimeoutMs;
+    const session = h2connect(`http://${ep.host.includes(':') ? `[${ep.host}]:${ep.port}` : key}`, {
+      createConnection: () => connectWithin({ host: ep.host, port: ep.port }, ms, this.onConnectTimeout),
+    });
+    this.onConnection();
+    const forget = (): void => {
+      if (this.sessions.get(key) === session) this.sessions.delete(key);
+    };
+    // After GOAWAY the session finishes its streams but takes no new ones: the next request opens a new one.
+    session.on('goaway', forget);
+    session.on('close', forget);
+    // Errors reach the streams that were open; the session itself only needs replacing.
+    session.on('error', forget);
+    // An idle pooled session must not keep the process alive.
+    session.unref();
+    // A retired pool serves the request it is asked for, then lets the session wind down.
+    if (this.retired) setImmediate(() => session.close());
+    else this.sessions.set(key, session);
+    return session;
+  }
+
+  /** In-flight streams finish; no session is kept or opened for reuse. */
+  retire(): void {
+    this.retired = true;
+    for (const s of this.sessions.values()) s.close();
+    this.sessions.clear();
+  }
+
+  destroy(): void {
+    for (const s of this.sessions.values()) s.destroy();
+    this.sessions.clear();
+  }
+}
+
 /** Round-robin over fixed endpoint lists; `set` replaces a cluster's endpoints (EDS-style). */
 export class StaticClusterManager implements ClusterManager {
   private readonly clusters = new Map<string, { cluster: UpstreamCluster; endpoints: readonly Endpoint[] }>();
 
-  set(name: string, endpoints: readonly Endpoint[]): void {
+  /** `http2`: the cluster is reached over HTTP/2 (h2c) instead of HTTP/1.1. */
+  set(name: string, endpoints: readonly Endpoint[], opts: { http2?: boolean } = {}): void {
     const existing = this.clusters.get(name);
     if (existing) {
       existing.endpoints = endpoints;
@@ -45,6 +117,7 @@ export class StaticClusterManager implements ClusterManager {
       cluster: {
         name,
         agent: upstreamAgent(),
+        ...(opts.http2 ? { http2: new Http2Pool() } : {}),
         pick: () => {
           const eps = entry.endpoints;
           if (eps.length === 0) return undefined;
@@ -57,6 +130,7 @@ export class StaticClusterManager implements ClusterManager {
 
   remove(name: string): void {
     this.clusters.get(name)?.cluster.agent.destroy();
+    this.clusters.get(name)?.cluster.http2?.destroy();
     this.clusters.delete(name);
   }
 
@@ -66,7 +140,10 @@ export class StaticClusterManager implements ClusterManager {
 
   /** Closes every pooled upstream connection. */
   close(): void {
-    for (const { cluster } of this.clusters.values()) cluster.agent.destroy();
+    for (const { cluster } of this.clusters.values()) {
+      cluster.agent.destroy();
+      cluster.http2?.destroy();
+    }
     this.clusters.clear();
   }
 }

@@ -8,8 +8,9 @@
 // touching what serves traffic; `commit` swaps it in. Pools of clusters that survive an update are
 // kept (their connections stay warm); the pools of removed clusters let in-flight requests finish.
 import { Agent, type ClientRequestArgs } from 'node:http';
-import { createConnection, type NetConnectOpts } from 'node:net';
+import type { NetConnectOpts } from 'node:net';
 import type { Duplex } from 'node:stream';
+import { anyUnpack } from '@bufbuild/protobuf/wkt';
 import { scope } from '../common/log.js';
 import {
   Cluster_DiscoveryType,
@@ -20,7 +21,8 @@ import {
 import type { Address as EnvoyAddress } from '../gen/envoy/config/core/v3/address_pb.js';
 import { HealthStatus } from '../gen/envoy/config/core/v3/health_check_pb.js';
 import type { ClusterLoadAssignment } from '../gen/envoy/config/endpoint/v3/endpoint_pb.js';
-import type { ClusterManager, Endpoint, UpstreamCluster } from './cluster-manager.js';
+import { HttpProtocolOptionsSchema } from '../gen/envoy/extensions/upstreams/http/v3/http_protocol_options_pb.js';
+import { connectWithin, Http2Pool, type ClusterManager, type Endpoint, type UpstreamCluster } from './cluster-manager.js';
 import { ConfigError, unappliedFields } from './config-error.js';
 import type { RequestView } from './request.js';
 import { durationMs } from './router.js';
@@ -31,11 +33,12 @@ const log = scope('upstream');
 /** Envoy's default connect_timeout. */
 const DEFAULT_CONNECT_TIMEOUT_MS = 5_000;
 const ORIGINAL_DST_HEADER = 'x-envoy-original-dst-host';
+const HTTP_PROTOCOL_OPTIONS = 'envoy.extensions.upstreams.http.v3.HttpProtocolOptions';
 
 /** Set fields of a Cluster this proxy accepts without applying them (logged, never dropped silently). */
 const UNAPPLIED_CLUSTER = [
   'transportSocket', 'transportSocketMatches', 'circuitBreakers', 'outlierDetection', 'healthChecks', 'commonLbConfig',
-  'typedExtensionProtocolOptions', 'upstreamConnectionOptions', 'dnsLookupFamily', 'dnsRefreshRate', 'perConnectionBufferLimitBytes',
+  'upstreamConnectionOptions', 'dnsLookupFamily', 'dnsRefreshRate', 'perConnectionBufferLimitBytes',
   'maxRequestsPerConnection', 'lrsServer', 'filters', 'loadBalancingPolicy',
 ];
 
@@ -53,6 +56,8 @@ interface ClusterSpec {
   readonly edsName?: string;
   readonly connectTimeoutMs: number;
   readonly random: boolean;
+  /** The upstream HTTP protocol (HTTP/2 = h2c with prior knowledge; upstream TLS is not done yet). */
+  readonly protocol: 'http1' | 'http2';
   /** For ORIGINAL_DST: the header naming the destination, when use_http_header is on. */
   readonly originalDstHeader?: string;
   /** The endpoints pick() chooses from (healthy or unknown, best priority). */
@@ -97,6 +102,34 @@ export function compileAssignment(cla: ClusterLoadAssignment | undefined, field:
   return { all, usable: all.filter((e) => e.priority === best) };
 }
 
+/**
+ * The upstream protocol from `typed_extension_protocol_options` (HttpProtocolOptions with an
+ * explicit HTTP/1 or HTTP/2 config) or the legacy `http2_protocol_options`. The protocol
+ * settings inside (window sizes, concurrent streams) are node:http2's defaults.
+ */
+function upstreamProtocol(c: Cluster, field: string): 'http1' | 'http2' {
+  let protocol: 'http1' | 'http2' = c.http2ProtocolOptions ? 'http2' : 'http1';
+  for (const [name, any] of Object.entries(c.typedExtensionProtocolOptions)) {
+    const f = `${field}.typed_extension_protocol_options[${JSON.stringify(name)}]`;
+    const typeName = any.typeUrl.slice(any.typeUrl.lastIndexOf('/') + 1);
+    if (typeName !== HTTP_PROTOCOL_OPTIONS) {
+      log.warn(`${f}: protocol options of type ${typeName} are not applied`);
+      continue;
+    }
+    const opts = anyUnpack(any, HttpProtocolOptionsSchema);
+    if (!opts) throw new ConfigError(f, `cannot decode ${any.typeUrl}`);
+    const u = opts.upstreamProtocolOptions;
+    if (u.case === 'explicitHttpConfig') {
+      const p = u.value.protocolConfig.case;
+      if (p === 'http3ProtocolOptions') throw new ConfigError(`${f}.explicit_http_config`, 'HTTP/3 upstreams are not supported; use http_protocol_options or http2_protocol_options');
+      protocol = p === 'http2ProtocolOptions' ? 'http2' : 'http1';
+    } else if (u.case !== undefined) {
+      log.warn(`${f}: ${u.case === 'autoConfig' ? 'auto_config' : 'use_downstream_protocol_config'} is not supported yet; using ${protocol === 'http2' ? 'HTTP/2' : 'HTTP/1.1'}`);
+    }
+  }
+  return protocol;
+}
+
 /** Compiles one Cluster; `assignments` are the accepted ClusterLoadAssignments by name (EDS). */
 export function compileCluster(c: Cluster, assignments: ReadonlyMap<string, ClusterLoadAssignment>, field: string): ClusterSpec {
   if (!c.name) throw new ConfigError(`${field}.name`, 'a cluster name is required');
@@ -111,7 +144,7 @@ export function compileCluster(c: Cluster, assignments: ReadonlyMap<string, Clus
   }
   const unapplied = unappliedFields(ClusterSchema, c, UNAPPLIED_CLUSTER);
   if (unapplied.length > 0) log.warn(`cluster ${c.name}: accepted but not applied yet: ${unapplied.join(', ')}`);
-  const base = { name: c.name, message: c, connectTimeoutMs, random };
+  const base = { name: c.name, message: c, connectTimeoutMs, random, protocol: upstreamProtocol(c, field) };
   switch (dt.value) {
     case Cluster_DiscoveryType.STATIC:
     case Cluster_DiscoveryType.STRICT_DNS:
@@ -163,19 +196,8 @@ class UpstreamAgent extends Agent {
   }
 
   override createConnection(options: ClientRequestArgs): Duplex {
-    const socket = createConnection(options as NetConnectOpts);
     this.onConnection();
-    const ms = this.connectTimeoutMs;
-    if (ms > 0) {
-      const timer = setTimeout(() => {
-        this.onConnectTimeout();
-        socket.destroy(new Error(`connect timeout after ${ms}ms`));
-      }, ms);
-      const clear = () => clearTimeout(timer);
-      socket.once('connect', clear);
-      socket.once('close', clear);
-    }
-    return socket;
+    return connectWithin(options as NetConnectOpts, this.connectTimeoutMs, this.onConnectTimeout);
   }
 
   /** Lets in-flight requests finish but keeps no connection: a removed cluster's pool winds down. */
@@ -195,6 +217,7 @@ interface ClusterStats {
 /** A serving cluster: the spec can be swapped under it (EDS updates) while its pool stays. */
 class LiveCluster implements UpstreamCluster {
   readonly agent: UpstreamAgent;
+  private pool?: Http2Pool;
   private rr = 0;
   /** Smooth weighted round robin state, one per endpoint of the current spec. */
   private current: number[] = [];
@@ -206,6 +229,24 @@ class LiveCluster implements UpstreamCluster {
     this.agent = new UpstreamAgent(spec.connectTimeoutMs, () => stats.cx.inc(), () => stats.connectTimeout.inc());
   }
 
+  /** The HTTP/2 sessions, made on first use; undefined while the cluster speaks HTTP/1.1. */
+  get http2(): Http2Pool | undefined {
+    if (this.spec.protocol !== 'http2') return undefined;
+    this.pool ??= new Http2Pool(this.spec.connectTimeoutMs, () => this.stats.cx.inc(), () => this.stats.connectTimeout.inc());
+    return this.pool;
+  }
+
+  /** Lets in-flight requests finish and keeps no connection. */
+  retire(): void {
+    this.agent.retire();
+    this.pool?.retire();
+  }
+
+  destroy(): void {
+    this.agent.destroy();
+    this.pool?.destroy();
+  }
+
   get name(): string {
     return this.spec.name;
   }
@@ -215,8 +256,14 @@ class LiveCluster implements UpstreamCluster {
   }
 
   update(spec: ClusterSpec): void {
+    // A protocol change starts a fresh session pool; the old one finishes its streams.
+    if (spec.protocol !== this.spec.protocol && this.pool) {
+      this.pool.retire();
+      this.pool = undefined;
+    }
     this.spec = spec;
     this.agent.connectTimeoutMs = spec.connectTimeoutMs;
+    if (this.pool) this.pool.connectTimeoutMs = spec.connectTimeoutMs;
     this.current = [];
   }
 
@@ -302,7 +349,7 @@ export class DynamicClusterManager implements ClusterManager {
   commit(plan: ClusterPlan): void {
     for (const [name, c] of this.live) {
       if (this.staticNames.has(name) || plan.specs.has(name)) continue;
-      c.agent.retire();
+      c.retire();
       this.live.delete(name);
     }
     for (const [name, spec] of plan.specs) {
@@ -328,7 +375,7 @@ export class DynamicClusterManager implements ClusterManager {
   }
 
   close(): void {
-    for (const c of this.live.values()) c.agent.destroy();
+    for (const c of this.live.values()) c.destroy();
     this.live.clear();
   }
 

@@ -1,10 +1,10 @@
-// The HTTP connection manager: an HttpConnectionManager message compiled into a node:http request
-// handler that sets the x-forwarded-* / x-request-id headers as Envoy does, runs the configured
+// The HTTP connection manager: an HttpConnectionManager message compiled into a request handler
+// for node:http and node:http2 (compatibility API) servers that sets the x-forwarded-* / x-request-id headers as Envoy does, runs the configured
 // http_filters in order (jwt_authn -> rbac -> ...) and ends in the router, which forwards to the
 // upstream picked through the injected cluster manager.
 import { randomUUID } from 'node:crypto';
-import { request as httpRequest, STATUS_CODES, type IncomingHttpHeaders, type IncomingMessage, type OutgoingHttpHeaders, type ServerResponse } from 'node:http';
-import { BlockList, isIPv4, isIPv6 } from 'node:net';
+import { request as httpRequest, STATUS_CODES, type IncomingMessage, type OutgoingHttpHeaders } from 'node:http';
+import { BlockList, isIPv4, isIPv6, type Socket } from 'node:net';
 import type { Duplex } from 'node:stream';
 import type { TLSSocket } from 'node:tls';
 import { anyUnpack, type Any } from '@bufbuild/protobuf/wkt';
@@ -15,6 +15,7 @@ import { JwtAuthenticationSchema } from '../gen/envoy/extensions/filters/http/jw
 import { RBACSchema } from '../gen/envoy/extensions/filters/http/rbac/v3/rbac_pb.js';
 import { RouterSchema } from '../gen/envoy/extensions/filters/http/router/v3/router_pb.js';
 import {
+  HttpConnectionManager_CodecType,
   HttpConnectionManagerSchema,
   type HttpConnectionManager,
 } from '../gen/envoy/extensions/filters/network/http_connection_manager/v3/http_connection_manager_pb.js';
@@ -23,6 +24,23 @@ import { ConfigError, unappliedFields } from './config-error.js';
 import type { HttpFilter, LocalReply } from './filters/filter.js';
 import { compileJwtAuthn, type JwtAuthnOptions, type JwtAuthnStats } from './filters/jwt-authn.js';
 import { compileRbacFilter, type RbacStats } from './filters/rbac.js';
+import {
+  grpcMessage,
+  grpcStatusOf,
+  http1Exchange,
+  http2Exchange,
+  isEndToEnd,
+  isGrpc,
+  requestAuthority,
+  requestHeaderEntries,
+  respondHeadersOnly,
+  writeHead,
+  type DownstreamRequest,
+  type DownstreamResponse,
+  type HeaderMap,
+  type UpstreamEvents,
+  type UpstreamExchange,
+} from './http-codec.js';
 import { normalizeIp } from './matchers.js';
 import { RequestHeaders, StreamRequest, type Address } from './request.js';
 import { applyMutations, compileRouteConfiguration, stripHostPort, type CompiledRoute, type MutableHeaders, type RouteTable } from './router.js';
@@ -31,9 +49,6 @@ const log = scope('http');
 
 export const HCM_FILTER_NAME = 'envoy.filters.network.http_connection_manager';
 const TYPE_PREFIX = 'type.googleapis.com/';
-
-/** Headers that belong to one hop and are never forwarded (RFC 9110 7.6.1, plus Envoy's list). */
-const HOP_BY_HOP = new Set(['connection', 'keep-alive', 'proxy-connection', 'transfer-encoding', 'upgrade', 'te', 'host']);
 
 /** Private, loopback and link-local ranges: Envoy's default notion of an internal client. */
 const INTERNAL = (() => {
@@ -49,7 +64,7 @@ function isInternal(ip: string): boolean {
 
 /** Set fields of the HCM that this proxy does not apply yet (logged when present). */
 const UNAPPLIED_HCM = [
-  'tracing', 'accessLog', 'accessLogOptions', 'http2ProtocolOptions', 'streamIdleTimeout', 'requestTimeout', 'requestHeadersTimeout',
+  'tracing', 'accessLog', 'accessLogOptions', 'http2ProtocolOptions', 'httpProtocolOptions', 'streamIdleTimeout', 'requestTimeout', 'requestHeadersTimeout',
   'drainTimeout', 'delayedCloseTimeout', 'localReplyConfig', 'forwardClientCertDetails', 'setCurrentClientCertDetails',
   'normalizePath', 'mergeSlashes', 'pathWithEscapedSlashesAction', 'internalAddressConfig', 'originalIpDetectionExtensions', 'via',
 ];
@@ -66,11 +81,18 @@ export interface HcmDeps {
 /** Per-filter counters, for the admin /stats endpoint. */
 export type FilterStats = { name: string; jwt_authn: JwtAuthnStats } | { name: string; rbac: RbacStats };
 
+/** The downstream protocols a connection manager speaks (its codec_type). */
+export type Codec = 'auto' | 'http1' | 'http2';
+
 export interface HttpConnectionManagerHandler {
   readonly statPrefix: string;
   readonly filterStats: readonly FilterStats[];
-  /** Serves one request of a node:http server ('request' event). */
-  handle(req: IncomingMessage, res: ServerResponse): void;
+  readonly codec: Codec;
+  /**
+   * Serves one request of a node:http server or a node:http2 compatibility server ('request'
+   * event); `connection` is the downstream socket when `req.socket` does not stand for it.
+   */
+  handle(req: DownstreamRequest, res: DownstreamResponse, connection?: Socket): void;
   /** Serves an upgrade request (the server's 'upgrade' event), e.g. WebSocket. */
   handleUpgrade(req: IncomingMessage, socket: Duplex, head: Buffer): void;
 }
@@ -193,18 +215,37 @@ function rawHead(status: number, message: string, headers: OutgoingHttpHeaders):
 function endToEndHeaders(msg: IncomingMessage): Record<string, string | string[]> {
   const out: Record<string, string | string[]> = {};
   for (const [k, v] of Object.entries(msg.headersDistinct)) {
-    if (v && !HOP_BY_HOP.has(k)) out[k] = v.length === 1 ? (v[0] as string) : v;
+    if (v && isEndToEnd(k, v[0])) out[k] = v.length === 1 ? (v[0] as string) : v;
   }
   return out;
 }
 
-function firstValue(h: IncomingHttpHeaders, name: string): string | undefined {
-  const v = h[name];
-  return Array.isArray(v) ? v[0] : v;
+function codecOf(hcm: HttpConnectionManager): Codec {
+  switch (hcm.codecType) {
+    case HttpConnectionManager_CodecType.AUTO:
+      return 'auto';
+    case HttpConnectionManager_CodecType.HTTP1:
+      return 'http1';
+    case HttpConnectionManager_CodecType.HTTP2:
+      return 'http2';
+    default:
+      throw new ConfigError('codec_type', `${HttpConnectionManager_CodecType[hcm.codecType] ?? hcm.codecType} is not supported; use AUTO, HTTP1 or HTTP2`);
+  }
+}
+
+/**
+ * A local reply to a gRPC request, as Envoy sends it: HTTP 200 whose grpc-status is the HTTP
+ * status's gRPC equivalent and whose grpc-message is the reply's body.
+ */
+function grpcReply(reply: LocalReply): { status: number; headers: OutgoingHttpHeaders } {
+  const headers: OutgoingHttpHeaders = { ...reply.headers, 'content-type': 'application/grpc', 'grpc-status': String(grpcStatusOf(reply.status)) };
+  if (reply.body) headers['grpc-message'] = grpcMessage(reply.body);
+  return { status: 200, headers };
 }
 
 /** Compiles an HttpConnectionManager; throws ConfigError (-> NACK) on what it cannot honour. */
 export function buildHttpConnectionManager(hcm: HttpConnectionManager, deps: HcmDeps): HttpConnectionManagerHandler {
+  const codec = codecOf(hcm);
   const chain = compileHttpFilters(hcm, deps);
   const unapplied = unappliedFields(HttpConnectionManagerSchema, hcm, UNAPPLIED_HCM);
   if (unapplied.length > 0) log.warn(`connection manager ${JSON.stringify(hcm.statPrefix)}: accepted but not applied yet: ${unapplied.join(', ')}`);
@@ -247,13 +288,22 @@ export function buildHttpConnectionManager(hcm: HttpConnectionManager, deps: Hcm
     return headers;
   }
 
-  function sendLocal(res: ServerResponse, reply: LocalReply, requestId?: string): void {
+  /** A local reply; to a gRPC request it is a gRPC status (headers only, no body). */
+  function sendLocal(res: DownstreamResponse, reply: LocalReply, requestId: string | undefined, grpc: boolean): void {
     if (res.headersSent) {
       res.destroy();
       return;
     }
+    if (grpc) {
+      const g = grpcReply(reply);
+      const headers: OutgoingHttpHeaders = { ...g.headers, server: serverName };
+      if (requestId && hcm.alwaysSetRequestIdInResponse) headers['x-request-id'] = requestId;
+      log.debug(`local reply ${reply.status} as grpc-status ${String(g.headers['grpc-status'])} (${reply.details})`);
+      respondHeadersOnly(res, g.status, headers);
+      return;
+    }
     const body = Buffer.from(reply.body);
-    res.writeHead(reply.status, localHeaders(reply, body, requestId));
+    writeHead(res, reply.status, localHeaders(reply, body, requestId));
     res.end(body);
   }
 
@@ -264,13 +314,13 @@ export function buildHttpConnectionManager(hcm: HttpConnectionManager, deps: Hcm
     socket.end(Buffer.concat([Buffer.from(rawHead(reply.status, STATUS_CODES[reply.status] ?? '', headers)), body]));
   }
 
-  function streamRequest(req: IncomingMessage): StreamRequest {
-    const socket = req.socket;
+  function streamRequest(req: DownstreamRequest, connection?: Socket): StreamRequest {
+    const socket = connection ?? req.socket;
     const tls = (socket as Partial<TLSSocket>).encrypted === true;
     const scheme = tls ? 'https' : 'http';
     const headers = new RequestHeaders();
-    for (const [k, v] of Object.entries(req.headersDistinct)) {
-      if (v && !HOP_BY_HOP.has(k)) for (const one of v) headers.add(k, one);
+    for (const [k, v] of requestHeaderEntries(req)) {
+      for (const one of v) if (isEndToEnd(k, one)) headers.add(k, one);
     }
     const source: Address = { address: normalizeIp(socket.remoteAddress ?? ''), port: socket.remotePort ?? 0 };
     const destination: Address = { address: normalizeIp(socket.localAddress ?? ''), port: socket.localPort ?? 0 };
@@ -288,7 +338,7 @@ export function buildHttpConnectionManager(hcm: HttpConnectionManager, deps: Hcm
       const external = useRemoteAddress && !isInternal(remote.address);
       if (!headers.has('x-request-id') || (external && !hcm.preserveExternalRequestId)) headers.set('x-request-id', randomUUID());
     }
-    let authority = firstValue(req.headers, 'host') ?? '';
+    let authority = requestAuthority(req);
     if (stripPort !== undefined) authority = stripHostPort(authority, stripPort === 'any' ? undefined : stripPort);
     return new StreamRequest(req.method ?? 'GET', req.url ?? '/', authority, scheme, headers, source, remote, destination, tls ? ((socket as TLSSocket).servername || '') : '');
   }
@@ -346,14 +396,15 @@ export function buildHttpConnectionManager(hcm: HttpConnectionManager, deps: Hcm
     return { route, cluster, endpoint, path, headers, timeoutMs: action.timeoutMs };
   }
 
-  async function run(req: IncomingMessage, res: ServerResponse): Promise<void> {
-    const sreq = streamRequest(req);
+  async function run(req: DownstreamRequest, res: DownstreamResponse, connection?: Socket): Promise<void> {
+    const sreq = streamRequest(req, connection);
     const requestId = sreq.headers.joined('x-request-id');
+    const grpc = isGrpc(sreq.headers.joined('content-type'));
     const target = await admit(sreq, undefined, (reply) => {
       req.resume();
-      sendLocal(res, reply, requestId);
+      sendLocal(res, reply, requestId, grpc);
     });
-    if (target) forward(req, res, sreq, target, requestId);
+    if (target) forward(req, res, sreq, target, requestId, grpc);
   }
 
   async function runUpgrade(req: IncomingMessage, socket: Duplex, head: Buffer): Promise<void> {
@@ -364,63 +415,77 @@ export function buildHttpConnectionManager(hcm: HttpConnectionManager, deps: Hcm
     if (target) forwardUpgrade(req, socket, head, sreq, target, requestId);
   }
 
-  function forward(req: IncomingMessage, res: ServerResponse, sreq: StreamRequest, target: Target, requestId: string | undefined): void {
+  function forward(req: DownstreamRequest, res: DownstreamResponse, sreq: StreamRequest, target: Target, requestId: string | undefined, grpc: boolean): void {
     const { route, cluster, endpoint, path, headers, timeoutMs } = target;
-    // A chunked request stays chunked upstream, so that request trailers can follow it.
-    if ((req.headers['transfer-encoding'] ?? '').toLowerCase().includes('chunked')) headers['transfer-encoding'] = 'chunked';
+    // A chunked HTTP/1.1 request stays chunked upstream, so that request trailers can follow it.
+    if (!cluster.http2 && String(req.headers['transfer-encoding'] ?? '').toLowerCase().includes('chunked')) headers['transfer-encoding'] = 'chunked';
     const started = Date.now();
-    const upstream = httpRequest({ host: endpoint.host, port: endpoint.port, method: sreq.method, path, headers, agent: cluster.agent });
     let timer: NodeJS.Timeout | undefined;
     const done = (): void => {
       if (timer) clearTimeout(timer);
       timer = undefined;
     };
+    const events: UpstreamEvents = {
+      error(e) {
+        done();
+        if (res.writableEnded) return; // already answered (e.g. the timeout's 504)
+        if (res.headersSent) {
+          res.destroy();
+          return;
+        }
+        log.debug(`upstream ${cluster.name} ${endpoint.host}:${endpoint.port} failed: ${e.message}`);
+        sendLocal(res, CONNECT_FAILURE, requestId, grpc);
+      },
+      head(up, body, trailers) {
+        const out: HeaderMap = { ...up.headers };
+        out.server = serverName;
+        out['x-envoy-upstream-service-time'] = String(Date.now() - started);
+        if (requestId && hcm.alwaysSetRequestIdInResponse) out['x-request-id'] = requestId;
+        applyMutations(new ResponseHeaderSet(out), route.responseHeaders);
+        if (timer === undefined && timeoutMs > 0) {
+          // the timeout already answered 504
+          body.resume();
+          return;
+        }
+        if (up.endStream) {
+          done();
+          respondHeadersOnly(res, up.status, out);
+          return;
+        }
+        writeHead(res, up.status, out, up.message);
+        body.pipe(res, { end: false });
+        body.on('end', () => {
+          done();
+          const t = trailers();
+          if (t) res.addTrailers(t);
+          res.end();
+        });
+        body.on('error', () => res.destroy());
+      },
+    };
+    const request = { endpoint, method: sreq.method, path, headers };
+    let upstream: UpstreamExchange;
+    try {
+      upstream = cluster.http2 ? http2Exchange(request, cluster.http2, events) : http1Exchange(request, cluster.agent, events);
+    } catch (e) {
+      // e.g. the pooled HTTP/2 session went away between the pick and the request
+      events.error(e as Error);
+      req.resume();
+      return;
+    }
     if (timeoutMs > 0) {
       timer = setTimeout(() => {
         timer = undefined;
         upstream.destroy();
-        sendLocal(res, { status: 504, body: 'upstream request timeout', headers: {}, details: 'upstream_response_timeout' }, requestId);
+        sendLocal(res, { status: 504, body: 'upstream request timeout', headers: {}, details: 'upstream_response_timeout' }, requestId, grpc);
       }, timeoutMs);
     }
-    upstream.on('error', (e) => {
-      done();
-      if (res.writableEnded) return; // already answered (e.g. the timeout's 504)
-      if (res.headersSent) {
-        res.destroy();
-        return;
-      }
-      log.debug(`upstream ${cluster.name} ${endpoint.host}:${endpoint.port} failed: ${e.message}`);
-      sendLocal(res, CONNECT_FAILURE, requestId);
-    });
-    upstream.on('response', (up) => {
-      const out = endToEndHeaders(up);
-      out.server = serverName;
-      out['x-envoy-upstream-service-time'] = String(Date.now() - started);
-      if (requestId && hcm.alwaysSetRequestIdInResponse) out['x-request-id'] = requestId;
-      applyMutations(new ResponseHeaderSet(out), route.responseHeaders);
-      if (timer === undefined && timeoutMs > 0) {
-        // the timeout already answered 504
-        up.resume();
-        return;
-      }
-      res.writeHead(up.statusCode ?? 502, up.statusMessage, out);
-      up.pipe(res, { end: false });
-      up.on('end', () => {
-        done();
-        if (up.rawTrailers.length > 0) res.addTrailers(up.trailers);
-        res.end();
-      });
-      up.on('error', () => res.destroy());
-    });
     res.on('close', () => {
       done();
       if (!res.writableFinished) upstream.destroy();
     });
-    req.pipe(upstream, { end: false });
-    req.on('end', () => {
-      if (req.rawTrailers.length > 0) upstream.addTrailers(req.trailers);
-      upstream.end();
-    });
+    req.pipe(upstream.body, { end: false });
+    req.on('end', () => upstream.finish(req.rawTrailers.length > 0 ? (req.trailers as HeaderMap) : undefined));
   }
 
   /** Forwards an upgrade (e.g. WebSocket): on 101 the two sockets are spliced together. */
@@ -465,10 +530,11 @@ export function buildHttpConnectionManager(hcm: HttpConnectionManager, deps: Hcm
   return {
     statPrefix: hcm.statPrefix,
     filterStats: chain.stats,
-    handle(req, res) {
-      run(req, res).catch((e: unknown) => {
+    codec,
+    handle(req, res, connection) {
+      run(req, res, connection).catch((e: unknown) => {
         log.error(`request ${req.method} ${req.url} failed: ${(e as Error).message}`);
-        sendLocal(res, { status: 500, body: 'internal error', headers: {}, details: 'internal_error' });
+        sendLocal(res, { status: 500, body: 'internal error', headers: {}, details: 'internal_error' }, undefined, isGrpc(String(req.headers['content-type'] ?? '')));
       });
     },
     handleUpgrade(req, socket, head) {

@@ -1,6 +1,7 @@
 // Listeners from LDS: bound TCP sockets whose connections are handed to a filter chain chosen per
-// connection (filter-chain-match.ts), either an HTTP connection manager (a node:http server that
-// never listens itself; connections are emitted into it) or a TCP proxy to a cluster.
+// connection (filter-chain-match.ts), either an HTTP connection manager (a node:http server and a
+// node:http2 server that never listen themselves; a connection is emitted into the one its codec
+// and first bytes call for) or a TCP proxy to a cluster.
 //
 // An update is two-phase like the other xDS types: `prepare` compiles every listener and binds the
 // addresses that are new (a bind failure closes what it bound and is a ConfigError naming the
@@ -14,8 +15,9 @@
 // listener's own address, so `use_original_dst` hands nothing over and listeners with
 // `bind_to_port: false` only exist in the config (and config_dump); they are never bound.
 import { createServer as createHttpServer, type IncomingMessage, type Server as HttpServer, type ServerResponse } from 'node:http';
+import { createServer as createHttp2Server, type Http2ServerRequest, type Http2ServerResponse, type Http2Server, type Http2Session, type ServerHttp2Session } from 'node:http2';
 import { connect, createServer, type Server, type Socket } from 'node:net';
-import type { Duplex } from 'node:stream';
+import { Duplex } from 'node:stream';
 import { equals } from '@bufbuild/protobuf';
 import { anyUnpack, type Any } from '@bufbuild/protobuf/wkt';
 import { scope } from '../common/log.js';
@@ -45,6 +47,8 @@ const DEFAULT_INSPECT_TIMEOUT_MS = 15_000;
 /** http_inspector gives up on a request line longer than this. */
 const MAX_INSPECT_BYTES = 8192;
 const H2_PREFACE = 'PRI * HTTP/2.0\r\n';
+/** The whole HTTP/2 client connection preface (RFC 9113 3.4). */
+const H2_CLIENT_PREFACE = Buffer.from('PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n', 'latin1');
 
 const UNAPPLIED_LISTENER = [
   'additionalAddresses', 'perConnectionBufferLimitBytes', 'socketOptions', 'tcpBacklogSize', 'connectionBalanceConfig',
@@ -140,6 +144,10 @@ abstract class Chain {
 
 class HttpChain extends Chain {
   private readonly server: HttpServer;
+  private readonly h2: Http2Server;
+  /** The downstream socket of each HTTP/2 session (its own `socket` may be a wrapper). */
+  private readonly h2Sockets = new WeakMap<Http2Session, Socket>();
+  private readonly h2Sessions = new Set<ServerHttp2Session>();
 
   constructor(
     name: string,
@@ -152,14 +160,9 @@ class HttpChain extends Chain {
     const tag = { name: 'envoy_http_conn_manager_prefix', value: handler.statPrefix };
     const hcmRq = stats.counter(statName('http', 'downstream_rq_total', tag));
     const hcmClass = [1, 2, 3, 4, 5].map((k) => stats.counter(statName('http', `downstream_rq_${k}xx`, tag)));
-    this.server = createHttpServer();
-    // node:http tracks connections (closeIdleConnections, header timeouts) only once 'listening'
-    // fired; this server never listens itself, its connections are handed over.
-    this.server.emit('listening');
-    this.server.on('request', (req: IncomingMessage, res: ServerResponse) => {
+    const count = (res: ServerResponse | Http2ServerResponse): void => {
       counters.rq.inc();
       hcmRq.inc();
-      if (this.draining) res.setHeader('connection', 'close');
       res.once('finish', () => {
         const k = Math.floor(res.statusCode / 100);
         if (k >= 1 && k <= 5) {
@@ -168,6 +171,14 @@ class HttpChain extends Chain {
         }
         if (this.closingIdle) setImmediate(() => this.server.closeIdleConnections());
       });
+    };
+    this.server = createHttpServer();
+    // node:http tracks connections (closeIdleConnections, header timeouts) only once 'listening'
+    // fired; this server never listens itself, its connections are handed over.
+    this.server.emit('listening');
+    this.server.on('request', (req: IncomingMessage, res: ServerResponse) => {
+      count(res);
+      if (this.draining) res.setHeader('connection', 'close');
       handler.handle(req, res);
     });
     this.server.on('upgrade', (req: IncomingMessage, socket: Duplex, head: Buffer) => {
@@ -175,17 +186,59 @@ class HttpChain extends Chain {
       hcmRq.inc();
       handler.handleUpgrade(req, socket, head);
     });
+    this.h2 = createHttp2Server();
+    this.h2.on('session', (session: ServerHttp2Session) => {
+      this.h2Sessions.add(session);
+      session.once('close', () => this.h2Sessions.delete(session));
+    });
+    this.h2.on('sessionError', (e: Error) => log.debug(`HTTP/2 session error: ${e.message}`));
+    this.h2.on('request', (req: Http2ServerRequest, res: Http2ServerResponse) => {
+      count(res);
+      const session = req.stream.session;
+      // HTTP/2's `connection: close`: GOAWAY, the streams already open finish.
+      if (this.draining) session?.close();
+      handler.handle(req, res, session ? this.h2Sockets.get(session) : undefined);
+    });
   }
 
   protected accept(socket: Socket): void {
+    const codec = this.handler.codec;
+    if (codec === 'auto') {
+      // A connection that never says anything is closed after the HTTP/1.1 server's header timeout.
+      sniffH2Preface(socket, this.server.headersTimeout).then(
+        (h2) => (h2 === undefined ? socket.destroy() : h2 ? this.acceptH2(socket) : this.acceptH1(socket)),
+        () => socket.destroy(),
+      );
+    } else if (codec === 'http2') this.acceptH2(socket);
+    else this.acceptH1(socket);
+  }
+
+  private acceptH1(socket: Socket): void {
     this.server.emit('connection', socket);
     // After inspection the socket is paused with the bytes read put back: the parser reads the
     // handle directly, so the buffered bytes only reach it once the stream flows again.
     if (socket.isPaused()) socket.resume();
   }
 
+  private acceptH2(socket: Socket): void {
+    // node:http2 reads the socket's handle directly and would never see bytes already read (by
+    // inspection or sniffing): such a socket is handed over behind a stream that replays them.
+    const conn = socket.readableLength > 0 ? new ReplayingSocket(socket) : socket;
+    let session: ServerHttp2Session | undefined;
+    const onSession = (s: ServerHttp2Session): void => {
+      session = s;
+    };
+    // The server makes the session synchronously inside its 'connection' listener.
+    this.h2.once('session', onSession);
+    this.h2.emit('connection', conn);
+    this.h2.off('session', onSession);
+    if (session) this.h2Sockets.set(session, socket);
+  }
+
   protected override onDrain(): void {
     if (this.closingIdle) this.server.closeIdleConnections();
+    // GOAWAY at once: open streams finish, the client takes new ones elsewhere (Envoy's drain).
+    for (const s of this.h2Sessions) s.close();
   }
 
   override dispose(): void {
@@ -196,6 +249,103 @@ class HttpChain extends Chain {
   override samples(): StatSample[] {
     return this.handler.filterStats.flatMap((f) => filterSamples(this.handler.statPrefix, f));
   }
+}
+
+/**
+ * A socket whose first bytes were already read, for node:http2: the bytes come back through the
+ * stream interface. The addresses are the socket's.
+ */
+class ReplayingSocket extends Duplex {
+  constructor(private readonly socket: Socket) {
+    super({ allowHalfOpen: true });
+    socket.on('data', (d: Buffer) => {
+      if (!this.push(d)) socket.pause();
+    });
+    socket.on('end', () => this.push(null));
+    socket.on('close', () => this.destroy());
+    socket.on('error', (e) => this.destroy(e));
+  }
+
+  override _read(): void {
+    this.socket.resume();
+  }
+
+  override _write(chunk: Buffer, encoding: BufferEncoding, cb: (e?: Error | null) => void): void {
+    this.socket.write(chunk, encoding, cb);
+  }
+
+  override _final(cb: (e?: Error | null) => void): void {
+    this.socket.end(cb);
+  }
+
+  override _destroy(e: Error | null, cb: (e?: Error | null) => void): void {
+    this.socket.destroy();
+    cb(e);
+  }
+
+  get remoteAddress(): string | undefined {
+    return this.socket.remoteAddress;
+  }
+
+  get remotePort(): number | undefined {
+    return this.socket.remotePort;
+  }
+
+  get localAddress(): string | undefined {
+    return this.socket.localAddress;
+  }
+
+  get localPort(): number | undefined {
+    return this.socket.localPort;
+  }
+
+  setNoDelay(noDelay?: boolean): this {
+    this.socket.setNoDelay(noDelay);
+    return this;
+  }
+
+  setTimeout(ms: number, cb?: () => void): this {
+    this.socket.setTimeout(ms, cb);
+    return this;
+  }
+}
+
+/**
+ * Codec AUTO on plaintext: whether the connection starts with the HTTP/2 client preface (h2c with
+ * prior knowledge). Reads just enough bytes to tell, puts them back and leaves the socket paused.
+ * Undefined when the connection went away or stayed silent for `timeoutMs`.
+ */
+function sniffH2Preface(socket: Socket, timeoutMs: number): Promise<boolean | undefined> {
+  return new Promise((resolve) => {
+    let buf = Buffer.alloc(0);
+    const finish = (verdict: boolean | undefined): void => {
+      socket.setTimeout(0);
+      socket.off('timeout', onTimeout);
+      socket.off('data', onData);
+      socket.off('end', onEnd);
+      socket.off('close', onClose);
+      socket.pause();
+      if (buf.length > 0 && !socket.readableEnded) socket.unshift(buf);
+      resolve(verdict);
+    };
+    const onData = (d: Buffer): void => {
+      buf = Buffer.concat([buf, d]);
+      const n = Math.min(buf.length, H2_CLIENT_PREFACE.length);
+      if (!buf.subarray(0, n).equals(H2_CLIENT_PREFACE.subarray(0, n))) finish(false);
+      else if (n === H2_CLIENT_PREFACE.length) finish(true);
+    };
+    // A half-close before the preface completed: HTTP/1.1 (its parser answers what it got).
+    const onEnd = (): void => finish(buf.length > 0 ? false : undefined);
+    const onClose = (): void => finish(undefined);
+    const onTimeout = (): void => finish(undefined);
+    socket.setTimeout(timeoutMs);
+    socket.once('timeout', onTimeout);
+    socket.on('data', onData);
+    socket.once('end', onEnd);
+    socket.once('close', onClose);
+    // Bytes put back by listener inspection are already buffered: this reads them first.
+    socket.resume();
+  });
 }
 
 /** Envoy's names: http.<prefix>.jwt_authn.<stat>, http.<prefix>.rbac.<stat>. */

@@ -1,0 +1,198 @@
+// What differs between HTTP/1.1 and HTTP/2 for the connection manager, so that one request path
+// serves both: the downstream request/response of node:http or of node:http2's compatibility API,
+// the upstream exchange over a pooled HTTP/1.1 agent or an HTTP/2 session, trailers-only
+// responses (gRPC errors) and the gRPC form of local replies.
+import { request as httpRequest, type Agent, type IncomingHttpHeaders, type IncomingMessage, type OutgoingHttpHeaders, type ServerResponse } from 'node:http';
+import { constants as h2, Http2ServerResponse, type ClientHttp2Stream, type Http2ServerRequest, type IncomingHttpHeaders as H2Headers } from 'node:http2';
+import type { Readable, Writable } from 'node:stream';
+import type { Http2Pool, Endpoint } from './cluster-manager.js';
+
+export type DownstreamRequest = IncomingMessage | Http2ServerRequest;
+export type DownstreamResponse = ServerResponse | Http2ServerResponse;
+export type HeaderMap = Record<string, string | string[]>;
+
+/** Headers that belong to one hop and are never forwarded (RFC 9110 7.6.1, plus Envoy's list). */
+const HOP_BY_HOP = new Set(['connection', 'keep-alive', 'proxy-connection', 'transfer-encoding', 'upgrade', 'te', 'host']);
+
+/**
+ * Whether a header is forwarded: not hop-by-hop and not an HTTP/2 pseudo-header; `te: trailers`
+ * is the one TE value that passes (gRPC needs it end to end), as in Envoy.
+ */
+export function isEndToEnd(name: string, value?: string): boolean {
+  if (name.startsWith(':')) return false;
+  if (name === 'te') return value?.trim().toLowerCase() === 'trailers';
+  return !HOP_BY_HOP.has(name);
+}
+
+/** Every header of a downstream request, repeated ones as separate values (pseudo-headers left out). */
+export function requestHeaderEntries(req: DownstreamRequest): Array<[string, readonly string[]]> {
+  if ('headersDistinct' in req) return Object.entries(req.headersDistinct).flatMap(([k, v]) => (v ? [[k, v] as [string, string[]]] : []));
+  return Object.entries(req.headers).flatMap(([k, v]) => (v === undefined || k.startsWith(':') ? [] : [[k, Array.isArray(v) ? v : [String(v)]] as [string, string[]]]));
+}
+
+/** The request's authority: `host` (HTTP/1.1) or `:authority` (HTTP/2). */
+export function requestAuthority(req: DownstreamRequest): string {
+  const h = req.headers as IncomingHttpHeaders & H2Headers;
+  const v = h.host ?? h[':authority'];
+  return (Array.isArray(v) ? v[0] : v) ?? '';
+}
+
+/** A response's headers without hop-by-hop and pseudo-headers. */
+function endToEnd(h: IncomingHttpHeaders | H2Headers): HeaderMap {
+  const out: HeaderMap = {};
+  for (const [k, v] of Object.entries(h)) {
+    if (v === undefined || !isEndToEnd(k, String(v))) continue;
+    out[k] = Array.isArray(v) ? v : String(v);
+  }
+  return out;
+}
+
+export function writeHead(res: DownstreamResponse, status: number, headers: OutgoingHttpHeaders, message?: string): void {
+  // HTTP/2 has no reason phrase.
+  if (res instanceof Http2ServerResponse) res.writeHead(status, headers);
+  else res.writeHead(status, message, headers);
+}
+
+/**
+ * A response that is a header block only: on HTTP/2 one HEADERS frame with END_STREAM (gRPC's
+ * trailers-only form, which clients read as the call's status); on HTTP/1.1 an empty body.
+ */
+export function respondHeadersOnly(res: DownstreamResponse, status: number, headers: OutgoingHttpHeaders): void {
+  if (res instanceof Http2ServerResponse) {
+    res.statusCode = status;
+    res.stream.respond({ ...headers, ':status': status }, { endStream: true });
+    return;
+  }
+  res.writeHead(status, { ...headers, 'content-length': 0 });
+  res.end();
+}
+
+export function isGrpc(contentType: string | undefined): boolean {
+  return contentType !== undefined && /^application\/grpc(\+|;|$)/i.test(contentType.trim());
+}
+
+/** gRPC's mapping of an HTTP status to a gRPC status code (UNKNOWN when it has none). */
+export function grpcStatusOf(httpStatus: number): number {
+  switch (httpStatus) {
+    case 400:
+      return 13; // INTERNAL
+    case 401:
+      return 16; // UNAUTHENTICATED
+    case 403:
+      return 7; // PERMISSION_DENIED
+    case 404:
+      return 12; // UNIMPLEMENTED
+    case 429:
+    case 502:
+    case 503:
+    case 504:
+      return 14; // UNAVAILABLE
+    default:
+      return 2; // UNKNOWN
+  }
+}
+
+/** grpc-message is percent-encoded outside printable ASCII (and `%` itself). */
+export function grpcMessage(text: string): string {
+  let out = '';
+  for (const b of Buffer.from(text, 'utf8')) out += b >= 0x20 && b <= 0x7e && b !== 0x25 ? String.fromCharCode(b) : `%${b.toString(16).toUpperCase().padStart(2, '0')}`;
+  return out;
+}
+
+/** The upstream's response head. */
+export interface UpstreamHead {
+  readonly status: number;
+  readonly message?: string;
+  readonly headers: HeaderMap;
+  /** HTTP/2 HEADERS with END_STREAM: no body and no trailers follow (gRPC trailers-only). */
+  readonly endStream: boolean;
+}
+
+export interface UpstreamEvents {
+  /** The response started; `trailers()` is valid once `body` ended. */
+  head(h: UpstreamHead, body: Readable, trailers: () => HeaderMap | undefined): void;
+  /** The exchange failed before or during the response. */
+  error(e: Error): void;
+}
+
+/** One request to an upstream, whatever the protocol. */
+export interface UpstreamExchange {
+  /** The request body goes here. */
+  readonly body: Writable;
+  /** Ends the request, with its trailers if it has any. */
+  finish(trailers: HeaderMap | undefined): void;
+  destroy(): void;
+}
+
+export interface UpstreamRequest {
+  readonly endpoint: Endpoint;
+  readonly method: string;
+  readonly path: string;
+  /** End-to-end headers plus `host`. */
+  readonly headers: OutgoingHttpHeaders;
+}
+
+function trailerMap(t: NodeJS.Dict<string> | H2Headers): HeaderMap | undefined {
+  const out = endToEnd(t);
+  return Object.keys(out).length > 0 ? out : undefined;
+}
+
+/** HTTP/1.1 over the cluster's keep-alive agent. */
+export function http1Exchange(r: UpstreamRequest, agent: Agent, ev: UpstreamEvents): UpstreamExchange {
+  const upstream = httpRequest({ host: r.endpoint.host, port: r.endpoint.port, method: r.method, path: r.path, headers: r.headers, agent });
+  upstream.on('error', (e) => ev.error(e));
+  upstream.on('response', (up) => {
+    ev.head({ status: up.statusCode ?? 502, message: up.statusMessage, headers: endToEnd(up.headers), endStream: false }, up, () => (up.rawTrailers.length > 0 ? trailerMap(up.trailers) : undefined));
+  });
+  return {
+    body: upstream,
+    finish(trailers) {
+      if (trailers) upstream.addTrailers(trailers);
+      upstream.end();
+    },
+    destroy: () => upstream.destroy(),
+  };
+}
+
+/** HTTP/2 on the endpoint's pooled session (a stream per request). Throws if no stream can be opened. */
+export function http2Exchange(r: UpstreamRequest, pool: Http2Pool, ev: UpstreamEvents): UpstreamExchange {
+  const headers: OutgoingHttpHeaders = {};
+  for (const [k, v] of Object.entries(r.headers)) {
+    if (v !== undefined && (k === 'host' || isEndToEnd(k, String(v)))) headers[k] = v;
+  }
+  const authority = String(headers.host ?? '');
+  delete headers.host;
+  Object.assign(headers, { ':method': r.method, ':path': r.path, ':scheme': 'http', ':authority': authority });
+  // waitForTrailers: the request's trailers are only known once its body has ended.
+  const stream: ClientHttp2Stream = pool.session(r.endpoint).request(headers, { waitForTrailers: true });
+  let requestTrailers: HeaderMap | undefined;
+  let trailers: HeaderMap | undefined;
+  let answered = false;
+  let failed = false;
+  const fail = (e: Error): void => {
+    if (failed) return;
+    failed = true;
+    ev.error(e);
+  };
+  stream.on('wantTrailers', () => stream.sendTrailers(requestTrailers ?? {}));
+  stream.on('trailers', (t) => (trailers = trailerMap(t)));
+  stream.on('response', (h, flags) => {
+    answered = true;
+    const endStream = (flags & h2.NGHTTP2_FLAG_END_STREAM) !== 0;
+    ev.head({ status: Number(h[':status'] ?? 502), headers: endToEnd(h), endStream }, stream, () => trailers);
+  });
+  stream.on('error', fail);
+  stream.on('close', () => {
+    // A stream reset with NO_ERROR emits no 'error'; before a response it still failed.
+    if (!answered) fail(new Error(`stream closed before a response (code ${stream.rstCode})`));
+    else if (!stream.readableEnded) fail(new Error(`stream reset (code ${stream.rstCode})`));
+  });
+  return {
+    body: stream,
+    finish(t) {
+      requestTrailers = t;
+      stream.end();
+    },
+    destroy: () => stream.destroy(),
+  };
+}
