@@ -28,6 +28,8 @@ export interface LocalMeshPorts {
   monitoring: number;
   webhook: number;
   app: number;
+  /** The service port clients use; the proxy's outbound listener binds 127.0.0.1 on it. */
+  service: number;
   inbound: number;
   issuer: number;
   status: number;
@@ -36,7 +38,7 @@ export interface LocalMeshPorts {
 }
 
 /** The documented ports; tests pass free ones. */
-export const DEFAULT_PORTS: LocalMeshPorts = { grpc: 15010, http: 8080, monitoring: 15014, webhook: 15017, app: 8000, inbound: 15080, issuer: 8899, status: 15021, admin: 15000, metrics: 15020 };
+export const DEFAULT_PORTS: LocalMeshPorts = { grpc: 15010, http: 8080, monitoring: 15014, webhook: 15017, app: 8000, service: 9080, inbound: 15080, issuer: 8899, status: 15021, admin: 15000, metrics: 15020 };
 
 export interface LocalMeshOptions {
   stateDir: string;
@@ -73,7 +75,14 @@ export async function freePort(): Promise<number> {
   return port;
 }
 
-/** Writes the sample workload config with the chosen ports (the files name 8000 and 15080). */
+/** A free loopback port for every role, for tests and benchmarks that run a whole mesh. */
+export async function freePorts(): Promise<LocalMeshPorts> {
+  const out = { ...DEFAULT_PORTS };
+  for (const name of Object.keys(out) as Array<keyof LocalMeshPorts>) out[name] = await freePort();
+  return out;
+}
+
+/** Writes the sample workload config with the chosen ports (the files name 8000, 9080 and 15080). */
 function seedConfig(configDir: string, ports: LocalMeshPorts): void {
   mkdirSync(configDir, { recursive: true });
   for (const f of readdirSync(join(ROOT, 'samples', 'mesh'))) {
@@ -81,6 +90,7 @@ function seedConfig(configDir: string, ports: LocalMeshPorts): void {
     for (const doc of docs) {
       const kind = doc.get('kind');
       if (kind === 'WorkloadEntry') doc.setIn(['spec', 'ports', 'http'], ports.app);
+      if (kind === 'ServiceEntry') doc.setIn(['spec', 'ports', 0, 'number'], ports.service);
       if (kind === 'Sidecar') {
         doc.setIn(['spec', 'ingress', 0, 'port', 'number'], ports.inbound);
         doc.setIn(['spec', 'ingress', 0, 'defaultEndpoint'], `127.0.0.1:${ports.app}`);
@@ -210,13 +220,15 @@ function instructions(mesh: LocalMesh): string {
     '',
     'The local mesh is running:',
     `  app (httpbin)          http://127.0.0.1:${p.app}`,
-    `  app through its proxy  http://127.0.0.1:${p.inbound}`,
+    `  app through its proxy  http://127.0.0.1:${p.inbound}   (inbound: the policies apply here)`,
+    `  the service, outbound  http://127.0.0.1:${p.service}   (the proxy's outbound listener; send Host: httpbin.default.svc.cluster.local)`,
     `  discovery debug        http://127.0.0.1:${p.http}/debug   (pilot-discovery request GET /debug)`,
     `  agent readiness        http://127.0.0.1:${p.status}/healthz/ready`,
     `  proxy admin            http://127.0.0.1:${p.admin}/config_dump`,
     '',
     'Try:',
     `  curl -i http://127.0.0.1:${p.inbound}/headers`,
+    `  curl -i -H 'Host: httpbin.default.svc.cluster.local' http://127.0.0.1:${p.service}/ip`,
   ];
   if (mesh.issuerUrl) {
     lines.push(

@@ -7,7 +7,7 @@ import { execFileSync, spawn } from 'node:child_process';
 import { mkdtempSync, readFileSync, readdirSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { freePort, startLocalMesh, type LocalMeshPorts } from '../../samples/local-mesh.js';
+import { freePorts, startLocalMesh } from '../../samples/local-mesh.js';
 
 interface LoadResult {
   rps: number;
@@ -68,9 +68,7 @@ async function until(check: () => Promise<boolean>, what: string): Promise<void>
 
 async function main(): Promise<void> {
   const seconds = Number(process.argv[process.argv.indexOf('--seconds') + 1]) || 10;
-  const names: Array<keyof LocalMeshPorts> = ['grpc', 'http', 'monitoring', 'webhook', 'app', 'inbound', 'issuer', 'status', 'admin', 'metrics'];
-  const ports = {} as LocalMeshPorts;
-  for (const n of names) ports[n] = await freePort();
+  const ports = await freePorts();
   const mesh = await startLocalMesh({ stateDir: mkdtempSync(join(tmpdir(), 'bench-mesh-')), issuer: true, ports, output: 'pipe' });
   const rows: Array<{ name: string; max: LoadResult; fixed: LoadResult; cpuPer1k?: number; rss?: number }> = [];
   try {

@@ -7,21 +7,14 @@ import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { generateKeyPair, SignJWT } from 'jose';
-import { freePort, startLocalMesh, type LocalMesh, type LocalMeshPorts } from '../../samples/local-mesh.js';
+import { freePorts, startLocalMesh, type LocalMesh } from '../../samples/local-mesh.js';
 import { eventually, REPO_ROOT } from '../helpers/proc.js';
-
-async function ports(): Promise<LocalMeshPorts> {
-  const names: Array<keyof LocalMeshPorts> = ['grpc', 'http', 'monitoring', 'webhook', 'app', 'inbound', 'issuer', 'status', 'admin', 'metrics'];
-  const out = {} as LocalMeshPorts;
-  for (const n of names) out[n] = await freePort();
-  return out;
-}
 
 const policyFile = (name: string) => join(REPO_ROOT, 'samples', 'policies', name);
 
 test('the decision table holds against real processes', { timeout: 180_000 }, async () => {
   const state = mkdtempSync(join(tmpdir(), 'mesh-local-'));
-  const mesh: LocalMesh = await startLocalMesh({ stateDir: state, issuer: true, ports: await ports(), output: 'pipe' });
+  const mesh: LocalMesh = await startLocalMesh({ stateDir: state, issuer: true, ports: await freePorts(), output: 'pipe' });
   const issuer = mesh.issuerUrl!;
   const inbound = `http://127.0.0.1:${mesh.ports.inbound}/headers`;
   const status = async (token?: string) => {

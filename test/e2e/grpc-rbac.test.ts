@@ -7,7 +7,8 @@
 import { test, type TestContext } from 'node:test';
 import assert from 'node:assert/strict';
 import { mkdtempSync, writeFileSync } from 'node:fs';
-import { createServer } from 'node:net';
+// An xDS-enabled gRPC server cannot bind port 0, so it gets a free port picked beforehand.
+import { freePort } from '../../samples/local-mesh.js';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Client, credentials, Metadata, ServerCredentials, status, type ServiceError } from '@grpc/grpc-js';
@@ -62,16 +63,6 @@ spec:
   action: DENY
   rules: [{}]
 `;
-}
-
-/** A port nothing listens on (an xDS-enabled gRPC server cannot bind port 0). */
-function freePort(): Promise<number> {
-  return new Promise((resolve) => {
-    const s = createServer().listen(0, '127.0.0.1', () => {
-      const port = (s.address() as { port: number }).port;
-      s.close(() => resolve(port));
-    });
-  });
 }
 
 async function discovery(t: TestContext, configDir: string): Promise<DiscoveryServer> {

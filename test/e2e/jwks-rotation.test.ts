@@ -9,21 +9,14 @@ import { mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { generateKeyPair, SignJWT } from 'jose';
-import { freePort, startLocalMesh, type LocalMesh, type LocalMeshPorts } from '../../samples/local-mesh.js';
+import { freePorts, startLocalMesh, type LocalMesh } from '../../samples/local-mesh.js';
 import { eventually } from '../helpers/proc.js';
-
-async function ports(): Promise<LocalMeshPorts> {
-  const names: Array<keyof LocalMeshPorts> = ['grpc', 'http', 'monitoring', 'webhook', 'app', 'inbound', 'issuer', 'status', 'admin', 'metrics'];
-  const out = {} as LocalMeshPorts;
-  for (const n of names) out[n] = await freePort();
-  return out;
-}
 
 const kidOf = (token: string) => (JSON.parse(Buffer.from(token.split('.')[0]!, 'base64url').toString()) as { kid: string }).kid;
 
 test('a key rotation at the issuer costs one 401, and a forged kid flood at most one JWKS fetch', { timeout: 180_000 }, async () => {
   const state = mkdtempSync(join(tmpdir(), 'mesh-rotation-'));
-  const mesh: LocalMesh = await startLocalMesh({ stateDir: state, issuer: true, ports: await ports(), output: 'pipe' });
+  const mesh: LocalMesh = await startLocalMesh({ stateDir: state, issuer: true, ports: await freePorts(), output: 'pipe' });
   const issuer = mesh.issuerUrl!;
   const inbound = `http://127.0.0.1:${mesh.ports.inbound}/headers`;
   const call = async (token: string) => {
