@@ -7,6 +7,8 @@
 //   GET /get            url, args, headers, origin
 import { createServer, type IncomingMessage, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
+import { resolve } from 'node:path';
+import { fileURLToPath } from 'node:url';
 
 function headersOf(req: IncomingMessage): Record<string, string> {
   const out: Record<string, string> = {};
@@ -61,4 +63,16 @@ export async function startHttpbin(port: number, host = '127.0.0.1'): Promise<{ 
     server.listen(port, host, resolve);
   });
   return { server, address: server.address() as AddressInfo };
+}
+
+// `node dist/samples/apps/httpbin.js [port] [host]`: the app alone (default 127.0.0.1:8000).
+if (process.argv[1] && resolve(process.argv[1]) === fileURLToPath(import.meta.url)) {
+  const [port = '8000', host = '127.0.0.1'] = process.argv.slice(2);
+  startHttpbin(Number(port), host).then(
+    ({ address }) => console.log(`httpbin listening on ${address.address}:${address.port}`),
+    (e: Error) => {
+      console.error(`httpbin: cannot listen on ${host}:${port}: ${e.message}`);
+      process.exit(1);
+    },
+  );
 }

@@ -277,10 +277,12 @@ class LiveCluster implements UpstreamCluster {
   private choose(req: RequestView): Endpoint | undefined {
     const s = this.spec;
     if (s.kind === 'original_dst') {
-      // Without SO_ORIGINAL_DST (iptables capture is a later issue) the only source of an original
-      // destination is the header, when the cluster allows it.
+      // The header when the cluster reads one, else where the client sent the connection, as
+      // restored by a use_original_dst listener (never the proxy's own listener address).
       const v = s.originalDstHeader ? req.header(s.originalDstHeader) : undefined;
-      return v ? parseHostPort(v) : undefined;
+      if (v) return parseHostPort(v);
+      const d = req.destination;
+      return d.restored ? { host: d.address, port: d.port } : undefined;
     }
     const eps = s.endpoints;
     if (eps.length === 0) return undefined;

@@ -42,6 +42,7 @@ import {
   type UpstreamExchange,
 } from './http-codec.js';
 import { normalizeIp } from './matchers.js';
+import { connectionDestination } from './original-dst.js';
 import { RequestHeaders, StreamRequest, type Address } from './request.js';
 import { applyMutations, compileRouteConfiguration, stripHostPort, type CompiledRoute, type MutableHeaders, type RouteTable } from './router.js';
 
@@ -323,7 +324,7 @@ export function buildHttpConnectionManager(hcm: HttpConnectionManager, deps: Hcm
       for (const one of v) if (isEndToEnd(k, one)) headers.add(k, one);
     }
     const source: Address = { address: normalizeIp(socket.remoteAddress ?? ''), port: socket.remotePort ?? 0 };
-    const destination: Address = { address: normalizeIp(socket.localAddress ?? ''), port: socket.localPort ?? 0 };
+    const destination = connectionDestination(socket);
     // The client address: the connection peer, or (not using it) the trusted entry of x-forwarded-for.
     let remote = source;
     const xff = headers.joined('x-forwarded-for');

@@ -11,9 +11,12 @@
 // of the old chains drain (responses say `connection: close`, idle ones close, the rest are closed
 // after the drain time). A removed listener stops accepting at once and its connections drain.
 //
-// Without SO_ORIGINAL_DST (traffic capture is a later issue) a connection's destination is the
-// listener's own address, so `use_original_dst` hands nothing over and listeners with
-// `bind_to_port: false` only exist in the config (and config_dump); they are never bound.
+// A `use_original_dst` listener (virtualOutbound, virtualInbound under iptables capture) reads each
+// connection's original destination (original-dst.ts) and hands the connection to the listener of
+// that address: the one bound on exactly that IP and port, else a wildcard one on that port,
+// usually a `bind_to_port: false` listener that exists only to be handed connections. With no
+// such listener the connection stays, matched on its original destination. Listeners with
+// `bind_to_port: false` are never bound.
 import { createServer as createHttpServer, type IncomingMessage, type Server as HttpServer, type ServerResponse } from 'node:http';
 import { createServer as createHttp2Server, type Http2ServerRequest, type Http2ServerResponse, type Http2Server, type Http2Session, type ServerHttp2Session } from 'node:http2';
 import { connect, createServer, type Server, type Socket } from 'node:net';
@@ -34,6 +37,8 @@ import type { JwtAuthnOptions } from './filters/jwt-authn.js';
 import { buildHcmForFilterChain, type FilterStats } from './http-connection-manager.js';
 import { normalizeIp } from './matchers.js';
 import { requestView } from './request.js';
+import { connectionDestination, originalDstUnavailable, restoreOriginalDst } from './original-dst.js';
+import type { Address } from './request.js';
 import { durationMs, type RouteTable } from './router.js';
 import { statName, type StatCounter, type StatSample, type StatsStore } from './stats.js';
 
@@ -408,7 +413,7 @@ class TcpChain extends Chain {
     const cluster = this.clusters.get(name);
     const view = requestView({
       source: { address: normalizeIp(down.remoteAddress ?? ''), port: down.remotePort ?? 0 },
-      destination: { address: normalizeIp(down.localAddress ?? ''), port: down.localPort ?? 0 },
+      destination: connectionDestination(down),
     });
     const endpoint = cluster?.pick(view);
     if (!cluster || !endpoint) {
@@ -684,6 +689,8 @@ export class ListenerManager {
     const unapplied = unappliedFields(ListenerSchema, l, UNAPPLIED_LISTENER);
     if (unapplied.length > 0) log.warn(`listener ${l.name}: accepted but not applied yet: ${unapplied.join(', ')}`);
     const types = listenerFilterTypes(l);
+    const noOriginalDst = l.useOriginalDst ? originalDstUnavailable() : undefined;
+    if (noOriginalDst) log.warn(`listener ${l.name}: use_original_dst without SO_ORIGINAL_DST (${noOriginalDst}); its connections are not handed to other listeners`);
     const inspection: Inspection = {
       http: types.has(HTTP_INSPECTOR),
       tls: types.has(TLS_INSPECTOR),
@@ -761,7 +768,8 @@ export class ListenerManager {
     return bs;
   }
 
-  private accept(l: ActiveListener, socket: Socket): void {
+  private accept(first: ActiveListener, socket: Socket): void {
+    const l = first.message.useOriginalDst ? this.originalListener(first, socket) : first;
     l.counters.cx.inc();
     socket.on('error', (e) => log.debug(`listener ${l.name}: downstream connection error: ${e.message}`));
     if (!l.inspection.http && !l.inspection.tls) {
@@ -777,10 +785,32 @@ export class ListenerManager {
     );
   }
 
+  /** The listener of the connection's original destination, or `l` itself. */
+  private originalListener(l: ActiveListener, socket: Socket): ActiveListener {
+    const dst = restoreOriginalDst(socket);
+    const target = dst && this.listenerAt(dst);
+    if (!target || target === l) return l;
+    log.debug(`listener ${l.name}: connection to ${dst.address}:${dst.port} handed to listener ${target.name}`);
+    return target;
+  }
+
+  /** The listener on exactly this address, else one on a wildcard address with its port. */
+  private listenerAt(dst: Address): ActiveListener | undefined {
+    let wildcard: ActiveListener | undefined;
+    for (const l of this.listeners.values()) {
+      if (l.address.port !== dst.port) continue;
+      const host = normalizeIp(l.address.host);
+      if (host === dst.address) return l;
+      if (!wildcard && (host === '0.0.0.0' || host === '::')) wildcard = l;
+    }
+    return wildcard;
+  }
+
   private dispatch(l: ActiveListener, socket: Socket, transportProtocol: string, applicationProtocols: string[]): void {
+    const destination = connectionDestination(socket);
     const chain = l.select({
-      destinationIp: normalizeIp(socket.localAddress ?? ''),
-      destinationPort: socket.localPort ?? 0,
+      destinationIp: destination.address,
+      destinationPort: destination.port,
       sourceIp: normalizeIp(socket.remoteAddress ?? ''),
       sourcePort: socket.remotePort ?? 0,
       serverName: '',

@@ -9,6 +9,11 @@ export interface Address {
   readonly port: number;
 }
 
+/** A connection's destination; `restored` when a use_original_dst listener read it from SO_ORIGINAL_DST. */
+export interface Destination extends Address {
+  readonly restored?: boolean;
+}
+
 /** The verified client certificate of an mTLS connection. */
 export interface PeerIdentity {
   readonly uriSans: readonly string[];
@@ -28,8 +33,8 @@ export interface RequestView {
   readonly source: Address;
   /** The client address after x-forwarded-for processing (RBAC remote_ip). */
   readonly remote: Address;
-  /** The connection's local (original destination) address. */
-  readonly destination: Address;
+  /** The connection's original destination when restored, else its local address. */
+  readonly destination: Destination;
   /** SNI of a TLS connection, '' otherwise. */
   readonly requestedServerName: string;
   /** Present only on a TLS connection with a verified client certificate. */
@@ -117,7 +122,7 @@ export class StreamRequest implements RequestView {
     readonly headers: RequestHeaders,
     readonly source: Address,
     readonly remote: Address,
-    readonly destination: Address,
+    readonly destination: Destination,
     readonly requestedServerName = '',
     readonly peer?: PeerIdentity,
   ) {}
@@ -131,7 +136,7 @@ export interface RequestViewInit {
   headers?: Record<string, string | readonly string[]>;
   source?: Address;
   remote?: Address;
-  destination?: Address;
+  destination?: Destination;
   requestedServerName?: string;
   peer?: PeerIdentity;
   metadata?: DynamicMetadata;

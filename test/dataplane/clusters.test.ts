@@ -66,6 +66,17 @@ describe('DynamicClusterManager', () => {
     assert.equal(cm.get('o')!.pick(view), undefined);
   });
 
+  it('routes ORIGINAL_DST to the restored original destination, never to the listener the client reached', () => {
+    const cm = new DynamicClusterManager(new StatsStore());
+    cm.commit(cm.prepare([cluster({ name: 'o', clusterDiscoveryType: { case: 'type', value: Cluster_DiscoveryType.ORIGINAL_DST }, lbPolicy: Cluster_LbPolicy.CLUSTER_PROVIDED })], new Map()));
+    const o = cm.get('o')!;
+    assert.deepEqual(o.pick(requestView({ destination: { address: '10.9.8.7', port: 443, restored: true } })), { host: '10.9.8.7', port: 443 });
+    // Not restored: the destination is the proxy's own listener, where connecting would loop.
+    assert.equal(o.pick(requestView({ destination: { address: '127.0.0.1', port: 15001 } })), undefined);
+    // The header is only read when the cluster says so.
+    assert.equal(o.pick(requestView({ headers: { 'x-envoy-original-dst-host': '10.1.1.1:8080' } })), undefined);
+  });
+
   it('refuses what it cannot honour, naming the field, and changes nothing', () => {
     const cm = new DynamicClusterManager(new StatsStore());
     cm.commit(cm.prepare([eds('a')], new Map()));

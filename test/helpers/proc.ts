@@ -24,6 +24,16 @@ export interface RunOptions {
   env?: NodeJS.ProcessEnv;
   cwd?: string;
   timeoutMs?: number;
+  /** Runs the program inside this network namespace (`ip netns exec`). */
+  netns?: string;
+  /** Runs the program as this uid and gid (`setpriv`), as a sidecar runs as 1337. */
+  uid?: number;
+}
+
+/** The command line that runs `argv` (node and its arguments) in the namespace and as the user asked. */
+export function wrapped(argv: string[], opts: Pick<RunOptions, 'netns' | 'uid'>): string[] {
+  const asUser = opts.uid === undefined ? argv : ['setpriv', `--reuid=${opts.uid}`, `--regid=${opts.uid}`, '--clear-groups', ...argv];
+  return opts.netns === undefined ? asUser : ['ip', 'netns', 'exec', opts.netns, ...asUser];
 }
 
 /** A clean environment: the test's own variables only, so a developer's shell cannot change results. */
@@ -32,7 +42,8 @@ function envFor(extra: NodeJS.ProcessEnv = {}): NodeJS.ProcessEnv {
 }
 
 export function start(program: Program, args: string[], opts: RunOptions = {}): ChildProcess {
-  return spawn(process.execPath, [resolve(REPO_ROOT, 'bin', `${program}.js`), ...args], {
+  const [cmd, ...argv] = wrapped([process.execPath, resolve(REPO_ROOT, 'bin', `${program}.js`), ...args], opts);
+  return spawn(cmd!, argv, {
     cwd: opts.cwd ?? REPO_ROOT,
     env: envFor(opts.env),
     stdio: ['ignore', 'pipe', 'pipe'],

@@ -1,0 +1,76 @@
+// A connection's original destination: where the client sent it before iptables REDIRECT (traffic
+// capture) pointed it at the proxy. The kernel tells it through getsockopt(SO_ORIGINAL_DST), which
+// Node does not expose, so a small N-API addon (native/original_dst.c, built by `npm run build`)
+// asks for it. A use_original_dst listener restores it once per connection; everything that
+// needs "the connection's destination" (filter chain match, RBAC destination.ip/port, ORIGINAL_DST
+// clusters) reads it through `connectionDestination`.
+import { existsSync } from 'node:fs';
+import { createRequire } from 'node:module';
+import { dirname, join } from 'node:path';
+import type { Socket } from 'node:net';
+import { fileURLToPath } from 'node:url';
+import { normalizeIp } from './matchers.js';
+import type { Destination } from './request.js';
+
+interface Addon {
+  originalDst(fd: number): { address: string; port: number } | null;
+}
+
+const ADDON = join('native', 'build', 'Release', 'original_dst.node');
+
+/** The addon, or why it is not there (found by walking up to the package root: dist/ or src/). */
+function loadAddon(): Addon | string {
+  let dir = dirname(fileURLToPath(import.meta.url));
+  while (!existsSync(join(dir, 'package.json'))) {
+    const up = dirname(dir);
+    if (up === dir) return 'the package root was not found';
+    dir = up;
+  }
+  const path = join(dir, ADDON);
+  if (!existsSync(path)) return `${path} is not built (npm run build builds it)`;
+  try {
+    return createRequire(import.meta.url)(path) as Addon;
+  } catch (e) {
+    return `${path}: ${(e as Error).message}`;
+  }
+}
+
+let addon: Addon | string | undefined;
+
+/** Why SO_ORIGINAL_DST cannot be read here, or undefined when it can. */
+export function originalDstUnavailable(): string | undefined {
+  addon ??= loadAddon();
+  return typeof addon === 'string' ? addon : undefined;
+}
+
+const restored = new WeakMap<Socket, Destination>();
+
+interface HandleWithFd {
+  readonly fd?: number;
+}
+
+/**
+ * Reads the connection's original destination and records it for `connectionDestination`.
+ * Undefined when the connection was not redirected (conntrack has no NAT for it, or its original
+ * destination is the listener itself: restoring that would make an ORIGINAL_DST cluster connect
+ * back to the proxy in a loop), when the addon is missing, or when the socket has no descriptor.
+ */
+export function restoreOriginalDst(socket: Socket): Destination | undefined {
+  if (originalDstUnavailable() !== undefined) return undefined;
+  // A net.Socket's handle is libuv's TCP wrap, whose `fd` is the kernel descriptor on Unix.
+  const fd = (socket as unknown as { _handle?: HandleWithFd })._handle?.fd;
+  if (fd === undefined || fd < 0) return undefined;
+  const dst = (addon as Addon).originalDst(fd);
+  if (!dst) return undefined;
+  const local = connectionDestination(socket);
+  const address = normalizeIp(dst.address);
+  if (address === local.address && dst.port === local.port) return undefined;
+  const d: Destination = { address, port: dst.port, restored: true };
+  restored.set(socket, d);
+  return d;
+}
+
+/** The restored original destination of the connection, else its local address. */
+export function connectionDestination(socket: Socket): Destination {
+  return restored.get(socket) ?? { address: normalizeIp(socket.localAddress ?? ''), port: socket.localPort ?? 0 };
+}

@@ -1,0 +1,93 @@
+// Pods as network namespaces, for tests of traffic capture: a namespace of the test's own, a veth
+// pair to the test's namespace (the "node"), and iptables rules applied inside the pod only.
+import { execFileSync } from 'node:child_process';
+import { accessSync, constants } from 'node:fs';
+import { REPO_ROOT, wrapped } from './proc.js';
+
+/** Why pods cannot be made here (not root, a tool missing), or undefined when they can. */
+export function podsUnavailable(): string | undefined {
+  if (process.getuid?.() !== 0) return 'needs root for ip netns and iptables';
+  for (const tool of ['ip', 'iptables', 'setpriv']) {
+    try {
+      execFileSync('sh', ['-c', `command -v ${tool}`], { stdio: 'ignore' });
+    } catch {
+      return `needs ${tool} (Debian: iproute2, iptables, util-linux)`;
+    }
+  }
+  return undefined;
+}
+
+/** Whether `uid` can run the built programs from this checkout (the sidecar runs as 1337). */
+export function readableBy(uid: number): boolean {
+  try {
+    accessSync(REPO_ROOT, constants.R_OK);
+    execFileSync('setpriv', [`--reuid=${uid}`, `--regid=${uid}`, '--clear-groups', process.execPath, '-e', `require(${JSON.stringify(`${REPO_ROOT}/package.json`)})`], { stdio: 'ignore' });
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+export class Pod {
+  /** The pod's address on its veth (what other hosts reach it at). */
+  readonly ip: string;
+  /** The test namespace's end of the veth. */
+  readonly hostIp: string;
+  /** The pod's interface name. */
+  readonly podIf: string;
+
+  private constructor(
+    readonly ns: string,
+    private readonly hostIf: string,
+    subnet: number,
+  ) {
+    this.ip = `10.213.${subnet}.2`;
+    this.hostIp = `10.213.${subnet}.1`;
+    this.podIf = `${hostIf}p`;
+  }
+
+  /** Makes a namespace with loopback up and a /24 veth link to the test's namespace. */
+  static create(tag: string, subnet: number): Pod {
+    const pod = new Pod(`${tag}-${process.pid}`, `v${subnet}-${process.pid}`.slice(0, 13), subnet);
+    const ip = (...args: string[]) => execFileSync('ip', args, { stdio: ['ignore', 'ignore', 'pipe'] });
+    ip('netns', 'add', pod.ns);
+    try {
+      ip('link', 'add', pod.hostIf, 'type', 'veth', 'peer', 'name', pod.podIf);
+      ip('link', 'set', pod.podIf, 'netns', pod.ns);
+      ip('addr', 'add', `${pod.hostIp}/24`, 'dev', pod.hostIf);
+      ip('link', 'set', pod.hostIf, 'up');
+      pod.exec('ip', 'link', 'set', 'lo', 'up');
+      pod.exec('ip', 'addr', 'add', `${pod.ip}/24`, 'dev', pod.podIf);
+      pod.exec('ip', 'link', 'set', pod.podIf, 'up');
+      pod.exec('ip', 'route', 'add', 'default', 'via', pod.hostIp);
+    } catch (e) {
+      pod.destroy();
+      throw e;
+    }
+    return pod;
+  }
+
+  /** Runs a short command inside the pod; throws with its stderr when it fails. */
+  exec(cmd: string, ...args: string[]): string {
+    try {
+      return execFileSync('ip', ['netns', 'exec', this.ns, cmd, ...args], { encoding: 'utf8', stdio: ['ignore', 'pipe', 'pipe'] });
+    } catch (e) {
+      const err = e as { stderr?: string; message: string };
+      throw new Error(`in ${this.ns}: ${cmd} ${args.join(' ')}: ${err.stderr || err.message}`);
+    }
+  }
+
+  /** The command line running `argv` inside the pod (as `uid` when given). */
+  command(argv: string[], uid?: number): string[] {
+    return wrapped(argv, { netns: this.ns, ...(uid === undefined ? {} : { uid }) });
+  }
+
+  /** Removes the namespace; its veth end, and so the pair, goes with it. */
+  destroy(): void {
+    try {
+      execFileSync('ip', ['netns', 'del', this.ns], { stdio: 'ignore' });
+    } catch {
+      // already gone
+    }
+  }
+}
