@@ -1,11 +1,13 @@
 // mesh-proxy: the data-plane proxy. Its command line follows Envoy's (the agent starts it the way
 // the Go mesh's agent starts Envoy), with a proxy log level and per-component levels.
-import { configureLogging, LogConfigError, registerScopes, scope, type Level } from '../common/log.js';
+import { availableParallelism } from 'node:os';
+import { configureLogging, LogConfigError, registerScopes, type Level } from '../common/log.js';
 import { buildInfo } from '../common/version.js';
 import { ListenError } from '../debug/http.js';
 import { BootstrapError, loadBootstrap } from '../dataplane/bootstrap.js';
 import { PROXY_COMPONENTS, PROXY_LEVELS } from '../dataplane/logging.js';
 import { runMeshProxy } from '../dataplane/proxy.js';
+import { workerCount } from '../dataplane/workers.js';
 import { UsageError, type CommandDef, type RunContext } from './command.js';
 import type { FlagDef } from './flags.js';
 
@@ -16,7 +18,7 @@ const FLAGS: readonly FlagDef[] = [
   { name: 'config-yaml', type: 'string', default: '', usage: 'Bootstrap configuration as YAML, merged over --config-path', effective: true },
   { name: 'log-level', short: 'l', type: 'string', default: 'info', usage: `Log level (one of ${Object.keys(PROXY_LEVELS).join(', ')})`, effective: true },
   { name: 'component-log-level', type: 'string', default: '', usage: 'Comma-separated component:level pairs, e.g. jwt:debug,rbac:debug', effective: true },
-  { name: 'concurrency', type: 'int', default: '0', usage: 'Number of worker threads; 0 uses one per core', effective: false },
+  { name: 'concurrency', type: 'int', default: '0', usage: 'Number of workers (this process and worker processes sharing its listeners); 0 uses one per core', effective: true },
   { name: 'service-cluster', type: 'string', default: '', usage: 'Local service cluster name, overrides the bootstrap node.cluster', effective: true },
   { name: 'service-node', type: 'string', default: '', usage: 'Local service node name, overrides the bootstrap node.id', effective: true },
   { name: 'drain-time-s', type: 'int', default: '600', usage: 'Seconds listeners drain before they close', effective: true },
@@ -53,8 +55,6 @@ async function runProxy(ctx: RunContext): Promise<number> {
   configureProxyLogging(ctx);
   if (ctx.flags.number('concurrency') < 0) throw new UsageError(`invalid argument "${ctx.flags.number('concurrency')}" for "--concurrency" flag: expected a non-negative integer`);
   if (ctx.flags.number('drain-time-s') < 0) throw new UsageError(`invalid argument "${ctx.flags.number('drain-time-s')}" for "--drain-time-s" flag: expected a non-negative integer`);
-  // One event loop serves every connection; worker threads are not implemented (see docs/dataplane.md).
-  if (ctx.flags.explicit.has('concurrency')) scope('main').warn('flag --concurrency is accepted but not yet effective; the proxy runs one event loop');
   let code: number;
   try {
     const bootstrap = loadBootstrap({
@@ -63,7 +63,8 @@ async function runProxy(ctx: RunContext): Promise<number> {
       serviceCluster: ctx.flags.string('service-cluster'),
       serviceNode: ctx.flags.string('service-node'),
     });
-    code = await runMeshProxy({ bootstrap, drainTimeMs: ctx.flags.number('drain-time-s') * 1000 });
+    const workerProcesses = workerCount(ctx.flags.number('concurrency'), availableParallelism());
+    code = await runMeshProxy({ bootstrap, drainTimeMs: ctx.flags.number('drain-time-s') * 1000, workerProcesses });
   } catch (e) {
     if (e instanceof BootstrapError || e instanceof ListenError) throw new UsageError(e.message);
     throw e;

@@ -48,7 +48,7 @@ const IPTABLES_FLAGS: readonly FlagDef[] = [
 const PROXY_LOG_LEVELS = ['trace', 'debug', 'info', 'warning', 'error', 'critical', 'off'];
 
 const PROXY_FLAGS: readonly FlagDef[] = [
-  { name: 'concurrency', type: 'int', default: '0', usage: 'number of worker threads to run (mesh-proxy runs one event loop for now)', effective: false },
+  { name: 'concurrency', type: 'int', default: '0', usage: 'number of worker threads to run', effective: true },
   { name: 'domain', type: 'string', default: '', usage: 'DNS domain suffix. If not provided uses ${POD_NAMESPACE}.svc.cluster.local', effective: true },
   { name: 'meshConfig', type: 'string', default: './etc/mesh/config/mesh', usage: 'File name for mesh configuration. If not specified, a default mesh will be used. This may be overridden by PROXY_CONFIG environment variable or proxy.mesh.io/config annotation.', effective: true },
   { name: 'outlierLogPath', type: 'string', default: '', usage: 'The log path for outlier detection', effective: true },

@@ -34,6 +34,8 @@ const log = scope('admin');
 export interface AdminTarget {
   readonly bootstrap: ProxyBootstrap;
   readonly startedAt: Date;
+  /** Workers serving connections: this process and its worker processes. */
+  readonly concurrency: number;
   readonly xds: XdsApplier;
   readonly clusters: DynamicClusterManager;
   readonly listeners: ListenerManager;
@@ -44,6 +46,10 @@ export interface AdminTarget {
   drainListeners(opts: { inboundOnly: boolean; graceful: boolean }): void;
   /** /quitquitquit: stop and exit 0. */
   quit(): void;
+  /** Brings other processes' counters (the proxy's workers) into `stats` before it is read. */
+  collectStats?(): Promise<void>;
+  /** Log levels changed through /logging. */
+  logLevelsChanged?(): void;
 }
 
 type Handler = (req: IncomingMessage, res: ServerResponse, url: URL) => void | Promise<void>;
@@ -189,6 +195,7 @@ export function adminMux(t: AdminTarget): Mux {
         hot_restart_version: 'disabled',
         uptime_current_epoch: `${Math.floor((Date.now() - t.startedAt.getTime()) / 1000)}s`,
         node: { id: t.bootstrap.node.id, cluster: t.bootstrap.node.cluster },
+        command_line_options: { concurrency: t.concurrency },
       }),
     )
     .handle('/config_dump', 'the current config (Envoy admin ConfigDump); ?include_eds adds endpoints', (_req, res, url) => {
@@ -196,6 +203,7 @@ export function adminMux(t: AdminTarget): Mux {
       sendJson(res, 200, toEnvoyJson(ConfigDumpSchema, dump));
     })
     .handle('/stats', 'counters and gauges as name: value; ?filter=<regex>, ?format=json|prometheus', async (_req, res, url) => {
+      await t.collectStats?.();
       const format = url.searchParams.get('format');
       if (format === 'prometheus') {
         sendText(res, 200, await t.stats.prometheus(), 'text/plain; version=0.0.4; charset=utf-8');
@@ -212,7 +220,10 @@ export function adminMux(t: AdminTarget): Mux {
       if (format === 'json') sendJson(res, 200, { stats: t.stats.samples().filter((s) => !filter || filter.test(s.name)).map((s) => ({ name: s.name, value: s.value })) });
       else sendText(res, 200, t.stats.text(filter));
     })
-    .handle('/stats/prometheus', 'stats in the Prometheus text format', async (_req, res) => sendText(res, 200, await t.stats.prometheus(), 'text/plain; version=0.0.4; charset=utf-8'))
+    .handle('/stats/prometheus', 'stats in the Prometheus text format', async (_req, res) => {
+      await t.collectStats?.();
+      sendText(res, 200, await t.stats.prometheus(), 'text/plain; version=0.0.4; charset=utf-8');
+    })
     .handle('/clusters', 'clusters and their endpoints; ?format=json', (_req, res, url) => {
       if (url.searchParams.get('format') === 'json') sendJson(res, 200, clustersJson(t));
       else sendText(res, 200, clustersText(t));
@@ -228,6 +239,7 @@ export function adminMux(t: AdminTarget): Mux {
           sendText(res, 400, `${err}\n${loggingText()}`);
           return;
         }
+        t.logLevelsChanged?.();
       } else if ([...url.searchParams.keys()].length > 0) {
         sendText(res, 405, 'This endpoint requires POST to change levels.\n');
         return;

@@ -40,7 +40,7 @@ import { requestView } from './request.js';
 import { connectionDestination, originalDstUnavailable, restoreOriginalDst } from './original-dst.js';
 import type { Address } from './request.js';
 import { durationMs, type RouteTable } from './router.js';
-import { statName, type StatCounter, type StatSample, type StatsStore } from './stats.js';
+import { statName, type StatCounter, type StatName, type StatSample, type StatsStore } from './stats.js';
 
 const log = scope('conn_handler');
 
@@ -70,6 +70,18 @@ export interface ListenerDeps {
   readonly stats: StatsStore;
   /** How long the connections of a removed or changed listener may take to finish (--drain-time-s). */
   readonly drainTimeMs: number;
+  /**
+   * A worker process binds nothing: the server of an address is one its connections are emitted
+   * on, as the main process hands them over (workers.ts).
+   */
+  readonly handedSocket?: (key: string) => Server;
+  /**
+   * The main process with workers: offers each new connection (not read from yet) to a worker;
+   * true when a worker took it.
+   */
+  readonly distribute?: (key: string, socket: Socket) => boolean;
+  /** This process's worker index, for the per-worker listener stats (0: the main process). */
+  readonly workerIndex?: number;
 }
 
 /** Re-prefixes a ConfigError's field with the listener it belongs to. */
@@ -80,6 +92,8 @@ function within(prefix: string, e: unknown): unknown {
 
 interface ListenerCounters {
   readonly cx: StatCounter;
+  /** Envoy's `listener.<address>.worker_<N>.downstream_cx_total`: the connections this process took. */
+  readonly workerCx: StatCounter;
   readonly noChain: StatCounter;
   readonly rq: StatCounter;
   readonly rqClass: readonly StatCounter[];
@@ -701,6 +715,7 @@ export class ListenerManager {
     const c = (stat: string) => this.deps.stats.counter(statName('listener', stat, tag));
     const counters: ListenerCounters = {
       cx: c('downstream_cx_total'),
+      workerCx: this.deps.stats.counter(workerStatName(tag.value, this.deps.workerIndex ?? 0, 'downstream_cx_total')),
       noChain: c('no_filter_chain_match'),
       rq: c('downstream_rq_total'),
       rqClass: [1, 2, 3, 4, 5].map((k) => c(`downstream_rq_${k}xx`)),
@@ -757,20 +772,26 @@ export class ListenerManager {
   }
 
   private async bindSocket(key: string, l: ActiveListener): Promise<BoundSocket> {
-    const server = createServer({ allowHalfOpen: true }, (socket) => this.accept(bs.listener, socket));
+    const distribute = this.deps.distribute;
+    const server = this.deps.handedSocket ? this.deps.handedSocket(key) : await listenOn(l, distribute !== undefined);
     const bs: BoundSocket = { key, server, listener: l };
-    await new Promise<void>((resolve, reject) => {
-      server.once('error', (e: NodeJS.ErrnoException) => reject(new ConfigError(`listener ${l.name}.address`, `cannot bind ${l.address.host}:${l.address.port}: ${e.code ?? e.message}`)));
-      server.listen(l.address.port, l.address.host, () => resolve());
+    server.on('connection', (socket: Socket) => {
+      if (distribute) {
+        if (distribute(key, socket)) return;
+        // Paused on connect so that a worker would have got every byte; this process reads it.
+        socket.resume();
+      }
+      this.accept(bs.listener, socket);
     });
     server.on('error', (e) => log.error(`listener ${l.name}: ${e.message}`));
-    log.info(`listener ${l.name} listening on ${l.address.host}:${(server.address() as { port: number }).port}`);
+    if (!this.deps.handedSocket) log.info(`listener ${l.name} listening on ${l.address.host}:${(server.address() as { port: number }).port}`);
     return bs;
   }
 
   private accept(first: ActiveListener, socket: Socket): void {
     const l = first.message.useOriginalDst ? this.originalListener(first, socket) : first;
     l.counters.cx.inc();
+    l.counters.workerCx.inc();
     socket.on('error', (e) => log.debug(`listener ${l.name}: downstream connection error: ${e.message}`));
     if (!l.inspection.http && !l.inspection.tls) {
       this.dispatch(l, socket, 'raw_buffer', []);
@@ -827,10 +848,29 @@ export class ListenerManager {
   }
 }
 
+/** A bound server for the listener's address; a bind failure is a ConfigError naming it. */
+async function listenOn(l: ActiveListener, pauseOnConnect: boolean): Promise<Server> {
+  const server = createServer({ allowHalfOpen: true, pauseOnConnect });
+  await new Promise<void>((resolve, reject) => {
+    server.once('error', (e: NodeJS.ErrnoException) => reject(new ConfigError(`listener ${l.name}.address`, `cannot bind ${l.address.host}:${l.address.port}: ${e.code ?? e.message}`)));
+    server.listen(l.address.port, l.address.host, () => resolve());
+  });
+  return server;
+}
+
 /** The identity of a bound address; every port-0 listener gets a port of its own. */
 function addressKey(l: ActiveListener): string {
   const at = `${l.address.host}:${l.address.port}`;
   return l.address.port === 0 ? `${at}/${l.name}` : at;
+}
+
+/** A per-worker listener stat, tagged with the listener address and the worker id as Envoy does. */
+function workerStatName(address: string, worker: number, stat: string): StatName {
+  return {
+    name: `listener.${address}.worker_${worker}.${stat}`,
+    prom: `envoy_listener_worker_${stat}`,
+    labels: { envoy_listener_address: address, envoy_worker_id: String(worker) },
+  };
 }
 
 /** Envoy's listener stat name: the address with `_` before the port. */

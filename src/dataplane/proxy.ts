@@ -1,10 +1,12 @@
 // mesh-proxy as a whole: the bootstrap's static clusters, the admin API, the ADS client applying
 // LDS/CDS/RDS/EDS to the listener and cluster managers, and shutdown (SIGTERM/SIGINT or
 // /quitquitquit: stop accepting, let in-flight requests finish within the drain time, exit 0);
-// tokens whose kid their issuer's key set lacks are reported over JwksService (jwks-refresh.ts).
+// tokens whose kid their issuer's key set lacks are reported over JwksService (jwks-refresh.ts);
+// with --concurrency above 1, worker processes serve connections beside this one (workers.ts).
 import type { Server } from 'node:http';
 import { registerScopes, scope } from '../common/log.js';
 import { closeServer } from '../debug/http.js';
+import type { AdsUpdate } from '../xds/adsc.js';
 import { startAdmin, type AdminTarget } from './admin.js';
 import type { ProxyBootstrap } from './bootstrap.js';
 import { DynamicClusterManager } from './clusters.js';
@@ -12,6 +14,7 @@ import { JwksRefresher } from './jwks-refresh.js';
 import { ListenerManager } from './listener-manager.js';
 import { PROXY_COMPONENTS } from './logging.js';
 import { statName, StatsStore } from './stats.js';
+import { WorkerPool } from './workers.js';
 import { XdsApplier } from './xds.js';
 
 const log = scope('main');
@@ -22,6 +25,8 @@ export interface ProxyOptions {
   readonly drainTimeMs: number;
   /** First reconnect delay of the ADS client (tests shorten it). */
   readonly initialBackoffMs?: number;
+  /** Worker processes beside this one (--concurrency minus one); 0 by default. */
+  readonly workerProcesses?: number;
 }
 
 export class MeshProxy implements AdminTarget {
@@ -31,7 +36,9 @@ export class MeshProxy implements AdminTarget {
   readonly xds: XdsApplier;
   readonly startedAt = new Date();
   readonly bootstrap: ProxyBootstrap;
+  readonly concurrency: number;
   private readonly jwksRefresher: JwksRefresher;
+  private readonly workers?: WorkerPool;
   healthCheckFailed = false;
   private draining = false;
   private admin?: Server;
@@ -44,8 +51,13 @@ export class MeshProxy implements AdminTarget {
   constructor(private readonly o: ProxyOptions) {
     registerScopes(PROXY_COMPONENTS);
     this.bootstrap = o.bootstrap;
+    this.concurrency = (o.workerProcesses ?? 0) + 1;
     this.clusters = new DynamicClusterManager(this.stats);
     this.jwksRefresher = new JwksRefresher(o.bootstrap.xdsAddress, this.stats);
+    const workers = (o.workerProcesses ?? 0) > 0
+      ? new WorkerPool({ count: o.workerProcesses!, staticClusters: o.bootstrap.staticClusters, drainTimeMs: o.drainTimeMs, onUnknownKid: this.jwksRefresher.onUnknownKid })
+      : undefined;
+    this.workers = workers;
     let routes: XdsApplier | undefined;
     this.listeners = new ListenerManager({
       clusters: this.clusters,
@@ -53,6 +65,7 @@ export class MeshProxy implements AdminTarget {
       jwt: { onUnknownKid: this.jwksRefresher.onUnknownKid },
       stats: this.stats,
       drainTimeMs: o.drainTimeMs,
+      ...(workers ? { distribute: workers.distribute } : {}),
     });
     this.xds = routes = new XdsApplier({
       address: o.bootstrap.xdsAddress,
@@ -63,7 +76,9 @@ export class MeshProxy implements AdminTarget {
       listeners: this.listeners,
       stats: this.stats,
       ...(o.initialBackoffMs !== undefined ? { initialBackoffMs: o.initialBackoffMs } : {}),
+      ...(workers ? { onApplied: (u: AdsUpdate) => workers.replicate(u) } : {}),
     });
+    if (workers) this.stats.addSource(() => workers.samples());
     this.stats.addSource(() => [{ ...statName('server', 'state'), kind: 'gauge', value: { LIVE: 0, DRAINING: 1, PRE_INITIALIZING: 2 }[this.state().state] }]);
   }
 
@@ -73,6 +88,7 @@ export class MeshProxy implements AdminTarget {
     const admin = await startAdmin(this);
     this.admin = admin.server;
     this.adminPort = admin.port;
+    this.workers?.start();
     this.xds.start();
     log.info(`mesh-proxy ${this.bootstrap.node.id} started; xDS server ${this.bootstrap.xdsAddress}`);
   }
@@ -87,6 +103,16 @@ export class MeshProxy implements AdminTarget {
     log.info(`draining ${opts.inboundOnly ? 'inbound ' : ''}listeners${opts.graceful ? ' gracefully' : ''}`);
     this.draining = true;
     this.listeners.drainListeners(opts);
+    this.workers?.drain(opts.inboundOnly, opts.graceful);
+  }
+
+  /** The workers' counters, for /stats. */
+  async collectStats(): Promise<void> {
+    await this.workers?.collectStats();
+  }
+
+  logLevelsChanged(): void {
+    this.workers?.logLevelsChanged();
   }
 
   quit(): void {
@@ -102,7 +128,7 @@ export class MeshProxy implements AdminTarget {
     this.stopping ??= (async () => {
       this.xds.close();
       this.jwksRefresher.close();
-      await this.listeners.shutdown(drainTimeMs);
+      await Promise.all([this.listeners.shutdown(drainTimeMs), this.workers?.stop(drainTimeMs)]);
       this.listeners.destroy();
       if (this.admin) {
         const admin = this.admin;
@@ -120,6 +146,7 @@ export class MeshProxy implements AdminTarget {
   /** Closes everything at once (a second signal). */
   abort(): void {
     this.listeners.destroy();
+    this.workers?.abort();
     this.admin?.closeAllConnections();
   }
 }

@@ -69,12 +69,81 @@ export interface XdsOptions {
   readonly listeners: ListenerManager;
   readonly stats: StatsStore;
   readonly initialBackoffMs?: number;
+  /** Called with each update once it is applied (the proxy's workers get it next). */
+  readonly onApplied?: (u: AdsUpdate) => void;
+}
+
+/**
+ * Compiles and applies whole-type updates to the cluster and listener managers and keeps the route
+ * tables: the part of xDS a data plane needs, used by the ADS client below and by the proxy's
+ * worker processes, which get the updates the main process accepted (workers.ts).
+ */
+export class ResourceApplier {
+  private readonly routes = new Map<string, { table: RouteTable; message: RouteConfiguration }>();
+  private assignments = new Map<string, ClusterLoadAssignment>();
+
+  constructor(
+    private readonly clusters: DynamicClusterManager,
+    private readonly listeners: ListenerManager,
+  ) {}
+
+  /** The route table the HTTP connection managers look up by RDS name. */
+  readonly route = (name: string): RouteTable | undefined => this.routes.get(name)?.table;
+
+  hasRoute(name: string): boolean {
+    return this.routes.has(name);
+  }
+
+  /** Applies one type's whole set; throws (changing nothing) when any of it cannot be applied. */
+  async apply(u: AdsUpdate): Promise<void> {
+    const msgs = <T>() => [...u.resources.values()].map((r) => r.message as Message as T);
+    switch (u.typeUrl) {
+      case TypeUrl.Cluster:
+        this.clusters.commit(this.clusters.prepare(msgs<Cluster>(), this.assignments));
+        return;
+      case TypeUrl.ClusterLoadAssignment: {
+        const next = new Map([...u.resources].map(([n, r]) => [n, r.message as Message as ClusterLoadAssignment]));
+        this.clusters.commit(this.clusters.prepareEndpoints(next));
+        this.assignments = next;
+        return;
+      }
+      case TypeUrl.Listener: {
+        const listeners = msgs<Listener>();
+        const plan = await this.listeners.prepare(listeners);
+        this.listeners.commit(plan);
+        // Route tables no listener names any more are dropped (the client unsubscribes them).
+        const named = routeNames(listeners);
+        for (const n of [...this.routes.keys()]) if (!named.has(n)) this.routes.delete(n);
+        return;
+      }
+      case TypeUrl.RouteConfiguration: {
+        const next = new Map<string, { table: RouteTable; message: RouteConfiguration }>();
+        for (const rc of msgs<RouteConfiguration>()) {
+          const old = this.routes.get(rc.name);
+          if (old && equals(RouteConfigurationSchema, old.message, rc)) {
+            next.set(rc.name, old);
+            continue;
+          }
+          try {
+            next.set(rc.name, { table: compileRouteConfiguration(rc), message: rc });
+          } catch (e) {
+            if (e instanceof ConfigError) throw new ConfigError(`route_configuration ${rc.name}.${e.field}`, e.message.slice(e.field.length + 2));
+            throw e;
+          }
+        }
+        this.routes.clear();
+        for (const [n, r] of next) this.routes.set(n, r);
+        return;
+      }
+      default:
+        throw new Error(`resource type ${u.typeUrl} is not supported by this proxy`);
+    }
+  }
 }
 
 export class XdsApplier {
   readonly client: AdsClient;
-  private readonly routes = new Map<string, { table: RouteTable; message: RouteConfiguration }>();
-  private assignments = new Map<string, ClusterLoadAssignment>();
+  private readonly applier: ResourceApplier;
   private readonly records = new Map<string, Map<string, ResourceRecord>>();
   private readonly versions = new Map<string, string>();
   private readonly rejections = new Map<string, Rejection>();
@@ -83,6 +152,7 @@ export class XdsApplier {
   private connected = false;
 
   constructor(private readonly o: XdsOptions) {
+    this.applier = new ResourceApplier(o.clusters, o.listeners);
     const wildcard = [...(o.cds ? [TypeUrl.Cluster] : []), ...(o.lds ? [TypeUrl.Listener] : [])];
     this.client = new AdsClient({
       address: o.address,
@@ -109,7 +179,7 @@ export class XdsApplier {
   }
 
   /** The route table the HTTP connection managers look up by RDS name. */
-  readonly route = (name: string): RouteTable | undefined => this.routes.get(name)?.table;
+  readonly route = (name: string): RouteTable | undefined => this.applier.route(name);
 
   /**
    * Ready once the initial listeners and clusters are applied and every route configuration the
@@ -118,7 +188,7 @@ export class XdsApplier {
   ready(): { ready: boolean; reason: string } {
     if (this.o.cds && !this.applied.has(TypeUrl.Cluster)) return { ready: false, reason: 'initial CDS not applied yet' };
     if (this.o.lds && !this.applied.has(TypeUrl.Listener)) return { ready: false, reason: 'initial LDS not applied yet' };
-    const missing = [...routeNames(this.o.listeners.messages())].filter((n) => !this.routes.has(n));
+    const missing = [...routeNames(this.o.listeners.messages())].filter((n) => !this.applier.hasRoute(n));
     if (missing.length > 0) return { ready: false, reason: `waiting for route configuration ${missing.join(', ')}` };
     return { ready: true, reason: '' };
   }
@@ -153,7 +223,7 @@ export class XdsApplier {
     stats.attempt.inc();
     const type = shortTypeName(u.typeUrl);
     try {
-      await this.applyType(u);
+      await this.applier.apply(u);
     } catch (e) {
       stats.rejected.inc();
       const details = e instanceof Error ? e.message : String(e);
@@ -165,52 +235,8 @@ export class XdsApplier {
     this.rejections.delete(u.typeUrl);
     this.record(u);
     this.applied.add(u.typeUrl);
+    this.o.onApplied?.(u);
     log.info(`applied ${type} version ${u.version}: ${u.resources.size} resources`);
-  }
-
-  private async applyType(u: AdsUpdate): Promise<void> {
-    const msgs = <T>() => [...u.resources.values()].map((r) => r.message as Message as T);
-    switch (u.typeUrl) {
-      case TypeUrl.Cluster:
-        this.o.clusters.commit(this.o.clusters.prepare(msgs<Cluster>(), this.assignments));
-        return;
-      case TypeUrl.ClusterLoadAssignment: {
-        const next = new Map([...u.resources].map(([n, r]) => [n, r.message as Message as ClusterLoadAssignment]));
-        this.o.clusters.commit(this.o.clusters.prepareEndpoints(next));
-        this.assignments = next;
-        return;
-      }
-      case TypeUrl.Listener: {
-        const listeners = msgs<Listener>();
-        const plan = await this.o.listeners.prepare(listeners);
-        this.o.listeners.commit(plan);
-        // Route tables no listener names any more are dropped (the client unsubscribes them).
-        const named = routeNames(listeners);
-        for (const n of [...this.routes.keys()]) if (!named.has(n)) this.routes.delete(n);
-        return;
-      }
-      case TypeUrl.RouteConfiguration: {
-        const next = new Map<string, { table: RouteTable; message: RouteConfiguration }>();
-        for (const rc of msgs<RouteConfiguration>()) {
-          const old = this.routes.get(rc.name);
-          if (old && equals(RouteConfigurationSchema, old.message, rc)) {
-            next.set(rc.name, old);
-            continue;
-          }
-          try {
-            next.set(rc.name, { table: compileRouteConfiguration(rc), message: rc });
-          } catch (e) {
-            if (e instanceof ConfigError) throw new ConfigError(`route_configuration ${rc.name}.${e.field}`, e.message.slice(e.field.length + 2));
-            throw e;
-          }
-        }
-        this.routes.clear();
-        for (const [n, r] of next) this.routes.set(n, r);
-        return;
-      }
-      default:
-        throw new Error(`resource type ${u.typeUrl} is not supported by this proxy`);
-    }
   }
 
   /** Per resource: the version and time of the update that last changed it. */

@@ -2,7 +2,7 @@
 // first: bin/ runs dist/): a bad bootstrap is an error naming the field; a good one serves traffic
 // from ADS, answers the admin API, and exits 0 on SIGTERM and on /quitquitquit.
 import assert from 'node:assert/strict';
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { createServer, request, type Server } from 'node:http';
 import { createServer as createNetServer, type AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
@@ -23,6 +23,11 @@ function get(port: number, path: string, method = 'GET'): Promise<{ status: numb
     req.on('error', reject);
     req.end();
   });
+}
+
+/** The pids of a process's children (Linux /proc). */
+function childPids(pid: number): number[] {
+  return readFileSync(`/proc/${pid}/task/${pid}/children`, 'utf8').split(' ').filter(Boolean).map(Number);
 }
 
 /** A port free right now (the process under test binds it itself). */
@@ -71,6 +76,45 @@ describe('mesh-proxy process', () => {
     const r = await run('mesh-proxy', ['-c', file]);
     assert.equal(r.code, 1);
     assert.match(r.stderr, /unknown\.yaml: .*admin_port/);
+  });
+
+  it('--concurrency 3: connections go round robin to this process and two worker processes, which are replaced when they die', async () => {
+    const [adminPort, listenerPort] = await Promise.all([freePort(), freePort()]);
+    ads.set(TypeUrl.Listener, [listener('inbound', listenerPort, [hcmChain({ cluster: 'app' })])]);
+    await ads.push(TypeUrl.Listener);
+    const file = writeBootstrap(dir, ads.port, adminPort);
+    const proxy = new Running(start('mesh-proxy', ['-c', file, '--concurrency', '3', '--drain-time-s', '2']));
+    const stat = async (name: string) => {
+      const line = (await get(adminPort, '/stats')).body.split('\n').find((l) => l.startsWith(`${name}: `));
+      return Number(line?.slice(name.length + 2) ?? 0);
+    };
+    const workerStat = (i: number) => stat(`listener.127.0.0.1_${listenerPort}.worker_${i}.downstream_cx_total`);
+    try {
+      await eventually(async () => assert.equal((await get(adminPort, '/ready')).status, 200, 'the proxy turns ready'), 15_000);
+      const workers = childPids(proxy.child.pid!);
+      assert.equal(workers.length, 2, `two worker processes: ${proxy.output}`);
+      assert.deepEqual((JSON.parse((await get(adminPort, '/server_info')).body) as { command_line_options: unknown }).command_line_options, { concurrency: 3 });
+      // Each request on a new connection (agent: false): six connections, two per worker.
+      for (let i = 0; i < 6; i++) assert.deepEqual(await get(listenerPort, `/r${i}`), { status: 200, body: `app saw /r${i}` });
+      assert.equal(await stat(`listener.127.0.0.1_${listenerPort}.downstream_cx_total`), 6, 'the workers\' counters are merged into /stats');
+      assert.deepEqual(await Promise.all([0, 1, 2].map(workerStat)), [2, 2, 2]);
+      assert.equal(await stat('cluster.app.upstream_rq_total'), 6);
+
+      process.kill(workers[0]!, 'SIGKILL');
+      const replaced = await eventually(() => {
+        const now = childPids(proxy.child.pid!);
+        assert.ok(now.length === 2 && !now.includes(workers[0]!), `a new worker replaces the killed one: ${now.join(',')}`);
+        return now;
+      }, 10_000);
+      // The new worker got the config before any connection: every request is answered.
+      for (let i = 0; i < 6; i++) assert.equal((await get(listenerPort, `/after${i}`)).status, 200);
+
+      proxy.child.kill('SIGTERM');
+      assert.equal(await proxy.wait(), 0, proxy.output);
+      for (const pid of replaced) assert.ok(!existsSync(`/proc/${pid}`), `worker ${pid} exited with the proxy`);
+    } finally {
+      await proxy.stop('SIGKILL');
+    }
   });
 
   for (const how of ['SIGTERM', '/quitquitquit'] as const) {

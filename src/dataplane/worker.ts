@@ -1,0 +1,159 @@
+// A worker process of mesh-proxy (see workers.ts): listeners, clusters and routes like the main
+// process's, on the sockets the main process binds, applying the updates it accepted. It has no
+// xDS client and no admin API, and it stops when the main process tells it to or goes away.
+import { createServer, type Server, type Socket } from 'node:net';
+import { create, fromBinary } from '@bufbuild/protobuf';
+import { AnySchema } from '@bufbuild/protobuf/wkt';
+import { registerScopes, scope, setScopeLevel, type Level } from '../common/log.js';
+import { ClusterSchema } from '../gen/envoy/config/cluster/v3/cluster_pb.js';
+import type { AdsResource, AdsUpdate } from '../xds/adsc.js';
+import { unpackAny } from '../xds/types.js';
+import { DynamicClusterManager } from './clusters.js';
+import { ListenerManager } from './listener-manager.js';
+import { PROXY_COMPONENTS } from './logging.js';
+import { StatsStore, type StatSample } from './stats.js';
+import type { FromWorker, ToWorker, WireUpdate, WorkerInit } from './workers.js';
+import { ResourceApplier } from './xds.js';
+
+const log = scope('main');
+
+/** Gauges that count this process's traffic (summed across workers); config gauges are the main process's. */
+const TRAFFIC_GAUGES = new Set(['envoy_listener_downstream_cx_active']);
+
+/**
+ * The listening side of a worker: per address, a server that never listens, on which the
+ * connections the main process hands over are emitted. A connection can arrive before this
+ * worker's listener of that address exists (the update that adds it is still being applied):
+ * it waits until the listener claims the server.
+ */
+class HandedConnections {
+  private readonly servers = new Map<string, { server: Server; waiting?: Socket[] }>();
+
+  /** The server of `key`, for the listener manager (its handler is attached right after). */
+  readonly claim = (key: string): Server => {
+    const e = this.entry(key);
+    const waiting = e.waiting ?? [];
+    delete e.waiting;
+    if (waiting.length > 0) setImmediate(() => waiting.forEach((s) => e.server.emit('connection', s)));
+    return e.server;
+  };
+
+  connection(key: string, socket: Socket): void {
+    // As the main process's listening sockets: the TCP proxy forwards half-closes.
+    socket.allowHalfOpen = true;
+    const e = this.entry(key);
+    if (e.waiting) e.waiting.push(socket);
+    else e.server.emit('connection', socket);
+  }
+
+  private entry(key: string): { server: Server; waiting?: Socket[] } {
+    let e = this.servers.get(key);
+    if (!e) this.servers.set(key, (e = { server: createServer(), waiting: [] }));
+    return e;
+  }
+}
+
+function fromWire(w: WireUpdate): AdsUpdate {
+  const resources = new Map<string, AdsResource>();
+  for (const r of w.resources) {
+    const any = create(AnySchema, { typeUrl: r.typeUrl, value: r.value });
+    resources.set(r.name, { name: r.name, any, message: unpackAny(any) });
+  }
+  return { typeUrl: w.typeUrl, version: w.version, resources };
+}
+
+function send(m: FromWorker): void {
+  if (process.connected) process.send!(m);
+}
+
+function applyLevels(levels: ReadonlyArray<readonly [string, Level]>): void {
+  for (const [name, level] of levels) setScopeLevel(name, level);
+}
+
+class DataplaneWorker {
+  private readonly stats = new StatsStore();
+  private readonly clusters = new DynamicClusterManager(this.stats);
+  private readonly listeners: ListenerManager;
+  private readonly applier: ResourceApplier;
+  /** Updates apply one at a time, in the order they came. */
+  private queue: Promise<void> = Promise.resolve();
+
+  constructor(
+    private readonly init: WorkerInit,
+    connections: HandedConnections,
+  ) {
+    this.clusters.addStatic(init.staticClusters.map((b) => fromBinary(ClusterSchema, b)));
+    let applier: ResourceApplier | undefined;
+    this.listeners = new ListenerManager({
+      clusters: this.clusters,
+      routes: (name) => applier?.route(name),
+      jwt: { onUnknownKid: (issuer, kid) => send({ t: 'unknown-kid', issuer, kid }) },
+      stats: this.stats,
+      drainTimeMs: init.drainTimeMs,
+      handedSocket: connections.claim,
+      workerIndex: init.index,
+    });
+    this.applier = applier = new ResourceApplier(this.clusters, this.listeners);
+  }
+
+  apply(w: WireUpdate): void {
+    this.queue = this.queue.then(() =>
+      this.applier.apply(fromWire(w)).catch((e: Error) => send({ t: 'rejected', typeUrl: w.typeUrl, version: w.version, details: e.message })),
+    );
+  }
+
+  samples(): StatSample[] {
+    return this.stats.samples().filter((s) => s.kind === 'counter' || TRAFFIC_GAUGES.has(s.prom));
+  }
+
+  drain(inboundOnly: boolean, graceful: boolean): void {
+    this.listeners.drainListeners({ inboundOnly, graceful });
+  }
+
+  async stop(drainTimeMs: number): Promise<void> {
+    await this.queue;
+    await this.listeners.shutdown(drainTimeMs);
+    this.listeners.destroy();
+    this.clusters.close();
+    log.debug(`worker ${this.init.index} stopped`);
+  }
+}
+
+function runWorker(): void {
+  registerScopes(PROXY_COMPONENTS);
+  const connections = new HandedConnections();
+  let worker: DataplaneWorker | undefined;
+  process.on('message', (m: ToWorker, handle?: Socket) => {
+    switch (m.t) {
+      case 'init':
+        applyLevels(m.init.levels);
+        worker = new DataplaneWorker(m.init, connections);
+        return;
+      case 'connection':
+        if (handle) connections.connection(m.address, handle);
+        return;
+      case 'update':
+        worker?.apply(m.update);
+        return;
+      case 'drain':
+        worker?.drain(m.inboundOnly, m.graceful);
+        return;
+      case 'stats':
+        send({ t: 'stats', id: m.id, samples: worker?.samples() ?? [] });
+        return;
+      case 'log':
+        applyLevels(m.levels);
+        return;
+      case 'stop':
+        void (worker?.stop(m.drainTimeMs) ?? Promise.resolve()).finally(() => process.exit(0));
+        return;
+    }
+  });
+  // The main process decides when to drain and stop (a terminal's Ctrl-C reaches every process).
+  process.on('SIGINT', () => {});
+  process.on('SIGTERM', () => {});
+  // The main process is gone: nothing would ever stop this one.
+  process.on('disconnect', () => process.exit(0));
+}
+
+if (process.send) runWorker();
