@@ -44,6 +44,8 @@ export interface LocalMeshOptions {
   stateDir: string;
   issuer?: boolean;
   ports?: Partial<LocalMeshPorts>;
+  /** The proxy's workers (ProxyConfig concurrency); default that of ProxyConfig, 2. */
+  proxyConcurrency?: number;
   /** `pipe` collects the programs' output (see LocalMesh.output); default: this process's stdout/stderr. */
   output?: 'inherit' | 'pipe';
 }
@@ -181,6 +183,7 @@ export async function startLocalMesh(opts: LocalMeshOptions): Promise<LocalMesh>
     interceptionMode: 'NONE',
     configPath: join(agentDir, 'proxy'),
     terminationDrainDuration: '1s',
+    ...(opts.proxyConcurrency !== undefined ? { concurrency: opts.proxyConcurrency } : {}),
   };
   let agent: ChildProcess | undefined;
   const stop = async () => {

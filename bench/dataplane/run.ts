@@ -1,8 +1,9 @@
 // bench/dataplane: the app reached directly vs through mesh-proxy (no policy) vs through mesh-proxy
 // with JWT + RBAC, over HTTP/1.1 keep-alive. For each: the maximum requests/s, latency percentiles
 // at a fixed 1000 requests/s, the proxy's CPU per 1000 requests/s and its RSS. The load generator
-// (autocannon) runs in its own process; the proxy's CPU and memory are read from /proc.
-//   npm run bench -- dataplane            (or: node dist/bench/dataplane/run.js [--seconds N])
+// (autocannon) runs in its own process; the proxy's CPU and memory (its worker processes
+// included) are read from /proc.
+//   npm run bench -- dataplane [--seconds N] [--concurrency N]   (the proxy's workers, default 1)
 import { execFileSync, spawn } from 'node:child_process';
 import { mkdtempSync, readFileSync, readdirSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -45,17 +46,26 @@ function proxyPid(agentPid: number): number {
   throw new Error(`no mesh-proxy child of the agent (pid ${agentPid})`);
 }
 
-/** CPU seconds (user + system) a process has used. */
+/** The proxy and its worker processes. */
+function withWorkers(pid: number): number[] {
+  return [pid, ...readFileSync(`/proc/${pid}/task/${pid}/children`, 'utf8').split(' ').filter(Boolean).map(Number)];
+}
+
+/** CPU seconds (user + system) the proxy and its workers have used. */
 function cpuSeconds(pid: number): number {
-  const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
-  const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
   const ticks = Number(execFileSync('getconf', ['CLK_TCK']).toString().trim());
-  return (Number(fields[11]) + Number(fields[12])) / ticks;
+  return withWorkers(pid).reduce((sum, p) => {
+    const stat = readFileSync(`/proc/${p}/stat`, 'utf8');
+    const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+    return sum + (Number(fields[11]) + Number(fields[12])) / ticks;
+  }, 0);
 }
 
 function rssMiB(pid: number): number {
-  const m = /VmRSS:\s+(\d+) kB/.exec(readFileSync(`/proc/${pid}/status`, 'utf8'));
-  return m ? Number(m[1]) / 1024 : NaN;
+  return withWorkers(pid).reduce((sum, p) => {
+    const m = /VmRSS:\s+(\d+) kB/.exec(readFileSync(`/proc/${p}/status`, 'utf8'));
+    return sum + (m ? Number(m[1]) / 1024 : NaN);
+  }, 0);
 }
 
 async function until(check: () => Promise<boolean>, what: string): Promise<void> {
@@ -67,9 +77,11 @@ async function until(check: () => Promise<boolean>, what: string): Promise<void>
 }
 
 async function main(): Promise<void> {
-  const seconds = Number(process.argv[process.argv.indexOf('--seconds') + 1]) || 10;
+  const option = (name: string, dflt: number) => (process.argv.includes(name) ? Number(process.argv[process.argv.indexOf(name) + 1]) : dflt);
+  const seconds = option('--seconds', 10);
+  const concurrency = option('--concurrency', 1);
   const ports = await freePorts();
-  const mesh = await startLocalMesh({ stateDir: mkdtempSync(join(tmpdir(), 'bench-mesh-')), issuer: true, ports, output: 'pipe' });
+  const mesh = await startLocalMesh({ stateDir: mkdtempSync(join(tmpdir(), 'bench-mesh-')), issuer: true, ports, output: 'pipe', proxyConcurrency: concurrency });
   const rows: Array<{ name: string; max: LoadResult; fixed: LoadResult; cpuPer1k?: number; rss?: number }> = [];
   try {
     const app = `http://127.0.0.1:${ports.app}/ip`;
@@ -102,7 +114,7 @@ async function main(): Promise<void> {
   for (const r of rows) {
     lines.push(`| ${r.name} | ${f(r.max.rps, 0)} | ${f(r.fixed.p50)} | ${f(r.fixed.p90)} | ${f(r.fixed.p99)} | ${f(r.cpuPer1k, 3)} | ${f(r.rss, 0)} | ${r.max.errors + r.fixed.errors}/${r.max.non2xx + r.fixed.non2xx} |`);
   }
-  process.stdout.write(`\nbench/dataplane: ${seconds} s per run, 20 connections, HTTP/1.1 keep-alive, this machine\n${lines.join('\n')}\n`);
+  process.stdout.write(`\nbench/dataplane: ${seconds} s per run, 20 connections, HTTP/1.1 keep-alive, proxy --concurrency ${concurrency}, this machine\n${lines.join('\n')}\n`);
 }
 
 main().catch((e: unknown) => {
