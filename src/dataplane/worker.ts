@@ -17,6 +17,8 @@ import { ResourceApplier } from './xds.js';
 
 const log = scope('main');
 
+/** How long a handed connection waits for this worker's listener of its address. */
+const UNCLAIMED_TIMEOUT_MS = 15_000;
 /** Gauges that count this process's traffic (summed across workers); config gauges are the main process's. */
 const TRAFFIC_GAUGES = new Set(['envoy_listener_downstream_cx_active']);
 
@@ -29,27 +31,32 @@ const TRAFFIC_GAUGES = new Set(['envoy_listener_downstream_cx_active']);
 class HandedConnections {
   private readonly servers = new Map<string, { server: Server; waiting?: Socket[] }>();
 
-  /** The server of `key`, for the listener manager (its handler is attached right after). */
+  /**
+   * A fresh server for `key`, for the listener manager (its handler is attached right after this
+   * returns); a server claimed before belongs to a listener that is gone.
+   */
   readonly claim = (key: string): Server => {
-    const e = this.entry(key);
-    const waiting = e.waiting ?? [];
-    delete e.waiting;
-    if (waiting.length > 0) setImmediate(() => waiting.forEach((s) => e.server.emit('connection', s)));
-    return e.server;
+    // Emptied in place: their unclaimed timers see them as claimed.
+    const waiting = this.servers.get(key)?.waiting?.splice(0) ?? [];
+    const server = createServer();
+    this.servers.set(key, { server });
+    if (waiting.length > 0) setImmediate(() => waiting.forEach((s) => server.emit('connection', s)));
+    return server;
   };
 
   connection(key: string, socket: Socket): void {
     // As the main process's listening sockets: the TCP proxy forwards half-closes.
     socket.allowHalfOpen = true;
-    const e = this.entry(key);
-    if (e.waiting) e.waiting.push(socket);
-    else e.server.emit('connection', socket);
-  }
-
-  private entry(key: string): { server: Server; waiting?: Socket[] } {
     let e = this.servers.get(key);
     if (!e) this.servers.set(key, (e = { server: createServer(), waiting: [] }));
-    return e;
+    const waiting = e.waiting;
+    if (!waiting) {
+      e.server.emit('connection', socket);
+      return;
+    }
+    waiting.push(socket);
+    // A listener that never comes (this worker could not apply the update) leaves no client hanging.
+    setTimeout(() => waiting.includes(socket) && socket.destroy(), UNCLAIMED_TIMEOUT_MS).unref();
   }
 }
 

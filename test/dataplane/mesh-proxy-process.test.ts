@@ -109,6 +109,15 @@ describe('mesh-proxy process', () => {
       // The new worker got the config before any connection: every request is answered.
       for (let i = 0; i < 6; i++) assert.equal((await get(listenerPort, `/after${i}`)).status, 200);
 
+      // The listener removed, then back on the same address: each worker serves it once again.
+      ads.set(TypeUrl.Listener, []);
+      await ads.push(TypeUrl.Listener);
+      await eventually(async () => assert.equal(await stat('listener_manager.total_listeners_active'), 0, 'the listener is removed'), 10_000);
+      ads.set(TypeUrl.Listener, [listener('inbound', listenerPort, [hcmChain({ cluster: 'app' })])]);
+      await ads.push(TypeUrl.Listener);
+      await eventually(async () => assert.equal((await get(listenerPort, '/back')).status, 200, 'the listener is back'), 10_000);
+      for (let i = 0; i < 6; i++) assert.deepEqual(await get(listenerPort, `/again${i}`), { status: 200, body: `app saw /again${i}` });
+
       proxy.child.kill('SIGTERM');
       assert.equal(await proxy.wait(), 0, proxy.output);
       for (const pid of replaced) assert.ok(!existsSync(`/proc/${pid}`), `worker ${pid} exited with the proxy`);
