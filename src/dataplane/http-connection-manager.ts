@@ -24,10 +24,11 @@ import { ConfigError, unappliedFields } from './config-error.js';
 import type { HttpFilter, LocalReply } from './filters/filter.js';
 import { compileJwtAuthn, type JwtAuthnOptions, type JwtAuthnStats } from './filters/jwt-authn.js';
 import { compileRbacFilter, type RbacStats } from './filters/rbac.js';
+import { http1Exchange } from './http1-exchange.js';
 import {
+  bodyFraming,
   grpcMessage,
   grpcStatusOf,
-  http1Exchange,
   http2Exchange,
   isEndToEnd,
   isGrpc,
@@ -417,6 +418,7 @@ export function buildHttpConnectionManager(hcm: HttpConnectionManager, deps: Hcm
 
   function forward(req: DownstreamRequest, res: DownstreamResponse, sreq: StreamRequest, target: Target, requestId: string | undefined, grpc: boolean): void {
     const { route, cluster, endpoint, path, headers, timeoutMs } = target;
+    const framing = bodyFraming(req);
     // A chunked HTTP/1.1 request stays chunked upstream, so that request trailers can follow it.
     if (!cluster.http2 && String(req.headers['transfer-encoding'] ?? '').toLowerCase().includes('chunked')) headers['transfer-encoding'] = 'chunked';
     const started = Date.now();
@@ -436,7 +438,7 @@ export function buildHttpConnectionManager(hcm: HttpConnectionManager, deps: Hcm
         log.debug(`upstream ${cluster.name} ${endpoint.host}:${endpoint.port} failed: ${e.message}`);
         sendLocal(res, CONNECT_FAILURE, requestId, grpc);
       },
-      head(up, body, trailers) {
+      head(up, body) {
         const out: HeaderMap = { ...up.headers };
         out.server = serverName;
         out['x-envoy-upstream-service-time'] = String(Date.now() - started);
@@ -444,7 +446,7 @@ export function buildHttpConnectionManager(hcm: HttpConnectionManager, deps: Hcm
         applyMutations(new ResponseHeaderSet(out), route.responseHeaders);
         if (timer === undefined && timeoutMs > 0) {
           // the timeout already answered 504
-          body.resume();
+          body.discard();
           return;
         }
         if (up.endStream) {
@@ -453,20 +455,17 @@ export function buildHttpConnectionManager(hcm: HttpConnectionManager, deps: Hcm
           return;
         }
         writeHead(res, up.status, out, up.message);
-        body.pipe(res, { end: false });
-        body.on('end', () => {
+        body.pipeTo(res, (t) => {
           done();
-          const t = trailers();
           if (t) res.addTrailers(t);
           res.end();
         });
-        body.on('error', () => res.destroy());
       },
     };
-    const request = { endpoint, method: sreq.method, path, headers };
+    const request = { endpoint, method: sreq.method, path, headers, framing };
     let upstream: UpstreamExchange;
     try {
-      upstream = cluster.http2 ? http2Exchange(request, cluster.http2, events) : http1Exchange(request, cluster.agent, events);
+      upstream = cluster.http2 ? http2Exchange(request, cluster.http2, events) : http1Exchange(request, cluster.http1, events);
     } catch (e) {
       // e.g. the pooled HTTP/2 session went away between the pick and the request
       events.error(e as Error);
@@ -484,7 +483,9 @@ export function buildHttpConnectionManager(hcm: HttpConnectionManager, deps: Hcm
       done();
       if (!res.writableFinished) upstream.destroy();
     });
-    req.pipe(upstream.body, { end: false });
+    const body = upstream.body;
+    if (!body) return;
+    req.pipe(body, { end: false });
     req.on('end', () => upstream.finish(req.rawTrailers.length > 0 ? (req.trailers as HeaderMap) : undefined));
   }
 
