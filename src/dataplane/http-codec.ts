@@ -6,6 +6,7 @@ import type { IncomingHttpHeaders, IncomingMessage, OutgoingHttpHeaders, ServerR
 import { constants as h2, Http2ServerResponse, type ClientHttp2Stream, type Http2ServerRequest, type IncomingHttpHeaders as H2Headers } from 'node:http2';
 import type { Readable, Writable } from 'node:stream';
 import type { Http2Pool, Endpoint } from './cluster-manager.js';
+import type { RequestHeaders } from './request.js';
 
 export type DownstreamRequest = IncomingMessage | Http2ServerRequest;
 export type DownstreamResponse = ServerResponse | Http2ServerResponse;
@@ -24,10 +25,24 @@ export function isEndToEnd(name: string, value?: string): boolean {
   return !HOP_BY_HOP.has(name);
 }
 
-/** Every header of a downstream request, repeated ones as separate values (pseudo-headers left out). */
-export function requestHeaderEntries(req: DownstreamRequest): Array<[string, readonly string[]]> {
-  if ('headersDistinct' in req) return Object.entries(req.headersDistinct).flatMap(([k, v]) => (v ? [[k, v] as [string, string[]]] : []));
-  return Object.entries(req.headers).flatMap(([k, v]) => (v === undefined || k.startsWith(':') ? [] : [[k, Array.isArray(v) ? v : [String(v)]] as [string, string[]]]));
+/** Adds every forwarded header of a downstream request to `into`, repeated ones as separate values. */
+export function copyRequestHeaders(req: DownstreamRequest, into: RequestHeaders): void {
+  if ('stream' in req) {
+    // HTTP/2: node's header object, whose repeated cookie fields are already joined with '; '
+    // as an HTTP/1.1 hop needs them (RFC 9113 8.2.3).
+    for (const [k, v] of Object.entries(req.headers)) {
+      if (v === undefined) continue;
+      for (const one of Array.isArray(v) ? v : [String(v)]) if (isEndToEnd(k, one)) into.add(k, one);
+    }
+    return;
+  }
+  // HTTP/1.1: the name/value pairs as received, without building node's header objects.
+  const raw = req.rawHeaders;
+  for (let i = 0; i < raw.length; i += 2) {
+    const name = raw[i]!.toLowerCase();
+    const value = raw[i + 1]!;
+    if (isEndToEnd(name, value)) into.add(name, value);
+  }
 }
 
 /** The request's authority: `host` (HTTP/1.1) or `:authority` (HTTP/2). */
@@ -117,6 +132,7 @@ export function grpcMessage(text: string): string {
 export interface UpstreamHead {
   readonly status: number;
   readonly message?: string;
+  /** End-to-end headers, a map of its own that the receiver may change and send on. */
   readonly headers: HeaderMap;
   /** HTTP/2 HEADERS with END_STREAM: no body and no trailers follow (gRPC trailers-only). */
   readonly endStream: boolean;

@@ -27,13 +27,13 @@ import { compileRbacFilter, type RbacStats } from './filters/rbac.js';
 import { http1Exchange } from './http1-exchange.js';
 import {
   bodyFraming,
+  copyRequestHeaders,
   grpcMessage,
   grpcStatusOf,
   http2Exchange,
   isEndToEnd,
   isGrpc,
   requestAuthority,
-  requestHeaderEntries,
   respondHeadersOnly,
   writeHead,
   type DownstreamRequest,
@@ -320,9 +320,7 @@ export function buildHttpConnectionManager(hcm: HttpConnectionManager, deps: Hcm
     const tls = (socket as Partial<TLSSocket>).encrypted === true;
     const scheme = tls ? 'https' : 'http';
     const headers = new RequestHeaders();
-    for (const [k, v] of requestHeaderEntries(req)) {
-      for (const one of v) if (isEndToEnd(k, one)) headers.add(k, one);
-    }
+    copyRequestHeaders(req, headers);
     const source: Address = { address: normalizeIp(socket.remoteAddress ?? ''), port: socket.remotePort ?? 0 };
     const destination: Address = { address: normalizeIp(socket.localAddress ?? ''), port: socket.localPort ?? 0 };
     // The client address: the connection peer, or (not using it) the trusted entry of x-forwarded-for.
@@ -439,7 +437,7 @@ export function buildHttpConnectionManager(hcm: HttpConnectionManager, deps: Hcm
         sendLocal(res, CONNECT_FAILURE, requestId, grpc);
       },
       head(up, body) {
-        const out: HeaderMap = { ...up.headers };
+        const out = up.headers;
         out.server = serverName;
         out['x-envoy-upstream-service-time'] = String(Date.now() - started);
         if (requestId && hcm.alwaysSetRequestIdInResponse) out['x-request-id'] = requestId;
