@@ -3,11 +3,13 @@
 // what a node:http client sees and on what the upstream received.
 import assert from 'node:assert/strict';
 import { createServer, request, type IncomingHttpHeaders, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
-import type { AddressInfo, Socket } from 'node:net';
+import type { Socket } from 'node:net';
 import { after, before, describe, it } from 'node:test';
 import { Http1Pool } from '../../src/dataplane/cluster-manager.js';
 import { bodyFraming, type HeaderMap } from '../../src/dataplane/http-codec.js';
 import { http1Exchange } from '../../src/dataplane/http1-exchange.js';
+import { close, listen } from '../helpers/http.js';
+import { eventually } from '../helpers/proc.js';
 
 interface Seen {
   method: string;
@@ -35,21 +37,6 @@ function openConnections(): Set<Socket> {
     s.on('close', () => open.delete(s));
   });
   return open;
-}
-
-async function until(check: () => boolean): Promise<void> {
-  const deadline = Date.now() + 2000;
-  while (!check() && Date.now() < deadline) await new Promise((resolve) => setTimeout(resolve, 10));
-}
-
-async function listen(server: Server): Promise<number> {
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  return (server.address() as AddressInfo).port;
-}
-
-async function close(server: Server): Promise<void> {
-  server.closeAllConnections();
-  await new Promise<void>((resolve) => server.close(() => resolve()));
 }
 
 function answer(req: IncomingMessage, res: ServerResponse): void {
@@ -235,8 +222,7 @@ describe('http1Exchange', () => {
     assert.deepEqual([r.status, r.body], [504, 'gave up']);
     assert.deepEqual(p.errors, []);
     // The hanging request's connection is closed rather than reused.
-    await until(() => hanging?.destroyed === true);
-    assert.equal(hanging?.destroyed, true);
+    await eventually(() => assert.equal(hanging?.destroyed, true));
     pool.destroy();
     await close(p.server);
   });
@@ -250,8 +236,7 @@ describe('http1Exchange', () => {
     pool.retire();
     const r = await send(p.port, { path: '/after' });
     assert.equal(r.body, 'got GET /after');
-    await until(() => open.size === 0);
-    assert.equal(open.size, 0);
+    await eventually(() => assert.equal(open.size, 0));
     await close(p.server);
   });
 });
