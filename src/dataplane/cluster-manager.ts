@@ -1,9 +1,11 @@
 // How the router reaches upstreams: by cluster name. The real cluster manager (CDS/EDS, health,
 // ORIGINAL_DST) plugs in behind this interface; `StaticClusterManager` is a plain one for tests and
 // for wiring before CDS exists.
-import { Agent } from 'node:http';
+import { Agent, type ClientRequestArgs } from 'node:http';
 import { connect as h2connect, type ClientHttp2Session } from 'node:http2';
 import { createConnection, type NetConnectOpts, type Socket } from 'node:net';
+import type { Duplex } from 'node:stream';
+import { Pool, type buildConnector } from 'undici';
 import type { RequestView } from './request.js';
 
 export interface Endpoint {
@@ -15,8 +17,8 @@ export interface UpstreamCluster {
   readonly name: string;
   /** The endpoint for this request (the cluster's load balancing), or undefined: no healthy upstream. */
   pick(req: RequestView): Endpoint | undefined;
-  /** The cluster's connection pool; keep-alive, so upstream connections are reused. */
-  readonly agent: Agent;
+  /** The cluster's HTTP/1.1 connections; keep-alive, so upstream connections are reused. */
+  readonly http1: Http1Pool;
   /** Connect timeout for raw (TCP proxy) upstream connections; absent = none. */
   readonly connectTimeoutMs?: number;
   /** Present when the cluster's protocol options ask for HTTP/2: requests go over its sessions. */
@@ -26,11 +28,6 @@ export interface UpstreamCluster {
 export interface ClusterManager {
   /** undefined when no cluster of that name exists (the route's cluster_not_found_response_code). */
   get(name: string): UpstreamCluster | undefined;
-}
-
-/** A keep-alive pool sized for a proxy: unbounded sockets per endpoint, idle ones kept. */
-export function upstreamAgent(): Agent {
-  return new Agent({ keepAlive: true, maxSockets: Infinity, maxFreeSockets: 256, scheduling: 'lifo' });
 }
 
 /** A TCP connection that fails (and calls `onTimeout`) unless it connects within `ms` (0 = no limit). */
@@ -46,6 +43,96 @@ export function connectWithin(options: NetConnectOpts, ms: number, onTimeout: ()
     socket.once('close', clear);
   }
   return socket;
+}
+
+/** `host:port`, `[v6]:port` for IPv6 literals. */
+function hostPort(ep: Endpoint): string {
+  return ep.host.includes(':') ? `[${ep.host}]:${ep.port}` : `${ep.host}:${ep.port}`;
+}
+
+/** A node:http keep-alive agent sized for a proxy, whose new connections follow the pool's connect rules. */
+class UpstreamAgent extends Agent {
+  constructor(private readonly connectTo: (options: NetConnectOpts) => Socket) {
+    super({ keepAlive: true, maxSockets: Infinity, maxFreeSockets: 256, scheduling: 'lifo' });
+  }
+
+  override createConnection(options: ClientRequestArgs): Duplex {
+    return this.connectTo(options as NetConnectOpts);
+  }
+
+  /** Lets in-flight requests finish but keeps no connection. */
+  retire(): void {
+    this.on('free', (socket) => socket.destroy());
+    for (const list of Object.values(this.freeSockets)) for (const s of list ?? []) s.destroy();
+  }
+}
+
+/**
+ * A cluster's HTTP/1.1 connections: an undici pool per endpoint (keep-alive, unbounded, no
+ * timeouts of its own: the route's timeout applies) for requests whose body has a known length
+ * or none, and a node:http agent for chunked requests, as undici cannot send request trailers.
+ * Every new connection is counted and gives up after the connect timeout.
+ */
+export class Http1Pool {
+  readonly agent: UpstreamAgent;
+  private readonly pools = new Map<string, Pool>();
+  private retired = false;
+
+  constructor(
+    public connectTimeoutMs = 0,
+    private readonly onConnection: () => void = () => {},
+    private readonly onConnectTimeout: () => void = () => {},
+  ) {
+    this.agent = new UpstreamAgent((options) => this.connect(options));
+  }
+
+  /** The undici pool of an endpoint, made on first use. */
+  pool(ep: Endpoint): Pool {
+    const key = hostPort(ep);
+    const existing = this.pools.get(key);
+    if (existing) return existing;
+    const pool = new Pool(`http://${key}`, { connections: null, headersTimeout: 0, bodyTimeout: 0, connect: this.connector(ep) });
+    // A retired pool serves the request it is asked for, then closes once that is done.
+    if (this.retired) setImmediate(() => void pool.close());
+    else this.pools.set(key, pool);
+    return pool;
+  }
+
+  /** In-flight requests finish; no connection is kept or opened for reuse. */
+  retire(): void {
+    this.retired = true;
+    this.agent.retire();
+    for (const p of this.pools.values()) void p.close();
+    this.pools.clear();
+  }
+
+  destroy(): void {
+    this.agent.destroy();
+    for (const p of this.pools.values()) void p.destroy();
+    this.pools.clear();
+  }
+
+  private connect(options: NetConnectOpts): Socket {
+    this.onConnection();
+    const socket = connectWithin(options, this.connectTimeoutMs, this.onConnectTimeout);
+    socket.setNoDelay(true);
+    return socket;
+  }
+
+  /** undici's connector: our socket (counted, connect timeout), handed over once connected. */
+  private connector(ep: Endpoint): buildConnector.connector {
+    return (_options, callback) => {
+      const socket = this.connect({ host: ep.host, port: ep.port });
+      const settle = (e?: Error): void => {
+        socket.off('connect', settle);
+        socket.off('error', settle);
+        if (e) callback(e, null);
+        else callback(null, socket.setKeepAlive(true, 60_000));
+      };
+      socket.once('connect', settle);
+      socket.once('error', settle);
+    };
+  }
 }
 
 /**
@@ -67,7 +154,7 @@ export class Http2Pool {
     const existing = this.sessions.get(key);
     if (existing && !existing.closed && !existing.destroyed) return existing;
     const ms = this.connectTimeoutMs;
-    const session = h2connect(`http://${ep.host.includes(':') ? `[${ep.host}]:${ep.port}` : key}`, {
+    const session = h2connect(`http://${hostPort(ep)}`, {
       createConnection: () => connectWithin({ host: ep.host, port: ep.port }, ms, this.onConnectTimeout),
     });
     this.onConnection();
@@ -116,7 +203,7 @@ export class StaticClusterManager implements ClusterManager {
       endpoints,
       cluster: {
         name,
-        agent: upstreamAgent(),
+        http1: new Http1Pool(),
         ...(opts.http2 ? { http2: new Http2Pool() } : {}),
         pick: () => {
           const eps = entry.endpoints;
@@ -129,7 +216,7 @@ export class StaticClusterManager implements ClusterManager {
   }
 
   remove(name: string): void {
-    this.clusters.get(name)?.cluster.agent.destroy();
+    this.clusters.get(name)?.cluster.http1.destroy();
     this.clusters.get(name)?.cluster.http2?.destroy();
     this.clusters.delete(name);
   }
@@ -141,7 +228,7 @@ export class StaticClusterManager implements ClusterManager {
   /** Closes every pooled upstream connection. */
   close(): void {
     for (const { cluster } of this.clusters.values()) {
-      cluster.agent.destroy();
+      cluster.http1.destroy();
       cluster.http2?.destroy();
     }
     this.clusters.clear();

@@ -7,9 +7,6 @@
 // compiles everything (throwing ConfigError, which the xDS client turns into a NACK) without
 // touching what serves traffic; `commit` swaps it in. Pools of clusters that survive an update are
 // kept (their connections stay warm); the pools of removed clusters let in-flight requests finish.
-import { Agent, type ClientRequestArgs } from 'node:http';
-import type { NetConnectOpts } from 'node:net';
-import type { Duplex } from 'node:stream';
 import { anyUnpack } from '@bufbuild/protobuf/wkt';
 import { scope } from '../common/log.js';
 import {
@@ -22,7 +19,7 @@ import type { Address as EnvoyAddress } from '../gen/envoy/config/core/v3/addres
 import { HealthStatus } from '../gen/envoy/config/core/v3/health_check_pb.js';
 import type { ClusterLoadAssignment } from '../gen/envoy/config/endpoint/v3/endpoint_pb.js';
 import { HttpProtocolOptionsSchema } from '../gen/envoy/extensions/upstreams/http/v3/http_protocol_options_pb.js';
-import { connectWithin, Http2Pool, type ClusterManager, type Endpoint, type UpstreamCluster } from './cluster-manager.js';
+import { Http1Pool, Http2Pool, type ClusterManager, type Endpoint, type UpstreamCluster } from './cluster-manager.js';
 import { ConfigError, unappliedFields } from './config-error.js';
 import type { RequestView } from './request.js';
 import { durationMs } from './router.js';
@@ -185,28 +182,6 @@ function parseHostPort(v: string): Endpoint | undefined {
   return port >= 1 && port <= 65535 ? { host: (m[1] ?? m[2])!, port } : undefined;
 }
 
-/** A keep-alive pool whose new connections give up after the cluster's connect timeout. */
-class UpstreamAgent extends Agent {
-  constructor(
-    public connectTimeoutMs: number,
-    private readonly onConnection: () => void,
-    private readonly onConnectTimeout: () => void,
-  ) {
-    super({ keepAlive: true, maxSockets: Infinity, maxFreeSockets: 256, scheduling: 'lifo' });
-  }
-
-  override createConnection(options: ClientRequestArgs): Duplex {
-    this.onConnection();
-    return connectWithin(options as NetConnectOpts, this.connectTimeoutMs, this.onConnectTimeout);
-  }
-
-  /** Lets in-flight requests finish but keeps no connection: a removed cluster's pool winds down. */
-  retire(): void {
-    this.on('free', (socket) => socket.destroy());
-    for (const list of Object.values(this.freeSockets)) for (const s of list ?? []) s.destroy();
-  }
-}
-
 interface ClusterStats {
   readonly rq: StatCounter;
   readonly noneHealthy: StatCounter;
@@ -216,7 +191,7 @@ interface ClusterStats {
 
 /** A serving cluster: the spec can be swapped under it (EDS updates) while its pool stays. */
 class LiveCluster implements UpstreamCluster {
-  readonly agent: UpstreamAgent;
+  readonly http1: Http1Pool;
   private pool?: Http2Pool;
   private rr = 0;
   /** Smooth weighted round robin state, one per endpoint of the current spec. */
@@ -226,7 +201,7 @@ class LiveCluster implements UpstreamCluster {
     public spec: ClusterSpec,
     private readonly stats: ClusterStats,
   ) {
-    this.agent = new UpstreamAgent(spec.connectTimeoutMs, () => stats.cx.inc(), () => stats.connectTimeout.inc());
+    this.http1 = new Http1Pool(spec.connectTimeoutMs, () => stats.cx.inc(), () => stats.connectTimeout.inc());
   }
 
   /** The HTTP/2 sessions, made on first use; undefined while the cluster speaks HTTP/1.1. */
@@ -238,12 +213,12 @@ class LiveCluster implements UpstreamCluster {
 
   /** Lets in-flight requests finish and keeps no connection. */
   retire(): void {
-    this.agent.retire();
+    this.http1.retire();
     this.pool?.retire();
   }
 
   destroy(): void {
-    this.agent.destroy();
+    this.http1.destroy();
     this.pool?.destroy();
   }
 
@@ -262,7 +237,7 @@ class LiveCluster implements UpstreamCluster {
       this.pool = undefined;
     }
     this.spec = spec;
-    this.agent.connectTimeoutMs = spec.connectTimeoutMs;
+    this.http1.connectTimeoutMs = spec.connectTimeoutMs;
     if (this.pool) this.pool.connectTimeoutMs = spec.connectTimeoutMs;
     this.current = [];
   }

@@ -1,11 +1,12 @@
 // What differs between HTTP/1.1 and HTTP/2 for the connection manager, so that one request path
 // serves both: the downstream request/response of node:http or of node:http2's compatibility API,
-// the upstream exchange over a pooled HTTP/1.1 agent or an HTTP/2 session, trailers-only
+// the upstream exchange over an HTTP/2 session (HTTP/1.1: http1-exchange.ts), trailers-only
 // responses (gRPC errors) and the gRPC form of local replies.
-import { request as httpRequest, type Agent, type IncomingHttpHeaders, type IncomingMessage, type OutgoingHttpHeaders, type ServerResponse } from 'node:http';
+import type { IncomingHttpHeaders, IncomingMessage, OutgoingHttpHeaders, ServerResponse } from 'node:http';
 import { constants as h2, Http2ServerResponse, type ClientHttp2Stream, type Http2ServerRequest, type IncomingHttpHeaders as H2Headers } from 'node:http2';
 import type { Readable, Writable } from 'node:stream';
 import type { Http2Pool, Endpoint } from './cluster-manager.js';
+import type { RequestHeaders } from './request.js';
 
 export type DownstreamRequest = IncomingMessage | Http2ServerRequest;
 export type DownstreamResponse = ServerResponse | Http2ServerResponse;
@@ -24,10 +25,24 @@ export function isEndToEnd(name: string, value?: string): boolean {
   return !HOP_BY_HOP.has(name);
 }
 
-/** Every header of a downstream request, repeated ones as separate values (pseudo-headers left out). */
-export function requestHeaderEntries(req: DownstreamRequest): Array<[string, readonly string[]]> {
-  if ('headersDistinct' in req) return Object.entries(req.headersDistinct).flatMap(([k, v]) => (v ? [[k, v] as [string, string[]]] : []));
-  return Object.entries(req.headers).flatMap(([k, v]) => (v === undefined || k.startsWith(':') ? [] : [[k, Array.isArray(v) ? v : [String(v)]] as [string, string[]]]));
+/** Adds every forwarded header of a downstream request to `into`, repeated ones as separate values. */
+export function copyRequestHeaders(req: DownstreamRequest, into: RequestHeaders): void {
+  if ('stream' in req) {
+    // HTTP/2: node's header object, whose repeated cookie fields are already joined with '; '
+    // as an HTTP/1.1 hop needs them (RFC 9113 8.2.3).
+    for (const [k, v] of Object.entries(req.headers)) {
+      if (v === undefined) continue;
+      for (const one of Array.isArray(v) ? v : [String(v)]) if (isEndToEnd(k, one)) into.add(k, one);
+    }
+    return;
+  }
+  // HTTP/1.1: the name/value pairs as received, without building node's header objects.
+  const raw = req.rawHeaders;
+  for (let i = 0; i < raw.length; i += 2) {
+    const name = raw[i]!.toLowerCase();
+    const value = raw[i + 1]!;
+    if (isEndToEnd(name, value)) into.add(name, value);
+  }
 }
 
 /** The request's authority: `host` (HTTP/1.1) or `:authority` (HTTP/2). */
@@ -37,8 +52,22 @@ export function requestAuthority(req: DownstreamRequest): string {
   return (Array.isArray(v) ? v[0] : v) ?? '';
 }
 
+/**
+ * How the request body is framed: none (an HTTP/1.1 request without content-length or
+ * transfer-encoding, an HTTP/2 request ended with its headers), a known length, or a stream of
+ * unknown length (HTTP/1.1 chunked, which may end with trailers).
+ */
+export type BodyFraming = 'none' | 'length' | 'stream';
+
+export function bodyFraming(req: DownstreamRequest): BodyFraming {
+  const h = req.headers;
+  if ('stream' in req) return h['content-length'] !== undefined ? 'length' : req.stream.endAfterHeaders ? 'none' : 'stream';
+  if (h['transfer-encoding'] !== undefined) return 'stream';
+  return h['content-length'] !== undefined ? 'length' : 'none';
+}
+
 /** A response's headers without hop-by-hop and pseudo-headers. */
-function endToEnd(h: IncomingHttpHeaders | H2Headers): HeaderMap {
+export function endToEnd(h: IncomingHttpHeaders | H2Headers): HeaderMap {
   const out: HeaderMap = {};
   for (const [k, v] of Object.entries(h)) {
     if (v === undefined || !isEndToEnd(k, String(v))) continue;
@@ -103,22 +132,31 @@ export function grpcMessage(text: string): string {
 export interface UpstreamHead {
   readonly status: number;
   readonly message?: string;
+  /** End-to-end headers, a map of its own that the receiver may change and send on. */
   readonly headers: HeaderMap;
   /** HTTP/2 HEADERS with END_STREAM: no body and no trailers follow (gRPC trailers-only). */
   readonly endStream: boolean;
 }
 
+/** An upstream response's body, which the connection manager forwards or drops. */
+export interface UpstreamBody {
+  /** Writes the body into `out` with backpressure; `done` gets its trailers once it all arrived. */
+  pipeTo(out: DownstreamResponse, done: (trailers: HeaderMap | undefined) => void): void;
+  /** The response is not wanted (already answered): it is read and dropped. */
+  discard(): void;
+}
+
 export interface UpstreamEvents {
-  /** The response started; `trailers()` is valid once `body` ended. */
-  head(h: UpstreamHead, body: Readable, trailers: () => HeaderMap | undefined): void;
+  /** The response started. */
+  head(h: UpstreamHead, body: UpstreamBody): void;
   /** The exchange failed before or during the response. */
   error(e: Error): void;
 }
 
 /** One request to an upstream, whatever the protocol. */
 export interface UpstreamExchange {
-  /** The request body goes here. */
-  readonly body: Writable;
+  /** The request body goes here; absent when the request has none (it was sent whole). */
+  readonly body?: Writable;
   /** Ends the request, with its trailers if it has any. */
   finish(trailers: HeaderMap | undefined): void;
   destroy(): void;
@@ -130,27 +168,23 @@ export interface UpstreamRequest {
   readonly path: string;
   /** End-to-end headers plus `host`. */
   readonly headers: OutgoingHttpHeaders;
+  readonly framing: BodyFraming;
 }
 
-function trailerMap(t: NodeJS.Dict<string> | H2Headers): HeaderMap | undefined {
+export function trailerMap(t: NodeJS.Dict<string | string[]> | H2Headers): HeaderMap | undefined {
   const out = endToEnd(t);
   return Object.keys(out).length > 0 ? out : undefined;
 }
 
-/** HTTP/1.1 over the cluster's keep-alive agent. */
-export function http1Exchange(r: UpstreamRequest, agent: Agent, ev: UpstreamEvents): UpstreamExchange {
-  const upstream = httpRequest({ host: r.endpoint.host, port: r.endpoint.port, method: r.method, path: r.path, headers: r.headers, agent });
-  upstream.on('error', (e) => ev.error(e));
-  upstream.on('response', (up) => {
-    ev.head({ status: up.statusCode ?? 502, message: up.statusMessage, headers: endToEnd(up.headers), endStream: false }, up, () => (up.rawTrailers.length > 0 ? trailerMap(up.trailers) : undefined));
-  });
+/** The body of a response that node:http or node:http2 delivers as a stream. */
+export function readableBody(stream: Readable, trailers: () => HeaderMap | undefined): UpstreamBody {
   return {
-    body: upstream,
-    finish(trailers) {
-      if (trailers) upstream.addTrailers(trailers);
-      upstream.end();
+    pipeTo(out, done) {
+      stream.pipe(out, { end: false });
+      stream.on('end', () => done(trailers()));
+      stream.on('error', () => out.destroy());
     },
-    destroy: () => upstream.destroy(),
+    discard: () => stream.resume(),
   };
 }
 
@@ -179,7 +213,7 @@ export function http2Exchange(r: UpstreamRequest, pool: Http2Pool, ev: UpstreamE
   stream.on('response', (h, flags) => {
     answered = true;
     const endStream = (flags & h2.NGHTTP2_FLAG_END_STREAM) !== 0;
-    ev.head({ status: Number(h[':status'] ?? 502), headers: endToEnd(h), endStream }, stream, () => trailers);
+    ev.head({ status: Number(h[':status'] ?? 502), headers: endToEnd(h), endStream }, readableBody(stream, () => trailers));
   });
   stream.on('error', fail);
   stream.on('close', () => {

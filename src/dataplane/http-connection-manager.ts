@@ -24,15 +24,16 @@ import { ConfigError, unappliedFields } from './config-error.js';
 import type { HttpFilter, LocalReply } from './filters/filter.js';
 import { compileJwtAuthn, type JwtAuthnOptions, type JwtAuthnStats } from './filters/jwt-authn.js';
 import { compileRbacFilter, type RbacStats } from './filters/rbac.js';
+import { http1Exchange } from './http1-exchange.js';
 import {
+  bodyFraming,
+  copyRequestHeaders,
   grpcMessage,
   grpcStatusOf,
-  http1Exchange,
   http2Exchange,
   isEndToEnd,
   isGrpc,
   requestAuthority,
-  requestHeaderEntries,
   respondHeadersOnly,
   writeHead,
   type DownstreamRequest,
@@ -320,9 +321,7 @@ export function buildHttpConnectionManager(hcm: HttpConnectionManager, deps: Hcm
     const tls = (socket as Partial<TLSSocket>).encrypted === true;
     const scheme = tls ? 'https' : 'http';
     const headers = new RequestHeaders();
-    for (const [k, v] of requestHeaderEntries(req)) {
-      for (const one of v) if (isEndToEnd(k, one)) headers.add(k, one);
-    }
+    copyRequestHeaders(req, headers);
     const source: Address = { address: normalizeIp(socket.remoteAddress ?? ''), port: socket.remotePort ?? 0 };
     const destination = connectionDestination(socket);
     // The client address: the connection peer, or (not using it) the trusted entry of x-forwarded-for.
@@ -418,6 +417,7 @@ export function buildHttpConnectionManager(hcm: HttpConnectionManager, deps: Hcm
 
   function forward(req: DownstreamRequest, res: DownstreamResponse, sreq: StreamRequest, target: Target, requestId: string | undefined, grpc: boolean): void {
     const { route, cluster, endpoint, path, headers, timeoutMs } = target;
+    const framing = bodyFraming(req);
     // A chunked HTTP/1.1 request stays chunked upstream, so that request trailers can follow it.
     if (!cluster.http2 && String(req.headers['transfer-encoding'] ?? '').toLowerCase().includes('chunked')) headers['transfer-encoding'] = 'chunked';
     const started = Date.now();
@@ -437,15 +437,15 @@ export function buildHttpConnectionManager(hcm: HttpConnectionManager, deps: Hcm
         log.debug(`upstream ${cluster.name} ${endpoint.host}:${endpoint.port} failed: ${e.message}`);
         sendLocal(res, CONNECT_FAILURE, requestId, grpc);
       },
-      head(up, body, trailers) {
-        const out: HeaderMap = { ...up.headers };
+      head(up, body) {
+        const out = up.headers;
         out.server = serverName;
         out['x-envoy-upstream-service-time'] = String(Date.now() - started);
         if (requestId && hcm.alwaysSetRequestIdInResponse) out['x-request-id'] = requestId;
         applyMutations(new ResponseHeaderSet(out), route.responseHeaders);
         if (timer === undefined && timeoutMs > 0) {
           // the timeout already answered 504
-          body.resume();
+          body.discard();
           return;
         }
         if (up.endStream) {
@@ -454,20 +454,17 @@ export function buildHttpConnectionManager(hcm: HttpConnectionManager, deps: Hcm
           return;
         }
         writeHead(res, up.status, out, up.message);
-        body.pipe(res, { end: false });
-        body.on('end', () => {
+        body.pipeTo(res, (t) => {
           done();
-          const t = trailers();
           if (t) res.addTrailers(t);
           res.end();
         });
-        body.on('error', () => res.destroy());
       },
     };
-    const request = { endpoint, method: sreq.method, path, headers };
+    const request = { endpoint, method: sreq.method, path, headers, framing };
     let upstream: UpstreamExchange;
     try {
-      upstream = cluster.http2 ? http2Exchange(request, cluster.http2, events) : http1Exchange(request, cluster.agent, events);
+      upstream = cluster.http2 ? http2Exchange(request, cluster.http2, events) : http1Exchange(request, cluster.http1, events);
     } catch (e) {
       // e.g. the pooled HTTP/2 session went away between the pick and the request
       events.error(e as Error);
@@ -485,7 +482,9 @@ export function buildHttpConnectionManager(hcm: HttpConnectionManager, deps: Hcm
       done();
       if (!res.writableFinished) upstream.destroy();
     });
-    req.pipe(upstream.body, { end: false });
+    const body = upstream.body;
+    if (!body) return;
+    req.pipe(body, { end: false });
     req.on('end', () => upstream.finish(req.rawTrailers.length > 0 ? (req.trailers as HeaderMap) : undefined));
   }
 

@@ -2,7 +2,6 @@
 // built from a Listener filter chain of generated Envoy messages, forwarding to a real upstream.
 import assert from 'node:assert/strict';
 import { createServer, request, Agent, type IncomingHttpHeaders, type Server } from 'node:http';
-import type { AddressInfo } from 'node:net';
 import type { Duplex } from 'node:stream';
 import { after, before, describe, it } from 'node:test';
 import { create, type MessageInitShape } from '@bufbuild/protobuf';
@@ -17,6 +16,7 @@ import { HttpConnectionManagerSchema } from '../../src/gen/envoy/extensions/filt
 import { StaticClusterManager } from '../../src/dataplane/cluster-manager.js';
 import { ConfigError } from '../../src/dataplane/config-error.js';
 import { buildHcmForFilterChain, HCM_FILTER_NAME, type HttpConnectionManagerHandler } from '../../src/dataplane/http-connection-manager.js';
+import { close, listen } from '../helpers/http.js';
 import { ISSUER, jwks, meshJwtAuthn, meshProvider, mint, testKey, type TestKey } from './fixtures.js';
 
 type PolicyInit = MessageInitShape<typeof PolicySchema>;
@@ -39,16 +39,6 @@ interface Echo {
 let upstream: Server;
 let upstreamPort: number;
 let upstreamConnections = 0;
-
-async function listen(server: Server): Promise<number> {
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  return (server.address() as AddressInfo).port;
-}
-
-async function close(server: Server): Promise<void> {
-  server.closeAllConnections();
-  await new Promise<void>((resolve) => server.close(() => resolve()));
-}
 
 interface Reply {
   status: number;

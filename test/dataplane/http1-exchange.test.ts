@@ -1,0 +1,242 @@
+// HTTP/1.1 upstream exchanges on real loopback sockets: a minimal proxy (a node:http server whose
+// handler runs http1Exchange on an Http1Pool) in front of a real upstream; the assertions are on
+// what a node:http client sees and on what the upstream received.
+import assert from 'node:assert/strict';
+import { createServer, request, type IncomingHttpHeaders, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
+import type { Socket } from 'node:net';
+import { after, before, describe, it } from 'node:test';
+import { Http1Pool } from '../../src/dataplane/cluster-manager.js';
+import { bodyFraming, type HeaderMap } from '../../src/dataplane/http-codec.js';
+import { http1Exchange } from '../../src/dataplane/http1-exchange.js';
+import { close, listen } from '../helpers/http.js';
+import { eventually } from '../helpers/proc.js';
+
+interface Seen {
+  method: string;
+  url: string;
+  headers: IncomingHttpHeaders;
+  body: string;
+  trailers: Record<string, string>;
+}
+
+const BIG = 'x'.repeat(16 * 1024 * 1024);
+/** What the client had received when the upstream finished writing /big. */
+let receivedAtUpstreamEnd = -1;
+let received = 0;
+let upstream: Server;
+let upstreamPort: number;
+let seen: Seen[] = [];
+/** The upstream's socket of the last /hang request. */
+let hanging: Socket | undefined;
+
+/** The upstream connections opened from now on that are still open. */
+function openConnections(): Set<Socket> {
+  const open = new Set<Socket>();
+  upstream.on('connection', (s: Socket) => {
+    open.add(s);
+    s.on('close', () => open.delete(s));
+  });
+  return open;
+}
+
+function answer(req: IncomingMessage, res: ServerResponse): void {
+  switch (req.url) {
+    case '/hang':
+      hanging = req.socket;
+      return; // never answers
+    case '/big':
+      res.writeHead(200, { 'content-length': BIG.length });
+      res.end(BIG, () => (receivedAtUpstreamEnd = received));
+      return;
+    case '/trailers':
+      res.writeHead(201, 'Made It', { trailer: 'x-up-trailer', 'x-up': 'yes', connection: 'keep-alive' });
+      res.write('part1,');
+      res.addTrailers({ 'x-up-trailer': 'done' });
+      res.end('part2');
+      return;
+    default:
+      res.writeHead(200, { 'content-type': 'text/plain', 'x-up': 'yes' });
+      res.end(`got ${req.method} ${req.url}`);
+  }
+}
+
+/** A proxy of one route: every request goes to `ep` through http1Exchange on `pool`. */
+async function proxyTo(pool: Http1Pool, ep: { host: string; port: number }): Promise<{ port: number; server: Server; errors: string[] }> {
+  const errors: string[] = [];
+  const server = createServer((req, res) => {
+    const headers: Record<string, string | string[]> = {};
+    for (const [k, v] of Object.entries(req.headers)) if (v !== undefined && k !== 'connection') headers[k] = v;
+    const framing = bodyFraming(req);
+    const ex = http1Exchange({ endpoint: ep, method: req.method ?? 'GET', path: req.url ?? '/', headers, framing }, pool, {
+      error(e) {
+        errors.push(e.message);
+        res.writeHead(503).end('failed');
+      },
+      head(up, body) {
+        res.writeHead(up.status, up.message, { ...up.headers, 'x-via': 'proxy' });
+        body.pipeTo(res, (t) => {
+          if (t) res.addTrailers(t);
+          res.end();
+        });
+      },
+    });
+    if (req.url === '/hang') setTimeout(() => {
+      ex.destroy();
+      res.writeHead(504).end('gave up');
+    }, 50);
+    if (ex.body) {
+      const body = ex.body;
+      req.pipe(body, { end: false });
+      req.on('end', () => ex.finish(req.rawTrailers.length > 0 ? (req.trailers as HeaderMap) : undefined));
+    }
+  });
+  return { port: await listen(server), server, errors };
+}
+
+interface Reply {
+  status: number;
+  message: string;
+  headers: IncomingHttpHeaders;
+  body: string;
+  trailers: Record<string, string>;
+}
+
+function send(port: number, o: { method?: string; path?: string; headers?: Record<string, string>; body?: string[]; trailers?: Record<string, string>; slow?: boolean } = {}): Promise<Reply> {
+  return new Promise((resolve, reject) => {
+    const req = request({ host: '127.0.0.1', port, method: o.method ?? 'GET', path: o.path ?? '/', headers: o.headers ?? {}, agent: false }, (res) => {
+      let body = '';
+      res.setEncoding('latin1');
+      res.on('data', (d: string) => {
+        body += d;
+        received = body.length;
+        // A slow reader: the proxy has to hold the upstream back.
+        if (o.slow) {
+          res.pause();
+          setTimeout(() => res.resume(), 1);
+        }
+      });
+      res.on('end', () => resolve({ status: res.statusCode ?? 0, message: res.statusMessage ?? '', headers: res.headers, body, trailers: res.trailers as Record<string, string> }));
+      res.on('error', reject);
+    });
+    req.on('error', reject);
+    for (const c of o.body ?? []) req.write(c);
+    if (o.trailers) req.addTrailers(o.trailers);
+    req.end();
+  });
+}
+
+before(async () => {
+  upstream = createServer((req, res) => {
+    let body = '';
+    req.setEncoding('utf8');
+    req.on('data', (d: string) => (body += d));
+    req.on('end', () => {
+      seen.push({ method: req.method ?? '', url: req.url ?? '', headers: req.headers, body, trailers: req.trailers as Record<string, string> });
+      answer(req, res);
+    });
+  });
+  upstreamPort = await listen(upstream);
+});
+
+after(() => close(upstream));
+
+describe('http1Exchange', () => {
+  it('forwards a request without a body and streams the response back, over one kept-alive connection', async () => {
+    let connections = 0;
+    const pool = new Http1Pool(1000, () => connections++);
+    const p = await proxyTo(pool, { host: '127.0.0.1', port: upstreamPort });
+    seen = [];
+    const r1 = await send(p.port, { path: '/a?q=1', headers: { 'x-custom': 'v', host: 'app.internal' } });
+    const r2 = await send(p.port, { path: '/b' });
+    assert.deepEqual([r1.status, r1.body, r1.headers['x-up'], r1.headers['x-via']], [200, 'got GET /a?q=1', 'yes', 'proxy']);
+    assert.equal(r2.body, 'got GET /b');
+    assert.equal(seen[0]!.headers['x-custom'], 'v');
+    assert.equal(seen[0]!.headers.host, 'app.internal');
+    assert.equal(connections, 1, 'the second request reuses the first connection');
+    pool.destroy();
+    await close(p.server);
+  });
+
+  it('sends a body of known length, and a chunked body with its trailers', async () => {
+    const pool = new Http1Pool();
+    const p = await proxyTo(pool, { host: '127.0.0.1', port: upstreamPort });
+    seen = [];
+    const posted = await send(p.port, { method: 'POST', path: '/post', headers: { 'content-length': '6' }, body: ['abc', 'def'] });
+    assert.equal(posted.body, 'got POST /post');
+    const chunked = await send(p.port, { method: 'PUT', path: '/put', headers: { 'transfer-encoding': 'chunked' }, body: ['a', 'b'], trailers: { 'x-checksum': '42' } });
+    assert.equal(chunked.body, 'got PUT /put');
+    assert.deepEqual(
+      seen.map((s) => [s.method, s.body, s.headers['content-length'], s.trailers]),
+      [
+        ['POST', 'abcdef', '6', {}],
+        ['PUT', 'ab', undefined, { 'x-checksum': '42' }],
+      ],
+    );
+    pool.destroy();
+    await close(p.server);
+  });
+
+  it('passes the reason phrase and response trailers, without hop-by-hop headers', async () => {
+    const pool = new Http1Pool();
+    const p = await proxyTo(pool, { host: '127.0.0.1', port: upstreamPort });
+    const r = await send(p.port, { path: '/trailers' });
+    assert.deepEqual([r.status, r.message, r.body, r.trailers], [201, 'Made It', 'part1,part2', { 'x-up-trailer': 'done' }]);
+    assert.equal(r.headers['x-up'], 'yes');
+    assert.equal(r.headers.trailer, 'x-up-trailer');
+    pool.destroy();
+    await close(p.server);
+  });
+
+  it('holds the upstream back for a slow client and delivers a large body intact', async () => {
+    const pool = new Http1Pool();
+    const p = await proxyTo(pool, { host: '127.0.0.1', port: upstreamPort });
+    const r = await send(p.port, { path: '/big', slow: true });
+    assert.equal(r.body.length, BIG.length);
+    assert.equal(r.body, BIG);
+    // Without backpressure the upstream would be done long before the client got far.
+    assert.ok(receivedAtUpstreamEnd > BIG.length / 2, `the client had ${receivedAtUpstreamEnd} bytes when the upstream finished`);
+    pool.destroy();
+    await close(p.server);
+  });
+
+  it('reports a refused connection as an error', async () => {
+    const probe = createServer();
+    const freePort = await listen(probe);
+    await close(probe);
+    let connections = 0;
+    const pool = new Http1Pool(1000, () => connections++);
+    const p = await proxyTo(pool, { host: '127.0.0.1', port: freePort });
+    const r = await send(p.port);
+    assert.deepEqual([r.status, r.body], [503, 'failed']);
+    assert.equal(p.errors.length, 1);
+    assert.match(p.errors[0]!, /ECONNREFUSED/);
+    assert.equal(connections, 1);
+    pool.destroy();
+    await close(p.server);
+  });
+
+  it('destroy() drops the upstream request and reports nothing', async () => {
+    const pool = new Http1Pool();
+    const p = await proxyTo(pool, { host: '127.0.0.1', port: upstreamPort });
+    const r = await send(p.port, { path: '/hang' });
+    assert.deepEqual([r.status, r.body], [504, 'gave up']);
+    assert.deepEqual(p.errors, []);
+    // The hanging request's connection is closed rather than reused.
+    await eventually(() => assert.equal(hanging?.destroyed, true));
+    pool.destroy();
+    await close(p.server);
+  });
+
+  it('a retired pool finishes what is in flight and keeps no connection', async () => {
+    const pool = new Http1Pool();
+    const p = await proxyTo(pool, { host: '127.0.0.1', port: upstreamPort });
+    const open = openConnections();
+    assert.equal((await send(p.port, { path: '/warm' })).status, 200);
+    assert.equal(open.size, 1);
+    pool.retire();
+    const r = await send(p.port, { path: '/after' });
+    assert.equal(r.body, 'got GET /after');
+    await eventually(() => assert.equal(open.size, 0));
+    await close(p.server);
+  });
+});
