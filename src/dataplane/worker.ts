@@ -104,9 +104,13 @@ class DataplaneWorker {
   }
 
   apply(w: WireUpdate): void {
-    this.queue = this.queue.then(() =>
-      this.applier.apply(fromWire(w)).catch((e: Error) => send({ t: 'rejected', typeUrl: w.typeUrl, version: w.version, details: e.message })),
-    );
+    this.queue = this.queue.then(async () => {
+      try {
+        await this.applier.apply(fromWire(w));
+      } catch (e) {
+        send({ t: 'rejected', typeUrl: w.typeUrl, version: w.version, details: (e as Error).message });
+      }
+    });
   }
 
   samples(): StatSample[] {
