@@ -6,9 +6,10 @@
 // samples/mesh on every start, so that trying policies never edits the repository: drop a file from
 // samples/policies into it and the proxy applies it the moment the file is saved.
 import { spawn, type ChildProcess } from 'node:child_process';
-import { existsSync, mkdirSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { closeSync, existsSync, mkdirSync, openSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import type { Server } from 'node:http';
 import { createServer } from 'node:net';
+import { tmpdir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parseAllDocuments } from 'yaml';
@@ -68,13 +69,50 @@ export interface LocalMesh {
   stop(): Promise<void>;
 }
 
-/** A free loopback port, for tests that run a whole mesh. */
+/**
+ * Ports that tests and benchmarks hand to processes they start: below Linux's ephemeral range
+ * (32768-60999), so that no outgoing connection takes one between the choice and the child's
+ * bind, and claimed with a lock file, so that test files running side by side never choose the
+ * same. Claims end with the process; older than an hour, they count as left over by a killed run.
+ */
+const PORT_RANGE = { first: 20000, last: 32767 };
+const PORT_CLAIMS = join(tmpdir(), `mesh-test-ports-${process.getuid?.() ?? 0}`);
+const CLAIM_TTL_MS = 3600_000;
+const claimed: string[] = [];
+
+function claimPort(port: number): boolean {
+  const path = join(PORT_CLAIMS, String(port));
+  try {
+    if (Date.now() - statSync(path).mtimeMs > CLAIM_TTL_MS) rmSync(path, { force: true });
+  } catch {
+    // not claimed
+  }
+  try {
+    closeSync(openSync(path, 'wx'));
+  } catch {
+    return false;
+  }
+  if (claimed.length === 0) process.once('exit', () => claimed.forEach((c) => rmSync(c, { force: true })));
+  claimed.push(path);
+  return true;
+}
+
+function bindable(port: number): Promise<boolean> {
+  return new Promise((resolve) => {
+    const srv = createServer();
+    srv.once('error', () => resolve(false));
+    srv.listen(port, '127.0.0.1', () => srv.close(() => resolve(true)));
+  });
+}
+
+/** A free loopback port of this process's own, for a program a test or benchmark starts. */
 export async function freePort(): Promise<number> {
-  const srv = createServer();
-  await new Promise<void>((r) => srv.listen(0, '127.0.0.1', r));
-  const { port } = srv.address() as { port: number };
-  await new Promise((r) => srv.close(r));
-  return port;
+  mkdirSync(PORT_CLAIMS, { recursive: true });
+  for (let attempt = 0; attempt < 1000; attempt++) {
+    const port = PORT_RANGE.first + Math.floor(Math.random() * (PORT_RANGE.last - PORT_RANGE.first + 1));
+    if (claimPort(port) && (await bindable(port))) return port;
+  }
+  throw new Error(`no free port in ${PORT_RANGE.first}-${PORT_RANGE.last}`);
 }
 
 /** A free loopback port for every role, for tests and benchmarks that run a whole mesh. */

@@ -1,28 +1,19 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
-import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { loadSettings } from '../../src/common/env.js';
 import { ProxyAgent, runProxyAgent, type ProxyAgentOptions } from '../../src/agent/agent.js';
 import { AdsClient } from '../../src/xds/adsc.js';
 import { TypeUrl } from '../../src/xds/types.js';
+import { freePort } from '../../samples/local-mesh.js';
 import { eventually, REPO_ROOT } from '../helpers/proc.js';
 import { FakeAds } from './fake-ads.js';
 import { edsCluster, rdsListener } from './resources.js';
 
 // From the repository root: tests also run compiled from dist/, where tsc does not copy .mjs files.
 const FAKE_PROXY = join(REPO_ROOT, 'test', 'agent', 'fixtures', 'fake-proxy.mjs');
-
-/** A port free right now (the stand-in proxy must bind the admin port the bootstrap names). */
-async function freePort(): Promise<number> {
-  const s = createServer();
-  await new Promise<void>((r) => s.listen(0, '127.0.0.1', r));
-  const port = (s.address() as { port: number }).port;
-  await new Promise((r) => s.close(r));
-  return port;
-}
 
 interface Setup {
   dir: string;

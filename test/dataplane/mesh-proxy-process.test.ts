@@ -4,10 +4,11 @@
 import assert from 'node:assert/strict';
 import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { createServer, request, type Server } from 'node:http';
-import { createServer as createNetServer, type AddressInfo } from 'node:net';
+import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
+import { freePort } from '../../samples/local-mesh.js';
 import { TypeUrl } from '../../src/xds/types.js';
 import { eventually, run, Running, start } from '../helpers/proc.js';
 import { bootstrapJson, FixtureAds, hcmChain, listener, staticCluster, writeBootstrap } from './xds-fixtures.js';
@@ -28,15 +29,6 @@ function get(port: number, path: string, method = 'GET'): Promise<{ status: numb
 /** The pids of a process's children (Linux /proc). */
 function childPids(pid: number): number[] {
   return readFileSync(`/proc/${pid}/task/${pid}/children`, 'utf8').split(' ').filter(Boolean).map(Number);
-}
-
-/** A port free right now (the process under test binds it itself). */
-async function freePort(): Promise<number> {
-  const s = createNetServer();
-  await new Promise<void>((r) => s.listen(0, '127.0.0.1', r));
-  const { port } = s.address() as AddressInfo;
-  await new Promise<void>((r) => s.close(() => r()));
-  return port;
 }
 
 describe('mesh-proxy process', () => {

@@ -3,7 +3,6 @@
 // and follows an endpoint change pushed over EDS; an xDS-enabled gRPC server gets its listener.
 import { test, type TestContext } from 'node:test';
 import assert from 'node:assert/strict';
-import { createServer } from 'node:net';
 import { Client, credentials, Server, ServerCredentials, type ServiceError } from '@grpc/grpc-js';
 import { register as registerGrpcXds, XdsServer as GrpcXdsServer } from '@grpc/grpc-js-xds';
 import { setScopeLevel } from '../../src/common/log.js';
@@ -12,6 +11,7 @@ import { MockRegistry } from '../../src/registry/mock.js';
 import { createMeshGenerators, proxyOf } from '../../src/xds/generators/index.js';
 import { XdsServer } from '../../src/xds/server.js';
 import { TypeUrl } from '../../src/xds/types.js';
+import { freePort } from '../../samples/local-mesh.js';
 import { eventually } from '../helpers/proc.js';
 import { storeOf } from './fixtures.js';
 
@@ -55,16 +55,6 @@ async function discovery(t: TestContext, push: () => PushContext): Promise<{ ser
     node: { id: 'sidecar~127.0.0.1~app-1.foo~foo.svc.cluster.local', metadata: { GENERATOR: 'grpc', NAMESPACE: 'foo' }, locality: {} },
   });
   return { server, bootstrap };
-}
-
-/** A port nothing listens on (an xDS-enabled gRPC server cannot bind port 0). */
-function freePort(): Promise<number> {
-  return new Promise((resolve) => {
-    const s = createServer().listen(0, '127.0.0.1', () => {
-      const port = (s.address() as { port: number }).port;
-      s.close(() => resolve(port));
-    });
-  });
 }
 
 // The timeouts only bound a hang (e.g. a listener the server never accepts); nothing asserts on time.
