@@ -850,7 +850,9 @@ export class ListenerManager {
 
 /** A bound server for the listener's address; a bind failure is a ConfigError naming it. */
 async function listenOn(l: ActiveListener, pauseOnConnect: boolean): Promise<Server> {
-  const server = createServer({ allowHalfOpen: true, pauseOnConnect });
+  // TCP_NODELAY as Envoy sets it: a response head and body written apart must not wait on Nagle
+  // (and the client's delayed ACK). node:http would set it on connections it accepted itself.
+  const server = createServer({ allowHalfOpen: true, pauseOnConnect, noDelay: true });
   await new Promise<void>((resolve, reject) => {
     server.once('error', (e: NodeJS.ErrnoException) => reject(new ConfigError(`listener ${l.name}.address`, `cannot bind ${l.address.host}:${l.address.port}: ${e.code ?? e.message}`)));
     server.listen(l.address.port, l.address.host, () => resolve());

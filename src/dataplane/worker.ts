@@ -45,8 +45,9 @@ class HandedConnections {
   };
 
   connection(key: string, socket: Socket): void {
-    // As the main process's listening sockets: the TCP proxy forwards half-closes.
+    // As the main process's listening sockets: the TCP proxy forwards half-closes, no Nagle.
     socket.allowHalfOpen = true;
+    socket.setNoDelay(true);
     let e = this.servers.get(key);
     if (!e) this.servers.set(key, (e = { server: createServer(), waiting: [] }));
     const waiting = e.waiting;
