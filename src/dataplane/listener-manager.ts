@@ -519,6 +519,11 @@ interface BoundSocket {
   readonly key: string;
   readonly server: Server;
   listener: ActiveListener;
+  /**
+   * Connections that came before the plan binding this socket was committed (it may wait for
+   * its routes: warming); undefined once committed.
+   */
+  held?: Socket[];
 }
 
 export interface ListenerPlan {
@@ -592,10 +597,19 @@ export class ListenerManager {
 
   /** Undoes a prepared plan that will not be committed. */
   abort(plan: ListenerPlan): void {
-    for (const bs of plan.fresh) bs.server.close();
+    for (const bs of plan.fresh) {
+      bs.server.close();
+      for (const s of bs.held ?? []) s.destroy();
+    }
   }
 
   commit(plan: ListenerPlan): void {
+    for (const bs of plan.fresh) {
+      const held = bs.held ?? [];
+      delete bs.held;
+      // After the swap below, so that they meet the committed listener.
+      if (held.length > 0) setImmediate(() => held.forEach((s) => this.acceptNew(bs, s)));
+    }
     const before = this.listeners;
     const oldSockets = this.sockets;
     // The bound sockets hand new connections to their new listeners.
@@ -774,18 +788,22 @@ export class ListenerManager {
   private async bindSocket(key: string, l: ActiveListener): Promise<BoundSocket> {
     const distribute = this.deps.distribute;
     const server = this.deps.handedSocket ? this.deps.handedSocket(key) : await listenOn(l, distribute !== undefined);
-    const bs: BoundSocket = { key, server, listener: l };
+    const bs: BoundSocket = { key, server, listener: l, held: [] };
     server.on('connection', (socket: Socket) => {
-      if (distribute) {
-        if (distribute(key, socket)) return;
-        // Paused on connect so that a worker would have got every byte; this process reads it.
-        socket.resume();
-      }
-      this.accept(bs.listener, socket);
+      if (distribute?.(key, socket)) return;
+      if (bs.held) bs.held.push(socket);
+      else this.acceptNew(bs, socket);
     });
     server.on('error', (e) => log.error(`listener ${l.name}: ${e.message}`));
     if (!this.deps.handedSocket) log.info(`listener ${l.name} listening on ${l.address.host}:${(server.address() as { port: number }).port}`);
     return bs;
+  }
+
+  /** A connection this process serves, on the listener its socket serves now. */
+  private acceptNew(bs: BoundSocket, socket: Socket): void {
+    // Paused on connect so that a worker would have got every byte: this process reads it.
+    if (this.deps.distribute) socket.resume();
+    this.accept(bs.listener, socket);
   }
 
   private accept(first: ActiveListener, socket: Socket): void {

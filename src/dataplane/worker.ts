@@ -124,6 +124,7 @@ class DataplaneWorker {
 
   async stop(drainTimeMs: number): Promise<void> {
     await this.queue;
+    this.applier.close();
     await this.listeners.shutdown(drainTimeMs);
     this.listeners.destroy();
     this.clusters.close();

@@ -18,7 +18,7 @@ import { AdsClient, routeNames, type AdsUpdate } from '../xds/adsc.js';
 import { shortTypeName, TypeUrl } from '../xds/types.js';
 import type { DynamicClusterManager } from './clusters.js';
 import { ConfigError } from './config-error.js';
-import type { ListenerManager } from './listener-manager.js';
+import type { ListenerManager, ListenerPlan } from './listener-manager.js';
 import { compileRouteConfiguration, type RouteTable } from './router.js';
 import { statName, type StatCounter, type StatsStore } from './stats.js';
 
@@ -73,19 +73,47 @@ export interface XdsOptions {
   readonly onApplied?: (u: AdsUpdate) => void;
 }
 
+/** How long listeners wait for the route configurations they name (Envoy's initial_fetch_timeout). */
+const WARMING_TIMEOUT_MS = 15_000;
+
+/** An accepted listener set that waits for its route configurations before it serves. */
+interface Warming {
+  readonly plan: ListenerPlan;
+  readonly listeners: readonly Listener[];
+  readonly timer: NodeJS.Timeout;
+}
+
 /**
  * Compiles and applies whole-type updates to the cluster and listener managers and keeps the route
  * tables: the part of xDS a data plane needs, used by the ADS client below and by the proxy's
  * worker processes, which get the updates the main process accepted (workers.ts).
+ *
+ * Listener warming, as Envoy does it: a listener set naming a route configuration not received yet
+ * is accepted (ACKed, its addresses bound) but not served until the routes arrive or
+ * WARMING_TIMEOUT_MS passes. Meanwhile the listeners it replaces keep serving and connections to
+ * new addresses wait; no request meets a listener without its routes.
  */
 export class ResourceApplier {
   private readonly routes = new Map<string, { table: RouteTable; message: RouteConfiguration }>();
   private assignments = new Map<string, ClusterLoadAssignment>();
+  private warming?: Warming;
+  /** Whether a listener set was ever activated (readiness waits for the first). */
+  activated = false;
 
   constructor(
     private readonly clusters: DynamicClusterManager,
     private readonly listeners: ListenerManager,
   ) {}
+
+  /** The route configurations warming listeners wait for (empty when none). */
+  warmingFor(): string[] {
+    return this.warming ? this.missingRoutes(this.warming.listeners) : [];
+  }
+
+  /** Drops a warming listener set (shutdown). */
+  close(): void {
+    this.cancelWarming();
+  }
 
   /** The route table the HTTP connection managers look up by RDS name. */
   readonly route = (name: string): RouteTable | undefined => this.routes.get(name)?.table;
@@ -109,11 +137,21 @@ export class ResourceApplier {
       }
       case TypeUrl.Listener: {
         const listeners = msgs<Listener>();
+        // A newer set replaces one still warming (whose new addresses it may bind again).
+        this.cancelWarming();
         const plan = await this.listeners.prepare(listeners);
-        this.listeners.commit(plan);
-        // Route tables no listener names any more are dropped (the client unsubscribes them).
-        const named = routeNames(listeners);
-        for (const n of [...this.routes.keys()]) if (!named.has(n)) this.routes.delete(n);
+        const missing = this.missingRoutes(listeners);
+        if (missing.length === 0) {
+          this.activate(plan, listeners);
+          return;
+        }
+        log.info(`listeners warming until route configuration ${missing.join(', ')} arrives`);
+        const timer = setTimeout(() => {
+          log.warn(`route configuration ${this.warmingFor().join(', ')} did not arrive in ${WARMING_TIMEOUT_MS / 1000}s; the listeners serve without it`);
+          this.activate(plan, listeners);
+        }, WARMING_TIMEOUT_MS);
+        timer.unref();
+        this.warming = { plan, listeners, timer };
         return;
       }
       case TypeUrl.RouteConfiguration: {
@@ -131,13 +169,41 @@ export class ResourceApplier {
             throw e;
           }
         }
+        // A name missing from the response is one no longer subscribed, not a deletion (Envoy keeps
+        // RDS resources a SotW response leaves out): the tables the serving listeners name stay
+        // until those listeners are replaced (a warming set subscribes to its own names only).
+        const serving = routeNames(this.listeners.messages());
+        for (const [n, r] of this.routes) if (!next.has(n) && serving.has(n)) next.set(n, r);
         this.routes.clear();
         for (const [n, r] of next) this.routes.set(n, r);
+        const w = this.warming;
+        if (w && this.missingRoutes(w.listeners).length === 0) this.activate(w.plan, w.listeners);
         return;
       }
       default:
         throw new Error(`resource type ${u.typeUrl} is not supported by this proxy`);
     }
+  }
+
+  private missingRoutes(listeners: readonly Listener[]): string[] {
+    return [...routeNames(listeners)].filter((n) => !this.routes.has(n));
+  }
+
+  private activate(plan: ListenerPlan, listeners: readonly Listener[]): void {
+    if (this.warming) clearTimeout(this.warming.timer);
+    this.warming = undefined;
+    this.listeners.commit(plan);
+    this.activated = true;
+    // Route tables no listener names any more are dropped (the client unsubscribes them).
+    const named = routeNames(listeners);
+    for (const n of [...this.routes.keys()]) if (!named.has(n)) this.routes.delete(n);
+  }
+
+  private cancelWarming(): void {
+    if (!this.warming) return;
+    clearTimeout(this.warming.timer);
+    this.listeners.abort(this.warming.plan);
+    this.warming = undefined;
   }
 }
 
@@ -176,6 +242,7 @@ export class XdsApplier {
 
   close(): void {
     this.client.close();
+    this.applier.close();
   }
 
   /** The route table the HTTP connection managers look up by RDS name. */
@@ -188,6 +255,7 @@ export class XdsApplier {
   ready(): { ready: boolean; reason: string } {
     if (this.o.cds && !this.applied.has(TypeUrl.Cluster)) return { ready: false, reason: 'initial CDS not applied yet' };
     if (this.o.lds && !this.applied.has(TypeUrl.Listener)) return { ready: false, reason: 'initial LDS not applied yet' };
+    if (this.o.lds && !this.applier.activated) return { ready: false, reason: `listeners warming: waiting for route configuration ${this.applier.warmingFor().join(', ')}` };
     const missing = [...routeNames(this.o.listeners.messages())].filter((n) => !this.applier.hasRoute(n));
     if (missing.length > 0) return { ready: false, reason: `waiting for route configuration ${missing.join(', ')}` };
     return { ready: true, reason: '' };

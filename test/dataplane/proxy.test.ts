@@ -16,6 +16,7 @@ import { loadBootstrap } from '../../src/dataplane/bootstrap.js';
 import { MeshProxy } from '../../src/dataplane/proxy.js';
 import { serveJwksService, type RequestRefreshRequest } from '../../src/xds/jwks-service.js';
 import { pack, TypeUrl } from '../../src/xds/types.js';
+import { freePort } from '../../samples/local-mesh.js';
 import { eventually } from '../helpers/proc.js';
 import { ISSUER, jwks, meshJwtAuthn, meshProvider, mint, testKey, type TestKey } from './fixtures.js';
 import { edsCluster, endpoints, FixtureAds, hcmChain, listener, routeResource, staticCluster, tcpChain, writeBootstrap, type HcmOptions } from './xds-fixtures.js';
@@ -298,6 +299,47 @@ describe('mesh-proxy over ADS', () => {
     } finally {
       blocker.close();
       ads.set(TypeUrl.Listener, baseListeners());
+    }
+  });
+
+  it('warms listeners until the route configuration they name arrives: the listener it replaces serves, a new address waits', async () => {
+    const inboundPort = portOf('inbound');
+    const warmPort = await freePort();
+    const who = (r: { body: string }) => (JSON.parse(r.body) as { who: string }).who;
+    ads.set(TypeUrl.Cluster, [edsCluster('app'), staticCluster('tcp-app', [up1.port]), staticCluster('app2', [up2.port])]);
+    await ads.push(TypeUrl.Cluster);
+    await eventually(() => assert.ok(proxy.clusters.get('app2'), 'cluster app2 is applied'));
+    const accepted = await stat('listener_manager.lds.update_success');
+    ads.set(TypeUrl.Listener, [
+      listener('inbound', 0, [hcmChain({ rds: 'r2', jwt, policies: onlyAlice })]),
+      listener('tcp', 0, [tcpChain('tcp-app')]),
+      listener('warm', warmPort, [hcmChain({ rds: 'r2' })]),
+    ]);
+    await ads.push(TypeUrl.Listener);
+    try {
+      await eventually(async () => assert.equal(await stat('listener_manager.lds.update_success'), accepted + 1, 'the listeners are accepted'));
+      let answered = false;
+      const early = send(warmPort, '/early').finally(() => (answered = true));
+      // Route r2 is not there: the replaced listener still routes by r1, the proxy stays ready.
+      const old = await send(inboundPort, '/', { authorization: `Bearer ${token}` });
+      assert.equal(old.status, 200);
+      assert.equal(who(old), 'up1');
+      assert.equal((await admin('/ready')).status, 200);
+      assert.equal(answered, false, 'a connection to the warming listener waits for its routes');
+
+      ads.set(TypeUrl.RouteConfiguration, [routeResource('r1', 'app'), routeResource('r2', 'app2')]);
+      await ads.push(TypeUrl.RouteConfiguration);
+      const first = await early;
+      assert.equal(first.status, 200);
+      assert.equal(who(first), 'up2', 'the waiting request was served by the warmed listener');
+      const now = await send(inboundPort, '/', { authorization: `Bearer ${token}` });
+      assert.equal(who(now), 'up2', 'the replaced listener gave way');
+    } finally {
+      ads.set(TypeUrl.Listener, baseListeners());
+      await ads.push(TypeUrl.Listener);
+      ads.set(TypeUrl.RouteConfiguration, [routeResource('r1', 'app')]);
+      await ads.push(TypeUrl.RouteConfiguration);
+      await eventually(async () => assert.equal(who(await send(portOf('inbound'), '/', { authorization: `Bearer ${token}` })), 'up1', 'back to r1'));
     }
   });
 
