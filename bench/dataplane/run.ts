@@ -1,5 +1,7 @@
 // bench/dataplane: the app reached directly vs through mesh-proxy (no policy) vs through mesh-proxy
-// with JWT + RBAC, over HTTP/1.1 keep-alive. For each: the maximum requests/s, latency percentiles
+// with JWT + RBAC, over HTTP/1.1 keep-alive; each through one sidecar (the inbound listener) and
+// through two, as a call between two workloads goes: the client's outbound listener, then the
+// server's inbound listener (here both are the local mesh's one proxy). For each: the maximum requests/s, latency percentiles
 // at a fixed 1000 requests/s, the proxy's CPU per 1000 requests/s and its RSS. The load generator
 // (autocannon) runs in its own process; the proxy's CPU and memory (its worker processes
 // included) are read from /proc.
@@ -8,6 +10,7 @@ import { execFileSync, spawn } from 'node:child_process';
 import { mkdtempSync, readFileSync, readdirSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { parseAllDocuments } from 'yaml';
 import { freePorts, startLocalMesh } from '../../samples/local-mesh.js';
 
 interface LoadResult {
@@ -68,6 +71,14 @@ function rssMiB(pid: number): number {
   }, 0);
 }
 
+/** The service's endpoint becomes the proxy's inbound listener, so outbound calls take both hops. */
+async function throughInbound(configDir: string, inboundPort: number): Promise<void> {
+  const file = join(configDir, 'workloads.yaml');
+  const docs = parseAllDocuments(readFileSync(file, 'utf8'));
+  for (const doc of docs) if (doc.get('kind') === 'WorkloadEntry') doc.setIn(['spec', 'ports', 'http'], inboundPort);
+  writeFileSync(file, docs.map((d) => d.toString()).join('---\n'));
+}
+
 async function until(check: () => Promise<boolean>, what: string): Promise<void> {
   const deadline = Date.now() + 30_000;
   while (!(await check())) {
@@ -86,6 +97,10 @@ async function main(): Promise<void> {
   try {
     const app = `http://127.0.0.1:${ports.app}/ip`;
     const inbound = `http://127.0.0.1:${ports.inbound}/ip`;
+    const outbound = `http://127.0.0.1:${ports.service}/ip`;
+    const service = { host: 'httpbin.default.svc.cluster.local' };
+    await throughInbound(mesh.configDir, ports.inbound);
+    await until(async () => (await (await fetch(`http://127.0.0.1:${ports.admin}/clusters`)).text()).includes(`127.0.0.1:${ports.inbound}`), 'the service endpoint at the inbound listener');
     const token = (await (await fetch(`${mesh.issuerUrl}/token?sub=bench&groups=admins&exp=1h`)).text()).trim();
     const pid = proxyPid(mesh.agent.pid!);
     const measure = async (name: string, url: string, headers: Record<string, string>, proxied: boolean) => {
@@ -100,11 +115,13 @@ async function main(): Promise<void> {
     execFileSync('rm', ['-f', join(mesh.configDir, '01-require-jwt.yaml')]);
     await until(async () => (await fetch(inbound, { headers: { authorization: 'Bearer x' } })).status === 200, 'the policy-free config');
     await measure('mesh-proxy, no policy', inbound, {}, true);
+    await measure('two sidecar hops, no policy', outbound, service, true);
     const ra = readFileSync(join(process.cwd(), 'samples', 'policies', '01-require-jwt.yaml'), 'utf8').replaceAll('http://127.0.0.1:8899', mesh.issuerUrl!);
     writeFileSync(join(mesh.configDir, '01-require-jwt.yaml'), ra);
     writeFileSync(join(mesh.configDir, '03-allow-admins.yaml'), readFileSync(join(process.cwd(), 'samples', 'policies', '03-allow-admins.yaml'), 'utf8'));
     await until(async () => (await fetch(inbound)).status === 403, 'the JWT + RBAC config');
     await measure('mesh-proxy, JWT + RBAC', inbound, { authorization: `Bearer ${token}` }, true);
+    await measure('two sidecar hops, JWT + RBAC', outbound, { ...service, authorization: `Bearer ${token}` }, true);
   } finally {
     await mesh.stop();
   }
