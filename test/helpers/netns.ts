@@ -14,6 +14,20 @@ export function podsUnavailable(): string | undefined {
       return `needs ${tool} (Debian: iproute2, iptables, util-linux)`;
     }
   }
+  // Root without the capabilities (an unprivileged container) cannot make namespaces or NAT rules.
+  const probe = `mesh-probe-${process.pid}`;
+  try {
+    execFileSync('ip', ['netns', 'add', probe], { stdio: ['ignore', 'ignore', 'pipe'] });
+    execFileSync('ip', ['netns', 'exec', probe, 'iptables', '-t', 'nat', '-L', '-n'], { stdio: ['ignore', 'ignore', 'pipe'] });
+  } catch (e) {
+    return `cannot make a network namespace with NAT here: ${String((e as { stderr?: Buffer }).stderr ?? (e as Error).message).trim()}`;
+  } finally {
+    try {
+      execFileSync('ip', ['netns', 'del', probe], { stdio: 'ignore' });
+    } catch {
+      // never made
+    }
+  }
   return undefined;
 }
 
