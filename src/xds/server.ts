@@ -36,7 +36,7 @@ import { Connection, setVersion, versioned, type ConnectionStatus, type Delivery
 import { clientStatus } from './csds.js';
 import { XdsStreamError, type ProxyInfo, type PushRequest, type ResourceGenerator } from './generator.js';
 import { grpcServiceDefinition } from './grpc-service.js';
-import { shortTypeName, TypeUrl } from './types.js';
+import { isWildcardType, shortTypeName, TypeUrl } from './types.js';
 
 const log = scope('ads');
 
@@ -163,6 +163,19 @@ interface Session {
   respond(w: Watch, force: boolean, push?: PushRequest, added?: readonly string[]): Promise<void>;
   /** Ends this stream with a status (an XdsStreamError's, else INTERNAL). */
   fail(err: unknown): void;
+}
+
+/**
+ * For a push of a type subscribed by name (EDS, RDS), the delivery the proxy holds, when the
+ * response may carry only what changed since: these types are not state-of-the-world for removal
+ * (Envoy, gRPC and our proxy keep the named resources a response leaves out), so a proxy that
+ * acked the last response holds the rest. With 1000 clusters, one endpoint change is then one
+ * assignment per proxy instead of 1000. Requests, wildcard types and a proxy that rejected or has
+ * not answered the last response get everything.
+ */
+function incrementalBase(w: Watch): Delivery | undefined {
+  if (isWildcardType(w.typeUrl) || w.wildcard || w.rejecting) return undefined;
+  return w.acked && w.acked.nonce === w.sent?.nonce ? w.acked : undefined;
 }
 
 export class XdsServer {
@@ -480,8 +493,9 @@ export class XdsServer {
     if (!force && w.sent?.version === version) return;
     const shared = remember(this.sentResources, `${w.typeUrl} ${version}`, ENCODED_CACHE_SIZE, () => resources);
     const delivery: Delivery = { version, nonce: this.nextNonce(), time: new Date(), resources: shared };
+    const since = push ? incrementalBase(w) : undefined;
     w.sent = delivery;
-    await this.sendTimed(conn, w.typeUrl, start, () => send(this.encodeSotw(w.typeUrl, delivery)));
+    await this.sendTimed(conn, w.typeUrl, start, () => send(this.encodeSotw(w.typeUrl, delivery, since)));
   }
 
   /**
@@ -489,10 +503,13 @@ export class XdsServer {
    * given the same version, so they are encoded once per type and version; the per-stream fields
    * (nonce, ...) are encoded alone and put in front, which protobuf parses as one message.
    */
-  private encodeSotw(typeUrl: string, d: Delivery): Uint8Array {
-    const body = remember(this.encodedResources, `${typeUrl} ${d.version}`, ENCODED_CACHE_SIZE, () =>
-      toBinary(DiscoveryResponseSchema, create(DiscoveryResponseSchema, { resources: [...d.resources.values()].map((r) => r.resource) })),
-    );
+  /** A SotW response; with `since`, only the resources that differ from that acked delivery. */
+  private encodeSotw(typeUrl: string, d: Delivery, since?: Delivery): Uint8Array {
+    const key = since ? `${typeUrl} ${d.version} since ${since.version}` : `${typeUrl} ${d.version}`;
+    const body = remember(this.encodedResources, key, ENCODED_CACHE_SIZE, () => {
+      const changed = [...d.resources.values()].filter((r) => since?.resources.get(r.name)?.version !== r.version);
+      return toBinary(DiscoveryResponseSchema, create(DiscoveryResponseSchema, { resources: changed.map((r) => r.resource) }));
+    });
     const head = toBinary(
       DiscoveryResponseSchema,
       create(DiscoveryResponseSchema, { versionInfo: d.version, typeUrl, nonce: d.nonce, controlPlane: this.controlPlane() }),

@@ -126,6 +126,29 @@ test('SotW: push sends only changed types, and nothing when content is unchanged
   await roundTrip(s, RDS, ['r1']);
 });
 
+test('SotW: a push of a type subscribed by name carries only what changed since the acked response; after a NACK, everything', async (t) => {
+  const h = await setup(t);
+  const [s, e1] = await open(h, EDS, ['c1', 'c2']);
+  assert.deepEqual(namesOf(e1.resources), ['c1', 'c2']);
+  ack(s, e1, ['c1', 'c2']);
+  await roundTrip(s, CDS); // the ACK is in before the push
+
+  h.fixtures.setNamed(EDS, 'c1', ClusterLoadAssignmentSchema, { clusterName: 'c1', endpoints: [{ priority: 1 }] });
+  await h.server.pushAll({ reason: 'endpoint', types: new Set([EDS]) });
+  const e2 = await s.next();
+  assert.notEqual(e2.versionInfo, e1.versionInfo);
+  assert.deepEqual(namesOf(e2.resources), ['c1'], 'only the changed assignment');
+  assert.deepEqual(watch(h, EDS)?.sent?.resourceNames.sort(), ['c1', 'c2'], 'what the proxy holds after it');
+
+  // Rejected: the proxy may hold anything, so the next push carries the whole set.
+  s.send({ typeUrl: EDS, versionInfo: e1.versionInfo, responseNonce: e2.nonce, resourceNames: ['c1', 'c2'], errorDetail: { code: status.INVALID_ARGUMENT, message: 'bad priority' } });
+  await roundTrip(s, CDS);
+  h.fixtures.setNamed(EDS, 'c2', ClusterLoadAssignmentSchema, { clusterName: 'c2', endpoints: [{}] });
+  await h.server.pushAll({ reason: 'endpoint', types: new Set([EDS]) });
+  const e3 = await s.next();
+  assert.deepEqual(namesOf(e3.resources), ['c1', 'c2']);
+});
+
 test('SotW: NACK keeps the acked version, is recorded and counted, and the rejected config is not resent', async (t) => {
   const h = await setup(t);
   const [s, r1] = await open(h, LDS);
