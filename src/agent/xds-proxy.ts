@@ -30,7 +30,7 @@ import { DiscoveryRequestSchema, type DiscoveryRequest, type DiscoveryResponse }
 import type { Node } from '../gen/envoy/config/core/v3/base_pb.js';
 import { counter } from '../common/metrics.js';
 import { scope } from '../common/log.js';
-import { Backoff, requestRank, type AdsStub } from '../xds/adsc.js';
+import { Backoff, requestRank, type AdsGrpcClient } from '../xds/adsc.js';
 import { grpcClient, grpcServiceDefinition } from '../xds/grpc-service.js';
 import { IssuerCooldown, JwksRefreshClient, serveJwksService, type RefreshVerdict, type RequestRefreshRequest } from '../xds/jwks-service.js';
 import { shortTypeName, TypeUrl } from '../xds/types.js';
@@ -77,7 +77,7 @@ class Relay {
 
   constructor(
     private readonly owner: XdsProxy,
-    private readonly stub: AdsStub,
+    private readonly grpc: AdsGrpcClient,
     private readonly downstream: Downstream,
     opts: XdsProxyOptions,
   ) {
@@ -119,7 +119,7 @@ class Relay {
   private connect(): void {
     this.retryTimer = undefined;
     if (this.done) return;
-    const up = this.stub.streamAggregatedResources();
+    const up = this.grpc.streamAggregatedResources();
     this.upstream = up;
     this.sent.clear();
     let established = false;
@@ -170,7 +170,7 @@ class Relay {
 
 export class XdsProxy extends EventEmitter<XdsProxyEvents> {
   private readonly server = new Server();
-  private readonly stub: AdsStub;
+  private readonly grpc: AdsGrpcClient;
   private readonly relays = new Set<Relay>();
   private readonly ackedTypes = new Map<string, string>();
   private readonly jwks: JwksRefreshClient;
@@ -179,7 +179,7 @@ export class XdsProxy extends EventEmitter<XdsProxyEvents> {
   constructor(private readonly opts: XdsProxyOptions) {
     super();
     const creds = opts.credentials ?? grpcCredentials.createInsecure();
-    this.stub = grpcClient(AggregatedDiscoveryService, opts.upstreamAddress, creds) as AdsStub;
+    this.grpc = grpcClient(AggregatedDiscoveryService, opts.upstreamAddress, creds) as AdsGrpcClient;
     this.jwks = new JwksRefreshClient(opts.upstreamAddress, creds);
     this.jwksCooldown = new IssuerCooldown(opts.jwksRefreshCooldownMs ?? DEFAULT_JWKS_REFRESH_COOLDOWN_MS);
     serveJwksService(this.server, (req) => this.relayJwksRefresh(req));
@@ -226,7 +226,7 @@ export class XdsProxy extends EventEmitter<XdsProxyEvents> {
   close(): void {
     for (const r of [...this.relays]) r.close('the agent is shutting down', true);
     this.server.forceShutdown();
-    this.stub.close();
+    this.grpc.close();
     this.jwks.close();
   }
 
@@ -247,6 +247,6 @@ export class XdsProxy extends EventEmitter<XdsProxyEvents> {
   private accept(call: Downstream): void {
     // The proxy holds one ADS stream; a new one (it reconnected) replaces the old relay.
     for (const r of [...this.relays]) r.close('the proxy opened a new stream');
-    this.relays.add(new Relay(this, this.stub, call, this.opts));
+    this.relays.add(new Relay(this, this.grpc, call, this.opts));
   }
 }

@@ -19,7 +19,7 @@ export interface Schema {
   maximum?: number;
   minLength?: number;
   minItems?: number;
-  /** Opaque sub-trees whose traffic semantics are not implemented yet. */
+  /** Sub-trees accepted as any object: DestinationRule and VirtualService traffic settings, which no generator reads. */
   'x-kubernetes-preserve-unknown-fields'?: true;
 }
 

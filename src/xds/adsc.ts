@@ -88,7 +88,7 @@ export interface AdsClientEvents {
 }
 
 /** The grpc-js client of the ADS service, typed for the SotW method. */
-export interface AdsStub extends Client {
+export interface AdsGrpcClient extends Client {
   streamAggregatedResources(): ClientDuplexStream<DiscoveryRequest, DiscoveryResponse>;
 }
 
@@ -151,7 +151,7 @@ function messages<T>(state: TypeState | undefined, typeName: string): T[] {
 }
 
 export class AdsClient extends EventEmitter<AdsClientEvents> {
-  private readonly stub: AdsStub;
+  private readonly grpc: AdsGrpcClient;
   private readonly states = new Map<string, TypeState>();
   private readonly backoff: Backoff;
   private call?: ClientDuplexStream<DiscoveryRequest, DiscoveryResponse>;
@@ -162,7 +162,7 @@ export class AdsClient extends EventEmitter<AdsClientEvents> {
 
   constructor(private readonly opts: AdsClientOptions) {
     super();
-    this.stub = grpcClient(AggregatedDiscoveryService, opts.address, opts.credentials ?? grpcCredentials.createInsecure()) as AdsStub;
+    this.grpc = grpcClient(AggregatedDiscoveryService, opts.address, opts.credentials ?? grpcCredentials.createInsecure()) as AdsGrpcClient;
     this.backoff = new Backoff(opts.initialBackoffMs, opts.maxBackoffMs);
     for (const t of opts.wildcardTypes ?? [TypeUrl.Cluster, TypeUrl.Listener]) this.stateOf(t).wildcard = true;
   }
@@ -175,7 +175,7 @@ export class AdsClient extends EventEmitter<AdsClientEvents> {
     this.closed = true;
     clearTimeout(this.retryTimer);
     this.call?.cancel();
-    this.stub.close();
+    this.grpc.close();
   }
 
   /** Subscribes to exactly these names of a named type (replacing the previous set). */
@@ -208,7 +208,7 @@ export class AdsClient extends EventEmitter<AdsClientEvents> {
 
   private connect(): void {
     if (this.closed) return;
-    const call = this.stub.streamAggregatedResources();
+    const call = this.grpc.streamAggregatedResources();
     this.call = call;
     let established = false;
     let ended = false;

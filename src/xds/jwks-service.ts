@@ -50,7 +50,7 @@ export function serveJwksService(server: Server, handler: RefreshHandler): void 
   });
 }
 
-interface JwksStub extends Client {
+interface JwksGrpcClient extends Client {
   requestRefresh(
     req: RequestRefreshRequest,
     options: { deadline: number },
@@ -60,19 +60,19 @@ interface JwksStub extends Client {
 
 /** A JwksService client; one channel, reused for every request. */
 export class JwksRefreshClient {
-  private readonly stub: JwksStub;
+  private readonly grpc: JwksGrpcClient;
 
   constructor(
     readonly address: string,
     credentials: ChannelCredentials = grpcCredentials.createInsecure(),
   ) {
-    this.stub = grpcClient(JwksService, address, credentials) as JwksStub;
+    this.grpc = grpcClient(JwksService, address, credentials) as JwksGrpcClient;
   }
 
   /** The answer of the server; rejects on a transport or server error, or after the deadline. */
   requestRefresh(issuer: string, kid: string, deadlineMs = JWKS_REFRESH_DEADLINE_MS): Promise<RefreshVerdict> {
     return new Promise((resolve, reject) => {
-      this.stub.requestRefresh(create(RequestRefreshRequestSchema, { issuer, kid }), { deadline: Date.now() + deadlineMs }, (err, res) => {
+      this.grpc.requestRefresh(create(RequestRefreshRequestSchema, { issuer, kid }), { deadline: Date.now() + deadlineMs }, (err, res) => {
         if (err) reject(new Error(`JwksService at ${this.address}: ${err.code} ${err.details}`));
         else resolve({ accepted: res?.accepted ?? false, reason: res?.reason ?? '' });
       });
@@ -80,7 +80,7 @@ export class JwksRefreshClient {
   }
 
   close(): void {
-    this.stub.close();
+    this.grpc.close();
   }
 }
 
