@@ -54,13 +54,14 @@ function withWorkers(pid: number): number[] {
   return [pid, ...readFileSync(`/proc/${pid}/task/${pid}/children`, 'utf8').split(' ').filter(Boolean).map(Number)];
 }
 
+const CLOCK_TICKS = Number(execFileSync('getconf', ['CLK_TCK']).toString().trim());
+
 /** CPU seconds (user + system) the proxy and its workers have used. */
 function cpuSeconds(pid: number): number {
-  const ticks = Number(execFileSync('getconf', ['CLK_TCK']).toString().trim());
   return withWorkers(pid).reduce((sum, p) => {
     const stat = readFileSync(`/proc/${p}/stat`, 'utf8');
     const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
-    return sum + (Number(fields[11]) + Number(fields[12])) / ticks;
+    return sum + (Number(fields[11]) + Number(fields[12])) / CLOCK_TICKS;
   }, 0);
 }
 

@@ -545,6 +545,8 @@ export interface ListenerInfo {
 
 export class ListenerManager {
   private listeners = new Map<string, ActiveListener>();
+  /** The listeners by port, for handing over redirected connections (original-dst.ts). */
+  private byPort = new Map<number, ActiveListener[]>();
   private sockets = new Map<string, BoundSocket>();
   /** Chains replaced or removed whose connections are still finishing. */
   private readonly retiring = new Set<Chain>();
@@ -624,6 +626,12 @@ export class ListenerManager {
       log.info(`listener ${bs.listener.name} stopped accepting on ${key}`);
     }
     this.listeners = new Map(plan.listeners);
+    this.byPort = new Map();
+    for (const l of this.listeners.values()) {
+      const same = this.byPort.get(l.address.port);
+      if (same) same.push(l);
+      else this.byPort.set(l.address.port, [l]);
+    }
     this.sockets = new Map(plan.sockets);
     for (const [name, old] of before) {
       if (this.listeners.get(name) === old) continue;
@@ -836,8 +844,7 @@ export class ListenerManager {
   /** The listener on exactly this address, else one on a wildcard address with its port. */
   private listenerAt(dst: Address): ActiveListener | undefined {
     let wildcard: ActiveListener | undefined;
-    for (const l of this.listeners.values()) {
-      if (l.address.port !== dst.port) continue;
+    for (const l of this.byPort.get(dst.port) ?? []) {
       const host = normalizeIp(l.address.host);
       if (host === dst.address) return l;
       if (!wildcard && (host === '0.0.0.0' || host === '::')) wildcard = l;

@@ -10,7 +10,7 @@ import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { freePort } from '../../samples/local-mesh.js';
 import { TypeUrl } from '../../src/xds/types.js';
-import { eventually, run, Running, start } from '../helpers/proc.js';
+import { eventually, run, Running, start, statValue } from '../helpers/proc.js';
 import { bootstrapJson, FixtureAds, hcmChain, listener, staticCluster, writeBootstrap } from './xds-fixtures.js';
 
 function get(port: number, path: string, method = 'GET'): Promise<{ status: number; body: string }> {
@@ -76,10 +76,7 @@ describe('mesh-proxy process', () => {
     await ads.push(TypeUrl.Listener);
     const file = writeBootstrap(dir, ads.port, adminPort);
     const proxy = new Running(start('mesh-proxy', ['-c', file, '--concurrency', '3', '--drain-time-s', '2']));
-    const stat = async (name: string) => {
-      const line = (await get(adminPort, '/stats')).body.split('\n').find((l) => l.startsWith(`${name}: `));
-      return Number(line?.slice(name.length + 2) ?? 0);
-    };
+    const stat = async (name: string) => statValue((await get(adminPort, '/stats')).body, name);
     const workerStat = (i: number) => stat(`listener.127.0.0.1_${listenerPort}.worker_${i}.downstream_cx_total`);
     try {
       await eventually(async () => assert.equal((await get(adminPort, '/ready')).status, 200, 'the proxy turns ready'), 15_000);

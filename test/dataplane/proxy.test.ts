@@ -17,7 +17,7 @@ import { MeshProxy } from '../../src/dataplane/proxy.js';
 import { serveJwksService, type RequestRefreshRequest } from '../../src/xds/jwks-service.js';
 import { pack, TypeUrl } from '../../src/xds/types.js';
 import { freePort } from '../../samples/local-mesh.js';
-import { eventually } from '../helpers/proc.js';
+import { eventually, statValue } from '../helpers/proc.js';
 import { ISSUER, jwks, meshJwtAuthn, meshProvider, mint, testKey, type TestKey } from './fixtures.js';
 import { edsCluster, endpoints, FixtureAds, hcmChain, listener, routeResource, staticCluster, tcpChain, writeBootstrap, type HcmOptions } from './xds-fixtures.js';
 
@@ -82,11 +82,7 @@ describe('mesh-proxy over ADS', () => {
     assert.ok(l?.bound, `listener ${name} is bound`);
     return l.bound.port;
   };
-  const stat = async (name: string): Promise<number> => {
-    const text = (await admin('/stats')).body;
-    const m = new RegExp(`^${name.replace(/[.|]/g, (c) => `\\${c}`)}: (\\d+)$`, 'm').exec(text);
-    return m ? Number(m[1]) : 0;
-  };
+  const stat = async (name: string): Promise<number> => statValue((await admin('/stats')).body, name);
   /** The listeners every test starts from: HCM over RDS with jwt_authn + rbac, and a TCP proxy. */
   const baseListeners = (policies: HcmOptions['policies'] = onlyAlice) => [
     listener('inbound', 0, [hcmChain({ rds: 'r1', jwt, policies })]),

@@ -12,7 +12,7 @@ import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Pod, podsUnavailable, readableBy } from '../helpers/netns.js';
-import { discoveryArgs, eventually, REPO_ROOT, Running, start } from '../helpers/proc.js';
+import { discoveryArgs, eventually, REPO_ROOT, Running, start, statValue } from '../helpers/proc.js';
 
 const PROXY_UID = 1337;
 const VIP = '10.96.7.7';
@@ -81,9 +81,7 @@ function getFromPod(pod: Pod, url: string): Promise<Answer> {
 
 /** A stat of the proxy's admin /stats, read from inside the pod. */
 async function proxyStat(pod: Pod, name: string): Promise<number> {
-  const stats = await getFromPod(pod, 'http://127.0.0.1:15000/stats');
-  const line = stats.body.split('\n').find((l) => l.startsWith(`${name}: `));
-  return line ? Number(line.slice(name.length + 2)) : 0;
+  return statValue((await getFromPod(pod, 'http://127.0.0.1:15000/stats')).body, name);
 }
 
 describe('traffic capture: use_original_dst with iptables REDIRECT in a pod', { skip: unavailable }, () => {

@@ -10,7 +10,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { generateKeyPair, SignJWT } from 'jose';
 import { freePorts, startLocalMesh, type LocalMesh } from '../../samples/local-mesh.js';
-import { eventually } from '../helpers/proc.js';
+import { eventually, statValue } from '../helpers/proc.js';
 
 const kidOf = (token: string) => (JSON.parse(Buffer.from(token.split('.')[0]!, 'base64url').toString()) as { kid: string }).kid;
 
@@ -25,10 +25,7 @@ test('a key rotation at the issuer costs one 401, and a forged kid flood at most
   };
   const mint = async (q = 'sub=alice') => (await (await fetch(`${issuer}/token?${q}`)).text()).trim();
   const jwksFetches = async () => ((await (await fetch(`${issuer}/stats`)).json()) as { jwksRequests: number }).jwksRequests;
-  const proxyStat = async (name: string) => {
-    const text = await (await fetch(`http://127.0.0.1:${mesh.ports.admin}/stats`)).text();
-    return Number(new RegExp(`^${name.replaceAll('.', '\\.')}: (\\d+)$`, 'm').exec(text)?.[1] ?? 0);
-  };
+  const proxyStat = async (name: string) => statValue(await (await fetch(`http://127.0.0.1:${mesh.ports.admin}/stats`)).text(), name);
   try {
     const before = await mint();
     await eventually(async () => assert.equal((await call(before)).status, 200, 'the proxy has the issuer\'s keys'), 20_000);

@@ -125,3 +125,9 @@ export function discoveryArgs(configDir?: string, overrides: Record<string, stri
   };
   return ['discovery', ...Object.entries(flags).flatMap(([k, v]) => [`--${k}`, v])];
 }
+
+/** A counter or gauge from the proxy admin's `/stats` text (`name: value` lines); 0 when absent. */
+export function statValue(statsText: string, name: string): number {
+  const line = statsText.split('\n').find((l) => l.startsWith(`${name}: `));
+  return line ? Number(line.slice(name.length + 2)) : 0;
+}

@@ -1,7 +1,7 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { create, equals, fromBinary, toBinary } from '@bufbuild/protobuf';
-import { AnySchema, EmptySchema } from '@bufbuild/protobuf/wkt';
+import { AnySchema } from '@bufbuild/protobuf/wkt';
 import { ListenerSchema } from '../../src/gen/envoy/config/listener/v3/listener_pb.js';
 import { ClusterSchema } from '../../src/gen/envoy/config/cluster/v3/cluster_pb.js';
 import { RBAC_Action } from '../../src/gen/envoy/config/rbac/v3/rbac_pb.js';
@@ -9,40 +9,13 @@ import { RBACSchema } from '../../src/gen/envoy/extensions/filters/http/rbac/v3/
 import { JwtAuthenticationSchema } from '../../src/gen/envoy/extensions/filters/http/jwt_authn/v3/config_pb.js';
 import { RouterSchema } from '../../src/gen/envoy/extensions/filters/http/router/v3/router_pb.js';
 import { HttpConnectionManagerSchema } from '../../src/gen/envoy/extensions/filters/network/http_connection_manager/v3/http_connection_manager_pb.js';
+import { meshJwtAuthn, meshProvider } from '../dataplane/fixtures.js';
 import { fromEnvoyJson, pack, shortTypeName, toEnvoyJson, TypeUrl, typeUrlOf, unpack, unpackAny } from '../../src/xds/types.js';
 
 const JWKS = '{"keys":[]}';
 
 function inboundListener() {
-  const jwt = pack(JwtAuthenticationSchema, {
-    providers: {
-      'origins-0': {
-        issuer: 'https://issuer.example',
-        jwksSourceSpecifier: { case: 'localJwks', value: { specifier: { case: 'inlineString', value: JWKS } } },
-        payloadInMetadata: 'https://issuer.example',
-        forward: true,
-      },
-    },
-    rules: [
-      {
-        match: { pathSpecifier: { case: 'prefix', value: '/' } },
-        requirementType: {
-          case: 'requires',
-          value: {
-            requiresType: {
-              case: 'requiresAny',
-              value: {
-                requirements: [
-                  { requiresType: { case: 'providerName', value: 'origins-0' } },
-                  { requiresType: { case: 'allowMissing', value: create(EmptySchema) } },
-                ],
-              },
-            },
-          },
-        },
-      },
-    ],
-  });
+  const jwt = pack(JwtAuthenticationSchema, meshJwtAuthn({ 'origins-0': meshProvider('https://issuer.example', JWKS) }));
   const rbac = pack(RBACSchema, {
     rules: {
       action: RBAC_Action.ALLOW,
