@@ -4,7 +4,7 @@
 // --monitoringAddr: /metrics, /version and the same debug endpoints).
 import type { Server } from 'node:http';
 import { status } from '@grpc/grpc-js';
-import { listSettings, setting } from '../common/env.js';
+import { listSettings } from '../common/env.js';
 import { scope } from '../common/log.js';
 import { counter, gauge, programRegistry } from '../common/metrics.js';
 import { buildInfo } from '../common/version.js';
@@ -23,16 +23,18 @@ import { MockRegistry } from '../registry/mock.js';
 import { ServiceEntryRegistry } from '../registry/serviceentry.js';
 import type { ServiceRegistry } from '../registry/types.js';
 import { JwksResolver } from '../security/authn/jwks-resolver.js';
-import { jwksFetchesInUse } from '../security/authn/jwt-filter.js';
+import { jwksPrefetch, unknownKidRefresh } from '../security/authn/jwks-policy.js';
 import { buildWorkloadSecurity, grpcServerHttpFilters, securityHttpFilters, type WorkloadSecurity } from '../security/filters.js';
+import { XdsCache } from '../xds/cache.js';
 import { Debouncer } from '../xds/debounce.js';
 import { XdsStreamError, type ProxyInfo, type PushRequest } from '../xds/generator.js';
-import { createMeshGenerators, proxyOf } from '../xds/generators/index.js';
+import { createMeshGenerators, MESH_XDS_TYPES, proxyOf } from '../xds/generators/index.js';
 import { serveJwksService, type RefreshVerdict, type RequestRefreshRequest } from '../xds/jwks-service.js';
+import { pushFor, workloadAddresses, type PushTrigger } from '../xds/push-scope.js';
 import { XdsServer } from '../xds/server.js';
-import { TypeUrl } from '../xds/types.js';
 import { WebhookServer } from '../webhooks/server.js';
 import { installValidation } from '../webhooks/validation.js';
+import { discoverySettings } from './discovery-settings.js';
 
 const log = scope('default');
 
@@ -96,17 +98,21 @@ export class DiscoveryServer {
     }
     this.registry = new AggregateRegistry(registries, opts.clusterId);
     this.push = this.buildPush();
-    this.debouncer = new Debouncer((req) => void this.pushAll(req));
-    this.resolver = new JwksResolver({ onChange: (uri) => this.debouncer.enqueue({ reason: `jwks:${uri}`, types: new Set([TypeUrl.Listener]) }) });
+    const settings = discoverySettings();
+    this.debouncer = new Debouncer((req) => void this.pushAll(req), settings.debounce);
+    this.resolver = new JwksResolver({ onChange: (uri) => this.trigger({ source: 'jwks', uri }) });
     const generators = createMeshGenerators({
       pushContext: () => this.push,
       inboundHttpFilters: (proxy, push) => this.securityFilters(proxy, push),
       serverHttpFilters: (proxy, push) => this.grpcServerFilters(proxy, push),
-      inboundSniffing: setting('PILOT_ENABLE_PROTOCOL_SNIFFING_FOR_INBOUND'),
-      detectionTimeout: setting('PILOT_INBOUND_PROTOCOL_DETECTION_TIMEOUT') / 1000,
+      inboundSniffing: settings.inboundSniffing,
+      outboundSniffing: settings.outboundSniffing,
+      detectionTimeout: settings.detectionTimeout,
+      cache: new XdsCache(settings.cache),
     });
     this.xds = new XdsServer({
       generators,
+      ...settings.xds,
       controlPlaneId: `pilot-discovery-${buildInfo.version}`,
       keepaliveIntervalMs: opts.keepaliveIntervalMs,
       keepaliveTimeoutMs: opts.keepaliveTimeoutMs,
@@ -125,7 +131,7 @@ export class DiscoveryServer {
       .handle('/ready', 'readiness: 200 once config is read and every listener serves', (_req, res) => sendText(res, this.ready ? 200 : 503, this.ready ? 'ready\n' : 'not ready\n'))
       .handle('/debug', 'this list of debug endpoints', (_req, res) => sendJson(res, 200, this.debug.list()))
       .handle('/debug/env', 'settings registry: every variable with its value, default and whether it is effective', (_req, res) => sendJson(res, 200, listSettings('discovery')));
-    if (setting('ENABLE_DEBUG_ON_HTTP')) {
+    if (settings.debugOnHttp) {
       installDiscoveryDebug(this.debug, {
         xds: this.xds,
         generators,
@@ -153,14 +159,12 @@ export class DiscoveryServer {
   }
 
   /**
-   * JwksService: a proxy (through its agent) saw a token whose kid its issuer's key set lacks. Only
-   * an issuer some RequestAuthentication in the store trusts is refetched, and the resolver allows
-   * one unknown-kid refetch per issuer per cooldown, so a flood of forged kids or made-up issuers
-   * costs the issuers at most that. New keys arrive at the proxies by the resolver's onChange push.
+   * JwksService: a proxy (through its agent) saw a token whose kid its issuer's key set lacks; see
+   * unknownKidRefresh. New keys arrive at the proxies by the resolver's onChange push.
    */
   private refreshForUnknownKid({ issuer, kid }: RequestRefreshRequest): RefreshVerdict {
-    const trusted = this.store.list('RequestAuthentication').some((p) => (p.spec.jwtRules ?? []).some((r) => r.issuer === issuer));
-    const verdict = trusted ? this.resolver.refetchForUnknownKid(issuer, kid) : { started: false, reason: 'no RequestAuthentication trusts this issuer' };
+    const decision = unknownKidRefresh(this.store.list('RequestAuthentication'), issuer);
+    const verdict = decision.refetch ? this.resolver.refetchForUnknownKid(issuer, kid) : { started: false, reason: decision.reason };
     if (!verdict.started) log.debug(`JWKS refresh for an unknown kid not started: ${verdict.reason}`, { issuer, kid });
     return { accepted: verdict.started, reason: verdict.reason };
   }
@@ -186,31 +190,15 @@ export class DiscoveryServer {
     this.connected.set(info.connectionId, info);
   }
 
-  /**
-   * Pushes what a config change can alter. Policies only reach listeners (the inbound security
-   * filters), so they push LDS alone. ServiceEntries and WorkloadEntries reach the service model:
-   * the registry's events push for them (a changed service: everything; changed instances: EDS),
-   * and the proxies at a changed WorkloadEntry's address also get every type, since their own
-   * inbound listeners and clusters come from it. A WorkloadGroup only shapes future registrations.
-   * Any other kind (Sidecar, ...) may change anything: every type.
-   */
+  /** Queues the push of the types whose push scope rule the trigger meets (see ../xds/push-scope.ts). */
+  private trigger(t: PushTrigger): void {
+    const push = pushFor(MESH_XDS_TYPES, t);
+    if (push) this.debouncer.enqueue(push);
+  }
+
   private onConfigEvent(e: ConfigEvent): void {
-    const changed = e.new ?? e.old;
-    switch (changed.kind) {
-      case 'AuthorizationPolicy':
-      case 'RequestAuthentication':
-      case 'PeerAuthentication':
-        this.debouncer.enqueue({ reason: 'config', types: new Set([TypeUrl.Listener]) });
-        return;
-      case 'WorkloadEntry':
-        for (const we of [e.old, e.new]) if (we?.kind === 'WorkloadEntry' && we.spec.address) this.changedWorkloads.add(we.spec.address);
-        return;
-      case 'ServiceEntry':
-      case 'WorkloadGroup':
-        return;
-      default:
-        this.debouncer.enqueue({ reason: 'config' });
-    }
+    for (const address of workloadAddresses(e)) this.changedWorkloads.add(address);
+    this.trigger({ source: 'config', kind: (e.new ?? e.old).kind });
   }
 
   /** Every type, to the proxies whose IPs are those of WorkloadEntries changed since the last push. */
@@ -253,15 +241,10 @@ export class DiscoveryServer {
     return PushContext.build({ config: this.store, registry: this.registry, domain: this.opts.domain, clusterId: this.opts.clusterId });
   }
 
-  /**
-   * The JWKS of every RequestAuthentication in use, fetched once before a push is built, so that a
-   * new issuer's first push carries its keys rather than the fail-closed set (valid tokens would be
-   * 401 until the next push). Bounded by each rule's fetch timeout; an unreachable issuer still
-   * fails closed. Issuers no policy references any more stop being fetched.
-   */
+  /** Applies the JWKS prefetch policy (see jwksPrefetch) before a push is built. */
   private async jwksReady(): Promise<void> {
-    const fetches = jwksFetchesInUse(this.store.list('RequestAuthentication'));
-    this.resolver.retain(new Set(fetches.map((f) => f.jwksUri)));
+    const { inUse, fetches } = jwksPrefetch(this.store.list('RequestAuthentication'));
+    this.resolver.retain(inUse);
     await Promise.all(fetches.map((f) => this.resolver.ready(f.issuer, f.jwksUri, f.timeoutMs)));
   }
 
@@ -283,9 +266,7 @@ export class DiscoveryServer {
     await this.bind('monitoring', this.opts.monitoringAddr, this.monitoring);
     await this.store.start();
     this.store.onEvent((e) => this.onConfigEvent(e));
-    this.registry.onEvent((e) =>
-      this.debouncer.enqueue(e.kind === 'endpoints' ? { reason: 'endpoint', types: new Set([TypeUrl.ClusterLoadAssignment]), endpointsOnly: true } : { reason: 'service' }),
-    );
+    this.registry.onEvent((e) => this.trigger({ source: e.kind === 'endpoints' ? 'endpoints' : 'service' }));
     await this.jwksReady();
     this.push = this.buildPush();
     try {

@@ -287,6 +287,14 @@ export function setting<N extends SettingName>(name: N): SettingValue<TypeOfSett
   return v as SettingValue<TypeOfSetting<N>>;
 }
 
+/**
+ * The spec's default of a setting, whatever the environment says: the default of an option that a
+ * module takes from its caller (the program reads the setting once and passes it in).
+ */
+export function settingDefault<N extends SettingName>(name: N): SettingValue<TypeOfSetting<N>> {
+  return parse(byName.get(name)!, defaultOf(byName.get(name)!)) as SettingValue<TypeOfSetting<N>>;
+}
+
 export interface SettingListing {
   name: string;
   type: SettingType;

@@ -11,7 +11,7 @@
 // by construction: equal inputs give an equal message, whatever changed elsewhere, and any change
 // of an input gives another key (the stale entry ages out of the LRU).
 import { createHash } from 'node:crypto';
-import { setting } from '../common/env.js';
+import { settingDefault } from '../common/env.js';
 import { counter, gauge } from '../common/metrics.js';
 
 export interface XdsCacheOptions {
@@ -45,9 +45,9 @@ export class XdsCache {
   private readonly entries = new Map<string, unknown>();
 
   constructor(opts: XdsCacheOptions = {}) {
-    this.enabled = opts.enabled ?? setting('PILOT_ENABLE_XDS_CACHE');
-    this.maxSize = opts.size ?? setting('PILOT_XDS_CACHE_SIZE');
-    this.stats = opts.stats ?? setting('PILOT_XDS_CACHE_STATS');
+    this.enabled = opts.enabled ?? settingDefault('PILOT_ENABLE_XDS_CACHE');
+    this.maxSize = opts.size ?? settingDefault('PILOT_XDS_CACHE_SIZE');
+    this.stats = opts.stats ?? settingDefault('PILOT_XDS_CACHE_STATS');
   }
 
   get size(): number {

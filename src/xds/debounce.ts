@@ -2,7 +2,7 @@
 // A push fires once no event arrived for PILOT_DEBOUNCE_AFTER, or once PILOT_DEBOUNCE_MAX has passed
 // since the first event of the burst, whichever comes first. With PILOT_ENABLE_EDS_DEBOUNCE off,
 // endpoint-only events push at once (endpoints change often and matter for traffic).
-import { setting } from '../common/env.js';
+import { settingDefault } from '../common/env.js';
 import { counter } from '../common/metrics.js';
 import type { PushRequest } from './generator.js';
 
@@ -38,9 +38,9 @@ export class Debouncer {
     private readonly push: (req: PushRequest) => void,
     opts: DebounceOptions = {},
   ) {
-    this.afterMs = opts.afterMs ?? setting('PILOT_DEBOUNCE_AFTER');
-    this.maxMs = opts.maxMs ?? setting('PILOT_DEBOUNCE_MAX');
-    this.edsDebounce = opts.edsDebounce ?? setting('PILOT_ENABLE_EDS_DEBOUNCE');
+    this.afterMs = opts.afterMs ?? settingDefault('PILOT_DEBOUNCE_AFTER');
+    this.maxMs = opts.maxMs ?? settingDefault('PILOT_DEBOUNCE_MAX');
+    this.edsDebounce = opts.edsDebounce ?? settingDefault('PILOT_ENABLE_EDS_DEBOUNCE');
   }
 
   enqueue(event: PushEvent): void {

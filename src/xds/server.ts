@@ -31,7 +31,7 @@ import {
 import type { Node } from '../gen/envoy/config/core/v3/base_pb.js';
 import { counter, gauge, histogram } from '../common/metrics.js';
 import { scope } from '../common/log.js';
-import { setting } from '../common/env.js';
+import { settingDefault } from '../common/env.js';
 import { Connection, setVersion, versioned, type ConnectionStatus, type Delivery, type ReplyKind, type VersionedResource, type Watch } from './connection.js';
 import { clientStatus } from './csds.js';
 import { XdsStreamError, type ProxyInfo, type PushRequest, type ResourceGenerator } from './generator.js';
@@ -114,8 +114,8 @@ function grpcOptions(o: XdsServerOptions): ServerOptions {
     // Defaults: the spec's defaults of --keepaliveInterval and --keepaliveTimeout.
     'grpc.keepalive_time_ms': o.keepaliveIntervalMs ?? 30_000,
     'grpc.keepalive_timeout_ms': o.keepaliveTimeoutMs ?? 10_000,
-    'grpc.max_receive_message_length': o.maxRecvMsgSize ?? setting('MESH_GPRC_MAXRECVMSGSIZE'),
-    'grpc.max_concurrent_streams': o.maxStreams ?? setting('MESH_GPRC_MAXSTREAMS'),
+    'grpc.max_receive_message_length': o.maxRecvMsgSize ?? settingDefault('MESH_GPRC_MAXRECVMSGSIZE'),
+    'grpc.max_concurrent_streams': o.maxStreams ?? settingDefault('MESH_GPRC_MAXSTREAMS'),
   };
   if (o.maxConnectionAgeMs !== undefined && o.maxConnectionAgeMs > 0 && o.maxConnectionAgeMs < MAX_TIMER_MS) {
     opts['grpc.max_connection_age_ms'] = o.maxConnectionAgeMs;
@@ -205,8 +205,8 @@ export class XdsServer {
 
   constructor(private readonly options: XdsServerOptions) {
     this.generators = options.generators;
-    this.sendTimeoutMs = options.sendTimeoutMs ?? setting('PILOT_XDS_SEND_TIMEOUT');
-    this.sendSlots = new Semaphore(options.pushThrottle ?? setting('PILOT_PUSH_THROTTLE'));
+    this.sendTimeoutMs = options.sendTimeoutMs ?? settingDefault('PILOT_XDS_SEND_TIMEOUT');
+    this.sendSlots = new Semaphore(options.pushThrottle ?? settingDefault('PILOT_PUSH_THROTTLE'));
     this.grpc = new Server(grpcOptions(options));
     this.grpc.addService(adsDefinition(), {
       streamAggregatedResources: (call: ServerDuplexStream<DiscoveryRequest, Uint8Array>) => this.serveSotw(call),

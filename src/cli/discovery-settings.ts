@@ -1,0 +1,34 @@
+// The discovery server's settings, read once here at the program's edge and passed to the modules
+// as options (the modules themselves only know the spec's defaults).
+import { setting } from '../common/env.js';
+import type { XdsCacheOptions } from '../xds/cache.js';
+import type { DebounceOptions } from '../xds/debounce.js';
+import type { XdsServerOptions } from '../xds/server.js';
+
+export interface DiscoverySettings {
+  readonly xds: Pick<XdsServerOptions, 'sendTimeoutMs' | 'pushThrottle' | 'maxRecvMsgSize' | 'maxStreams'>;
+  readonly debounce: DebounceOptions;
+  readonly cache: XdsCacheOptions;
+  readonly inboundSniffing: boolean;
+  readonly outboundSniffing: boolean;
+  /** Seconds. */
+  readonly detectionTimeout: number;
+  readonly debugOnHttp: boolean;
+}
+
+export function discoverySettings(): DiscoverySettings {
+  return {
+    xds: {
+      sendTimeoutMs: setting('PILOT_XDS_SEND_TIMEOUT'),
+      pushThrottle: setting('PILOT_PUSH_THROTTLE'),
+      maxRecvMsgSize: setting('MESH_GPRC_MAXRECVMSGSIZE'),
+      maxStreams: setting('MESH_GPRC_MAXSTREAMS'),
+    },
+    debounce: { afterMs: setting('PILOT_DEBOUNCE_AFTER'), maxMs: setting('PILOT_DEBOUNCE_MAX'), edsDebounce: setting('PILOT_ENABLE_EDS_DEBOUNCE') },
+    cache: { enabled: setting('PILOT_ENABLE_XDS_CACHE'), size: setting('PILOT_XDS_CACHE_SIZE'), stats: setting('PILOT_XDS_CACHE_STATS') },
+    inboundSniffing: setting('PILOT_ENABLE_PROTOCOL_SNIFFING_FOR_INBOUND'),
+    outboundSniffing: setting('PILOT_ENABLE_PROTOCOL_SNIFFING_FOR_OUTBOUND'),
+    detectionTimeout: setting('PILOT_INBOUND_PROTOCOL_DETECTION_TIMEOUT') / 1000,
+    debugOnHttp: setting('ENABLE_DEBUG_ON_HTTP'),
+  };
+}

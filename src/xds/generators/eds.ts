@@ -1,0 +1,13 @@
+// EDS: the load assignments of the proxy's EDS clusters; the only type an endpoint change pushes.
+import { ClusterLoadAssignmentSchema } from '../../gen/envoy/config/endpoint/v3/endpoint_pb.js';
+import { isNonSecurityConfigChange, type PushTrigger } from '../push-scope.js';
+import { TypeUrl } from '../types.js';
+import { generatorOf, resources, type XdsType } from './context.js';
+import { clusterLoadAssignments } from './sidecar.js';
+
+export const eds: XdsType = {
+  typeUrl: TypeUrl.ClusterLoadAssignment,
+  pushedBy: (t: PushTrigger) => t.source === 'service' || t.source === 'endpoints' || isNonSecurityConfigChange(t),
+  generator: (ctx) =>
+    generatorOf(ctx, (proxy, push, names) => resources(ClusterLoadAssignmentSchema, clusterLoadAssignments(proxy, push, names, ctx.opts.cache), (c) => c.clusterName)),
+};

@@ -1,0 +1,21 @@
+// RDS: the outbound route configurations a proxy names (per port for sidecars, per `host:port`
+// target for proxyless gRPC clients), pushed when services or non-policy config change.
+import { RouteConfigurationSchema } from '../../gen/envoy/config/route/v3/route_pb.js';
+import { isNonSecurityConfigChange, type PushTrigger } from '../push-scope.js';
+import { TypeUrl } from '../types.js';
+import { generatorOf, isGrpc, resources, type XdsType } from './context.js';
+import { grpcRoutes } from './grpc.js';
+import { sidecarRoutes } from './sidecar.js';
+
+export const rds: XdsType = {
+  typeUrl: TypeUrl.RouteConfiguration,
+  pushedBy: (t: PushTrigger) => t.source === 'service' || isNonSecurityConfigChange(t),
+  generator: (ctx) =>
+    generatorOf(ctx, (proxy, push, names) =>
+      resources(
+        RouteConfigurationSchema,
+        isGrpc(proxy) ? grpcRoutes(proxy, push, names) : sidecarRoutes(proxy, push, names, ctx.opts.outboundSniffing, ctx.opts.cache),
+        (r) => r.name,
+      ),
+    ),
+};
