@@ -1,0 +1,32 @@
+// Golden tests of the policy translation: each testdata/<translator>/<case>.yaml holds the input
+// policies, <case>.json the Envoy JSON the builder must produce (and its warnings).
+import { test } from 'node:test';
+import type { JsonValue } from '@bufbuild/protobuf';
+import type { AuthorizationPolicy, RequestAuthentication } from '../../src/api/types.js';
+import { buildRbacFilters } from '../../src/security/authz/builder.js';
+import { buildJwtAuthn, type JwksLookup } from '../../src/security/authn/jwt-filter.js';
+import { goldenCases } from '../helpers/golden.js';
+import { jwtJson, rbacJson } from './fixtures.js';
+
+for (const c of goldenCases('test/security/testdata/authz')) {
+  test(`authz golden: ${c.name}`, () => {
+    const { filters, warnings } = buildRbacFilters(c.documents as AuthorizationPolicy[]);
+    c.check({ filters: filters.map((f) => ({ name: f.name, action: f.action, config: rbacJson(f.config) })), warnings });
+  });
+}
+
+/** The key set every fetched jwksUri resolves to in these cases. */
+const FETCHED_KEYS = '{"keys":[{"kty":"oct","k":"c2VjcmV0","kid":"a"}]}';
+
+for (const c of goldenCases('test/security/testdata/authn')) {
+  test(`authn golden: ${c.name}`, () => {
+    const lookups: JsonValue[] = [];
+    const lookup: JwksLookup = (issuer, uri, timeoutMs) => {
+      lookups.push([issuer, uri, timeoutMs]);
+      return FETCHED_KEYS;
+    };
+    const warnings: string[] = [];
+    const filter = buildJwtAuthn(c.documents as RequestAuthentication[], lookup, warnings);
+    c.check({ jwt_authn: filter ? jwtJson(filter) : null, jwks_fetches: lookups, warnings });
+  });
+}
