@@ -1,18 +1,88 @@
-// The XDS cache (PILOT_ENABLE_XDS_CACHE, PILOT_XDS_CACHE_SIZE): built Envoy messages kept across
-// PushContexts, keyed by a fingerprint of everything their builder reads. A push builds a new
-// snapshot, but most of what a snapshot yields is unchanged (an AuthorizationPolicy edit changes
-// no cluster, endpoint or route): with the cache, the generators hand out the very same message
-// objects as before, so nothing is rebuilt, re-serialized or re-hashed, and the xDS server sees
-// equal versions and sends nothing for those types.
+// The XDS cache: everything the discovery server keeps of what it generated, in one place, in tiers
+// by lifetime (docs/xds-server.md, "The XDS cache"):
 //
-// Why fingerprints of the inputs and not "snapshot version + resource name": a key that names the
-// snapshot is correct but never survives a push, which is exactly when the cache matters. A key
-// that is a hash of the builder's whole input (service, port, endpoints, options, ...) is correct
-// by construction: equal inputs give an equal message, whatever changed elsewhere, and any change
-// of an input gives another key (the stale entry ages out of the LRU).
+// 1. Snapshot tier (`memo`): values derived from one immutable snapshot object (a PushContext, a
+//    sidecar scope), kept on that object; they go when a push replaces the snapshot.
+// 2. Dependency tier (`XdsCache`, PILOT_ENABLE_XDS_CACHE, PILOT_XDS_CACHE_SIZE): built Envoy
+//    messages across snapshots, keyed by the builder's kind and a fingerprint of everything it reads
+//    (as the Go mesh's XdsCache keys by dependencies). An edit that changes no input of a message
+//    (an AuthorizationPolicy edit changes no cluster) hands out the very same object, so nothing is
+//    rebuilt, re-serialized or re-hashed, and the xDS server sees equal versions and sends nothing.
+//    A changed input is a new key: entries are never stale, the old one ages out of the LRU.
+// 3. Resource tier (`packOnce`, `versioned`): per message object its packed Any, per resource its
+//    content version; they go with the object. Proxies handed the same message share both.
+// 4. Response tier (`ResponseCache`): encoded SotW resource lists and the resource maps of delivery
+//    records per `<type URL> <version>`, shared by every stream sent that version.
 import { createHash } from 'node:crypto';
+import type { Any } from '@bufbuild/protobuf/wkt';
 import { settingDefault } from '../common/env.js';
 import { counter, gauge } from '../common/metrics.js';
+import type { VersionedResource } from './connection.js';
+import type { XdsResource } from './generator.js';
+
+/** A least-recently-used map: reading an entry refreshes it; beyond `limit` (> 0) entries the oldest goes. */
+export class Lru<V> {
+  /** Least recently used first (a Map keeps insertion order). */
+  private readonly entries = new Map<string, V>();
+
+  constructor(private readonly limit: number) {}
+
+  get size(): number {
+    return this.entries.size;
+  }
+
+  get(key: string): V | undefined {
+    const value = this.entries.get(key);
+    if (value === undefined) return undefined;
+    this.entries.delete(key);
+    this.entries.set(key, value);
+    return value;
+  }
+
+  /** Stores `value`; returns how many entries were evicted to stay within the limit. */
+  set(key: string, value: V): number {
+    this.entries.delete(key);
+    this.entries.set(key, value);
+    let evicted = 0;
+    while (this.limit > 0 && this.entries.size > this.limit) {
+      this.entries.delete(this.entries.keys().next().value!);
+      evicted++;
+    }
+    return evicted;
+  }
+
+  /** The entry of `key`, made and stored on a miss. */
+  remember(key: string, make: () => V): V {
+    let value = this.get(key);
+    if (value === undefined) this.set(key, (value = make()));
+    return value;
+  }
+
+  clear(): void {
+    this.entries.clear();
+  }
+}
+
+// ---- 1. snapshot tier ----
+
+const memos = new WeakMap<object, Map<string, unknown>>();
+
+/**
+ * The value of `key` derived from `owner`, an immutable snapshot object: built once, gone with the
+ * owner. Within one snapshot this is cheaper than fingerprinting inputs, so it sits in front of the
+ * dependency tier (most of a proxy's config depends only on its sidecar scope, shared by the proxies
+ * of a namespace or Sidecar, or on the whole snapshot).
+ */
+export function memo<T>(owner: object, key: string, build: () => T): T {
+  let m = memos.get(owner);
+  if (!m) memos.set(owner, (m = new Map()));
+  if (m.has(key)) return m.get(key) as T;
+  const v = build();
+  m.set(key, v);
+  return v;
+}
+
+// ---- 2. dependency tier ----
 
 export interface XdsCacheOptions {
   /** PILOT_ENABLE_XDS_CACHE; off, every lookup builds. */
@@ -36,18 +106,18 @@ export function cacheKey(kind: string, ...inputs: readonly unknown[]): string {
   return `${kind}:${createHash('sha256').update(text).digest('base64url')}`;
 }
 
-/** A least-recently-used map of built messages, with the xds_cache_* metrics. */
+/** Built messages by dependency key, with the xds_cache_* metrics. Options left out take the spec's defaults. */
 export class XdsCache {
   readonly enabled: boolean;
   readonly maxSize: number;
   private readonly stats: boolean;
-  /** Least recently used first. */
-  private readonly entries = new Map<string, unknown>();
+  private readonly entries: Lru<{ readonly value: unknown }>;
 
   constructor(opts: XdsCacheOptions = {}) {
     this.enabled = opts.enabled ?? settingDefault('PILOT_ENABLE_XDS_CACHE');
     this.maxSize = opts.size ?? settingDefault('PILOT_XDS_CACHE_SIZE');
     this.stats = opts.stats ?? settingDefault('PILOT_XDS_CACHE_STATS');
+    this.entries = new Lru(this.maxSize);
   }
 
   get size(): number {
@@ -57,20 +127,27 @@ export class XdsCache {
   /** The entry of `key`, built (and kept) on a miss. */
   getOrBuild<T>(key: string, build: () => T): T {
     if (!this.enabled) return build();
-    if (this.entries.has(key)) {
-      const value = this.entries.get(key) as T;
-      // Re-inserting marks it most recently used.
-      this.entries.delete(key);
-      this.entries.set(key, value);
+    const hit = this.entries.get(key);
+    if (hit !== undefined) {
       if (this.stats) counter('xds_cache_reads').inc({ type: 'hit' });
-      return value;
+      return hit.value as T;
     }
     if (this.stats) counter('xds_cache_reads').inc({ type: 'miss' });
     const value = build();
-    this.entries.set(key, value);
-    this.evict();
+    const evicted = this.entries.set(key, { value });
+    if (evicted > 0) counter('xds_cache_evictions').inc(evicted);
     gauge('xds_cache_size').set(this.entries.size);
     return value;
+  }
+
+  /**
+   * Through the cache when it is on: `key` names the builder and lists everything `build` reads, so
+   * an entry is reused exactly when its inputs are unchanged, across snapshots.
+   */
+  cached<T>(key: () => [kind: string, ...inputs: unknown[]], build: () => T): T {
+    if (!this.enabled) return build();
+    const [kind, ...inputs] = key();
+    return this.getOrBuild(cacheKey(kind, ...inputs), build);
   }
 
   /** Drops everything (e.g. when the meaning of an input changes outside the keys). */
@@ -79,14 +156,56 @@ export class XdsCache {
     this.entries.clear();
     gauge('xds_cache_size').set(0);
   }
+}
 
-  private evict(): void {
-    if (this.maxSize <= 0) return;
-    let evicted = 0;
-    while (this.entries.size > this.maxSize) {
-      this.entries.delete(this.entries.keys().next().value!);
-      evicted++;
-    }
-    if (evicted > 0) counter('xds_cache_evictions').inc(evicted);
+// ---- 3. resource tier ----
+
+const packed = new WeakMap<object, XdsResource>();
+
+/** The resource of a built message, packed once per message object (shared messages are serialized once). */
+export function packOnce(message: object, pack: () => XdsResource): XdsResource {
+  let r = packed.get(message);
+  if (!r) packed.set(message, (r = pack()));
+  return r;
+}
+
+const contentVersions = new WeakMap<Any, string>();
+
+/** The content hash of a resource, its version when the generator gives none; hashed once per Any. */
+export function contentVersion(resource: Any): string {
+  let v = contentVersions.get(resource);
+  if (v === undefined) {
+    v = createHash('sha256').update(resource.typeUrl).update(resource.value).digest('base64url').slice(0, 16);
+    contentVersions.set(resource, v);
   }
+  return v;
+}
+
+const versionedResources = new WeakMap<XdsResource, VersionedResource>();
+
+/** A generated resource with its version, made once per resource object. */
+export function versioned(r: XdsResource): VersionedResource {
+  let v = versionedResources.get(r);
+  if (v === undefined) {
+    v = { name: r.name, version: r.version ?? contentVersion(r.resource), resource: r.resource };
+    versionedResources.set(r, v);
+  }
+  return v;
+}
+
+// ---- 4. response tier ----
+
+/** Distinct SotW resource sets kept (proxies with equal sets share one). */
+const RESPONSE_CACHE_SIZE = 64;
+
+/** What SotW responses share across streams, per `<type URL> <version>` (and the acked base of a partial push). */
+export class ResponseCache {
+  /** Encoded resource lists of DiscoveryResponses. */
+  readonly encoded = new Lru<Uint8Array>(RESPONSE_CACHE_SIZE);
+  /**
+   * Resource sets of deliveries: the streams sent the same version share one read-only map instead
+   * of one per stream (2000 proxies holding 1000 clusters and 1000 endpoints each would be millions
+   * of map entries).
+   */
+  readonly sent = new Lru<ReadonlyMap<string, VersionedResource>>(RESPONSE_CACHE_SIZE);
 }

@@ -6,7 +6,7 @@
 import { createHash } from 'node:crypto';
 import type { Any } from '@bufbuild/protobuf/wkt';
 import type { Status } from '../gen/google/rpc/status_pb.js';
-import type { ProxyInfo, Subscription, XdsResource } from './generator.js';
+import type { ProxyInfo, Subscription } from './generator.js';
 import { isWildcardType, shortTypeName } from './types.js';
 
 export const WILDCARD = '*';
@@ -38,19 +38,6 @@ export interface NackRecord {
   readonly message: string;
 }
 
-// Generators typically hand the same (cached) Any to many proxies: hash each object once.
-const contentVersions = new WeakMap<Any, string>();
-
-/** The content hash of a resource, its version when the generator gives none. */
-export function contentVersion(resource: Any): string {
-  let v = contentVersions.get(resource);
-  if (v === undefined) {
-    v = createHash('sha256').update(resource.typeUrl).update(resource.value).digest('base64url').slice(0, 16);
-    contentVersions.set(resource, v);
-  }
-  return v;
-}
-
 /**
  * One version for a list of resources: equal lists get equal versions, across streams and restarts.
  * The list's order counts (sorting 1000s of names per proxy per push costs more than all the rest of
@@ -62,18 +49,6 @@ export function setVersion(resources: Iterable<VersionedResource>): string {
   let text = '';
   for (const r of resources) text += `${r.name}\0${r.version}\0`;
   return createHash('sha256').update(text).digest('base64url').slice(0, 16);
-}
-
-// Generators typically hand the same (cached) resource objects to many proxies.
-const versionedResources = new WeakMap<XdsResource, VersionedResource>();
-
-export function versioned(r: XdsResource): VersionedResource {
-  let v = versionedResources.get(r);
-  if (v === undefined) {
-    v = { name: r.name, version: r.version ?? contentVersion(r.resource), resource: r.resource };
-    versionedResources.set(r, v);
-  }
-  return v;
 }
 
 export type ReplyKind = 'ack' | 'nack' | 'stale';

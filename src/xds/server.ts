@@ -32,7 +32,8 @@ import type { Node } from '../gen/envoy/config/core/v3/base_pb.js';
 import { counter, gauge, histogram } from '../common/metrics.js';
 import { scope } from '../common/log.js';
 import { settingDefault } from '../common/env.js';
-import { Connection, setVersion, versioned, type ConnectionStatus, type Delivery, type ReplyKind, type VersionedResource, type Watch } from './connection.js';
+import { ResponseCache, versioned } from './cache.js';
+import { Connection, setVersion, type ConnectionStatus, type Delivery, type ReplyKind, type VersionedResource, type Watch } from './connection.js';
 import { clientStatus } from './csds.js';
 import { XdsStreamError, type ProxyInfo, type PushRequest, type ResourceGenerator } from './generator.js';
 import { grpcServiceDefinition } from './grpc-service.js';
@@ -67,25 +68,6 @@ export interface XdsServerOptions {
 
 /** Node's timers hold at most 2^31-1 ms; larger values (the spec's ~292-year default) mean "off". */
 const MAX_TIMER_MS = 2 ** 31 - 1;
-
-/** Distinct SotW resource sets kept encoded (proxies with equal sets share one). */
-const ENCODED_CACHE_SIZE = 64;
-
-/**
- * The entry of `key` in an LRU kept in `map`'s insertion order (least recent first), made on a
- * miss; beyond `limit` entries the least recently used goes.
- */
-function remember<V>(map: Map<string, V>, key: string, limit: number, make: () => V): V {
-  let value = map.get(key);
-  if (value !== undefined) {
-    map.delete(key);
-  } else {
-    value = make();
-    if (map.size >= limit) map.delete(map.keys().next().value!);
-  }
-  map.set(key, value);
-  return value;
-}
 
 /** Make-before-break order: clusters before their endpoints, listeners before their routes. */
 const PUSH_ORDER: readonly string[] = [
@@ -193,14 +175,8 @@ export class XdsServer {
   private readonly sendSlots: Semaphore;
   private readonly nonceEpoch = Date.now().toString(36);
   private nonceSeq = 0;
-  /** Encoded SotW resources by `<type URL> <version>`, least recently used first. */
-  private readonly encodedResources = new Map<string, Uint8Array>();
-  /**
-   * SotW resource sets by `<type URL> <version>`: the streams that were sent the same version
-   * share one (read-only) map in their delivery records, instead of one per stream (with 2000
-   * proxies holding 1000 clusters and 1000 endpoints each, that was millions of map entries).
-   */
-  private readonly sentResources = new Map<string, ReadonlyMap<string, VersionedResource>>();
+  /** What SotW responses share across streams (the response tier of the XDS cache, see cache.ts). */
+  private readonly responses = new ResponseCache();
   private connectionSeq = 0;
 
   constructor(private readonly options: XdsServerOptions) {
@@ -491,7 +467,7 @@ export class XdsServer {
     if (!resources || conn.closed) return;
     const version = setVersion(resources.values());
     if (!force && w.sent?.version === version) return;
-    const shared = remember(this.sentResources, `${w.typeUrl} ${version}`, ENCODED_CACHE_SIZE, () => resources);
+    const shared = this.responses.sent.remember(`${w.typeUrl} ${version}`, () => resources);
     const delivery: Delivery = { version, nonce: this.nextNonce(), time: new Date(), resources: shared };
     const since = push ? incrementalBase(w) : undefined;
     w.sent = delivery;
@@ -506,7 +482,7 @@ export class XdsServer {
   /** A SotW response; with `since`, only the resources that differ from that acked delivery. */
   private encodeSotw(typeUrl: string, d: Delivery, since?: Delivery): Uint8Array {
     const key = since ? `${typeUrl} ${d.version} since ${since.version}` : `${typeUrl} ${d.version}`;
-    const body = remember(this.encodedResources, key, ENCODED_CACHE_SIZE, () => {
+    const body = this.responses.encoded.remember(key, () => {
       const changed = [...d.resources.values()].filter((r) => since?.resources.get(r.name)?.version !== r.version);
       return toBinary(DiscoveryResponseSchema, create(DiscoveryResponseSchema, { resources: changed.map((r) => r.resource) }));
     });

@@ -10,7 +10,7 @@ import type { ListenerConflict } from '../../networking/listener.js';
 import { parseProxy, ProxyParseError, type Proxy } from '../../model/proxy.js';
 import type { PushContext } from '../../model/push-context.js';
 import { XdsStreamError, type GenerateRequest, type ProxyInfo, type ResourceGenerator, type XdsResource } from '../generator.js';
-import type { XdsCache } from '../cache.js';
+import { packOnce, type XdsCache } from '../cache.js';
 import type { PushScoped } from '../push-scope.js';
 import type { GrpcOptions } from './grpc.js';
 import type { SidecarOptions } from './sidecar.js';
@@ -56,15 +56,9 @@ export function proxyOf(info: ProxyInfo): Proxy {
   return proxy;
 }
 
-// Messages shared between proxies (the XDS cache hands out the same objects) are serialized once.
-const packed = new WeakMap<object, XdsResource>();
-
+/** Built messages as resources; messages shared between proxies are packed once (see packOnce). */
 export function resources<Desc extends DescMessage>(schema: Desc, messages: readonly MessageShape<Desc>[], nameOf: (m: MessageShape<Desc>) => string): XdsResource[] {
-  return messages.map((m) => {
-    let r = packed.get(m);
-    if (!r) packed.set(m, (r = { name: nameOf(m), resource: anyPack(schema, m) as Any }));
-    return r;
-  });
+  return messages.map((m) => packOnce(m, () => ({ name: nameOf(m), resource: anyPack(schema, m) as Any })));
 }
 
 /** A generator from a build of (proxy, snapshot, subscribed names or undefined for wildcard). */

@@ -14,7 +14,7 @@ import { inboundPorts } from '../../networking/inbound.js';
 import { buildIngressListeners, buildOutboundListeners, buildVirtualInbound, buildVirtualOutbound, sniffedProtocol, type InboundOptions, type ListenerConflict } from '../../networking/listener.js';
 import { LOCALHOST, outboundClusterName, WILDCARD_ADDRESS } from '../../networking/names.js';
 import { buildOutboundRouteConfig } from '../../networking/route.js';
-import { cacheKey, type XdsCache } from '../cache.js';
+import { memo, type XdsCache } from '../cache.js';
 
 export interface SidecarOptions {
   /** The security filters of the proxy's inbound HTTP chains, in order (jwt_authn, rbac). */
@@ -39,29 +39,9 @@ export function toEndpoints(instances: readonly ServiceInstance[]): EndpointInpu
   return instances.map((i) => ({ address: i.address, port: i.endpointPort, locality: i.locality, weight: i.weight }));
 }
 
-// Most of a proxy's config depends only on its sidecar scope (shared by the proxies of a namespace
-// or Sidecar) or on the snapshot: built once per snapshot and shared, so that every proxy of a
-// namespace costs little more than one. Scopes and snapshots are immutable, so entries never go stale.
-const memos = new WeakMap<object, Map<string, unknown>>();
-
-function memo<T>(owner: object, key: string, build: () => T): T {
-  let m = memos.get(owner);
-  if (!m) memos.set(owner, (m = new Map()));
-  if (m.has(key)) return m.get(key) as T;
-  const v = build();
-  m.set(key, v);
-  return v;
-}
-
-/**
- * Through the XDS cache when there is one: `key` names the builder and lists everything `build`
- * reads, so an entry is reused exactly when its inputs are unchanged, across snapshots. The memos
- * above stay in front of it: within one snapshot they are cheaper than fingerprinting inputs.
- */
+/** Through the XDS cache's dependency tier when there is a cache (see ../cache.ts). */
 function cached<T>(cache: XdsCache | undefined, key: () => [kind: string, ...inputs: unknown[]], build: () => T): T {
-  if (!cache?.enabled) return build();
-  const [kind, ...inputs] = key();
-  return cache.getOrBuild(cacheKey(kind, ...inputs), build);
+  return cache ? cache.cached(key, build) : build();
 }
 
 function captured(proxy: Proxy): boolean {
