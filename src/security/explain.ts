@@ -13,10 +13,10 @@ import { pathOnly, requestView, type RequestView, type StreamRequest } from '../
 import type { JwtAuthentication } from '../gen/envoy/extensions/filters/http/jwt_authn/v3/config_pb.js';
 import type { Permission, Policy, Principal } from '../gen/envoy/config/rbac/v3/rbac_pb.js';
 import type { WorkloadRef } from '../model/selection.js';
-import type { JwksLookup } from './authn/jwt-filter.js';
+import type { JwksLookup } from './authn/builder.js';
 import { JWT_AUTHN_FILTER_NAME, JWT_PAYLOAD_METADATA_KEY } from './authn/names.js';
 import { parseRbacPolicyName, type RbacFilter } from './authz/builder.js';
-import type { ClauseInfo, PolicyLayout } from './authz/model.js';
+import type { ClauseInfo, PolicyLayout } from './authz/rule.js';
 import { bracketPath } from './authz/translators.js';
 import { buildWorkloadSecurity, type WorkloadSecurity } from './filters.js';
 

@@ -5,7 +5,7 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { SignJWT, exportJWK, generateKeyPair, type CryptoKey } from 'jose';
-import { buildJwtAuthn, type JwksLookup } from '../../src/security/authn/jwt-filter.js';
+import { buildJwtAuthn, type JwksLookup } from '../../src/security/authn/builder.js';
 import { buildRbacFilters } from '../../src/security/authz/builder.js';
 import { explainForWorkload, type Explanation } from '../../src/security/explain.js';
 import type { AuthorizationPolicy, RequestAuthentication } from '../../src/api/types.js';

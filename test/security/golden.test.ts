@@ -4,7 +4,7 @@ import { test } from 'node:test';
 import type { JsonValue } from '@bufbuild/protobuf';
 import type { AuthorizationPolicy, RequestAuthentication } from '../../src/api/types.js';
 import { buildRbacFilters } from '../../src/security/authz/builder.js';
-import { buildJwtAuthn, type JwksLookup } from '../../src/security/authn/jwt-filter.js';
+import { buildJwtAuthn, type JwksLookup } from '../../src/security/authn/builder.js';
 import { goldenCases } from '../helpers/golden.js';
 import { jwtJson, rbacJson } from './fixtures.js';
 

@@ -2,7 +2,7 @@
 // fetching, and whether a proxy's "unknown kid" report may trigger a refetch. Pure decisions over the
 // RequestAuthentications in the store; the discovery server applies them to its JWKS resolver.
 import type { RequestAuthentication } from '../../api/types.js';
-import { jwksFetchesInUse, type JwksFetch } from './jwt-filter.js';
+import { jwksFetchesInUse, type JwksFetch } from './builder.js';
 
 export interface JwksPrefetch {
   /** The jwksUris some policy still references: the resolver forgets the others. */

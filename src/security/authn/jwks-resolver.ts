@@ -7,7 +7,7 @@ import { rootCertificates } from 'node:tls';
 import { Agent, request, type Dispatcher } from 'undici';
 import { scope } from '../../common/log.js';
 import { counter } from '../../common/metrics.js';
-import { DEFAULT_JWKS_TIMEOUT_MS, type JwksLookup } from './jwt-filter.js';
+import { DEFAULT_JWKS_TIMEOUT_MS, type JwksLookup } from './builder.js';
 import { FAIL_CLOSED_JWKS, checkJwks } from './jwks.js';
 
 const log = scope('authn');

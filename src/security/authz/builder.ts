@@ -6,7 +6,7 @@ import { RBACSchema, type RBAC } from '../../gen/envoy/extensions/filters/http/r
 import { RBAC_Action, type Policy } from '../../gen/envoy/config/rbac/v3/rbac_pb.js';
 import { type AuthorizationAction, type AuthorizationPolicy } from '../../api/types.js';
 import { RBAC_FILTER_NAME } from '../authn/names.js';
-import { translateRule, type OnError, type PolicyLayout } from './model.js';
+import { translateRule, type OnError, type PolicyLayout } from './rule.js';
 
 export const FILTER_ORDER: readonly AuthorizationAction[] = ['CUSTOM', 'AUDIT', 'DENY', 'ALLOW'];
 
@@ -60,7 +60,7 @@ const ON_ERROR: Readonly<Record<AuthorizationAction, OnError>> = {
 };
 
 /**
- * Builds the rbac filters for the policies selecting one workload (see ../selection.ts). Pure.
+ * Builds the rbac filters for the policies selecting one workload (chosen by selectPolicies in src/model/selection.ts). Pure.
  * An ALLOW policy without rules contributes no Envoy policy, so a lone `spec: {}` yields an ALLOW
  * filter with no policies: every request is denied. A DENY policy without rules denies nothing.
  */
