@@ -34,7 +34,7 @@ import { pushFor, workloadAddresses, type PushTrigger } from '../xds/push-scope.
 import { XdsServer } from '../xds/server.js';
 import { WebhookServer } from '../webhooks/server.js';
 import { installValidation } from '../webhooks/validation.js';
-import { discoverySettings } from './discovery-settings.js';
+import { discoverySettings, type DiscoverySettings } from './discovery-settings.js';
 
 const log = scope('default');
 
@@ -78,6 +78,8 @@ export class DiscoveryServer {
   private readonly grpcNotes = new Map<string, string>();
   private readonly debouncer: Debouncer;
   private readonly webhook: WebhookServer;
+  /** The settings, read once when the server is made. */
+  private readonly settings: DiscoverySettings;
   private push: PushContext;
   /** Live streams, for pushes aimed at the proxies of one workload. */
   private readonly connected = new Map<string, ProxyInfo>();
@@ -85,9 +87,10 @@ export class DiscoveryServer {
   private readonly changedWorkloads = new Set<string>();
 
   constructor(private readonly opts: DiscoveryOptions) {
-    this.store = opts.configDir ? new FileConfigStore({ configDir: opts.configDir }) : new OrchestratorConfigSource(opts.orchestrator);
+    const settings = (this.settings = discoverySettings());
+    this.store = opts.configDir ? new FileConfigStore({ configDir: opts.configDir }) : new OrchestratorConfigSource({ validate: settings.crdValidation, ...opts.orchestrator });
     this.autoEntries.markSynced();
-    this.autoRegistration = new AutoRegistration({ config: this.store, entries: this.autoEntries, controllerId: `pilot-discovery-${buildInfo.version}` });
+    this.autoRegistration = new AutoRegistration({ config: this.store, entries: this.autoEntries, controllerId: `pilot-discovery-${buildInfo.version}`, ...settings.autoRegistration });
     const registries: ServiceRegistry[] = [new ServiceEntryRegistry(this.store, opts.clusterId, this.autoEntries)];
     if (opts.registries.includes('Mock')) {
       this.mock = new MockRegistry(opts.clusterId);
@@ -98,7 +101,6 @@ export class DiscoveryServer {
     }
     this.registry = new AggregateRegistry(registries, opts.clusterId);
     this.push = this.buildPush();
-    const settings = discoverySettings();
     this.debouncer = new Debouncer((req) => void this.pushAll(req), settings.debounce);
     this.resolver = new JwksResolver({ onChange: (uri) => this.trigger({ source: 'jwks', uri }) });
     const generators = createMeshGenerators({
@@ -124,7 +126,7 @@ export class DiscoveryServer {
       },
     });
     serveJwksService(this.xds.grpc, (req) => this.refreshForUnknownKid(req));
-    this.webhook = new WebhookServer({ httpsAddr: opts.httpsAddr, tlsCertFile: opts.tlsCertFile, tlsKeyFile: opts.tlsKeyFile });
+    this.webhook = new WebhookServer({ httpsAddr: opts.httpsAddr, tlsCertFile: opts.tlsCertFile, tlsKeyFile: opts.tlsKeyFile, customHost: settings.webhookCustomHost });
 
     const metrics = programRegistry('discovery');
     this.debug
@@ -276,7 +278,7 @@ export class DiscoveryServer {
     } catch (e) {
       throw new ListenError(`failed to listen on ${this.opts.grpcAddr}: ${(e as Error).message}`);
     }
-    if (installValidation(this.webhook)) {
+    if (installValidation(this.webhook, { enabled: this.settings.validationWebhook })) {
       await this.webhook.start();
       log.info(`validation webhook listening on ${this.opts.httpsAddr}`);
     }

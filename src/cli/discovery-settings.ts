@@ -14,6 +14,10 @@ export interface DiscoverySettings {
   /** Seconds. */
   readonly detectionTimeout: number;
   readonly debugOnHttp: boolean;
+  readonly crdValidation: boolean;
+  readonly autoRegistration: { readonly enabled: boolean; readonly gracePeriodMs: number };
+  readonly validationWebhook: boolean;
+  readonly webhookCustomHost: string;
 }
 
 export function discoverySettings(): DiscoverySettings {
@@ -30,5 +34,9 @@ export function discoverySettings(): DiscoverySettings {
     outboundSniffing: setting('PILOT_ENABLE_PROTOCOL_SNIFFING_FOR_OUTBOUND'),
     detectionTimeout: setting('PILOT_INBOUND_PROTOCOL_DETECTION_TIMEOUT') / 1000,
     debugOnHttp: setting('ENABLE_DEBUG_ON_HTTP'),
+    crdValidation: setting('PILOT_ENABLE_CRD_VALIDATION'),
+    autoRegistration: { enabled: setting('PILOT_ENABLE_WORKLOAD_ENTRY_AUTOREGISTRATION'), gracePeriodMs: setting('PILOT_WORKLOAD_ENTRY_GRACE_PERIOD') },
+    validationWebhook: setting('VALIDATION_ENABLED'),
+    webhookCustomHost: setting('MESHD_CUSTOM_HOST'),
   };
 }

@@ -9,7 +9,7 @@ import { pluralOf } from '../api/crds.js';
 import { GROUP_OF_KIND, KINDS, ROOT_NAMESPACE, DEFAULT_NAMESPACE, formatKey, type ApiVersionName, type Kind, type ResourceKey } from '../api/types.js';
 import { convertResource, validateResource } from '../api/validate.js';
 import { asRecord } from '../api/values.js';
-import { setting } from '../common/env.js';
+import { settingDefault } from '../common/env.js';
 import { scope } from '../common/log.js';
 import { counter, gauge } from '../common/metrics.js';
 import { MemoryBackedStore, MemoryStore } from './memory.js';
@@ -29,7 +29,7 @@ export interface OrchestratorSourceOptions {
   qps?: number;
   /** --orchestratorApiBurst. */
   burst?: number;
-  /** PILOT_ENABLE_CRD_VALIDATION; defaults to the setting. */
+  /** PILOT_ENABLE_CRD_VALIDATION (the program passes the setting); defaults to the spec's default. */
   validate?: boolean;
   /** Kinds to read; default all. */
   kinds?: readonly Kind[];
@@ -88,7 +88,7 @@ export class OrchestratorConfigSource extends MemoryBackedStore implements Confi
     super(new MemoryStore({ versioning: 'source' }));
     this.options = options;
     this.version = options.version ?? 'v1';
-    this.validate = options.validate ?? setting('PILOT_ENABLE_CRD_VALIDATION');
+    this.validate = options.validate ?? settingDefault('PILOT_ENABLE_CRD_VALIDATION');
     this.clock = options.clock ?? realClock;
     this.bucket = new TokenBucket(options.qps ?? 0, options.burst ?? 0, this.clock);
     const namespaces = options.namespaces?.filter((n) => n !== '') ?? [];

@@ -12,7 +12,7 @@
 import { isIP } from 'node:net';
 import { isDeepStrictEqual } from 'node:util';
 import { formatKey, NETWORKING_GROUP, type WorkloadEntry, type WorkloadEntrySpec, type WorkloadGroup } from '../api/types.js';
-import { setting } from '../common/env.js';
+import { settingDefault } from '../common/env.js';
 import { scope } from '../common/log.js';
 import { counter } from '../common/metrics.js';
 import type { MemoryStore } from '../config/memory.js';
@@ -91,8 +91,8 @@ export class AutoRegistration {
   private readonly byConnection = new Map<string, string>();
 
   constructor(private readonly opts: AutoRegistrationOptions) {
-    this.enabled = opts.enabled ?? setting('PILOT_ENABLE_WORKLOAD_ENTRY_AUTOREGISTRATION');
-    this.gracePeriodMs = opts.gracePeriodMs ?? setting('PILOT_WORKLOAD_ENTRY_GRACE_PERIOD');
+    this.enabled = opts.enabled ?? settingDefault('PILOT_ENABLE_WORKLOAD_ENTRY_AUTOREGISTRATION');
+    this.gracePeriodMs = opts.gracePeriodMs ?? settingDefault('PILOT_WORKLOAD_ENTRY_GRACE_PERIOD');
     this.controllerId = opts.controllerId ?? 'pilot-discovery';
     this.now = opts.now ?? (() => new Date());
   }

@@ -7,7 +7,7 @@ import { createServer, type Server } from 'node:https';
 import type { AddressInfo } from 'node:net';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { ROOT_NAMESPACE } from '../api/types.js';
-import { setting } from '../common/env.js';
+import { settingDefault } from '../common/env.js';
 import { scope } from '../common/log.js';
 import { selfSignedCertificate } from './selfsigned.js';
 
@@ -100,7 +100,7 @@ export class WebhookServer {
       return { certPem: await readFile(tlsCertFile, 'utf8'), keyPem: await readFile(tlsKeyFile, 'utf8') };
     }
     if (tlsCertFile || tlsKeyFile) throw new Error('--tlsCertFile and --tlsKeyFile must be given together');
-    const names = serviceDnsNames({ ...this.options, customHost: this.options.customHost ?? setting('MESHD_CUSTOM_HOST') });
+    const names = serviceDnsNames({ ...this.options, customHost: this.options.customHost ?? settingDefault('MESHD_CUSTOM_HOST') });
     log.info(`no --tlsCertFile/--tlsKeyFile: serving a self-signed certificate for ${names.join(', ')}`);
     return selfSignedCertificate(names);
   }

@@ -7,7 +7,7 @@ import { validateResource } from '../api/validate.js';
 import { asRecord } from '../api/values.js';
 import { scope } from '../common/log.js';
 import { counter } from '../common/metrics.js';
-import { setting } from '../common/env.js';
+import { settingDefault } from '../common/env.js';
 import type { WebhookServer } from './server.js';
 
 const log = scope('validation');
@@ -147,7 +147,7 @@ export function validationHandler(options: ValidationHandlerOptions = {}): (req:
 
 /** Serves /validate on the webhook server unless VALIDATION_ENABLED is false. Returns whether it did. */
 export function installValidation(server: WebhookServer, options: ValidationHandlerOptions & { enabled?: boolean } = {}): boolean {
-  const enabled = options.enabled ?? setting('VALIDATION_ENABLED');
+  const enabled = options.enabled ?? settingDefault('VALIDATION_ENABLED');
   if (!enabled) {
     log.info('VALIDATION_ENABLED=false: the validation webhook (/validate) is off');
     return false;
