@@ -28,9 +28,9 @@ import { buildWorkloadSecurity, grpcServerHttpFilters, securityHttpFilters, type
 import { Debouncer } from '../xds/debounce.js';
 import { XdsStreamError, type ProxyInfo, type PushRequest } from '../xds/generator.js';
 import { createMeshGenerators, proxyOf } from '../xds/generators/index.js';
-import { serveJwksService, type RefreshVerdict, type RequestRefreshRequest } from '../xds/jwks-service.js';
+import { serveJwksService, type RefreshVerdict, type RequestRefreshRequest } from '../envoy/jwks-service.js';
 import { XdsServer } from '../xds/server.js';
-import { TypeUrl } from '../xds/types.js';
+import { TypeUrl } from '../envoy/types.js';
 import { WebhookServer } from '../webhooks/server.js';
 import { installValidation } from '../webhooks/validation.js';
 

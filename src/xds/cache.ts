@@ -11,6 +11,7 @@
 // by construction: equal inputs give an equal message, whatever changed elsewhere, and any change
 // of an input gives another key (the stale entry ages out of the LRU).
 import { createHash } from 'node:crypto';
+import { LRUCache } from 'lru-cache';
 import { setting } from '../common/env.js';
 import { counter, gauge } from '../common/metrics.js';
 
@@ -36,18 +37,31 @@ export function cacheKey(kind: string, ...inputs: readonly unknown[]): string {
   return `${kind}:${createHash('sha256').update(text).digest('base64url')}`;
 }
 
+interface Built {
+  readonly value: unknown;
+}
+
 /** A least-recently-used map of built messages, with the xds_cache_* metrics. */
 export class XdsCache {
   readonly enabled: boolean;
   readonly maxSize: number;
   private readonly stats: boolean;
-  /** Least recently used first. */
-  private readonly entries = new Map<string, unknown>();
+  /** Bounded by maxSize, a plain map when unbounded (maxSize <= 0); boxed, as a built value may be anything. */
+  private readonly entries: LRUCache<string, Built> | Map<string, Built>;
 
   constructor(opts: XdsCacheOptions = {}) {
     this.enabled = opts.enabled ?? setting('PILOT_ENABLE_XDS_CACHE');
     this.maxSize = opts.size ?? setting('PILOT_XDS_CACHE_SIZE');
     this.stats = opts.stats ?? setting('PILOT_XDS_CACHE_STATS');
+    this.entries =
+      this.maxSize > 0
+        ? new LRUCache<string, Built>({
+            max: this.maxSize,
+            dispose: (_v, _k, reason) => {
+              if (reason === 'evict') counter('xds_cache_evictions').inc();
+            },
+          })
+        : new Map();
   }
 
   get size(): number {
@@ -57,18 +71,15 @@ export class XdsCache {
   /** The entry of `key`, built (and kept) on a miss. */
   getOrBuild<T>(key: string, build: () => T): T {
     if (!this.enabled) return build();
-    if (this.entries.has(key)) {
-      const value = this.entries.get(key) as T;
-      // Re-inserting marks it most recently used.
-      this.entries.delete(key);
-      this.entries.set(key, value);
+    // get() marks it most recently used.
+    const hit = this.entries.get(key);
+    if (hit !== undefined) {
       if (this.stats) counter('xds_cache_reads').inc({ type: 'hit' });
-      return value;
+      return hit.value as T;
     }
     if (this.stats) counter('xds_cache_reads').inc({ type: 'miss' });
     const value = build();
-    this.entries.set(key, value);
-    this.evict();
+    this.entries.set(key, { value });
     gauge('xds_cache_size').set(this.entries.size);
     return value;
   }
@@ -76,17 +87,8 @@ export class XdsCache {
   /** Drops everything (e.g. when the meaning of an input changes outside the keys). */
   clear(): void {
     if (this.entries.size > 0) counter('xds_cache_evictions').inc(this.entries.size);
+    // clear() of an LRUCache disposes with reason 'delete', which is not counted twice.
     this.entries.clear();
     gauge('xds_cache_size').set(0);
-  }
-
-  private evict(): void {
-    if (this.maxSize <= 0) return;
-    let evicted = 0;
-    while (this.entries.size > this.maxSize) {
-      this.entries.delete(this.entries.keys().next().value!);
-      evicted++;
-    }
-    if (evicted > 0) counter('xds_cache_evictions').inc(evicted);
   }
 }

@@ -5,6 +5,7 @@
 // order. Content comes from ResourceGenerators (generator.ts), one per served type URL; this file
 // decides when to generate and what to send, following the xDS protocol's version/nonce rules.
 import { create, toBinary } from '@bufbuild/protobuf';
+import { LRUCache } from 'lru-cache';
 import {
   Server,
   ServerCredentials,
@@ -35,8 +36,8 @@ import { setting } from '../common/env.js';
 import { Connection, setVersion, versioned, type ConnectionStatus, type Delivery, type ReplyKind, type VersionedResource, type Watch } from './connection.js';
 import { clientStatus } from './csds.js';
 import { XdsStreamError, type ProxyInfo, type PushRequest, type ResourceGenerator } from './generator.js';
-import { grpcServiceDefinition } from './grpc-service.js';
-import { isWildcardType, shortTypeName, TypeUrl } from './types.js';
+import { grpcServiceDefinition } from '../envoy/grpc-service.js';
+import { isWildcardType, shortTypeName, TypeUrl } from '../envoy/types.js';
 
 const log = scope('ads');
 
@@ -71,19 +72,13 @@ const MAX_TIMER_MS = 2 ** 31 - 1;
 /** Distinct SotW resource sets kept encoded (proxies with equal sets share one). */
 const ENCODED_CACHE_SIZE = 64;
 
-/**
- * The entry of `key` in an LRU kept in `map`'s insertion order (least recent first), made on a
- * miss; beyond `limit` entries the least recently used goes.
- */
-function remember<V>(map: Map<string, V>, key: string, limit: number, make: () => V): V {
-  let value = map.get(key);
-  if (value !== undefined) {
-    map.delete(key);
-  } else {
+/** The entry of `key` in `lru` (marked most recently used), made and kept on a miss. */
+function remember<V extends object>(lru: LRUCache<string, V>, key: string, make: () => V): V {
+  let value = lru.get(key);
+  if (value === undefined) {
     value = make();
-    if (map.size >= limit) map.delete(map.keys().next().value!);
+    lru.set(key, value);
   }
-  map.set(key, value);
   return value;
 }
 
@@ -194,13 +189,13 @@ export class XdsServer {
   private readonly nonceEpoch = Date.now().toString(36);
   private nonceSeq = 0;
   /** Encoded SotW resources by `<type URL> <version>`, least recently used first. */
-  private readonly encodedResources = new Map<string, Uint8Array>();
+  private readonly encodedResources = new LRUCache<string, Uint8Array>({ max: ENCODED_CACHE_SIZE });
   /**
    * SotW resource sets by `<type URL> <version>`: the streams that were sent the same version
    * share one (read-only) map in their delivery records, instead of one per stream (with 2000
    * proxies holding 1000 clusters and 1000 endpoints each, that was millions of map entries).
    */
-  private readonly sentResources = new Map<string, ReadonlyMap<string, VersionedResource>>();
+  private readonly sentResources = new LRUCache<string, ReadonlyMap<string, VersionedResource>>({ max: ENCODED_CACHE_SIZE });
   private connectionSeq = 0;
 
   constructor(private readonly options: XdsServerOptions) {
@@ -491,7 +486,7 @@ export class XdsServer {
     if (!resources || conn.closed) return;
     const version = setVersion(resources.values());
     if (!force && w.sent?.version === version) return;
-    const shared = remember(this.sentResources, `${w.typeUrl} ${version}`, ENCODED_CACHE_SIZE, () => resources);
+    const shared = remember(this.sentResources, `${w.typeUrl} ${version}`, () => resources);
     const delivery: Delivery = { version, nonce: this.nextNonce(), time: new Date(), resources: shared };
     const since = push ? incrementalBase(w) : undefined;
     w.sent = delivery;
@@ -506,7 +501,7 @@ export class XdsServer {
   /** A SotW response; with `since`, only the resources that differ from that acked delivery. */
   private encodeSotw(typeUrl: string, d: Delivery, since?: Delivery): Uint8Array {
     const key = since ? `${typeUrl} ${d.version} since ${since.version}` : `${typeUrl} ${d.version}`;
-    const body = remember(this.encodedResources, key, ENCODED_CACHE_SIZE, () => {
+    const body = remember(this.encodedResources, key, () => {
       const changed = [...d.resources.values()].filter((r) => since?.resources.get(r.name)?.version !== r.version);
       return toBinary(DiscoveryResponseSchema, create(DiscoveryResponseSchema, { resources: changed.map((r) => r.resource) }));
     });

@@ -15,7 +15,7 @@ import { parseProxy, ProxyParseError, type Proxy } from '../../model/proxy.js';
 import type { PushContext } from '../../model/push-context.js';
 import { XdsStreamError, type GenerateRequest, type ProxyInfo, type ResourceGenerator, type XdsResource } from '../generator.js';
 import { XdsCache } from '../cache.js';
-import { TypeUrl } from '../types.js';
+import { TypeUrl } from '../../envoy/types.js';
 import { grpcListeners, grpcRoutes, type GrpcOptions } from './grpc.js';
 import { clusterLoadAssignments, sidecarClusters, sidecarListeners, sidecarRoutes, type SidecarOptions } from './sidecar.js';
 
