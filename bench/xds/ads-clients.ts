@@ -13,7 +13,7 @@
 import { create, toBinary, type JsonObject, type MessageInitShape } from '@bufbuild/protobuf';
 import { Client, credentials, type ClientDuplexStream } from '@grpc/grpc-js';
 import { DiscoveryRequestSchema } from '../../src/gen/envoy/service/discovery/v3/discovery_pb.js';
-import { TypeUrl } from '../../src/xds/types.js';
+import { TypeUrl } from '../../src/envoy/types.js';
 
 interface Head {
   version: string;

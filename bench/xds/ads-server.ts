@@ -8,7 +8,7 @@ import { ListenerSchema } from '../../src/gen/envoy/config/listener/v3/listener_
 import { setScopeLevel } from '../../src/common/log.js';
 import type { ResourceGenerator, XdsResource } from '../../src/xds/generator.js';
 import { XdsServer } from '../../src/xds/server.js';
-import { pack, TypeUrl } from '../../src/xds/types.js';
+import { pack, TypeUrl } from '../../src/envoy/types.js';
 import { cpuMs, printTable, SimulatedProxies } from './clients.js';
 
 const SERVICES = Number(process.env.SERVICES ?? 1000);

@@ -12,7 +12,7 @@ import { join } from 'node:path';
 import { DiscoveryServer } from '../../src/cli/discovery-server.js';
 import { loadSettings, setting } from '../../src/common/env.js';
 import { setScopeLevel } from '../../src/common/log.js';
-import { TypeUrl } from '../../src/xds/types.js';
+import { TypeUrl } from '../../src/envoy/types.js';
 import { localDiscoveryOptions } from '../../test/security/fixtures.js';
 import { cpuMs, printTable, RssSampler, SimulatedProxies } from './clients.js';
 

@@ -14,7 +14,7 @@ import { fileURLToPath } from 'node:url';
 import { setting } from '../common/env.js';
 import { scope } from '../common/log.js';
 import { programRegistry } from '../common/metrics.js';
-import { TypeUrl } from '../xds/types.js';
+import { TypeUrl } from '../envoy/types.js';
 import { bootstrapJson, buildBootstrap, renderTemplate, templateValues, type BootstrapInputs } from './bootstrap.js';
 import { loadProxyConfig, proxyConfigJson, type ProxyConfig } from './mesh-config.js';
 import { loadNodeIdentity, type NodeIdentity } from './node.js';

@@ -6,7 +6,7 @@ import { BootstrapSchema, type Bootstrap } from '../gen/envoy/config/bootstrap/v
 import { Cluster_DiscoveryType, type ClusterSchema } from '../gen/envoy/config/cluster/v3/cluster_pb.js';
 import { ApiConfigSource_ApiType, ApiVersion, type ConfigSourceSchema } from '../gen/envoy/config/core/v3/config_source_pb.js';
 import { HttpProtocolOptionsSchema } from '../gen/envoy/extensions/upstreams/http/v3/http_protocol_options_pb.js';
-import { pack, toEnvoyJson } from '../xds/types.js';
+import { pack, toEnvoyJson } from '../envoy/types.js';
 import type { ProxyConfig } from './mesh-config.js';
 import type { NodeIdentity } from './node.js';
 

@@ -30,10 +30,10 @@ import { DiscoveryRequestSchema, type DiscoveryRequest, type DiscoveryResponse }
 import type { Node } from '../gen/envoy/config/core/v3/base_pb.js';
 import { counter } from '../common/metrics.js';
 import { scope } from '../common/log.js';
-import { Backoff, requestRank, type AdsGrpcClient } from '../xds/adsc.js';
-import { grpcClient, grpcServiceDefinition } from '../xds/grpc-service.js';
-import { IssuerCooldown, JwksRefreshClient, serveJwksService, type RefreshVerdict, type RequestRefreshRequest } from '../xds/jwks-service.js';
-import { shortTypeName, TypeUrl } from '../xds/types.js';
+import { Backoff, requestRank, type AdsGrpcClient } from '../envoy/ads-client.js';
+import { grpcClient, grpcServiceDefinition } from '../envoy/grpc-service.js';
+import { IssuerCooldown, JwksRefreshClient, serveJwksService, type RefreshVerdict, type RequestRefreshRequest } from '../envoy/jwks-service.js';
+import { shortTypeName, TypeUrl } from '../envoy/types.js';
 
 const log = scope('xdsproxy');
 

@@ -29,7 +29,7 @@ import { XdsCache } from '../xds/cache.js';
 import { Debouncer } from '../xds/debounce.js';
 import { XdsStreamError, type ProxyInfo, type PushRequest } from '../xds/generator.js';
 import { createMeshGenerators, MESH_XDS_TYPES, proxyOf } from '../xds/generators/index.js';
-import { serveJwksService, type RefreshVerdict, type RequestRefreshRequest } from '../xds/jwks-service.js';
+import { serveJwksService, type RefreshVerdict, type RequestRefreshRequest } from '../envoy/jwks-service.js';
 import { pushFor, workloadAddresses, type PushTrigger } from '../xds/push-scope.js';
 import { XdsServer } from '../xds/server.js';
 import { WebhookServer } from '../webhooks/server.js';

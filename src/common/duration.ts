@@ -1,6 +1,7 @@
 // Durations in Go's syntax (`500ms`, `1m30s`, `2562047h47m16.854775807s`), because users copy flags
 // and variables from the Go mesh. Nanoseconds are held as bigint: the maximum (int64 ns) does not
 // fit a double exactly and must print back unchanged.
+import type { Duration } from '@bufbuild/protobuf/wkt';
 
 const NS: Record<string, bigint> = {
   ns: 1n,
@@ -80,4 +81,10 @@ function fixed(value: bigint, div: bigint): string {
 export function toMillis(ns: bigint): number {
   const ms = ns / NS.ms!;
   return ms > 2_147_483_647n ? 2_147_483_647 : Number(ms);
+}
+
+/** A protobuf Duration in whole milliseconds; `fallback` when the field is not set. */
+export function durationMs(d: Duration | undefined, fallback: number): number {
+  if (!d) return fallback;
+  return Number(d.seconds) * 1000 + Math.floor(d.nanos / 1e6);
 }

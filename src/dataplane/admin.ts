@@ -20,7 +20,7 @@ import {
 import { ListenersSchema } from '../gen/envoy/admin/v3/listeners_pb.js';
 import { ClusterSchema } from '../gen/envoy/config/cluster/v3/cluster_pb.js';
 import { HealthStatus } from '../gen/envoy/config/core/v3/health_check_pb.js';
-import { pack, toEnvoyJson, TypeUrl } from '../xds/types.js';
+import { pack, toEnvoyJson, TypeUrl } from '../envoy/types.js';
 import type { ProxyBootstrap } from './bootstrap.js';
 import type { DynamicClusterManager } from './clusters.js';
 import type { ListenerManager } from './listener-manager.js';

@@ -11,9 +11,9 @@ import { BootstrapSchema, type Bootstrap } from '../gen/envoy/config/bootstrap/v
 import type { Cluster } from '../gen/envoy/config/cluster/v3/cluster_pb.js';
 import { ApiConfigSource_ApiType, type ConfigSource } from '../gen/envoy/config/core/v3/config_source_pb.js';
 import { NodeSchema, type Node } from '../gen/envoy/config/core/v3/base_pb.js';
-import { fromEnvoyJson } from '../xds/types.js';
+import { fromEnvoyJson } from '../envoy/types.js';
 import { compileCluster, socketAddressOf } from './clusters.js';
-import { ConfigError } from './config-error.js';
+import { ConfigError } from '../envoy/config-error.js';
 
 const log = scope('config');
 

@@ -6,7 +6,7 @@ import { connect as h2connect, type ClientHttp2Session } from 'node:http2';
 import { createConnection, type NetConnectOpts, type Socket } from 'node:net';
 import type { Duplex } from 'node:stream';
 import { Pool, type buildConnector } from 'undici';
-import type { RequestView } from './request.js';
+import type { RequestView } from '../envoy/request.js';
 
 export interface Endpoint {
   readonly host: string;

@@ -20,9 +20,10 @@ import { HealthStatus } from '../gen/envoy/config/core/v3/health_check_pb.js';
 import type { ClusterLoadAssignment } from '../gen/envoy/config/endpoint/v3/endpoint_pb.js';
 import { HttpProtocolOptionsSchema } from '../gen/envoy/extensions/upstreams/http/v3/http_protocol_options_pb.js';
 import { Http1Pool, Http2Pool, type ClusterManager, type Endpoint, type UpstreamCluster } from './cluster-manager.js';
-import { ConfigError, unappliedFields } from './config-error.js';
-import type { RequestView } from './request.js';
-import { durationMs } from './router.js';
+import { ConfigError, unappliedFields } from '../envoy/config-error.js';
+import { typeNameOf } from '../envoy/types.js';
+import type { RequestView } from '../envoy/request.js';
+import { durationMs } from '../common/duration.js';
 import { statName, type StatCounter, type StatSample, type StatsStore } from './stats.js';
 
 const log = scope('upstream');
@@ -108,7 +109,7 @@ function upstreamProtocol(c: Cluster, field: string): 'http1' | 'http2' {
   let protocol: 'http1' | 'http2' = c.http2ProtocolOptions ? 'http2' : 'http1';
   for (const [name, any] of Object.entries(c.typedExtensionProtocolOptions)) {
     const f = `${field}.typed_extension_protocol_options[${JSON.stringify(name)}]`;
-    const typeName = any.typeUrl.slice(any.typeUrl.lastIndexOf('/') + 1);
+    const typeName = typeNameOf(any.typeUrl);
     if (typeName !== HTTP_PROTOCOL_OPTIONS) {
       log.warn(`${f}: protocol options of type ${typeName} are not applied`);
       continue;

@@ -6,8 +6,8 @@
 // default filter chain (or is closed).
 import { isIP } from 'node:net';
 import { FilterChainMatch_ConnectionSourceType, type FilterChainMatch } from '../gen/envoy/config/listener/v3/listener_components_pb.js';
-import { ConfigError } from './config-error.js';
-import { compileCidr, normalizeIp } from './matchers.js';
+import { ConfigError } from '../envoy/config-error.js';
+import { compileCidr, normalizeIp } from '../envoy/matchers.js';
 
 /** What is known about a connection when its chain is chosen. */
 export interface ConnectionFacts {

@@ -6,7 +6,7 @@ import type { IncomingHttpHeaders, IncomingMessage, OutgoingHttpHeaders, ServerR
 import { constants as h2, Http2ServerResponse, type ClientHttp2Stream, type Http2ServerRequest, type IncomingHttpHeaders as H2Headers } from 'node:http2';
 import type { Readable, Writable } from 'node:stream';
 import type { Http2Pool, Endpoint } from './cluster-manager.js';
-import type { RequestHeaders } from './request.js';
+import type { RequestHeaders } from '../envoy/request.js';
 
 export type DownstreamRequest = IncomingMessage | Http2ServerRequest;
 export type DownstreamResponse = ServerResponse | Http2ServerResponse;

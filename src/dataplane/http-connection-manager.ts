@@ -20,10 +20,12 @@ import {
   type HttpConnectionManager,
 } from '../gen/envoy/extensions/filters/network/http_connection_manager/v3/http_connection_manager_pb.js';
 import type { ClusterManager, Endpoint, UpstreamCluster } from './cluster-manager.js';
-import { ConfigError, unappliedFields } from './config-error.js';
-import type { HttpFilter, LocalReply } from './filters/filter.js';
-import { compileJwtAuthn, type JwtAuthnOptions, type JwtAuthnStats } from './filters/jwt-authn.js';
-import { compileRbacFilter, type RbacStats } from './filters/rbac.js';
+import { ConfigError, unappliedFields } from '../envoy/config-error.js';
+import { HCM_FILTER_NAME } from '../envoy/names.js';
+import { typeNameOf, typeUrlOf } from '../envoy/types.js';
+import type { HttpFilter, LocalReply } from '../envoy/filter.js';
+import { compileJwtAuthn, type JwtAuthnOptions, type JwtAuthnStats } from '../envoy/jwt-authn.js';
+import { compileRbacFilter, type RbacStats } from '../envoy/rbac.js';
 import { http1Exchange } from './http1-exchange.js';
 import {
   bodyFraming,
@@ -42,15 +44,13 @@ import {
   type UpstreamEvents,
   type UpstreamExchange,
 } from './http-codec.js';
-import { normalizeIp } from './matchers.js';
+import { normalizeIp } from '../envoy/matchers.js';
 import { connectionDestination } from './original-dst.js';
-import { RequestHeaders, StreamRequest, type Address } from './request.js';
+import { RequestHeaders, StreamRequest, type Address } from '../envoy/request.js';
 import { applyMutations, compileRouteConfiguration, stripHostPort, type CompiledRoute, type MutableHeaders, type RouteTable } from './router.js';
 
 const log = scope('http');
 
-export const HCM_FILTER_NAME = 'envoy.filters.network.http_connection_manager';
-const TYPE_PREFIX = 'type.googleapis.com/';
 
 /** Private, loopback and link-local ranges: Envoy's default notion of an internal client. */
 const INTERNAL = (() => {
@@ -109,7 +109,7 @@ function unpackAs<Desc extends DescMessage>(any: Any, schema: Desc, field: strin
 export function httpConnectionManagerOf(chain: FilterChain): HttpConnectionManager | undefined {
   for (const [i, f] of chain.filters.entries()) {
     const c = f.configType;
-    if (c.case === 'typedConfig' && c.value.typeUrl === TYPE_PREFIX + HttpConnectionManagerSchema.typeName) {
+    if (c.case === 'typedConfig' && c.value.typeUrl === typeUrlOf(HttpConnectionManagerSchema)) {
       return unpackAs(c.value, HttpConnectionManagerSchema, `filters[${i}].typed_config`);
     }
   }
@@ -138,7 +138,7 @@ function compileHttpFilters(hcm: HttpConnectionManager, deps: HcmDeps): Compiled
     if (f.disabled) return;
     const c = f.configType;
     if (c.case !== 'typedConfig') throw new ConfigError(field, 'typed_config is required (config_discovery is not supported)');
-    const typeName = c.value.typeUrl.slice(c.value.typeUrl.lastIndexOf('/') + 1);
+    const typeName = typeNameOf(c.value.typeUrl);
     switch (typeName) {
       case JwtAuthenticationSchema.typeName: {
         const compiled = compileJwtAuthn(unpackAs(c.value, JwtAuthenticationSchema, `${field}.typed_config`), deps.jwt);

@@ -4,7 +4,7 @@
 // request that had the unknown kid already got its 401, nothing here waits on the answer, and a
 // failure is only logged at debug. New keys, if any, arrive with the next LDS push.
 import { scope } from '../common/log.js';
-import { JwksRefreshClient } from '../xds/jwks-service.js';
+import { JwksRefreshClient } from '../envoy/jwks-service.js';
 import { statName, type StatsStore } from './stats.js';
 
 const log = scope('jwt');

@@ -31,15 +31,17 @@ import { TcpProxySchema, type TcpProxy } from '../gen/envoy/extensions/filters/n
 import { HttpConnectionManagerSchema } from '../gen/envoy/extensions/filters/network/http_connection_manager/v3/http_connection_manager_pb.js';
 import type { ClusterManager } from './cluster-manager.js';
 import { socketAddressOf } from './clusters.js';
-import { ConfigError, unappliedFields } from './config-error.js';
+import { ConfigError, unappliedFields, withinResource } from '../envoy/config-error.js';
+import { typeNameOf } from '../envoy/types.js';
 import { compileChainMatch, selectChain, type CompiledChainMatch, type ConnectionFacts } from './filter-chain-match.js';
-import type { JwtAuthnOptions } from './filters/jwt-authn.js';
+import type { JwtAuthnOptions } from '../envoy/jwt-authn.js';
 import { buildHcmForFilterChain, type FilterStats } from './http-connection-manager.js';
-import { normalizeIp } from './matchers.js';
-import { requestView } from './request.js';
+import { normalizeIp } from '../envoy/matchers.js';
+import { requestView } from '../envoy/request.js';
 import { connectionDestination, originalDstUnavailable, restoreOriginalDst } from './original-dst.js';
-import type { Address } from './request.js';
-import { durationMs, type RouteTable } from './router.js';
+import type { Address } from '../envoy/request.js';
+import { durationMs } from '../common/duration.js';
+import type { RouteTable } from './router.js';
 import { statName, type StatCounter, type StatName, type StatSample, type StatsStore } from './stats.js';
 
 const log = scope('conn_handler');
@@ -82,12 +84,6 @@ export interface ListenerDeps {
   readonly distribute?: (key: string, socket: Socket) => boolean;
   /** This process's worker index, for the per-worker listener stats (0: the main process). */
   readonly workerIndex?: number;
-}
-
-/** Re-prefixes a ConfigError's field with the listener it belongs to. */
-function within(prefix: string, e: unknown): unknown {
-  if (!(e instanceof ConfigError)) return e;
-  return new ConfigError(`${prefix}.${e.field}`, e.message.slice(e.field.length + 2));
 }
 
 interface ListenerCounters {
@@ -505,7 +501,7 @@ function listenerFilterTypes(l: Listener): Set<string> {
   l.listenerFilters.forEach((f, i) => {
     const c = f.configType;
     if (c.case !== 'typedConfig') throw new ConfigError(`listener_filters[${i}]`, 'typed_config is required');
-    const type = c.value.typeUrl.slice(c.value.typeUrl.lastIndexOf('/') + 1);
+    const type = typeNameOf(c.value.typeUrl);
     if (type !== HTTP_INSPECTOR && type !== TLS_INSPECTOR && type !== ORIGINAL_DST) {
       throw new ConfigError(`listener_filters[${i}].typed_config`, `listener filter type ${type} is not supported`);
     }
@@ -569,7 +565,7 @@ export class ListenerManager {
         try {
           listeners.set(msg.name, this.compile(msg));
         } catch (e) {
-          throw within(`listener ${msg.name}`, e);
+          throw withinResource(`listener ${msg.name}`, e);
         }
       }
     }
@@ -768,7 +764,7 @@ export class ListenerManager {
     fc.filters.forEach((f, i) => {
       const c = f.configType;
       if (c.case !== 'typedConfig') throw new ConfigError(`${field}.filters[${i}]`, 'typed_config is required');
-      const type = c.value.typeUrl.slice(c.value.typeUrl.lastIndexOf('/') + 1);
+      const type = typeNameOf(c.value.typeUrl);
       const terminal = type === HttpConnectionManagerSchema.typeName || type === TcpProxySchema.typeName;
       if (!terminal) throw new ConfigError(`${field}.filters[${i}].typed_config`, `network filter type ${type} is not supported`);
       if (i !== last) throw new ConfigError(`${field}.filters[${i}]`, `${f.name} is a terminal filter and must be the last one`);
@@ -789,7 +785,7 @@ export class ListenerManager {
       });
       return new HttpChain(name, match, handler, counters, this.deps.stats);
     } catch (e) {
-      throw within(`${field}.filters[${last}].typed_config`, e);
+      throw withinResource(`${field}.filters[${last}].typed_config`, e);
     }
   }
 

@@ -9,8 +9,8 @@ import { createRequire } from 'node:module';
 import { dirname, join } from 'node:path';
 import type { Socket } from 'node:net';
 import { fileURLToPath } from 'node:url';
-import { normalizeIp } from './matchers.js';
-import type { Destination } from './request.js';
+import { normalizeIp } from '../envoy/matchers.js';
+import type { Destination } from '../envoy/request.js';
 
 interface Addon {
   originalDst(fd: number): { address: string; port: number } | null;

@@ -6,7 +6,7 @@
 import type { Server } from 'node:http';
 import { registerScopes, scope } from '../common/log.js';
 import { closeServer } from '../debug/http.js';
-import type { AdsUpdate } from '../xds/adsc.js';
+import type { AdsUpdate } from '../envoy/ads-client.js';
 import { startAdmin, type AdminTarget } from './admin.js';
 import type { ProxyBootstrap } from './bootstrap.js';
 import { DynamicClusterManager } from './clusters.js';

@@ -1,6 +1,5 @@
 // Route matching: a config.route.v3.RouteConfiguration compiled once into a table that picks the
 // virtual host by the request's authority and the first route whose match holds, as Envoy does.
-import type { Duration } from '@bufbuild/protobuf/wkt';
 import type { HeaderValueOption } from '../gen/envoy/config/core/v3/base_pb.js';
 import { HeaderValueOption_HeaderAppendAction } from '../gen/envoy/config/core/v3/base_pb.js';
 import type { RouteConfiguration } from '../gen/envoy/config/route/v3/route_pb.js';
@@ -9,23 +8,16 @@ import {
   RouteAction_ClusterNotFoundResponseCode,
   RouteSchema,
   VirtualHostSchema,
-  type QueryParameterMatcher,
   type Route,
   type RouteAction,
-  type RouteMatch,
   type VirtualHost,
 } from '../gen/envoy/config/route/v3/route_components_pb.js';
 import { scope } from '../common/log.js';
-import { ConfigError, unappliedFields } from './config-error.js';
-import {
-  compileHeaderMatcher,
-  compileMetadataMatcher,
-  compileRegex,
-  compileStringMatcher,
-  readDataSource,
-  type Predicate,
-} from './matchers.js';
-import { pathOnly, type RequestView } from './request.js';
+import { ConfigError, unappliedFields } from '../envoy/config-error.js';
+import { durationMs } from '../common/duration.js';
+import { readDataSource, type Predicate } from '../envoy/matchers.js';
+import type { RequestView } from '../envoy/request.js';
+import { compileRouteMatch } from '../envoy/route-match.js';
 
 const log = scope('router');
 
@@ -97,93 +89,6 @@ export interface RouteTable {
 export interface RouteTableOptions {
   /** HCM strip_any_host_port, or the listener port for strip_matching_host_port. */
   readonly stripPort?: 'any' | number;
-}
-
-export function durationMs(d: Duration | undefined, fallback: number): number {
-  if (!d) return fallback;
-  return Number(d.seconds) * 1000 + Math.floor(d.nanos / 1e6);
-}
-
-function compileQueryMatcher(q: QueryParameterMatcher, field: string): Predicate<URLSearchParams> {
-  const name = q.name;
-  const spec = q.queryParameterMatchSpecifier;
-  if (spec.case === 'stringMatch') {
-    const m = compileStringMatcher(spec.value, `${field}.string_match`);
-    return (params) => {
-      const v = params.get(name);
-      return v !== null && m(v);
-    };
-  }
-  if (spec.case === 'presentMatch') {
-    const want = spec.value;
-    return (params) => params.has(name) === want;
-  }
-  throw new ConfigError(field, 'string_match or present_match is required');
-}
-
-export interface CompiledRouteMatch {
-  readonly test: Predicate<RequestView>;
-  readonly prefix?: string;
-}
-
-/** config.route.v3.RouteMatch: path (prefix/path/safe_regex/path_separated_prefix) and headers etc. */
-export function compileRouteMatch(m: RouteMatch | undefined, field: string): CompiledRouteMatch {
-  if (!m) throw new ConfigError(field, 'a match is required');
-  const caseSensitive = m.caseSensitive ?? true;
-  const fold = (s: string): string => (caseSensitive ? s : s.toLowerCase());
-  const ps = m.pathSpecifier;
-  let path: Predicate<string>;
-  let prefix: string | undefined;
-  switch (ps.case) {
-    case 'prefix': {
-      const want = fold(ps.value);
-      prefix = ps.value;
-      path = (p) => fold(p).startsWith(want);
-      break;
-    }
-    case 'path': {
-      const want = fold(ps.value);
-      path = (p) => fold(p) === want;
-      break;
-    }
-    case 'safeRegex': {
-      const re = compileRegex(ps.value.regex, `${field}.safe_regex.regex`);
-      path = (p) => re.test(p);
-      break;
-    }
-    case 'pathSeparatedPrefix': {
-      const want = fold(ps.value);
-      prefix = ps.value;
-      path = (p) => {
-        const f = fold(p);
-        return f === want || f.startsWith(`${want}/`);
-      };
-      break;
-    }
-    default:
-      throw new ConfigError(field, `path specifier ${ps.case ?? '(none)'} is not supported (expected prefix, path, safe_regex or path_separated_prefix)`);
-  }
-  if (m.runtimeFraction || m.tlsContext) {
-    throw new ConfigError(field, 'runtime_fraction and tls_context matches are not supported');
-  }
-  const headers = m.headers.map((h, i) => compileHeaderMatcher(h, `${field}.headers[${i}]`));
-  if (m.grpc) {
-    headers.push((get) => (get('content-type') ?? '').startsWith('application/grpc'));
-  }
-  const query = m.queryParameters.map((q, i) => compileQueryMatcher(q, `${field}.query_parameters[${i}]`));
-  const metadata = m.dynamicMetadata.map((d, i) => compileMetadataMatcher(d, `${field}.dynamic_metadata[${i}]`));
-  const test: Predicate<RequestView> = (req) => {
-    if (!path(pathOnly(req.path))) return false;
-    for (const h of headers) if (!h(req.header)) return false;
-    if (query.length > 0) {
-      const q = req.path.indexOf('?');
-      const params = new URLSearchParams(q < 0 ? '' : req.path.slice(q + 1));
-      for (const t of query) if (!t(params)) return false;
-    }
-    for (const md of metadata) if (!md(req.metadata)) return false;
-    return true;
-  };
-  return prefix === undefined ? { test } : { test, prefix };
 }
 
 function compileMutation(add: readonly HeaderValueOption[], remove: readonly string[], field: string): HeaderMutation {

@@ -20,8 +20,8 @@ import { fileURLToPath } from 'node:url';
 import { toBinary } from '@bufbuild/protobuf';
 import { listScopes, scope, type Level } from '../common/log.js';
 import { ClusterSchema, type Cluster } from '../gen/envoy/config/cluster/v3/cluster_pb.js';
-import type { AdsUpdate } from '../xds/adsc.js';
-import { TypeUrl } from '../xds/types.js';
+import type { AdsUpdate } from '../envoy/ads-client.js';
+import { TypeUrl } from '../envoy/types.js';
 import type { StatSample } from './stats.js';
 
 const log = scope('main');

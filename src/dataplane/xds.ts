@@ -14,10 +14,10 @@ import type { Node } from '../gen/envoy/config/core/v3/base_pb.js';
 import type { ClusterLoadAssignment } from '../gen/envoy/config/endpoint/v3/endpoint_pb.js';
 import type { Listener } from '../gen/envoy/config/listener/v3/listener_pb.js';
 import { RouteConfigurationSchema, type RouteConfiguration } from '../gen/envoy/config/route/v3/route_pb.js';
-import { AdsClient, routeNames, type AdsUpdate } from '../xds/adsc.js';
-import { shortTypeName, TypeUrl } from '../xds/types.js';
+import { AdsClient, routeNames, type AdsUpdate } from '../envoy/ads-client.js';
+import { shortTypeName, TypeUrl } from '../envoy/types.js';
 import type { DynamicClusterManager } from './clusters.js';
-import { ConfigError } from './config-error.js';
+import { ConfigError, withinResource } from '../envoy/config-error.js';
 import type { ListenerManager, ListenerPlan } from './listener-manager.js';
 import { compileRouteConfiguration, type RouteTable } from './router.js';
 import { statName, type StatCounter, type StatsStore } from './stats.js';
@@ -165,8 +165,7 @@ export class ResourceApplier {
           try {
             next.set(rc.name, { table: compileRouteConfiguration(rc), message: rc });
           } catch (e) {
-            if (e instanceof ConfigError) throw new ConfigError(`route_configuration ${rc.name}.${e.field}`, e.message.slice(e.field.length + 2));
-            throw e;
+            throw withinResource(`route_configuration ${rc.name}`, e);
           }
         }
         // A name missing from the response is one no longer subscribed, not a deletion (Envoy keeps

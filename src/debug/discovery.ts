@@ -11,13 +11,13 @@ import type { PushContext } from '../model/push-context.js';
 import type { WorkloadRef } from '../model/selection.js';
 import type { ServiceRegistry } from '../registry/types.js';
 import type { JwksResolver } from '../security/authn/jwks-resolver.js';
-import { ConfigError } from '../dataplane/config-error.js';
+import { ConfigError } from '../envoy/config-error.js';
 import { explainForWorkload, type ExplainRequest } from '../security/explain.js';
 import { buildWorkloadSecurity, securityHttpFilters } from '../security/filters.js';
 import type { ProxyInfo, ResourceGenerator } from '../xds/generator.js';
 import { proxyOf } from '../xds/generators/index.js';
 import type { XdsServer } from '../xds/server.js';
-import { registry as envoyTypes, unpackAny } from '../xds/types.js';
+import { messageNameOf, registry as envoyTypes, unpackAny } from '../envoy/types.js';
 import { toJson } from '@bufbuild/protobuf';
 import { BodyTooLarge, readBody, sendJson, type Mux } from './http.js';
 
@@ -54,7 +54,7 @@ async function configDump(deps: DiscoveryDebugDeps, info: ProxyInfo): Promise<Js
     const watch = deps.xds.connections().find((c) => c.proxyId === info.id)?.watches.find((w) => w.typeUrl === typeUrl);
     const subscription = { wildcard: watch ? watch.wildcard : true, names: new Set(watch?.names ?? []) };
     const resources = await gen.generate({ proxy: info, typeUrl, subscription });
-    dump[typeUrl.slice(typeUrl.lastIndexOf('.') + 1)] = resources.map((r) => ({ name: r.name, ...(watch?.acked ? { ackedVersion: watch.acked.version } : {}), resource: anyJson(r.resource) }));
+    dump[messageNameOf(typeUrl)] = resources.map((r) => ({ name: r.name, ...(watch?.acked ? { ackedVersion: watch.acked.version } : {}), resource: anyJson(r.resource) }));
   }
   return dump;
 }

@@ -4,7 +4,7 @@ import { create, type MessageInitShape } from '@bufbuild/protobuf';
 import { Cluster_DiscoveryType, Cluster_LbPolicy, ClusterSchema, type Cluster } from '../gen/envoy/config/cluster/v3/cluster_pb.js';
 import { HttpProtocolOptionsSchema } from '../gen/envoy/extensions/upstreams/http/v3/http_protocol_options_pb.js';
 import { isHttp2Protocol, type Protocol, type Service, type ServicePort } from '../model/service.js';
-import { pack } from '../xds/types.js';
+import { pack } from '../envoy/types.js';
 import { adsConfigSource, seconds } from './common.js';
 import { buildLoadAssignment, type EndpointInput } from './endpoint.js';
 import { BLACKHOLE_CLUSTER, inboundClusterName, outboundClusterName, PASSTHROUGH_CLUSTER } from './names.js';

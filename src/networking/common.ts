@@ -14,11 +14,9 @@ import {
 } from '../gen/envoy/extensions/filters/network/http_connection_manager/v3/http_connection_manager_pb.js';
 import { TcpProxySchema } from '../gen/envoy/extensions/filters/network/tcp_proxy/v3/tcp_proxy_pb.js';
 import { FilterSchema, type Filter } from '../gen/envoy/config/listener/v3/listener_components_pb.js';
-import { pack } from '../xds/types.js';
+import { HCM_FILTER_NAME, ROUTER_FILTER_NAME, TCP_PROXY_FILTER_NAME } from '../envoy/names.js';
+import { pack } from '../envoy/types.js';
 
-export const HCM_FILTER_NAME = 'envoy.filters.network.http_connection_manager';
-export const TCP_PROXY_FILTER_NAME = 'envoy.filters.network.tcp_proxy';
-export const ROUTER_FILTER_NAME = 'envoy.filters.http.router';
 
 export function socketAddress(address: string, port: number): Address {
   return create(AddressSchema, {

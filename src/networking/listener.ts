@@ -9,7 +9,8 @@ import { HttpInspectorSchema } from '../gen/envoy/extensions/filters/listener/ht
 import type { HttpFilter } from '../gen/envoy/extensions/filters/network/http_connection_manager/v3/http_connection_manager_pb.js';
 import type { OutboundTrafficMode } from '../model/push-context.js';
 import { isHttpProtocol, type Protocol, type Service } from '../model/service.js';
-import { pack } from '../xds/types.js';
+import { HTTP_INSPECTOR_FILTER_NAME } from '../envoy/names.js';
+import { pack } from '../envoy/types.js';
 import { hcmFilter, seconds, socketAddress, tcpProxyFilter } from './common.js';
 import {
   BLACKHOLE_CLUSTER,
@@ -26,7 +27,6 @@ import {
 } from './names.js';
 import { buildInboundRouteConfig } from './route.js';
 
-const HTTP_INSPECTOR = 'envoy.filters.listener.http_inspector';
 /** What http_inspector reports for plaintext HTTP. */
 const HTTP_APPLICATION_PROTOCOLS = ['http/1.0', 'http/1.1', 'h2c'];
 
@@ -80,7 +80,7 @@ function sniffs(p: InboundPort, opts: InboundOptions): boolean {
 }
 
 function httpInspector(): ListenerInit['listenerFilters'] {
-  return [create(ListenerFilterSchema, { name: HTTP_INSPECTOR, configType: { case: 'typedConfig', value: pack(HttpInspectorSchema, {}) } })];
+  return [create(ListenerFilterSchema, { name: HTTP_INSPECTOR_FILTER_NAME, configType: { case: 'typedConfig', value: pack(HttpInspectorSchema, {}) } })];
 }
 
 /**

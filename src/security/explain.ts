@@ -7,14 +7,15 @@
 // condition, each re-checked with the data plane's own matcher compilers.
 import type { JsonObject, JsonValue } from '@bufbuild/protobuf';
 import type { AuthorizationAction, AuthorizationPolicy, RequestAuthentication, Rule } from '../api/types.js';
-import { compileJwtAuthn } from '../dataplane/filters/jwt-authn.js';
-import { compilePermission, compilePrincipal, compileRbacFilter, type RbacExplanation } from '../dataplane/filters/rbac.js';
-import { pathOnly, requestView, type RequestView, type StreamRequest } from '../dataplane/request.js';
+import { compileJwtAuthn } from '../envoy/jwt-authn.js';
+import { compilePermission, compilePrincipal, compileRbacFilter, type RbacExplanation } from '../envoy/rbac.js';
+import { pathOnly, requestView, type RequestView, type StreamRequest } from '../envoy/request.js';
 import type { JwtAuthentication } from '../gen/envoy/extensions/filters/http/jwt_authn/v3/config_pb.js';
 import type { Permission, Policy, Principal } from '../gen/envoy/config/rbac/v3/rbac_pb.js';
 import type { WorkloadRef } from '../model/selection.js';
 import type { JwksLookup } from './authn/builder.js';
-import { JWT_AUTHN_FILTER_NAME, JWT_PAYLOAD_METADATA_KEY } from './authn/names.js';
+import { JWT_AUTHN_FILTER_NAME } from '../envoy/names.js';
+import { JWT_PAYLOAD_METADATA_KEY } from './authn/names.js';
 import { parseRbacPolicyName, type RbacFilter } from './authz/builder.js';
 import type { ClauseInfo, PolicyLayout } from './authz/rule.js';
 import { bracketPath } from './authz/translators.js';

@@ -7,7 +7,7 @@ import { anyPack } from '@bufbuild/protobuf/wkt';
 import { JwtAuthenticationSchema, type JwtAuthentication } from '../gen/envoy/extensions/filters/http/jwt_authn/v3/config_pb.js';
 import { RBACSchema } from '../gen/envoy/extensions/filters/http/rbac/v3/rbac_pb.js';
 import { HttpFilterSchema, type HttpFilter } from '../gen/envoy/extensions/filters/network/http_connection_manager/v3/http_connection_manager_pb.js';
-import { JWT_AUTHN_FILTER_NAME, RBAC_FILTER_NAME } from './authn/names.js';
+import { JWT_AUTHN_FILTER_NAME, RBAC_FILTER_NAME } from '../envoy/names.js';
 import { buildJwtAuthn, type JwksLookup } from './authn/builder.js';
 import { buildRbacFilters, type RbacFilter } from './authz/builder.js';
 import { selectPolicies, type WorkloadRef } from '../model/selection.js';

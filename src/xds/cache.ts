@@ -15,40 +15,45 @@
 //    records per `<type URL> <version>`, shared by every stream sent that version.
 import { createHash } from 'node:crypto';
 import type { Any } from '@bufbuild/protobuf/wkt';
+import { LRUCache } from 'lru-cache';
 import { settingDefault } from '../common/env.js';
 import { counter, gauge } from '../common/metrics.js';
 import type { VersionedResource } from './connection.js';
 import type { XdsResource } from './generator.js';
 
-/** A least-recently-used map: reading an entry refreshes it; beyond `limit` (> 0) entries the oldest goes. */
-export class Lru<V> {
-  /** Least recently used first (a Map keeps insertion order). */
-  private readonly entries = new Map<string, V>();
+/**
+ * A least-recently-used map (lru-cache) that reports its evictions: reading an entry refreshes it;
+ * beyond `limit` entries the least recently used goes; a limit <= 0 is unbounded (a plain map).
+ */
+export class Lru<V extends NonNullable<unknown>> {
+  private readonly entries: LRUCache<string, V> | Map<string, V>;
+  private evictions = 0;
 
-  constructor(private readonly limit: number) {}
+  constructor(limit: number) {
+    this.entries =
+      limit > 0
+        ? new LRUCache<string, V>({
+            max: limit,
+            dispose: (_v, _k, reason) => {
+              if (reason === 'evict') this.evictions++;
+            },
+          })
+        : new Map();
+  }
 
   get size(): number {
     return this.entries.size;
   }
 
   get(key: string): V | undefined {
-    const value = this.entries.get(key);
-    if (value === undefined) return undefined;
-    this.entries.delete(key);
-    this.entries.set(key, value);
-    return value;
+    return this.entries.get(key);
   }
 
   /** Stores `value`; returns how many entries were evicted to stay within the limit. */
   set(key: string, value: V): number {
-    this.entries.delete(key);
+    const before = this.evictions;
     this.entries.set(key, value);
-    let evicted = 0;
-    while (this.limit > 0 && this.entries.size > this.limit) {
-      this.entries.delete(this.entries.keys().next().value!);
-      evicted++;
-    }
-    return evicted;
+    return this.evictions - before;
   }
 
   /** The entry of `key`, made and stored on a miss. */

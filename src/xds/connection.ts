@@ -7,7 +7,7 @@ import { createHash } from 'node:crypto';
 import type { Any } from '@bufbuild/protobuf/wkt';
 import type { Status } from '../gen/google/rpc/status_pb.js';
 import type { ProxyInfo, Subscription } from './generator.js';
-import { isWildcardType, shortTypeName } from './types.js';
+import { isWildcardType, shortTypeName } from '../envoy/types.js';
 
 export const WILDCARD = '*';
 

@@ -36,8 +36,8 @@ import { ResponseCache, versioned } from './cache.js';
 import { Connection, setVersion, type ConnectionStatus, type Delivery, type ReplyKind, type VersionedResource, type Watch } from './connection.js';
 import { clientStatus } from './csds.js';
 import { XdsStreamError, type ProxyInfo, type PushRequest, type ResourceGenerator } from './generator.js';
-import { grpcServiceDefinition } from './grpc-service.js';
-import { isWildcardType, shortTypeName, TypeUrl } from './types.js';
+import { grpcServiceDefinition } from '../envoy/grpc-service.js';
+import { isWildcardType, shortTypeName, TypeUrl } from '../envoy/types.js';
 
 const log = scope('ads');
 

@@ -5,8 +5,8 @@ import { ClusterSchema, Cluster_DiscoveryType } from '../../src/gen/envoy/config
 import { ClusterLoadAssignmentSchema } from '../../src/gen/envoy/config/endpoint/v3/endpoint_pb.js';
 import { ListenerSchema } from '../../src/gen/envoy/config/listener/v3/listener_pb.js';
 import { RouteConfigurationSchema } from '../../src/gen/envoy/config/route/v3/route_pb.js';
-import { AdsClient } from '../../src/xds/adsc.js';
-import { TypeUrl, unpack } from '../../src/xds/types.js';
+import { AdsClient } from '../../src/envoy/ads-client.js';
+import { TypeUrl, unpack } from '../../src/envoy/types.js';
 import { eventually } from '../helpers/proc.js';
 import { startServer } from '../xds/harness.js';
 import { rdsListener } from './resources.js';

@@ -1,7 +1,7 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { AdsClient, type AdsUpdate } from '../../src/xds/adsc.js';
-import { TypeUrl } from '../../src/xds/types.js';
+import { AdsClient, type AdsUpdate } from '../../src/envoy/ads-client.js';
+import { TypeUrl } from '../../src/envoy/types.js';
 import { FakeAds } from './fake-ads.js';
 import { edsCluster, endpoints, rdsListener, route } from './resources.js';
 import { eventually } from '../helpers/proc.js';

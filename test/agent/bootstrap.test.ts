@@ -5,7 +5,7 @@ import { BootstrapSchema } from '../../src/gen/envoy/config/bootstrap/v3/bootstr
 import { Cluster_DiscoveryType } from '../../src/gen/envoy/config/cluster/v3/cluster_pb.js';
 import { ApiConfigSource_ApiType, ApiVersion } from '../../src/gen/envoy/config/core/v3/config_source_pb.js';
 import { HttpProtocolOptionsSchema } from '../../src/gen/envoy/extensions/upstreams/http/v3/http_protocol_options_pb.js';
-import { fromEnvoyJson, unpack } from '../../src/xds/types.js';
+import { fromEnvoyJson, unpack } from '../../src/envoy/types.js';
 import { bootstrapJson, buildBootstrap, renderTemplate, templateValues, XDS_CLUSTER, type BootstrapInputs } from '../../src/agent/bootstrap.js';
 import { mergeProxyConfig, PROXY_CONFIG_DEFAULTS } from '../../src/agent/mesh-config.js';
 import { buildNodeIdentity } from '../../src/agent/node.js';

@@ -5,7 +5,7 @@ import type { Any } from '@bufbuild/protobuf/wkt';
 import { Server, ServerCredentials, status, type ServerDuplexStream } from '@grpc/grpc-js';
 import { AggregatedDiscoveryService } from '../../src/gen/envoy/service/discovery/v3/ads_pb.js';
 import { DiscoveryResponseSchema, type DiscoveryRequest, type DiscoveryResponse } from '../../src/gen/envoy/service/discovery/v3/discovery_pb.js';
-import { grpcServiceDefinition } from '../../src/xds/grpc-service.js';
+import { grpcServiceDefinition } from '../../src/envoy/grpc-service.js';
 
 /** Items consumed in arrival order; `next()` rejects once the source ended and nothing is left. */
 export class Inbox<T> {

@@ -6,7 +6,7 @@ import { RouteConfigurationSchema } from '../../src/gen/envoy/config/route/v3/ro
 import { ClusterLoadAssignmentSchema } from '../../src/gen/envoy/config/endpoint/v3/endpoint_pb.js';
 import { HttpConnectionManagerSchema } from '../../src/gen/envoy/extensions/filters/network/http_connection_manager/v3/http_connection_manager_pb.js';
 import { ApiVersion } from '../../src/gen/envoy/config/core/v3/config_source_pb.js';
-import { pack } from '../../src/xds/types.js';
+import { pack } from '../../src/envoy/types.js';
 
 export function edsCluster(name: string): Any {
   return pack(ClusterSchema, {

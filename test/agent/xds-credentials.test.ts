@@ -8,8 +8,8 @@ import { loadSettings } from '../../src/common/env.js';
 import { selfSignedCertificate } from '../../src/webhooks/selfsigned.js';
 import { xdsCredentials } from '../../src/agent/xds-credentials.js';
 import { XdsProxy } from '../../src/agent/xds-proxy.js';
-import { AdsClient } from '../../src/xds/adsc.js';
-import { TypeUrl } from '../../src/xds/types.js';
+import { AdsClient } from '../../src/envoy/ads-client.js';
+import { TypeUrl } from '../../src/envoy/types.js';
 import { FakeAds } from './fake-ads.js';
 
 test('XDS_ROOT_CA=<file>: the upstream stream is TLS, verified against that root', async (t) => {

@@ -7,8 +7,8 @@ import { Cluster_DiscoveryType, Cluster_LbPolicy, ClusterSchema } from '../../sr
 import { HealthStatus } from '../../src/gen/envoy/config/core/v3/health_check_pb.js';
 import { ClusterLoadAssignmentSchema } from '../../src/gen/envoy/config/endpoint/v3/endpoint_pb.js';
 import { DynamicClusterManager } from '../../src/dataplane/clusters.js';
-import { ConfigError } from '../../src/dataplane/config-error.js';
-import { requestView } from '../../src/dataplane/request.js';
+import { ConfigError } from '../../src/envoy/config-error.js';
+import { requestView } from '../../src/envoy/request.js';
 import { StatsStore } from '../../src/dataplane/stats.js';
 
 type ClusterInit = MessageInitShape<typeof ClusterSchema>;

@@ -14,8 +14,9 @@ import { RBACSchema } from '../../src/gen/envoy/extensions/filters/http/rbac/v3/
 import { RouterSchema } from '../../src/gen/envoy/extensions/filters/http/router/v3/router_pb.js';
 import { HttpConnectionManagerSchema } from '../../src/gen/envoy/extensions/filters/network/http_connection_manager/v3/http_connection_manager_pb.js';
 import { StaticClusterManager } from '../../src/dataplane/cluster-manager.js';
-import { ConfigError } from '../../src/dataplane/config-error.js';
-import { buildHcmForFilterChain, HCM_FILTER_NAME, type HttpConnectionManagerHandler } from '../../src/dataplane/http-connection-manager.js';
+import { ConfigError } from '../../src/envoy/config-error.js';
+import { buildHcmForFilterChain, type HttpConnectionManagerHandler } from '../../src/dataplane/http-connection-manager.js';
+import { HCM_FILTER_NAME } from '../../src/envoy/names.js';
 import { close, listen } from '../helpers/http.js';
 import { ISSUER, jwks, meshJwtAuthn, meshProvider, mint, testKey, type TestKey } from './fixtures.js';
 

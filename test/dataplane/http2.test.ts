@@ -19,7 +19,7 @@ import { HttpConnectionManager_CodecType, HttpConnectionManagerSchema } from '..
 import { HttpProtocolOptionsSchema } from '../../src/gen/envoy/extensions/upstreams/http/v3/http_protocol_options_pb.js';
 import { loadBootstrap } from '../../src/dataplane/bootstrap.js';
 import { MeshProxy } from '../../src/dataplane/proxy.js';
-import { pack, TypeUrl, unpack } from '../../src/xds/types.js';
+import { pack, TypeUrl, unpack } from '../../src/envoy/types.js';
 import { eventually } from '../helpers/proc.js';
 import { ISSUER, jwks, meshJwtAuthn, meshProvider, mint, testKey } from './fixtures.js';
 import { FixtureAds, hcmChain, listener, staticCluster, writeBootstrap } from './xds-fixtures.js';

@@ -4,9 +4,10 @@ import { before, describe, it } from 'node:test';
 import { create } from '@bufbuild/protobuf';
 import { exportSPKI, importJWK } from 'jose';
 import { JwtAuthenticationSchema } from '../../src/gen/envoy/extensions/filters/http/jwt_authn/v3/config_pb.js';
-import { ConfigError } from '../../src/dataplane/config-error.js';
-import { compileJwtAuthn, JWT_AUTHN_FILTER_NAME, JwtStatus, parseJwt, type JwtAuthnOptions } from '../../src/dataplane/filters/jwt-authn.js';
-import { requestView, type StreamRequest } from '../../src/dataplane/request.js';
+import { ConfigError } from '../../src/envoy/config-error.js';
+import { compileJwtAuthn, JwtStatus, parseJwt, type JwtAuthnOptions } from '../../src/envoy/jwt-authn.js';
+import { JWT_AUTHN_FILTER_NAME } from '../../src/envoy/names.js';
+import { requestView, type StreamRequest } from '../../src/envoy/request.js';
 import { b64, ISSUER, jwks, meshJwtAuthn, meshProvider, mint, OTHER_ISSUER, testKey, type TestKey } from './fixtures.js';
 
 let rsa: TestKey;

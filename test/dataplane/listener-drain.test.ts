@@ -12,7 +12,7 @@ import { TrafficDirection } from '../../src/gen/envoy/config/core/v3/base_pb.js'
 import { HttpInspectorSchema } from '../../src/gen/envoy/extensions/filters/listener/http_inspector/v3/http_inspector_pb.js';
 import { loadBootstrap } from '../../src/dataplane/bootstrap.js';
 import { MeshProxy } from '../../src/dataplane/proxy.js';
-import { pack, TypeUrl } from '../../src/xds/types.js';
+import { pack, TypeUrl } from '../../src/envoy/types.js';
 import { eventually } from '../helpers/proc.js';
 import { FixtureAds, hcmChain, listener, staticCluster, tcpChain, writeBootstrap } from './xds-fixtures.js';
 

@@ -9,7 +9,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { freePort } from '../../samples/local-mesh.js';
-import { TypeUrl } from '../../src/xds/types.js';
+import { TypeUrl } from '../../src/envoy/types.js';
 import { eventually, run, Running, start, statValue } from '../helpers/proc.js';
 import { bootstrapJson, FixtureAds, hcmChain, listener, staticCluster, writeBootstrap } from './xds-fixtures.js';
 

@@ -3,10 +3,11 @@ import { describe, it } from 'node:test';
 import { create, type MessageInitShape } from '@bufbuild/protobuf';
 import { RBAC_Action, RBACSchema as RbacRulesSchema, type PermissionSchema, type PrincipalSchema } from '../../src/gen/envoy/config/rbac/v3/rbac_pb.js';
 import { RBACSchema } from '../../src/gen/envoy/extensions/filters/http/rbac/v3/rbac_pb.js';
-import { ConfigError } from '../../src/dataplane/config-error.js';
-import { compileRbacEngine, compileRbacFilter, RBAC_DENIED_BODY, RBAC_FILTER_NAME } from '../../src/dataplane/filters/rbac.js';
-import { requestView, type RequestViewInit } from '../../src/dataplane/request.js';
-import { metadataValue } from '../../src/dataplane/matchers.js';
+import { ConfigError } from '../../src/envoy/config-error.js';
+import { compileRbacEngine, compileRbacFilter, RBAC_DENIED_BODY } from '../../src/envoy/rbac.js';
+import { RBAC_FILTER_NAME } from '../../src/envoy/names.js';
+import { requestView, type RequestViewInit } from '../../src/envoy/request.js';
+import { metadataValue } from '../../src/envoy/matchers.js';
 
 type PermissionInit = MessageInitShape<typeof PermissionSchema>;
 type PrincipalInit = MessageInitShape<typeof PrincipalSchema>;

@@ -4,8 +4,8 @@ import { create, type MessageInitShape } from '@bufbuild/protobuf';
 import { AnySchema } from '@bufbuild/protobuf/wkt';
 import { RouteConfigurationSchema } from '../../src/gen/envoy/config/route/v3/route_pb.js';
 import type { RouteSchema } from '../../src/gen/envoy/config/route/v3/route_components_pb.js';
-import { ConfigError } from '../../src/dataplane/config-error.js';
-import { requestView } from '../../src/dataplane/request.js';
+import { ConfigError } from '../../src/envoy/config-error.js';
+import { requestView } from '../../src/envoy/request.js';
 import { compileRouteConfiguration, DEFAULT_ROUTE_TIMEOUT_MS, stripHostPort } from '../../src/dataplane/router.js';
 
 type RouteInit = MessageInitShape<typeof RouteSchema>;

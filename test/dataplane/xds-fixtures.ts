@@ -18,7 +18,7 @@ import { HttpConnectionManagerSchema } from '../../src/gen/envoy/extensions/filt
 import { TcpProxySchema } from '../../src/gen/envoy/extensions/filters/network/tcp_proxy/v3/tcp_proxy_pb.js';
 import type { XdsResource } from '../../src/xds/generator.js';
 import { XdsServer } from '../../src/xds/server.js';
-import { pack, TypeUrl } from '../../src/xds/types.js';
+import { pack, TypeUrl } from '../../src/envoy/types.js';
 
 type PolicyInit = MessageInitShape<typeof PolicySchema>;
 type ChainInit = Exclude<MessageInitShape<typeof FilterChainSchema>, FilterChain>;

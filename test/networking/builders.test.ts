@@ -8,7 +8,7 @@ import { HttpProtocolOptionsSchema } from '../../src/gen/envoy/extensions/upstre
 import { ApiVersion } from '../../src/gen/envoy/config/core/v3/config_source_pb.js';
 import { TrafficDirection } from '../../src/gen/envoy/config/core/v3/base_pb.js';
 import { RouterSchema } from '../../src/gen/envoy/extensions/filters/http/router/v3/router_pb.js';
-import { pack, unpack } from '../../src/xds/types.js';
+import { pack, unpack } from '../../src/envoy/types.js';
 import { addr, hcmOf, listenerByName, svc, tcpClusterOf } from './envoy.js';
 import { blackHoleCluster, buildInboundCluster, buildOutboundCluster, passthroughCluster } from '../../src/networking/cluster.js';
 import { buildLoadAssignment } from '../../src/networking/endpoint.js';

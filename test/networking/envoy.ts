@@ -9,7 +9,7 @@ import {
   type HttpConnectionManager,
 } from '../../src/gen/envoy/extensions/filters/network/http_connection_manager/v3/http_connection_manager_pb.js';
 import type { Service } from '../../src/model/service.js';
-import { unpack } from '../../src/xds/types.js';
+import { unpack } from '../../src/envoy/types.js';
 
 export function svc(init: Partial<Service> & Pick<Service, 'hostname' | 'ports'>): Service {
   return { namespace: 'foo', addresses: [], resolution: 'STATIC', exportTo: [], external: false, registry: 'Mock', labels: {}, ...init };

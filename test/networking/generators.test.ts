@@ -21,7 +21,7 @@ import { HttpConnectionManagerSchema } from '../../src/gen/envoy/extensions/filt
 import { RouterSchema } from '../../src/gen/envoy/extensions/filters/http/router/v3/router_pb.js';
 import { XdsStreamError, type ProxyInfo, type ResourceGenerator, type XdsResource } from '../../src/xds/generator.js';
 import { createMeshGenerators, proxyOf } from '../../src/xds/generators/index.js';
-import { pack, toEnvoyJson, TypeUrl, unpack, unpackAny } from '../../src/xds/types.js';
+import { pack, toEnvoyJson, TypeUrl, unpack, unpackAny } from '../../src/envoy/types.js';
 import type { PushContext } from '../../src/model/push-context.js';
 import { MockRegistry } from '../../src/registry/mock.js';
 import { MESH, pushOf, serviceEntry, sidecar } from './fixtures.js';

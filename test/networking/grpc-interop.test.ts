@@ -10,7 +10,7 @@ import { PushContext } from '../../src/model/push-context.js';
 import { MockRegistry } from '../../src/registry/mock.js';
 import { createMeshGenerators, proxyOf } from '../../src/xds/generators/index.js';
 import { XdsServer } from '../../src/xds/server.js';
-import { TypeUrl } from '../../src/xds/types.js';
+import { TypeUrl } from '../../src/envoy/types.js';
 import { freePort } from '../../samples/local-mesh.js';
 import { eventually } from '../helpers/proc.js';
 import { storeOf } from './fixtures.js';

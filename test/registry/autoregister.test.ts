@@ -27,13 +27,13 @@ import { ClusterLoadAssignmentSchema } from '../../src/gen/envoy/config/endpoint
 import { ClusterSchema } from '../../src/gen/envoy/config/cluster/v3/cluster_pb.js';
 import { ListenerSchema } from '../../src/gen/envoy/config/listener/v3/listener_pb.js';
 import type { DiscoveryResponse } from '../../src/gen/envoy/service/discovery/v3/discovery_pb.js';
-import { TypeUrl, unpack } from '../../src/xds/types.js';
+import { TypeUrl, unpack } from '../../src/envoy/types.js';
 import { eventually } from '../helpers/proc.js';
 import { hcmOf } from '../networking/envoy.js';
 import { localDiscoveryOptions } from '../security/fixtures.js';
 import { counterValue, sotw, type SotwStream } from '../xds/harness.js';
 import { AggregatedDiscoveryService } from '../../src/gen/envoy/service/discovery/v3/ads_pb.js';
-import { grpcClient } from '../../src/xds/grpc-service.js';
+import { grpcClient } from '../../src/envoy/grpc-service.js';
 import { credentials } from '@grpc/grpc-js';
 import type { AdsClient } from '../xds/harness.js';
 

@@ -3,7 +3,7 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { exportJWK, generateKeyPair } from 'jose';
 import { buildJwtAuthn, type JwksLookup } from '../../src/security/authn/builder.js';
-import { FAIL_CLOSED_JWKS, checkJwks } from '../../src/security/authn/jwks.js';
+import { FAIL_CLOSED_JWKS, checkJwks } from '../../src/envoy/jwks.js';
 import { selectPolicies } from '../../src/model/selection.js';
 import { authz, jwtJson, reqAuthn } from './fixtures.js';
 

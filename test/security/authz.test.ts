@@ -5,7 +5,7 @@ import type { JsonValue } from '@bufbuild/protobuf';
 import { buildRbacFilters, parseRbacPolicyName, rbacPolicyName } from '../../src/security/authz/builder.js';
 import { requestPrincipalSplits, stringMatcher } from '../../src/security/authz/matchers.js';
 import { StringMatcherSchema } from '../../src/gen/envoy/type/matcher/v3/string_pb.js';
-import { toEnvoyJson } from '../../src/xds/types.js';
+import { toEnvoyJson } from '../../src/envoy/types.js';
 import type { Rule } from '../../src/api/types.js';
 import { andIds, andRules, authz, claim, idValues, issSub, notId, notRule, onlyPolicy, orIds, orRules, rbacAllows, rbacJson, ruleValues, withPayload } from './fixtures.js';
 

@@ -11,7 +11,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { SignJWT, exportJWK, generateKeyPair } from 'jose';
 import { DiscoveryServer } from '../../src/cli/discovery-server.js';
-import { JwksRefreshClient } from '../../src/xds/jwks-service.js';
+import { JwksRefreshClient } from '../../src/envoy/jwks-service.js';
 import { setScopeLevel } from '../../src/common/log.js';
 import { eventually } from '../helpers/proc.js';
 import { localDiscoveryOptions } from './fixtures.js';

@@ -4,7 +4,7 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { SignJWT, exportJWK, generateKeyPair } from 'jose';
-import type { RequestViewInit } from '../../src/dataplane/request.js';
+import type { RequestViewInit } from '../../src/envoy/request.js';
 import { buildRbacFilters } from '../../src/security/authz/builder.js';
 import { explain } from '../../src/security/explain.js';
 import { buildWorkloadSecurity } from '../../src/security/filters.js';

@@ -1,12 +1,12 @@
 // Policy fixtures and helpers shared by the security tests.
 import type { JsonObject, JsonValue } from '@bufbuild/protobuf';
 import type { DiscoveryOptions } from '../../src/cli/discovery-server.js';
-import { compileRbacFilter } from '../../src/dataplane/filters/rbac.js';
-import { requestView, type RequestViewInit } from '../../src/dataplane/request.js';
+import { compileRbacFilter } from '../../src/envoy/rbac.js';
+import { requestView, type RequestViewInit } from '../../src/envoy/request.js';
 import type { AuthorizationPolicy, AuthorizationPolicySpec, RequestAuthentication, RequestAuthenticationSpec } from '../../src/api/types.js';
 import { RBACSchema, type RBAC } from '../../src/gen/envoy/extensions/filters/http/rbac/v3/rbac_pb.js';
 import { JwtAuthenticationSchema, type JwtAuthentication } from '../../src/gen/envoy/extensions/filters/http/jwt_authn/v3/config_pb.js';
-import { toEnvoyJson } from '../../src/xds/types.js';
+import { toEnvoyJson } from '../../src/envoy/types.js';
 
 export function authz(name: string, spec: AuthorizationPolicySpec, namespace = 'foo'): AuthorizationPolicy {
   return { apiVersion: 'security.mesh.io/v1beta1', kind: 'AuthorizationPolicy', metadata: { name, namespace }, spec };

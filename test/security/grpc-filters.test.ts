@@ -7,7 +7,7 @@ import { anyUnpack } from '@bufbuild/protobuf/wkt';
 import { RBACSchema } from '../../src/gen/envoy/extensions/filters/http/rbac/v3/rbac_pb.js';
 import { RBAC_Action } from '../../src/gen/envoy/config/rbac/v3/rbac_pb.js';
 import { buildWorkloadSecurity, grpcServerHttpFilters, securityHttpFilters } from '../../src/security/filters.js';
-import { FAIL_CLOSED_JWKS } from '../../src/security/authn/jwks.js';
+import { FAIL_CLOSED_JWKS } from '../../src/envoy/jwks.js';
 import { authz, reqAuthn } from './fixtures.js';
 
 const WORKLOAD = { namespace: 'foo', labels: { app: 'echo' } };

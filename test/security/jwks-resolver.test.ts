@@ -10,7 +10,7 @@ import 'reflect-metadata';
 import * as x509 from '@peculiar/x509';
 import { exportJWK, generateKeyPair } from 'jose';
 import { JwksResolver } from '../../src/security/authn/jwks-resolver.js';
-import { FAIL_CLOSED_JWKS } from '../../src/security/authn/jwks.js';
+import { FAIL_CLOSED_JWKS } from '../../src/envoy/jwks.js';
 import { counter } from '../../src/common/metrics.js';
 import { eventually } from '../helpers/proc.js';
 import { configureLogging } from '../../src/common/log.js';

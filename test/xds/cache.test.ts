@@ -12,7 +12,7 @@ import { ServiceEntryRegistry } from '../../src/registry/serviceentry.js';
 import { cacheKey, XdsCache } from '../../src/xds/cache.js';
 import type { ProxyInfo, ResourceGenerator, XdsResource } from '../../src/xds/generator.js';
 import { createMeshGenerators } from '../../src/xds/generators/index.js';
-import { TypeUrl, unpack } from '../../src/xds/types.js';
+import { TypeUrl, unpack } from '../../src/envoy/types.js';
 import { authorizationPolicy, MESH, storeOf, workloadEntry } from '../networking/fixtures.js';
 import { counterValue, gaugeValue } from './harness.js';
 

@@ -12,8 +12,8 @@ import {
   type ClientStatusRequest,
   type ClientStatusResponse,
 } from '../../src/gen/envoy/service/status/v3/csds_pb.js';
-import { grpcClient } from '../../src/xds/grpc-service.js';
-import { TypeUrl, unpack } from '../../src/xds/types.js';
+import { grpcClient } from '../../src/envoy/grpc-service.js';
+import { TypeUrl, unpack } from '../../src/envoy/types.js';
 import { node, sotw, startServer, type Harness } from './harness.js';
 
 const A = 'sidecar~10.0.0.1~a-1.foo~foo.svc.cluster.local';

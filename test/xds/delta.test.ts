@@ -5,7 +5,7 @@ import { ClusterSchema } from '../../src/gen/envoy/config/cluster/v3/cluster_pb.
 import { ListenerSchema } from '../../src/gen/envoy/config/listener/v3/listener_pb.js';
 import { ClusterLoadAssignmentSchema } from '../../src/gen/envoy/config/endpoint/v3/endpoint_pb.js';
 import type { DeltaDiscoveryResponse } from '../../src/gen/envoy/service/discovery/v3/discovery_pb.js';
-import { TypeUrl, unpack } from '../../src/xds/types.js';
+import { TypeUrl, unpack } from '../../src/envoy/types.js';
 import { counterValue, delta, node, startServer, type DeltaStream, type Harness } from './harness.js';
 
 const PROXY = 'sidecar~10.0.0.2~app-2.foo~foo.svc.cluster.local';

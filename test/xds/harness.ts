@@ -16,9 +16,9 @@ import type { Counter, Gauge } from 'prom-client';
 import { counter, gauge, type CounterName, type GaugeName } from '../../src/common/metrics.js';
 import { setScopeLevel } from '../../src/common/log.js';
 import type { GenerateRequest, ResourceGenerator, XdsResource } from '../../src/xds/generator.js';
-import { grpcClient } from '../../src/xds/grpc-service.js';
+import { grpcClient } from '../../src/envoy/grpc-service.js';
 import { XdsServer, type XdsServerOptions } from '../../src/xds/server.js';
-import { pack, TypeUrl } from '../../src/xds/types.js';
+import { pack, TypeUrl } from '../../src/envoy/types.js';
 
 // Connection lines would drown the test report; warnings (NACKs, closed streams) still show.
 setScopeLevel('ads', 'warn');

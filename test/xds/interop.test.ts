@@ -12,7 +12,7 @@ import { ClusterLoadAssignmentSchema } from '../../src/gen/envoy/config/endpoint
 import { ApiVersion } from '../../src/gen/envoy/config/core/v3/config_source_pb.js';
 import { RouterSchema } from '../../src/gen/envoy/extensions/filters/http/router/v3/router_pb.js';
 import { HttpConnectionManagerSchema } from '../../src/gen/envoy/extensions/filters/network/http_connection_manager/v3/http_connection_manager_pb.js';
-import { pack, TypeUrl } from '../../src/xds/types.js';
+import { pack, TypeUrl } from '../../src/envoy/types.js';
 import { startServer, type Harness } from './harness.js';
 
 const TARGET = 'echo.foo.svc.cluster.local:7070';

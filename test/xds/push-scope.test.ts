@@ -8,7 +8,7 @@ import { cds } from '../../src/xds/generators/cds.js';
 import { eds } from '../../src/xds/generators/eds.js';
 import { lds } from '../../src/xds/generators/lds.js';
 import { rds } from '../../src/xds/generators/rds.js';
-import { TypeUrl } from '../../src/xds/types.js';
+import { TypeUrl } from '../../src/envoy/types.js';
 import { authorizationPolicy, serviceEntry, sidecar, workloadEntry } from '../networking/fixtures.js';
 
 const config = (kind: string): PushTrigger => ({ source: 'config', kind });

@@ -8,7 +8,7 @@ import { RouteConfigurationSchema } from '../../src/gen/envoy/config/route/v3/ro
 import { ClusterLoadAssignmentSchema } from '../../src/gen/envoy/config/endpoint/v3/endpoint_pb.js';
 import type { DiscoveryResponse } from '../../src/gen/envoy/service/discovery/v3/discovery_pb.js';
 import { XdsStreamError, type ProxyInfo } from '../../src/xds/generator.js';
-import { TypeUrl, unpackAny } from '../../src/xds/types.js';
+import { TypeUrl, unpackAny } from '../../src/envoy/types.js';
 import { counterValue, gaugeValue, node, sotw, startServer, type Harness, type SotwStream } from './harness.js';
 
 const PROXY = 'sidecar~10.0.0.1~app-1.foo~foo.svc.cluster.local';

@@ -10,7 +10,7 @@ import { JwtAuthenticationSchema } from '../../src/gen/envoy/extensions/filters/
 import { RouterSchema } from '../../src/gen/envoy/extensions/filters/http/router/v3/router_pb.js';
 import { HttpConnectionManagerSchema } from '../../src/gen/envoy/extensions/filters/network/http_connection_manager/v3/http_connection_manager_pb.js';
 import { meshJwtAuthn, meshProvider } from '../dataplane/fixtures.js';
-import { fromEnvoyJson, pack, shortTypeName, toEnvoyJson, TypeUrl, typeUrlOf, unpack, unpackAny } from '../../src/xds/types.js';
+import { fromEnvoyJson, pack, shortTypeName, toEnvoyJson, TypeUrl, typeUrlOf, unpack, unpackAny } from '../../src/envoy/types.js';
 
 const JWKS = '{"keys":[]}';
 

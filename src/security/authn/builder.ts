@@ -11,7 +11,7 @@ import {
 } from '../../gen/envoy/extensions/filters/http/jwt_authn/v3/config_pb.js';
 import type { JwtRule, RequestAuthentication } from '../../api/types.js';
 import { DurationError, parseDuration, toMillis } from '../../common/duration.js';
-import { FAIL_CLOSED_JWKS, checkJwks } from './jwks.js';
+import { FAIL_CLOSED_JWKS, checkJwks } from '../../envoy/jwks.js';
 import { JWT_PAYLOAD_METADATA_KEY, providerName } from './names.js';
 
 /** Fetch timeout of a jwtRule without `timeout`. */

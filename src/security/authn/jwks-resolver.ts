@@ -8,7 +8,7 @@ import { Agent, request, type Dispatcher } from 'undici';
 import { scope } from '../../common/log.js';
 import { counter } from '../../common/metrics.js';
 import { DEFAULT_JWKS_TIMEOUT_MS, type JwksLookup } from './builder.js';
-import { FAIL_CLOSED_JWKS, checkJwks } from './jwks.js';
+import { FAIL_CLOSED_JWKS, checkJwks } from '../../envoy/jwks.js';
 
 const log = scope('authn');
 

@@ -5,7 +5,7 @@ import { create } from '@bufbuild/protobuf';
 import { RBACSchema, type RBAC } from '../../gen/envoy/extensions/filters/http/rbac/v3/rbac_pb.js';
 import { RBAC_Action, type Policy } from '../../gen/envoy/config/rbac/v3/rbac_pb.js';
 import { type AuthorizationAction, type AuthorizationPolicy } from '../../api/types.js';
-import { RBAC_FILTER_NAME } from '../authn/names.js';
+import { RBAC_FILTER_NAME } from '../../envoy/names.js';
 import { translateRule, type OnError, type PolicyLayout } from './rule.js';
 
 export const FILTER_ORDER: readonly AuthorizationAction[] = ['CUSTOM', 'AUDIT', 'DENY', 'ALLOW'];

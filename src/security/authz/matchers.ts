@@ -7,7 +7,8 @@ import { MetadataMatcherSchema, type MetadataMatcher } from '../../gen/envoy/typ
 import type { ValueMatcherSchema } from '../../gen/envoy/type/matcher/v3/value_pb.js';
 import { CidrRangeSchema, type CidrRange } from '../../gen/envoy/config/core/v3/address_pb.js';
 import { HeaderMatcherSchema, type HeaderMatcher } from '../../gen/envoy/config/route/v3/route_components_pb.js';
-import { JWT_AUTHN_FILTER_NAME, JWT_PAYLOAD_METADATA_KEY } from '../authn/names.js';
+import { JWT_AUTHN_FILTER_NAME } from '../../envoy/names.js';
+import { JWT_PAYLOAD_METADATA_KEY } from '../authn/names.js';
 
 /** A policy value that cannot be translated; the message names the value and what is expected. */
 export class TranslationError extends Error {}

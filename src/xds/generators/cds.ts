@@ -3,7 +3,7 @@
 // cluster, and a STATIC service's endpoints are not in its cluster).
 import { ClusterSchema } from '../../gen/envoy/config/cluster/v3/cluster_pb.js';
 import { isNonSecurityConfigChange, type PushTrigger } from '../push-scope.js';
-import { TypeUrl } from '../types.js';
+import { TypeUrl } from '../../envoy/types.js';
 import { generatorOf, isGrpc, resources, type XdsType } from './context.js';
 import { sidecarClusters } from './sidecar.js';
 

@@ -1,7 +1,7 @@
 // EDS: the load assignments of the proxy's EDS clusters; the only type an endpoint change pushes.
 import { ClusterLoadAssignmentSchema } from '../../gen/envoy/config/endpoint/v3/endpoint_pb.js';
 import { isNonSecurityConfigChange, type PushTrigger } from '../push-scope.js';
-import { TypeUrl } from '../types.js';
+import { TypeUrl } from '../../envoy/types.js';
 import { generatorOf, resources, type XdsType } from './context.js';
 import { clusterLoadAssignments } from './sidecar.js';
 

@@ -3,7 +3,7 @@
 // that changes services they are pushed for every policy change and every new JWKS.
 import { ListenerSchema } from '../../gen/envoy/config/listener/v3/listener_pb.js';
 import { isMeshConfigChange, type PushTrigger } from '../push-scope.js';
-import { TypeUrl } from '../types.js';
+import { TypeUrl } from '../../envoy/types.js';
 import { generatorOf, isGrpc, resources, type XdsType } from './context.js';
 import { grpcListeners } from './grpc.js';
 import { sidecarListeners } from './sidecar.js';

@@ -2,7 +2,7 @@
 // target for proxyless gRPC clients), pushed when services or non-policy config change.
 import { RouteConfigurationSchema } from '../../gen/envoy/config/route/v3/route_pb.js';
 import { isNonSecurityConfigChange, type PushTrigger } from '../push-scope.js';
-import { TypeUrl } from '../types.js';
+import { TypeUrl } from '../../envoy/types.js';
 import { generatorOf, isGrpc, resources, type XdsType } from './context.js';
 import { grpcRoutes } from './grpc.js';
 import { sidecarRoutes } from './sidecar.js';

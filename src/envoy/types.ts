@@ -56,7 +56,7 @@ const SHORT_NAMES: ReadonlyMap<string, string> = new Map([
 
 /** `lds`, `rds`, ... for a known type URL; otherwise the message name after the last dot. */
 export function shortTypeName(typeUrl: string): string {
-  return SHORT_NAMES.get(typeUrl) ?? typeUrl.slice(typeUrl.lastIndexOf('.') + 1);
+  return SHORT_NAMES.get(typeUrl) ?? messageNameOf(typeUrl);
 }
 
 /**
@@ -69,6 +69,16 @@ export function isWildcardType(typeUrl: string): boolean {
 
 export function typeUrlOf(schema: DescMessage): string {
   return TYPE_URL_PREFIX + schema.typeName;
+}
+
+/** The message's full name in a type URL (whatever the host part), as error messages name it. */
+export function typeNameOf(typeUrl: string): string {
+  return typeUrl.slice(typeUrl.lastIndexOf('/') + 1);
+}
+
+/** The message name after the last dot (`Listener` for LDS), as the config dumps key it. */
+export function messageNameOf(typeUrl: string): string {
+  return typeUrl.slice(typeUrl.lastIndexOf('.') + 1);
 }
 
 /** Every generated Envoy/xds/udpa file plus the well-known types an Any or JSON may refer to. */

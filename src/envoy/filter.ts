@@ -1,6 +1,6 @@
 // What an HTTP filter returns to the connection manager: go on to the next filter, or answer the
 // request locally (Envoy's sendLocalReply) and stop the chain.
-import type { StreamRequest } from '../request.js';
+import type { StreamRequest } from './request.js';
 
 export interface LocalReply {
   readonly status: number;

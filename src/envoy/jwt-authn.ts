@@ -5,25 +5,26 @@
 // verifiers extract tokens and authenticate them against the provider's inlined JWKS. Verified
 // tokens are cached per provider (bounded LRU, until they expire), so a repeated token costs a map
 // lookup and the time/audience checks, not a signature check.
-import { createPublicKey, createSecretKey, type KeyObject } from 'node:crypto';
+import type { KeyObject } from 'node:crypto';
 import type { JsonObject, JsonValue } from '@bufbuild/protobuf';
 import { flattenedVerify } from 'jose';
-import { scope } from '../../common/log.js';
+import { LRUCache } from 'lru-cache';
+import { scope } from '../common/log.js';
 import type {
   JwtAuthentication,
   JwtProvider,
   JwtRequirement,
-} from '../../gen/envoy/extensions/filters/http/jwt_authn/v3/config_pb.js';
-import { ConfigError } from '../config-error.js';
-import { compileStringMatcher, readDataSource } from '../matchers.js';
-import type { StreamRequest } from '../request.js';
-import { compileRouteMatch, durationMs } from '../router.js';
+} from '../gen/envoy/extensions/filters/http/jwt_authn/v3/config_pb.js';
+import { ConfigError } from './config-error.js';
+import { compileStringMatcher, readDataSource } from './matchers.js';
+import type { StreamRequest } from './request.js';
+import { durationMs } from '../common/duration.js';
+import { compileRouteMatch } from './route-match.js';
 import type { FilterOutcome, LocalReply } from './filter.js';
+import { importJwk, jwksKeys, JWT_SIGNING_ALGS } from './jwks.js';
+import { JWT_AUTHN_FILTER_NAME } from './names.js';
 
 const log = scope('jwt');
-
-/** The dynamic-metadata namespace the payloads are written under. */
-export const JWT_AUTHN_FILTER_NAME = 'envoy.filters.http.jwt_authn';
 
 /** Envoy's default clock skew for exp/nbf. */
 const DEFAULT_CLOCK_SKEW_S = 60;
@@ -64,9 +65,6 @@ export const JwtStatus = {
 } as const;
 export type JwtStatus = (typeof JwtStatus)[keyof typeof JwtStatus];
 
-const SUPPORTED_ALGS = new Set([
-  'RS256', 'RS384', 'RS512', 'PS256', 'PS384', 'PS512', 'ES256', 'ES384', 'ES512', 'HS256', 'HS384', 'HS512', 'EdDSA',
-]);
 const EC_CURVE: Record<string, string> = { ES256: 'P-256', ES384: 'P-384', ES512: 'P-521' };
 
 export interface JwtAuthnOptions {
@@ -112,28 +110,28 @@ interface Key {
   readonly key: KeyObject;
 }
 
+/** Verified tokens of one provider; an entry lives until exp + clock skew, as long as the token itself is accepted. */
 class JwtCache {
-  private readonly map = new Map<string, Jwt>();
-  /** `skew`: an entry lives until exp + skew, as long as the token itself is accepted. */
+  private readonly lru: LRUCache<string, Jwt> | undefined;
   constructor(
-    private readonly max: number,
+    max: number,
     private readonly skew: number,
-  ) {}
+  ) {
+    this.lru = max > 0 ? new LRUCache({ max }) : undefined;
+  }
 
   get(token: string, now: number): Jwt | undefined {
-    const jwt = this.map.get(token);
+    const jwt = this.lru?.get(token);
     if (!jwt) return undefined;
-    this.map.delete(token);
-    if (jwt.exp !== 0 && now > jwt.exp + this.skew) return undefined;
-    this.map.set(token, jwt); // most recently used last
+    if (jwt.exp !== 0 && now > jwt.exp + this.skew) {
+      this.lru?.delete(token);
+      return undefined;
+    }
     return jwt;
   }
 
   set(token: string, jwt: Jwt): void {
-    if (this.max <= 0) return;
-    this.map.delete(token);
-    this.map.set(token, jwt);
-    if (this.map.size > this.max) this.map.delete(this.map.keys().next().value as string);
+    this.lru?.set(token, jwt);
   }
 }
 
@@ -204,7 +202,7 @@ export function parseJwt(token: string): Jwt | JwtStatus {
   if (!header) return JwtStatus.JwtHeaderParseErrorBadJson;
   const alg = header.alg;
   if (typeof alg !== 'string') return JwtStatus.JwtHeaderBadAlg;
-  if (!SUPPORTED_ALGS.has(alg)) return JwtStatus.JwtHeaderNotImplementedAlg;
+  if (!JWT_SIGNING_ALGS.has(alg)) return JwtStatus.JwtHeaderNotImplementedAlg;
   const kid = header.kid;
   if (kid !== undefined && typeof kid !== 'string') return JwtStatus.JwtHeaderBadKid;
   const pb = b64urlDecode(payloadB64);
@@ -242,33 +240,17 @@ export function parseJwt(token: string): Jwt | JwtStatus {
 // JWKS
 
 function parseJwks(text: string, field: string): Key[] | undefined {
-  let doc: unknown;
-  try {
-    doc = JSON.parse(text);
-  } catch {
-    log.warn(`${field}: the JWKS is not valid JSON; tokens of this provider will be rejected`);
-    return undefined;
-  }
-  const keys = (doc as { keys?: unknown } | null)?.keys;
-  if (!Array.isArray(keys)) {
-    log.warn(`${field}: the JWKS has no [keys] array; tokens of this provider will be rejected`);
+  const doc = jwksKeys(text);
+  if ('error' in doc) {
+    log.warn(`${field}: ${doc.error === 'json' ? 'the JWKS is not valid JSON' : 'the JWKS has no [keys] array'}; tokens of this provider will be rejected`);
     return undefined;
   }
   const out: Key[] = [];
-  keys.forEach((jwk: Record<string, unknown>, i) => {
-    const kty = typeof jwk?.kty === 'string' ? jwk.kty : '';
+  doc.keys.forEach((entry, i) => {
+    const jwk = (entry ?? {}) as Record<string, unknown>;
+    const kty = typeof jwk.kty === 'string' ? jwk.kty : '';
     try {
-      let key: KeyObject;
-      if (kty === 'oct') {
-        if (typeof jwk.k !== 'string') throw new Error('[k] field is missing for an HMAC key');
-        key = createSecretKey(Buffer.from(jwk.k, 'base64url'));
-      } else if (kty === 'RSA' || kty === 'EC' || kty === 'OKP') {
-        if (kty === 'OKP' && jwk.crv !== 'Ed25519') throw new Error('[crv] field is not supported for an OKP key');
-        const pub = Object.fromEntries(Object.entries(jwk).filter(([k]) => !['d', 'p', 'q', 'dp', 'dq', 'qi'].includes(k)));
-        key = createPublicKey({ key: pub, format: 'jwk' });
-      } else {
-        throw new Error('[kty] is not supported in [keys]');
-      }
+      const key = importJwk(jwk);
       out.push({
         kid: typeof jwk.kid === 'string' ? jwk.kid : undefined,
         alg: typeof jwk.alg === 'string' ? jwk.alg : undefined,

@@ -11,6 +11,20 @@ export class ConfigError extends Error {
     super(`${field}: ${detail}`);
     this.name = 'ConfigError';
   }
+
+  /** The detail after `field: `, as it was given. */
+  get detail(): string {
+    return this.message.slice(this.field.length + 2);
+  }
+}
+
+/**
+ * `e` with its field path prefixed by the resource it belongs to (a listener, a route
+ * configuration), so the NACK names the whole path; any other error is returned as it is.
+ */
+export function withinResource(prefix: string, e: unknown): unknown {
+  if (!(e instanceof ConfigError)) return e;
+  return new ConfigError(`${prefix}.${e.field}`, e.detail);
 }
 
 /**

@@ -2,27 +2,27 @@
 //
 // `compileRbacEngine` is independent of the proxy: it takes a config.rbac.v3.RBAC and answers for a
 // RequestView, so the control plane can reuse it for an "explain" endpoint (which policy matched).
-import { scope } from '../../common/log.js';
-import { RBAC_Action, type Permission, type Policy, type Principal, type RBAC as RbacRules } from '../../gen/envoy/config/rbac/v3/rbac_pb.js';
-import type { RBAC as RbacFilterConfig } from '../../gen/envoy/extensions/filters/http/rbac/v3/rbac_pb.js';
-import type { HeaderMatcher } from '../../gen/envoy/config/route/v3/route_components_pb.js';
-import type { MetadataMatcher } from '../../gen/envoy/type/matcher/v3/metadata_pb.js';
-import type { PathMatcher } from '../../gen/envoy/type/matcher/v3/path_pb.js';
-import { ConfigError } from '../config-error.js';
+import { scope } from '../common/log.js';
+import { RBAC_Action, type Permission, type Policy, type Principal, type RBAC as RbacRules } from '../gen/envoy/config/rbac/v3/rbac_pb.js';
+import type { RBAC as RbacFilterConfig } from '../gen/envoy/extensions/filters/http/rbac/v3/rbac_pb.js';
+import type { HeaderMatcher } from '../gen/envoy/config/route/v3/route_components_pb.js';
+import type { MetadataMatcher } from '../gen/envoy/type/matcher/v3/metadata_pb.js';
+import type { PathMatcher } from '../gen/envoy/type/matcher/v3/path_pb.js';
+import { ConfigError } from './config-error.js';
 import {
   compileCidr,
   compileHeaderMatcher,
   compileMetadataMatcher,
   compileStringMatcher,
   type Predicate,
-} from '../matchers.js';
-import { pathOnly, type PeerIdentity, type RequestView, type StreamRequest } from '../request.js';
+} from './matchers.js';
+import { pathOnly, type PeerIdentity, type RequestView, type StreamRequest } from './request.js';
 import type { FilterOutcome } from './filter.js';
+import { RBAC_FILTER_NAME } from './names.js';
 
 const log = scope('rbac');
 
 /** The dynamic-metadata namespace of the shadow results. */
-export const RBAC_FILTER_NAME = 'envoy.filters.http.rbac';
 export const RBAC_DENIED_BODY = 'RBAC: access denied';
 
 export type RbacActionName = 'ALLOW' | 'DENY' | 'LOG';

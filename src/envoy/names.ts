@@ -1,0 +1,11 @@
+// Envoy's extension names, as the control plane writes them into filter lists and the proxy reads
+// them back (a filter's name is also the dynamic-metadata namespace it writes under).
+
+/** HTTP filter name of jwt_authn; also the dynamic-metadata namespace its payload is written to. */
+export const JWT_AUTHN_FILTER_NAME = 'envoy.filters.http.jwt_authn';
+/** HTTP filter name of every rbac filter (the mesh suffixes `.allow`, `.deny`, ...). */
+export const RBAC_FILTER_NAME = 'envoy.filters.http.rbac';
+export const ROUTER_FILTER_NAME = 'envoy.filters.http.router';
+export const HCM_FILTER_NAME = 'envoy.filters.network.http_connection_manager';
+export const TCP_PROXY_FILTER_NAME = 'envoy.filters.network.tcp_proxy';
+export const HTTP_INSPECTOR_FILTER_NAME = 'envoy.filters.listener.http_inspector';
