@@ -161,14 +161,15 @@ export type SettingValue<T extends SettingType> = T extends 'Boolean' ? boolean 
  * of names passed to `setting()` in src/, so it cannot drift from the code.
  */
 export const WIRED_SETTINGS: ReadonlySet<SettingName> = new Set<SettingName>([
+  // The discovery server's are read once in cli/discovery-settings.ts and passed to the modules named.
   // webhooks/validation.ts, webhooks/server.ts, config/orchestrator.ts
   'VALIDATION_ENABLED',
   'MESHD_CUSTOM_HOST',
   'PILOT_ENABLE_CRD_VALIDATION',
-  // xds/generators/index.ts
+  // xds/generators (the sidecar builders)
   'PILOT_ENABLE_PROTOCOL_SNIFFING_FOR_INBOUND',
   'PILOT_INBOUND_PROTOCOL_DETECTION_TIMEOUT',
-  // xds/server.ts, xds/debounce.ts, cli/discovery-server.ts
+  // xds/server.ts, xds/debounce.ts, debug/discovery.ts (ENABLE_DEBUG_ON_HTTP)
   'PILOT_XDS_SEND_TIMEOUT',
   'PILOT_PUSH_THROTTLE',
   'MESH_GPRC_MAXRECVMSGSIZE',
@@ -177,7 +178,7 @@ export const WIRED_SETTINGS: ReadonlySet<SettingName> = new Set<SettingName>([
   'PILOT_DEBOUNCE_MAX',
   'PILOT_ENABLE_EDS_DEBOUNCE',
   'ENABLE_DEBUG_ON_HTTP',
-  // xds/cache.ts, xds/generators/index.ts
+  // xds/cache.ts, xds/generators
   'PILOT_ENABLE_XDS_CACHE',
   'PILOT_XDS_CACHE_SIZE',
   'PILOT_XDS_CACHE_STATS',

@@ -190,7 +190,7 @@ export const WIRED_METRICS: ReadonlySet<MetricName> = new Set<MetricName>([
   'auto_registration_unregister_total',
   'auto_registration_deletes_total',
   'auto_registration_errors_total',
-  // xds/generators/index.ts
+  // xds/generators/context.ts
   'pilot_conflict_outbound_listener_http_over_current_tcp',
   'pilot_conflict_outbound_listener_tcp_over_current_http',
   'pilot_conflict_outbound_listener_tcp_over_current_tcp',
