@@ -1,7 +1,8 @@
 // The HTTP connection manager: an HttpConnectionManager message compiled into a request handler
-// for node:http and node:http2 (compatibility API) servers that sets the x-forwarded-* / x-request-id headers as Envoy does, runs the configured
-// http_filters in order (jwt_authn -> rbac -> ...) and ends in the router, which forwards to the
-// upstream picked through the injected cluster manager.
+// for node:http and node:http2 (compatibility API) servers that sets the x-forwarded-* /
+// x-request-id headers as Envoy does, runs the configured http_filters in order (found by type URL
+// in filters/registry.ts: jwt_authn -> rbac -> ...) and ends in the router (filters/router.ts),
+// which forwards to the upstream picked through the injected cluster manager.
 import { randomUUID } from 'node:crypto';
 import { STATUS_CODES, type IncomingMessage, type OutgoingHttpHeaders } from 'node:http';
 import { BlockList, isIPv4, isIPv6, type Socket } from 'node:net';
