@@ -26,7 +26,7 @@ import type { DynamicClusterManager } from './clusters.js';
 import type { ListenerManager } from './listener-manager.js';
 import { envoyLevelName, PROXY_COMPONENTS, PROXY_LEVELS } from './logging.js';
 import type { StatsStore } from './stats.js';
-import type { Rejection, XdsApplier } from './xds.js';
+import type { Rejection, XdsApplier } from './xds-applier.js';
 
 const log = scope('admin');
 

@@ -19,12 +19,18 @@ import type { Address as EnvoyAddress } from '../gen/envoy/config/core/v3/addres
 import { HealthStatus } from '../gen/envoy/config/core/v3/health_check_pb.js';
 import type { ClusterLoadAssignment } from '../gen/envoy/config/endpoint/v3/endpoint_pb.js';
 import { HttpProtocolOptionsSchema } from '../gen/envoy/extensions/upstreams/http/v3/http_protocol_options_pb.js';
-import { Http1Pool, Http2Pool, type ClusterManager, type Endpoint, type UpstreamCluster } from './cluster-manager.js';
+import { Http1Pool, Http2Pool, type Endpoint, type UpstreamCluster } from './upstream-pools.js';
 import { ConfigError, unappliedFields } from '../envoy/config-error.js';
 import { typeNameOf } from '../envoy/types.js';
 import type { RequestView } from '../envoy/request.js';
 import { durationMs } from '../common/duration.js';
 import { statName, type StatCounter, type StatSample, type StatsStore } from './stats.js';
+
+/** How the router and the TCP proxy reach upstreams: by cluster name. */
+export interface ClusterManager {
+  /** undefined when no cluster of that name exists (the route's cluster_not_found_response_code). */
+  get(name: string): UpstreamCluster | undefined;
+}
 
 const log = scope('upstream');
 

@@ -5,7 +5,7 @@
 import type { IncomingHttpHeaders, IncomingMessage, OutgoingHttpHeaders, ServerResponse } from 'node:http';
 import { constants as h2, Http2ServerResponse, type ClientHttp2Stream, type Http2ServerRequest, type IncomingHttpHeaders as H2Headers } from 'node:http2';
 import type { Readable, Writable } from 'node:stream';
-import type { Http2Pool, Endpoint } from './cluster-manager.js';
+import type { Http2Pool, Endpoint } from './upstream-pools.js';
 import type { RequestHeaders } from '../envoy/request.js';
 
 export type DownstreamRequest = IncomingMessage | Http2ServerRequest;
@@ -229,4 +229,14 @@ export function http2Exchange(r: UpstreamRequest, pool: Http2Pool, ev: UpstreamE
     },
     destroy: () => stream.destroy(),
   };
+}
+
+/** An HTTP/1.1 status line and header block, for replies written on a raw socket. */
+export function rawHead(status: number, message: string, headers: OutgoingHttpHeaders): string {
+  let out = `HTTP/1.1 ${status} ${message}\r\n`;
+  for (const [k, v] of Object.entries(headers)) {
+    if (v === undefined) continue;
+    for (const one of Array.isArray(v) ? v : [v]) out += `${k}: ${one}\r\n`;
+  }
+  return `${out}\r\n`;
 }

@@ -1,9 +1,10 @@
 // The HTTP connection manager: an HttpConnectionManager message compiled into a request handler
-// for node:http and node:http2 (compatibility API) servers that sets the x-forwarded-* / x-request-id headers as Envoy does, runs the configured
-// http_filters in order (jwt_authn -> rbac -> ...) and ends in the router, which forwards to the
-// upstream picked through the injected cluster manager.
+// for node:http and node:http2 (compatibility API) servers that sets the x-forwarded-* /
+// x-request-id headers as Envoy does, runs the configured http_filters in order (found by type URL
+// in filters/registry.ts: jwt_authn -> rbac -> ...) and ends in the router (filters/router.ts),
+// which forwards to the upstream picked through the injected cluster manager.
 import { randomUUID } from 'node:crypto';
-import { request as httpRequest, STATUS_CODES, type IncomingMessage, type OutgoingHttpHeaders } from 'node:http';
+import { STATUS_CODES, type IncomingMessage, type OutgoingHttpHeaders } from 'node:http';
 import { BlockList, isIPv4, isIPv6, type Socket } from 'node:net';
 import type { Duplex } from 'node:stream';
 import type { TLSSocket } from 'node:tls';
@@ -11,43 +12,36 @@ import { anyUnpack, type Any } from '@bufbuild/protobuf/wkt';
 import type { DescMessage, MessageShape } from '@bufbuild/protobuf';
 import { scope } from '../common/log.js';
 import type { FilterChain } from '../gen/envoy/config/listener/v3/listener_components_pb.js';
-import { JwtAuthenticationSchema } from '../gen/envoy/extensions/filters/http/jwt_authn/v3/config_pb.js';
-import { RBACSchema } from '../gen/envoy/extensions/filters/http/rbac/v3/rbac_pb.js';
-import { RouterSchema } from '../gen/envoy/extensions/filters/http/router/v3/router_pb.js';
 import {
   HttpConnectionManager_CodecType,
   HttpConnectionManagerSchema,
   type HttpConnectionManager,
 } from '../gen/envoy/extensions/filters/network/http_connection_manager/v3/http_connection_manager_pb.js';
-import type { ClusterManager, Endpoint, UpstreamCluster } from './cluster-manager.js';
+import type { ClusterManager } from './clusters.js';
 import { ConfigError, unappliedFields } from '../envoy/config-error.js';
 import { HCM_FILTER_NAME } from '../envoy/names.js';
 import { typeNameOf, typeUrlOf } from '../envoy/types.js';
 import type { HttpFilter, LocalReply } from '../envoy/filter.js';
-import { compileJwtAuthn, type JwtAuthnOptions, type JwtAuthnStats } from '../envoy/jwt-authn.js';
-import { compileRbacFilter, type RbacStats } from '../envoy/rbac.js';
-import { http1Exchange } from './http1-exchange.js';
+import type { JwtAuthnOptions } from '../envoy/jwt-authn.js';
+import { normalizeIp } from '../envoy/matchers.js';
+import { RequestHeaders, StreamRequest, type Address } from '../envoy/request.js';
+import './filters/index.js';
+import { compileHttpFilter, httpFilterOf, type FilterStats, type HttpFilterContext } from './filters/registry.js';
+import { Router, type Target } from './filters/router.js';
 import {
-  bodyFraming,
   copyRequestHeaders,
   grpcMessage,
   grpcStatusOf,
-  http2Exchange,
-  isEndToEnd,
   isGrpc,
+  rawHead,
   requestAuthority,
   respondHeadersOnly,
   writeHead,
   type DownstreamRequest,
   type DownstreamResponse,
-  type HeaderMap,
-  type UpstreamEvents,
-  type UpstreamExchange,
 } from './http-codec.js';
-import { normalizeIp } from '../envoy/matchers.js';
 import { connectionDestination } from './original-dst.js';
-import { RequestHeaders, StreamRequest, type Address } from '../envoy/request.js';
-import { applyMutations, compileRouteConfiguration, stripHostPort, type CompiledRoute, type MutableHeaders, type RouteTable } from './router.js';
+import { compileRouteConfiguration, stripHostPort, type RouteTable } from './route-table.js';
 
 const log = scope('http');
 
@@ -80,8 +74,7 @@ export interface HcmDeps {
   readonly listenerPort?: number;
 }
 
-/** Per-filter counters, for the admin /stats endpoint. */
-export type FilterStats = { name: string; jwt_authn: JwtAuthnStats } | { name: string; rbac: RbacStats };
+export type { FilterStats };
 
 /** The downstream protocols a connection manager speaks (its codec_type). */
 export type Codec = 'auto' | 'http1' | 'http2';
@@ -131,6 +124,7 @@ interface CompiledChain {
 function compileHttpFilters(hcm: HttpConnectionManager, deps: HcmDeps): CompiledChain {
   const filters: HttpFilter[] = [];
   const stats: FilterStats[] = [];
+  const ctx: HttpFilterContext = deps.jwt ? { jwt: deps.jwt } : {};
   let sawRouter = false;
   hcm.httpFilters.forEach((f, i) => {
     const field = `http_filters[${i}]`;
@@ -138,88 +132,25 @@ function compileHttpFilters(hcm: HttpConnectionManager, deps: HcmDeps): Compiled
     if (f.disabled) return;
     const c = f.configType;
     if (c.case !== 'typedConfig') throw new ConfigError(field, 'typed_config is required (config_discovery is not supported)');
-    const typeName = typeNameOf(c.value.typeUrl);
-    switch (typeName) {
-      case JwtAuthenticationSchema.typeName: {
-        const compiled = compileJwtAuthn(unpackAs(c.value, JwtAuthenticationSchema, `${field}.typed_config`), deps.jwt);
-        filters.push({ name: f.name, decodeHeaders: (r) => compiled.decodeHeaders(r) });
-        stats.push({ name: f.name, jwt_authn: compiled.stats });
+    const factory = httpFilterOf(c.value.typeUrl);
+    if (!factory) {
+      const typeName = typeNameOf(c.value.typeUrl);
+      if (f.isOptional) {
+        log.warn(`${field}: skipping optional filter ${f.name} of unsupported type ${typeName}`);
         return;
       }
-      case RBACSchema.typeName: {
-        const compiled = compileRbacFilter(unpackAs(c.value, RBACSchema, `${field}.typed_config`));
-        filters.push({ name: f.name, decodeHeaders: (r) => compiled.decodeHeaders(r) });
-        stats.push({ name: f.name, rbac: compiled.stats });
-        return;
-      }
-      case RouterSchema.typeName:
-        sawRouter = true;
-        return;
-      default:
-        if (f.isOptional) {
-          log.warn(`${field}: skipping optional filter ${f.name} of unsupported type ${typeName}`);
-          return;
-        }
-        throw new ConfigError(`${field}.typed_config`, `filter type ${typeName} is not supported`);
+      throw new ConfigError(`${field}.typed_config`, `filter type ${typeName} is not supported`);
     }
+    if (factory.terminal) {
+      sawRouter = true;
+      return;
+    }
+    const compiled = compileHttpFilter(factory, c.value, f.name, `${field}.typed_config`, ctx);
+    if (compiled.filter) filters.push(compiled.filter);
+    if (compiled.stats) stats.push(compiled.stats);
   });
   if (!sawRouter) throw new ConfigError('http_filters', 'the router (envoy.extensions.filters.http.router.v3.Router) must be the last filter');
   return { filters, stats };
-}
-
-/** Node's header object as a mutable header set (for response header mutations). */
-class ResponseHeaderSet implements MutableHeaders {
-  constructor(readonly h: Record<string, string | string[]>) {}
-  has(name: string): boolean {
-    return this.h[name] !== undefined;
-  }
-  add(name: string, value: string): void {
-    const cur = this.h[name];
-    this.h[name] = cur === undefined ? value : [...(Array.isArray(cur) ? cur : [cur]), value];
-  }
-  set(name: string, value: string): void {
-    this.h[name] = value;
-  }
-  remove(name: string): void {
-    delete this.h[name];
-  }
-}
-
-/** Envoy's answer when the upstream connection fails before a response. */
-const CONNECT_FAILURE: LocalReply = {
-  status: 503,
-  body: 'upstream connect error or disconnect/reset before headers. reset reason: connection failure',
-  headers: {},
-  details: 'upstream_reset_before_response_started{connection_failure}',
-};
-
-/** Where the router sends an admitted request. */
-interface Target {
-  readonly route: CompiledRoute;
-  readonly cluster: UpstreamCluster;
-  readonly endpoint: Endpoint;
-  readonly path: string;
-  readonly headers: OutgoingHttpHeaders;
-  readonly timeoutMs: number;
-}
-
-/** An HTTP/1.1 status line and header block, for replies written on a raw socket. */
-function rawHead(status: number, message: string, headers: OutgoingHttpHeaders): string {
-  let out = `HTTP/1.1 ${status} ${message}\r\n`;
-  for (const [k, v] of Object.entries(headers)) {
-    if (v === undefined) continue;
-    for (const one of Array.isArray(v) ? v : [v]) out += `${k}: ${one}\r\n`;
-  }
-  return `${out}\r\n`;
-}
-
-/** A response's headers without the hop-by-hop ones. */
-function endToEndHeaders(msg: IncomingMessage): Record<string, string | string[]> {
-  const out: Record<string, string | string[]> = {};
-  for (const [k, v] of Object.entries(msg.headersDistinct)) {
-    if (v && isEndToEnd(k, v[0])) out[k] = v.length === 1 ? (v[0] as string) : v;
-  }
-  return out;
 }
 
 function codecOf(hcm: HttpConnectionManager): Codec {
@@ -316,6 +247,16 @@ export function buildHttpConnectionManager(hcm: HttpConnectionManager, deps: Hcm
     socket.end(Buffer.concat([Buffer.from(rawHead(reply.status, STATUS_CODES[reply.status] ?? '', headers)), body]));
   }
 
+  const router = new Router({
+    clusters: deps.clusters,
+    routeTable,
+    upgrades,
+    serverName,
+    alwaysSetRequestIdInResponse: hcm.alwaysSetRequestIdInResponse,
+    sendLocal,
+    sendLocalRaw,
+  });
+
   function streamRequest(req: DownstreamRequest, connection?: Socket): StreamRequest {
     const socket = connection ?? req.socket;
     const tls = (socket as Partial<TLSSocket>).encrypted === true;
@@ -345,17 +286,11 @@ export function buildHttpConnectionManager(hcm: HttpConnectionManager, deps: Hcm
 
   /**
    * Everything before the upstream: route lookup (cached, as Envoy does, before the filters),
-   * upgrade admission, the filters in order, then the route's direct response or its upstream.
+   * upgrade admission, the filters in order, then the router's target (or its local reply).
    */
   async function admit(sreq: StreamRequest, upgrade: string | undefined, reply: (r: LocalReply) => void): Promise<Target | undefined> {
-    const route = routeTable()?.route(sreq);
-    if (upgrade !== undefined) {
-      const perRoute = route?.action.kind === 'route' ? route.action.upgrades.get(upgrade) : undefined;
-      if (!(perRoute ?? upgrades.get(upgrade) ?? false)) {
-        reply({ status: 403, body: '', headers: {}, details: 'upgrade_failed' });
-        return undefined;
-      }
-    }
+    const route = router.route(sreq);
+    if (upgrade !== undefined && !router.admitUpgrade(route, upgrade, reply)) return undefined;
     for (const f of chain.filters) {
       const outcome = await f.decodeHeaders(sreq);
       if (outcome.kind === 'reply') {
@@ -363,37 +298,7 @@ export function buildHttpConnectionManager(hcm: HttpConnectionManager, deps: Hcm
         return undefined;
       }
     }
-    if (!route) {
-      reply({ status: 404, body: '', headers: {}, details: 'route_not_found' });
-      return undefined;
-    }
-    const action = route.action;
-    if (action.kind === 'direct') {
-      const headers: Record<string, string | string[]> = {};
-      applyMutations(new ResponseHeaderSet(headers), route.responseHeaders);
-      reply({ status: action.status, body: action.body, headers, details: 'direct_response' });
-      return undefined;
-    }
-    const cluster = deps.clusters.get(action.cluster(sreq));
-    if (!cluster) {
-      reply({ status: action.clusterNotFoundStatus, body: '', headers: {}, details: 'cluster_not_found' });
-      return undefined;
-    }
-    const endpoint = cluster.pick(sreq);
-    if (!endpoint) {
-      reply({ status: 503, body: 'no healthy upstream', headers: {}, details: 'no_healthy_upstream' });
-      return undefined;
-    }
-    applyMutations(sreq.headers, route.requestHeaders);
-    let path = sreq.path;
-    if (action.prefixRewrite !== undefined && route.matchedPrefix !== undefined) {
-      path = action.prefixRewrite + path.slice(route.matchedPrefix.length);
-    }
-    const headers: OutgoingHttpHeaders = {};
-    for (const [k, v] of sreq.headers.entries()) headers[k] = v.length === 1 ? v[0] : v;
-    headers.host = action.hostRewrite ?? sreq.authority;
-    if (action.timeoutMs > 0) headers['x-envoy-expected-rq-timeout-ms'] = String(action.timeoutMs);
-    return { route, cluster, endpoint, path, headers, timeoutMs: action.timeoutMs };
+    return router.target(sreq, route, reply);
   }
 
   async function run(req: DownstreamRequest, res: DownstreamResponse, connection?: Socket): Promise<void> {
@@ -404,7 +309,7 @@ export function buildHttpConnectionManager(hcm: HttpConnectionManager, deps: Hcm
       req.resume();
       sendLocal(res, reply, requestId, grpc);
     });
-    if (target) forward(req, res, sreq, target, requestId, grpc);
+    if (target) router.forward(req, res, sreq, target, requestId, grpc);
   }
 
   async function runUpgrade(req: IncomingMessage, socket: Duplex, head: Buffer): Promise<void> {
@@ -412,119 +317,7 @@ export function buildHttpConnectionManager(hcm: HttpConnectionManager, deps: Hcm
     const requestId = sreq.headers.joined('x-request-id');
     const upgrade = String(req.headers.upgrade ?? '').toLowerCase();
     const target = await admit(sreq, upgrade, (reply) => sendLocalRaw(socket, reply, requestId));
-    if (target) forwardUpgrade(req, socket, head, sreq, target, requestId);
-  }
-
-  function forward(req: DownstreamRequest, res: DownstreamResponse, sreq: StreamRequest, target: Target, requestId: string | undefined, grpc: boolean): void {
-    const { route, cluster, endpoint, path, headers, timeoutMs } = target;
-    const framing = bodyFraming(req);
-    // A chunked HTTP/1.1 request stays chunked upstream, so that request trailers can follow it.
-    if (!cluster.http2 && String(req.headers['transfer-encoding'] ?? '').toLowerCase().includes('chunked')) headers['transfer-encoding'] = 'chunked';
-    const started = Date.now();
-    let timer: NodeJS.Timeout | undefined;
-    const done = (): void => {
-      if (timer) clearTimeout(timer);
-      timer = undefined;
-    };
-    const events: UpstreamEvents = {
-      error(e) {
-        done();
-        if (res.writableEnded) return; // already answered (e.g. the timeout's 504)
-        if (res.headersSent) {
-          res.destroy();
-          return;
-        }
-        log.debug(`upstream ${cluster.name} ${endpoint.host}:${endpoint.port} failed: ${e.message}`);
-        sendLocal(res, CONNECT_FAILURE, requestId, grpc);
-      },
-      head(up, body) {
-        const out = up.headers;
-        out.server = serverName;
-        out['x-envoy-upstream-service-time'] = String(Date.now() - started);
-        if (requestId && hcm.alwaysSetRequestIdInResponse) out['x-request-id'] = requestId;
-        applyMutations(new ResponseHeaderSet(out), route.responseHeaders);
-        if (timer === undefined && timeoutMs > 0) {
-          // the timeout already answered 504
-          body.discard();
-          return;
-        }
-        if (up.endStream) {
-          done();
-          respondHeadersOnly(res, up.status, out);
-          return;
-        }
-        writeHead(res, up.status, out, up.message);
-        body.pipeTo(res, (t) => {
-          done();
-          if (t) res.addTrailers(t);
-          res.end();
-        });
-      },
-    };
-    const request = { endpoint, method: sreq.method, path, headers, framing };
-    let upstream: UpstreamExchange;
-    try {
-      upstream = cluster.http2 ? http2Exchange(request, cluster.http2, events) : http1Exchange(request, cluster.http1, events);
-    } catch (e) {
-      // e.g. the pooled HTTP/2 session went away between the pick and the request
-      events.error(e as Error);
-      req.resume();
-      return;
-    }
-    if (timeoutMs > 0) {
-      timer = setTimeout(() => {
-        timer = undefined;
-        upstream.destroy();
-        sendLocal(res, { status: 504, body: 'upstream request timeout', headers: {}, details: 'upstream_response_timeout' }, requestId, grpc);
-      }, timeoutMs);
-    }
-    res.on('close', () => {
-      done();
-      if (!res.writableFinished) upstream.destroy();
-    });
-    const body = upstream.body;
-    if (!body) return;
-    req.pipe(body, { end: false });
-    req.on('end', () => upstream.finish(req.rawTrailers.length > 0 ? (req.trailers as HeaderMap) : undefined));
-  }
-
-  /** Forwards an upgrade (e.g. WebSocket): on 101 the two sockets are spliced together. */
-  function forwardUpgrade(req: IncomingMessage, socket: Duplex, head: Buffer, sreq: StreamRequest, target: Target, requestId: string | undefined): void {
-    const { cluster, endpoint, path, headers } = target;
-    headers.connection = 'Upgrade';
-    headers.upgrade = req.headers.upgrade;
-    // An upgraded connection leaves the pool for good: give it its own socket.
-    const upstream = httpRequest({ host: endpoint.host, port: endpoint.port, method: sreq.method, path, headers, agent: false });
-    const kill = (): void => {
-      upstream.destroy();
-      socket.destroy();
-    };
-    socket.on('error', kill);
-    upstream.on('error', (e) => {
-      log.debug(`upgrade to ${cluster.name} ${endpoint.host}:${endpoint.port} failed: ${e.message}`);
-      if (socket.writable) {
-        sendLocalRaw(socket, CONNECT_FAILURE, requestId);
-      }
-    });
-    upstream.on('upgrade', (up, upSocket, upHead) => {
-      // The 101 goes out as received, Connection/Upgrade included.
-      socket.write(rawHead(up.statusCode ?? 101, up.statusMessage ?? '', up.headersDistinct as Record<string, string[]>));
-      if (upHead.length > 0) socket.write(upHead);
-      if (head.length > 0) upSocket.write(head);
-      upSocket.on('error', kill);
-      // Half-closes propagate through the pipes; once either side is fully closed, so is the other.
-      upSocket.on('close', () => socket.destroy());
-      socket.on('close', () => upSocket.destroy());
-      upSocket.pipe(socket);
-      socket.pipe(upSocket);
-    });
-    upstream.on('response', (up) => {
-      // The upstream declined the upgrade: relay its answer and close.
-      const out: OutgoingHttpHeaders = { ...endToEndHeaders(up), connection: 'close' };
-      socket.write(rawHead(up.statusCode ?? 502, up.statusMessage ?? '', out));
-      up.pipe(socket);
-    });
-    upstream.end();
+    if (target) router.forwardUpgrade(req, socket, head, sreq, target, requestId);
   }
 
   return {

@@ -6,7 +6,7 @@
 import { request as httpRequest } from 'node:http';
 import { PassThrough } from 'node:stream';
 import type { Dispatcher } from 'undici';
-import type { Http1Pool } from './cluster-manager.js';
+import type { Http1Pool } from './upstream-pools.js';
 import {
   endToEnd,
   readableBody,

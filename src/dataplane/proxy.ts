@@ -15,7 +15,7 @@ import { ListenerManager } from './listener-manager.js';
 import { PROXY_COMPONENTS } from './logging.js';
 import { statName, StatsStore } from './stats.js';
 import { WorkerPool } from './workers.js';
-import { XdsApplier } from './xds.js';
+import { XdsApplier } from './xds-applier.js';
 
 const log = scope('main');
 

@@ -13,7 +13,7 @@ import { JwtAuthenticationSchema } from '../../src/gen/envoy/extensions/filters/
 import { RBACSchema } from '../../src/gen/envoy/extensions/filters/http/rbac/v3/rbac_pb.js';
 import { RouterSchema } from '../../src/gen/envoy/extensions/filters/http/router/v3/router_pb.js';
 import { HttpConnectionManagerSchema } from '../../src/gen/envoy/extensions/filters/network/http_connection_manager/v3/http_connection_manager_pb.js';
-import { StaticClusterManager } from '../../src/dataplane/cluster-manager.js';
+import { StaticClusterManager } from './static-cluster-manager.js';
 import { ConfigError } from '../../src/envoy/config-error.js';
 import { buildHcmForFilterChain, type HttpConnectionManagerHandler } from '../../src/dataplane/http-connection-manager.js';
 import { HCM_FILTER_NAME } from '../../src/envoy/names.js';

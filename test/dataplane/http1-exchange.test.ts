@@ -5,7 +5,7 @@ import assert from 'node:assert/strict';
 import { createServer, request, type IncomingHttpHeaders, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { Socket } from 'node:net';
 import { after, before, describe, it } from 'node:test';
-import { Http1Pool } from '../../src/dataplane/cluster-manager.js';
+import { Http1Pool } from '../../src/dataplane/upstream-pools.js';
 import { bodyFraming, type HeaderMap } from '../../src/dataplane/http-codec.js';
 import { http1Exchange } from '../../src/dataplane/http1-exchange.js';
 import { close, listen } from '../helpers/http.js';

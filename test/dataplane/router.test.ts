@@ -6,7 +6,7 @@ import { RouteConfigurationSchema } from '../../src/gen/envoy/config/route/v3/ro
 import type { RouteSchema } from '../../src/gen/envoy/config/route/v3/route_components_pb.js';
 import { ConfigError } from '../../src/envoy/config-error.js';
 import { requestView } from '../../src/envoy/request.js';
-import { compileRouteConfiguration, DEFAULT_ROUTE_TIMEOUT_MS, stripHostPort } from '../../src/dataplane/router.js';
+import { compileRouteConfiguration, DEFAULT_ROUTE_TIMEOUT_MS, stripHostPort } from '../../src/dataplane/route-table.js';
 
 type RouteInit = MessageInitShape<typeof RouteSchema>;
 

@@ -1,6 +1,6 @@
-// How the router reaches upstreams: by cluster name. The real cluster manager (CDS/EDS, health,
-// ORIGINAL_DST) plugs in behind this interface; `StaticClusterManager` is a plain one for tests and
-// for wiring before CDS exists.
+// How the router reaches an upstream cluster: the cluster's endpoints and its connection pools
+// (HTTP/1.1 over undici and node:http, HTTP/2 sessions), every connection within its connect
+// timeout. The cluster manager (clusters.ts) builds these from CDS/EDS.
 import { Agent, type ClientRequestArgs } from 'node:http';
 import { connect as h2connect, type ClientHttp2Session } from 'node:http2';
 import { createConnection, type NetConnectOpts, type Socket } from 'node:net';
@@ -23,11 +23,6 @@ export interface UpstreamCluster {
   readonly connectTimeoutMs?: number;
   /** Present when the cluster's protocol options ask for HTTP/2: requests go over its sessions. */
   readonly http2?: Http2Pool;
-}
-
-export interface ClusterManager {
-  /** undefined when no cluster of that name exists (the route's cluster_not_found_response_code). */
-  get(name: string): UpstreamCluster | undefined;
 }
 
 /** A TCP connection that fails (and calls `onTimeout`) unless it connects within `ms` (0 = no limit). */
@@ -184,53 +179,5 @@ export class Http2Pool {
   destroy(): void {
     for (const s of this.sessions.values()) s.destroy();
     this.sessions.clear();
-  }
-}
-
-/** Round-robin over fixed endpoint lists; `set` replaces a cluster's endpoints (EDS-style). */
-export class StaticClusterManager implements ClusterManager {
-  private readonly clusters = new Map<string, { cluster: UpstreamCluster; endpoints: readonly Endpoint[] }>();
-
-  /** `http2`: the cluster is reached over HTTP/2 (h2c) instead of HTTP/1.1. */
-  set(name: string, endpoints: readonly Endpoint[], opts: { http2?: boolean } = {}): void {
-    const existing = this.clusters.get(name);
-    if (existing) {
-      existing.endpoints = endpoints;
-      return;
-    }
-    let next = 0;
-    const entry: { cluster: UpstreamCluster; endpoints: readonly Endpoint[] } = {
-      endpoints,
-      cluster: {
-        name,
-        http1: new Http1Pool(),
-        ...(opts.http2 ? { http2: new Http2Pool() } : {}),
-        pick: () => {
-          const eps = entry.endpoints;
-          if (eps.length === 0) return undefined;
-          return eps[next++ % eps.length];
-        },
-      },
-    };
-    this.clusters.set(name, entry);
-  }
-
-  remove(name: string): void {
-    this.clusters.get(name)?.cluster.http1.destroy();
-    this.clusters.get(name)?.cluster.http2?.destroy();
-    this.clusters.delete(name);
-  }
-
-  get(name: string): UpstreamCluster | undefined {
-    return this.clusters.get(name)?.cluster;
-  }
-
-  /** Closes every pooled upstream connection. */
-  close(): void {
-    for (const { cluster } of this.clusters.values()) {
-      cluster.http1.destroy();
-      cluster.http2?.destroy();
-    }
-    this.clusters.clear();
   }
 }

@@ -1,4 +1,4 @@
-// The proxy's side of xDS: the ADS client (src/xds/adsc.ts) subscribed to listeners and clusters
+// The proxy's side of xDS: the ADS client (src/envoy/ads-client.ts) subscribed to listeners and clusters
 // (wildcard) and the routes and endpoints they name, and the application of each response.
 //
 // A response is applied atomically: everything it carries is compiled first (clusters, endpoints,
@@ -19,7 +19,7 @@ import { shortTypeName, TypeUrl } from '../envoy/types.js';
 import type { DynamicClusterManager } from './clusters.js';
 import { ConfigError, withinResource } from '../envoy/config-error.js';
 import type { ListenerManager, ListenerPlan } from './listener-manager.js';
-import { compileRouteConfiguration, type RouteTable } from './router.js';
+import { compileRouteConfiguration, type RouteTable } from './route-table.js';
 import { statName, type StatCounter, type StatsStore } from './stats.js';
 
 const log = scope('config');

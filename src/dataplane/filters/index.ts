@@ -1,0 +1,4 @@
+// The HTTP filters this proxy runs: one import per filter file, each registers itself.
+import './jwt-authn.js';
+import './rbac.js';
+import './router.js';

@@ -1,0 +1,56 @@
+// The HTTP filters of a connection manager, by type URL. Each filter is one file that registers
+// itself (`registerHttpFilter`): its config schema, how a config compiles into the per-request
+// filter, and its counters. The connection manager looks filters up here; index.ts lists the files.
+import type { DescMessage, MessageShape } from '@bufbuild/protobuf';
+import { anyUnpack, type Any } from '@bufbuild/protobuf/wkt';
+import { ConfigError } from '../../envoy/config-error.js';
+import type { HttpFilter } from '../../envoy/filter.js';
+import type { JwtAuthnOptions } from '../../envoy/jwt-authn.js';
+import { TYPE_URL_PREFIX, typeNameOf, typeUrlOf } from '../../envoy/types.js';
+
+/**
+ * Counters of each filter kind by their Envoy stats group (`http.<prefix>.<group>.<stat>`); a
+ * filter file adds its own entry (`declare module './registry.js'`).
+ */
+export interface HttpFilterStatsByGroup {}
+
+/** One filter's counters, for the admin /stats endpoint: `{ name, <group>: counters }`. */
+export type FilterStats = {
+  [G in keyof HttpFilterStatsByGroup]: { readonly name: string } & { readonly [K in G]: HttpFilterStatsByGroup[G] };
+}[keyof HttpFilterStatsByGroup];
+
+/** What the proxy gives every filter it compiles. */
+export interface HttpFilterContext {
+  readonly jwt?: JwtAuthnOptions;
+}
+
+/** A compiled http_filters entry: the filter run per request (none for the router) and its counters. */
+export interface CompiledHttpFilter {
+  readonly filter?: HttpFilter;
+  readonly stats?: FilterStats;
+}
+
+export interface HttpFilterFactory<Desc extends DescMessage = DescMessage> {
+  readonly schema: Desc;
+  /** The router: the last filter of every chain, whose work the connection manager ends with. */
+  readonly terminal?: boolean;
+  compile(config: MessageShape<Desc>, name: string, ctx: HttpFilterContext): CompiledHttpFilter;
+}
+
+const registry = new Map<string, HttpFilterFactory>();
+
+export function registerHttpFilter<Desc extends DescMessage>(factory: HttpFilterFactory<Desc>): void {
+  registry.set(typeUrlOf(factory.schema), factory as unknown as HttpFilterFactory);
+}
+
+/** The registered filter of a type URL (whatever its host part), or undefined. */
+export function httpFilterOf(typeUrl: string): HttpFilterFactory | undefined {
+  return registry.get(TYPE_URL_PREFIX + typeNameOf(typeUrl));
+}
+
+/** Decodes `any` with the factory's schema and compiles it; `field` names the typed_config. */
+export function compileHttpFilter(factory: HttpFilterFactory, any: Any, name: string, field: string, ctx: HttpFilterContext): CompiledHttpFilter {
+  const config = anyUnpack(any, factory.schema);
+  if (!config) throw new ConfigError(field, `cannot decode ${any.typeUrl}`);
+  return factory.compile(config, name, ctx);
+}

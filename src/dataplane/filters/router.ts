@@ -1,0 +1,275 @@
+// The router HTTP filter, the last of every chain: the route of a request (looked up before the
+// other filters, as Envoy caches it), upgrade admission, then the route's direct response or its
+// upstream, and the forwarding itself (HTTP/1.1 or HTTP/2 exchanges, upgrades spliced on 101).
+import { request as httpRequest, type IncomingMessage, type OutgoingHttpHeaders } from 'node:http';
+import type { Duplex } from 'node:stream';
+import { scope } from '../../common/log.js';
+import { RouterSchema } from '../../gen/envoy/extensions/filters/http/router/v3/router_pb.js';
+import type { LocalReply } from '../../envoy/filter.js';
+import type { StreamRequest } from '../../envoy/request.js';
+import type { ClusterManager } from '../clusters.js';
+import type { Endpoint, UpstreamCluster } from '../upstream-pools.js';
+import { http1Exchange } from '../http1-exchange.js';
+import {
+  bodyFraming,
+  http2Exchange,
+  isEndToEnd,
+  rawHead,
+  respondHeadersOnly,
+  writeHead,
+  type DownstreamRequest,
+  type DownstreamResponse,
+  type HeaderMap,
+  type UpstreamEvents,
+  type UpstreamExchange,
+} from '../http-codec.js';
+import { applyMutations, type CompiledRoute, type MutableHeaders, type RouteTable } from '../route-table.js';
+import { registerHttpFilter } from './registry.js';
+
+const log = scope('http');
+
+registerHttpFilter({ schema: RouterSchema, terminal: true, compile: () => ({}) });
+
+/** Node's header object as a mutable header set (for response header mutations). */
+class ResponseHeaderSet implements MutableHeaders {
+  constructor(readonly h: Record<string, string | string[]>) {}
+  has(name: string): boolean {
+    return this.h[name] !== undefined;
+  }
+  add(name: string, value: string): void {
+    const cur = this.h[name];
+    this.h[name] = cur === undefined ? value : [...(Array.isArray(cur) ? cur : [cur]), value];
+  }
+  set(name: string, value: string): void {
+    this.h[name] = value;
+  }
+  remove(name: string): void {
+    delete this.h[name];
+  }
+}
+
+/** Envoy's answer when the upstream connection fails before a response. */
+const CONNECT_FAILURE: LocalReply = {
+  status: 503,
+  body: 'upstream connect error or disconnect/reset before headers. reset reason: connection failure',
+  headers: {},
+  details: 'upstream_reset_before_response_started{connection_failure}',
+};
+
+/** Where the router sends an admitted request. */
+export interface Target {
+  readonly route: CompiledRoute;
+  readonly cluster: UpstreamCluster;
+  readonly endpoint: Endpoint;
+  readonly path: string;
+  readonly headers: OutgoingHttpHeaders;
+  readonly timeoutMs: number;
+}
+
+/** A response's headers without the hop-by-hop ones. */
+function endToEndHeaders(msg: IncomingMessage): Record<string, string | string[]> {
+  const out: Record<string, string | string[]> = {};
+  for (const [k, v] of Object.entries(msg.headersDistinct)) {
+    if (v && isEndToEnd(k, v[0])) out[k] = v.length === 1 ? (v[0] as string) : v;
+  }
+  return out;
+}
+
+/** What the router needs of its connection manager. */
+export interface RouterDeps {
+  readonly clusters: ClusterManager;
+  /** The current route table (RDS: undefined until it has arrived). */
+  readonly routeTable: () => RouteTable | undefined;
+  /** The connection manager's upgrade_configs: enabled by upgrade type. */
+  readonly upgrades: ReadonlyMap<string, boolean>;
+  readonly serverName: string;
+  readonly alwaysSetRequestIdInResponse: boolean;
+  /** A local reply; to a gRPC request it is a gRPC status. */
+  sendLocal(res: DownstreamResponse, reply: LocalReply, requestId: string | undefined, grpc: boolean): void;
+  /** A local reply on the raw socket of an upgrade request. */
+  sendLocalRaw(socket: Duplex, reply: LocalReply, requestId?: string): void;
+}
+
+/** The router of one connection manager. */
+export class Router {
+  private readonly clusters: ClusterManager;
+  private readonly routeTable: () => RouteTable | undefined;
+  private readonly upgrades: ReadonlyMap<string, boolean>;
+  private readonly serverName: string;
+  private readonly alwaysSetRequestIdInResponse: boolean;
+  private readonly sendLocal: RouterDeps['sendLocal'];
+  private readonly sendLocalRaw: RouterDeps['sendLocalRaw'];
+
+  constructor(deps: RouterDeps) {
+    this.clusters = deps.clusters;
+    this.routeTable = deps.routeTable;
+    this.upgrades = deps.upgrades;
+    this.serverName = deps.serverName;
+    this.alwaysSetRequestIdInResponse = deps.alwaysSetRequestIdInResponse;
+    this.sendLocal = deps.sendLocal;
+    this.sendLocalRaw = deps.sendLocalRaw;
+  }
+
+  route(sreq: StreamRequest): CompiledRoute | undefined {
+    return this.routeTable()?.route(sreq);
+  }
+
+  /** Whether the route (else the connection manager) enables this upgrade; a 403 if not. */
+  admitUpgrade(route: CompiledRoute | undefined, upgrade: string, reply: (r: LocalReply) => void): boolean {
+    const perRoute = route?.action.kind === 'route' ? route.action.upgrades.get(upgrade) : undefined;
+    if (!(perRoute ?? this.upgrades.get(upgrade) ?? false)) {
+      reply({ status: 403, body: '', headers: {}, details: 'upgrade_failed' });
+      return false;
+    }
+    return true;
+  }
+
+  /** Where an admitted request goes, or undefined after a local reply (no route, direct response, no upstream). */
+  target(sreq: StreamRequest, route: CompiledRoute | undefined, reply: (r: LocalReply) => void): Target | undefined {
+    if (!route) {
+      reply({ status: 404, body: '', headers: {}, details: 'route_not_found' });
+      return undefined;
+    }
+    const action = route.action;
+    if (action.kind === 'direct') {
+      const headers: Record<string, string | string[]> = {};
+      applyMutations(new ResponseHeaderSet(headers), route.responseHeaders);
+      reply({ status: action.status, body: action.body, headers, details: 'direct_response' });
+      return undefined;
+    }
+    const cluster = this.clusters.get(action.cluster(sreq));
+    if (!cluster) {
+      reply({ status: action.clusterNotFoundStatus, body: '', headers: {}, details: 'cluster_not_found' });
+      return undefined;
+    }
+    const endpoint = cluster.pick(sreq);
+    if (!endpoint) {
+      reply({ status: 503, body: 'no healthy upstream', headers: {}, details: 'no_healthy_upstream' });
+      return undefined;
+    }
+    applyMutations(sreq.headers, route.requestHeaders);
+    let path = sreq.path;
+    if (action.prefixRewrite !== undefined && route.matchedPrefix !== undefined) {
+      path = action.prefixRewrite + path.slice(route.matchedPrefix.length);
+    }
+    const headers: OutgoingHttpHeaders = {};
+    for (const [k, v] of sreq.headers.entries()) headers[k] = v.length === 1 ? v[0] : v;
+    headers.host = action.hostRewrite ?? sreq.authority;
+    if (action.timeoutMs > 0) headers['x-envoy-expected-rq-timeout-ms'] = String(action.timeoutMs);
+    return { route, cluster, endpoint, path, headers, timeoutMs: action.timeoutMs };
+  }
+
+  forward(req: DownstreamRequest, res: DownstreamResponse, sreq: StreamRequest, target: Target, requestId: string | undefined, grpc: boolean): void {
+    const { sendLocal, serverName, alwaysSetRequestIdInResponse } = this;
+    const { route, cluster, endpoint, path, headers, timeoutMs } = target;
+    const framing = bodyFraming(req);
+    // A chunked HTTP/1.1 request stays chunked upstream, so that request trailers can follow it.
+    if (!cluster.http2 && String(req.headers['transfer-encoding'] ?? '').toLowerCase().includes('chunked')) headers['transfer-encoding'] = 'chunked';
+    const started = Date.now();
+    let timer: NodeJS.Timeout | undefined;
+    const done = (): void => {
+      if (timer) clearTimeout(timer);
+      timer = undefined;
+    };
+    const events: UpstreamEvents = {
+      error(e) {
+        done();
+        if (res.writableEnded) return; // already answered (e.g. the timeout's 504)
+        if (res.headersSent) {
+          res.destroy();
+          return;
+        }
+        log.debug(`upstream ${cluster.name} ${endpoint.host}:${endpoint.port} failed: ${e.message}`);
+        sendLocal(res, CONNECT_FAILURE, requestId, grpc);
+      },
+      head(up, body) {
+        const out = up.headers;
+        out.server = serverName;
+        out['x-envoy-upstream-service-time'] = String(Date.now() - started);
+        if (requestId && alwaysSetRequestIdInResponse) out['x-request-id'] = requestId;
+        applyMutations(new ResponseHeaderSet(out), route.responseHeaders);
+        if (timer === undefined && timeoutMs > 0) {
+          // the timeout already answered 504
+          body.discard();
+          return;
+        }
+        if (up.endStream) {
+          done();
+          respondHeadersOnly(res, up.status, out);
+          return;
+        }
+        writeHead(res, up.status, out, up.message);
+        body.pipeTo(res, (t) => {
+          done();
+          if (t) res.addTrailers(t);
+          res.end();
+        });
+      },
+    };
+    const request = { endpoint, method: sreq.method, path, headers, framing };
+    let upstream: UpstreamExchange;
+    try {
+      upstream = cluster.http2 ? http2Exchange(request, cluster.http2, events) : http1Exchange(request, cluster.http1, events);
+    } catch (e) {
+      // e.g. the pooled HTTP/2 session went away between the pick and the request
+      events.error(e as Error);
+      req.resume();
+      return;
+    }
+    if (timeoutMs > 0) {
+      timer = setTimeout(() => {
+        timer = undefined;
+        upstream.destroy();
+        sendLocal(res, { status: 504, body: 'upstream request timeout', headers: {}, details: 'upstream_response_timeout' }, requestId, grpc);
+      }, timeoutMs);
+    }
+    res.on('close', () => {
+      done();
+      if (!res.writableFinished) upstream.destroy();
+    });
+    const body = upstream.body;
+    if (!body) return;
+    req.pipe(body, { end: false });
+    req.on('end', () => upstream.finish(req.rawTrailers.length > 0 ? (req.trailers as HeaderMap) : undefined));
+  }
+
+  /** Forwards an upgrade (e.g. WebSocket): on 101 the two sockets are spliced together. */
+  forwardUpgrade(req: IncomingMessage, socket: Duplex, head: Buffer, sreq: StreamRequest, target: Target, requestId: string | undefined): void {
+    const sendLocalRaw = this.sendLocalRaw;
+    const { cluster, endpoint, path, headers } = target;
+    headers.connection = 'Upgrade';
+    headers.upgrade = req.headers.upgrade;
+    // An upgraded connection leaves the pool for good: give it its own socket.
+    const upstream = httpRequest({ host: endpoint.host, port: endpoint.port, method: sreq.method, path, headers, agent: false });
+    const kill = (): void => {
+      upstream.destroy();
+      socket.destroy();
+    };
+    socket.on('error', kill);
+    upstream.on('error', (e) => {
+      log.debug(`upgrade to ${cluster.name} ${endpoint.host}:${endpoint.port} failed: ${e.message}`);
+      if (socket.writable) {
+        sendLocalRaw(socket, CONNECT_FAILURE, requestId);
+      }
+    });
+    upstream.on('upgrade', (up, upSocket, upHead) => {
+      // The 101 goes out as received, Connection/Upgrade included.
+      socket.write(rawHead(up.statusCode ?? 101, up.statusMessage ?? '', up.headersDistinct as Record<string, string[]>));
+      if (upHead.length > 0) socket.write(upHead);
+      if (head.length > 0) upSocket.write(head);
+      upSocket.on('error', kill);
+      // Half-closes propagate through the pipes; once either side is fully closed, so is the other.
+      upSocket.on('close', () => socket.destroy());
+      socket.on('close', () => upSocket.destroy());
+      upSocket.pipe(socket);
+      socket.pipe(upSocket);
+    });
+    upstream.on('response', (up) => {
+      // The upstream declined the upgrade: relay its answer and close.
+      const out: OutgoingHttpHeaders = { ...endToEndHeaders(up), connection: 'close' };
+      socket.write(rawHead(up.statusCode ?? 502, up.statusMessage ?? '', out));
+      up.pipe(socket);
+    });
+    upstream.end();
+  }
+}

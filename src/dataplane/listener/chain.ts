@@ -1,0 +1,88 @@
+// A compiled filter chain: the connections it serves and how they drain. The network filter at
+// the end of the chain (http-hosting.ts, tcp-proxy.ts) decides what a connection is served with.
+import type { Socket } from 'node:net';
+import { scope } from '../../common/log.js';
+import type { CompiledChainMatch } from '../filter-chain-match.js';
+import type { StatCounter, StatSample } from '../stats.js';
+
+const log = scope('conn_handler');
+
+/** A listener's counters, shared by its chains. */
+export interface ListenerCounters {
+  readonly cx: StatCounter;
+  /** Envoy's `listener.<address>.worker_<N>.downstream_cx_total`: the connections this process took. */
+  readonly workerCx: StatCounter;
+  readonly noChain: StatCounter;
+  readonly rq: StatCounter;
+  readonly rqClass: readonly StatCounter[];
+}
+
+/** One compiled filter chain with the connections it serves. */
+export abstract class Chain {
+  readonly connections = new Set<Socket>();
+  draining = false;
+  protected closingIdle = false;
+  private closeTimer?: NodeJS.Timeout;
+
+  constructor(
+    readonly name: string,
+    readonly match: CompiledChainMatch,
+  ) {}
+
+  serve(socket: Socket): void {
+    if (socket.destroyed) return;
+    this.connections.add(socket);
+    socket.once('close', () => this.connections.delete(socket));
+    this.accept(socket);
+  }
+
+  protected abstract accept(socket: Socket): void;
+
+  /** Counters owned by the compiled chain (filter stats), for /stats. */
+  samples(): StatSample[] {
+    return [];
+  }
+
+  /**
+   * Asks connections to finish; after `drainTimeMs` the rest are closed. Resolves when all are
+   * gone. `closeIdle` (shutdown) also closes idle connections at once; otherwise (listener update
+   * or removal, drain_listeners) they get `connection: close` on their next response or close
+   * after the keep-alive timeout, as closing a connection a client may be reusing right now would
+   * fail its request.
+   */
+  drain(drainTimeMs: number, closeIdle = false): Promise<void> {
+    this.draining = true;
+    if (closeIdle) this.closingIdle = true;
+    this.onDrain();
+    if (!this.closeTimer) {
+      this.closeTimer = setTimeout(() => this.destroyAll(), drainTimeMs);
+      this.closeTimer.unref();
+    }
+    return this.whenEmpty();
+  }
+
+  protected onDrain(): void {}
+
+  /** Releases what the chain holds once it serves nothing any more. */
+  dispose(): void {}
+
+  destroyAll(): void {
+    clearTimeout(this.closeTimer);
+    for (const s of this.connections) s.destroy();
+  }
+
+  async whenEmpty(): Promise<void> {
+    while (this.connections.size > 0) {
+      await new Promise<void>((resolve) => [...this.connections][0]!.once('close', () => resolve()));
+    }
+    clearTimeout(this.closeTimer);
+  }
+}
+
+/** A chain whose transport socket (TLS) this proxy cannot terminate: matched, then closed. */
+export class RefusingChain extends Chain {
+  protected accept(socket: Socket): void {
+    log.debug(`filter chain ${this.name} needs a transport socket this proxy does not support; closing the connection`);
+    socket.destroy();
+  }
+}

@@ -1,0 +1,156 @@
+// The listener compiler: a Listener message compiled into an ActiveListener (its filter chains
+// with their matches, the listener filters' inspection, its counters). Binding and serving are the
+// listener manager's; this only reads the message (a ConfigError names what it cannot honour).
+import type { Any } from '@bufbuild/protobuf/wkt';
+import { durationMs } from '../../common/duration.js';
+import { scope } from '../../common/log.js';
+import { TrafficDirection } from '../../gen/envoy/config/core/v3/base_pb.js';
+import { ListenerSchema, type Listener } from '../../gen/envoy/config/listener/v3/listener_pb.js';
+import type { FilterChain } from '../../gen/envoy/config/listener/v3/listener_components_pb.js';
+import { ConfigError, unappliedFields, withinResource } from '../../envoy/config-error.js';
+import { typeNameOf } from '../../envoy/types.js';
+import { socketAddressOf } from '../clusters.js';
+import { compileChainMatch, selectChain, type ConnectionFacts } from '../filter-chain-match.js';
+import { originalDstUnavailable } from '../original-dst.js';
+import { statName, type StatName } from '../stats.js';
+import { RefusingChain, type Chain, type ListenerCounters } from './chain.js';
+import { listenerFilterOf, type ListenerFilterNeeds } from './listener-filters.js';
+import { buildNetworkFilter, networkFilterOf, type ChainDeps, type NetworkFilter } from './network-filters.js';
+import type { Inspection } from './sniffers.js';
+// The network filters this proxy runs; each registers itself.
+import './http-hosting.js';
+import './tcp-proxy.js';
+
+const log = scope('conn_handler');
+
+/** Envoy's default listener_filters_timeout. */
+const DEFAULT_INSPECT_TIMEOUT_MS = 15_000;
+
+const UNAPPLIED_LISTENER = [
+  'additionalAddresses', 'perConnectionBufferLimitBytes', 'socketOptions', 'tcpBacklogSize', 'connectionBalanceConfig',
+  'enableReusePort', 'accessLog', 'udpListenerConfig', 'apiListener', 'freebind', 'transparent', 'tcpFastOpenQueueLength',
+  'maxConnectionsToAcceptPerSocketEvent', 'drainType',
+];
+
+export interface ListenerCompileDeps extends ChainDeps {
+  /** This process's worker index, for the per-worker listener stats (0: the main process). */
+  readonly workerIndex?: number;
+}
+
+/** A compiled listener: its chains, counters and the socket it is served on. */
+export class ActiveListener {
+  constructor(
+    readonly name: string,
+    readonly message: Listener,
+    readonly address: { host: string; port: number },
+    readonly bind: boolean,
+    readonly chains: readonly Chain[],
+    readonly defaultChain: Chain | undefined,
+    readonly inspection: Inspection,
+    readonly counters: ListenerCounters,
+  ) {}
+
+  get inbound(): boolean {
+    return this.message.trafficDirection === TrafficDirection.INBOUND;
+  }
+
+  allChains(): Chain[] {
+    return [...this.chains, ...(this.defaultChain ? [this.defaultChain] : [])];
+  }
+
+  select(f: ConnectionFacts): Chain | undefined {
+    return selectChain(this.chains, f) ?? this.defaultChain;
+  }
+}
+
+/** What the listener's filters ask for; a filter type this proxy does not run is a ConfigError. */
+function listenerFilterNeeds(l: Listener): ListenerFilterNeeds {
+  const needs: ListenerFilterNeeds = { http: false, tls: false };
+  l.listenerFilters.forEach((f, i) => {
+    const c = f.configType;
+    if (c.case !== 'typedConfig') throw new ConfigError(`listener_filters[${i}]`, 'typed_config is required');
+    const filter = listenerFilterOf(c.value.typeUrl);
+    if (!filter) throw new ConfigError(`listener_filters[${i}].typed_config`, `listener filter type ${typeNameOf(c.value.typeUrl)} is not supported`);
+    filter.apply(needs);
+  });
+  return needs;
+}
+
+export function compileListener(l: Listener, deps: ListenerCompileDeps): ActiveListener {
+  if (!l.name) throw new ConfigError('name', 'a listener name is required');
+  if (l.filterChainMatcher) throw new ConfigError('filter_chain_matcher', 'the matcher API is not supported; use filter_chain_match');
+  const address = socketAddressOf(l.address, 'address');
+  const unapplied = unappliedFields(ListenerSchema, l, UNAPPLIED_LISTENER);
+  if (unapplied.length > 0) log.warn(`listener ${l.name}: accepted but not applied yet: ${unapplied.join(', ')}`);
+  const needs = listenerFilterNeeds(l);
+  const noOriginalDst = l.useOriginalDst ? originalDstUnavailable() : undefined;
+  if (noOriginalDst) log.warn(`listener ${l.name}: use_original_dst without SO_ORIGINAL_DST (${noOriginalDst}); its connections are not handed to other listeners`);
+  const inspection: Inspection = {
+    http: needs.http,
+    tls: needs.tls,
+    timeoutMs: durationMs(l.listenerFiltersTimeout, DEFAULT_INSPECT_TIMEOUT_MS),
+    continueOnTimeout: l.continueOnListenerFiltersTimeout,
+  };
+  const tag = { name: 'envoy_listener_address', value: listenerStatName(address) };
+  const c = (stat: string) => deps.stats.counter(statName('listener', stat, tag));
+  const counters: ListenerCounters = {
+    cx: c('downstream_cx_total'),
+    workerCx: deps.stats.counter(workerStatName(tag.value, deps.workerIndex ?? 0, 'downstream_cx_total')),
+    noChain: c('no_filter_chain_match'),
+    rq: c('downstream_rq_total'),
+    rqClass: [1, 2, 3, 4, 5].map((k) => c(`downstream_rq_${k}xx`)),
+  };
+  const seen = new Map<string, string>();
+  const chains = l.filterChains.map((fc, i) => {
+    const field = `filter_chains[${i}]`;
+    const chain = compileChain(fc, field, address.port, counters, deps);
+    const other = seen.get(chain.match.key);
+    if (other !== undefined) throw new ConfigError(`${field}.filter_chain_match`, `matches the same connections as ${other}`);
+    seen.set(chain.match.key, field);
+    return chain;
+  });
+  const defaultChain = l.defaultFilterChain ? compileChain(l.defaultFilterChain, 'default_filter_chain', address.port, counters, deps) : undefined;
+  if (chains.length === 0 && !defaultChain) throw new ConfigError('filter_chains', 'at least one filter chain (or a default filter chain) is required');
+  return new ActiveListener(l.name, l, address, l.bindToPort ?? true, chains, defaultChain, inspection, counters);
+}
+
+function compileChain(fc: FilterChain, field: string, port: number, counters: ListenerCounters, deps: ChainDeps): Chain {
+  const match = compileChainMatch(fc.filterChainMatch, `${field}.filter_chain_match`);
+  const name = fc.name || field;
+  if (fc.transportSocket) {
+    log.warn(`${field} (${name}): transport socket ${fc.transportSocket.name} is not supported yet; connections matching this chain are closed`);
+    return new RefusingChain(name, match);
+  }
+  if (fc.filters.length === 0) throw new ConfigError(`${field}.filters`, 'at least one network filter is required');
+  const last = fc.filters.length - 1;
+  let filter: NetworkFilter | undefined;
+  fc.filters.forEach((f, i) => {
+    const c = f.configType;
+    if (c.case !== 'typedConfig') throw new ConfigError(`${field}.filters[${i}]`, 'typed_config is required');
+    // Every network filter this proxy runs is terminal (it serves the connection).
+    filter = networkFilterOf(c.value.typeUrl);
+    if (!filter) throw new ConfigError(`${field}.filters[${i}].typed_config`, `network filter type ${typeNameOf(c.value.typeUrl)} is not supported`);
+    if (i !== last) throw new ConfigError(`${field}.filters[${i}]`, `${f.name} is a terminal filter and must be the last one`);
+  });
+  const any = fc.filters[last]!.configType.value as Any;
+  const filterField = `filters[${last}].typed_config`;
+  try {
+    return buildNetworkFilter(filter!, any, { name, match, field: filterField, listenerPort: port, counters, deps });
+  } catch (e) {
+    throw withinResource(`${field}.${filterField}`, e);
+  }
+}
+
+/** A per-worker listener stat, tagged with the listener address and the worker id as Envoy does. */
+function workerStatName(address: string, worker: number, stat: string): StatName {
+  return {
+    name: `listener.${address}.worker_${worker}.${stat}`,
+    prom: `envoy_listener_worker_${stat}`,
+    labels: { envoy_listener_address: address, envoy_worker_id: String(worker) },
+  };
+}
+
+/** Envoy's listener stat name: the address with `_` before the port. */
+export function listenerStatName(a: { host: string; port: number }): string {
+  return `${a.host}_${a.port}`;
+}

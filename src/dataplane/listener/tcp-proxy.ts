@@ -1,0 +1,105 @@
+// The tcp_proxy network filter: each connection is spliced to an endpoint of a (weighted) cluster.
+import { connect, type Socket } from 'node:net';
+import { scope } from '../../common/log.js';
+import { TcpProxySchema, type TcpProxy } from '../../gen/envoy/extensions/filters/network/tcp_proxy/v3/tcp_proxy_pb.js';
+import { ConfigError, unappliedFields } from '../../envoy/config-error.js';
+import { normalizeIp } from '../../envoy/matchers.js';
+import { requestView } from '../../envoy/request.js';
+import type { ClusterManager } from '../clusters.js';
+import type { CompiledChainMatch } from '../filter-chain-match.js';
+import { connectionDestination } from '../original-dst.js';
+import { statName, type StatCounter, type StatsStore } from '../stats.js';
+import { Chain } from './chain.js';
+import { registerNetworkFilter } from './network-filters.js';
+
+const log = scope('conn_handler');
+
+const UNAPPLIED_TCP_PROXY = ['idleTimeout', 'downstreamIdleTimeout', 'upstreamIdleTimeout', 'accessLog', 'maxConnectAttempts', 'hashPolicy', 'tunnelingConfig', 'metadataMatch', 'onDemand', 'maxDownstreamConnectionDuration'];
+
+/** A weighted choice among the TCP proxy's clusters. */
+function clusterChooser(tp: TcpProxy, field: string): () => string {
+  const cs = tp.clusterSpecifier;
+  if (cs.case === 'cluster') {
+    const name = cs.value;
+    return () => name;
+  }
+  if (cs.case !== 'weightedClusters') throw new ConfigError(`${field}.cluster_specifier`, 'cluster or weighted_clusters is required');
+  const clusters = cs.value.clusters;
+  const total = clusters.reduce((n, c) => n + c.weight, 0);
+  if (clusters.length === 0 || total === 0) throw new ConfigError(`${field}.weighted_clusters`, 'needs at least one cluster with a weight above 0');
+  return () => {
+    let r = Math.random() * total;
+    for (const c of clusters) {
+      r -= c.weight;
+      if (r < 0) return c.name;
+    }
+    return clusters[clusters.length - 1]!.name;
+  };
+}
+
+class TcpChain extends Chain {
+  private readonly cluster: () => string;
+  private readonly cx: StatCounter;
+  private readonly noCluster: StatCounter;
+  private readonly connectFail: StatCounter;
+
+  constructor(
+    name: string,
+    match: CompiledChainMatch,
+    tp: TcpProxy,
+    field: string,
+    private readonly clusters: ClusterManager,
+    stats: StatsStore,
+  ) {
+    super(name, match);
+    this.cluster = clusterChooser(tp, field);
+    const unapplied = unappliedFields(TcpProxySchema, tp, UNAPPLIED_TCP_PROXY);
+    if (unapplied.length > 0) log.warn(`tcp_proxy ${JSON.stringify(tp.statPrefix)}: accepted but not applied yet: ${unapplied.join(', ')}`);
+    const tag = { name: 'envoy_tcp_prefix', value: tp.statPrefix };
+    this.cx = stats.counter(statName('tcp', 'downstream_cx_total', tag));
+    this.noCluster = stats.counter(statName('tcp', 'downstream_cx_no_route', tag));
+    this.connectFail = stats.counter(statName('tcp', 'upstream_connect_fail', tag));
+  }
+
+  protected accept(down: Socket): void {
+    this.cx.inc();
+    const name = this.cluster();
+    const cluster = this.clusters.get(name);
+    const view = requestView({
+      source: { address: normalizeIp(down.remoteAddress ?? ''), port: down.remotePort ?? 0 },
+      destination: connectionDestination(down),
+    });
+    const endpoint = cluster?.pick(view);
+    if (!cluster || !endpoint) {
+      this.noCluster.inc();
+      log.debug(`tcp_proxy: ${cluster ? `no healthy upstream in ${name}` : `unknown cluster ${name}`}; closing the connection`);
+      down.destroy();
+      return;
+    }
+    down.pause();
+    const up = connect({ host: endpoint.host, port: endpoint.port, allowHalfOpen: true });
+    const timeoutMs = cluster.connectTimeoutMs ?? 0;
+    const timer = timeoutMs > 0 ? setTimeout(() => up.destroy(new Error(`connect timeout after ${timeoutMs}ms`)), timeoutMs) : undefined;
+    up.once('connect', () => {
+      clearTimeout(timer);
+      down.pipe(up);
+      up.pipe(down);
+      down.resume();
+    });
+    up.on('error', (e) => {
+      clearTimeout(timer);
+      if (up.connecting || !up.remoteAddress) this.connectFail.inc();
+      log.debug(`tcp_proxy to ${name} ${endpoint.host}:${endpoint.port}: ${e.message}`);
+      down.destroy();
+    });
+    down.on('error', () => up.destroy());
+    // Once either side is fully closed, so is the other (half-closes pass through the pipes).
+    up.on('close', () => down.destroy());
+    down.on('close', () => up.destroy());
+  }
+}
+
+registerNetworkFilter({
+  schema: TcpProxySchema,
+  build: (tp, ctx) => new TcpChain(ctx.name, ctx.match, tp, ctx.field, ctx.deps.clusters, ctx.deps.stats),
+});

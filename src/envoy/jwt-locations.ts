@@ -1,0 +1,108 @@
+// Where jwt_authn finds tokens: headers (after a prefix), query parameters and cookies, each
+// location with the issuers whose providers look there, as Envoy's extractor does.
+import type { StreamRequest } from './request.js';
+
+export type LocationSpec =
+  | { kind: 'header'; name: string; prefix: string }
+  | { kind: 'param'; name: string }
+  | { kind: 'cookie'; name: string };
+
+/** A token found in a request, with the issuers whose providers look there. */
+export interface FoundToken {
+  readonly token: string;
+  readonly issuerAllowed: (iss: string) => boolean;
+  readonly remove: (req: StreamRequest) => void;
+}
+
+/** What the extractor reads of a provider. */
+export interface TokenSource {
+  readonly issuer: string;
+  readonly locations: readonly LocationSpec[];
+  readonly forwardPayloadHeader: string;
+  readonly claimToHeaders: readonly { readonly header: string }[];
+}
+
+function parseCookies(header: string | undefined): Map<string, string> {
+  const out = new Map<string, string>();
+  for (const part of (header ?? '').split(';')) {
+    const eq = part.indexOf('=');
+    if (eq < 0) continue;
+    const k = part.slice(0, eq).trim();
+    let v = part.slice(eq + 1).trim();
+    if (v.length >= 2 && v.startsWith('"') && v.endsWith('"')) v = v.slice(1, -1);
+    if (!out.has(k)) out.set(k, v);
+  }
+  return out;
+}
+
+const TOKEN_CHARS = /[A-Za-z0-9\-_.]/;
+
+/** After the prefix, skip to the first character a JWT can hold (Envoy's extractJWT). */
+function afterPrefix(value: string, prefix: string): string | undefined {
+  if (!prefix) return value;
+  const pos = value.indexOf(prefix);
+  if (pos < 0) return undefined;
+  const rest = value.slice(pos + prefix.length);
+  for (let i = 0; i < rest.length; i++) if (TOKEN_CHARS.test(rest[i] as string)) return rest.slice(i);
+  return value;
+}
+
+function removeQueryParam(path: string, name: string): string {
+  const q = path.indexOf('?');
+  if (q < 0) return path;
+  const params = new URLSearchParams(path.slice(q + 1));
+  params.delete(name);
+  const rest = params.toString();
+  return rest ? `${path.slice(0, q)}?${rest}` : path.slice(0, q);
+}
+
+/** The token locations of a set of providers, each with the issuers that use it. */
+export class Extractor {
+  private readonly specs = new Map<string, { spec: LocationSpec; issuers: Set<string>; any: boolean }>();
+  readonly sanitize: readonly string[];
+
+  constructor(providers: readonly TokenSource[]) {
+    const sanitize: string[] = [];
+    for (const p of providers) {
+      for (const spec of p.locations) {
+        const key = `${spec.kind}\0${spec.name}\0${spec.kind === 'header' ? spec.prefix : ''}`;
+        let entry = this.specs.get(key);
+        if (!entry) this.specs.set(key, (entry = { spec, issuers: new Set(), any: false }));
+        // A provider without an issuer accepts tokens of any issuer at its locations.
+        if (p.issuer === '') entry.any = true;
+        else entry.issuers.add(p.issuer);
+      }
+      if (p.forwardPayloadHeader) sanitize.push(p.forwardPayloadHeader);
+      for (const c of p.claimToHeaders) sanitize.push(c.header);
+    }
+    this.sanitize = sanitize;
+  }
+
+  extract(req: StreamRequest): FoundToken[] {
+    const out: FoundToken[] = [];
+    let params: URLSearchParams | undefined;
+    let cookies: Map<string, string> | undefined;
+    for (const { spec, issuers, any } of this.specs.values()) {
+      const issuerAllowed = (iss: string): boolean => any || issuers.has(iss);
+      if (spec.kind === 'header') {
+        for (const v of req.headers.values(spec.name)) {
+          const token = afterPrefix(v, spec.prefix);
+          if (token !== undefined) out.push({ token, issuerAllowed, remove: (r) => r.headers.remove(spec.name) });
+        }
+      } else if (spec.kind === 'param') {
+        if (!params) {
+          const q = req.path.indexOf('?');
+          params = new URLSearchParams(q < 0 ? '' : req.path.slice(q + 1));
+        }
+        const v = params.get(spec.name);
+        if (v !== null) out.push({ token: v, issuerAllowed, remove: (r) => (r.path = removeQueryParam(r.path, spec.name)) });
+      } else {
+        cookies ??= parseCookies(req.headers.joined('cookie'));
+        const v = cookies.get(spec.name);
+        // Envoy leaves a cookie token in place even when forward is false.
+        if (v !== undefined) out.push({ token: v, issuerAllowed, remove: () => undefined });
+      }
+    }
+    return out;
+  }
+}
