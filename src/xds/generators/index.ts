@@ -17,6 +17,7 @@ import { XdsStreamError, type GenerateRequest, type ProxyInfo, type ResourceGene
 import { XdsCache } from '../cache.js';
 import { TypeUrl } from '../types.js';
 import { grpcListeners, grpcRoutes, type GrpcOptions } from './grpc.js';
+import { nameTableGenerator } from './nds.js';
 import { clusterLoadAssignments, sidecarClusters, sidecarListeners, sidecarRoutes, type SidecarOptions } from './sidecar.js';
 
 const log = scope('model');
@@ -157,5 +158,6 @@ export function createMeshGenerators(options: MeshGeneratorOptions): Map<string,
     ],
     [TypeUrl.Cluster, gen((proxy, push) => resources(ClusterSchema, sidecarClusters(proxy, push, !isGrpc(proxy), opts.cache), (c) => c.name))],
     [TypeUrl.ClusterLoadAssignment, gen((proxy, push, names) => resources(ClusterLoadAssignmentSchema, clusterLoadAssignments(proxy, push, names, opts.cache), (c) => c.clusterName))],
+    [TypeUrl.NameTable, nameTableGenerator(opts.pushContext)],
   ]);
 }
