@@ -2,10 +2,10 @@
 // sockets, forwarding to a fake upstream resolver on 127.0.0.1 that this test runs.
 import { after, before, describe, it, test } from 'node:test';
 import assert from 'node:assert/strict';
-import { createSocket, type Socket } from 'node:dgram';
-import { connect, createServer, type Server } from 'node:net';
+import { createSocket } from 'node:dgram';
+import { connect } from 'node:net';
 import { create } from '@bufbuild/protobuf';
-import dnsPacket, { type Answer, type DecodedPacket } from 'dns-packet';
+import dnsPacket, { type Answer, type DecodedPacket, type Question } from 'dns-packet';
 import { NameTableSchema, type NameTable } from '../../src/gen/mesh/v1/dns_pb.js';
 import { DnsForwarder } from '../../src/agent/dns/forwarder.js';
 import { parseResolvConf, ResolvConfError } from '../../src/agent/dns/resolv-conf.js';
@@ -13,6 +13,7 @@ import { DnsResolver } from '../../src/agent/dns/resolver.js';
 import { DnsServer } from '../../src/agent/dns/server.js';
 import { LookupTable } from '../../src/agent/dns/table.js';
 import { setScopeLevel } from '../../src/common/log.js';
+import { TestResolver, type Reply } from '../helpers/dns-resolver.js';
 
 setScopeLevel('dns', 'error');
 
@@ -76,52 +77,12 @@ test('lookup table: the first search domain appended answers a CNAME; known name
 });
 
 /** A resolver outside the mesh: outside.test A, big.test (truncated over UDP, 60 records over TCP), silent.test never answered. */
-class FakeUpstream {
-  readonly udp: Socket = createSocket('udp4');
-  readonly tcp: Server = createServer((s) => {
-    let buf = Buffer.alloc(0);
-    s.on('data', (d: Buffer) => {
-      buf = Buffer.concat([buf, d]);
-      if (buf.length < 2 || buf.length < 2 + buf.readUInt16BE(0)) return;
-      const answer = this.answer(buf.subarray(2, 2 + buf.readUInt16BE(0)), 'tcp');
-      if (!answer) return;
-      const len = Buffer.alloc(2);
-      len.writeUInt16BE(answer.length);
-      s.end(Buffer.concat([len, answer]));
-    });
-  });
-  readonly asked: string[] = [];
-  port = 0;
-
-  async start(): Promise<void> {
-    await new Promise<void>((r) => this.tcp.listen(0, '127.0.0.1', r));
-    this.port = (this.tcp.address() as { port: number }).port;
-    await new Promise<void>((r) => this.udp.bind(this.port, '127.0.0.1', r));
-    this.udp.on('message', (msg, from) => {
-      const answer = this.answer(msg, 'udp');
-      if (answer) this.udp.send(answer, from.port, from.address);
-    });
-  }
-
-  close(): void {
-    this.udp.close();
-    this.tcp.close();
-  }
-
-  private answer(msg: Buffer, transport: string): Buffer | undefined {
-    const q = dnsPacket.decode(msg);
-    const question = q.questions![0]!;
-    this.asked.push(`${transport} ${question.type} ${question.name}`);
-    const reply = (answers: Answer[], flags = 0, rcode = 0) =>
-      dnsPacket.encode({ type: 'response', id: q.id ?? 0, flags: flags | dnsPacket.RECURSION_AVAILABLE | rcode, questions: q.questions ?? [], answers });
-    if (question.name === 'silent.test') return undefined;
-    if (question.name === 'outside.test' && question.type === 'A') return reply([{ name: 'outside.test', type: 'A', ttl: 60, data: '192.0.2.10' }]);
-    if (question.name === 'big.test') {
-      if (transport === 'udp') return reply([], dnsPacket.TRUNCATED_RESPONSE);
-      return reply(Array.from({ length: 60 }, (_, i) => ({ name: 'big.test', type: 'A' as const, ttl: 60, data: `192.0.2.${i + 1}` })));
-    }
-    return reply([], 0, 3); // NXDOMAIN
-  }
+function upstreamAnswer(q: Question, transport: 'udp' | 'tcp'): Reply {
+  if (q.name === 'silent.test') return 'silent';
+  if (q.name === 'outside.test' && q.type === 'A') return [{ name: 'outside.test', type: 'A', ttl: 60, data: '192.0.2.10' }];
+  if (q.name !== 'big.test') return undefined;
+  if (transport === 'udp') return 'truncate';
+  return Array.from({ length: 60 }, (_, i) => ({ name: 'big.test', type: 'A' as const, ttl: 60, data: `192.0.2.${i + 1}` }));
 }
 
 let nextId = 1;
@@ -176,7 +137,7 @@ function rcode(p: DecodedPacket): string {
 }
 
 describe('DNS proxy over real sockets', () => {
-  const upstream = new FakeUpstream();
+  const upstream = new TestResolver(upstreamAnswer);
   let resolver: DnsResolver;
   let server: DnsServer;
   let port: number;
