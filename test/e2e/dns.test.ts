@@ -6,18 +6,29 @@
 // resolver of the pod's resolv.conf (one this test runs on the node's side of the veth).
 import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
-import { spawn } from 'node:child_process';
 import { chownSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { Pod, podsUnavailable, readableBy } from '../helpers/netns.js';
-import { discoveryArgs, eventually, REPO_ROOT, Running, start, statValue } from '../helpers/proc.js';
+import { Pod, podsUnavailable, PROXY_UID, readableBy, startSidecarInPod } from '../helpers/netns.js';
+import { REPO_ROOT, type Running, statValue } from '../helpers/proc.js';
 import { TestResolver } from '../helpers/dns-resolver.js';
 
-const PROXY_UID = 1337;
 const unavailable = podsUnavailable() ?? (readableBy(PROXY_UID) ? undefined : `the checkout ${REPO_ROOT} is not readable by uid ${PROXY_UID}`);
+
+/** A ServiceEntry with no address (so one is auto-allocated) and one endpoint outside the pod. */
+function external(name: string, host: string, port: number, portName: string, protocol: string, ip: string, target: number): string {
+  return `apiVersion: networking.mesh.io/v1
+kind: ServiceEntry
+metadata: {name: ${name}, namespace: default}
+spec:
+  hosts: ["${host}"]
+  location: MESH_EXTERNAL
+  resolution: STATIC
+  ports: [{number: ${port}, name: ${portName}, protocol: ${protocol}}]
+  endpoints: [{address: "${ip}", ports: {${portName}: ${target}}}]`;
+}
 
 /** The pod's own service gives the sidecar an inbound port (a virtualInbound without chains is refused). */
 function config(podIp: string, outsideIp: string, outsidePort: number): string {
@@ -31,25 +42,9 @@ spec:
   ports: [{number: 8000, name: http, protocol: HTTP}]
   endpoints: [{address: "${podIp}"}]
 ---
-apiVersion: networking.mesh.io/v1
-kind: ServiceEntry
-metadata: {name: external-http, namespace: default}
-spec:
-  hosts: ["some-external-host.example"]
-  location: MESH_EXTERNAL
-  resolution: STATIC
-  ports: [{number: 80, name: http, protocol: HTTP}]
-  endpoints: [{address: "${outsideIp}", ports: {http: ${outsidePort}}}]
+${external('external-http', 'some-external-host.example', 80, 'http', 'HTTP', outsideIp, outsidePort)}
 ---
-apiVersion: networking.mesh.io/v1
-kind: ServiceEntry
-metadata: {name: external-tcp, namespace: default}
-spec:
-  hosts: ["tcp-external.example"]
-  location: MESH_EXTERNAL
-  resolution: STATIC
-  ports: [{number: 7000, name: tcp, protocol: TCP}]
-  endpoints: [{address: "${outsideIp}", ports: {tcp: ${outsidePort}}}]
+${external('external-tcp', 'tcp-external.example', 7000, 'tcp', 'TCP', outsideIp, outsidePort)}
 `;
 }
 
@@ -85,13 +80,10 @@ function appInPod(pod: Pod, url: string): Promise<Outcome> {
         (e) => ({ address, error: e.cause?.message ?? e.message })),
       (e) => ({ error: e.code ?? e.message }),
     ).then((o) => console.log(JSON.stringify(o)));`;
-  const [cmd, ...args] = pod.command([process.execPath, '-e', script]);
-  const child = spawn(cmd!, args, { stdio: ['ignore', 'pipe', 'pipe'] });
-  let out = '';
-  let err = '';
-  child.stdout.on('data', (d: Buffer) => (out += d.toString()));
-  child.stderr.on('data', (d: Buffer) => (err += d.toString()));
-  return new Promise((resolve, reject) => child.on('close', () => (out ? resolve(JSON.parse(out) as Outcome) : reject(new Error(`the app in the pod printed nothing: ${err}`)))));
+  return pod.runNode(script).then(({ out, err }) => {
+    if (!out) throw new Error(`the app in the pod printed nothing: ${err}`);
+    return JSON.parse(out) as Outcome;
+  });
 }
 
 describe('DNS capture: the agent answers mesh names in a pod, the sidecar carries the connection', { skip: unavailable }, () => {
@@ -120,31 +112,8 @@ describe('DNS capture: the agent answers mesh names in a pod, the sidecar carrie
     chownSync(agentDir, PROXY_UID, PROXY_UID);
     captureRules(pod);
 
-    const discovery = new Running(start('pilot-discovery', discoveryArgs(configDir, { grpcAddr: '127.0.0.1:15010' }), { netns: pod.ns }));
-    procs.push(discovery);
-    await discovery.waitFor(/gRPC xDS server listening/);
-    const proxyConfig = { discoveryAddress: '127.0.0.1:15010', xdsProxyPort: 0, configPath: join(agentDir, 'proxy'), terminationDrainDuration: '1s' };
-    const agent = new Running(
-      start('pilot-agent', ['proxy'], {
-        netns: pod.ns,
-        uid: PROXY_UID,
-        cwd: agentDir,
-        env: {
-          POD_NAME: 'app-1',
-          POD_NAMESPACE: 'default',
-          INSTANCE_IP: pod.ip,
-          PROXY_CONFIG: JSON.stringify(proxyConfig),
-          MESH_META_DNS_CAPTURE: 'true',
-          MESH_META_DNS_AUTO_ALLOCATE: 'true',
-        },
-      }),
-    );
-    procs.push(agent);
+    const { agent } = await startSidecarInPod(pod, configDir, agentDir, { POD_NAME: 'app-1', POD_NAMESPACE: 'default', MESH_META_DNS_CAPTURE: 'true', MESH_META_DNS_AUTO_ALLOCATE: 'true' }, procs);
     await agent.waitFor(/name table updated/, 30_000);
-    await eventually(async () => {
-      const res = await fetch(`http://${pod.ip}:15021/healthz/ready`, { signal: AbortSignal.timeout(1000) });
-      assert.equal(res.status, 200, `the agent is not ready yet:\n${agent.output}`);
-    }, 30_000);
   });
 
   after(async () => {

@@ -17,17 +17,30 @@ function sameId(a: Buffer, b: Buffer): boolean {
   return a.length >= 2 && b.length >= 2 && a[0] === b[0] && a[1] === b[1];
 }
 
-export function queryUdp(server: Upstream, query: Buffer, timeoutMs: number): Promise<Buffer> {
+/**
+ * A promise settled once, by the first of: the query's answer, its error, or the timeout; `cleanup`
+ * then releases the socket.
+ */
+function exchange(label: string, timeoutMs: number, cleanup: () => void, run: (done: (err: Error | undefined, answer?: Buffer) => void) => void): Promise<Buffer> {
   return new Promise((resolve, reject) => {
-    const socket = createSocket(server.host.includes(':') ? 'udp6' : 'udp4');
+    let settled = false;
     const done = (err: Error | undefined, answer?: Buffer) => {
+      if (settled) return;
+      settled = true;
       clearTimeout(timer);
-      socket.close();
-      if (err) reject(err);
+      cleanup();
+      if (err) reject(new Error(`${label}: ${err.message}`));
       else resolve(answer!);
     };
-    const timer = setTimeout(() => done(new Error(`${server.host}:${server.port} udp: no answer in ${timeoutMs}ms`)), timeoutMs);
-    socket.on('error', (e) => done(new Error(`${server.host}:${server.port} udp: ${e.message}`)));
+    const timer = setTimeout(() => done(new Error(`no answer in ${timeoutMs}ms`)), timeoutMs);
+    run(done);
+  });
+}
+
+export function queryUdp(server: Upstream, query: Buffer, timeoutMs: number): Promise<Buffer> {
+  const socket = createSocket(server.host.includes(':') ? 'udp6' : 'udp4');
+  return exchange(`${server.host}:${server.port} udp`, timeoutMs, () => socket.close(), (done) => {
+    socket.on('error', (e) => done(e));
     socket.on('message', (msg, from) => {
       // Anything else (a late answer, a spoof) is not this query's answer.
       if (from.address === server.host && from.port === server.port && sameId(msg, query)) done(undefined, msg);
@@ -38,23 +51,14 @@ export function queryUdp(server: Upstream, query: Buffer, timeoutMs: number): Pr
 
 /** DNS over TCP: each message preceded by its 16-bit length. */
 export function queryTcp(server: Upstream, query: Buffer, timeoutMs: number): Promise<Buffer> {
-  return new Promise((resolve, reject) => {
-    const socket = connect({ host: server.host, port: server.port });
+  const socket = connect({ host: server.host, port: server.port });
+  return exchange(`${server.host}:${server.port} tcp`, timeoutMs, () => socket.destroy(), (done) => {
     let buf = Buffer.alloc(0);
-    const done = (err: Error | undefined, answer?: Buffer) => {
-      clearTimeout(timer);
-      socket.destroy();
-      if (err) reject(err);
-      else resolve(answer!);
-    };
-    const timer = setTimeout(() => done(new Error(`${server.host}:${server.port} tcp: no answer in ${timeoutMs}ms`)), timeoutMs);
-    socket.on('error', (e) => done(new Error(`${server.host}:${server.port} tcp: ${e.message}`)));
-    socket.on('end', () => done(new Error(`${server.host}:${server.port} tcp: closed before answering`)));
+    socket.on('error', (e) => done(e));
+    socket.on('end', () => done(new Error('closed before answering')));
     socket.on('data', (d: Buffer) => {
       buf = Buffer.concat([buf, d]);
-      if (buf.length < 2) return;
-      const len = buf.readUInt16BE(0);
-      if (buf.length >= 2 + len) done(undefined, buf.subarray(2, 2 + len));
+      if (buf.length >= 2 && buf.length >= 2 + buf.readUInt16BE(0)) done(undefined, buf.subarray(2, 2 + buf.readUInt16BE(0)));
     });
     const framed = Buffer.alloc(2 + query.length);
     framed.writeUInt16BE(query.length, 0);
