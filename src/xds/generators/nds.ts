@@ -11,11 +11,16 @@ import { NameTableSchema } from '../../gen/mesh/v1/dns_pb.js';
 import { allocatedFor } from '../../model/auto-allocate.js';
 import type { PushContext } from '../../model/push-context.js';
 import { buildNameTable, usesAutoAllocation } from '../../networking/name-table.js';
-import type { ResourceGenerator } from '../generator.js';
+import type { ResourceGenerator, XdsResource } from '../generator.js';
 import { proxyOf } from './index.js';
 
 /** The name of the one NameTable resource a proxy receives. */
 export const NAME_TABLE_RESOURCE = 'nametable';
+
+// The table depends only on the sidecar scope (shared by the proxies of a namespace or Sidecar, and
+// immutable like its snapshot) and on whether the proxy takes allocated addresses: built and
+// serialized once per scope and flag.
+const perScope = new WeakMap<object, Map<boolean, XdsResource>>();
 
 export function nameTableGenerator(pushContext: () => PushContext): ResourceGenerator {
   return {
@@ -23,13 +28,17 @@ export function nameTableGenerator(pushContext: () => PushContext): ResourceGene
       const proxy = proxyOf(info);
       if (!proxy.dnsCapture) return [];
       const push = pushContext();
-      const table = buildNameTable({
-        services: push.sidecarScope(proxy).services,
-        allocated: allocatedFor(push),
-        autoAllocate: usesAutoAllocation(proxy),
-        domain: push.domain,
-      });
-      return [{ name: NAME_TABLE_RESOURCE, resource: anyPack(NameTableSchema, table) }];
+      const scope = push.sidecarScope(proxy);
+      const autoAllocate = usesAutoAllocation(proxy);
+      let byFlag = perScope.get(scope);
+      if (!byFlag) perScope.set(scope, (byFlag = new Map()));
+      let resource = byFlag.get(autoAllocate);
+      if (!resource) {
+        const table = buildNameTable({ services: scope.services, allocated: allocatedFor(push), autoAllocate, domain: push.domain });
+        resource = { name: NAME_TABLE_RESOURCE, resource: anyPack(NameTableSchema, table) };
+        byFlag.set(autoAllocate, resource);
+      }
+      return [resource];
     },
   };
 }
