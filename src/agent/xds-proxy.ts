@@ -168,15 +168,21 @@ class Relay {
 
   /** An agent type's response: applied here and ACKed (or NACKed) upstream by the agent itself. */
   private consume(up: ClientDuplexStream<DiscoveryRequest, DiscoveryResponse>, res: DiscoveryResponse, handle: (res: DiscoveryResponse) => void): void {
-    const ack = create(DiscoveryRequestSchema, { typeUrl: res.typeUrl, responseNonce: res.nonce, versionInfo: res.versionInfo });
+    let rejection: string | undefined;
     try {
       handle(res);
       this.agentVersions.set(res.typeUrl, res.versionInfo);
     } catch (e) {
-      log.warn(`rejected ${shortTypeName(res.typeUrl)} version ${res.versionInfo}: ${(e as Error).message}`);
-      ack.versionInfo = this.agentVersions.get(res.typeUrl) ?? '';
-      ack.errorDetail = { $typeName: 'google.rpc.Status', code: status.INVALID_ARGUMENT, message: (e as Error).message, details: [] };
+      rejection = (e as Error).message;
+      log.warn(`rejected ${shortTypeName(res.typeUrl)} version ${res.versionInfo}: ${rejection}`);
     }
+    const ack = create(DiscoveryRequestSchema, {
+      typeUrl: res.typeUrl,
+      responseNonce: res.nonce,
+      // A NACK names the last version accepted, and why this one is not.
+      versionInfo: this.agentVersions.get(res.typeUrl) ?? '',
+      ...(rejection !== undefined ? { errorDetail: { code: status.INVALID_ARGUMENT, message: rejection } } : {}),
+    });
     up.write(ack);
   }
 
