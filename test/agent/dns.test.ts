@@ -7,11 +7,15 @@ import { connect } from 'node:net';
 import { create } from '@bufbuild/protobuf';
 import dnsPacket, { type Answer, type DecodedPacket, type Question } from 'dns-packet';
 import { NameTableSchema, type NameTable } from '../../src/gen/mesh/v1/dns_pb.js';
+import { DnsProxy } from '../../src/agent/dns/dns-proxy.js';
 import { DnsForwarder } from '../../src/agent/dns/forwarder.js';
 import { parseResolvConf, ResolvConfError } from '../../src/agent/dns/resolv-conf.js';
 import { DnsResolver } from '../../src/agent/dns/resolver.js';
 import { DnsServer } from '../../src/agent/dns/server.js';
 import { LookupTable } from '../../src/agent/dns/table.js';
+import { mkdtempSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { setScopeLevel } from '../../src/common/log.js';
 import { TestResolver, type Reply } from '../helpers/dns-resolver.js';
 
@@ -221,4 +225,33 @@ describe('DNS proxy over real sockets', () => {
     assert.equal(rcode(dnsPacket.decode(tcpFormerr!)), 'FORMERR');
     assert.deepEqual(data(dnsPacket.decode(await overUdp(port, query('reviews', 'A'))).answers), ['reviews A 10.96.0.1']);
   });
+});
+
+test('the DNS proxy does not start on a resolv.conf it cannot use, and says which file and why', async () => {
+  const dir = mkdtempSync(join(tmpdir(), 'mesh-dns-'));
+  const missing = join(dir, 'missing.conf');
+  await assert.rejects(new DnsProxy({ namespace: 'foo', domain: 'foo.svc.cluster.local', resolvConfPath: missing, port: 0 }).start(), new RegExp(`DNS proxy: cannot read ${missing}: ENOENT`));
+  const bad = join(dir, 'bad.conf');
+  writeFileSync(bad, 'nameserver 10.0.0.1\nnameserver resolver.local\n');
+  await assert.rejects(new DnsProxy({ namespace: 'foo', domain: 'foo.svc.cluster.local', resolvConfPath: bad, port: 0 }).start(), /bad\.conf: nameserver "resolver\.local": expected an IP address/);
+});
+
+test('the DNS proxy answers from the latest name table it was given, with resolv.conf search domains', async () => {
+  const dir = mkdtempSync(join(tmpdir(), 'mesh-dns-'));
+  const conf = join(dir, 'resolv.conf');
+  writeFileSync(conf, 'nameserver 127.0.0.1\nsearch foo.svc.cluster.local svc.cluster.local\noptions timeout:1 attempts:1\n');
+  const proxy = new DnsProxy({ namespace: 'foo', domain: 'foo.svc.cluster.local', resolvConfPath: conf, port: 0 });
+  const port = await proxy.start();
+  try {
+    assert.equal(proxy.ready, false);
+    proxy.update(nameTable());
+    assert.equal(proxy.ready, true);
+    const a = dnsPacket.decode(await overUdp(port, query('reviews.foo.svc.cluster.local.foo.svc.cluster.local', 'A')));
+    assert.deepEqual(data(a.answers), ['reviews.foo.svc.cluster.local.foo.svc.cluster.local CNAME reviews.foo.svc.cluster.local', 'reviews.foo.svc.cluster.local A 10.96.0.1']);
+    proxy.update(create(NameTableSchema, { table: { 'reviews.foo.svc.cluster.local': { ips: ['10.96.0.99'], registry: 'Mock', shortname: 'reviews', namespace: 'foo' } } }));
+    const b = dnsPacket.decode(await overUdp(port, query('reviews', 'A')));
+    assert.deepEqual(data(b.answers), ['reviews A 10.96.0.99']);
+  } finally {
+    proxy.close();
+  }
 });
