@@ -14,7 +14,11 @@ import { fileURLToPath } from 'node:url';
 import { setting } from '../common/env.js';
 import { scope } from '../common/log.js';
 import { programRegistry } from '../common/metrics.js';
-import { TypeUrl } from '../envoy/types.js';
+import { create } from '@bufbuild/protobuf';
+import { NameTableSchema } from '../gen/mesh/v1/dns_pb.js';
+import type { DiscoveryResponse } from '../gen/envoy/service/discovery/v3/discovery_pb.js';
+import { TypeUrl, unpack } from '../envoy/types.js';
+import { DnsProxy } from './dns/dns-proxy.js';
 import { bootstrapJson, buildBootstrap, renderTemplate, templateValues, type BootstrapInputs } from './bootstrap.js';
 import { loadProxyConfig, proxyConfigJson, type ProxyConfig } from './mesh-config.js';
 import { loadNodeIdentity, type NodeIdentity } from './node.js';
@@ -54,6 +58,10 @@ export interface ProxyAgentOptions {
   env?: NodeJS.ProcessEnv;
   /** After SIGTERM to the proxy, how long before SIGKILL; default 10 s. */
   proxyStopTimeoutMs?: number;
+  /** DNS proxy (DNS_CAPTURE): resolv.conf to forward with, default /etc/resolv.conf. */
+  resolvConfPath?: string;
+  /** DNS proxy port; default 15053, 0 = any free port. */
+  dnsPort?: number;
 }
 
 /** This repository's root (bin/ lives there), from src/agent or dist/src/agent alike. */
@@ -89,6 +97,7 @@ function exitCodeOf(code: number | null, signal: NodeJS.Signals | null): number 
 export class ProxyAgent {
   private child?: ChildProcess;
   private xds?: XdsProxy;
+  private dns?: DnsProxy;
   private status?: StatusServer;
   private stopping = false;
   private skipDrainWait?: () => void;
@@ -97,7 +106,7 @@ export class ProxyAgent {
   proxyConfig?: ProxyConfig;
   node?: NodeIdentity;
   bootstrapFile?: string;
-  ports: { status?: number; metrics?: number; xds?: number } = {};
+  ports: { status?: number; metrics?: number; xds?: number; dns?: number } = {};
 
   constructor(private readonly opts: ProxyAgentOptions) {}
 
@@ -115,9 +124,10 @@ export class ProxyAgent {
     log.info(`effective proxy config: ${JSON.stringify(proxyConfigJson(pc))}`);
     log.info(`proxy node ${node.id}; discovery address ${pc.discoveryAddress}`);
 
+    const agentTypes = await this.startDnsProxy(node);
     let xdsAddress = pc.discoveryAddress;
     if (setting('PROXY_XDS_VIA_AGENT')) {
-      this.xds = new XdsProxy({ upstreamAddress: pc.discoveryAddress, listenAddress: `127.0.0.1:${pc.xdsProxyPort}`, credentials: xdsCredentials(pc.discoveryAddress) });
+      this.xds = new XdsProxy({ upstreamAddress: pc.discoveryAddress, listenAddress: `127.0.0.1:${pc.xdsProxyPort}`, credentials: xdsCredentials(pc.discoveryAddress), agentTypes });
       this.ports.xds = await this.xds.start();
       xdsAddress = `127.0.0.1:${this.ports.xds}`;
       log.info(`xDS proxy listening on ${xdsAddress}, relaying to ${pc.discoveryAddress}`);
@@ -142,6 +152,24 @@ export class ProxyAgent {
       return;
     }
     this.spawnProxy(proxyCommandFor(pc.binaryPath), pc, node);
+  }
+
+  /**
+   * With DNS_CAPTURE, the DNS proxy on :15053 and the name table subscription that feeds it (over
+   * the agent's xDS relay, as the Go mesh's agent takes it). Returns the agent's own xDS types.
+   */
+  private async startDnsProxy(node: NodeIdentity): Promise<Map<string, (res: DiscoveryResponse) => void>> {
+    if (node.metadata['DNS_CAPTURE'] !== 'true') return new Map();
+    if (!setting('PROXY_XDS_VIA_AGENT')) {
+      log.warn('DNS capture needs PROXY_XDS_VIA_AGENT=true to receive the name table: the DNS proxy is not started');
+      return new Map();
+    }
+    const dns = new DnsProxy({ namespace: node.namespace, domain: node.domain, resolvConfPath: this.opts.resolvConfPath, port: this.opts.dnsPort });
+    this.dns = dns;
+    this.ports.dns = await dns.start();
+    // No resource is an empty table (the discovery server sends none to a proxy it serves no names).
+    const apply = (res: DiscoveryResponse) => dns.update(res.resources[0] ? unpack(res.resources[0], NameTableSchema) : create(NameTableSchema));
+    return new Map([[TypeUrl.NameTable, apply]]);
   }
 
   private async writeBootstrap(inputs: BootstrapInputs): Promise<string> {
@@ -237,6 +265,8 @@ export class ProxyAgent {
   private async closeServers(): Promise<void> {
     this.xds?.close();
     this.xds = undefined;
+    this.dns?.close();
+    this.dns = undefined;
     const status = this.status;
     this.status = undefined;
     await status?.close();

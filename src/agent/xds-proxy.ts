@@ -14,7 +14,7 @@
 //   most one request per issuer per `jwksRefreshCooldownMs`: the proxy reports tokens whose kid its
 //   issuer's key set lacks, and the discovery server decides whether to refetch.
 import { EventEmitter } from 'node:events';
-import { clone } from '@bufbuild/protobuf';
+import { clone, create } from '@bufbuild/protobuf';
 import {
   credentials as grpcCredentials,
   Server,
@@ -47,6 +47,11 @@ export interface XdsProxyOptions {
   maxBackoffMs?: number;
   /** JwksService relay: at most one request per issuer within this window. Default 5 s. */
   jwksRefreshCooldownMs?: number;
+  /**
+   * Types the agent itself subscribes to on the upstream stream (wildcard) and consumes, never
+   * relayed to the proxy: the DNS name table. The handler's return ACKs, its throw NACKs.
+   */
+  agentTypes?: ReadonlyMap<string, (res: DiscoveryResponse) => void>;
 }
 
 /** The agent's own bound on unknown-kid reports, below the discovery server's per-issuer cooldown. */
@@ -74,12 +79,14 @@ class Relay {
   private retryTimer?: NodeJS.Timeout;
   private done = false;
   private readonly backoff: Backoff;
+  /** Last version of each agent type the agent accepted: where a new upstream stream resumes. */
+  private readonly agentVersions = new Map<string, string>();
 
   constructor(
     private readonly owner: XdsProxy,
     private readonly grpc: AdsGrpcClient,
     private readonly downstream: Downstream,
-    opts: XdsProxyOptions,
+    private readonly opts: XdsProxyOptions,
   ) {
     this.backoff = new Backoff(opts.initialBackoffMs, opts.maxBackoffMs);
     downstream.on('data', (req: DiscoveryRequest) => this.fromProxy(req));
@@ -145,6 +152,8 @@ class Relay {
         log.info(`upstream xDS stream to ${this.owner.upstreamAddress} established`);
         this.owner.emit('upstreamConnected');
       }
+      const own = this.opts.agentTypes?.get(res.typeUrl);
+      if (own) return this.consume(up, res, own);
       this.sent.set(res.nonce, { typeUrl: res.typeUrl, version: res.versionInfo });
       this.downstream.write(res);
     });
@@ -152,6 +161,29 @@ class Relay {
     up.on('error', (e: ServiceError) => end(`${e.code} ${e.details}`));
     up.on('end', () => end('closed by the server'));
     this.prime(up);
+    for (const typeUrl of this.opts.agentTypes?.keys() ?? []) {
+      up.write(create(DiscoveryRequestSchema, { typeUrl, versionInfo: this.agentVersions.get(typeUrl) ?? '' }));
+    }
+  }
+
+  /** An agent type's response: applied here and ACKed (or NACKed) upstream by the agent itself. */
+  private consume(up: ClientDuplexStream<DiscoveryRequest, DiscoveryResponse>, res: DiscoveryResponse, handle: (res: DiscoveryResponse) => void): void {
+    let rejection: string | undefined;
+    try {
+      handle(res);
+      this.agentVersions.set(res.typeUrl, res.versionInfo);
+    } catch (e) {
+      rejection = (e as Error).message;
+      log.warn(`rejected ${shortTypeName(res.typeUrl)} version ${res.versionInfo}: ${rejection}`);
+    }
+    const ack = create(DiscoveryRequestSchema, {
+      typeUrl: res.typeUrl,
+      responseNonce: res.nonce,
+      // A NACK names the last version accepted, and why this one is not.
+      versionInfo: this.agentVersions.get(res.typeUrl) ?? '',
+      ...(rejection !== undefined ? { errorDetail: { code: status.INVALID_ARGUMENT, message: rejection } } : {}),
+    });
+    up.write(ack);
   }
 
   /** Replays the proxy's latest request of each type on a new upstream stream. */

@@ -39,6 +39,8 @@ export const TypeUrl = {
   ScopedRouteConfiguration: `${TYPE_URL_PREFIX}envoy.config.route.v3.ScopedRouteConfiguration`,
   VirtualHost: `${TYPE_URL_PREFIX}envoy.config.route.v3.VirtualHost`,
   ExtensionConfig: `${TYPE_URL_PREFIX}envoy.config.core.v3.TypedExtensionConfig`,
+  /** The mesh's DNS name table (proto/mesh/v1/dns.proto), for DNS_CAPTURE proxies. */
+  NameTable: `${TYPE_URL_PREFIX}mesh.v1.dns.NameTable`,
 } as const;
 export type TypeUrl = (typeof TypeUrl)[keyof typeof TypeUrl];
 
@@ -52,6 +54,7 @@ const SHORT_NAMES: ReadonlyMap<string, string> = new Map([
   [TypeUrl.ScopedRouteConfiguration, 'srds'],
   [TypeUrl.VirtualHost, 'vhds'],
   [TypeUrl.ExtensionConfig, 'ecds'],
+  [TypeUrl.NameTable, 'nds'],
 ]);
 
 /** `lds`, `rds`, ... for a known type URL; otherwise the message name after the last dot. */
@@ -64,7 +67,7 @@ export function shortTypeName(typeUrl: string): string {
  * other types are only ever sent by name (RDS, EDS, SDS).
  */
 export function isWildcardType(typeUrl: string): boolean {
-  return typeUrl === TypeUrl.Listener || typeUrl === TypeUrl.Cluster;
+  return typeUrl === TypeUrl.Listener || typeUrl === TypeUrl.Cluster || typeUrl === TypeUrl.NameTable;
 }
 
 export function typeUrlOf(schema: DescMessage): string {

@@ -30,6 +30,10 @@ export interface Proxy {
   readonly generator: string;
   /** WorkloadGroup name for auto-registration, empty when absent. */
   readonly autoRegisterGroup: string;
+  /** DNS_CAPTURE: the agent answers the workload's DNS queries (and takes the DNS name table). */
+  readonly dnsCapture: boolean;
+  /** DNS_AUTO_ALLOCATE: with DNS capture, ServiceEntries without addresses get allocated ones. */
+  readonly dnsAutoAllocate: boolean;
   readonly metadata: JsonObject;
 }
 
@@ -40,6 +44,19 @@ function metaString(metadata: JsonObject, key: string): string {
   if (v === undefined || v === null) return '';
   if (typeof v !== 'string') throw new ProxyParseError(`node.metadata.${key}: expected a string, got ${JSON.stringify(v)}`);
   return v;
+}
+
+// Go's strconv.ParseBool spellings, which the Go mesh's metadata booleans accept.
+const TRUE_WORDS = new Set(['1', 't', 'T', 'TRUE', 'true', 'True']);
+const FALSE_WORDS = new Set(['0', 'f', 'F', 'FALSE', 'false', 'False']);
+
+function metaBool(metadata: JsonObject, key: string): boolean {
+  const v = metadata[key];
+  if (v === undefined || v === null || v === '') return false;
+  if (typeof v === 'boolean') return v;
+  if (typeof v === 'string' && TRUE_WORDS.has(v)) return true;
+  if (typeof v === 'string' && FALSE_WORDS.has(v)) return false;
+  throw new ProxyParseError(`node.metadata.${key}: expected "true" or "false", got ${JSON.stringify(v)}`);
 }
 
 function metaLabels(value: JsonValue | undefined): Record<string, string> {
@@ -100,6 +117,8 @@ export function parseProxy(nodeId: string, metadata: JsonObject = {}): Proxy {
     interceptionMode: mode as InterceptionMode,
     generator: metaString(metadata, 'GENERATOR'),
     autoRegisterGroup: metaString(metadata, 'AUTO_REGISTER_GROUP'),
+    dnsCapture: metaBool(metadata, 'DNS_CAPTURE'),
+    dnsAutoAllocate: metaBool(metadata, 'DNS_AUTO_ALLOCATE'),
     metadata,
   };
 }

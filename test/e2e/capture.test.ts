@@ -11,10 +11,9 @@ import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { Pod, podsUnavailable, readableBy } from '../helpers/netns.js';
-import { discoveryArgs, eventually, REPO_ROOT, Running, start, statValue } from '../helpers/proc.js';
+import { Pod, podsUnavailable, PROXY_UID, readableBy, startSidecarInPod } from '../helpers/netns.js';
+import { REPO_ROOT, Running, statValue } from '../helpers/proc.js';
 
-const PROXY_UID = 1337;
 const VIP = '10.96.7.7';
 
 const unavailable = podsUnavailable() ?? (readableBy(PROXY_UID) ? undefined : `the checkout ${REPO_ROOT} is not readable by uid ${PROXY_UID}`);
@@ -68,15 +67,10 @@ interface Answer {
 /** An HTTP GET made by a client process inside the pod (so its connection is captured). */
 function getFromPod(pod: Pod, url: string): Promise<Answer> {
   const script = `fetch(${JSON.stringify(url)}, { signal: AbortSignal.timeout(5000) }).then(async (r) => console.log(JSON.stringify({ status: r.status, body: await r.text() })), (e) => { console.error(e.cause?.message ?? e.message); process.exit(1); });`;
-  const [cmd, ...args] = pod.command([process.execPath, '-e', script]);
-  const child = spawn(cmd!, args, { stdio: ['ignore', 'pipe', 'pipe'] });
-  let out = '';
-  let err = '';
-  child.stdout.on('data', (d: Buffer) => (out += d.toString()));
-  child.stderr.on('data', (d: Buffer) => (err += d.toString()));
-  return new Promise((resolve, reject) =>
-    child.on('close', (code) => (code === 0 && out ? resolve(JSON.parse(out) as Answer) : reject(new Error(`GET ${url} from the pod failed: ${err.trim() || 'no answer'}`)))),
-  );
+  return pod.runNode(script).then(({ code, out, err }) => {
+    if (code === 0 && out) return JSON.parse(out) as Answer;
+    throw new Error(`GET ${url} from the pod failed: ${err.trim() || 'no answer'}`);
+  });
 }
 
 /** A stat of the proxy's admin /stats, read from inside the pod. */
@@ -103,24 +97,8 @@ describe('traffic capture: use_original_dst with iptables REDIRECT in a pod', { 
     const [appCmd, ...appArgs] = pod.command([process.execPath, join(REPO_ROOT, 'dist', 'samples', 'apps', 'httpbin.js'), '8000', '0.0.0.0']);
     const app = new Running(spawn(appCmd!, appArgs, { stdio: ['ignore', 'pipe', 'pipe'] }));
     procs.push(app);
-    const discovery = new Running(start('pilot-discovery', discoveryArgs(configDir, { grpcAddr: '127.0.0.1:15010' }), { netns: pod.ns }));
-    procs.push(discovery);
     await app.waitFor(/httpbin listening/);
-    await discovery.waitFor(/gRPC xDS server listening/);
-    const proxyConfig = { discoveryAddress: '127.0.0.1:15010', xdsProxyPort: 0, configPath: join(agentDir, 'proxy'), terminationDrainDuration: '1s' };
-    const agent = new Running(
-      start('pilot-agent', ['proxy'], {
-        netns: pod.ns,
-        uid: PROXY_UID,
-        cwd: agentDir,
-        env: { POD_NAME: 'httpbin-1', POD_NAMESPACE: 'default', INSTANCE_IP: pod.ip, SERVICE_ACCOUNT: 'httpbin', PROXY_CONFIG: JSON.stringify(proxyConfig) },
-      }),
-    );
-    procs.push(agent);
-    await eventually(async () => {
-      const res = await fetch(`http://${pod.ip}:15021/healthz/ready`, { signal: AbortSignal.timeout(1000) });
-      assert.equal(res.status, 200, `the agent is not ready yet:\n${agent.output}`);
-    }, 30_000);
+    await startSidecarInPod(pod, configDir, agentDir, { POD_NAME: 'httpbin-1', POD_NAMESPACE: 'default', SERVICE_ACCOUNT: 'httpbin' }, procs);
 
     // A server outside the mesh, on the test's side of the veth.
     outside = createServer((req, res) => res.end(`outside saw ${req.socket.remoteAddress} ask for ${req.url}`));

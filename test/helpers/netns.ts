@@ -1,8 +1,10 @@
 // Pods as network namespaces, for tests of traffic capture: a namespace of the test's own, a veth
 // pair to the test's namespace (the "node"), and iptables rules applied inside the pod only.
-import { execFileSync } from 'node:child_process';
+import { execFileSync, spawn } from 'node:child_process';
 import { accessSync, constants } from 'node:fs';
-import { REPO_ROOT, wrapped } from './proc.js';
+import assert from 'node:assert/strict';
+import { join } from 'node:path';
+import { discoveryArgs, eventually, REPO_ROOT, Running, start, wrapped } from './proc.js';
 
 /** Why pods cannot be made here (not root, a tool missing), or undefined when they can. */
 export function podsUnavailable(): string | undefined {
@@ -96,6 +98,20 @@ export class Pod {
     return wrapped(argv, { netns: this.ns, ...(uid === undefined ? {} : { uid }) });
   }
 
+  /**
+   * Runs a Node script as an application of the pod (not the proxy's user, so its traffic is
+   * captured); resolves to its exit code and output.
+   */
+  runNode(script: string): Promise<{ code: number | null; out: string; err: string }> {
+    const [cmd, ...args] = this.command([process.execPath, '-e', script]);
+    const child = spawn(cmd!, args, { stdio: ['ignore', 'pipe', 'pipe'] });
+    let out = '';
+    let err = '';
+    child.stdout.on('data', (d: Buffer) => (out += d.toString()));
+    child.stderr.on('data', (d: Buffer) => (err += d.toString()));
+    return new Promise((resolve) => child.on('close', (code) => resolve({ code, out, err })));
+  }
+
   /** Removes the namespace; its veth end, and so the pair, goes with it. */
   destroy(): void {
     try {
@@ -104,4 +120,26 @@ export class Pod {
       // already gone
     }
   }
+}
+
+/** The sidecar's user: its traffic is exempt from capture. */
+export const PROXY_UID = 1337;
+
+/**
+ * The discovery server (on 127.0.0.1:15010 in the pod) and `pilot-agent proxy` as PROXY_UID, with
+ * `agentDir` (owned by that user) as its working directory; resolves once the agent is ready.
+ * Both are pushed to `procs`, so the caller stops them even when startup fails half-way.
+ */
+export async function startSidecarInPod(pod: Pod, configDir: string, agentDir: string, env: Record<string, string>, procs: Running[]): Promise<{ discovery: Running; agent: Running }> {
+  const discovery = new Running(start('pilot-discovery', discoveryArgs(configDir, { grpcAddr: '127.0.0.1:15010' }), { netns: pod.ns }));
+  procs.push(discovery);
+  await discovery.waitFor(/gRPC xDS server listening/);
+  const proxyConfig = { discoveryAddress: '127.0.0.1:15010', xdsProxyPort: 0, configPath: join(agentDir, 'proxy'), terminationDrainDuration: '1s' };
+  const agent = new Running(start('pilot-agent', ['proxy'], { netns: pod.ns, uid: PROXY_UID, cwd: agentDir, env: { INSTANCE_IP: pod.ip, PROXY_CONFIG: JSON.stringify(proxyConfig), ...env } }));
+  procs.push(agent);
+  await eventually(async () => {
+    const res = await fetch(`http://${pod.ip}:15021/healthz/ready`, { signal: AbortSignal.timeout(1000) });
+    assert.equal(res.status, 200, `the agent is not ready yet:\n${agent.output}`);
+  }, 30_000);
+  return { discovery, agent };
 }

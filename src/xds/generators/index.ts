@@ -9,6 +9,7 @@ import { cds } from './cds.js';
 import { ConflictRecorder, oncePerPush, type MeshContext, type MeshGeneratorOptions, type XdsType } from './context.js';
 import { eds } from './eds.js';
 import { lds } from './lds.js';
+import { nds } from './nds.js';
 import { rds } from './rds.js';
 
 export { proxyOf, type MeshGeneratorOptions, type XdsType } from './context.js';
@@ -16,7 +17,7 @@ export { proxyOf, type MeshGeneratorOptions, type XdsType } from './context.js';
 const log = scope('model');
 
 /** Every served type; a new type is one module and one line here. */
-export const MESH_XDS_TYPES: readonly XdsType[] = [cds, eds, lds, rds];
+export const MESH_XDS_TYPES: readonly XdsType[] = [cds, eds, lds, rds, nds];
 
 /**
  * The generator of each served type. Options left out take the spec's defaults (the program passes

@@ -5,6 +5,7 @@ import type { ClusterLoadAssignment } from '../../gen/envoy/config/endpoint/v3/e
 import type { Listener } from '../../gen/envoy/config/listener/v3/listener_pb.js';
 import type { RouteConfiguration } from '../../gen/envoy/config/route/v3/route_pb.js';
 import type { HttpFilter } from '../../gen/envoy/extensions/filters/network/http_connection_manager/v3/http_connection_manager_pb.js';
+import { allocatedFor, withAllocatedAddresses } from '../../model/auto-allocate.js';
 import type { Proxy } from '../../model/proxy.js';
 import type { PushContext } from '../../model/push-context.js';
 import { isHttpProtocol, type Service, type ServiceInstance } from '../../model/service.js';
@@ -12,6 +13,7 @@ import { blackHoleCluster, buildInboundCluster, buildOutboundCluster, passthroug
 import { buildLoadAssignment, type EndpointInput } from '../../networking/endpoint.js';
 import { inboundPorts } from '../../networking/inbound.js';
 import { buildIngressListeners, buildOutboundListeners, buildVirtualInbound, buildVirtualOutbound, sniffedProtocol, type InboundOptions, type ListenerConflict } from '../../networking/listener.js';
+import { usesAutoAllocation } from '../../networking/name-table.js';
 import { LOCALHOST, outboundClusterName, WILDCARD_ADDRESS } from '../../networking/names.js';
 import { buildOutboundRouteConfig } from '../../networking/route.js';
 import { memo, type XdsCache } from '../cache.js';
@@ -55,8 +57,10 @@ function captured(proxy: Proxy): boolean {
 function outboundServices(proxy: Proxy, push: PushContext): readonly Service[] {
   const scope = push.sidecarScope(proxy);
   const ports = new Set(scope.egress.flatMap((e) => (e.port ? [e.port.number] : [])));
-  if (captured(proxy) || ports.size === 0) return scope.services;
-  return scope.services.map((s) => ({ ...s, ports: s.ports.filter((p) => ports.has(p.port)) })).filter((s) => s.ports.length > 0);
+  // Listeners of hosts without address bind where the proxy's DNS name table says they are.
+  const services = usesAutoAllocation(proxy) ? withAllocatedAddresses(scope.services, allocatedFor(push)) : scope.services;
+  if (captured(proxy) || ports.size === 0) return services;
+  return services.map((s) => ({ ...s, ports: s.ports.filter((p) => ports.has(p.port)) })).filter((s) => s.ports.length > 0);
 }
 
 export function sidecarListeners(proxy: Proxy, push: PushContext, opts: SidecarOptions = {}): Listener[] {
@@ -71,7 +75,7 @@ export function sidecarListeners(proxy: Proxy, push: PushContext, opts: SidecarO
   };
   const cap = captured(proxy);
   const sniffing = opts.outboundSniffing ?? false;
-  const outbound = memo(scope, `lds:${cap}:${sniffing}`, () => {
+  const outbound = memo(scope, `lds:${cap}:${sniffing}:${usesAutoAllocation(proxy)}`, () => {
     const services = outboundServices(proxy, push);
     const listenerOpts = { bind: cap ? WILDCARD_ADDRESS : LOCALHOST, bindToPort: !cap, sniffing };
     return cached(opts.cache, () => ['lds-outbound', services, listenerOpts], () => buildOutboundListeners(services, listenerOpts));
@@ -92,7 +96,7 @@ export function sidecarListeners(proxy: Proxy, push: PushContext, opts: SidecarO
  */
 export function sidecarRoutes(proxy: Proxy, push: PushContext, names?: ReadonlySet<string>, outboundSniffing = false, cache?: XdsCache): RouteConfiguration[] {
   const scope = push.sidecarScope(proxy);
-  const all = memo(scope, `rds:${captured(proxy)}:${outboundSniffing}`, () => {
+  const all = memo(scope, `rds:${captured(proxy)}:${outboundSniffing}:${usesAutoAllocation(proxy)}`, () => {
     const byPort = new Map<number, Service[]>();
     for (const s of outboundServices(proxy, push)) {
       for (const p of s.ports) {
