@@ -7,7 +7,7 @@
 // compiles everything (throwing ConfigError, which the xDS client turns into a NACK) without
 // touching what serves traffic; `commit` swaps it in. Pools of clusters that survive an update are
 // kept (their connections stay warm); the pools of removed clusters let in-flight requests finish.
-import { anyUnpack } from '@bufbuild/protobuf/wkt';
+import { unpackConfig } from './extensions.js';
 import { scope } from '../common/log.js';
 import {
   Cluster_DiscoveryType,
@@ -120,8 +120,7 @@ function upstreamProtocol(c: Cluster, field: string): 'http1' | 'http2' {
       log.warn(`${f}: protocol options of type ${typeName} are not applied`);
       continue;
     }
-    const opts = anyUnpack(any, HttpProtocolOptionsSchema);
-    if (!opts) throw new ConfigError(f, `cannot decode ${any.typeUrl}`);
+    const opts = unpackConfig(any, HttpProtocolOptionsSchema, f);
     const u = opts.upstreamProtocolOptions;
     if (u.case === 'explicitHttpConfig') {
       const p = u.value.protocolConfig.case;

@@ -8,8 +8,6 @@ import { STATUS_CODES, type IncomingMessage, type OutgoingHttpHeaders } from 'no
 import { BlockList, isIPv4, isIPv6, type Socket } from 'node:net';
 import type { Duplex } from 'node:stream';
 import type { TLSSocket } from 'node:tls';
-import { anyUnpack, type Any } from '@bufbuild/protobuf/wkt';
-import type { DescMessage, MessageShape } from '@bufbuild/protobuf';
 import { scope } from '../common/log.js';
 import type { FilterChain } from '../gen/envoy/config/listener/v3/listener_components_pb.js';
 import {
@@ -18,6 +16,7 @@ import {
   type HttpConnectionManager,
 } from '../gen/envoy/extensions/filters/network/http_connection_manager/v3/http_connection_manager_pb.js';
 import type { ClusterManager } from './clusters.js';
+import { unpackConfig } from './extensions.js';
 import { ConfigError, unappliedFields } from '../envoy/config-error.js';
 import { HCM_FILTER_NAME } from '../envoy/names.js';
 import { typeNameOf, typeUrlOf } from '../envoy/types.js';
@@ -92,18 +91,12 @@ export interface HttpConnectionManagerHandler {
   handleUpgrade(req: IncomingMessage, socket: Duplex, head: Buffer): void;
 }
 
-function unpackAs<Desc extends DescMessage>(any: Any, schema: Desc, field: string): MessageShape<Desc> {
-  const msg = anyUnpack(any, schema);
-  if (!msg) throw new ConfigError(field, `cannot decode ${any.typeUrl}`);
-  return msg;
-}
-
 /** The HttpConnectionManager of a listener filter chain (the chain's last, terminal filter). */
 export function httpConnectionManagerOf(chain: FilterChain): HttpConnectionManager | undefined {
   for (const [i, f] of chain.filters.entries()) {
     const c = f.configType;
     if (c.case === 'typedConfig' && c.value.typeUrl === typeUrlOf(HttpConnectionManagerSchema)) {
-      return unpackAs(c.value, HttpConnectionManagerSchema, `filters[${i}].typed_config`);
+      return unpackConfig(c.value, HttpConnectionManagerSchema, `filters[${i}].typed_config`);
     }
   }
   return undefined;

@@ -2,11 +2,10 @@
 // itself (`registerHttpFilter`): its config schema, how a config compiles into the per-request
 // filter, and its counters. The connection manager looks filters up here; index.ts lists the files.
 import type { DescMessage, MessageShape } from '@bufbuild/protobuf';
-import { anyUnpack, type Any } from '@bufbuild/protobuf/wkt';
-import { ConfigError } from '../../envoy/config-error.js';
+import type { Any } from '@bufbuild/protobuf/wkt';
 import type { HttpFilter } from '../../envoy/filter.js';
 import type { JwtAuthnOptions } from '../../envoy/jwt-authn.js';
-import { TYPE_URL_PREFIX, typeNameOf, typeUrlOf } from '../../envoy/types.js';
+import { ExtensionRegistry, unpackConfig } from '../extensions.js';
 
 /**
  * Counters of each filter kind by their Envoy stats group (`http.<prefix>.<group>.<stat>`); a
@@ -37,20 +36,18 @@ export interface HttpFilterFactory<Desc extends DescMessage = DescMessage> {
   compile(config: MessageShape<Desc>, name: string, ctx: HttpFilterContext): CompiledHttpFilter;
 }
 
-const registry = new Map<string, HttpFilterFactory>();
+const registry = new ExtensionRegistry<HttpFilterFactory>();
 
 export function registerHttpFilter<Desc extends DescMessage>(factory: HttpFilterFactory<Desc>): void {
-  registry.set(typeUrlOf(factory.schema), factory as unknown as HttpFilterFactory);
+  registry.register(factory as unknown as HttpFilterFactory);
 }
 
 /** The registered filter of a type URL (whatever its host part), or undefined. */
 export function httpFilterOf(typeUrl: string): HttpFilterFactory | undefined {
-  return registry.get(TYPE_URL_PREFIX + typeNameOf(typeUrl));
+  return registry.of(typeUrl);
 }
 
 /** Decodes `any` with the factory's schema and compiles it; `field` names the typed_config. */
 export function compileHttpFilter(factory: HttpFilterFactory, any: Any, name: string, field: string, ctx: HttpFilterContext): CompiledHttpFilter {
-  const config = anyUnpack(any, factory.schema);
-  if (!config) throw new ConfigError(field, `cannot decode ${any.typeUrl}`);
-  return factory.compile(config, name, ctx);
+  return factory.compile(unpackConfig(any, factory.schema, field), name, ctx);
 }

@@ -123,19 +123,19 @@ function compileChain(fc: FilterChain, field: string, port: number, counters: Li
   }
   if (fc.filters.length === 0) throw new ConfigError(`${field}.filters`, 'at least one network filter is required');
   const last = fc.filters.length - 1;
-  let filter: NetworkFilter | undefined;
-  fc.filters.forEach((f, i) => {
+  const filters = fc.filters.map((f, i): { filter: NetworkFilter; config: Any } => {
     const c = f.configType;
     if (c.case !== 'typedConfig') throw new ConfigError(`${field}.filters[${i}]`, 'typed_config is required');
     // Every network filter this proxy runs is terminal (it serves the connection).
-    filter = networkFilterOf(c.value.typeUrl);
+    const filter = networkFilterOf(c.value.typeUrl);
     if (!filter) throw new ConfigError(`${field}.filters[${i}].typed_config`, `network filter type ${typeNameOf(c.value.typeUrl)} is not supported`);
     if (i !== last) throw new ConfigError(`${field}.filters[${i}]`, `${f.name} is a terminal filter and must be the last one`);
+    return { filter, config: c.value };
   });
-  const any = fc.filters[last]!.configType.value as Any;
+  const { filter, config } = filters[last]!;
   const filterField = `filters[${last}].typed_config`;
   try {
-    return buildNetworkFilter(filter!, any, { name, match, field: filterField, listenerPort: port, counters, deps });
+    return buildNetworkFilter(filter, config, { name, match, field: filterField, listenerPort: port, counters, deps });
   } catch (e) {
     throw withinResource(`${field}.${filterField}`, e);
   }

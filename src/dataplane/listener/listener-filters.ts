@@ -6,7 +6,7 @@ import type { DescMessage } from '@bufbuild/protobuf';
 import { HttpInspectorSchema } from '../../gen/envoy/extensions/filters/listener/http_inspector/v3/http_inspector_pb.js';
 import { OriginalDstSchema } from '../../gen/envoy/extensions/filters/listener/original_dst/v3/original_dst_pb.js';
 import { TlsInspectorSchema } from '../../gen/envoy/extensions/filters/listener/tls_inspector/v3/tls_inspector_pb.js';
-import { TYPE_URL_PREFIX, typeNameOf, typeUrlOf } from '../../envoy/types.js';
+import { ExtensionRegistry } from '../extensions.js';
 
 /** What the listener filters of one listener ask for. */
 export interface ListenerFilterNeeds {
@@ -19,15 +19,15 @@ export interface ListenerFilter {
   apply(needs: ListenerFilterNeeds): void;
 }
 
-const registry = new Map<string, ListenerFilter>();
+const registry = new ExtensionRegistry<ListenerFilter>();
 
 export function registerListenerFilter(filter: ListenerFilter): void {
-  registry.set(typeUrlOf(filter.schema), filter);
+  registry.register(filter);
 }
 
 /** The registered filter of a type URL (whatever its host part), or undefined. */
 export function listenerFilterOf(typeUrl: string): ListenerFilter | undefined {
-  return registry.get(TYPE_URL_PREFIX + typeNameOf(typeUrl));
+  return registry.of(typeUrl);
 }
 
 registerListenerFilter({ schema: HttpInspectorSchema, apply: (n) => (n.http = true) });

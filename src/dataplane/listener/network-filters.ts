@@ -1,11 +1,10 @@
 // The network filters a filter chain may end with, by type URL: each registers itself (one file,
 // one `registerNetworkFilter`) and turns its typed config into the chain that serves connections.
 import type { DescMessage, MessageShape } from '@bufbuild/protobuf';
-import { anyUnpack, type Any } from '@bufbuild/protobuf/wkt';
-import { ConfigError } from '../../envoy/config-error.js';
+import type { Any } from '@bufbuild/protobuf/wkt';
 import type { JwtAuthnOptions } from '../../envoy/jwt-authn.js';
-import { TYPE_URL_PREFIX, typeNameOf, typeUrlOf } from '../../envoy/types.js';
 import type { ClusterManager } from '../clusters.js';
+import { ExtensionRegistry, unpackConfig } from '../extensions.js';
 import type { CompiledChainMatch } from '../filter-chain-match.js';
 import type { RouteTable } from '../route-table.js';
 import type { StatsStore } from '../stats.js';
@@ -36,20 +35,18 @@ export interface NetworkFilter<Desc extends DescMessage = DescMessage> {
   build(config: MessageShape<Desc>, ctx: NetworkFilterContext): Chain;
 }
 
-const registry = new Map<string, NetworkFilter>();
+const registry = new ExtensionRegistry<NetworkFilter>();
 
 export function registerNetworkFilter<Desc extends DescMessage>(filter: NetworkFilter<Desc>): void {
-  registry.set(typeUrlOf(filter.schema), filter as unknown as NetworkFilter);
+  registry.register(filter as unknown as NetworkFilter);
 }
 
 /** The registered filter of a type URL (whatever its host part), or undefined. */
 export function networkFilterOf(typeUrl: string): NetworkFilter | undefined {
-  return registry.get(TYPE_URL_PREFIX + typeNameOf(typeUrl));
+  return registry.of(typeUrl);
 }
 
 /** Decodes `any` with the filter's schema and builds its chain. */
 export function buildNetworkFilter(filter: NetworkFilter, any: Any, ctx: NetworkFilterContext): Chain {
-  const config = anyUnpack(any, filter.schema);
-  if (!config) throw new ConfigError(ctx.field, `cannot decode ${any.typeUrl}`);
-  return filter.build(config, ctx);
+  return filter.build(unpackConfig(any, filter.schema, ctx.field), ctx);
 }
