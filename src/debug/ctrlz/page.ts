@@ -9,6 +9,7 @@ export const INDEX_HTML = `<!doctype html>
 <meta name="viewport" content="width=device-width, initial-scale=1">
 <title>ControlZ</title>
 <link rel="stylesheet" href="/ctrlz.css">
+<link rel="icon" href="data:,">
 </head>
 <body>
 <header>
@@ -197,7 +198,7 @@ export const SCRIPT_JS = `'use strict';
       if (key === 'scopes' && sec.contains(document.activeElement) && document.activeElement.tagName === 'SELECT') return;
       const filter = sec.querySelector('input[type=search]');
       const query = filter ? filter.value : '';
-      sec.replaceChildren(el('h2', {}, topic.title), render[key](data));
+      sec.replaceChildren(el('h2', {}, topic.title), ...[render[key](data)].flat());
       const again = sec.querySelector('input[type=search]');
       if (again && query) { again.value = query; again.dispatchEvent(new Event('input')); }
       document.getElementById('updated').textContent = 'updated ' + new Date().toLocaleTimeString();
