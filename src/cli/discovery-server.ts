@@ -13,6 +13,7 @@ import { OrchestratorConfigSource, type OrchestratorSourceOptions } from '../con
 import { MemoryStore } from '../config/memory.js';
 import type { ConfigEvent, ConfigSource } from '../config/store.js';
 import { installDiscoveryDebug } from '../debug/discovery.js';
+import { installPprof, type Profiler } from '../debug/pprof/handlers.js';
 import { closeServer, formatAddress, httpServer, listen, ListenError, Mux, sendJson, sendText } from '../debug/http.js';
 import type { HttpFilter } from '../gen/envoy/extensions/filters/network/http_connection_manager/v3/http_connection_manager_pb.js';
 import type { Proxy } from '../model/proxy.js';
@@ -52,6 +53,8 @@ export interface DiscoveryOptions {
   maxConnectionAgeMs: number;
   tlsCertFile?: string;
   tlsKeyFile?: string;
+  /** --profile: serve /debug/pprof/ on the HTTP debug address. */
+  profile?: boolean;
 }
 
 export class DiscoveryServer {
@@ -76,6 +79,7 @@ export class DiscoveryServer {
   private readonly grpcNotes = new Map<string, string>();
   private readonly debouncer: Debouncer;
   private readonly webhook: WebhookServer;
+  private readonly profiler: Profiler | undefined;
   private push: PushContext;
   /** Live streams, for pushes aimed at the proxies of one workload. */
   private readonly connected = new Map<string, ProxyInfo>();
@@ -135,6 +139,7 @@ export class DiscoveryServer {
         resolver: this.resolver,
       });
     }
+    this.profiler = opts.profile ? installPprof(this.debug) : undefined;
     this.monitoring
       .handle('/metrics', 'Prometheus metrics of the discovery server', async (_req, res) => sendText(res, 200, await metrics.metrics(), metrics.contentType))
       .handle('/version', 'build information', (_req, res) => sendJson(res, 200, buildInfo));
@@ -319,6 +324,7 @@ export class DiscoveryServer {
     this.resolver.close();
     this.xds.close();
     this.autoRegistration.close();
+    this.profiler?.close();
     await Promise.all([...this.servers.map(closeServer), this.webhook.close(), this.store.close()]);
     this.servers.length = 0;
   }

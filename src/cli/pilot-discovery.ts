@@ -46,7 +46,7 @@ const DISCOVERY_FLAGS: readonly FlagDef[] = [
   { name: 'namespace', short: 'n', type: 'string', default: 'mesh-system', env: 'POD_NAMESPACE', usage: 'Select a namespace where the controller resides', effective: false },
   { name: 'networksConfig', type: 'string', default: '/etc/mesh/config/meshNetworks', usage: 'File name for mesh networks configuration. If not specified, a default mesh networks will be used.', effective: false },
   { name: 'plugins', type: 'stringSlice', default: 'ext_authz,authn,authz', usage: 'comma-separated list of networking plugins to enable', effective: false },
-  { name: 'profile', type: 'bool', default: 'false', usage: 'Enable profiling via web interface host:port/debug/pprof', effective: false },
+  { name: 'profile', type: 'bool', default: 'false', usage: 'Enable profiling via web interface host:port/debug/pprof', effective: true },
   { name: 'registries', type: 'stringSlice', default: 'Orchestrator', usage: 'Comma separated list of platform service registries to read from (choose one or more from {Orchestrator, Mock})', effective: true },
   { name: 'resync', type: 'duration', default: '1m0s', usage: 'Controller resync interval', effective: true },
   { name: 'secureGRPCAddr', type: 'string', default: ':15012', usage: 'Discovery service secured gRPC address', effective: false },
@@ -94,6 +94,7 @@ async function runDiscovery(ctx: RunContext): Promise<number> {
     maxConnectionAgeMs: toMillis(f.duration('keepaliveMaxServerConnectionAge')),
     ...(f.string('tlsCertFile') ? { tlsCertFile: f.string('tlsCertFile') } : {}),
     ...(f.string('tlsKeyFile') ? { tlsKeyFile: f.string('tlsKeyFile') } : {}),
+    profile: f.bool('profile'),
   });
   try {
     await server.start();
