@@ -43,7 +43,7 @@ test('a bad subset reference: shown at /debug/analyze, logged once, counted, gon
   const dir = mkdtempSync(join(tmpdir(), 'analysis-'));
   copyFileSync(join(REPO_ROOT, 'samples', 'config', 'workloads.yaml'), join(dir, 'workloads.yaml'));
   writeFileSync(join(dir, 'routing.yaml'), routing(['v1']));
-  const d = new Running(start('pilot-discovery', discoveryArgs(dir, { ctrlz_port: '0' }), { env: { PILOT_ENABLE_ANALYSIS: 'true' } }));
+  const d = new Running(start('pilot-discovery', discoveryArgs(dir), { env: { PILOT_ENABLE_ANALYSIS: 'true' } }));
   try {
     const http = `http://${(await d.waitFor(/http server listening on (\S+)/, 30_000))[1]}`;
     const monitoring = `http://${(await d.waitFor(/monitoring server listening on (\S+)/, 30_000))[1]}`;
@@ -92,7 +92,7 @@ test('a bad subset reference: shown at /debug/analyze, logged once, counted, gon
 });
 
 test('without PILOT_ENABLE_ANALYSIS, /debug/analyze says analysis is off', { timeout: 60_000 }, async () => {
-  const d = new Running(start('pilot-discovery', discoveryArgs(undefined, { ctrlz_port: '0' })));
+  const d = new Running(start('pilot-discovery', discoveryArgs()));
   try {
     const http = `http://${(await d.waitFor(/http server listening on (\S+)/, 30_000))[1]}`;
     const a = (await (await fetch(`${http}/debug/analyze`)).json()) as Analysis;

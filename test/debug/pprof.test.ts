@@ -8,7 +8,7 @@ import { Profile } from 'pprof-format';
 import { discoveryArgs, Running, start } from '../helpers/proc.js';
 
 async function discovery(extra: string[]): Promise<{ d: Running; http: string }> {
-  const d = new Running(start('pilot-discovery', [...discoveryArgs(undefined, { ctrlz_port: '0' }), ...extra]));
+  const d = new Running(start('pilot-discovery', [...discoveryArgs(), ...extra]));
   const http = (await d.waitFor(/http server listening on (\S+)/, 30_000))[1]!;
   await d.waitFor(/discovery server ready/, 30_000);
   return { d, http: `http://${http}` };
