@@ -96,14 +96,15 @@ async function runDiscovery(ctx: RunContext): Promise<number> {
     ...(f.string('tlsKeyFile') ? { tlsKeyFile: f.string('tlsKeyFile') } : {}),
     profile: f.bool('profile'),
   });
+  // Before the server starts, so a signal right after "ready" already finds its handler below.
+  const ctrlz = await startCtrlz('discovery', 'pilot-discovery', ctx, () => proxyViews(server.xds.connections()));
   try {
     await server.start();
   } catch (e) {
-    await server.stop();
+    await Promise.all([server.stop(), ctrlz.close()]);
     if (e instanceof ListenError) throw new UsageError(e.message);
     throw e;
   }
-  const ctrlz = await startCtrlz('discovery', 'pilot-discovery', ctx, () => proxyViews(server.xds.connections()));
   const signal = await new Promise<NodeJS.Signals>((resolve) => {
     process.once('SIGTERM', resolve);
     process.once('SIGINT', resolve);
