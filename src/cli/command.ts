@@ -2,6 +2,7 @@
 // cobra-style help, inherited ("global") flags, one-line errors with "did you mean", and typed flag
 // values with defaults resolved from the environment.
 import { Command, CommanderError, Option } from 'commander';
+import { formatDuration } from '../common/duration.js';
 import { defaultValue, FlagError, flagUsages, parseValue, type FlagDef, type FlagType, type FlagValueOf } from './flags.js';
 
 export interface CommandDef {
@@ -53,10 +54,32 @@ export class FlagValues {
   list(name: string): string[] {
     return this.get(name, ['stringSlice', 'stringArray']);
   }
+  /** Every flag with its value as text, for the introspection UI's command-line view. */
+  snapshot(): FlagSnapshot[] {
+    return [...this.defs.values()]
+      .filter((f) => f.name !== 'help')
+      .map((f) => ({ name: f.name, value: flagText(this.values.get(f.name)), default: f.default, explicit: this.explicit.has(f.name), effective: f.effective }))
+      .sort((a, b) => a.name.localeCompare(b.name));
+  }
   /** Flags the user set that change nothing yet, for the startup notice. */
   explicitIneffective(): FlagDef[] {
     return [...this.defs.values()].filter((f) => !f.effective && this.explicit.has(f.name));
   }
+}
+
+export interface FlagSnapshot {
+  readonly name: string;
+  readonly value: string;
+  readonly default: string;
+  /** Given on the command line. */
+  readonly explicit: boolean;
+  readonly effective: boolean;
+}
+
+function flagText(v: FlagValueOf<FlagType> | undefined): string {
+  if (typeof v === 'bigint') return formatDuration(v);
+  if (Array.isArray(v)) return v.join(',');
+  return String(v ?? '');
 }
 
 export interface RunContext {

@@ -13,7 +13,10 @@ import { OrchestratorConfigSource, type OrchestratorSourceOptions } from '../con
 import { MemoryStore } from '../config/memory.js';
 import type { ConfigEvent, ConfigSource } from '../config/store.js';
 import { installDiscoveryDebug } from '../debug/discovery.js';
+import { ConfigAnalysis, installAnalysisDebug, type AnalysisSources } from '../debug/analysis.js';
+import { installPprof, type Profiler } from '../debug/pprof/handlers.js';
 import { closeServer, formatAddress, httpServer, listen, ListenError, Mux, sendJson, sendText } from '../debug/http.js';
+import { ROOT_NAMESPACE, type Kind, type ResourceOf } from '../api/types.js';
 import type { HttpFilter } from '../gen/envoy/extensions/filters/network/http_connection_manager/v3/http_connection_manager_pb.js';
 import type { Proxy } from '../model/proxy.js';
 import { PushContext } from '../model/push-context.js';
@@ -54,6 +57,8 @@ export interface DiscoveryOptions {
   maxConnectionAgeMs: number;
   tlsCertFile?: string;
   tlsKeyFile?: string;
+  /** --profile: serve /debug/pprof/ on the HTTP debug address. */
+  profile?: boolean;
 }
 
 export class DiscoveryServer {
@@ -80,6 +85,9 @@ export class DiscoveryServer {
   private readonly webhook: WebhookServer;
   /** The settings, read once when the server is made. */
   private readonly settings: DiscoverySettings;
+  private readonly profiler: Profiler | undefined;
+  /** PILOT_ENABLE_ANALYSIS: the analysis of the config held, served at /debug/analyze. */
+  readonly analysis: ConfigAnalysis | undefined;
   private push: PushContext;
   /** Live streams, for pushes aimed at the proxies of one workload. */
   private readonly connected = new Map<string, ProxyInfo>();
@@ -122,6 +130,7 @@ export class DiscoveryServer {
       onConnect: (info) => this.onProxyConnect(info),
       onDisconnect: (info) => {
         this.connected.delete(info.connectionId);
+        this.analysis?.onChange();
         this.autoRegistration.unregister(info.connectionId);
       },
     });
@@ -143,6 +152,9 @@ export class DiscoveryServer {
         resolver: this.resolver,
       });
     }
+    this.profiler = opts.profile ? installPprof(this.debug) : undefined;
+    this.analysis = this.settings.analysis ? new ConfigAnalysis(this.analysisSources()) : undefined;
+    installAnalysisDebug(this.debug, this.analysis);
     this.monitoring
       .handle('/metrics', 'Prometheus metrics of the discovery server', async (_req, res) => sendText(res, 200, await metrics.metrics(), metrics.contentType))
       .handle('/version', 'build information', (_req, res) => sendJson(res, 200, buildInfo));
@@ -190,6 +202,20 @@ export class DiscoveryServer {
     }
     if (registration?.changed) this.rebuildPush();
     this.connected.set(info.connectionId, info);
+    this.analysis?.onChange();
+  }
+
+  /** What the analyzers read: the config, every known workload, the connected gateways. */
+  private analysisSources(): AnalysisSources {
+    const entries = () => [...this.store.list('WorkloadEntry'), ...this.autoEntries.list('WorkloadEntry')];
+    const proxies = () => [...this.connected.values()].map(proxyOf);
+    return {
+      list: <K extends Kind>(kind: K) => (kind === 'WorkloadEntry' ? (entries() as ResourceOf<K>[]) : this.store.list(kind)),
+      workloads: () => [...entries().map((we) => ({ namespace: we.metadata.namespace, labels: we.spec.labels ?? {} })), ...proxies()],
+      gateways: () => proxies().filter((p) => p.type === 'router'),
+      rootNamespace: ROOT_NAMESPACE,
+      domain: this.opts.domain,
+    };
   }
 
   /** Queues the push of the types whose push scope rule the trigger meets (see ../xds/push-scope.ts). */
@@ -268,6 +294,11 @@ export class DiscoveryServer {
     await this.bind('monitoring', this.opts.monitoringAddr, this.monitoring);
     await this.store.start();
     this.store.onEvent((e) => this.onConfigEvent(e));
+    if (this.analysis) {
+      this.store.onEvent(() => this.analysis?.onChange());
+      this.analysis.publish();
+      log.info('config analysis on (PILOT_ENABLE_ANALYSIS): results at /debug/analyze and in the analysis log scope; writing them to resource status is not implemented yet');
+    }
     this.registry.onEvent((e) => this.trigger({ source: e.kind === 'endpoints' ? 'endpoints' : 'service' }));
     await this.jwksReady();
     this.push = this.buildPush();
@@ -302,6 +333,8 @@ export class DiscoveryServer {
     this.resolver.close();
     this.xds.close();
     this.autoRegistration.close();
+    this.profiler?.close();
+    this.analysis?.close();
     await Promise.all([...this.servers.map(closeServer), this.webhook.close(), this.store.close()]);
     this.servers.length = 0;
   }

@@ -18,6 +18,8 @@ export interface DiscoverySettings {
   readonly autoRegistration: { readonly enabled: boolean; readonly gracePeriodMs: number };
   readonly validationWebhook: boolean;
   readonly webhookCustomHost: string;
+  /** PILOT_ENABLE_ANALYSIS. */
+  readonly analysis: boolean;
 }
 
 export function discoverySettings(): DiscoverySettings {
@@ -38,5 +40,6 @@ export function discoverySettings(): DiscoverySettings {
     autoRegistration: { enabled: setting('PILOT_ENABLE_WORKLOAD_ENTRY_AUTOREGISTRATION'), gracePeriodMs: setting('PILOT_WORKLOAD_ENTRY_GRACE_PERIOD') },
     validationWebhook: setting('VALIDATION_ENABLED'),
     webhookCustomHost: setting('MESHD_CUSTOM_HOST'),
+    analysis: setting('PILOT_ENABLE_ANALYSIS'),
   };
 }

@@ -3,6 +3,7 @@
 import { runProxyAgent } from '../agent/agent.js';
 import { scope } from '../common/log.js';
 import { UsageError, type CommandDef, type RunContext } from './command.js';
+import { startCtrlz } from './ctrlz.js';
 import type { FlagDef } from './flags.js';
 import { announceIneffective, ineffectiveFooter, LOG_FLAGS, requestCommand, startRuntime, versionCommand } from './runtime.js';
 import { waitForReady } from './wait.js';
@@ -49,6 +50,9 @@ const PROXY_LOG_LEVELS = ['trace', 'debug', 'info', 'warning', 'error', 'critica
 
 const PROXY_FLAGS: readonly FlagDef[] = [
   { name: 'concurrency', type: 'int', default: '0', usage: 'number of worker threads to run', effective: true },
+  // Not in the spec's agent table; the introspection facility serves the agent like the discovery server (docs/operations.md).
+  { name: 'ctrlz_address', type: 'string', default: 'localhost', usage: "The IP Address to listen on for the ControlZ introspection facility. Use '*' to indicate all addresses.", effective: true },
+  { name: 'ctrlz_port', type: 'uint16', default: '9876', usage: 'The IP port to use for the ControlZ introspection facility', effective: true },
   { name: 'domain', type: 'string', default: '', usage: 'DNS domain suffix. If not provided uses ${POD_NAMESPACE}.svc.cluster.local', effective: true },
   { name: 'meshConfig', type: 'string', default: './etc/mesh/config/mesh', usage: 'File name for mesh configuration. If not specified, a default mesh will be used. This may be overridden by PROXY_CONFIG environment variable or proxy.mesh.io/config annotation.', effective: true },
   { name: 'outlierLogPath', type: 'string', default: '', usage: 'The log path for outlier detection', effective: true },
@@ -94,17 +98,22 @@ async function runProxy(ctx: RunContext): Promise<number> {
   checkProxyFlags(ctx);
   announceIneffective('agent', ctx);
   const f = ctx.flags;
-  return runProxyAgent({
-    meshConfig: f.string('meshConfig'),
-    concurrency: f.number('concurrency'),
-    domain: f.string('domain'),
-    outlierLogPath: f.string('outlierLogPath'),
-    proxyLogLevel: f.string('proxyLogLevel'),
-    proxyComponentLogLevel: f.string('proxyComponentLogLevel'),
-    templateFile: f.string('templateFile'),
-    // Only an explicit flag overrides ProxyConfig's serviceCluster; the flag's default must not.
-    ...(f.explicit.has('serviceCluster') ? { serviceCluster: f.string('serviceCluster') } : {}),
-  });
+  const ctrlz = await startCtrlz('agent', 'pilot-agent', ctx);
+  try {
+    return await runProxyAgent({
+      meshConfig: f.string('meshConfig'),
+      concurrency: f.number('concurrency'),
+      domain: f.string('domain'),
+      outlierLogPath: f.string('outlierLogPath'),
+      proxyLogLevel: f.string('proxyLogLevel'),
+      proxyComponentLogLevel: f.string('proxyComponentLogLevel'),
+      templateFile: f.string('templateFile'),
+      // Only an explicit flag overrides ProxyConfig's serviceCluster; the flag's default must not.
+      ...(f.explicit.has('serviceCluster') ? { serviceCluster: f.string('serviceCluster') } : {}),
+    });
+  } finally {
+    await ctrlz.close();
+  }
 }
 
 async function runWait(ctx: RunContext): Promise<number> {

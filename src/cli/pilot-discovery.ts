@@ -2,8 +2,10 @@
 // default for default; `effective: false` marks flags whose component has not landed yet.
 import { toMillis } from '../common/duration.js';
 import { scope } from '../common/log.js';
+import { proxyViews } from '../debug/ctrlz/proxies.js';
 import { ListenError } from '../debug/http.js';
 import { UsageError, type CommandDef, type RunContext } from './command.js';
+import { startCtrlz } from './ctrlz.js';
 import { DiscoveryServer } from './discovery-server.js';
 import type { FlagDef } from './flags.js';
 import { announceIneffective, ineffectiveFooter, LOG_FLAGS, requestCommand, startRuntime, versionCommand } from './runtime.js';
@@ -18,8 +20,8 @@ export const DISCOVERY_SCOPES = [
 export const LOCAL_MONITORING_URL = 'http://127.0.0.1:15014';
 
 const COMMON_FLAGS: readonly FlagDef[] = [
-  { name: 'ctrlz_address', type: 'string', default: 'localhost', usage: "The IP Address to listen on for the ControlZ introspection facility. Use '*' to indicate all addresses.", effective: false },
-  { name: 'ctrlz_port', type: 'uint16', default: '9876', usage: 'The IP port to use for the ControlZ introspection facility', effective: false },
+  { name: 'ctrlz_address', type: 'string', default: 'localhost', usage: "The IP Address to listen on for the ControlZ introspection facility. Use '*' to indicate all addresses.", effective: true },
+  { name: 'ctrlz_port', type: 'uint16', default: '9876', usage: 'The IP port to use for the ControlZ introspection facility', effective: true },
   { name: 'keepaliveInterval', type: 'duration', default: '30s', usage: 'The time interval if no activity on the connection it pings the peer to see if the transport is alive', effective: true },
   { name: 'keepaliveMaxServerConnectionAge', type: 'duration', default: '2562047h47m16.854775807s', usage: 'Maximum duration a connection will be kept open on the server side before a graceful close', effective: true },
   { name: 'keepaliveTimeout', type: 'duration', default: '10s', usage: 'After having pinged for keepalive check, the client waits for a duration of keepaliveTimeout and if no activity is seen even after that the connection is closed', effective: true },
@@ -44,7 +46,7 @@ const DISCOVERY_FLAGS: readonly FlagDef[] = [
   { name: 'namespace', short: 'n', type: 'string', default: 'mesh-system', env: 'POD_NAMESPACE', usage: 'Select a namespace where the controller resides', effective: false },
   { name: 'networksConfig', type: 'string', default: '/etc/mesh/config/meshNetworks', usage: 'File name for mesh networks configuration. If not specified, a default mesh networks will be used.', effective: false },
   { name: 'plugins', type: 'stringSlice', default: 'ext_authz,authn,authz', usage: 'comma-separated list of networking plugins to enable', effective: false },
-  { name: 'profile', type: 'bool', default: 'false', usage: 'Enable profiling via web interface host:port/debug/pprof', effective: false },
+  { name: 'profile', type: 'bool', default: 'false', usage: 'Enable profiling via web interface host:port/debug/pprof', effective: true },
   { name: 'registries', type: 'stringSlice', default: 'Orchestrator', usage: 'Comma separated list of platform service registries to read from (choose one or more from {Orchestrator, Mock})', effective: true },
   { name: 'resync', type: 'duration', default: '1m0s', usage: 'Controller resync interval', effective: true },
   { name: 'secureGRPCAddr', type: 'string', default: ':15012', usage: 'Discovery service secured gRPC address', effective: false },
@@ -92,11 +94,14 @@ async function runDiscovery(ctx: RunContext): Promise<number> {
     maxConnectionAgeMs: toMillis(f.duration('keepaliveMaxServerConnectionAge')),
     ...(f.string('tlsCertFile') ? { tlsCertFile: f.string('tlsCertFile') } : {}),
     ...(f.string('tlsKeyFile') ? { tlsKeyFile: f.string('tlsKeyFile') } : {}),
+    profile: f.bool('profile'),
   });
+  // Before the server starts, so a signal right after "ready" already finds its handler below.
+  const ctrlz = await startCtrlz('discovery', 'pilot-discovery', ctx, () => proxyViews(server.xds.connections()));
   try {
     await server.start();
   } catch (e) {
-    await server.stop();
+    await Promise.all([server.stop(), ctrlz.close()]);
     if (e instanceof ListenError) throw new UsageError(e.message);
     throw e;
   }
@@ -109,7 +114,7 @@ async function runDiscovery(ctx: RunContext): Promise<number> {
     log.warn('graceful shutdown took too long; exiting');
     process.exit(1);
   }, SHUTDOWN_LIMIT_MS);
-  await server.stop();
+  await Promise.all([server.stop(), ctrlz.close()]);
   clearTimeout(drain);
   log.info('shutdown complete');
   return 0;

@@ -166,6 +166,8 @@ export const WIRED_SETTINGS: ReadonlySet<SettingName> = new Set<SettingName>([
   'VALIDATION_ENABLED',
   'MESHD_CUSTOM_HOST',
   'PILOT_ENABLE_CRD_VALIDATION',
+  // cli/discovery-server.ts (debug/analysis.ts): analysis served and logged; status writing is not done
+  'PILOT_ENABLE_ANALYSIS',
   // xds/generators (the sidecar builders)
   'PILOT_ENABLE_PROTOCOL_SNIFFING_FOR_INBOUND',
   'PILOT_INBOUND_PROTOCOL_DETECTION_TIMEOUT',

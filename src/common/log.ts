@@ -206,6 +206,25 @@ export function setScopeLevel(name: string, level: Level): void {
   st.level = level;
 }
 
+/** What the introspection UI may change on a scope; absent fields stay as they are. */
+export interface ScopeUpdate {
+  level?: Level;
+  stackTraceLevel?: Level;
+  logCallers?: boolean;
+}
+
+/** Changes several settings of a scope at run time, all or none (a bad level changes nothing). */
+export function updateScope(name: string, update: ScopeUpdate): void {
+  const st = scopes.get(name);
+  if (!st) throw new LogConfigError(`unknown scope "${name}"`);
+  for (const l of [update.level, update.stackTraceLevel]) {
+    if (l !== undefined && !LEVELS.includes(l)) throw new LogConfigError(`unknown level "${l}" for scope "${name}" (expected one of ${LEVELS.join(', ')})`);
+  }
+  if (update.level !== undefined) st.level = update.level;
+  if (update.stackTraceLevel !== undefined) st.stackLevel = update.stackTraceLevel;
+  if (update.logCallers !== undefined) st.caller = update.logCallers;
+}
+
 export interface ScopeInfo {
   name: string;
   level: Level;

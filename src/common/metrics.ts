@@ -195,6 +195,21 @@ export const WIRED_METRICS: ReadonlySet<MetricName> = new Set<MetricName>([
   'pilot_conflict_outbound_listener_tcp_over_current_http',
   'pilot_conflict_outbound_listener_tcp_over_current_tcp',
   'pilot_conflict_inbound_listener',
+  // debug/analysis.ts (PILOT_ENABLE_ANALYSIS)
+  'validator_runtime_processor_event_span_duration_milliseconds',
+  'validator_runtime_processor_events_processed_total',
+  'validator_runtime_processor_snapshot_events_total',
+  'validator_runtime_processor_snapshot_lifetime_duration_milliseconds',
+  'validator_runtime_processor_snapshots_published_total',
+  'validator_runtime_state_type_instances_total',
+  'validator_runtime_strategy_on_change_total',
+  'validator_runtime_strategy_timer_max_time_reached_total',
+  'validator_runtime_strategy_timer_quiesce_reached_total',
+  'validator_runtime_strategy_timer_resets_total',
+  'validator_source_orch_dynamic_converter_failure_total',
+  'validator_source_orch_dynamic_converter_success_total',
+  'validator_source_orch_event_error_total',
+  'validator_source_orch_event_success_total',
 ]);
 
 // Seconds-valued distributions get latency buckets; the rest count things or milliseconds.

@@ -145,10 +145,10 @@ test('discovery: a taken port fails fast, naming the address', async () => {
 });
 
 test('discovery: startup warns about set flags and variables that are not yet effective', async () => {
-  const d = new Running(start('pilot-discovery', [...discoveryArgs(), '--profile'], { env: { PILOT_TRACE_SAMPLING: '50' } }));
+  const d = new Running(start('pilot-discovery', [...discoveryArgs(), '--clusterRegistriesNamespace', 'other'], { env: { PILOT_TRACE_SAMPLING: '50' } }));
   try {
     await d.waitFor(/discovery server ready/);
-    assert.match(d.output, /\twarn\tdefault\tflag --profile is accepted but not yet effective/);
+    assert.match(d.output, /\twarn\tdefault\tflag --clusterRegistriesNamespace is accepted but not yet effective/);
     assert.match(d.output, /\twarn\tdefault\tenvironment variable PILOT_TRACE_SAMPLING is accepted but not yet effective/);
   } finally {
     await d.stop();

@@ -121,6 +121,9 @@ export function discoveryArgs(configDir?: string, overrides: Record<string, stri
     httpAddr: '127.0.0.1:0',
     httpsAddr: '127.0.0.1:0',
     monitoringAddr: '127.0.0.1:0',
+    // The introspection facility on an ephemeral port too, so parallel tests do not contend for 9876.
+    ctrlz_address: '127.0.0.1',
+    ctrlz_port: '0',
     ...overrides,
   };
   return ['discovery', ...Object.entries(flags).flatMap(([k, v]) => [`--${k}`, v])];
