@@ -6,7 +6,7 @@ import type { ConfigEvent, ConfigStore } from '../config/store.js';
 import { gauge } from '../common/metrics.js';
 import { labelsMatch } from '../model/selection.js';
 import { parseLocality, portProtocol, type Resolution, type Service, type ServiceInstance, type ServicePort } from '../model/service.js';
-import { compareServices, RegistryEvents, serviceKey, type RegistryEventHandler, type ServiceRegistry } from './types.js';
+import { compareServices, emitChanges, RegistryEvents, serviceKey, type RegistryEventHandler, type ServiceRegistry } from './types.js';
 
 export interface ServiceEntryState {
   readonly services: readonly Service[];
@@ -180,17 +180,6 @@ export class ServiceEntryRegistry implements ServiceRegistry {
     const entries = [...this.store.list('WorkloadEntry'), ...(this.workloads?.list('WorkloadEntry') ?? [])];
     this.state = convertServiceEntries(this.store.list('ServiceEntry'), entries, this.clusterId);
     gauge('pilot_duplicate_envoy_clusters').set(this.state.duplicates.length);
-    const old = new Map(before.services.map((s) => [serviceKey(s), s]));
-    const emit = (kind: 'service' | 'endpoints', event: 'add' | 'update' | 'delete', s: Service): void =>
-      this.events.emit({ kind, event, hostname: s.hostname, namespace: s.namespace, registry: this.name });
-    for (const s of this.state.services) {
-      const key = serviceKey(s);
-      const prev = old.get(key);
-      old.delete(key);
-      if (!prev) emit('service', 'add', s);
-      else if (JSON.stringify(prev) !== JSON.stringify(s)) emit('service', 'update', s);
-      else if (JSON.stringify(before.instances.get(key)) !== JSON.stringify(this.state.instances.get(key))) emit('endpoints', 'update', s);
-    }
-    for (const s of old.values()) emit('service', 'delete', s);
+    emitChanges(this.events, this.name, before, this.state);
   }
 }

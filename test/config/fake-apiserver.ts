@@ -1,7 +1,9 @@
 // A stand-in for the orchestrator's API server, speaking its wire protocol for custom resources:
 // list (`{kind: XList, metadata.resourceVersion, items}`), and watch (`?watch=true`) as JSON lines
 // of `{type, object}` with ADDED/MODIFIED/DELETED/BOOKMARK, resuming from `resourceVersion`, and an
-// ERROR event carrying a 410 Status when that version has been compacted away.
+// ERROR event carrying a 410 Status when that version has been compacted away. Core resources are
+// served under `/api/v1`, others under `/apis/<group>/<version>`; cluster-scoped kinds (Node,
+// Namespace, webhook configurations) have no namespace.
 
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
@@ -9,9 +11,22 @@ import type { AddressInfo } from 'node:net';
 export interface StoredObject {
   apiVersion: string;
   kind: string;
-  metadata: { name: string; namespace: string; resourceVersion?: string; [field: string]: unknown };
+  metadata: { name: string; namespace?: string; resourceVersion?: string; [field: string]: unknown };
   spec?: unknown;
+  [field: string]: unknown;
 }
+
+/** Plurals of the orchestrator's own kinds the tests store; other kinds go through the constructor's function. */
+const BUILTIN_PLURALS: Readonly<Record<string, string>> = {
+  Service: 'services',
+  Endpoints: 'endpoints',
+  EndpointSlice: 'endpointslices',
+  Pod: 'pods',
+  Node: 'nodes',
+  Namespace: 'namespaces',
+  MutatingWebhookConfiguration: 'mutatingwebhookconfigurations',
+  ValidatingWebhookConfiguration: 'validatingwebhookconfigurations',
+};
 
 interface HistoryEntry {
   rv: number;
@@ -35,7 +50,7 @@ export interface RecordedRequest {
 }
 
 const TOKEN = 'stand-in-token';
-const PATH = /^\/apis\/([^/]+)\/([^/]+)\/(?:namespaces\/([^/]+)\/)?([^/]+)$/;
+const PATH = /^\/(?:api|apis\/([^/]+))\/([^/]+)\/(?:namespaces\/([^/]+)\/)?([^/]+)$/;
 
 export class FakeApiServer {
   readonly requests: RecordedRequest[] = [];
@@ -136,8 +151,15 @@ export class FakeApiServer {
   }
 
   private keyOf(object: StoredObject): string {
-    const group = object.apiVersion.split('/')[0]!;
-    return `${group}/${this.pluralOf(object.kind)}/${object.metadata.namespace}/${object.metadata.name}`;
+    const group = object.apiVersion.includes('/') ? object.apiVersion.split('/')[0]! : '';
+    const plural = BUILTIN_PLURALS[object.kind] ?? this.pluralOf(object.kind);
+    return `${group}/${plural}/${object.metadata.namespace ?? ''}/${object.metadata.name}`;
+  }
+
+  /** The stored object, as a GET would return it. */
+  get(object: Pick<StoredObject, 'apiVersion' | 'kind' | 'metadata'>): StoredObject | undefined {
+    const stored = this.objects.get(this.keyOf(object as StoredObject));
+    return stored && structuredClone(stored);
   }
 
   private matches(object: StoredObject, group: string, plural: string, namespace: string | undefined): boolean {
@@ -170,12 +192,13 @@ export class FakeApiServer {
     if (failure !== undefined) return this.status(res, failure, 'InjectedFailure');
     const match = PATH.exec(url.pathname);
     if (!match) return this.status(res, 404, 'NotFound');
-    const [, group, version, namespace, plural] = match as unknown as [string, string, string, string | undefined, string];
+    const [, matchedGroup, version, namespace, plural] = match as unknown as [string, string | undefined, string, string | undefined, string];
+    const group = matchedGroup ?? '';
     if (this.unserved.has(plural)) return this.status(res, 404, 'NotFound');
     if (!watch) {
       const items = [...this.objects.values()].filter((o) => this.matches(o, group, plural, namespace));
       res.writeHead(200, { 'content-type': 'application/json' });
-      res.end(JSON.stringify({ apiVersion: `${group}/${version}`, kind: 'List', metadata: { resourceVersion: String(this.rv) }, items }));
+      res.end(JSON.stringify({ apiVersion: group ? `${group}/${version}` : version, kind: 'List', metadata: { resourceVersion: String(this.rv) }, items }));
       return;
     }
     res.writeHead(200, { 'content-type': 'application/json', 'transfer-encoding': 'chunked' });
