@@ -15,11 +15,12 @@ import type { ConfigEvent, ConfigSource } from '../config/store.js';
 import { installDiscoveryDebug } from '../debug/discovery.js';
 import { closeServer, formatAddress, httpServer, listen, ListenError, Mux, sendJson, sendText } from '../debug/http.js';
 import type { HttpFilter } from '../gen/envoy/extensions/filters/network/http_connection_manager/v3/http_connection_manager_pb.js';
-import type { Proxy } from '../model/proxy.js';
+import { podNameOf, withWorkload, type Proxy } from '../model/proxy.js';
 import { PushContext } from '../model/push-context.js';
 import { AggregateRegistry } from '../registry/aggregate.js';
 import { AutoRegistration, AutoRegistrationError } from '../registry/autoregister.js';
 import { MockRegistry } from '../registry/mock.js';
+import { OrchestratorRegistry } from '../registry/orchestrator/controller.js';
 import { ServiceEntryRegistry } from '../registry/serviceentry.js';
 import type { ServiceRegistry } from '../registry/types.js';
 import { JwksResolver } from '../security/authn/jwks-resolver.js';
@@ -27,7 +28,7 @@ import { jwksFetchesInUse } from '../security/authn/jwt-filter.js';
 import { buildWorkloadSecurity, grpcServerHttpFilters, securityHttpFilters, type WorkloadSecurity } from '../security/filters.js';
 import { Debouncer } from '../xds/debounce.js';
 import { XdsStreamError, type ProxyInfo, type PushRequest } from '../xds/generator.js';
-import { createMeshGenerators, proxyOf } from '../xds/generators/index.js';
+import { createMeshGenerators, proxyOf, setWorkloadIdentity } from '../xds/generators/index.js';
 import { serveJwksService, type RefreshVerdict, type RequestRefreshRequest } from '../xds/jwks-service.js';
 import { XdsServer } from '../xds/server.js';
 import { TypeUrl } from '../xds/types.js';
@@ -67,6 +68,8 @@ export class DiscoveryServer {
   readonly registry: AggregateRegistry;
   /** The in-memory registry of `--registries Mock`, for tests to drive. */
   readonly mock: MockRegistry | undefined;
+  /** `--registries Orchestrator` with an orchestrator to read. */
+  readonly orchestrator: OrchestratorRegistry | undefined;
   readonly resolver: JwksResolver;
   readonly xds: XdsServer;
   /** WorkloadEntries of auto-registered proxies (the config source stays the user's, read-only). */
@@ -92,7 +95,18 @@ export class DiscoveryServer {
       registries.push(this.mock);
     }
     if (opts.registries.includes('Orchestrator')) {
-      log.info('the Orchestrator service registry is not implemented yet; services come from ServiceEntry and WorkloadEntry');
+      // With --configDir and no --orchconfig there is no orchestrator to read (the local mode).
+      if (opts.configDir && !opts.orchestrator.kubeconfig) {
+        log.info('--registries Orchestrator: no orchestrator with --configDir and no --orchconfig; services come from ServiceEntry and WorkloadEntry');
+      } else {
+        this.orchestrator = new OrchestratorRegistry({ ...opts.orchestrator, domain: opts.domain, clusterId: opts.clusterId });
+        registries.push(this.orchestrator);
+        const registry = this.orchestrator;
+        setWorkloadIdentity((proxy) => {
+          const pod = registry.podFor(proxy.id, podNameOf(proxy), proxy.namespace, proxy.ipAddresses);
+          return pod ? withWorkload(proxy, pod) : proxy;
+        });
+      }
     }
     this.registry = new AggregateRegistry(registries, opts.clusterId);
     this.push = this.buildPush();
@@ -281,7 +295,7 @@ export class DiscoveryServer {
   async start(): Promise<void> {
     await this.bind('http', this.opts.httpAddr, this.debug);
     await this.bind('monitoring', this.opts.monitoringAddr, this.monitoring);
-    await this.store.start();
+    await Promise.all([this.store.start(), this.orchestrator?.start()]);
     this.store.onEvent((e) => this.onConfigEvent(e));
     this.registry.onEvent((e) =>
       this.debouncer.enqueue(e.kind === 'endpoints' ? { reason: 'endpoint', types: new Set([TypeUrl.ClusterLoadAssignment]), endpointsOnly: true } : { reason: 'service' }),
@@ -319,7 +333,7 @@ export class DiscoveryServer {
     this.resolver.close();
     this.xds.close();
     this.autoRegistration.close();
-    await Promise.all([...this.servers.map(closeServer), this.webhook.close(), this.store.close()]);
+    await Promise.all([...this.servers.map(closeServer), this.webhook.close(), this.store.close(), this.orchestrator?.close()]);
     this.servers.length = 0;
   }
 }
