@@ -2,6 +2,7 @@
 // registries, PushContext, JWKS resolver, xDS server with the mesh's generators, debounced pushes,
 // the validation webhook, and the HTTP servers (--httpAddr: /ready and the debug endpoints;
 // --monitoringAddr: /metrics, /version and the same debug endpoints).
+import { existsSync } from 'node:fs';
 import type { Server } from 'node:http';
 import { status } from '@grpc/grpc-js';
 import { listSettings, setting } from '../common/env.js';
@@ -34,6 +35,8 @@ import { XdsServer } from '../xds/server.js';
 import { TypeUrl } from '../xds/types.js';
 import { WebhookServer } from '../webhooks/server.js';
 import { installValidation } from '../webhooks/validation.js';
+import { installInjection } from '../webhooks/inject.js';
+import { TemplateFile } from '../webhooks/inject-template.js';
 
 const log = scope('default');
 
@@ -53,7 +56,12 @@ export interface DiscoveryOptions {
   maxConnectionAgeMs: number;
   tlsCertFile?: string;
   tlsKeyFile?: string;
+  /** The injection template file (a mounted ConfigMap); default INJECTION_TEMPLATE_FILE when it exists, else the built-in template. */
+  injectionTemplate?: string;
 }
+
+/** Where the deployment mounts the injection template ConfigMap. */
+export const INJECTION_TEMPLATE_FILE = '/var/lib/mesh/inject/template.yaml';
 
 export class DiscoveryServer {
   private readonly servers: Server[] = [];
@@ -78,7 +86,10 @@ export class DiscoveryServer {
   /** Per gRPC server proxy: the unenforceable-policy notes last logged. */
   private readonly grpcNotes = new Map<string, string>();
   private readonly debouncer: Debouncer;
-  private readonly webhook: WebhookServer;
+  /** The HTTPS server of /inject and /validate (its certificate is the webhooks' CA bundle). */
+  readonly webhook: WebhookServer;
+  /** The injection template file, re-read on change. */
+  readonly injectionTemplate: TemplateFile;
   private push: PushContext;
   /** Live streams, for pushes aimed at the proxies of one workload. */
   private readonly connected = new Map<string, ProxyInfo>();
@@ -132,6 +143,7 @@ export class DiscoveryServer {
       },
     });
     serveJwksService(this.xds.grpc, (req) => this.refreshForUnknownKid(req));
+    this.injectionTemplate = new TemplateFile(opts.injectionTemplate ?? (existsSync(INJECTION_TEMPLATE_FILE) ? INJECTION_TEMPLATE_FILE : undefined));
     this.webhook = new WebhookServer({ httpsAddr: opts.httpsAddr, tlsCertFile: opts.tlsCertFile, tlsKeyFile: opts.tlsKeyFile });
 
     const metrics = programRegistry('discovery');
@@ -309,9 +321,17 @@ export class DiscoveryServer {
     } catch (e) {
       throw new ListenError(`failed to listen on ${this.opts.grpcAddr}: ${(e as Error).message}`);
     }
-    if (installValidation(this.webhook)) {
+    await this.injectionTemplate.start();
+    const injecting = installInjection(this.webhook, {
+      template: this.injectionTemplate,
+      namespaceLabels: (ns) => this.orchestrator?.namespaceLabels(ns),
+      clusterId: this.opts.clusterId,
+      domain: this.opts.domain,
+    });
+    const validating = installValidation(this.webhook);
+    if (injecting || validating) {
       await this.webhook.start();
-      log.info(`validation webhook listening on ${this.opts.httpsAddr}`);
+      log.info(`webhooks listening on ${this.opts.httpsAddr}:${injecting ? ' /inject' : ''}${validating ? ' /validate' : ''}`);
     }
     this.ready = true;
     gauge('startup_duration_seconds').set(process.uptime());
@@ -333,6 +353,7 @@ export class DiscoveryServer {
     this.resolver.close();
     this.xds.close();
     this.autoRegistration.close();
+    this.injectionTemplate.close();
     await Promise.all([...this.servers.map(closeServer), this.webhook.close(), this.store.close(), this.orchestrator?.close()]);
     this.servers.length = 0;
   }

@@ -182,6 +182,9 @@ export const WIRED_SETTINGS: ReadonlySet<SettingName> = new Set<SettingName>([
   'PILOT_XDS_CACHE_SIZE',
   'PILOT_XDS_CACHE_STATS',
   'PILOT_ENABLE_PROTOCOL_SNIFFING_FOR_OUTBOUND',
+  // webhooks/inject.ts
+  'ENABLE_LEGACY_FSGROUP_INJECTION',
+  'INJECT_ENABLED',
   // registry/orchestrator/controller.ts
   'PILOT_ENABLE_EDS_FOR_HEADLESS_SERVICES',
   'PILOT_USE_ENDPOINT_SLICE',

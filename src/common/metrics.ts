@@ -147,6 +147,11 @@ export const WIRED_METRICS: ReadonlySet<MetricName> = new Set<MetricName>([
   'validator_validation_passed',
   'validator_validation_failed',
   'validator_validation_http_error',
+  // webhooks/inject.ts
+  'sidecar_injection_failure_total',
+  'sidecar_injection_requests_total',
+  'sidecar_injection_skip_total',
+  'sidecar_injection_success_total',
   // registry/orchestrator/controller.ts
   'endpoint_no_pod',
   'pilot_endpoint_not_ready',
