@@ -5,8 +5,10 @@
 // served under `/api/v1`, others under `/apis/<group>/<version>`; cluster-scoped kinds (Node,
 // Namespace, webhook configurations) have no namespace.
 
-import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
+import type { IncomingMessage, ServerResponse } from 'node:http';
+import { createServer, type Server } from 'node:https';
 import type { AddressInfo } from 'node:net';
+import { selfSignedCertificate } from '../../src/webhooks/selfsigned.js';
 
 export interface StoredObject {
   apiVersion: string;
@@ -16,17 +18,58 @@ export interface StoredObject {
   [field: string]: unknown;
 }
 
-/** Plurals of the orchestrator's own kinds the tests store; other kinds go through the constructor's function. */
-const BUILTIN_PLURALS: Readonly<Record<string, string>> = {
-  Service: 'services',
-  Endpoints: 'endpoints',
-  EndpointSlice: 'endpointslices',
-  Pod: 'pods',
-  Node: 'nodes',
-  Namespace: 'namespaces',
-  MutatingWebhookConfiguration: 'mutatingwebhookconfigurations',
-  ValidatingWebhookConfiguration: 'validatingwebhookconfigurations',
-};
+interface BuiltinResource {
+  kind: string;
+  /** group/version, `v1` for the core group. */
+  groupVersion: string;
+  plural: string;
+  namespaced: boolean;
+}
+
+/** The orchestrator's own kinds the stand-in serves, also in its discovery documents. */
+const BUILTINS: readonly BuiltinResource[] = [
+  { kind: 'Service', groupVersion: 'v1', plural: 'services', namespaced: true },
+  { kind: 'Endpoints', groupVersion: 'v1', plural: 'endpoints', namespaced: true },
+  { kind: 'Pod', groupVersion: 'v1', plural: 'pods', namespaced: true },
+  { kind: 'ConfigMap', groupVersion: 'v1', plural: 'configmaps', namespaced: true },
+  { kind: 'ServiceAccount', groupVersion: 'v1', plural: 'serviceaccounts', namespaced: true },
+  { kind: 'Node', groupVersion: 'v1', plural: 'nodes', namespaced: false },
+  { kind: 'Namespace', groupVersion: 'v1', plural: 'namespaces', namespaced: false },
+  { kind: 'EndpointSlice', groupVersion: 'discovery.k8s.io/v1', plural: 'endpointslices', namespaced: true },
+  { kind: 'Deployment', groupVersion: 'apps/v1', plural: 'deployments', namespaced: true },
+  { kind: 'PodDisruptionBudget', groupVersion: 'policy/v1', plural: 'poddisruptionbudgets', namespaced: true },
+  { kind: 'ClusterRole', groupVersion: 'rbac.authorization.k8s.io/v1', plural: 'clusterroles', namespaced: false },
+  { kind: 'ClusterRoleBinding', groupVersion: 'rbac.authorization.k8s.io/v1', plural: 'clusterrolebindings', namespaced: false },
+  { kind: 'CustomResourceDefinition', groupVersion: 'apiextensions.k8s.io/v1', plural: 'customresourcedefinitions', namespaced: false },
+  { kind: 'MutatingWebhookConfiguration', groupVersion: 'admissionregistration.k8s.io/v1', plural: 'mutatingwebhookconfigurations', namespaced: false },
+  { kind: 'ValidatingWebhookConfiguration', groupVersion: 'admissionregistration.k8s.io/v1', plural: 'validatingwebhookconfigurations', namespaced: false },
+];
+const BUILTIN_PLURALS: Readonly<Record<string, string>> = Object.fromEntries(BUILTINS.map((b) => [b.kind, b.plural]));
+const VERBS = ['create', 'delete', 'get', 'list', 'patch', 'update', 'watch'];
+
+/** The discovery documents (`/api`, `/apis`, `/api/v1`, `/apis/<group>/<version>`) of the builtin kinds. */
+function discovery(path: string): unknown {
+  const versions = [...new Set(BUILTINS.map((b) => b.groupVersion))];
+  if (path === '/api') return { kind: 'APIVersions', versions: ['v1'], serverAddressByClientCIDRs: [] };
+  if (path === '/apis') {
+    const groups = versions.filter((gv) => gv.includes('/')).map((gv) => {
+      const [name, version] = gv.split('/') as [string, string];
+      const v = { groupVersion: gv, version };
+      return { name, versions: [v], preferredVersion: v };
+    });
+    return { kind: 'APIGroupList', apiVersion: 'v1', groups };
+  }
+  const groupVersion = path === '/api/v1' ? 'v1' : path.replace(/^\/apis\//, '');
+  if (!versions.includes(groupVersion)) return undefined;
+  const resources = BUILTINS.filter((b) => b.groupVersion === groupVersion).map((b) => ({
+    name: b.plural,
+    singularName: b.kind.toLowerCase(),
+    namespaced: b.namespaced,
+    kind: b.kind,
+    verbs: VERBS,
+  }));
+  return { kind: 'APIResourceList', apiVersion: 'v1', groupVersion, resources };
+}
 
 interface HistoryEntry {
   rv: number;
@@ -63,19 +106,23 @@ export class FakeApiServer {
   private failures: number[] = [];
   /** Resource plurals answered with 404, as for a CRD that is not installed. */
   private readonly unserved = new Set<string>();
-  private readonly server: Server = createServer((req, res) => this.handle(req, res));
+  private server: Server | undefined;
 
   constructor(private readonly pluralOf: (kind: string) => string) {}
 
+  /** Serves HTTPS as the real server does (clients such as kubectl send bearer tokens only over TLS). */
   async start(): Promise<void> {
-    await new Promise<void>((resolve) => this.server.listen(0, '127.0.0.1', resolve));
+    const { certPem, keyPem } = await selfSignedCertificate(['localhost']);
+    const server = createServer({ cert: certPem, key: keyPem }, (req, res) => this.handle(req, res));
+    this.server = server;
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
   }
 
   url(): string {
-    return `http://127.0.0.1:${(this.server.address() as AddressInfo).port}`;
+    return `https://127.0.0.1:${(this.server!.address() as AddressInfo).port}`;
   }
 
-  /** A kubeconfig that points at this server with its bearer token (plain HTTP, hence skip-verify). */
+  /** A kubeconfig that points at this server with its bearer token (a self-signed certificate, hence skip-verify). */
   kubeconfig(): string {
     return [
       'apiVersion: v1',
@@ -93,8 +140,10 @@ export class FakeApiServer {
 
   async close(): Promise<void> {
     this.dropWatches();
-    this.server.closeAllConnections();
-    await new Promise<void>((resolve) => this.server.close(() => resolve()));
+    const server = this.server;
+    if (!server) return;
+    server.closeAllConnections();
+    await new Promise<void>((resolve) => server.close(() => resolve()));
   }
 
   /** Creates or updates an object and notifies watchers (unless `silently`, to model a missed event). */
@@ -190,6 +239,11 @@ export class FakeApiServer {
     if (req.headers.authorization !== `Bearer ${TOKEN}`) return this.status(res, 401, 'Unauthorized');
     const failure = this.failures.shift();
     if (failure !== undefined) return this.status(res, failure, 'InjectedFailure');
+    const document = req.method === 'GET' ? discovery(url.pathname) : undefined;
+    if (document !== undefined) {
+      res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify(document));
+      return;
+    }
     const match = PATH.exec(url.pathname);
     if (!match) return this.status(res, 404, 'NotFound');
     const [, matchedGroup, version, namespace, plural] = match as unknown as [string, string | undefined, string, string | undefined, string];

@@ -29,7 +29,8 @@ export interface OrchestratorRegistryOptions extends InformerGroupOptions {
   edsForHeadless?: boolean;
 }
 
-const TYPES = {
+/** The resource types the registry reads (deploy/ grants exactly these). */
+export const TYPES = {
   Service: { kind: 'Service', group: '', version: 'v1', plural: 'services' },
   Endpoints: { kind: 'Endpoints', group: '', version: 'v1', plural: 'endpoints' },
   EndpointSlice: { kind: 'EndpointSlice', group: 'discovery.k8s.io', version: 'v1', plural: 'endpointslices' },
