@@ -26,6 +26,8 @@ export function collectionPath(type: ResourceType, namespace?: string): string {
   return namespace ? `${base}/namespaces/${namespace}/${type.plural}` : `${base}/${type.plural}`;
 }
 
+const REQUEST_TIMEOUT_MS = 30_000;
+
 /** An API error: its HTTP status and the Status message the server sent. */
 export class ApiError extends Error {
   constructor(
@@ -82,10 +84,13 @@ export class OrchestratorClient {
     return new OrchestratorClient(config);
   }
 
-  /** One request with a JSON body (or none); resolves to the parsed reply, rejects with ApiError on a non-2xx status. */
+  /**
+   * One request with a JSON body (or none); resolves to the parsed reply, rejects with ApiError on a
+   * non-2xx status. Bounded by REQUEST_TIMEOUT_MS so that a stalled server cannot stall its caller.
+   */
   async request(method: string, path: string, body?: unknown, contentType = 'application/json'): Promise<unknown> {
     const server = new URL(this.config.getCurrentCluster()!.server);
-    const options: RequestOptions = { method, headers: { accept: 'application/json' } };
+    const options: RequestOptions = { method, headers: { accept: 'application/json' }, timeout: REQUEST_TIMEOUT_MS };
     await this.config.applyToHTTPSOptions(options);
     const payload = body === undefined ? undefined : JSON.stringify(body);
     if (payload !== undefined) Object.assign(options.headers!, { 'content-type': contentType, 'content-length': Buffer.byteLength(payload) });
@@ -109,6 +114,7 @@ export class OrchestratorClient {
           else reject(new ApiError(status, `${method} ${path}: ${status} ${(parsed as { message?: string } | undefined)?.message ?? text.slice(0, 200)}`));
         });
       });
+      req.on('timeout', () => req.destroy(new Error(`${method} ${path}: no answer within ${REQUEST_TIMEOUT_MS} ms`)));
       req.on('error', reject);
       req.end(payload);
     });
