@@ -37,6 +37,8 @@ import { WebhookServer } from '../webhooks/server.js';
 import { installValidation } from '../webhooks/validation.js';
 import { installInjection } from '../webhooks/inject.js';
 import { TemplateFile } from '../webhooks/inject-template.js';
+import { CaBundleUpkeep, webhookTargets } from '../webhooks/ca-bundle.js';
+import { OrchestratorClient } from '../config/informer.js';
 
 const log = scope('default');
 
@@ -90,6 +92,8 @@ export class DiscoveryServer {
   readonly webhook: WebhookServer;
   /** The injection template file, re-read on change. */
   readonly injectionTemplate: TemplateFile;
+  /** The webhook configurations' caBundle, kept trusting the serving certificate. */
+  private caBundle: CaBundleUpkeep | undefined;
   private push: PushContext;
   /** Live streams, for pushes aimed at the proxies of one workload. */
   private readonly connected = new Map<string, ProxyInfo>();
@@ -107,7 +111,7 @@ export class DiscoveryServer {
     }
     if (opts.registries.includes('Orchestrator')) {
       // With --configDir and no --orchconfig there is no orchestrator to read (the local mode).
-      if (opts.configDir && !opts.orchestrator.kubeconfig) {
+      if (!this.hasOrchestrator()) {
         log.info('--registries Orchestrator: no orchestrator with --configDir and no --orchconfig; services come from ServiceEntry and WorkloadEntry');
       } else {
         this.orchestrator = new OrchestratorRegistry({ ...opts.orchestrator, domain: opts.domain, clusterId: opts.clusterId });
@@ -164,6 +168,11 @@ export class DiscoveryServer {
     this.monitoring
       .handle('/metrics', 'Prometheus metrics of the discovery server', async (_req, res) => sendText(res, 200, await metrics.metrics(), metrics.contentType))
       .handle('/version', 'build information', (_req, res) => sendJson(res, 200, buildInfo));
+  }
+
+  /** With --configDir and no --orchconfig there is no orchestrator to read or patch (the local mode). */
+  private hasOrchestrator(): boolean {
+    return !(this.opts.configDir && !this.opts.orchestrator.kubeconfig);
   }
 
   /** The jwt_authn and rbac filters of a proxy's inbound HTTP chains, from the policies selecting it. */
@@ -332,6 +341,10 @@ export class DiscoveryServer {
     if (injecting || validating) {
       await this.webhook.start();
       log.info(`webhooks listening on ${this.opts.httpsAddr}:${injecting ? ' /inject' : ''}${validating ? ' /validate' : ''}`);
+      if (this.hasOrchestrator()) {
+        this.caBundle = new CaBundleUpkeep({ client: OrchestratorClient.connect(this.opts.orchestrator.kubeconfig), targets: webhookTargets(), certificatePem: () => this.webhook.certificatePem() });
+        await this.caBundle.start();
+      }
     }
     this.ready = true;
     gauge('startup_duration_seconds').set(process.uptime());
@@ -354,7 +367,7 @@ export class DiscoveryServer {
     this.xds.close();
     this.autoRegistration.close();
     this.injectionTemplate.close();
-    await Promise.all([...this.servers.map(closeServer), this.webhook.close(), this.store.close(), this.orchestrator?.close()]);
+    await Promise.all([...this.servers.map(closeServer), this.webhook.close(), this.caBundle?.close(), this.store.close(), this.orchestrator?.close()]);
     this.servers.length = 0;
   }
 }

@@ -147,6 +147,11 @@ export const WIRED_METRICS: ReadonlySet<MetricName> = new Set<MetricName>([
   'validator_validation_passed',
   'validator_validation_failed',
   'validator_validation_http_error',
+  // webhooks/ca-bundle.ts
+  'validator_validation_config_load',
+  'validator_validation_config_load_error',
+  'validator_validation_config_update_error',
+  'validator_validation_config_updates',
   // webhooks/inject.ts
   'sidecar_injection_failure_total',
   'sidecar_injection_requests_total',

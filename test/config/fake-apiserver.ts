@@ -8,7 +8,10 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { createServer, type Server } from 'node:https';
 import type { AddressInfo } from 'node:net';
+import fastJsonPatch, { type Operation } from 'fast-json-patch';
 import { selfSignedCertificate } from '../../src/webhooks/selfsigned.js';
+
+const { applyPatch } = fastJsonPatch;
 
 export interface StoredObject {
   apiVersion: string;
@@ -94,6 +97,8 @@ export interface RecordedRequest {
 
 const TOKEN = 'stand-in-token';
 const PATH = /^\/(?:api|apis\/([^/]+))\/([^/]+)\/(?:namespaces\/([^/]+)\/)?([^/]+)$/;
+/** One object: GET answers it, PATCH (application/json-patch+json) changes it. */
+const OBJECT_PATH = /^\/(?:api|apis\/([^/]+))\/([^/]+)\/(?:namespaces\/([^/]+)\/)?([^/]+)\/([^/]+)$/;
 
 export class FakeApiServer {
   readonly requests: RecordedRequest[] = [];
@@ -231,6 +236,37 @@ export class FakeApiServer {
     res.writeHead(code, { 'content-type': 'application/json' }).end(JSON.stringify({ kind: 'Status', apiVersion: 'v1', status: 'Failure', code, reason, message: reason }));
   }
 
+  /** Recorded PATCH bodies, in order. */
+  readonly patches: Array<{ path: string; contentType: string; body: unknown }> = [];
+
+  private handleObject(req: IncomingMessage, res: ServerResponse, match: RegExpExecArray): void {
+    const [, group = '', , namespace, plural, name] = match as unknown as [string, string | undefined, string, string | undefined, string, string];
+    const key = `${group}/${plural}/${namespace ?? ''}/${name}`;
+    const stored = this.objects.get(key);
+    if (!stored) return this.status(res, 404, 'NotFound');
+    if (req.method === 'GET') {
+      res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify(stored));
+      return;
+    }
+    if (req.method !== 'PATCH') return this.status(res, 405, 'MethodNotAllowed');
+    const contentType = (req.headers['content-type'] ?? '').split(';')[0]!.trim();
+    const chunks: Buffer[] = [];
+    req.on('data', (c: Buffer) => chunks.push(c));
+    req.on('end', () => {
+      if (contentType !== 'application/json-patch+json') return this.status(res, 415, 'UnsupportedMediaType');
+      let ops: Operation[];
+      try {
+        ops = JSON.parse(Buffer.concat(chunks).toString('utf8')) as Operation[];
+        this.patches.push({ path: req.url ?? '', contentType, body: ops });
+        const patched = applyPatch(structuredClone(stored), ops, true, false).newDocument;
+        this.put(patched);
+      } catch (e) {
+        return this.status(res, 422, `Invalid: ${(e as Error).message.split('\n')[0]}`);
+      }
+      res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify(this.objects.get(key)));
+    });
+  }
+
   private handle(req: IncomingMessage, res: ServerResponse): void {
     const url = new URL(req.url ?? '/', this.url());
     const watch = url.searchParams.get('watch') === 'true';
@@ -245,6 +281,8 @@ export class FakeApiServer {
       return;
     }
     const match = PATH.exec(url.pathname);
+    const single = match ? null : OBJECT_PATH.exec(url.pathname);
+    if (single) return this.handleObject(req, res, single);
     if (!match) return this.status(res, 404, 'NotFound');
     const [, matchedGroup, version, namespace, plural] = match as unknown as [string, string | undefined, string, string | undefined, string];
     const group = matchedGroup ?? '';

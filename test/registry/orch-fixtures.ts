@@ -79,6 +79,16 @@ export function endpoints(serviceName: string, namespace: string, ports: { name?
   };
 }
 
+/** A webhook configuration as an operator applies it (caBundle absent or as given). */
+export function webhookConfiguration(kind: 'MutatingWebhookConfiguration' | 'ValidatingWebhookConfiguration', name: string, webhooks: string[], caBundle?: string): StoredObject {
+  return {
+    apiVersion: 'admissionregistration.k8s.io/v1',
+    kind,
+    metadata: { name },
+    webhooks: webhooks.map((w) => ({ name: w, clientConfig: { service: { name: 'meshd', namespace: 'mesh-system', path: '/inject' }, ...(caBundle !== undefined ? { caBundle } : {}) } })),
+  };
+}
+
 /** A started stand-in API server and a kubeconfig file for it in `dir`. */
 export async function standIn(dir: string): Promise<{ api: FakeApiServer; kubeconfig: string }> {
   const api = new FakeApiServer((kind) => (isKind(kind) ? pluralOf(kind) : `${kind.toLowerCase()}s`));

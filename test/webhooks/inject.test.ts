@@ -17,7 +17,7 @@ import { setScopeLevel } from '../../src/common/log.js';
 import type { FakeApiServer } from '../config/fake-apiserver.js';
 import { eventually } from '../helpers/proc.js';
 import { metricValue } from '../helpers/metrics.js';
-import { namespace, standIn } from '../registry/orch-fixtures.js';
+import { namespace, standIn, webhookConfiguration } from '../registry/orch-fixtures.js';
 import { localDiscoveryOptions } from '../security/fixtures.js';
 
 const { applyPatch, validate } = fastJsonPatch;
@@ -48,6 +48,7 @@ describe('sidecar injection webhook', () => {
     api = started.api;
     api.put(namespace('injected', { 'mesh-injection': 'enabled' }));
     api.put(namespace('plain'));
+    api.put(webhookConfiguration('MutatingWebhookConfiguration', 'mesh-sidecar-injector', ['namespace.sidecar-injector.mesh.io']));
     templateFile = join(dir, 'template.yaml');
     await writeFile(templateFile, 'image: registry.example/mesh/pilot-agent:1.0\nexcludeOutboundIPRanges: 169.254.169.254/32\nproxyConfig:\n  discoveryAddress: meshd.mesh-system.svc:15012\n');
     const configDir = await mkdtemp(join(tmpdir(), 'inject-config-'));
@@ -190,6 +191,12 @@ describe('sidecar injection webhook', () => {
     await eventually(() => assert.match(d.injectionTemplate.lastError, /template\.yaml: unknown field "imagee"/));
     const out = patched(appPod('v3', 'injected'), await admit(appPod('v3', 'injected')));
     assert.equal(container(out, 'mesh-proxy').image, 'registry.example/mesh/pilot-agent:2.0');
+  });
+
+  it('set the injection webhook configuration\'s caBundle to its serving certificate', () => {
+    const stored = api.get(webhookConfiguration('MutatingWebhookConfiguration', 'mesh-sidecar-injector', []));
+    const bundle = (stored!['webhooks'] as Array<{ clientConfig: { caBundle: string } }>)[0]!.clientConfig.caBundle;
+    assert.equal(Buffer.from(bundle, 'base64').toString('utf8').trim(), d.webhook.certificatePem().trim());
   });
 
   it('refuses what is not an AdmissionReview', async () => {
