@@ -7,7 +7,7 @@
 
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { createServer, type Server } from 'node:https';
-import type { AddressInfo } from 'node:net';
+import type { AddressInfo, Socket } from 'node:net';
 import fastJsonPatch, { type Operation } from 'fast-json-patch';
 import { selfSignedCertificate } from '../../src/webhooks/selfsigned.js';
 
@@ -112,6 +112,7 @@ export class FakeApiServer {
   /** Resource plurals answered with 404, as for a CRD that is not installed. */
   private readonly unserved = new Set<string>();
   private server: Server | undefined;
+  private readonly sockets = new Set<Socket>();
 
   constructor(private readonly pluralOf: (kind: string) => string) {}
 
@@ -119,6 +120,11 @@ export class FakeApiServer {
   async start(): Promise<void> {
     const { certPem, keyPem } = await selfSignedCertificate(['localhost']);
     const server = createServer({ cert: certPem, key: keyPem }, (req, res) => this.handle(req, res));
+    // Every socket, also those still in the TLS handshake (closeAllConnections knows only HTTP ones).
+    server.on('connection', (socket: Socket) => {
+      this.sockets.add(socket);
+      socket.on('close', () => this.sockets.delete(socket));
+    });
     this.server = server;
     await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
   }
@@ -147,8 +153,10 @@ export class FakeApiServer {
     this.dropWatches();
     const server = this.server;
     if (!server) return;
+    const closed = new Promise<void>((resolve) => server.close(() => resolve()));
     server.closeAllConnections();
-    await new Promise<void>((resolve) => server.close(() => resolve()));
+    for (const socket of this.sockets) socket.destroy();
+    await closed;
   }
 
   /** Creates or updates an object and notifies watchers (unless `silently`, to model a missed event). */
