@@ -1,15 +1,13 @@
 // The Orchestrator service registry (`--registries Orchestrator`): Services, EndpointSlices (with
 // PILOT_USE_ENDPOINT_SLICE, else Endpoints), Pods, Nodes and Namespaces read through the shared
-// informers (../../config/informer.ts), converted by ./convert.ts. A change marks the state stale
-// and one recomputation runs per burst (a relist applies thousands of objects synchronously);
-// reads recompute first when stale, so they never see an old state.
+// informers (../../config/informer.ts), converted by ./convert.ts, recomputed once per burst of
+// changes (../recomputed.ts).
 import type { V1Endpoints, V1EndpointSlice, V1Namespace, V1Node, V1Pod, V1Service } from '@kubernetes/client-node';
 import { setting } from '../../common/env.js';
 import { scope } from '../../common/log.js';
 import { counter, gauge } from '../../common/metrics.js';
 import { collectionPath, InformerGroup, OrchestratorClient, type InformerGroupOptions, type ObjectMeta, type ResourceType } from '../../config/informer.js';
-import type { Service, ServiceInstance } from '../../model/service.js';
-import { emitChanges, RegistryEvents, serviceKey, type RegistryEventHandler, type ServiceRegistry } from '../types.js';
+import { RecomputedRegistry } from '../recomputed.js';
 import { convertCluster, objectKey, podsByIp, REGISTRY_NAME, type ConvertOptions, type RegistryState } from './convert.js';
 
 const log = scope('orch');
@@ -48,7 +46,7 @@ export interface PodIdentity {
   readonly serviceAccount: string;
 }
 
-export class OrchestratorRegistry implements ServiceRegistry {
+export class OrchestratorRegistry extends RecomputedRegistry<RegistryState> {
   readonly name = REGISTRY_NAME;
   readonly clusterId: string;
   private readonly serviceObjects = new Map<string, V1Service>();
@@ -59,10 +57,6 @@ export class OrchestratorRegistry implements ServiceRegistry {
   private readonly namespaceObjects = new Map<string, V1Namespace>();
   private readonly informers: InformerGroup;
   private readonly convert: ConvertOptions;
-  private readonly events = new RegistryEvents();
-  private state: RegistryState = { services: [], instances: new Map(), stats: { notReady: 0, noPod: 0, pendingPods: [] } };
-  private stale = false;
-  private scheduled = false;
   private podIps = new Map<string, V1Pod>();
   /** Pods endpoints were waiting for at the last recomputation, for pilot_orch_endpoints_with_no_pods. */
   private countedPending = new Set<string>();
@@ -70,6 +64,7 @@ export class OrchestratorRegistry implements ServiceRegistry {
   private readonly proxiesWithoutPod = new Set<string>();
 
   constructor(private readonly options: OrchestratorRegistryOptions) {
+    super({ services: [], instances: new Map(), stats: { notReady: 0, noPod: 0, pendingPods: [] } });
     this.clusterId = options.clusterId;
     this.convert = {
       domain: options.domain,
@@ -123,27 +118,12 @@ export class OrchestratorRegistry implements ServiceRegistry {
   async start(): Promise<void> {
     await this.informers.start(OrchestratorClient.connect(this.options.kubeconfig));
     // Recomputed once more now that everything is read: what is still missing is really missing.
-    this.stale = true;
-    this.sync();
+    this.refresh();
     log.info(`Orchestrator registry synced: ${this.state.services.length} services, ${this.pods.size} pods, ${this.nodes.size} nodes`);
   }
 
   async close(): Promise<void> {
     await this.informers.close();
-  }
-
-  services(): readonly Service[] {
-    this.sync();
-    return this.state.services;
-  }
-
-  instances(service: Pick<Service, 'hostname' | 'namespace'>): readonly ServiceInstance[] {
-    this.sync();
-    return this.state.instances.get(serviceKey(service)) ?? [];
-  }
-
-  onEvent(handler: RegistryEventHandler): () => void {
-    return this.events.on(handler);
   }
 
   hasSynced(): boolean {
@@ -169,22 +149,9 @@ export class OrchestratorRegistry implements ServiceRegistry {
     return { pod, labels: pod.metadata?.labels ?? {}, serviceAccount: pod.spec?.serviceAccountName ?? 'default' };
   }
 
-  private invalidate(): void {
-    this.stale = true;
-    if (this.scheduled) return;
-    this.scheduled = true;
-    queueMicrotask(() => {
-      this.scheduled = false;
-      this.sync();
-    });
-  }
-
-  private sync(): void {
-    if (!this.stale) return;
-    this.stale = false;
-    const before = this.state;
-    this.state = convertCluster({ services: this.serviceObjects, slices: this.slices, endpoints: this.endpoints, pods: this.pods, nodes: this.nodes }, this.convert);
-    const { stats } = this.state;
+  protected compute(): RegistryState {
+    const state = convertCluster({ services: this.serviceObjects, slices: this.slices, endpoints: this.endpoints, pods: this.pods, nodes: this.nodes }, this.convert);
+    const { stats } = state;
     gauge('pilot_endpoint_not_ready').set(stats.notReady);
     gauge('endpoint_no_pod').set(stats.noPod);
     gauge('pilot_orch_endpoints_pending_pod').set(stats.pendingPods.length);
@@ -194,6 +161,6 @@ export class OrchestratorRegistry implements ServiceRegistry {
       if (fresh.length > 0) counter('pilot_orch_endpoints_with_no_pods').inc(fresh.length);
       this.countedPending = new Set(stats.pendingPods);
     }
-    emitChanges(this.events, this.name, before, this.state);
+    return state;
   }
 }
