@@ -74,6 +74,10 @@ export class OrchestratorClient {
   static connect(kubeconfig: string | undefined): OrchestratorClient {
     const config = new KubeConfig();
     const origin = kubeconfig ? `--orchconfig ${kubeconfig}` : 'in-cluster configuration';
+    // The orchestrator sets these in every container; without them there is no cluster to talk to.
+    if (!kubeconfig && !(process.env['KUBERNETES_SERVICE_HOST'] && process.env['KUBERNETES_SERVICE_PORT'])) {
+      throw new Error(`${origin}: KUBERNETES_SERVICE_HOST and KUBERNETES_SERVICE_PORT are not set (not running in a cluster); give --orchconfig, or --configDir for local files`);
+    }
     try {
       if (kubeconfig) config.loadFromFile(kubeconfig);
       else config.loadFromCluster();

@@ -172,6 +172,17 @@ describe('OrchestratorConfigSource against a stand-in API server', () => {
     assert.equal(source.hasSynced(), true);
   });
 
+  it('without --orchconfig outside a cluster, says so instead of retrying forever', async (t) => {
+    api = new FakeApiServer((kind) => kind);
+    const saved = [process.env['KUBERNETES_SERVICE_HOST'], process.env['KUBERNETES_SERVICE_PORT']];
+    delete process.env['KUBERNETES_SERVICE_HOST'];
+    t.after(() => {
+      if (saved[0] !== undefined) process.env['KUBERNETES_SERVICE_HOST'] = saved[0];
+      if (saved[1] !== undefined) process.env['KUBERNETES_SERVICE_PORT'] = saved[1];
+    });
+    await assert.rejects(new OrchestratorConfigSource({}).start(), /in-cluster configuration: KUBERNETES_SERVICE_HOST and KUBERNETES_SERVICE_PORT are not set .*--orchconfig/);
+  });
+
   it('names --orchconfig when the kubeconfig cannot be read', async () => {
     api = new FakeApiServer((kind) => kind);
     await assert.rejects(new OrchestratorConfigSource({ kubeconfig: join(dir, 'missing') }).start(), /--orchconfig .*missing/);
