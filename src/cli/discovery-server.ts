@@ -2,6 +2,7 @@
 // registries, PushContext, JWKS resolver, xDS server with the mesh's generators, debounced pushes,
 // the validation webhook, and the HTTP servers (--httpAddr: /ready and the debug endpoints;
 // --monitoringAddr: /metrics, /version and the same debug endpoints).
+import { existsSync } from 'node:fs';
 import type { Server } from 'node:http';
 import { status } from '@grpc/grpc-js';
 import { listSettings } from '../common/env.js';
@@ -18,11 +19,12 @@ import { installPprof, type Profiler } from '../debug/pprof/handlers.js';
 import { closeServer, formatAddress, httpServer, listen, ListenError, Mux, sendJson, sendText } from '../debug/http.js';
 import { ROOT_NAMESPACE, type Kind, type ResourceOf } from '../api/types.js';
 import type { HttpFilter } from '../gen/envoy/extensions/filters/network/http_connection_manager/v3/http_connection_manager_pb.js';
-import type { Proxy } from '../model/proxy.js';
+import { podNameOf, withWorkload, type Proxy } from '../model/proxy.js';
 import { PushContext } from '../model/push-context.js';
 import { AggregateRegistry } from '../registry/aggregate.js';
 import { AutoRegistration, AutoRegistrationError } from '../registry/autoregister.js';
 import { MockRegistry } from '../registry/mock.js';
+import { OrchestratorRegistry } from '../registry/orchestrator/controller.js';
 import { ServiceEntryRegistry } from '../registry/serviceentry.js';
 import type { ServiceRegistry } from '../registry/types.js';
 import { JwksResolver } from '../security/authn/jwks-resolver.js';
@@ -31,12 +33,16 @@ import { buildWorkloadSecurity, grpcServerHttpFilters, securityHttpFilters, type
 import { XdsCache } from '../xds/cache.js';
 import { Debouncer } from '../xds/debounce.js';
 import { XdsStreamError, type ProxyInfo, type PushRequest } from '../xds/generator.js';
-import { createMeshGenerators, MESH_XDS_TYPES, proxyOf } from '../xds/generators/index.js';
+import { createMeshGenerators, MESH_XDS_TYPES, proxyOf, setWorkloadIdentity } from '../xds/generators/index.js';
 import { serveJwksService, type RefreshVerdict, type RequestRefreshRequest } from '../envoy/jwks-service.js';
 import { pushFor, workloadAddresses, type PushTrigger } from '../xds/push-scope.js';
 import { XdsServer } from '../xds/server.js';
 import { WebhookServer } from '../webhooks/server.js';
 import { installValidation } from '../webhooks/validation.js';
+import { installInjection } from '../webhooks/inject.js';
+import { TemplateFile } from '../webhooks/inject-template.js';
+import { CaBundleUpkeep, webhookTargets } from '../webhooks/ca-bundle.js';
+import { OrchestratorClient } from '../config/informer.js';
 import { discoverySettings, type DiscoverySettings } from './discovery-settings.js';
 
 const log = scope('default');
@@ -59,7 +65,12 @@ export interface DiscoveryOptions {
   tlsKeyFile?: string;
   /** --profile: serve /debug/pprof/ on the HTTP debug address. */
   profile?: boolean;
+  /** The injection template file (a mounted ConfigMap); default INJECTION_TEMPLATE_FILE when it exists, else the built-in template. */
+  injectionTemplate?: string;
 }
+
+/** Where the deployment mounts the injection template ConfigMap. */
+export const INJECTION_TEMPLATE_FILE = '/var/lib/mesh/inject/template.yaml';
 
 export class DiscoveryServer {
   private readonly servers: Server[] = [];
@@ -74,6 +85,8 @@ export class DiscoveryServer {
   readonly registry: AggregateRegistry;
   /** The in-memory registry of `--registries Mock`, for tests to drive. */
   readonly mock: MockRegistry | undefined;
+  /** `--registries Orchestrator` with an orchestrator to read. */
+  readonly orchestrator: OrchestratorRegistry | undefined;
   readonly resolver: JwksResolver;
   readonly xds: XdsServer;
   /** WorkloadEntries of auto-registered proxies (the config source stays the user's, read-only). */
@@ -82,7 +95,12 @@ export class DiscoveryServer {
   /** Per gRPC server proxy: the unenforceable-policy notes last logged. */
   private readonly grpcNotes = new Map<string, string>();
   private readonly debouncer: Debouncer;
-  private readonly webhook: WebhookServer;
+  /** The HTTPS server of /inject and /validate (its certificate is the webhooks' CA bundle). */
+  readonly webhook: WebhookServer;
+  /** The injection template file, re-read on change. */
+  readonly injectionTemplate: TemplateFile;
+  /** The webhook configurations' caBundle, kept trusting the serving certificate. */
+  private caBundle: CaBundleUpkeep | undefined;
   /** The settings, read once when the server is made. */
   private readonly settings: DiscoverySettings;
   private readonly profiler: Profiler | undefined;
@@ -105,7 +123,18 @@ export class DiscoveryServer {
       registries.push(this.mock);
     }
     if (opts.registries.includes('Orchestrator')) {
-      log.info('the Orchestrator service registry is not implemented yet; services come from ServiceEntry and WorkloadEntry');
+      // With --configDir and no --orchconfig there is no orchestrator to read (the local mode).
+      if (!this.hasOrchestrator()) {
+        log.info('--registries Orchestrator: no orchestrator with --configDir and no --orchconfig; services come from ServiceEntry and WorkloadEntry');
+      } else {
+        this.orchestrator = new OrchestratorRegistry({ ...opts.orchestrator, ...settings.orchestratorRegistry, domain: opts.domain, clusterId: opts.clusterId });
+        registries.push(this.orchestrator);
+        const registry = this.orchestrator;
+        setWorkloadIdentity((proxy) => {
+          const pod = registry.podFor(proxy.id, podNameOf(proxy), proxy.namespace, proxy.ipAddresses);
+          return pod ? withWorkload(proxy, pod) : proxy;
+        });
+      }
     }
     this.registry = new AggregateRegistry(registries, opts.clusterId);
     this.push = this.buildPush();
@@ -135,6 +164,7 @@ export class DiscoveryServer {
       },
     });
     serveJwksService(this.xds.grpc, (req) => this.refreshForUnknownKid(req));
+    this.injectionTemplate = new TemplateFile(opts.injectionTemplate ?? (existsSync(INJECTION_TEMPLATE_FILE) ? INJECTION_TEMPLATE_FILE : undefined));
     this.webhook = new WebhookServer({ httpsAddr: opts.httpsAddr, tlsCertFile: opts.tlsCertFile, tlsKeyFile: opts.tlsKeyFile, customHost: settings.webhookCustomHost });
 
     const metrics = programRegistry('discovery');
@@ -158,6 +188,11 @@ export class DiscoveryServer {
     this.monitoring
       .handle('/metrics', 'Prometheus metrics of the discovery server', async (_req, res) => sendText(res, 200, await metrics.metrics(), metrics.contentType))
       .handle('/version', 'build information', (_req, res) => sendJson(res, 200, buildInfo));
+  }
+
+  /** With --configDir and no --orchconfig there is no orchestrator to read or patch (the local mode). */
+  private hasOrchestrator(): boolean {
+    return !(this.opts.configDir && !this.opts.orchestrator.kubeconfig);
   }
 
   /** The jwt_authn and rbac filters of a proxy's inbound HTTP chains, from the policies selecting it. */
@@ -292,7 +327,7 @@ export class DiscoveryServer {
   async start(): Promise<void> {
     await this.bind('http', this.opts.httpAddr, this.debug);
     await this.bind('monitoring', this.opts.monitoringAddr, this.monitoring);
-    await this.store.start();
+    await Promise.all([this.store.start(), this.orchestrator?.start()]);
     this.store.onEvent((e) => this.onConfigEvent(e));
     if (this.analysis) {
       this.store.onEvent(() => this.analysis?.onChange());
@@ -309,9 +344,22 @@ export class DiscoveryServer {
     } catch (e) {
       throw new ListenError(`failed to listen on ${this.opts.grpcAddr}: ${(e as Error).message}`);
     }
-    if (installValidation(this.webhook, { enabled: this.settings.validationWebhook })) {
+    await this.injectionTemplate.start();
+    const injecting = installInjection(this.webhook, {
+      ...this.settings.injection,
+      template: this.injectionTemplate,
+      namespaceLabels: (ns) => this.orchestrator?.namespaceLabels(ns),
+      clusterId: this.opts.clusterId,
+      domain: this.opts.domain,
+    });
+    const validating = installValidation(this.webhook, { enabled: this.settings.validationWebhook });
+    if (injecting || validating) {
       await this.webhook.start();
-      log.info(`validation webhook listening on ${this.opts.httpsAddr}`);
+      log.info(`webhooks listening on ${this.opts.httpsAddr}:${injecting ? ' /inject' : ''}${validating ? ' /validate' : ''}`);
+      if (this.hasOrchestrator()) {
+        this.caBundle = new CaBundleUpkeep({ client: OrchestratorClient.connect(this.opts.orchestrator.kubeconfig), targets: webhookTargets(this.settings.webhookConfigs), certificatePem: () => this.webhook.certificatePem() });
+        await this.caBundle.start();
+      }
     }
     this.ready = true;
     gauge('startup_duration_seconds').set(process.uptime());
@@ -335,7 +383,8 @@ export class DiscoveryServer {
     this.autoRegistration.close();
     this.profiler?.close();
     this.analysis?.close();
-    await Promise.all([...this.servers.map(closeServer), this.webhook.close(), this.store.close()]);
+    this.injectionTemplate.close();
+    await Promise.all([...this.servers.map(closeServer), this.webhook.close(), this.caBundle?.close(), this.store.close(), this.orchestrator?.close()]);
     this.servers.length = 0;
   }
 }

@@ -20,6 +20,10 @@ export interface DiscoverySettings {
   readonly webhookCustomHost: string;
   /** PILOT_ENABLE_ANALYSIS. */
   readonly analysis: boolean;
+  readonly injection: { readonly enabled: boolean; readonly legacyFsGroup: boolean };
+  /** The webhook configurations whose caBundle the server keeps (see webhooks/ca-bundle.ts). */
+  readonly webhookConfigs: { readonly namespace: string; readonly injection: string; readonly validation: string };
+  readonly orchestratorRegistry: { readonly edsForHeadless: boolean; readonly useEndpointSlices: boolean };
 }
 
 export function discoverySettings(): DiscoverySettings {
@@ -41,5 +45,8 @@ export function discoverySettings(): DiscoverySettings {
     validationWebhook: setting('VALIDATION_ENABLED'),
     webhookCustomHost: setting('MESHD_CUSTOM_HOST'),
     analysis: setting('PILOT_ENABLE_ANALYSIS'),
+    injection: { enabled: setting('INJECT_ENABLED'), legacyFsGroup: setting('ENABLE_LEGACY_FSGROUP_INJECTION') },
+    webhookConfigs: { namespace: setting('POD_NAMESPACE'), injection: setting('INJECTION_WEBHOOK_CONFIG_NAME'), validation: setting('VALIDATION_WEBHOOK_CONFIG_NAME') },
+    orchestratorRegistry: { edsForHeadless: setting('PILOT_ENABLE_EDS_FOR_HEADLESS_SERVICES'), useEndpointSlices: setting('PILOT_USE_ENDPOINT_SLICE') },
   };
 }

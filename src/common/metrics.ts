@@ -147,6 +147,23 @@ export const WIRED_METRICS: ReadonlySet<MetricName> = new Set<MetricName>([
   'validator_validation_passed',
   'validator_validation_failed',
   'validator_validation_http_error',
+  // webhooks/ca-bundle.ts
+  'validator_validation_config_load',
+  'validator_validation_config_load_error',
+  'validator_validation_config_update_error',
+  'validator_validation_config_updates',
+  // webhooks/inject.ts
+  'sidecar_injection_failure_total',
+  'sidecar_injection_requests_total',
+  'sidecar_injection_skip_total',
+  'sidecar_injection_success_total',
+  // registry/orchestrator/controller.ts
+  'endpoint_no_pod',
+  'pilot_endpoint_not_ready',
+  'pilot_no_ip',
+  'pilot_orch_endpoints_pending_pod',
+  'pilot_orch_endpoints_with_no_pods',
+  'pilot_orch_reg_events',
   // security/authn/jwks-resolver.ts
   'pilot_jwks_resolver_network_fetch_fail_total',
   'pilot_jwks_resolver_network_fetch_success_total',

@@ -122,3 +122,18 @@ export function parseProxy(nodeId: string, metadata: JsonObject = {}): Proxy {
     metadata,
   };
 }
+
+/** The pod name of `<pod>.<namespace>` (the node id's workload id). */
+export function podNameOf(proxy: Pick<Proxy, 'id'>): string {
+  const dot = proxy.id.indexOf('.');
+  return dot > 0 ? proxy.id.slice(0, dot) : proxy.id;
+}
+
+/**
+ * The proxy as its workload is: the labels and service account the orchestrator holds for its Pod
+ * replace what the node metadata claims, so a proxy cannot pick the policies or identity it gets
+ * selected by.
+ */
+export function withWorkload(proxy: Proxy, workload: { labels: Readonly<Record<string, string>>; serviceAccount: string }): Proxy {
+  return { ...proxy, labels: { ...workload.labels }, serviceAccount: workload.serviceAccount };
+}

@@ -6,7 +6,8 @@ import type { ConfigEvent, ConfigStore } from '../config/store.js';
 import { gauge } from '../common/metrics.js';
 import { labelsMatch } from '../model/selection.js';
 import { parseLocality, portProtocol, type Resolution, type Service, type ServiceInstance, type ServicePort } from '../model/service.js';
-import { compareServices, RegistryEvents, serviceKey, type RegistryEventHandler, type ServiceRegistry } from './types.js';
+import { compareServices, serviceKey } from './types.js';
+import { RecomputedRegistry } from './recomputed.js';
 
 export interface ServiceEntryState {
   readonly services: readonly Service[];
@@ -105,48 +106,26 @@ export function convertServiceEntries(
 type StoreView = Pick<ConfigStore, 'list' | 'onEvent' | 'hasSynced'>;
 
 /**
- * The registry over a config store: recomputed after ServiceEntry/WorkloadEntry changes.
- * `workloads`, when given, is a second source of WorkloadEntries (the auto-registered ones, see
- * ./autoregister.ts), read together with the config store's.
- *
- * A recomputation reads everything, so it runs once per burst of changes: a change marks the state
- * stale and schedules one recomputation in a microtask (a file store commits a whole rescan, e.g.
- * thousands of resources at startup, synchronously). Reads recompute first when the state is
- * stale, so they never see an old state; events are emitted by the recomputation.
+ * The registry over a config store: recomputed (see ./recomputed.ts) after ServiceEntry/WorkloadEntry
+ * changes. `workloads`, when given, is a second source of WorkloadEntries (the auto-registered ones,
+ * see ./autoregister.ts), read together with the config store's.
  */
-export class ServiceEntryRegistry implements ServiceRegistry {
+export class ServiceEntryRegistry extends RecomputedRegistry<ServiceEntryState> {
   readonly name = REGISTRY_NAME;
-  private state: ServiceEntryState = { services: [], instances: new Map(), duplicates: [] };
-  private readonly events = new RegistryEvents();
   private readonly unsubscribe: Array<() => void>;
-  private stale = false;
-  private scheduled = false;
 
   constructor(
     private readonly store: StoreView,
     readonly clusterId: string,
     private readonly workloads?: StoreView,
   ) {
+    super({ services: [], instances: new Map(), duplicates: [] });
     this.refresh();
     const onEvent = (e: ConfigEvent): void => {
       const kind = (e.new ?? e.old).kind;
       if (kind === 'ServiceEntry' || kind === 'WorkloadEntry') this.invalidate();
     };
     this.unsubscribe = [store.onEvent(onEvent), ...(workloads ? [workloads.onEvent(onEvent)] : [])];
-  }
-
-  services(): readonly Service[] {
-    this.sync();
-    return this.state.services;
-  }
-
-  instances(service: Pick<Service, 'hostname' | 'namespace'>): readonly ServiceInstance[] {
-    this.sync();
-    return this.state.instances.get(serviceKey(service)) ?? [];
-  }
-
-  onEvent(handler: RegistryEventHandler): () => void {
-    return this.events.on(handler);
   }
 
   hasSynced(): boolean {
@@ -157,40 +136,10 @@ export class ServiceEntryRegistry implements ServiceRegistry {
     this.unsubscribe.forEach((u) => u());
   }
 
-  private invalidate(): void {
-    this.stale = true;
-    if (this.scheduled) return;
-    this.scheduled = true;
-    queueMicrotask(() => {
-      this.scheduled = false;
-      this.sync();
-    });
-  }
-
-  /** Recomputes now if a change is pending. */
-  sync(): void {
-    if (!this.stale) return;
-    this.stale = false;
-    this.refresh();
-  }
-
-  /** Recomputes and emits one event per service whose definition or instances changed. */
-  private refresh(): void {
-    const before = this.state;
+  protected compute(): ServiceEntryState {
     const entries = [...this.store.list('WorkloadEntry'), ...(this.workloads?.list('WorkloadEntry') ?? [])];
-    this.state = convertServiceEntries(this.store.list('ServiceEntry'), entries, this.clusterId);
-    gauge('pilot_duplicate_envoy_clusters').set(this.state.duplicates.length);
-    const old = new Map(before.services.map((s) => [serviceKey(s), s]));
-    const emit = (kind: 'service' | 'endpoints', event: 'add' | 'update' | 'delete', s: Service): void =>
-      this.events.emit({ kind, event, hostname: s.hostname, namespace: s.namespace, registry: this.name });
-    for (const s of this.state.services) {
-      const key = serviceKey(s);
-      const prev = old.get(key);
-      old.delete(key);
-      if (!prev) emit('service', 'add', s);
-      else if (JSON.stringify(prev) !== JSON.stringify(s)) emit('service', 'update', s);
-      else if (JSON.stringify(before.instances.get(key)) !== JSON.stringify(this.state.instances.get(key))) emit('endpoints', 'update', s);
-    }
-    for (const s of old.values()) emit('service', 'delete', s);
+    const state = convertServiceEntries(this.store.list('ServiceEntry'), entries, this.clusterId);
+    gauge('pilot_duplicate_envoy_clusters').set(state.duplicates.length);
+    return state;
   }
 }

@@ -53,3 +53,29 @@ export class RegistryEvents {
     for (const h of [...this.handlers]) h(event);
   }
 }
+
+/** What a registry serves at one moment, for diffing. */
+export interface RegistrySnapshot {
+  readonly services: readonly Service[];
+  /** By serviceKey. */
+  readonly instances: ReadonlyMap<string, readonly ServiceInstance[]>;
+}
+
+/**
+ * Emits one event per service that changed between two snapshots: `service` when its definition
+ * changed, was added or deleted (a full push), `endpoints` when only its instances did (EDS).
+ */
+export function emitChanges(events: RegistryEvents, registry: string, before: RegistrySnapshot, after: RegistrySnapshot): void {
+  const old = new Map(before.services.map((s) => [serviceKey(s), s]));
+  const emit = (kind: 'service' | 'endpoints', event: 'add' | 'update' | 'delete', s: Service): void =>
+    events.emit({ kind, event, hostname: s.hostname, namespace: s.namespace, registry });
+  for (const s of after.services) {
+    const key = serviceKey(s);
+    const prev = old.get(key);
+    old.delete(key);
+    if (!prev) emit('service', 'add', s);
+    else if (JSON.stringify(prev) !== JSON.stringify(s)) emit('service', 'update', s);
+    else if (JSON.stringify(before.instances.get(key)) !== JSON.stringify(after.instances.get(key))) emit('endpoints', 'update', s);
+  }
+  for (const s of old.values()) emit('service', 'delete', s);
+}

@@ -1,16 +1,77 @@
 // A stand-in for the orchestrator's API server, speaking its wire protocol for custom resources:
 // list (`{kind: XList, metadata.resourceVersion, items}`), and watch (`?watch=true`) as JSON lines
 // of `{type, object}` with ADDED/MODIFIED/DELETED/BOOKMARK, resuming from `resourceVersion`, and an
-// ERROR event carrying a 410 Status when that version has been compacted away.
+// ERROR event carrying a 410 Status when that version has been compacted away. Core resources are
+// served under `/api/v1`, others under `/apis/<group>/<version>`; cluster-scoped kinds (Node,
+// Namespace, webhook configurations) have no namespace.
 
-import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
-import type { AddressInfo } from 'node:net';
+import type { IncomingMessage, ServerResponse } from 'node:http';
+import { createServer, type Server } from 'node:https';
+import type { AddressInfo, Socket } from 'node:net';
+import fastJsonPatch, { type Operation } from 'fast-json-patch';
+import { selfSignedCertificate } from '../../src/webhooks/selfsigned.js';
+
+const { applyPatch } = fastJsonPatch;
 
 export interface StoredObject {
   apiVersion: string;
   kind: string;
-  metadata: { name: string; namespace: string; resourceVersion?: string; [field: string]: unknown };
+  metadata: { name: string; namespace?: string; resourceVersion?: string; [field: string]: unknown };
   spec?: unknown;
+  [field: string]: unknown;
+}
+
+interface BuiltinResource {
+  kind: string;
+  /** group/version, `v1` for the core group. */
+  groupVersion: string;
+  plural: string;
+  namespaced: boolean;
+}
+
+/** The orchestrator's own kinds the stand-in serves, also in its discovery documents. */
+const BUILTINS: readonly BuiltinResource[] = [
+  { kind: 'Service', groupVersion: 'v1', plural: 'services', namespaced: true },
+  { kind: 'Endpoints', groupVersion: 'v1', plural: 'endpoints', namespaced: true },
+  { kind: 'Pod', groupVersion: 'v1', plural: 'pods', namespaced: true },
+  { kind: 'ConfigMap', groupVersion: 'v1', plural: 'configmaps', namespaced: true },
+  { kind: 'ServiceAccount', groupVersion: 'v1', plural: 'serviceaccounts', namespaced: true },
+  { kind: 'Node', groupVersion: 'v1', plural: 'nodes', namespaced: false },
+  { kind: 'Namespace', groupVersion: 'v1', plural: 'namespaces', namespaced: false },
+  { kind: 'EndpointSlice', groupVersion: 'discovery.k8s.io/v1', plural: 'endpointslices', namespaced: true },
+  { kind: 'Deployment', groupVersion: 'apps/v1', plural: 'deployments', namespaced: true },
+  { kind: 'PodDisruptionBudget', groupVersion: 'policy/v1', plural: 'poddisruptionbudgets', namespaced: true },
+  { kind: 'ClusterRole', groupVersion: 'rbac.authorization.k8s.io/v1', plural: 'clusterroles', namespaced: false },
+  { kind: 'ClusterRoleBinding', groupVersion: 'rbac.authorization.k8s.io/v1', plural: 'clusterrolebindings', namespaced: false },
+  { kind: 'CustomResourceDefinition', groupVersion: 'apiextensions.k8s.io/v1', plural: 'customresourcedefinitions', namespaced: false },
+  { kind: 'MutatingWebhookConfiguration', groupVersion: 'admissionregistration.k8s.io/v1', plural: 'mutatingwebhookconfigurations', namespaced: false },
+  { kind: 'ValidatingWebhookConfiguration', groupVersion: 'admissionregistration.k8s.io/v1', plural: 'validatingwebhookconfigurations', namespaced: false },
+];
+const BUILTIN_PLURALS: Readonly<Record<string, string>> = Object.fromEntries(BUILTINS.map((b) => [b.kind, b.plural]));
+const VERBS = ['create', 'delete', 'get', 'list', 'patch', 'update', 'watch'];
+
+/** The discovery documents (`/api`, `/apis`, `/api/v1`, `/apis/<group>/<version>`) of the builtin kinds. */
+function discovery(path: string): unknown {
+  const versions = [...new Set(BUILTINS.map((b) => b.groupVersion))];
+  if (path === '/api') return { kind: 'APIVersions', versions: ['v1'], serverAddressByClientCIDRs: [] };
+  if (path === '/apis') {
+    const groups = versions.filter((gv) => gv.includes('/')).map((gv) => {
+      const [name, version] = gv.split('/') as [string, string];
+      const v = { groupVersion: gv, version };
+      return { name, versions: [v], preferredVersion: v };
+    });
+    return { kind: 'APIGroupList', apiVersion: 'v1', groups };
+  }
+  const groupVersion = path === '/api/v1' ? 'v1' : path.replace(/^\/apis\//, '');
+  if (!versions.includes(groupVersion)) return undefined;
+  const resources = BUILTINS.filter((b) => b.groupVersion === groupVersion).map((b) => ({
+    name: b.plural,
+    singularName: b.kind.toLowerCase(),
+    namespaced: b.namespaced,
+    kind: b.kind,
+    verbs: VERBS,
+  }));
+  return { kind: 'APIResourceList', apiVersion: 'v1', groupVersion, resources };
 }
 
 interface HistoryEntry {
@@ -35,7 +96,9 @@ export interface RecordedRequest {
 }
 
 const TOKEN = 'stand-in-token';
-const PATH = /^\/apis\/([^/]+)\/([^/]+)\/(?:namespaces\/([^/]+)\/)?([^/]+)$/;
+const PATH = /^\/(?:api|apis\/([^/]+))\/([^/]+)\/(?:namespaces\/([^/]+)\/)?([^/]+)$/;
+/** One object: GET answers it, PATCH (application/json-patch+json) changes it. */
+const OBJECT_PATH = /^\/(?:api|apis\/([^/]+))\/([^/]+)\/(?:namespaces\/([^/]+)\/)?([^/]+)\/([^/]+)$/;
 
 export class FakeApiServer {
   readonly requests: RecordedRequest[] = [];
@@ -48,19 +111,29 @@ export class FakeApiServer {
   private failures: number[] = [];
   /** Resource plurals answered with 404, as for a CRD that is not installed. */
   private readonly unserved = new Set<string>();
-  private readonly server: Server = createServer((req, res) => this.handle(req, res));
+  private server: Server | undefined;
+  private readonly sockets = new Set<Socket>();
 
   constructor(private readonly pluralOf: (kind: string) => string) {}
 
+  /** Serves HTTPS as the real server does (clients such as kubectl send bearer tokens only over TLS). */
   async start(): Promise<void> {
-    await new Promise<void>((resolve) => this.server.listen(0, '127.0.0.1', resolve));
+    const { certPem, keyPem } = await selfSignedCertificate(['localhost']);
+    const server = createServer({ cert: certPem, key: keyPem }, (req, res) => this.handle(req, res));
+    // Every socket, also those still in the TLS handshake (closeAllConnections knows only HTTP ones).
+    server.on('connection', (socket: Socket) => {
+      this.sockets.add(socket);
+      socket.on('close', () => this.sockets.delete(socket));
+    });
+    this.server = server;
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
   }
 
   url(): string {
-    return `http://127.0.0.1:${(this.server.address() as AddressInfo).port}`;
+    return `https://127.0.0.1:${(this.server!.address() as AddressInfo).port}`;
   }
 
-  /** A kubeconfig that points at this server with its bearer token (plain HTTP, hence skip-verify). */
+  /** A kubeconfig that points at this server with its bearer token (a self-signed certificate, hence skip-verify). */
   kubeconfig(): string {
     return [
       'apiVersion: v1',
@@ -78,8 +151,12 @@ export class FakeApiServer {
 
   async close(): Promise<void> {
     this.dropWatches();
-    this.server.closeAllConnections();
-    await new Promise<void>((resolve) => this.server.close(() => resolve()));
+    const server = this.server;
+    if (!server) return;
+    const closed = new Promise<void>((resolve) => server.close(() => resolve()));
+    server.closeAllConnections();
+    for (const socket of this.sockets) socket.destroy();
+    await closed;
   }
 
   /** Creates or updates an object and notifies watchers (unless `silently`, to model a missed event). */
@@ -136,8 +213,15 @@ export class FakeApiServer {
   }
 
   private keyOf(object: StoredObject): string {
-    const group = object.apiVersion.split('/')[0]!;
-    return `${group}/${this.pluralOf(object.kind)}/${object.metadata.namespace}/${object.metadata.name}`;
+    const group = object.apiVersion.includes('/') ? object.apiVersion.split('/')[0]! : '';
+    const plural = BUILTIN_PLURALS[object.kind] ?? this.pluralOf(object.kind);
+    return `${group}/${plural}/${object.metadata.namespace ?? ''}/${object.metadata.name}`;
+  }
+
+  /** The stored object, as a GET would return it. */
+  get(object: Pick<StoredObject, 'apiVersion' | 'kind' | 'metadata'>): StoredObject | undefined {
+    const stored = this.objects.get(this.keyOf(object as StoredObject));
+    return stored && structuredClone(stored);
   }
 
   private matches(object: StoredObject, group: string, plural: string, namespace: string | undefined): boolean {
@@ -160,6 +244,37 @@ export class FakeApiServer {
     res.writeHead(code, { 'content-type': 'application/json' }).end(JSON.stringify({ kind: 'Status', apiVersion: 'v1', status: 'Failure', code, reason, message: reason }));
   }
 
+  /** Recorded PATCH bodies, in order. */
+  readonly patches: Array<{ path: string; contentType: string; body: unknown }> = [];
+
+  private handleObject(req: IncomingMessage, res: ServerResponse, match: RegExpExecArray): void {
+    const [, group = '', , namespace, plural, name] = match as unknown as [string, string | undefined, string, string | undefined, string, string];
+    const key = `${group}/${plural}/${namespace ?? ''}/${name}`;
+    const stored = this.objects.get(key);
+    if (!stored) return this.status(res, 404, 'NotFound');
+    if (req.method === 'GET') {
+      res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify(stored));
+      return;
+    }
+    if (req.method !== 'PATCH') return this.status(res, 405, 'MethodNotAllowed');
+    const contentType = (req.headers['content-type'] ?? '').split(';')[0]!.trim();
+    const chunks: Buffer[] = [];
+    req.on('data', (c: Buffer) => chunks.push(c));
+    req.on('end', () => {
+      if (contentType !== 'application/json-patch+json') return this.status(res, 415, 'UnsupportedMediaType');
+      let ops: Operation[];
+      try {
+        ops = JSON.parse(Buffer.concat(chunks).toString('utf8')) as Operation[];
+        this.patches.push({ path: req.url ?? '', contentType, body: ops });
+        const patched = applyPatch(structuredClone(stored), ops, true, false).newDocument;
+        this.put(patched);
+      } catch (e) {
+        return this.status(res, 422, `Invalid: ${(e as Error).message.split('\n')[0]}`);
+      }
+      res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify(this.objects.get(key)));
+    });
+  }
+
   private handle(req: IncomingMessage, res: ServerResponse): void {
     const url = new URL(req.url ?? '/', this.url());
     const watch = url.searchParams.get('watch') === 'true';
@@ -168,14 +283,22 @@ export class FakeApiServer {
     if (req.headers.authorization !== `Bearer ${TOKEN}`) return this.status(res, 401, 'Unauthorized');
     const failure = this.failures.shift();
     if (failure !== undefined) return this.status(res, failure, 'InjectedFailure');
+    const document = req.method === 'GET' ? discovery(url.pathname) : undefined;
+    if (document !== undefined) {
+      res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify(document));
+      return;
+    }
     const match = PATH.exec(url.pathname);
+    const single = match ? null : OBJECT_PATH.exec(url.pathname);
+    if (single) return this.handleObject(req, res, single);
     if (!match) return this.status(res, 404, 'NotFound');
-    const [, group, version, namespace, plural] = match as unknown as [string, string, string, string | undefined, string];
+    const [, matchedGroup, version, namespace, plural] = match as unknown as [string, string | undefined, string, string | undefined, string];
+    const group = matchedGroup ?? '';
     if (this.unserved.has(plural)) return this.status(res, 404, 'NotFound');
     if (!watch) {
       const items = [...this.objects.values()].filter((o) => this.matches(o, group, plural, namespace));
       res.writeHead(200, { 'content-type': 'application/json' });
-      res.end(JSON.stringify({ apiVersion: `${group}/${version}`, kind: 'List', metadata: { resourceVersion: String(this.rv) }, items }));
+      res.end(JSON.stringify({ apiVersion: group ? `${group}/${version}` : version, kind: 'List', metadata: { resourceVersion: String(this.rv) }, items }));
       return;
     }
     res.writeHead(200, { 'content-type': 'application/json', 'transfer-encoding': 'chunked' });

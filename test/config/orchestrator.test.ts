@@ -3,7 +3,6 @@ import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, afterEach, before, describe, it } from 'node:test';
-import type { Counter, Gauge } from 'prom-client';
 import { pluralOf } from '../../src/api/crds.js';
 import { isKind, type Kind } from '../../src/api/types.js';
 import { counter, gauge } from '../../src/common/metrics.js';
@@ -11,6 +10,7 @@ import { OrchestratorConfigSource, type OrchestratorSourceOptions } from '../../
 import type { ConfigEvent } from '../../src/config/store.js';
 import { FakeApiServer, type StoredObject } from './fake-apiserver.js';
 import { eventually } from '../helpers/proc.js';
+import { metricValue } from '../helpers/metrics.js';
 
 const AP_PATH = '/apis/security.mesh.io/v1/authorizationpolicies';
 
@@ -19,12 +19,6 @@ function policy(name: string, namespace = 'ns', when: { key: string; values: str
 }
 
 const INVALID = policy('bad', 'ns', [{ key: 'request.auth.claim[groups]', values: ['a'] }]);
-
-/** Sum of a metric's series whose labels include `labels`. */
-async function metricValue(metric: Counter<string> | Gauge<string>, labels: Record<string, string>): Promise<number> {
-  const { values } = await metric.get();
-  return values.filter((v) => Object.entries(labels).every(([k, l]) => v.labels[k] === l)).reduce((sum, v) => sum + v.value, 0);
-}
 
 describe('OrchestratorConfigSource against a stand-in API server', () => {
   let dir: string;
@@ -176,6 +170,17 @@ describe('OrchestratorConfigSource against a stand-in API server', () => {
     source = new OrchestratorConfigSource({ kubeconfig, kinds: ['AuthorizationPolicy', 'ServiceEntry'], validate: true, backoff: { initialMs: 10, maxMs: 50 } });
     await source.start();
     assert.equal(source.hasSynced(), true);
+  });
+
+  it('without --orchconfig outside a cluster, says so instead of retrying forever', async (t) => {
+    api = new FakeApiServer((kind) => kind);
+    const saved = [process.env['KUBERNETES_SERVICE_HOST'], process.env['KUBERNETES_SERVICE_PORT']];
+    delete process.env['KUBERNETES_SERVICE_HOST'];
+    t.after(() => {
+      if (saved[0] !== undefined) process.env['KUBERNETES_SERVICE_HOST'] = saved[0];
+      if (saved[1] !== undefined) process.env['KUBERNETES_SERVICE_PORT'] = saved[1];
+    });
+    await assert.rejects(new OrchestratorConfigSource({}).start(), /in-cluster configuration: KUBERNETES_SERVICE_HOST and KUBERNETES_SERVICE_PORT are not set .*--orchconfig/);
   });
 
   it('names --orchconfig when the kubeconfig cannot be read', async () => {

@@ -38,6 +38,14 @@ export interface XdsType extends PushScoped {
 
 const proxies = new WeakMap<ProxyInfo, Proxy>();
 
+/** Where a parsed proxy's identity is checked against the orchestrator (its Pod); identity when unset. */
+let workloadIdentity: (proxy: Proxy) => Proxy = (proxy) => proxy;
+
+/** Installs the function that replaces what a proxy claims (labels, service account) by what its workload is. */
+export function setWorkloadIdentity(resolve: (proxy: Proxy) => Proxy): void {
+  workloadIdentity = resolve;
+}
+
 /**
  * The model's view of a connected proxy (parsed once per stream). Throws XdsStreamError
  * INVALID_ARGUMENT for a malformed node: call it from the server's `onConnect` to refuse the stream.
@@ -46,7 +54,7 @@ export function proxyOf(info: ProxyInfo): Proxy {
   let proxy = proxies.get(info);
   if (!proxy) {
     try {
-      proxy = parseProxy(info.id, info.metadata);
+      proxy = workloadIdentity(parseProxy(info.id, info.metadata));
     } catch (e) {
       if (e instanceof ProxyParseError) throw new XdsStreamError(status.INVALID_ARGUMENT, e.message);
       throw e;

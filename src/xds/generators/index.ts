@@ -12,7 +12,7 @@ import { lds } from './lds.js';
 import { nds } from './nds.js';
 import { rds } from './rds.js';
 
-export { proxyOf, type MeshGeneratorOptions, type XdsType } from './context.js';
+export { proxyOf, setWorkloadIdentity, type MeshGeneratorOptions, type XdsType } from './context.js';
 
 const log = scope('model');
 
