@@ -16,7 +16,6 @@ async function reportErrors(run: () => Promise<void> | void): Promise<number> {
     return 0;
   } catch (e) {
     if (!(e instanceof CaptureError)) throw e;
-    scope('default').error(e.message);
     process.stderr.write(`Error: ${e.message}\n`);
     return e instanceof ValidationError ? VALIDATION_FAILED : 1;
   }

@@ -20,6 +20,8 @@ const RETRY_MS = 200;
 
 function listen(port: number, onProbe: () => void, probePort: number): Promise<Server | string> {
   const server = createServer((socket) => {
+    // The prober closes as soon as it is connected; a reset of the echo is expected.
+    socket.on('error', () => undefined);
     const dst = restoreOriginalDst(socket);
     // The original port is echoed back for whoever debugs with a manual connection.
     socket.end(String(dst?.port ?? socket.localPort));

@@ -52,7 +52,8 @@ export class Pod {
 
   private constructor(
     readonly ns: string,
-    private readonly hostIf: string,
+    /** The test namespace's end of the veth (more host addresses can be added to it). */
+    readonly hostIf: string,
     subnet: number,
   ) {
     this.ip = `10.213.${subnet}.2`;
