@@ -37,7 +37,7 @@ import type { JwtAuthnOptions } from './filters/jwt-authn.js';
 import { buildHcmForFilterChain, type FilterStats } from './http-connection-manager.js';
 import { normalizeIp } from './matchers.js';
 import { requestView } from './request.js';
-import { connectionDestination, originalDstUnavailable, restoreOriginalDst } from './original-dst.js';
+import { connectionDestination, originalDstUnavailable, restoreOriginalDst, setTransparent } from './original-dst.js';
 import type { Address } from './request.js';
 import { durationMs, type RouteTable } from './router.js';
 import { statName, type StatCounter, type StatName, type StatSample, type StatsStore } from './stats.js';
@@ -57,7 +57,7 @@ const H2_CLIENT_PREFACE = Buffer.from('PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n', 'latin
 
 const UNAPPLIED_LISTENER = [
   'additionalAddresses', 'perConnectionBufferLimitBytes', 'socketOptions', 'tcpBacklogSize', 'connectionBalanceConfig',
-  'enableReusePort', 'accessLog', 'udpListenerConfig', 'apiListener', 'freebind', 'transparent', 'tcpFastOpenQueueLength',
+  'enableReusePort', 'accessLog', 'udpListenerConfig', 'apiListener', 'freebind', 'tcpFastOpenQueueLength',
   'maxConnectionsToAcceptPerSocketEvent', 'drainType',
 ];
 const UNAPPLIED_TCP_PROXY = ['idleTimeout', 'downstreamIdleTimeout', 'upstreamIdleTimeout', 'accessLog', 'maxConnectAttempts', 'hashPolicy', 'tunnelingConfig', 'metadataMatch', 'onDemand', 'maxDownstreamConnectionDuration'];
@@ -882,6 +882,11 @@ async function listenOn(l: ActiveListener, pauseOnConnect: boolean): Promise<Ser
     server.once('error', (e: NodeJS.ErrnoException) => reject(new ConfigError(`listener ${l.name}.address`, `cannot bind ${l.address.host}:${l.address.port}: ${e.code ?? e.message}`)));
     server.listen(l.address.port, l.address.host, () => resolve());
   });
+  const notTransparent = l.message.transparent ? setTransparent(server) : undefined;
+  if (notTransparent) {
+    server.close();
+    throw new ConfigError(`listener ${l.name}.transparent`, `cannot set IP_TRANSPARENT on ${l.address.host}:${l.address.port}: ${notTransparent}`);
+  }
   return server;
 }
 
