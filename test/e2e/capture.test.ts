@@ -1,18 +1,20 @@
-// use_original_dst under real traffic capture: a pod (network namespace) runs the discovery server,
-// the sample app and `pilot-agent proxy` as uid 1337, with iptables REDIRECT rules like a sidecar
-// injector's: inbound TCP to virtualInbound (15006), outbound TCP of everything but the proxy to
-// virtualOutbound (15001). The proxy reads each connection's original destination with
-// SO_ORIGINAL_DST and hands it to the listener of that address.
+// Traffic capture end to end: a pod (network namespace) runs the discovery server, the sample app
+// and `pilot-agent proxy` as uid 1337, with the capture rules `pilot-agent mesh-iptables` installs
+// as a sidecar's init container would: inbound TCP to virtualInbound (15006), outbound TCP of
+// everything but the proxy to virtualOutbound (15001), some ports and CIDRs excluded. The proxy reads
+// each connection's original destination (SO_ORIGINAL_DST) and hands it to the listener of that
+// address. `--run-validation` proves the redirect before the proxy starts, and
+// `mesh-clean-iptables` must leave iptables-save exactly as it was before.
 import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
-import { spawn } from 'node:child_process';
+import { execFileSync, spawn } from 'node:child_process';
 import { chownSync, mkdirSync, mkdtempSync, writeFileSync } from 'node:fs';
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Pod, podsUnavailable, readableBy } from '../helpers/netns.js';
-import { discoveryArgs, eventually, REPO_ROOT, Running, start, statValue } from '../helpers/proc.js';
+import { discoveryArgs, eventually, REPO_ROOT, run, Running, start, statValue } from '../helpers/proc.js';
 
 const PROXY_UID = 1337;
 const VIP = '10.96.7.7';
@@ -46,18 +48,17 @@ spec:
 `;
 }
 
-/** The capture rules of a sidecar, as an injector's init container installs them. */
-function captureRules(pod: Pod): void {
-  const nat = (...args: string[]) => pod.exec('iptables', '-t', 'nat', ...args);
-  nat('-N', 'MESH_INBOUND');
-  nat('-A', 'PREROUTING', '-p', 'tcp', '-j', 'MESH_INBOUND');
-  nat('-A', 'MESH_INBOUND', '-p', 'tcp', '--dport', '15021', '-j', 'RETURN');
-  nat('-A', 'MESH_INBOUND', '-p', 'tcp', '-j', 'REDIRECT', '--to-ports', '15006');
-  nat('-N', 'MESH_OUTPUT');
-  nat('-A', 'OUTPUT', '-p', 'tcp', '-j', 'MESH_OUTPUT');
-  nat('-A', 'MESH_OUTPUT', '-m', 'owner', '--uid-owner', String(PROXY_UID), '-j', 'RETURN');
-  nat('-A', 'MESH_OUTPUT', '-d', '127.0.0.1/32', '-j', 'RETURN');
-  nat('-A', 'MESH_OUTPUT', '-p', 'tcp', '-j', 'REDIRECT', '--to-ports', '15001');
+/** iptables-save without what changes by itself (comments with times, packet counters). */
+function rulesOf(pod: Pod): string {
+  return pod.exec('iptables-save').split('\n').filter((l) => !l.startsWith('#')).map((l) => l.replace(/\[\d+:\d+\]/g, '[0:0]')).join('\n');
+}
+
+/** Rules of the pod's own that capture must leave alone, one per table mesh-iptables writes to. */
+function ownRules(pod: Pod): void {
+  pod.exec('iptables', '-t', 'nat', '-A', 'POSTROUTING', '-p', 'udp', '--dport', '9', '-j', 'RETURN');
+  pod.exec('iptables', '-t', 'mangle', '-A', 'PREROUTING', '-p', 'udp', '--dport', '9', '-j', 'RETURN');
+  pod.exec('iptables', '-t', 'raw', '-A', 'PREROUTING', '-p', 'udp', '--dport', '9', '-j', 'RETURN');
+  pod.exec('iptables', '-t', 'filter', '-A', 'INPUT', '-p', 'udp', '--dport', '9', '-j', 'ACCEPT');
 }
 
 interface Answer {
@@ -84,58 +85,101 @@ async function proxyStat(pod: Pod, name: string): Promise<number> {
   return statValue((await getFromPod(pod, 'http://127.0.0.1:15000/stats')).body, name);
 }
 
-describe('traffic capture: use_original_dst with iptables REDIRECT in a pod', { skip: unavailable }, () => {
-  let pod: Pod;
+/** A second address on the test's side, excluded from capture with -x. */
+const excludedHost = (pod: Pod) => pod.hostIp.replace(/\.1$/, '.3');
+
+interface Mesh {
+  pod: Pod;
+  procs: Running[];
+  outside: Server;
+  /** The same server, on a port excluded from capture with -o. */
+  outsideExcludedPort: Server;
+  /** The same server, on the address excluded from capture with -x. */
+  outsideExcludedCidr: Server;
+  before: string;
+  captureOutput: string;
+}
+
+function serve(host: string): Promise<Server> {
+  const server = createServer((req, res) => res.end(`outside saw ${req.socket.remoteAddress} ask for ${req.url}`));
+  return new Promise<Server>((r) => server.listen(0, host, () => r(server)));
+}
+
+const portOf = (s: Server) => (s.address() as AddressInfo).port;
+
+/** A pod with the mesh inside, captured by `pilot-agent mesh-iptables` in `mode`. */
+async function startMesh(tag: string, subnet: number, mode: 'REDIRECT' | 'TPROXY'): Promise<Mesh> {
+  const pod = Pod.create(tag, subnet);
   const procs: Running[] = [];
-  let outside: Server;
+  execFileSync('ip', ['addr', 'add', `${excludedHost(pod)}/24`, 'dev', pod.hostIf]);
+  // Servers outside the mesh, on the test's side of the veth.
+  const outside = await serve(pod.hostIp);
+  const outsideExcludedPort = await serve(pod.hostIp);
+  const outsideExcludedCidr = await serve(excludedHost(pod));
+  const configDir = mkdtempSync(join(tmpdir(), 'mesh-capture-config-'));
+  writeFileSync(join(configDir, 'mesh.yaml'), config(pod.ip));
+  // The agent runs as the proxy's user: its working directory (labels file, bootstrap) is its own.
+  const agentDir = mkdtempSync(join(tmpdir(), 'mesh-capture-agent-'));
+  mkdirSync(join(agentDir, 'etc', 'mesh', 'pod'), { recursive: true });
+  writeFileSync(join(agentDir, 'etc', 'mesh', 'pod', 'labels'), 'app="httpbin"\n');
+  for (const p of [agentDir, join(agentDir, 'etc'), join(agentDir, 'etc', 'mesh'), join(agentDir, 'etc', 'mesh', 'pod'), join(agentDir, 'etc', 'mesh', 'pod', 'labels')]) chownSync(p, PROXY_UID, PROXY_UID);
 
-  before(async () => {
-    pod = Pod.create('mesh-cap', 50 + (process.pid % 200));
-    const configDir = mkdtempSync(join(tmpdir(), 'mesh-capture-config-'));
-    writeFileSync(join(configDir, 'mesh.yaml'), config(pod.ip));
-    // The agent runs as the proxy's user: its working directory (labels file, bootstrap) is its own.
-    const agentDir = mkdtempSync(join(tmpdir(), 'mesh-capture-agent-'));
-    mkdirSync(join(agentDir, 'etc', 'mesh', 'pod'), { recursive: true });
-    writeFileSync(join(agentDir, 'etc', 'mesh', 'pod', 'labels'), 'app="httpbin"\n');
-    for (const p of [agentDir, join(agentDir, 'etc'), join(agentDir, 'etc', 'mesh'), join(agentDir, 'etc', 'mesh', 'pod'), join(agentDir, 'etc', 'mesh', 'pod', 'labels')]) chownSync(p, PROXY_UID, PROXY_UID);
-    captureRules(pod);
+  ownRules(pod);
+  const before = rulesOf(pod);
+  // As an injector's init container: every inbound port but the agent's health port, all outbound
+  // but one CIDR and one port, and a check that the redirect works before the proxy starts.
+  const capture = await run(
+    'pilot-agent',
+    ['mesh-iptables', '-m', mode, '-u', String(PROXY_UID), '-g', String(PROXY_UID), '-b', '*', '-d', '15021', '-i', '*', '-x', `${excludedHost(pod)}/32`, '-o', String(portOf(outsideExcludedPort)), '--run-validation'],
+    { netns: pod.ns },
+  );
+  assert.equal(capture.code, 0, `mesh-iptables failed:\n${capture.stdout}${capture.stderr}`);
 
-    const [appCmd, ...appArgs] = pod.command([process.execPath, join(REPO_ROOT, 'dist', 'samples', 'apps', 'httpbin.js'), '8000', '0.0.0.0']);
-    const app = new Running(spawn(appCmd!, appArgs, { stdio: ['ignore', 'pipe', 'pipe'] }));
-    procs.push(app);
-    const discovery = new Running(start('pilot-discovery', discoveryArgs(configDir, { grpcAddr: '127.0.0.1:15010' }), { netns: pod.ns }));
-    procs.push(discovery);
-    await app.waitFor(/httpbin listening/);
-    await discovery.waitFor(/gRPC xDS server listening/);
-    const proxyConfig = { discoveryAddress: '127.0.0.1:15010', xdsProxyPort: 0, configPath: join(agentDir, 'proxy'), terminationDrainDuration: '1s' };
-    const agent = new Running(
-      start('pilot-agent', ['proxy'], {
-        netns: pod.ns,
-        uid: PROXY_UID,
-        cwd: agentDir,
-        env: { POD_NAME: 'httpbin-1', POD_NAMESPACE: 'default', INSTANCE_IP: pod.ip, SERVICE_ACCOUNT: 'httpbin', PROXY_CONFIG: JSON.stringify(proxyConfig) },
-      }),
-    );
-    procs.push(agent);
-    await eventually(async () => {
-      const res = await fetch(`http://${pod.ip}:15021/healthz/ready`, { signal: AbortSignal.timeout(1000) });
-      assert.equal(res.status, 200, `the agent is not ready yet:\n${agent.output}`);
-    }, 30_000);
+  const [appCmd, ...appArgs] = pod.command([process.execPath, join(REPO_ROOT, 'dist', 'samples', 'apps', 'httpbin.js'), '8000', '0.0.0.0']);
+  const app = new Running(spawn(appCmd!, appArgs, { stdio: ['ignore', 'pipe', 'pipe'] }));
+  procs.push(app);
+  const discovery = new Running(start('pilot-discovery', discoveryArgs(configDir, { grpcAddr: '127.0.0.1:15010' }), { netns: pod.ns }));
+  procs.push(discovery);
+  await app.waitFor(/httpbin listening/);
+  await discovery.waitFor(/gRPC xDS server listening/);
+  const proxyConfig = { discoveryAddress: '127.0.0.1:15010', xdsProxyPort: 0, configPath: join(agentDir, 'proxy'), terminationDrainDuration: '1s', interceptionMode: mode };
+  const agent = new Running(
+    start('pilot-agent', ['proxy'], {
+      netns: pod.ns,
+      uid: PROXY_UID,
+      // TPROXY listeners bind with IP_TRANSPARENT, which needs CAP_NET_ADMIN (as the Go mesh's sidecar has in that mode).
+      ...(mode === 'TPROXY' ? { caps: ['net_admin'] } : {}),
+      cwd: agentDir,
+      env: { POD_NAME: 'httpbin-1', POD_NAMESPACE: 'default', INSTANCE_IP: pod.ip, SERVICE_ACCOUNT: 'httpbin', PROXY_CONFIG: JSON.stringify(proxyConfig) },
+    }),
+  );
+  procs.push(agent);
+  await eventually(async () => {
+    const res = await fetch(`http://${pod.ip}:15021/healthz/ready`, { signal: AbortSignal.timeout(1000) });
+    assert.equal(res.status, 200, `the agent is not ready yet:\n${agent.output}`);
+  }, 30_000);
+  return { pod, procs, outside, outsideExcludedPort, outsideExcludedCidr, before, captureOutput: capture.stdout };
+}
 
-    // A server outside the mesh, on the test's side of the veth.
-    outside = createServer((req, res) => res.end(`outside saw ${req.socket.remoteAddress} ask for ${req.url}`));
-    await new Promise<void>((r) => outside.listen(0, pod.hostIp, r));
+async function stopMesh(mesh: Mesh | undefined): Promise<void> {
+  if (!mesh) return;
+  await Promise.all(mesh.procs.reverse().map((p) => p.stop()));
+  mesh.outside.close();
+  mesh.outsideExcludedPort.close();
+  mesh.outsideExcludedCidr.close();
+  mesh.pod.destroy();
+}
+
+/** The traffic assertions, the same whichever way inbound is captured. */
+function trafficTests(mesh: () => Mesh): void {
+  it('mesh-iptables validated the redirect before the proxy started', () => {
+    assert.match(mesh().captureOutput, /validation passed: the capture rules redirect traffic/);
   });
 
-  after(async () => {
-    await Promise.all(procs.reverse().map((p) => p.stop()));
-    outside?.close();
-    pod?.destroy();
-  });
-
-  it('inbound: a connection to the app port is redirected to virtualInbound and gets the inbound chain of port 8000', async () => {
+  it('inbound: a connection to the app port is captured into virtualInbound and gets the inbound chain of port 8000', async () => {
+    const { pod } = mesh();
     // The connection arrives on 15006; only its original destination port selects the chain whose
-    // RBAC denies /admin, so the 403 shows both the redirect and the restored destination.
+    // RBAC denies /admin, so the 403 shows both the capture and the restored destination.
     const denied = await fetch(`http://${pod.ip}:8000/admin/users`);
     assert.equal(denied.status, 403);
     assert.equal(await denied.text(), 'RBAC: access denied');
@@ -145,21 +189,99 @@ describe('traffic capture: use_original_dst with iptables REDIRECT in a pod', { 
     assert.ok(headers['X-Request-Id'], `the inbound proxy did not add x-request-id: ${JSON.stringify(headers)}`);
   });
 
-  it('outbound: a connection to a service VIP is handed from virtualOutbound to the listener of the service port', async () => {
+  it('outbound: a connection to a service VIP is handed from virtualOutbound to the listener of the service port, then crosses inbound capture to the app', async () => {
+    const { pod } = mesh();
     const before = await proxyStat(pod, 'listener.0.0.0.0_9080.downstream_cx_total');
+    const inboundBefore = await proxyStat(pod, 'listener.0.0.0.0_15006.downstream_cx_total');
     const res = await getFromPod(pod, `http://${VIP}:9080/ip`);
     assert.equal(res.status, 200, res.body);
-    // The app saw the proxy's connection from the pod's own address, not the VIP's client.
-    assert.deepEqual(JSON.parse(res.body), { origin: pod.ip });
     assert.equal(await proxyStat(pod, 'listener.0.0.0.0_9080.downstream_cx_total'), before + 1);
+    // As in the Go mesh, the proxy's own connection to its pod's address (uid 1337 over lo) is
+    // captured inbound (MESH_OUTPUT -> MESH_IN_REDIRECT): app -> outbound -> inbound -> app. So the
+    // app sees the inbound cluster's connection from 127.0.0.1, not the VIP's client.
+    assert.equal(await proxyStat(pod, 'listener.0.0.0.0_15006.downstream_cx_total'), inboundBefore + 1);
+    assert.deepEqual(JSON.parse(res.body), { origin: '127.0.0.1' });
   });
 
   it('passthrough: a connection to an address outside the mesh leaves through virtualOutbound to where the client sent it', async () => {
-    const port = (outside.address() as AddressInfo).port;
+    const { pod, outside } = mesh();
     const before = await proxyStat(pod, 'listener.0.0.0.0_15001.downstream_cx_total');
-    const res = await getFromPod(pod, `http://${pod.hostIp}:${port}/from-the-pod`);
+    const res = await getFromPod(pod, `http://${pod.hostIp}:${portOf(outside)}/from-the-pod`);
     assert.equal(res.status, 200);
     assert.equal(res.body, `outside saw ${pod.ip} ask for /from-the-pod`);
     assert.equal(await proxyStat(pod, 'listener.0.0.0.0_15001.downstream_cx_total'), before + 1);
+  });
+
+  it('an excluded outbound port (-o) and an excluded CIDR (-x) bypass the proxy', async () => {
+    const { pod, outsideExcludedPort, outsideExcludedCidr } = mesh();
+    const before = await proxyStat(pod, 'listener.0.0.0.0_15001.downstream_cx_total');
+    const byPort = await getFromPod(pod, `http://${pod.hostIp}:${portOf(outsideExcludedPort)}/excluded-port`);
+    assert.equal(byPort.body, `outside saw ${pod.ip} ask for /excluded-port`);
+    const byCidr = await getFromPod(pod, `http://${excludedHost(pod)}:${portOf(outsideExcludedCidr)}/excluded-cidr`);
+    assert.equal(byCidr.body, `outside saw ${pod.ip} ask for /excluded-cidr`);
+    assert.equal(await proxyStat(pod, 'listener.0.0.0.0_15001.downstream_cx_total'), before, 'an excluded connection went through virtualOutbound');
+  });
+
+  it('an excluded inbound port (-d) reaches the pod without the proxy: the agent answers 15021 itself', async () => {
+    const { pod } = mesh();
+    const before = await proxyStat(pod, 'listener.0.0.0.0_15006.downstream_cx_total');
+    const res = await fetch(`http://${pod.ip}:15021/healthz/ready`);
+    assert.equal(res.status, 200);
+    assert.equal(await proxyStat(pod, 'listener.0.0.0.0_15006.downstream_cx_total'), before);
+  });
+
+  it('mesh-clean-iptables leaves iptables-save exactly as before mesh-iptables, and a second run changes nothing', async () => {
+    const { pod, before } = mesh();
+    assert.notEqual(rulesOf(pod), before, 'mesh-iptables changed nothing');
+    const clean = await run('pilot-agent', ['mesh-clean-iptables', '-u', String(PROXY_UID)], { netns: pod.ns });
+    assert.equal(clean.code, 0, clean.stderr);
+    assert.equal(rulesOf(pod), before);
+    assert.doesNotMatch(pod.exec('ip', 'rule', 'show'), /fwmark/);
+    const again = await run('pilot-agent', ['mesh-clean-iptables', '-u', String(PROXY_UID)], { netns: pod.ns });
+    assert.equal(again.code, 0, again.stderr);
+    assert.match(again.stdout, /IPv4: no mesh rules found/);
+    assert.equal(rulesOf(pod), before);
+  });
+}
+
+const subnet = 50 + (process.pid % 60) * 3;
+
+describe('traffic capture by pilot-agent mesh-iptables, REDIRECT mode', { skip: unavailable }, () => {
+  let mesh: Mesh | undefined;
+  before(async () => {
+    mesh = await startMesh('cap-redirect', subnet, 'REDIRECT');
+  });
+  after(() => stopMesh(mesh));
+  trafficTests(() => mesh!);
+});
+
+describe('traffic capture by pilot-agent mesh-iptables, TPROXY mode', { skip: unavailable }, () => {
+  let mesh: Mesh | undefined;
+  before(async () => {
+    mesh = await startMesh('cap-tproxy', subnet + 1, 'TPROXY');
+  });
+  after(() => stopMesh(mesh));
+
+  it('inbound is captured by mangle TPROXY with policy routing to lo, not by nat', () => {
+    const rules = mesh!.pod.exec('iptables-save', '-t', 'mangle');
+    assert.match(rules, /-A MESH_TPROXY ! -d 127\.0\.0\.1\/32 -p tcp -j TPROXY --on-port 15006/);
+    assert.match(mesh!.pod.exec('ip', 'rule', 'show'), /fwmark 0x539 lookup 133/);
+    assert.doesNotMatch(mesh!.pod.exec('iptables-save', '-t', 'nat'), /-A PREROUTING -p tcp -j MESH_INBOUND/);
+  });
+
+  trafficTests(() => mesh!);
+});
+
+describe('mesh-iptables --run-validation without capture rules', { skip: unavailable }, () => {
+  it('fails with exit code 126 and says the rules are not in place', async () => {
+    const pod = Pod.create('cap-novalid', subnet + 2);
+    try {
+      const r = await run('pilot-agent', ['mesh-iptables', '-u', String(PROXY_UID), '--skip-rule-apply', '--run-validation', '--probe-timeout', '1s'], { netns: pod.ns });
+      assert.equal(r.code, 126, r.stdout + r.stderr);
+      assert.match(r.stderr, /validation failed: no connection to 127\.0\.0\.6:15002 was redirected .* the traffic capture rules are not in place/);
+      assert.doesNotMatch(pod.exec('iptables-save'), /MESH_/);
+    } finally {
+      pod.destroy();
+    }
   });
 });
