@@ -16,14 +16,14 @@ export const AGENT_SCOPES = [
 /** The proxy admin API `request` talks to. */
 export const PROXY_ADMIN_URL = 'http://localhost:15000';
 
-const CLEAN_IPTABLES_FLAGS: readonly FlagDef[] = [
+export const CLEAN_IPTABLES_FLAGS: readonly FlagDef[] = [
   { name: 'dry-run', short: 'n', type: 'bool', default: 'false', usage: 'Do not call any external dependencies like iptables', effective: true },
   { name: 'proxy-gid', short: 'g', type: 'string', default: '', usage: 'Specify the GID of the user for which the redirection is not applied (same default value as -u param)', effective: true },
   { name: 'proxy-uid', short: 'u', type: 'string', default: '', usage: 'Specify the UID of the user for which the redirection is not applied. Typically, this is the UID of the proxy container', effective: true },
   { name: 'redirect-dns', type: 'bool', default: 'false', usage: 'Enable capture of dns traffic by mesh-agent', effective: true },
 ];
 
-const IPTABLES_FLAGS: readonly FlagDef[] = [
+export const IPTABLES_FLAGS: readonly FlagDef[] = [
   ...CLEAN_IPTABLES_FLAGS,
   { name: 'dataplane-port', short: 'p', type: 'string', default: '15001', env: 'DATAPLANE_PORT', usage: 'Specify the proxy port to which redirect all TCP outbound traffic', effective: true },
   { name: 'inbound-capture-port', short: 'z', type: 'string', default: '15006', env: 'INBOUND_CAPTURE_PORT', usage: 'Port to which all inbound TCP traffic to the pod/VM should be redirected to', effective: true },
