@@ -19,8 +19,8 @@ export const PROXY_ADMIN_URL = 'http://localhost:15000';
 export const CLEAN_IPTABLES_FLAGS: readonly FlagDef[] = [
   { name: 'dry-run', short: 'n', type: 'bool', default: 'false', usage: 'Do not call any external dependencies like iptables', effective: true },
   { name: 'proxy-gid', short: 'g', type: 'string', default: '', usage: 'Specify the GID of the user for which the redirection is not applied (same default value as -u param)', effective: true },
-  { name: 'proxy-uid', short: 'u', type: 'string', default: '', usage: 'Specify the UID of the user for which the redirection is not applied. Typically, this is the UID of the proxy container', effective: true },
-  { name: 'redirect-dns', type: 'bool', default: 'false', usage: 'Enable capture of dns traffic by mesh-agent', effective: true },
+  { name: 'proxy-uid', short: 'u', type: 'string', default: '', usage: 'Specify the UID of the user for which the redirection is not applied. Typically, this is the UID of the proxy container; empty is the UID of $PROXY_USER, else 1337', effective: true },
+  { name: 'redirect-dns', type: 'bool', default: 'false', usage: 'Enable capture of dns traffic by mesh-agent: TCP and UDP port 53 to the name servers of /etc/resolv.conf go to the agent on 127.0.0.1:15053', effective: true },
 ];
 
 export const IPTABLES_FLAGS: readonly FlagDef[] = [
@@ -30,10 +30,10 @@ export const IPTABLES_FLAGS: readonly FlagDef[] = [
   { name: 'inbound-tunnel-port', short: 'e', type: 'string', default: '15008', env: 'INBOUND_TUNNEL_PORT', usage: 'Specify the mesh tunnel port for inbound tcp traffic', effective: true },
   { name: 'iptables-probe-port', type: 'string', default: '15002', usage: 'Set listen port for failure detection', effective: true },
   { name: 'probe-timeout', type: 'duration', default: '5s', usage: 'Failure detection timeout', effective: true },
-  { name: 'mesh-inbound-interception-mode', short: 'm', type: 'string', default: '', usage: 'The mode used to redirect inbound connections to the proxy, either "REDIRECT" or "TPROXY"', effective: true },
+  { name: 'mesh-inbound-interception-mode', short: 'm', type: 'string', default: '', usage: 'The mode used to redirect inbound connections to the proxy, either "REDIRECT" (when empty) or "TPROXY"', effective: true },
   { name: 'mesh-inbound-ports', short: 'b', type: 'string', default: '', usage: "Comma separated list of inbound ports for which traffic is to be redirected, the wildcard character '*' can be used to configure redirection for all ports. An empty list will disable", effective: true },
-  { name: 'mesh-inbound-tproxy-mark', short: 't', type: 'string', default: '', usage: 'TPROXY mark for inbound connections', effective: true },
-  { name: 'mesh-inbound-tproxy-route-table', short: 'r', type: 'string', default: '', usage: 'TPROXY route table for inbound connections', effective: true },
+  { name: 'mesh-inbound-tproxy-mark', short: 't', type: 'string', default: '', usage: 'TPROXY mark for inbound connections; empty is 1337', effective: true },
+  { name: 'mesh-inbound-tproxy-route-table', short: 'r', type: 'string', default: '', usage: 'TPROXY route table for inbound connections; empty is 133', effective: true },
   { name: 'mesh-local-exclude-ports', short: 'd', type: 'string', default: '', env: 'MESH_LOCAL_EXCLUDE_PORTS', usage: 'Comma separated list of inbound ports to be excluded from redirection to the proxy. Only applies when all inbound traffic (i.e. "*") is being redirected', effective: true },
   { name: 'mesh-local-outbound-ports-exclude', short: 'o', type: 'string', default: '', usage: 'Comma separated list of outbound ports to be excluded from redirection to the proxy', effective: true },
   { name: 'mesh-outbound-ports', short: 'q', type: 'string', default: '', usage: 'Comma separated list of outbound ports to be explicitly included for redirection to the proxy', effective: true },
