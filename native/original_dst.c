@@ -26,8 +26,8 @@ static napi_value throw_errno(napi_env env, const char* what, int err) {
   return NULL;
 }
 
-// The descriptor argument of fn(fd), or -1 after throwing a TypeError.
-static int32_t fd_arg(napi_env env, napi_callback_info info, const char* fn) {
+// The descriptor argument of fn(fd) and its socket's address family, or -1 after throwing.
+static int32_t socket_arg(napi_env env, napi_callback_info info, const char* fn, sa_family_t* family) {
   size_t argc = 1;
   napi_value argv[1];
   int32_t fd;
@@ -38,24 +38,29 @@ static int32_t fd_arg(napi_env env, napi_callback_info info, const char* fn) {
     napi_throw_type_error(env, NULL, msg);
     return -1;
   }
+  struct sockaddr_storage local;
+  socklen_t len = sizeof local;
+  if (getsockname(fd, (struct sockaddr*)&local, &len) != 0) {
+    throw_errno(env, "getsockname", errno);
+    return -1;
+  }
+  *family = local.ss_family;
   return fd;
 }
 
 // originalDst(fd) -> { address, port } | null. Null when the connection is not NATed by conntrack
 // (ENOENT), i.e. its local address is already its destination.
 static napi_value original_dst(napi_env env, napi_callback_info info) {
-  int32_t fd = fd_arg(env, info, "originalDst");
+  sa_family_t family;
+  int32_t fd = socket_arg(env, info, "originalDst", &family);
   if (fd < 0) return NULL;
-  struct sockaddr_storage local;
-  socklen_t len = sizeof local;
-  if (getsockname(fd, (struct sockaddr*)&local, &len) != 0) return throw_errno(env, "getsockname", errno);
 
   struct sockaddr_storage dst;
   memset(&dst, 0, sizeof dst);
-  len = sizeof dst;
+  socklen_t len = sizeof dst;
   int rc = -1;
   // An IPv6 socket may carry an IPv4 connection (mapped address): IPv6's option first, then IPv4's.
-  if (local.ss_family == AF_INET6) rc = getsockopt(fd, SOL_IPV6, IP6T_SO_ORIGINAL_DST, &dst, &len);
+  if (family == AF_INET6) rc = getsockopt(fd, SOL_IPV6, IP6T_SO_ORIGINAL_DST, &dst, &len);
   if (rc != 0) {
     len = sizeof dst;
     rc = getsockopt(fd, SOL_IP, SO_ORIGINAL_DST, &dst, &len);
@@ -92,13 +97,11 @@ static napi_value original_dst(napi_env env, napi_callback_info info) {
 // setTransparent(fd): IP_TRANSPARENT (IPV6_TRANSPARENT too on an IPv6 socket), so that a listener
 // accepts the connections TPROXY hands it with their original destination. Needs CAP_NET_ADMIN.
 static napi_value set_transparent(napi_env env, napi_callback_info info) {
-  int32_t fd = fd_arg(env, info, "setTransparent");
+  sa_family_t family;
+  int32_t fd = socket_arg(env, info, "setTransparent", &family);
   if (fd < 0) return NULL;
-  struct sockaddr_storage local;
-  socklen_t len = sizeof local;
-  if (getsockname(fd, (struct sockaddr*)&local, &len) != 0) return throw_errno(env, "getsockname", errno);
   int one = 1;
-  if (local.ss_family == AF_INET6 && setsockopt(fd, SOL_IPV6, IPV6_TRANSPARENT, &one, sizeof one) != 0) {
+  if (family == AF_INET6 && setsockopt(fd, SOL_IPV6, IPV6_TRANSPARENT, &one, sizeof one) != 0) {
     return throw_errno(env, "setsockopt(IPV6_TRANSPARENT)", errno);
   }
   if (setsockopt(fd, SOL_IP, IP_TRANSPARENT, &one, sizeof one) != 0) return throw_errno(env, "setsockopt(IP_TRANSPARENT)", errno);
