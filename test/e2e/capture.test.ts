@@ -8,8 +8,10 @@
 import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { execFileSync, spawn } from 'node:child_process';
-import { chownSync, mkdirSync, mkdtempSync, writeFileSync } from 'node:fs';
+import { chownSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { createSocket } from 'node:dgram';
 import { createServer, type Server } from 'node:http';
+import { createServer as createTcpServer } from 'node:net';
 import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -244,7 +246,7 @@ function trafficTests(mesh: () => Mesh): void {
   });
 }
 
-const subnet = 50 + (process.pid % 60) * 3;
+const subnet = 50 + (process.pid % 50) * 4;
 
 describe('traffic capture by pilot-agent mesh-iptables, REDIRECT mode', { skip: unavailable }, () => {
   let mesh: Mesh | undefined;
@@ -283,5 +285,83 @@ describe('mesh-iptables --run-validation without capture rules', { skip: unavail
     } finally {
       pod.destroy();
     }
+  });
+});
+
+/** A DNS-port server answering every UDP datagram and TCP connection with `name`. */
+const ANSWER_SCRIPT = (host: string, port: number, name: string) => `
+const dgram = require('node:dgram'), net = require('node:net');
+const u = dgram.createSocket('udp4');
+u.on('message', (m, r) => u.send(${JSON.stringify(name)}, r.port, r.address));
+u.bind(${port}, ${JSON.stringify(host)}, () => net.createServer((c) => c.end(${JSON.stringify(name)})).listen(${port}, ${JSON.stringify(host)}, () => console.log('answering')));
+`;
+
+/** A query to `host`:53 from inside the pod (as `uid`): who answered, over UDP and over TCP. */
+const ASK_SCRIPT = (host: string) => `
+const dgram = require('node:dgram'), net = require('node:net');
+const s = dgram.createSocket('udp4');
+const t = setTimeout(() => { console.log(JSON.stringify({ udp: 'no answer' })); process.exit(0); }, 3000);
+s.on('message', (m) => {
+  clearTimeout(t);
+  s.close();
+  const c = net.connect(53, ${JSON.stringify(host)});
+  let tcp = '';
+  c.on('data', (d) => (tcp += d));
+  c.on('error', (e) => console.log(JSON.stringify({ udp: String(m), tcp: e.code })));
+  c.on('end', () => console.log(JSON.stringify({ udp: String(m), tcp })));
+});
+s.send('query', 53, ${JSON.stringify(host)});
+`;
+
+describe('mesh-iptables --redirect-dns', { skip: unavailable }, () => {
+  let pod: Pod | undefined;
+  let agentDns: Running | undefined;
+  const upstream = createSocket('udp4');
+  const upstreamTcp = createTcpServer((c) => c.end('upstream'));
+
+  before(async () => {
+    pod = Pod.create('cap-dns', subnet + 3);
+    // `ip netns exec` shows the pod this file as /etc/resolv.conf: its name server is on the test's side.
+    mkdirSync(join('/etc/netns', pod.ns), { recursive: true });
+    writeFileSync(join('/etc/netns', pod.ns, 'resolv.conf'), `nameserver ${pod.hostIp}\n`);
+    upstream.on('message', (_m, r) => upstream.send('upstream', r.port, r.address));
+    await new Promise<void>((r) => upstream.bind(53, pod!.hostIp, r));
+    await new Promise<void>((r) => upstreamTcp.listen(53, pod!.hostIp, r));
+    const capture = await run('pilot-agent', ['mesh-iptables', '-u', String(PROXY_UID), '-g', String(PROXY_UID), '--redirect-dns'], { netns: pod.ns });
+    assert.equal(capture.code, 0, capture.stdout + capture.stderr);
+    // Where the agent's DNS proxy listens, a server of the agent's user answering "agent".
+    const [cmd, ...args] = pod.command([process.execPath, '-e', ANSWER_SCRIPT('127.0.0.1', 15053, 'agent')], PROXY_UID);
+    agentDns = new Running(spawn(cmd!, args, { stdio: ['ignore', 'pipe', 'pipe'] }));
+    await agentDns.waitFor(/answering/);
+  });
+
+  after(async () => {
+    await agentDns?.stop();
+    upstream.close();
+    upstreamTcp.close();
+    if (pod) rmSync(join('/etc/netns', pod.ns), { recursive: true, force: true });
+    pod?.destroy();
+  });
+
+  async function ask(uid?: number): Promise<{ udp: string; tcp: string }> {
+    const [cmd, ...args] = pod!.command([process.execPath, '-e', ASK_SCRIPT(pod!.hostIp)], uid);
+    const r = new Running(spawn(cmd!, args, { stdio: ['ignore', 'pipe', 'pipe'] }));
+    await r.wait();
+    return JSON.parse(r.output.trim()) as { udp: string; tcp: string };
+  }
+
+  it("the application's DNS to its name server, UDP and TCP, goes to the agent on 127.0.0.1:15053", async () => {
+    assert.deepEqual(await ask(), { udp: 'agent', tcp: 'agent' });
+  });
+
+  it("the agent's own queries (its uid) reach the name server", async () => {
+    assert.deepEqual(await ask(PROXY_UID), { udp: 'upstream', tcp: 'upstream' });
+  });
+
+  it('mesh-clean-iptables removes the DNS rules: the application reaches the name server again', async () => {
+    const clean = await run('pilot-agent', ['mesh-clean-iptables', '-u', String(PROXY_UID)], { netns: pod!.ns });
+    assert.equal(clean.code, 0, clean.stderr);
+    assert.doesNotMatch(pod!.exec('iptables-save'), /MESH_/);
+    assert.deepEqual(await ask(), { udp: 'upstream', tcp: 'upstream' });
   });
 });
