@@ -142,8 +142,9 @@ async function startMesh(tag: string, subnet: number, mode: 'REDIRECT' | 'TPROXY
   procs.push(app);
   const discovery = new Running(start('pilot-discovery', discoveryArgs(configDir, { grpcAddr: '127.0.0.1:15010' }), { netns: pod.ns }));
   procs.push(discovery);
-  await app.waitFor(/httpbin listening/);
-  await discovery.waitFor(/gRPC xDS server listening/);
+  // Bounds for a loaded machine (the whole suite runs two files at a time).
+  await app.waitFor(/httpbin listening/, 30_000);
+  await discovery.waitFor(/gRPC xDS server listening/, 30_000);
   const proxyConfig = { discoveryAddress: '127.0.0.1:15010', xdsProxyPort: 0, configPath: join(agentDir, 'proxy'), terminationDrainDuration: '1s', interceptionMode: mode };
   const agent = new Running(
     start('pilot-agent', ['proxy'], {
