@@ -15,7 +15,7 @@ import { createServer as createTcpServer } from 'node:net';
 import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { Pod, podsUnavailable, readableBy } from '../helpers/netns.js';
+import { Pod, podsUnavailable, readableBy, tproxyUnavailable } from '../helpers/netns.js';
 import { discoveryArgs, eventually, REPO_ROOT, run, Running, start, statValue } from '../helpers/proc.js';
 
 const PROXY_UID = 1337;
@@ -258,7 +258,7 @@ describe('traffic capture by pilot-agent mesh-iptables, REDIRECT mode', { skip: 
   trafficTests(() => mesh!);
 });
 
-describe('traffic capture by pilot-agent mesh-iptables, TPROXY mode', { skip: unavailable }, () => {
+describe('traffic capture by pilot-agent mesh-iptables, TPROXY mode', { skip: unavailable ?? tproxyUnavailable() }, () => {
   let mesh: Mesh | undefined;
   before(async () => {
     mesh = await startMesh('cap-tproxy', subnet + 1, 'TPROXY');

@@ -15,12 +15,20 @@ export function podsUnavailable(): string | undefined {
     }
   }
   // Root without the capabilities (an unprivileged container) cannot make namespaces or NAT rules.
-  const probe = `mesh-probe-${process.pid}`;
+  const why = tryInNamespace('mesh-probe', ['iptables', '-t', 'nat', '-L', '-n']);
+  return why && `cannot make a network namespace with NAT here: ${why}`;
+}
+
+/** Makes a throwaway namespace and runs `argv` in it: why that failed, or undefined. */
+function tryInNamespace(tag: string, argv: string[]): string | undefined {
+  const probe = `${tag}-${process.pid}`;
   try {
     execFileSync('ip', ['netns', 'add', probe], { stdio: ['ignore', 'ignore', 'pipe'] });
-    execFileSync('ip', ['netns', 'exec', probe, 'iptables', '-t', 'nat', '-L', '-n'], { stdio: ['ignore', 'ignore', 'pipe'] });
+    execFileSync('ip', ['netns', 'exec', probe, ...argv], { stdio: ['ignore', 'ignore', 'pipe'] });
+    return undefined;
   } catch (e) {
-    return `cannot make a network namespace with NAT here: ${String((e as { stderr?: Buffer }).stderr ?? (e as Error).message).trim()}`;
+    const err = e as { stderr?: Buffer; message: string };
+    return String(err.stderr ?? '').trim() || err.message;
   } finally {
     try {
       execFileSync('ip', ['netns', 'del', probe], { stdio: 'ignore' });
@@ -28,7 +36,12 @@ export function podsUnavailable(): string | undefined {
       // never made
     }
   }
-  return undefined;
+}
+
+/** Why TPROXY capture cannot be tried here (no xt_TPROXY in the kernel), or undefined when it can. */
+export function tproxyUnavailable(): string | undefined {
+  const why = tryInNamespace('mesh-tproxy-probe', ['iptables', '-t', 'mangle', '-A', 'PREROUTING', '-p', 'tcp', '-j', 'TPROXY', '--on-port', '1', '--tproxy-mark', '1']);
+  return why && `cannot add a TPROXY rule here: ${why}`;
 }
 
 /** Whether `uid` can run the built programs from this checkout (the sidecar runs as 1337). */
