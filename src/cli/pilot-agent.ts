@@ -16,15 +16,22 @@ export const AGENT_SCOPES = [
 /** The proxy admin API `request` talks to. */
 export const PROXY_ADMIN_URL = 'http://localhost:15000';
 
-export const CLEAN_IPTABLES_FLAGS: readonly FlagDef[] = [
+/** Flags mesh-iptables and mesh-clean-iptables share, with the same meaning. */
+const OWNER_FLAGS: readonly FlagDef[] = [
   { name: 'dry-run', short: 'n', type: 'bool', default: 'false', usage: 'Do not call any external dependencies like iptables', effective: true },
   { name: 'proxy-gid', short: 'g', type: 'string', default: '', usage: 'Specify the GID of the user for which the redirection is not applied (same default value as -u param)', effective: true },
   { name: 'proxy-uid', short: 'u', type: 'string', default: '', usage: 'Specify the UID of the user for which the redirection is not applied. Typically, this is the UID of the proxy container; empty is the UID of $PROXY_USER, else 1337', effective: true },
-  { name: 'redirect-dns', type: 'bool', default: 'false', usage: 'Enable capture of dns traffic by mesh-agent: TCP and UDP port 53 to the name servers of /etc/resolv.conf go to the agent on 127.0.0.1:15053', effective: true },
+];
+
+// Clean finds the DNS rules in the live state, so --redirect-dns only keeps the Go mesh's command line working.
+export const CLEAN_IPTABLES_FLAGS: readonly FlagDef[] = [
+  ...OWNER_FLAGS,
+  { name: 'redirect-dns', type: 'bool', default: 'false', usage: 'Enable capture of dns traffic by mesh-agent (DNS capture rules are removed whenever present, with or without this flag)', effective: true },
 ];
 
 export const IPTABLES_FLAGS: readonly FlagDef[] = [
-  ...CLEAN_IPTABLES_FLAGS,
+  ...OWNER_FLAGS,
+  { name: 'redirect-dns', type: 'bool', default: 'false', usage: 'Enable capture of dns traffic by mesh-agent: TCP and UDP port 53 to the name servers of /etc/resolv.conf go to the agent on 127.0.0.1:15053', effective: true },
   { name: 'dataplane-port', short: 'p', type: 'string', default: '15001', env: 'DATAPLANE_PORT', usage: 'Specify the proxy port to which redirect all TCP outbound traffic', effective: true },
   { name: 'inbound-capture-port', short: 'z', type: 'string', default: '15006', env: 'INBOUND_CAPTURE_PORT', usage: 'Port to which all inbound TCP traffic to the pod/VM should be redirected to', effective: true },
   { name: 'inbound-tunnel-port', short: 'e', type: 'string', default: '15008', env: 'INBOUND_TUNNEL_PORT', usage: 'Specify the mesh tunnel port for inbound tcp traffic', effective: true },

@@ -2,7 +2,7 @@
 // --dry-run / --restore-format, apply them with iptables-restore per address family, then the
 // policy routing, then the optional validation.
 import { scope } from '../common/log.js';
-import { buildCapture } from './capture.js';
+import { buildCapture, type CapturePlan } from './capture.js';
 import { cleanRestoreLines, parseSave, planClean, tproxyRouteTables, type CleanOptions } from './clean.js';
 import type { CaptureConfig } from './config.js';
 import { binaryName, commandLines, restoreLines, restoreText } from './restore.js';
@@ -25,9 +25,12 @@ function families(ipv6: boolean): Family[] {
 
 /** What mesh-iptables prints: restore input (-f) or the command lines (--dry-run), and the ip commands. */
 export function captureText(cfg: CaptureConfig, restoreFormat: boolean): string {
-  const plan = buildCapture(cfg);
+  return planText(buildCapture(cfg), restoreFormat);
+}
+
+function planText(plan: CapturePlan, restoreFormat: boolean): string {
   const out: string[] = [];
-  for (const f of families(cfg.ipv6)) {
+  for (const f of families(plan.rules.ipv6)) {
     const rules = plan.rules.get(f);
     if (restoreFormat) out.push(`# ${binaryName(f)}-restore --noflush\n${restoreText(rules)}`);
     else out.push(...commandLines(f, rules).map((l) => `${l}\n`));
@@ -52,7 +55,8 @@ function applyRoutes(routes: readonly (readonly string[])[]): void {
 }
 
 export async function runCapture(cfg: CaptureConfig, opts: CaptureOutput, write: (s: string) => void): Promise<void> {
-  if (opts.dryRun || opts.restoreFormat) write(captureText(cfg, opts.restoreFormat));
+  const plan = buildCapture(cfg);
+  if (opts.dryRun || opts.restoreFormat) write(planText(plan, opts.restoreFormat));
   if (opts.dryRun) {
     if (opts.runValidation) log.info('dry run: validation skipped, nothing was applied');
     return;
@@ -60,7 +64,6 @@ export async function runCapture(cfg: CaptureConfig, opts: CaptureOutput, write:
   if (opts.skipRuleApply) {
     log.info('--skip-rule-apply: no rules applied');
   } else {
-    const plan = buildCapture(cfg);
     const backends = families(cfg.ipv6).map(detectBackend);
     for (const b of backends) {
       const present = existingChains(save(b));
