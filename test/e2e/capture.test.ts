@@ -15,7 +15,7 @@ import { createServer as createTcpServer } from 'node:net';
 import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { Pod, podsUnavailable, readableBy, tproxyUnavailable } from '../helpers/netns.js';
+import { legacyUnavailable, Pod, podsUnavailable, readableBy, tproxyUnavailable } from '../helpers/netns.js';
 import { discoveryArgs, eventually, REPO_ROOT, run, Running, start, statValue } from '../helpers/proc.js';
 
 const PROXY_UID = 1337;
@@ -247,7 +247,7 @@ function trafficTests(mesh: () => Mesh): void {
   });
 }
 
-const subnet = 50 + (process.pid % 50) * 4;
+const subnet = 50 + (process.pid % 40) * 5;
 
 describe('traffic capture by pilot-agent mesh-iptables, REDIRECT mode', { skip: unavailable }, () => {
   let mesh: Mesh | undefined;
@@ -364,5 +364,26 @@ describe('mesh-iptables --redirect-dns', { skip: unavailable }, () => {
     assert.equal(clean.code, 0, clean.stderr);
     assert.doesNotMatch(pod!.exec('iptables-save'), /MESH_/);
     assert.deepEqual(await ask(), { udp: 'upstream', tcp: 'upstream' });
+  });
+});
+
+describe('mesh-iptables picks the iptables backend the pod already uses', { skip: unavailable ?? legacyUnavailable() }, () => {
+  it('legacy rules in the pod: capture goes to legacy (not nft), and clean finds it there', async () => {
+    const pod = Pod.create('cap-legacy', subnet + 4);
+    try {
+      pod.exec('iptables-legacy', '-t', 'filter', '-A', 'INPUT', '-p', 'udp', '--dport', '9', '-j', 'ACCEPT');
+      const r = await run('pilot-agent', ['mesh-iptables', '-u', String(PROXY_UID), '-b', '*', '-i', '*'], { netns: pod.ns });
+      assert.equal(r.code, 0, r.stdout + r.stderr);
+      assert.match(r.stdout, /with iptables-legacy-restore/);
+      assert.match(pod.exec('iptables-legacy-save'), /-A OUTPUT -j MESH_OUTPUT/);
+      assert.doesNotMatch(pod.exec('iptables-nft-save'), /MESH_/);
+      const clean = await run('pilot-agent', ['mesh-clean-iptables', '-u', String(PROXY_UID)], { netns: pod.ns });
+      assert.equal(clean.code, 0, clean.stderr);
+      assert.match(clean.stdout, /IPv4: removed 2 rules and 4 chains \(legacy\)/);
+      assert.doesNotMatch(pod.exec('iptables-legacy-save'), /MESH_/);
+      assert.match(pod.exec('iptables-legacy-save'), /-A INPUT -p udp -m udp --dport 9 -j ACCEPT/);
+    } finally {
+      pod.destroy();
+    }
   });
 });

@@ -44,6 +44,12 @@ export function tproxyUnavailable(): string | undefined {
   return why && `cannot add a TPROXY rule here: ${why}`;
 }
 
+/** Why legacy iptables cannot be used here (no iptables-legacy, no x_tables), or undefined when it can. */
+export function legacyUnavailable(): string | undefined {
+  const why = tryInNamespace('mesh-legacy-probe', ['iptables-legacy', '-t', 'filter', '-L', '-n']);
+  return why && `cannot use iptables-legacy here: ${why}`;
+}
+
 /** Whether `uid` can run the built programs from this checkout (the sidecar runs as 1337). */
 export function readableBy(uid: number): boolean {
   try {
