@@ -1,6 +1,7 @@
 // SO_ORIGINAL_DST for mesh-proxy's use_original_dst listeners. Node has no getsockopt, and the
 // destination a connection had before iptables REDIRECT changed it is only known to conntrack,
-// which the kernel answers through this socket option.
+// which the kernel answers through this socket option. And IP_TRANSPARENT for listeners that TPROXY
+// delivers connections to (Node has no setsockopt either).
 #include <node_api.h>
 #include <errno.h>
 #include <stdio.h>
@@ -25,27 +26,41 @@ static napi_value throw_errno(napi_env env, const char* what, int err) {
   return NULL;
 }
 
-// originalDst(fd) -> { address, port } | null. Null when the connection is not NATed by conntrack
-// (ENOENT), i.e. its local address is already its destination.
-static napi_value original_dst(napi_env env, napi_callback_info info) {
+// The descriptor argument of fn(fd) and its socket's address family, or -1 after throwing.
+static int32_t socket_arg(napi_env env, napi_callback_info info, const char* fn, sa_family_t* family) {
   size_t argc = 1;
   napi_value argv[1];
   int32_t fd;
   if (napi_get_cb_info(env, info, &argc, argv, NULL, NULL) != napi_ok || argc < 1 ||
       napi_get_value_int32(env, argv[0], &fd) != napi_ok || fd < 0) {
-    napi_throw_type_error(env, NULL, "originalDst(fd): fd must be a non-negative integer");
-    return NULL;
+    char msg[96];
+    snprintf(msg, sizeof msg, "%s(fd): fd must be a non-negative integer", fn);
+    napi_throw_type_error(env, NULL, msg);
+    return -1;
   }
   struct sockaddr_storage local;
   socklen_t len = sizeof local;
-  if (getsockname(fd, (struct sockaddr*)&local, &len) != 0) return throw_errno(env, "getsockname", errno);
+  if (getsockname(fd, (struct sockaddr*)&local, &len) != 0) {
+    throw_errno(env, "getsockname", errno);
+    return -1;
+  }
+  *family = local.ss_family;
+  return fd;
+}
+
+// originalDst(fd) -> { address, port } | null. Null when the connection is not NATed by conntrack
+// (ENOENT), i.e. its local address is already its destination.
+static napi_value original_dst(napi_env env, napi_callback_info info) {
+  sa_family_t family;
+  int32_t fd = socket_arg(env, info, "originalDst", &family);
+  if (fd < 0) return NULL;
 
   struct sockaddr_storage dst;
   memset(&dst, 0, sizeof dst);
-  len = sizeof dst;
+  socklen_t len = sizeof dst;
   int rc = -1;
   // An IPv6 socket may carry an IPv4 connection (mapped address): IPv6's option first, then IPv4's.
-  if (local.ss_family == AF_INET6) rc = getsockopt(fd, SOL_IPV6, IP6T_SO_ORIGINAL_DST, &dst, &len);
+  if (family == AF_INET6) rc = getsockopt(fd, SOL_IPV6, IP6T_SO_ORIGINAL_DST, &dst, &len);
   if (rc != 0) {
     len = sizeof dst;
     rc = getsockopt(fd, SOL_IP, SO_ORIGINAL_DST, &dst, &len);
@@ -79,10 +94,28 @@ static napi_value original_dst(napi_env env, napi_callback_info info) {
   return result;
 }
 
+// setTransparent(fd): IP_TRANSPARENT (IPV6_TRANSPARENT too on an IPv6 socket), so that a listener
+// accepts the connections TPROXY hands it with their original destination. Needs CAP_NET_ADMIN.
+static napi_value set_transparent(napi_env env, napi_callback_info info) {
+  sa_family_t family;
+  int32_t fd = socket_arg(env, info, "setTransparent", &family);
+  if (fd < 0) return NULL;
+  int one = 1;
+  if (family == AF_INET6 && setsockopt(fd, SOL_IPV6, IPV6_TRANSPARENT, &one, sizeof one) != 0) {
+    return throw_errno(env, "setsockopt(IPV6_TRANSPARENT)", errno);
+  }
+  if (setsockopt(fd, SOL_IP, IP_TRANSPARENT, &one, sizeof one) != 0) return throw_errno(env, "setsockopt(IP_TRANSPARENT)", errno);
+  napi_value result;
+  napi_get_undefined(env, &result);
+  return result;
+}
+
 static napi_value init(napi_env env, napi_value exports) {
   napi_value fn;
   napi_create_function(env, "originalDst", NAPI_AUTO_LENGTH, original_dst, NULL, &fn);
   napi_set_named_property(env, exports, "originalDst", fn);
+  napi_create_function(env, "setTransparent", NAPI_AUTO_LENGTH, set_transparent, NULL, &fn);
+  napi_set_named_property(env, exports, "setTransparent", fn);
   return exports;
 }
 

@@ -1,11 +1,11 @@
 // pilot-agent: runs beside the proxy. Flag tables follow the spec (commands.md) name for name,
 // default for default; `effective: false` marks flags whose component has not landed yet.
 import { runProxyAgent } from '../agent/agent.js';
-import { scope } from '../common/log.js';
 import { UsageError, type CommandDef, type RunContext } from './command.js';
 import { startCtrlz } from './ctrlz.js';
 import type { FlagDef } from './flags.js';
 import { announceIneffective, ineffectiveFooter, LOG_FLAGS, requestCommand, startRuntime, versionCommand } from './runtime.js';
+import { meshCleanIptables, meshIptables } from './mesh-iptables.js';
 import { waitForReady } from './wait.js';
 
 export const AGENT_SCOPES = [
@@ -17,33 +17,40 @@ export const AGENT_SCOPES = [
 /** The proxy admin API `request` talks to. */
 export const PROXY_ADMIN_URL = 'http://localhost:15000';
 
-const CLEAN_IPTABLES_FLAGS: readonly FlagDef[] = [
-  { name: 'dry-run', short: 'n', type: 'bool', default: 'false', usage: 'Do not call any external dependencies like iptables', effective: false },
-  { name: 'proxy-gid', short: 'g', type: 'string', default: '', usage: 'Specify the GID of the user for which the redirection is not applied (same default value as -u param)', effective: false },
-  { name: 'proxy-uid', short: 'u', type: 'string', default: '', usage: 'Specify the UID of the user for which the redirection is not applied. Typically, this is the UID of the proxy container', effective: false },
-  { name: 'redirect-dns', type: 'bool', default: 'false', usage: 'Enable capture of dns traffic by mesh-agent', effective: false },
+/** Flags mesh-iptables and mesh-clean-iptables share, with the same meaning. */
+const OWNER_FLAGS: readonly FlagDef[] = [
+  { name: 'dry-run', short: 'n', type: 'bool', default: 'false', usage: 'Do not call any external dependencies like iptables', effective: true },
+  { name: 'proxy-gid', short: 'g', type: 'string', default: '', usage: 'Specify the GID of the user for which the redirection is not applied (same default value as -u param)', effective: true },
+  { name: 'proxy-uid', short: 'u', type: 'string', default: '', usage: 'Specify the UID of the user for which the redirection is not applied. Typically, this is the UID of the proxy container; empty is the UID of $PROXY_USER, else 1337', effective: true },
 ];
 
-const IPTABLES_FLAGS: readonly FlagDef[] = [
-  ...CLEAN_IPTABLES_FLAGS,
-  { name: 'dataplane-port', short: 'p', type: 'string', default: '15001', env: 'DATAPLANE_PORT', usage: 'Specify the proxy port to which redirect all TCP outbound traffic', effective: false },
-  { name: 'inbound-capture-port', short: 'z', type: 'string', default: '15006', env: 'INBOUND_CAPTURE_PORT', usage: 'Port to which all inbound TCP traffic to the pod/VM should be redirected to', effective: false },
-  { name: 'inbound-tunnel-port', short: 'e', type: 'string', default: '15008', env: 'INBOUND_TUNNEL_PORT', usage: 'Specify the mesh tunnel port for inbound tcp traffic', effective: false },
-  { name: 'iptables-probe-port', type: 'string', default: '15002', usage: 'Set listen port for failure detection', effective: false },
-  { name: 'probe-timeout', type: 'duration', default: '5s', usage: 'Failure detection timeout', effective: false },
-  { name: 'mesh-inbound-interception-mode', short: 'm', type: 'string', default: '', usage: 'The mode used to redirect inbound connections to the proxy, either "REDIRECT" or "TPROXY"', effective: false },
-  { name: 'mesh-inbound-ports', short: 'b', type: 'string', default: '', usage: "Comma separated list of inbound ports for which traffic is to be redirected, the wildcard character '*' can be used to configure redirection for all ports. An empty list will disable", effective: false },
-  { name: 'mesh-inbound-tproxy-mark', short: 't', type: 'string', default: '', usage: 'TPROXY mark for inbound connections', effective: false },
-  { name: 'mesh-inbound-tproxy-route-table', short: 'r', type: 'string', default: '', usage: 'TPROXY route table for inbound connections', effective: false },
-  { name: 'mesh-local-exclude-ports', short: 'd', type: 'string', default: '', env: 'MESH_LOCAL_EXCLUDE_PORTS', usage: 'Comma separated list of inbound ports to be excluded from redirection to the proxy. Only applies when all inbound traffic (i.e. "*") is being redirected', effective: false },
-  { name: 'mesh-local-outbound-ports-exclude', short: 'o', type: 'string', default: '', usage: 'Comma separated list of outbound ports to be excluded from redirection to the proxy', effective: false },
-  { name: 'mesh-outbound-ports', short: 'q', type: 'string', default: '', usage: 'Comma separated list of outbound ports to be explicitly included for redirection to the proxy', effective: false },
-  { name: 'mesh-service-cidr', short: 'i', type: 'string', default: '', usage: "Comma separated list of IP ranges in CIDR form to redirect to the proxy (optional). The wildcard character '*' can be used to redirect all outbound traffic. An empty list will disable all outbound", effective: false },
-  { name: 'mesh-service-exclude-cidr', short: 'x', type: 'string', default: '', env: 'MESH_SERVICE_EXCLUDE_CIDR', usage: 'Comma separated list of IP ranges in CIDR form to be excluded from redirection. Only applies when all outbound traffic (i.e. "*") is being redirected', effective: false },
-  { name: 'orch-virt-interfaces', short: 'k', type: 'string', default: '', usage: 'Comma separated list of virtual interfaces whose inbound traffic (from VM) will be treated as outbound', effective: false },
-  { name: 'restore-format', short: 'f', type: 'bool', default: 'false', usage: 'Print iptables rules in iptables-restore interpretable format', effective: false },
-  { name: 'run-validation', type: 'bool', default: 'false', usage: 'Validate iptables', effective: false },
-  { name: 'skip-rule-apply', type: 'bool', default: 'false', usage: 'Skip iptables apply', effective: false },
+// Clean finds the DNS rules in the live state, so --redirect-dns only keeps the Go mesh's command line working.
+export const CLEAN_IPTABLES_FLAGS: readonly FlagDef[] = [
+  ...OWNER_FLAGS,
+  { name: 'redirect-dns', type: 'bool', default: 'false', usage: 'Enable capture of dns traffic by mesh-agent (DNS capture rules are removed whenever present, with or without this flag)', effective: true },
+];
+
+export const IPTABLES_FLAGS: readonly FlagDef[] = [
+  ...OWNER_FLAGS,
+  { name: 'redirect-dns', type: 'bool', default: 'false', usage: 'Enable capture of dns traffic by mesh-agent: TCP and UDP port 53 to the name servers of /etc/resolv.conf go to the agent on 127.0.0.1:15053', effective: true },
+  { name: 'dataplane-port', short: 'p', type: 'string', default: '15001', env: 'DATAPLANE_PORT', usage: 'Specify the proxy port to which redirect all TCP outbound traffic', effective: true },
+  { name: 'inbound-capture-port', short: 'z', type: 'string', default: '15006', env: 'INBOUND_CAPTURE_PORT', usage: 'Port to which all inbound TCP traffic to the pod/VM should be redirected to', effective: true },
+  { name: 'inbound-tunnel-port', short: 'e', type: 'string', default: '15008', env: 'INBOUND_TUNNEL_PORT', usage: 'Specify the mesh tunnel port for inbound tcp traffic', effective: true },
+  { name: 'iptables-probe-port', type: 'string', default: '15002', usage: 'Set listen port for failure detection', effective: true },
+  { name: 'probe-timeout', type: 'duration', default: '5s', usage: 'Failure detection timeout', effective: true },
+  { name: 'mesh-inbound-interception-mode', short: 'm', type: 'string', default: '', usage: 'The mode used to redirect inbound connections to the proxy, either "REDIRECT" (when empty) or "TPROXY"', effective: true },
+  { name: 'mesh-inbound-ports', short: 'b', type: 'string', default: '', usage: "Comma separated list of inbound ports for which traffic is to be redirected, the wildcard character '*' can be used to configure redirection for all ports. An empty list will disable", effective: true },
+  { name: 'mesh-inbound-tproxy-mark', short: 't', type: 'string', default: '', usage: 'TPROXY mark for inbound connections; empty is 1337', effective: true },
+  { name: 'mesh-inbound-tproxy-route-table', short: 'r', type: 'string', default: '', usage: 'TPROXY route table for inbound connections; empty is 133', effective: true },
+  { name: 'mesh-local-exclude-ports', short: 'd', type: 'string', default: '', env: 'MESH_LOCAL_EXCLUDE_PORTS', usage: 'Comma separated list of inbound ports to be excluded from redirection to the proxy. Only applies when all inbound traffic (i.e. "*") is being redirected', effective: true },
+  { name: 'mesh-local-outbound-ports-exclude', short: 'o', type: 'string', default: '', usage: 'Comma separated list of outbound ports to be excluded from redirection to the proxy', effective: true },
+  { name: 'mesh-outbound-ports', short: 'q', type: 'string', default: '', usage: 'Comma separated list of outbound ports to be explicitly included for redirection to the proxy', effective: true },
+  { name: 'mesh-service-cidr', short: 'i', type: 'string', default: '', usage: "Comma separated list of IP ranges in CIDR form to redirect to the proxy (optional). The wildcard character '*' can be used to redirect all outbound traffic. An empty list will disable all outbound", effective: true },
+  { name: 'mesh-service-exclude-cidr', short: 'x', type: 'string', default: '', env: 'MESH_SERVICE_EXCLUDE_CIDR', usage: 'Comma separated list of IP ranges in CIDR form to be excluded from redirection. Only applies when all outbound traffic (i.e. "*") is being redirected', effective: true },
+  { name: 'orch-virt-interfaces', short: 'k', type: 'string', default: '', usage: 'Comma separated list of virtual interfaces whose inbound traffic (from VM) will be treated as outbound', effective: true },
+  { name: 'restore-format', short: 'f', type: 'bool', default: 'false', usage: 'Print iptables rules in iptables-restore interpretable format', effective: true },
+  { name: 'run-validation', type: 'bool', default: 'false', usage: 'Validate iptables', effective: true },
+  { name: 'skip-rule-apply', type: 'bool', default: 'false', usage: 'Skip iptables apply', effective: true },
 ];
 
 const PROXY_LOG_LEVELS = ['trace', 'debug', 'info', 'warning', 'error', 'critical', 'off'];
@@ -71,14 +78,11 @@ const WAIT_FLAGS: readonly FlagDef[] = [
   { name: 'url', type: 'string', default: 'http://localhost:15021/healthz/ready', usage: 'URL to use in requests', effective: true },
 ];
 
-/** A command whose flags are parsed and validated but whose component is not built yet. */
-function notYetBuilt(what: string, check: (ctx: RunContext) => void) {
-  return async (ctx: RunContext): Promise<number> => {
+/** A one-shot command: settings and logging, then the work (no startup notice, its output is data). */
+function oneShot(run: (ctx: RunContext) => Promise<number>) {
+  return (ctx: RunContext): Promise<number> => {
     startRuntime('agent', AGENT_SCOPES, ctx);
-    check(ctx);
-    announceIneffective('agent', ctx);
-    scope('default').error(`${ctx.path}: ${what} is not implemented yet; its flags were accepted and validated, nothing was changed`);
-    return 1;
+    return run(ctx);
   };
 }
 
@@ -86,11 +90,6 @@ function checkProxyFlags(ctx: RunContext): void {
   const level = ctx.flags.string('proxyLogLevel');
   if (!PROXY_LOG_LEVELS.includes(level)) throw new UsageError(`invalid argument "${level}" for "--proxyLogLevel" flag: expected one of ${PROXY_LOG_LEVELS.join(', ')}`);
   for (const n of ['concurrency', 'stsPort']) if (ctx.flags.number(n) < 0) throw new UsageError(`invalid argument "${ctx.flags.number(n)}" for "--${n}" flag: expected a non-negative integer`);
-}
-
-function checkIptablesFlags(ctx: RunContext): void {
-  const mode = ctx.flags.string('mesh-inbound-interception-mode');
-  if (!['', 'REDIRECT', 'TPROXY'].includes(mode)) throw new UsageError(`invalid argument "${mode}" for "-m, --mesh-inbound-interception-mode" flag: expected REDIRECT or TPROXY`);
 }
 
 async function runProxy(ctx: RunContext): Promise<number> {
@@ -132,8 +131,8 @@ export const pilotAgent: CommandDef = {
   persistentFlags: LOG_FLAGS,
   footer: ineffectiveFooter('agent'),
   subcommands: [
-    { name: 'mesh-clean-iptables', short: 'Clean up iptables rules for the mesh sidecar', flags: CLEAN_IPTABLES_FLAGS, run: notYetBuilt('traffic capture clean-up', () => undefined) },
-    { name: 'mesh-iptables', short: 'Set up iptables rules for the mesh sidecar', flags: IPTABLES_FLAGS, run: notYetBuilt('traffic capture', checkIptablesFlags) },
+    { name: 'mesh-clean-iptables', short: 'Clean up iptables rules for the mesh sidecar', flags: CLEAN_IPTABLES_FLAGS, run: oneShot(meshCleanIptables) },
+    { name: 'mesh-iptables', short: 'Set up iptables rules for the mesh sidecar', flags: IPTABLES_FLAGS, run: oneShot(meshIptables) },
     { name: 'proxy', short: 'XDS proxy agent', flags: PROXY_FLAGS, footer: ineffectiveFooter('agent'), run: runProxy },
     requestCommand('agent', AGENT_SCOPES, 'Makes an HTTP request to the proxy admin API', () => PROXY_ADMIN_URL),
     versionCommand('agent', AGENT_SCOPES),

@@ -215,6 +215,8 @@ export const WIRED_SETTINGS: ReadonlySet<SettingName> = new Set<SettingName>([
   'INBOUND_TUNNEL_PORT',
   'MESH_LOCAL_EXCLUDE_PORTS',
   'MESH_SERVICE_EXCLUDE_CIDR',
+  // iptables/system.ts: mesh-iptables' default --proxy-uid
+  'PROXY_USER',
 ]);
 
 export class SettingsError extends Error {

@@ -17,7 +17,7 @@ import { scope } from '../common/log.js';
 import { ListenerSchema, type Listener } from '../gen/envoy/config/listener/v3/listener_pb.js';
 import { ConfigError, withinResource } from '../envoy/config-error.js';
 import { normalizeIp } from '../envoy/matchers.js';
-import { connectionDestination } from './original-dst.js';
+import { connectionDestination, setTransparent } from './original-dst.js';
 import { statName, type StatSample } from './stats.js';
 import type { Chain } from './listener/chain.js';
 import { compileListener, listenerStatName, type ActiveListener, type ListenerCompileDeps } from './listener/compiler.js';
@@ -309,6 +309,11 @@ async function listenOn(l: ActiveListener, pauseOnConnect: boolean): Promise<Ser
     server.once('error', (e: NodeJS.ErrnoException) => reject(new ConfigError(`listener ${l.name}.address`, `cannot bind ${l.address.host}:${l.address.port}: ${e.code ?? e.message}`)));
     server.listen(l.address.port, l.address.host, () => resolve());
   });
+  const notTransparent = l.message.transparent ? setTransparent(server) : undefined;
+  if (notTransparent) {
+    server.close();
+    throw new ConfigError(`listener ${l.name}.transparent`, `cannot set IP_TRANSPARENT on ${l.address.host}:${l.address.port}: ${notTransparent}`);
+  }
   return server;
 }
 

@@ -7,13 +7,14 @@
 import { existsSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { dirname, join } from 'node:path';
-import type { Socket } from 'node:net';
+import type { Server, Socket } from 'node:net';
 import { fileURLToPath } from 'node:url';
 import { normalizeIp } from '../envoy/matchers.js';
 import type { Destination } from '../envoy/request.js';
 
 interface Addon {
   originalDst(fd: number): { address: string; port: number } | null;
+  setTransparent(fd: number): void;
 }
 
 const ADDON = join('native', 'build', 'Release', 'original_dst.node');
@@ -73,4 +74,21 @@ export function restoreOriginalDst(socket: Socket): Destination | undefined {
 /** The restored original destination of the connection, else its local address. */
 export function connectionDestination(socket: Socket): Destination {
   return restored.get(socket) ?? { address: normalizeIp(socket.localAddress ?? ''), port: socket.localPort ?? 0 };
+}
+
+/**
+ * IP_TRANSPARENT on a bound listener (`transparent: true`): TPROXY capture delivers connections
+ * addressed to other IPs to it. Why it cannot be set (no addon, no CAP_NET_ADMIN), or undefined.
+ */
+export function setTransparent(server: Server): string | undefined {
+  const missing = originalDstUnavailable();
+  if (missing) return missing;
+  const fd = (server as unknown as { _handle?: HandleWithFd })._handle?.fd;
+  if (fd === undefined || fd < 0) return 'the listening socket has no descriptor';
+  try {
+    (addon as Addon).setTransparent(fd);
+    return undefined;
+  } catch (e) {
+    return (e as Error).message;
+  }
 }

@@ -48,6 +48,8 @@ export interface InboundOptions {
   readonly sniffing?: boolean;
   /** Seconds http_inspector may wait for the first bytes. */
   readonly detectionTimeout?: number;
+  /** TPROXY capture: virtualInbound receives connections addressed elsewhere (IP_TRANSPARENT). */
+  readonly transparent?: boolean;
 }
 
 function httpChain(p: InboundPort, opts: InboundOptions, matchPort: boolean, sniffed: boolean): FilterChain {
@@ -110,6 +112,7 @@ export function buildVirtualInbound(ports: readonly InboundPort[], opts: Inbound
     name: VIRTUAL_INBOUND,
     address: socketAddress(WILDCARD_ADDRESS, VIRTUAL_INBOUND_PORT),
     useOriginalDst: true,
+    ...(opts.transparent ? { transparent: true } : {}),
     trafficDirection: TrafficDirection.INBOUND,
     ...sniffingFilters(ports, opts),
     filterChains: ports.flatMap((p) => buildInboundFilterChains(p, opts)),
@@ -119,13 +122,15 @@ export function buildVirtualInbound(ports: readonly InboundPort[], opts: Inbound
 /**
  * virtualOutbound: 0.0.0.0:15001, use_original_dst: connections for a known service port are handed
  * to that port's listener; the rest go to PassthroughCluster (ALLOW_ANY) or BlackHoleCluster.
+ * Transparent under TPROXY capture, as the Go mesh makes both virtual listeners.
  */
-export function buildVirtualOutbound(mode: OutboundTrafficMode): Listener {
+export function buildVirtualOutbound(mode: OutboundTrafficMode, transparent = false): Listener {
   const cluster = mode === 'ALLOW_ANY' ? PASSTHROUGH_CLUSTER : BLACKHOLE_CLUSTER;
   return create(ListenerSchema, {
     name: VIRTUAL_OUTBOUND,
     address: socketAddress(WILDCARD_ADDRESS, VIRTUAL_OUTBOUND_PORT),
     useOriginalDst: true,
+    ...(transparent ? { transparent: true } : {}),
     trafficDirection: TrafficDirection.OUTBOUND,
     filterChains: [{ name: `${VIRTUAL_OUTBOUND}-catchall-tcp`, filters: [tcpProxyFilter(cluster)] }],
   });

@@ -17,12 +17,20 @@ export function podsUnavailable(): string | undefined {
     }
   }
   // Root without the capabilities (an unprivileged container) cannot make namespaces or NAT rules.
-  const probe = `mesh-probe-${process.pid}`;
+  const why = tryInNamespace('mesh-probe', ['iptables', '-t', 'nat', '-L', '-n']);
+  return why && `cannot make a network namespace with NAT here: ${why}`;
+}
+
+/** Makes a throwaway namespace and runs `argv` in it: why that failed, or undefined. */
+function tryInNamespace(tag: string, argv: string[]): string | undefined {
+  const probe = `${tag}-${process.pid}`;
   try {
     execFileSync('ip', ['netns', 'add', probe], { stdio: ['ignore', 'ignore', 'pipe'] });
-    execFileSync('ip', ['netns', 'exec', probe, 'iptables', '-t', 'nat', '-L', '-n'], { stdio: ['ignore', 'ignore', 'pipe'] });
+    execFileSync('ip', ['netns', 'exec', probe, ...argv], { stdio: ['ignore', 'ignore', 'pipe'] });
+    return undefined;
   } catch (e) {
-    return `cannot make a network namespace with NAT here: ${String((e as { stderr?: Buffer }).stderr ?? (e as Error).message).trim()}`;
+    const err = e as { stderr?: Buffer; message: string };
+    return String(err.stderr ?? '').trim() || err.message;
   } finally {
     try {
       execFileSync('ip', ['netns', 'del', probe], { stdio: 'ignore' });
@@ -30,7 +38,18 @@ export function podsUnavailable(): string | undefined {
       // never made
     }
   }
-  return undefined;
+}
+
+/** Why TPROXY capture cannot be tried here (no xt_TPROXY in the kernel), or undefined when it can. */
+export function tproxyUnavailable(): string | undefined {
+  const why = tryInNamespace('mesh-tproxy-probe', ['iptables', '-t', 'mangle', '-A', 'PREROUTING', '-p', 'tcp', '-j', 'TPROXY', '--on-port', '1', '--tproxy-mark', '1']);
+  return why && `cannot add a TPROXY rule here: ${why}`;
+}
+
+/** Why legacy iptables cannot be used here (no iptables-legacy, no x_tables), or undefined when it can. */
+export function legacyUnavailable(): string | undefined {
+  const why = tryInNamespace('mesh-legacy-probe', ['iptables-legacy', '-t', 'filter', '-L', '-n']);
+  return why && `cannot use iptables-legacy here: ${why}`;
 }
 
 /** Whether `uid` can run the built programs from this checkout (the sidecar runs as 1337). */
@@ -54,7 +73,8 @@ export class Pod {
 
   private constructor(
     readonly ns: string,
-    private readonly hostIf: string,
+    /** The test namespace's end of the veth (more host addresses can be added to it). */
+    readonly hostIf: string,
     subnet: number,
   ) {
     this.ip = `10.213.${subnet}.2`;

@@ -28,11 +28,15 @@ export interface RunOptions {
   netns?: string;
   /** Runs the program as this uid and gid (`setpriv`), as a sidecar runs as 1337. */
   uid?: number;
+  /** Capabilities the program keeps as that uid (ambient), e.g. `net_admin`. */
+  caps?: string[];
 }
 
 /** The command line that runs `argv` (node and its arguments) in the namespace and as the user asked. */
-export function wrapped(argv: string[], opts: Pick<RunOptions, 'netns' | 'uid'>): string[] {
-  const asUser = opts.uid === undefined ? argv : ['setpriv', `--reuid=${opts.uid}`, `--regid=${opts.uid}`, '--clear-groups', ...argv];
+export function wrapped(argv: string[], opts: Pick<RunOptions, 'netns' | 'uid' | 'caps'>): string[] {
+  const caps = (opts.caps ?? []).map((c) => `+${c}`).join(',');
+  const keep = caps ? [`--inh-caps=${caps}`, `--ambient-caps=${caps}`] : [];
+  const asUser = opts.uid === undefined ? argv : ['setpriv', `--reuid=${opts.uid}`, `--regid=${opts.uid}`, '--clear-groups', ...keep, ...argv];
   return opts.netns === undefined ? asUser : ['ip', 'netns', 'exec', opts.netns, ...asUser];
 }
 

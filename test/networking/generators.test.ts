@@ -133,6 +133,14 @@ test('a captured sidecar: listeners, routes, clusters and endpoints for what it 
   }
 });
 
+test('interception TPROXY: both capture listeners are transparent (IP_TRANSPARENT), as the Go mesh builds them; REDIRECT leaves it unset', async () => {
+  const gens = generators(pushOf(MESH, []));
+  const capture = async (mode: string) =>
+    (await generate(gens, TypeUrl.Listener, echoProxy({ INTERCEPTION_MODE: mode }))).map((r) => unpack(r.resource, ListenerSchema)).filter((l) => l.name.startsWith('virtual'));
+  assert.deepEqual((await capture('TPROXY')).map((l) => [l.name, l.transparent]), [['virtualOutbound', true], ['virtualInbound', true]]);
+  assert.deepEqual((await capture('REDIRECT')).map((l) => [l.name, l.transparent]), [['virtualOutbound', undefined], ['virtualInbound', undefined]]);
+});
+
 test('interception NONE: listeners on the Sidecar ingress ports to defaultEndpoint, outbound on 127.0.0.1 egress ports', async () => {
   const problems: string[] = [];
   const push = pushOf([

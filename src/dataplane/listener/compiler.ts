@@ -28,7 +28,7 @@ const DEFAULT_INSPECT_TIMEOUT_MS = 15_000;
 
 const UNAPPLIED_LISTENER = [
   'additionalAddresses', 'perConnectionBufferLimitBytes', 'socketOptions', 'tcpBacklogSize', 'connectionBalanceConfig',
-  'enableReusePort', 'accessLog', 'udpListenerConfig', 'apiListener', 'freebind', 'transparent', 'tcpFastOpenQueueLength',
+  'enableReusePort', 'accessLog', 'udpListenerConfig', 'apiListener', 'freebind', 'tcpFastOpenQueueLength',
   'maxConnectionsToAcceptPerSocketEvent', 'drainType',
 ];
 

@@ -72,6 +72,7 @@ export function sidecarListeners(proxy: Proxy, push: PushContext, opts: SidecarO
     httpFilters: opts.inboundHttpFilters?.(proxy, push) ?? [],
     sniffing: opts.inboundSniffing ?? false,
     ...(opts.detectionTimeout !== undefined ? { detectionTimeout: opts.detectionTimeout } : {}),
+    ...(proxy.interceptionMode === 'TPROXY' ? { transparent: true } : {}),
   };
   const cap = captured(proxy);
   const sniffing = opts.outboundSniffing ?? false;
@@ -86,7 +87,8 @@ export function sidecarListeners(proxy: Proxy, push: PushContext, opts: SidecarO
   const inboundKey = (kind: string): [string, ...unknown[]] => [kind, inbound.ports, inboundOpts];
   if (!cap) return [...cached(opts.cache, () => inboundKey('lds-ingress'), () => buildIngressListeners(inbound.ports, inboundOpts)), ...outbound.listeners];
   const mode = scope.outboundTrafficPolicy;
-  const virtualOutbound = memo(scope, 'virtualOutbound', () => cached(opts.cache, () => ['virtualOutbound', mode], () => buildVirtualOutbound(mode)));
+  const tproxy = proxy.interceptionMode === 'TPROXY';
+  const virtualOutbound = memo(scope, `virtualOutbound:${tproxy}`, () => cached(opts.cache, () => ['virtualOutbound', mode, tproxy], () => buildVirtualOutbound(mode, tproxy)));
   return [virtualOutbound, cached(opts.cache, () => inboundKey('virtualInbound'), () => buildVirtualInbound(inbound.ports, inboundOpts)), ...outbound.listeners];
 }
 
