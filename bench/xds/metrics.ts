@@ -16,7 +16,10 @@ export async function snapshot(name: 'pilot_proxy_convergence_time' | 'pilot_pro
   return buckets;
 }
 
-/** The q-quantile (0..1), in milliseconds, of what was observed between two snapshots. */
+/**
+ * The q-quantile (0..1), in milliseconds, of what was observed between two snapshots; Infinity when
+ * it lies past the last finite bucket.
+ */
 export function quantileMs(before: Buckets, after: Buckets, q: number): number | undefined {
   const bounds = [...after.keys()].sort((a, b) => a - b);
   const counts = bounds.map((le) => after.get(le)! - (before.get(le) ?? 0));
@@ -27,7 +30,7 @@ export function quantileMs(before: Buckets, after: Buckets, q: number): number |
     if (counts[i]! < rank) continue;
     const upper = bounds[i]!;
     const lower = i === 0 ? 0 : bounds[i - 1]!;
-    if (upper === Infinity) return lower * 1000;
+    if (upper === Infinity) return Infinity;
     const below = i === 0 ? 0 : counts[i - 1]!;
     const inBucket = counts[i]! - below;
     return (lower + ((upper - lower) * (rank - below)) / Math.max(inBucket, 1)) * 1000;
