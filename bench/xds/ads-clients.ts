@@ -5,14 +5,16 @@
 // version_info, type_url and nonce are decoded, so the simulated proxies cost little next to the
 // server being measured.
 //
-// argv: <address> <streams>. Messages from the parent:
+// argv: <address> <streams> [sotw|delta]. With `delta` the streams speak Delta xDS: a wildcard
+// subscription to CDS and LDS, EDS and RDS subscribed by name, and an ACK (the response's nonce)
+// for every response. Messages from the parent:
 //   {connect: {nodes, eds?, rds?}}  open the streams (node i of `nodes` for stream i); answers
 //                                   {ready: true} once every stream has one response of each type it asked for
 //   {expect: {<type URL>: n, ...}}  answers {received: {<type URL>: n, ...}} once at least n responses of
 //                                   each listed type arrived (on all streams together) after this message
 import { create, toBinary, type JsonObject, type MessageInitShape } from '@bufbuild/protobuf';
 import { Client, credentials, type ClientDuplexStream } from '@grpc/grpc-js';
-import { DiscoveryRequestSchema } from '../../src/gen/envoy/service/discovery/v3/discovery_pb.js';
+import { DeltaDiscoveryRequestSchema, DiscoveryRequestSchema } from '../../src/gen/envoy/service/discovery/v3/discovery_pb.js';
 import { TypeUrl } from '../../src/envoy/types.js';
 
 interface Head {
@@ -21,8 +23,13 @@ interface Head {
   nonce: string;
 }
 
+interface SimulatedNode {
+  id: string;
+  metadata: JsonObject;
+}
+
 export interface ConnectMessage {
-  connect: { nodes: Array<{ id: string; metadata: JsonObject }>; eds?: string[]; rds?: string[] };
+  connect: { nodes: SimulatedNode[]; eds?: string[]; rds?: string[] };
 }
 export interface ExpectMessage {
   expect: Record<string, number>;
@@ -30,7 +37,10 @@ export interface ExpectMessage {
 export type ParentMessage = ConnectMessage | ExpectMessage;
 export type ChildMessage = { ready: true } | { received: Record<string, number> };
 
-/** Walks the top-level protobuf fields, keeping 1 (version_info), 4 (type_url) and 5 (nonce). */
+/**
+ * Walks the top-level protobuf fields, keeping 1 (version_info), 4 (type_url) and 5 (nonce): the
+ * same field numbers in a DiscoveryResponse and a DeltaDiscoveryResponse (system_version_info).
+ */
 function head(buf: Buffer): Head {
   const h: Head = { version: '', typeUrl: '', nonce: '' };
   let i = 0;
@@ -63,13 +73,35 @@ function head(buf: Buffer): Head {
   return h;
 }
 
-const PATH = '/envoy.service.discovery.v3.AggregatedDiscoveryService/StreamAggregatedResources';
+const SERVICE = '/envoy.service.discovery.v3.AggregatedDiscoveryService';
 const CHANNELS = 50;
 const identity = (b: Buffer): Buffer => b;
 const encode = (init: MessageInitShape<typeof DiscoveryRequestSchema>): Buffer =>
   Buffer.from(toBinary(DiscoveryRequestSchema, create(DiscoveryRequestSchema, init)));
+const encodeDelta = (init: MessageInitShape<typeof DeltaDiscoveryRequestSchema>): Buffer =>
+  Buffer.from(toBinary(DeltaDiscoveryRequestSchema, create(DeltaDiscoveryRequestSchema, init)));
 
-const [address, count] = process.argv.slice(2);
+/** The requests of one protocol: the first of a type (with its names), and the ACK of a response. */
+interface Protocol {
+  path: string;
+  subscribe(typeUrl: string, names: string[], node?: SimulatedNode): Buffer;
+  ack(r: Head, names: string[]): Buffer;
+}
+
+const SOTW: Protocol = {
+  path: `${SERVICE}/StreamAggregatedResources`,
+  subscribe: (typeUrl, names, node) => encode({ ...(node ? { node } : {}), typeUrl, resourceNames: names }),
+  ack: (r, names) => encode({ typeUrl: r.typeUrl, versionInfo: r.version, responseNonce: r.nonce, resourceNames: names }),
+};
+
+const DELTA: Protocol = {
+  path: `${SERVICE}/DeltaAggregatedResources`,
+  subscribe: (typeUrl, names, node) => encodeDelta({ ...(node ? { node } : {}), typeUrl, resourceNamesSubscribe: names }),
+  ack: (r) => encodeDelta({ typeUrl: r.typeUrl, responseNonce: r.nonce }),
+};
+
+const [address, count, mode = 'sotw'] = process.argv.slice(2);
+const protocol = mode === 'delta' ? DELTA : SOTW;
 const streams = Number(count);
 const send = (m: ChildMessage): void => void process.send!(m);
 
@@ -95,22 +127,22 @@ function connect({ nodes, eds = [], rds = [] }: ConnectMessage['connect']): void
   const namesOf: Record<string, string[]> = { [TypeUrl.ClusterLoadAssignment]: eds, [TypeUrl.RouteConfiguration]: rds };
   let ready = 0;
   for (let i = 0; i < streams; i++) {
-    const call: ClientDuplexStream<Buffer, Head> = channels[i % CHANNELS]!.makeBidiStreamRequest(PATH, identity, head);
+    const call: ClientDuplexStream<Buffer, Head> = channels[i % CHANNELS]!.makeBidiStreamRequest(protocol.path, identity, head);
     const seen = new Set<string>();
     call.on('data', (r: Head) => {
-      call.write(encode({ typeUrl: r.typeUrl, versionInfo: r.version, responseNonce: r.nonce, resourceNames: namesOf[r.typeUrl] ?? [] }));
+      call.write(protocol.ack(r, namesOf[r.typeUrl] ?? []));
       if (!seen.has(r.typeUrl)) {
         seen.add(r.typeUrl);
         const next = follow[r.typeUrl];
-        if (next) call.write(encode({ typeUrl: next.typeUrl, resourceNames: next.names }));
+        if (next) call.write(protocol.subscribe(next.typeUrl, next.names));
         if (seen.size === wanted.length && ++ready === streams) send({ ready: true });
         return;
       }
       onResponse(r.typeUrl);
     });
     call.on('error', (e: Error) => console.error(`stream ${i}: ${e.message}`));
-    call.write(encode({ node: nodes[i % nodes.length]!, typeUrl: TypeUrl.Cluster }));
-    call.write(encode({ typeUrl: TypeUrl.Listener }));
+    call.write(protocol.subscribe(TypeUrl.Cluster, [], nodes[i % nodes.length]!));
+    call.write(protocol.subscribe(TypeUrl.Listener, []));
   }
 }
 

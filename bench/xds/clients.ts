@@ -8,10 +8,10 @@ import type { ChildMessage, ConnectMessage } from './ads-clients.js';
 export class SimulatedProxies {
   private readonly child: ChildProcess;
 
-  constructor(address: string, streams: number) {
+  constructor(address: string, streams: number, protocol: 'sotw' | 'delta' = 'sotw') {
     // The sibling script with this module's extension: .ts under tsx, .js once built to dist/.
     const ext = extname(fileURLToPath(import.meta.url));
-    this.child = fork(fileURLToPath(new URL(`./ads-clients${ext}`, import.meta.url)), [address, String(streams)], {
+    this.child = fork(fileURLToPath(new URL(`./ads-clients${ext}`, import.meta.url)), [address, String(streams), protocol], {
       execArgv: ext === '.ts' ? ['--import', 'tsx'] : [],
     });
   }

@@ -1,11 +1,13 @@
 // Benchmark of the whole discovery server: the real pipeline (file config store -> ServiceEntry
 // registry -> PushContext -> JWKS/security filters -> generators with the XDS cache -> XdsServer,
-// debounced pushes), SERVICES ServiceEntries with a WorkloadEntry per proxy, PROXIES SotW streams
-// from a child process (ads-clients.ts) that subscribe like Envoy (CDS, EDS for every cluster, LDS,
-// RDS) and ACK everything. Times are end to end: from the file write to the moment the last
-// proxy has received the new version. Prints a table.
+// debounced pushes), SERVICES ServiceEntries with a WorkloadEntry per proxy, PROXIES streams from a
+// child process (ads-clients.ts) that subscribe like Envoy (CDS, EDS for every cluster, LDS, RDS)
+// and ACK everything: first SotW streams, then (the SotW ones closed) Delta streams, through the
+// same steps. Times are end to end: from the file write to the moment the last proxy has received
+// the new version. For each step, the server's own pilot_proxy_convergence_time and
+// pilot_proxy_queue_time p50/p99 over that step. Prints a table.
 //
-//   npm run bench -- xds          # SERVICES=1000 PROXIES=2000 NAMESPACES=10 by default
+//   npm run bench -- xds          # SERVICES=1000 PROXIES=2000 NAMESPACES=10 PROTOCOLS=sotw,delta by default
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -15,10 +17,12 @@ import { setScopeLevel } from '../../src/common/log.js';
 import { TypeUrl } from '../../src/envoy/types.js';
 import { localDiscoveryOptions } from '../../test/security/fixtures.js';
 import { cpuMs, printTable, RssSampler, SimulatedProxies } from './clients.js';
+import { quantileMs, snapshot } from './metrics.js';
 
 const SERVICES = Number(process.env.SERVICES ?? 1000);
 const PROXIES = Number(process.env.PROXIES ?? 2000);
 const NAMESPACES = Number(process.env.NAMESPACES ?? 10);
+const PROTOCOLS = (process.env.PROTOCOLS ?? 'sotw,delta').split(',') as Array<'sotw' | 'delta'>;
 const DOMAIN = 'cluster.local';
 
 loadSettings('discovery', process.env);
@@ -78,14 +82,13 @@ const rss = new RssSampler();
 let peakRss = 0;
 const cpuStart = process.cpuUsage();
 await server.start();
-const rows: string[][] = [['step', 'all proxies have it (ms)', 'server CPU (ms)', 'server peak RSS (MB)', 'responses received']];
+const rows: string[][] = [['step', 'all proxies have it (ms)', 'server CPU (ms)', 'server peak RSS (MB)', 'convergence p50/p99 (ms)', 'queue p50/p99 (ms)', 'responses received']];
 const mb = (b: number): string => (b / 1e6).toFixed(0);
 const fmt = (counts: Record<string, number>): string =>
   Object.entries(counts)
     .map(([t, n]) => `${t.slice(t.lastIndexOf('.') + 1)}=${n}`)
     .join(' ');
 
-const clients = new SimulatedProxies(server.addresses.grpc!, PROXIES);
 const nodes = Array.from({ length: PROXIES }, (_, j) => {
   const i = j % SERVICES;
   return {
@@ -95,37 +98,58 @@ const nodes = Array.from({ length: PROXIES }, (_, j) => {
 });
 const eds = Array.from({ length: SERVICES }, (_, i) => `outbound|80||${host(i)}`);
 
-async function step(label: string, expect: Record<string, number> | undefined, change: () => void | Promise<void>): Promise<void> {
+function percentiles(before: Map<number, number>, after: Map<number, number>): string {
+  const lastBoundMs = Math.max(...[...after.keys()].filter(Number.isFinite)) * 1000;
+  const ms = (n: number | undefined): string => (n === undefined ? '-' : n === Infinity ? `>${lastBoundMs}` : n.toFixed(0));
+  return `${ms(quantileMs(before, after, 0.5))}/${ms(quantileMs(before, after, 0.99))}`;
+}
+
+async function step(clients: SimulatedProxies, label: string, expect: Record<string, number> | undefined, change: () => void | Promise<void>): Promise<void> {
   rss.reset();
+  const [convergence, queue] = [await snapshot('pilot_proxy_convergence_time'), await snapshot('pilot_proxy_queue_time')];
   const cpu = process.cpuUsage();
   const start = performance.now();
   const done = expect ? clients.expect(expect) : undefined;
   await change();
   const received = done ? await done : {};
+  const elapsed = performance.now() - start;
+  const used = cpuMs(process.cpuUsage(cpu));
   const peak = rss.peak();
   peakRss = Math.max(peakRss, peak);
-  rows.push([label, (performance.now() - start).toFixed(0), cpuMs(process.cpuUsage(cpu)).toFixed(0), mb(peak), fmt(received)]);
+  rows.push([
+    label,
+    elapsed.toFixed(0),
+    used.toFixed(0),
+    mb(peak),
+    percentiles(convergence, await snapshot('pilot_proxy_convergence_time')),
+    percentiles(queue, await snapshot('pilot_proxy_queue_time')),
+    fmt(received),
+  ]);
 }
 
-await step(`${PROXIES} proxies connect, initial CDS+EDS+LDS+RDS`, undefined, () => clients.connect({ nodes, eds, rds: ['80'] }));
-await step('AuthorizationPolicy edit in mesh-system (LDS)', { [TypeUrl.Listener]: PROXIES }, () =>
-  writeFileSync(join(dir, 'mesh-system.yaml'), rootPolicy(['/api/*', '/health'])),
-);
-await step('new WorkloadEntry of one service (EDS)', { [TypeUrl.ClusterLoadAssignment]: PROXIES }, () =>
-  writeFileSync(join(dir, 'extra-endpoint.yaml'), workloadEntry(PROXIES, 0, '10.255.255.1')),
-);
-await step('new ServiceEntry (CDS+RDS)', { [TypeUrl.Cluster]: PROXIES, [TypeUrl.RouteConfiguration]: PROXIES }, () =>
-  writeFileSync(join(dir, 'extra-service.yaml'), serviceEntry(SERVICES)),
-);
+// Each protocol's steps change the config anew: its own policy path, endpoint and service.
+for (const [round, protocol] of PROTOCOLS.entries()) {
+  const clients = new SimulatedProxies(server.addresses.grpc!, PROXIES, protocol);
+  await step(clients, `${protocol}: ${PROXIES} proxies connect, initial CDS+EDS+LDS+RDS`, undefined, () => clients.connect({ nodes, eds, rds: ['80'] }));
+  await step(clients, `${protocol}: AuthorizationPolicy edit in mesh-system (LDS)`, { [TypeUrl.Listener]: PROXIES }, () =>
+    writeFileSync(join(dir, 'mesh-system.yaml'), rootPolicy(['/api/*', `/health-${round}`])),
+  );
+  await step(clients, `${protocol}: new WorkloadEntry of one service (EDS)`, { [TypeUrl.ClusterLoadAssignment]: PROXIES }, () =>
+    writeFileSync(join(dir, `extra-endpoint-${round}.yaml`), workloadEntry(PROXIES + round, 0, `10.255.255.${round + 1}`)),
+  );
+  await step(clients, `${protocol}: new ServiceEntry (CDS+RDS)`, { [TypeUrl.Cluster]: PROXIES, [TypeUrl.RouteConfiguration]: PROXIES }, () =>
+    writeFileSync(join(dir, `extra-service-${round}.yaml`), serviceEntry(SERVICES + round)),
+  );
+  clients.close();
+}
 
 const total = cpuMs(process.cpuUsage(cpuStart));
 printTable(
-  `discovery server, ${SERVICES} ServiceEntry services in ${NAMESPACES} namespaces, ${PROXIES} SotW proxies (${PROXIES} WorkloadEntries), ` +
+  `discovery server, ${SERVICES} ServiceEntry services in ${NAMESPACES} namespaces, ${PROXIES} proxies (${PROXIES} WorkloadEntries), ` +
     `XDS cache ${setting('PILOT_ENABLE_XDS_CACHE') ? `on (size ${setting('PILOT_XDS_CACHE_SIZE')})` : 'off'}, Node ${process.version}`,
   rows,
 );
 console.log(`server total: ${total.toFixed(0)} ms CPU over ${(process.uptime() * 1000).toFixed(0)} ms, peak RSS ${mb(peakRss)} MB, heap used ${mb(process.memoryUsage().heapUsed)} MB`);
 rss.stop();
-clients.close();
 await server.stop();
 rmSync(dir, { recursive: true, force: true });
