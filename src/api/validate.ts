@@ -2,6 +2,7 @@
 // either a typed, normalized resource or every issue found in it.
 
 import { describeValue, joinPath, type Issue } from './errors.js';
+import { checkKeys } from './keys.js';
 import { checkLabels, checkSemantics } from './semantic.js';
 import { checkStructure } from './structural.js';
 import { checkName, checkNamespace } from './syntax.js';
@@ -34,6 +35,8 @@ export function validateResource(document: unknown): ValidationResult {
     return { ok: false, issues: [{ path: '', message: `expected a resource (an object with apiVersion, kind, metadata, spec), got ${describeValue(document)}` }] };
   }
   const doc = document as Record<string, unknown>;
+  const unsafe = checkKeys(doc);
+  if (unsafe.length > 0) return rejectedUnsafe(doc, unsafe);
   const issues: Issue[] = [];
   for (const field of Object.keys(doc)) {
     if (!TOP_LEVEL.has(field)) issues.push({ path: field, message: `unknown field ${JSON.stringify(field)}; expected one of ${[...TOP_LEVEL].join(', ')}` });
@@ -54,6 +57,19 @@ export function validateResource(document: unknown): ValidationResult {
 function rejected(issues: Issue[], kind: Kind | undefined, metadata: ObjectMeta | undefined): ValidationResult {
   if (kind === undefined || metadata === undefined) return { ok: false, issues };
   return { ok: false, issues, resource: formatKey({ kind, namespace: metadata.namespace, name: metadata.name }) };
+}
+
+/**
+ * A document no validator may read (see checkKeys): rejected with those issues alone, naming the
+ * resource when its kind and metadata are plain strings.
+ */
+function rejectedUnsafe(doc: Record<string, unknown>, issues: Issue[]): ValidationResult {
+  const meta = asRecord(doc['metadata']);
+  const name = meta?.['name'];
+  const namespace = meta?.['namespace'] ?? DEFAULT_NAMESPACE;
+  const kind = doc['kind'];
+  if (!isKind(kind) || typeof name !== 'string' || typeof namespace !== 'string') return { ok: false, issues };
+  return { ok: false, issues, resource: formatKey({ kind, namespace, name }) };
 }
 
 function checkKind(kind: unknown, apiVersion: unknown, issues: Issue[]): Kind | undefined {
@@ -131,6 +147,8 @@ export function convertResource(kind: Kind, document: unknown): ValidationResult
   const doc = asRecord(document);
   const issues: Issue[] = [];
   if (doc === undefined) return { ok: false, issues: [{ path: '', message: `expected an object, got ${describeValue(document)}` }] };
+  const unsafe = checkKeys(doc);
+  if (unsafe.length > 0) return rejectedUnsafe(doc, unsafe);
   const metadata = checkMetadata(doc['metadata'], issues);
   const spec = doc['spec'] ?? {};
   if (typeof spec !== 'object' || spec === null || Array.isArray(spec)) issues.push({ path: 'spec', message: `expected an object, got ${describeValue(spec)}` });
