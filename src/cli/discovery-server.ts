@@ -254,22 +254,26 @@ export class DiscoveryServer {
   }
 
   /**
-   * The JWKS of every RequestAuthentication in use, fetched once before a push is built, so that a
-   * new issuer's first push carries its keys rather than the fail-closed set (valid tokens would be
-   * 401 until the next push). Bounded by each rule's fetch timeout; an unreachable issuer still
-   * fails closed. Issuers no policy references any more stop being fetched.
+   * Rebuilds the snapshot and pushes; a failed rebuild keeps the last good snapshot. A proxy that a
+   * RequestAuthentication with a new jwksUri selects is pushed once that first fetch has ended or
+   * its bound passed (jwks-resolver.ts), so it gets the keys rather than the fail-closed set;
+   * every other proxy is pushed at once: one slow issuer never delays the rest of the mesh.
    */
-  private async jwksReady(): Promise<void> {
-    const fetches = jwksFetchesInUse(this.store.list('RequestAuthentication'));
-    this.resolver.retain(new Set(fetches.map((f) => f.jwksUri)));
-    await Promise.all(fetches.map((f) => this.resolver.ready(f.issuer, f.jwksUri, f.timeoutMs)));
-  }
-
-  /** Rebuilds the snapshot and pushes; a failed rebuild keeps the last good snapshot. */
   private async pushAll(req: PushRequest): Promise<void> {
-    await this.jwksReady();
+    this.resolver.track(jwksFetchesInUse(this.store.list('RequestAuthentication')));
     if (!this.rebuildPush()) return;
-    await this.xds.pushAll(req);
+    const awaited = this.resolver.awaited();
+    const held = new Set<string>();
+    for (const info of awaited.size > 0 ? this.connected.values() : []) {
+      const fetches = jwksFetchesInUse(this.push.policiesFor('RequestAuthentication', proxyOf(info)));
+      if (fetches.some((f) => awaited.has(f.jwksUri))) held.add(info.id);
+    }
+    if (held.size === 0) await this.xds.pushAll(req);
+    else {
+      const others = new Set([...this.connected.values()].map((info) => info.id).filter((id) => !held.has(id)));
+      const later = this.resolver.firstFetches(awaited).then(() => Promise.all([...held].map((id) => this.xds.push(id, req))));
+      await Promise.all([...[...others].map((id) => this.xds.push(id, req)), later]);
+    }
     if (req.types !== undefined) await this.pushChangedWorkloads(req.triggeredAt);
     else this.changedWorkloads.clear();
   }
@@ -286,7 +290,9 @@ export class DiscoveryServer {
     this.registry.onEvent((e) =>
       this.debouncer.enqueue(e.kind === 'endpoints' ? { reason: 'endpoint', types: new Set([TypeUrl.ClusterLoadAssignment]), endpointsOnly: true } : { reason: 'service' }),
     );
-    await this.jwksReady();
+    // Readiness never waits on an issuer: the first fetches start now, and proxies connecting
+    // before they end get the fail-closed key set, then the keys by the push that follows.
+    this.resolver.track(jwksFetchesInUse(this.store.list('RequestAuthentication')));
     this.push = this.buildPush();
     try {
       const port = await this.xds.listen(grpcAddress(this.opts.grpcAddr));
