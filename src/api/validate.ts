@@ -26,6 +26,14 @@ export type ValidationResult =
 
 const TOP_LEVEL = new Set(['apiVersion', 'kind', 'metadata', 'spec', 'status']);
 
+/**
+ * Largest spec accepted, encoded as JSON. A policy is translated into every inbound filter chain
+ * of the workloads it selects, at about its own size each, and an xDS response must stay under the
+ * proxies' 4 MiB gRPC message limit (see docs/xds-server.md): a larger spec could hold back every
+ * later listener update of those proxies, and has no use a few smaller policies would not serve.
+ */
+export const MAX_SPEC_BYTES = 512 * 1024;
+
 export function apiVersionsOf(kind: Kind): string[] {
   return API_VERSIONS.map((version) => `${GROUP_OF_KIND[kind]}/${version}`);
 }
@@ -36,6 +44,8 @@ export function validateResource(document: unknown): ValidationResult {
   }
   const doc = document as Record<string, unknown>;
   const unsafe = checkKeys(doc);
+  const specBytes = unsafe.length === 0 ? JSON.stringify(doc['spec'] ?? {}).length : 0;
+  if (specBytes > MAX_SPEC_BYTES) unsafe.push({ path: 'spec', message: `${specBytes} bytes encoded as JSON; at most ${MAX_SPEC_BYTES} (split it into several resources)` });
   if (unsafe.length > 0) return rejectedUnsafe(doc, unsafe);
   const issues: Issue[] = [];
   for (const field of Object.keys(doc)) {
