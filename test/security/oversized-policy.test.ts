@@ -9,6 +9,7 @@ import { join } from 'node:path';
 import { stringify } from 'yaml';
 import { DiscoveryServer } from '../../src/cli/discovery-server.js';
 import { setScopeLevel } from '../../src/common/log.js';
+import { FileConfigStore } from '../../src/config/file.js';
 import { RBACSchema } from '../../src/gen/envoy/extensions/filters/http/rbac/v3/rbac_pb.js';
 import { unpack } from '../../src/xds/types.js';
 import { eventually, REPO_ROOT } from '../helpers/proc.js';
@@ -55,7 +56,8 @@ test('a 10,000-rule policy is rejected naming its size; a DENY written meanwhile
   await eventually(() => assert.deepEqual(httpbin.filters().map((f) => f.name), ['envoy.filters.http.rbac', 'envoy.filters.http.router'], 'the DENY arrived'), 20_000);
   const rbac = unpack(httpbin.filters()[0]!.configType.value as never, RBACSchema);
   assert.equal(rbac.rules?.action, 1, 'DENY');
-  const problems = (d.store as { problems(): Record<string, string[]> }).problems();
+  assert.ok(d.store instanceof FileConfigStore);
+  const problems = d.store.problems();
   assert.match(problems['many.yaml']?.[0] ?? '', /many\.yaml: document 1 \(line 1\): AuthorizationPolicy\/default\/many: spec: \d+ bytes encoded as JSON; at most 524288/);
   const oversized = await (await fetch(`http://${d.addresses.http}/debug/oversized`)).json();
   assert.deepEqual(oversized, [], 'nothing held back');
