@@ -15,6 +15,8 @@ function policy(name: string, action = 'ALLOW'): string {
 }
 
 const HOUR_MS = 3_600_000;
+/** For the one test of the periodic rescan itself. */
+const RESCAN_MS = 300;
 
 describe('FileConfigStore watch: the sequences tools produce', () => {
   const roots: string[] = [];
@@ -152,5 +154,21 @@ describe('FileConfigStore watch: the sequences tools produce', () => {
     await applies('p', 'DENY', 'the re-created directory is read');
     dir = configDir;
     await editAndDeleteApply('p.yaml', 'p');
+  });
+
+  it('the periodic rescan sees what no watch reports: a file edited behind a symlink to an unwatched place', async () => {
+    await fresh();
+    // Hidden directories are neither read nor watched; the symlink in the root is, but editing its
+    // target does not touch the link, so no watch fires.
+    await mkdir(join(dir, '.elsewhere'));
+    await writeFile(join(dir, '.elsewhere', 'p.yaml'), policy('p'));
+    await symlink(join('.elsewhere', 'p.yaml'), join(dir, 'p.yaml'));
+    store = new FileConfigStore({ configDir: dir, debounceMs: 20, rescanIntervalMs: RESCAN_MS });
+    await store.start();
+    // Rescans triggered by watches are done once the marker is read.
+    await writeFile(join(dir, 'marker.yaml'), policy('marker'));
+    await applies('marker', 'ALLOW', 'marker');
+    await writeFile(join(dir, '.elsewhere', 'p.yaml'), policy('p', 'DENY'));
+    await applies('p', 'DENY', 'the periodic rescan read the edit');
   });
 });
