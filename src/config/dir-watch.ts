@@ -65,6 +65,8 @@ export class DirectoryWatch {
         current.watcher.close();
         this.watchers.delete(dir);
       }
+      // Closed while this ran: a watch opened now would keep the process alive.
+      if (this.closed) return false;
       if (identity === undefined || this.watchers.has(dir)) continue;
       const watcher = this.open(dir);
       if (watcher === undefined) continue;

@@ -85,8 +85,9 @@ export class FileConfigStore extends MemoryBackedStore implements ConfigSource {
   async close(): Promise<void> {
     this.closed = true;
     clearTimeout(this.debounce);
-    this.watch.close();
+    // After the scan under way, which may still arm watches.
     await this.scanning;
+    this.watch.close();
   }
 
   private scheduleScan(): void {
