@@ -37,6 +37,7 @@ import { Connection, setVersion, type ConnectionStatus, type Delivery, type Repl
 import { clientStatus } from './csds.js';
 import { XdsStreamError, type ProxyInfo, type PushRequest, type ResourceGenerator } from './generator.js';
 import { grpcServiceDefinition } from '../envoy/grpc-service.js';
+import { ResponseSizeGuard, type SizedResource } from './size-guard.js';
 import { isWildcardType, shortTypeName, TypeUrl } from '../envoy/types.js';
 
 const log = scope('ads');
@@ -64,6 +65,8 @@ export interface XdsServerOptions {
   readonly maxStreams?: number;
   /** PILOT_PUSH_THROTTLE: streams generated for and written to at once. */
   readonly pushThrottle?: number;
+  /** Largest response sent (size-guard.ts); default MAX_RESPONSE_BYTES. */
+  readonly maxResponseBytes?: number;
 }
 
 /** Node's timers hold at most 2^31-1 ms; larger values (the spec's ~292-year default) mean "off". */
@@ -167,6 +170,8 @@ export class XdsServer {
   private readonly sessions = new Map<string, Session>();
   private readonly generators: ReadonlyMap<string, ResourceGenerator>;
   private readonly sendTimeoutMs: number;
+  /** Responses too large for the proxies' gRPC clients: held back, reported (/debug/oversized). */
+  readonly sizes: ResponseSizeGuard;
   /**
    * Bounds the streams being generated for and written to at once (PILOT_PUSH_THROTTLE), for
    * pushes and answers alike: with every write started at once, the last streams would wait
@@ -182,6 +187,7 @@ export class XdsServer {
   constructor(private readonly options: XdsServerOptions) {
     this.generators = options.generators;
     this.sendTimeoutMs = options.sendTimeoutMs ?? settingDefault('PILOT_XDS_SEND_TIMEOUT');
+    this.sizes = new ResponseSizeGuard(options.maxResponseBytes);
     this.sendSlots = new Semaphore(options.pushThrottle ?? settingDefault('PILOT_PUSH_THROTTLE'));
     this.grpc = new Server(grpcOptions(options));
     this.grpc.addService(adsDefinition(), {
@@ -368,6 +374,7 @@ export class XdsServer {
     if (s.conn.closed) return;
     s.conn.closed = true;
     if (!this.sessions.delete(s.conn.proxy.connectionId)) return;
+    this.sizes.forget(s.conn.proxy.connectionId);
     gauge('pilot_xds').set(this.sessions.size);
     for (const w of s.conn.watches.values()) if (w.rejecting) this.updateRejectGauge(w.typeUrl);
     log.info(`connection ${s.conn.proxy.connectionId} closed`);
@@ -470,8 +477,10 @@ export class XdsServer {
     const shared = this.responses.sent.remember(`${w.typeUrl} ${version}`, () => resources);
     const delivery: Delivery = { version, nonce: this.nextNonce(), time: new Date(), resources: shared };
     const since = push ? incrementalBase(w) : undefined;
+    const encoded = this.encodeSotw(w.typeUrl, delivery, since);
+    if (!this.sizes.admit(conn.proxy, w.typeUrl, version, encoded.length, () => sized(resources.values()))) return;
     w.sent = delivery;
-    await this.sendTimed(conn, w.typeUrl, start, () => send(this.encodeSotw(w.typeUrl, delivery, since)));
+    await this.sendTimed(conn, w.typeUrl, start, () => send(encoded));
   }
 
   /**
@@ -512,6 +521,8 @@ export class XdsServer {
     // A newly subscribed name that does not exist is answered as removed, so the proxy stops waiting.
     const missing = added.filter((name) => !resources.has(name) && !w.clientVersions.has(name));
     if (!force && updated.length === 0 && removed.length === 0 && missing.length === 0) return;
+    const bytes = sized(updated).reduce((sum, r) => sum + r.bytes, 0);
+    if (!this.sizes.admit(conn.proxy, w.typeUrl, setVersion(resources.values()), bytes, () => sized(updated))) return;
 
     // What the proxy holds from us: the last state, less what it unsubscribed from since.
     const held = new Map([...(w.sent?.resources ?? [])].filter(([name]) => w.clientVersions.has(name)));
@@ -604,4 +615,9 @@ export class XdsServer {
   private liveConnections(): Connection[] {
     return [...this.sessions.values()].map((s) => s.conn);
   }
+}
+
+/** Encoded size of each resource, for the size guard. */
+function sized(resources: Iterable<VersionedResource>): SizedResource[] {
+  return [...resources].map((r) => ({ name: r.name, bytes: r.resource.value.length }));
 }
