@@ -3,7 +3,7 @@
 // the validation webhook, and the HTTP servers (--httpAddr: /ready and the debug endpoints;
 // --monitoringAddr: /metrics, /version and the same debug endpoints).
 import type { Server } from 'node:http';
-import { status } from '@grpc/grpc-js';
+import { status, type ServerCredentials } from '@grpc/grpc-js';
 import { listSettings, setting } from '../common/env.js';
 import { scope } from '../common/log.js';
 import { counter, gauge, programRegistry } from '../common/metrics.js';
@@ -24,6 +24,9 @@ import { ServiceEntryRegistry } from '../registry/serviceentry.js';
 import type { ServiceRegistry } from '../registry/types.js';
 import { JwksResolver } from '../security/authn/jwks-resolver.js';
 import { jwksFetchesInUse } from '../security/authn/jwt-filter.js';
+import { AuthenticationError, IdentityMismatchError } from '../security/ca/xds-auth.js';
+import { startMeshSecurity, type MeshSecurity } from '../security/ca/setup.js';
+import { PlaintextCredentials } from '../security/ca/transport.js';
 import { buildWorkloadSecurity, grpcServerHttpFilters, securityHttpFilters, type WorkloadSecurity } from '../security/filters.js';
 import { Debouncer } from '../xds/debounce.js';
 import { XdsStreamError, type ProxyInfo, type PushRequest } from '../xds/generator.js';
@@ -40,6 +43,10 @@ export interface DiscoveryOptions {
   httpAddr: string;
   monitoringAddr: string;
   grpcAddr: string;
+  /** --secureGRPCAddr: TLS xDS and the CA; undefined or empty = not served. */
+  secureGrpcAddr?: string;
+  /** --namespace: the serving certificate is for meshd.<namespace>.svc. */
+  namespace?: string;
   httpsAddr: string;
   /** --configDir: files replace the orchestrator as the config source. */
   configDir?: string;
@@ -77,6 +84,8 @@ export class DiscoveryServer {
   private readonly debouncer: Debouncer;
   private readonly webhook: WebhookServer;
   private push: PushContext;
+  /** The CA, the secured port's credentials and the xDS authorizer (set by start()). */
+  security: MeshSecurity | undefined;
   /** Live streams, for pushes aimed at the proxies of one workload. */
   private readonly connected = new Map<string, ProxyInfo>();
   /** Addresses of WorkloadEntries changed since the last push: their proxies' own config may change. */
@@ -170,7 +179,8 @@ export class DiscoveryServer {
    * the proxy's own config (its inbound ports come from it), so the snapshot is rebuilt before its
    * first request is answered; the other proxies get the debounced push of the registry event.
    */
-  private onProxyConnect(info: ProxyInfo): void {
+  private async onProxyConnect(info: ProxyInfo): Promise<void> {
+    await this.authorizeProxy(info);
     const proxy = proxyOf(info);
     let registration;
     try {
@@ -210,6 +220,20 @@ export class DiscoveryServer {
         return;
       default:
         this.debouncer.enqueue({ reason: 'config' });
+    }
+  }
+
+  /** XDS_AUTH and the identity check; the refusal's reason goes to the proxy and to the log. */
+  private async authorizeProxy(info: ProxyInfo): Promise<void> {
+    if (!this.security) return;
+    try {
+      await this.security.xdsAuth.check(info, info.credentials);
+    } catch (e) {
+      const code = e instanceof AuthenticationError ? status.UNAUTHENTICATED : e instanceof IdentityMismatchError ? status.PERMISSION_DENIED : undefined;
+      if (code === undefined) throw e;
+      const why = `${code === status.UNAUTHENTICATED ? 'authentication failed' : 'identity check failed'}: ${(e as Error).message}`;
+      log.warn(`xDS stream from ${info.peer} refused: ${why}`);
+      throw new XdsStreamError(code, why);
     }
   }
 
@@ -288,13 +312,11 @@ export class DiscoveryServer {
     );
     await this.jwksReady();
     this.push = this.buildPush();
-    try {
-      const port = await this.xds.listen(grpcAddress(this.opts.grpcAddr));
-      this.addresses.grpc = this.opts.grpcAddr.replace(/:\d+$/, `:${port}`);
-      log.info(`gRPC xDS server listening on ${this.addresses.grpc}`);
-    } catch (e) {
-      throw new ListenError(`failed to listen on ${this.opts.grpcAddr}: ${(e as Error).message}`);
-    }
+    this.security = await startMeshSecurity(this.xds.grpc, { namespace: this.opts.namespace ?? 'mesh-system' });
+    await this.listenGrpc('grpc', this.opts.grpcAddr, new PlaintextCredentials());
+    const secure = this.security.securePort;
+    if (this.opts.secureGrpcAddr && secure) await this.listenGrpc('secureGrpc', this.opts.secureGrpcAddr, secure.credentials);
+    else if (this.opts.secureGrpcAddr) log.info(`secured gRPC (${this.opts.secureGrpcAddr}) not served: there is no CA to issue its certificate`);
     if (installValidation(this.webhook)) {
       await this.webhook.start();
       log.info(`validation webhook listening on ${this.opts.httpsAddr}`);
@@ -303,6 +325,16 @@ export class DiscoveryServer {
     gauge('startup_duration_seconds').set(process.uptime());
     gauge('mesh_build').set({ component: 'pilot-discovery', version: buildInfo.version }, 1);
     log.info('discovery server ready');
+  }
+
+  private async listenGrpc(name: string, addr: string, credentials: ServerCredentials): Promise<void> {
+    try {
+      const port = await this.xds.listen(grpcAddress(addr), credentials);
+      this.addresses[name] = addr.replace(/:\d+$/, `:${port}`);
+      log.info(`${name === 'grpc' ? 'gRPC xDS server' : 'secured gRPC server (xDS and CA, TLS)'} listening on ${this.addresses[name]}`);
+    } catch (e) {
+      throw new ListenError(`failed to listen on ${addr}: ${(e as Error).message}`);
+    }
   }
 
   private async bind(name: string, addr: string, mux: Mux): Promise<void> {
@@ -318,6 +350,7 @@ export class DiscoveryServer {
     this.debouncer.close();
     this.resolver.close();
     this.xds.close();
+    this.security?.close();
     this.autoRegistration.close();
     await Promise.all([...this.servers.map(closeServer), this.webhook.close(), this.store.close()]);
     this.servers.length = 0;

@@ -47,7 +47,7 @@ const DISCOVERY_FLAGS: readonly FlagDef[] = [
   { name: 'profile', type: 'bool', default: 'false', usage: 'Enable profiling via web interface host:port/debug/pprof', effective: false },
   { name: 'registries', type: 'stringSlice', default: 'Orchestrator', usage: 'Comma separated list of platform service registries to read from (choose one or more from {Orchestrator, Mock})', effective: true },
   { name: 'resync', type: 'duration', default: '1m0s', usage: 'Controller resync interval', effective: true },
-  { name: 'secureGRPCAddr', type: 'string', default: ':15012', usage: 'Discovery service secured gRPC address', effective: false },
+  { name: 'secureGRPCAddr', type: 'string', default: ':15012', usage: 'Discovery service secured gRPC address', effective: true },
   { name: 'tlsCertFile', type: 'string', default: '', usage: 'File containing the x509 Certificate for HTTPS.', effective: true },
   { name: 'tlsKeyFile', type: 'string', default: '', usage: 'File containing the x509 private key matching --tlsCertFile', effective: true },
 ];
@@ -75,6 +75,8 @@ async function runDiscovery(ctx: RunContext): Promise<number> {
     httpAddr: f.string('httpAddr'),
     monitoringAddr: f.string('monitoringAddr'),
     grpcAddr: f.string('grpcAddr'),
+    secureGrpcAddr: f.string('secureGRPCAddr'),
+    namespace: f.string('namespace'),
     httpsAddr: f.string('httpsAddr'),
     ...(f.string('configDir') ? { configDir: f.string('configDir') } : {}),
     orchestrator: {

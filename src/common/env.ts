@@ -22,6 +22,7 @@ const SETTINGS = [
   { name: 'AUDIENCE', type: 'String', default: '', scope: 'D', description: 'expected audience in tokens' },
   { name: 'AUTHORITY_ENABLE_JITTER_FOR_ROOT_CERT_ROTATOR', type: 'Boolean', default: 'true', scope: 'D', description: 'jitter before starting the root cert rotator, below the check interval' },
   { name: 'AUTHORITY_SELF_SIGNED_CA_CERT_TTL', type: 'Duration', default: '87600h0m0s', scope: 'D', description: 'TTL of self-signed CA root cert' },
+  { name: 'AUTHORITY_SELF_SIGNED_CA_DIR', type: 'String', default: '', scope: 'D', description: 'directory keeping the self-signed CA (ca-cert.pem, ca-key.pem, root-cert.pem) so a restart keeps the root; empty = memory only (ours)' },
   { name: 'AUTHORITY_SELF_SIGNED_CA_RSA_KEY_SIZE', type: 'Integer', default: '2048', scope: 'D', description: 'RSA key size of self-signed CA certs' },
   { name: 'AUTHORITY_SELF_SIGNED_ROOT_CERT_CHECK_INTERVAL', type: 'Duration', default: '1h0m0s', scope: 'D', description: 'root cert expiry check and rotation interval; zero or negative disables; suggested above 10 minutes' },
   { name: 'AUTHORITY_SELF_SIGNED_ROOT_CERT_GRACE_PERIOD_PERCENTILE', type: 'Integer', default: '20', scope: 'D', description: 'grace period percentile of self-signed root cert' },
@@ -161,6 +162,28 @@ export type SettingValue<T extends SettingType> = T extends 'Boolean' ? boolean 
  * of names passed to `setting()` in src/, so it cannot drift from the code.
  */
 export const WIRED_SETTINGS: ReadonlySet<SettingName> = new Set<SettingName>([
+  // security/ca/setup.ts
+  'AUTHORITY_ENABLE_JITTER_FOR_ROOT_CERT_ROTATOR',
+  'AUTHORITY_SELF_SIGNED_CA_CERT_TTL',
+  'AUTHORITY_SELF_SIGNED_CA_DIR',
+  'AUTHORITY_SELF_SIGNED_CA_RSA_KEY_SIZE',
+  'AUTHORITY_SELF_SIGNED_ROOT_CERT_CHECK_INTERVAL',
+  'AUTHORITY_SELF_SIGNED_ROOT_CERT_GRACE_PERIOD_PERCENTILE',
+  'DEFAULT_WORKLOAD_CERT_TTL',
+  'ENABLE_CA_SERVER',
+  'EXTERNAL_CA',
+  'JWT_POLICY',
+  'MAX_WORKLOAD_CERT_TTL',
+  'ORCH_SIGNER',
+  'PILOT_CERT_PROVIDER',
+  'PILOT_ENABLE_XDS_IDENTITY_CHECK',
+  'REQUIRE_3P_TOKEN',
+  'ROOT_CA_DIR',
+  'TOKEN_AUDIENCES',
+  'TOKEN_ISSUER',
+  'TRUST_DOMAIN',
+  'XDS_AUTH',
+  'XDS_AUTH_PLAINTEXT',
   // webhooks/validation.ts, webhooks/server.ts, config/orchestrator.ts
   'VALIDATION_ENABLED',
   'MESHD_CUSTOM_HOST',

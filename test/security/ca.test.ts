@@ -1,0 +1,115 @@
+// The mesh CA in a real pilot-discovery process, over real gRPC and TLS on the secured port.
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { X509Certificate } from 'node:crypto';
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { CaError } from '../../src/agent/sds/ca-client.js';
+import { issue, sampleIssuer, startCaDiscovery } from '../helpers/mesh-ca.js';
+
+const ID = 'spiffe://cluster.local/ns/shop/sa/cart';
+
+function roots(chain: string[]): X509Certificate[] {
+  return chain.map((p) => new X509Certificate(p)).filter((c) => c.checkIssued(c) && c.verify(c.publicKey));
+}
+
+test('the CA signs a CSR for the caller\'s identity, refuses a forged one and counts both', async (t) => {
+  const issuer = await sampleIssuer();
+  const d = await startCaDiscovery({ TOKEN_ISSUER: issuer.url });
+  t.after(async () => {
+    await d.proc.stop();
+    issuer.server.close();
+  });
+  const token = await issuer.token('shop', 'cart');
+
+  const ok = await issue(d, ID, { token }, 7200);
+  assert.equal(ok.leaf.subjectAltName, `URI:${ID}`);
+  const [root] = roots(ok.chain);
+  assert.ok(root, 'the chain ends with the root');
+  assert.ok(ok.leaf.verify(root.publicKey), 'the leaf is signed by the root');
+  assert.equal(root.toString().trim(), new X509Certificate(d.rootPem()).toString().trim());
+  const lifetime = (Date.parse(ok.leaf.validTo) - Date.parse(ok.leaf.validFrom)) / 1000;
+  assert.ok(lifetime > 7000 && lifetime <= 7260, `lifetime ${lifetime}s is the requested 2h (plus the backdating)`);
+
+  await assert.rejects(issue(d, 'spiffe://cluster.local/ns/bank/sa/vault', { token }), (e: CaError) => {
+    assert.equal(e.code, 7, 'PERMISSION_DENIED');
+    assert.match(e.message, /asks for spiffe:\/\/cluster\.local\/ns\/bank\/sa\/vault but the caller \(jwt\) is spiffe:\/\/cluster\.local\/ns\/shop\/sa\/cart/);
+    return true;
+  });
+  await assert.rejects(issue(d, ID, { token: await issuer.token('shop', 'cart', 'someone-else') }), (e: CaError) => e.code === 16 && /token rejected/.test(e.message));
+  await assert.rejects(issue(d, ID, { token: 'not-a-jwt' }), (e: CaError) => e.code === 16 && /not a JWT/.test(e.message));
+
+  // Renewal: the current certificate is the credential.
+  const renewed = await issue(d, ID, { keyPem: ok.keys.pem, chainPem: ok.chain.join('') });
+  assert.equal(renewed.leaf.subjectAltName, `URI:${ID}`);
+  await assert.rejects(issue(d, 'spiffe://cluster.local/ns/shop/sa/admin', { keyPem: ok.keys.pem, chainPem: ok.chain.join('') }), (e: CaError) => e.code === 7 && /caller \(certificate\)/.test(e.message));
+
+  assert.equal(await d.metric('authority_server_csr_count'), 6);
+  assert.equal(await d.metric('authority_server_success_cert_issuance_count'), 2);
+  assert.equal(await d.metric('authority_server_authentication_failure_count'), 4);
+  const expiry = await d.metric('authority_server_root_cert_expiry_timestamp');
+  assert.equal(expiry, Math.floor(Date.parse(root.validTo) / 1000));
+});
+
+test('TTL: above MAX_WORKLOAD_CERT_TTL is clamped, non-positive takes DEFAULT_WORKLOAD_CERT_TTL', async (t) => {
+  const issuer = await sampleIssuer();
+  const d = await startCaDiscovery({ TOKEN_ISSUER: issuer.url, MAX_WORKLOAD_CERT_TTL: '2h', DEFAULT_WORKLOAD_CERT_TTL: '30m' });
+  t.after(async () => {
+    await d.proc.stop();
+    issuer.server.close();
+  });
+  const token = await issuer.token('shop', 'cart');
+  const life = (c: X509Certificate): number => (Date.parse(c.validTo) - Date.now()) / 1000;
+  const clamped = await issue(d, ID, { token }, 24 * 3600);
+  assert.ok(life(clamped.leaf) <= 7200 && life(clamped.leaf) > 7000, `clamped to 2h, got ${life(clamped.leaf)}s`);
+  const defaulted = await issue(d, ID, { token }, 0);
+  assert.ok(life(defaulted.leaf) <= 1800 && life(defaulted.leaf) > 1700, `default 30m, got ${life(defaulted.leaf)}s`);
+});
+
+test('the self-signed root survives a discovery restart; certificates issued before still verify', async (t) => {
+  const issuer = await sampleIssuer();
+  t.after(() => issuer.server.close());
+  const first = await startCaDiscovery({ TOKEN_ISSUER: issuer.url });
+  const token = await issuer.token('shop', 'cart');
+  const before = await issue(first, ID, { token });
+  const rootBefore = first.rootPem();
+  await first.proc.stop();
+
+  const second = await startCaDiscovery({ TOKEN_ISSUER: issuer.url }, first.caDir);
+  t.after(() => second.proc.stop());
+  assert.match(second.proc.output, /using the self-signed CA root kept in/);
+  assert.equal(second.rootPem(), rootBefore);
+  const after = await issue(second, ID, { token });
+  const [root] = roots(after.chain);
+  assert.ok(before.leaf.verify(root!.publicKey), 'the old leaf verifies against the root served after the restart');
+  assert.ok(readFileSync(join(first.caDir, 'ca-key.pem'), 'utf8').includes('PRIVATE KEY'));
+});
+
+test('root rotation inside the grace period: the new root signs, both roots are trusted', async (t) => {
+  const issuer = await sampleIssuer();
+  const d = await startCaDiscovery({
+    TOKEN_ISSUER: issuer.url,
+    AUTHORITY_SELF_SIGNED_CA_CERT_TTL: '16s',
+    AUTHORITY_SELF_SIGNED_ROOT_CERT_GRACE_PERIOD_PERCENTILE: '50',
+    AUTHORITY_SELF_SIGNED_ROOT_CERT_CHECK_INTERVAL: '500ms',
+    AUTHORITY_ENABLE_JITTER_FOR_ROOT_CERT_ROTATOR: 'false',
+  });
+  t.after(async () => {
+    await d.proc.stop();
+    issuer.server.close();
+  });
+  const token = await issuer.token('shop', 'cart');
+  const before = await issue(d, ID, { token });
+  const [oldRoot] = roots(before.chain);
+  await d.proc.waitFor(/CA root rotated/, 20_000);
+  const bundle = d.rootPem();
+  const after = await issue(d, ID, { token });
+  const trusted = roots(after.chain);
+  assert.equal(trusted.length, 2, 'the chain carries the new root and the old one');
+  const [newRoot] = trusted;
+  assert.notEqual(newRoot!.fingerprint256, oldRoot!.fingerprint256);
+  assert.equal(trusted[1]!.fingerprint256, oldRoot!.fingerprint256);
+  assert.ok(after.leaf.verify(newRoot!.publicKey), 'new certificates come from the new root');
+  assert.ok(before.leaf.verify(trusted[1]!.publicKey), 'certificates of the old root stay verifiable');
+  assert.equal((bundle.match(/BEGIN CERTIFICATE/g) ?? []).length, 2, 'the persisted bundle has both roots');
+});
