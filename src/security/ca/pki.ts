@@ -164,7 +164,6 @@ export interface LeafRequest {
   readonly uris: readonly string[];
   readonly dnsNames: readonly string[];
   readonly ttlMs: number;
-  /** Server certificates (the discovery server's) also get serverAuth; workloads get both. */
   readonly now?: Date;
 }
 
@@ -180,7 +179,7 @@ export async function signLeaf(signer: Signer, req: LeafRequest): Promise<x509.X
     serialNumber: randomSerial(),
     subject: [],
     issuer: signer.cert.subjectName,
-    notBefore: new Date(now.getTime() - 60_000),
+    notBefore: now,
     notAfter,
     publicKey: req.publicKey,
     signingKey: signer.key,
