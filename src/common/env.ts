@@ -162,6 +162,17 @@ export type SettingValue<T extends SettingType> = T extends 'Boolean' ? boolean 
  * of names passed to `setting()` in src/, so it cannot drift from the code.
  */
 export const WIRED_SETTINGS: ReadonlySet<SettingName> = new Set<SettingName>([
+  // agent/sds/workload-certs.ts
+  'CA_ADDR',
+  'CA_PROVIDER',
+  'CA_ROOT_CA',
+  'ECC_SIGNATURE_ALGORITHM',
+  'FILE_MOUNTED_CERTS',
+  'OUTPUT_CERTS',
+  'PROV_CERT',
+  'SECRET_GRACE_PERIOD_RATIO',
+  'SECRET_TTL',
+  'XDS_AUTH_PROVIDER',
   // security/ca/setup.ts
   'AUTHORITY_ENABLE_JITTER_FOR_ROOT_CERT_ROTATOR',
   'AUTHORITY_SELF_SIGNED_CA_CERT_TTL',

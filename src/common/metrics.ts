@@ -148,6 +148,15 @@ export const WIRED_METRICS: ReadonlySet<MetricName> = new Set<MetricName>([
   'authority_server_id_extraction_err_count',
   'authority_server_root_cert_expiry_timestamp',
   'authority_server_success_cert_issuance_count',
+  // agent/sds/server.ts, agent/sds/secret-manager.ts, agent/sds/ca-client.ts
+  'num_failed_outgoing_requests',
+  'num_file_secret_failures_total',
+  'num_outgoing_requests',
+  'outgoing_latency',
+  'total_active_connections',
+  'total_push_errors',
+  'total_pushes',
+  'total_secret_update_failures',
   // config/file.ts, config/orchestrator.ts, webhooks/validation.ts
   'pilot_total_rejected_configs',
   'pilot_orch_cfg_events',
