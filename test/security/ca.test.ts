@@ -2,10 +2,13 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { X509Certificate } from 'node:crypto';
-import { readFileSync } from 'node:fs';
+import { spawnSync } from 'node:child_process';
+import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { CaError } from '../../src/agent/sds/ca-client.js';
 import { issue, sampleIssuer, startCaDiscovery } from '../helpers/mesh-ca.js';
+import { discoveryArgs, run } from '../helpers/proc.js';
 
 const ID = 'spiffe://cluster.local/ns/shop/sa/cart';
 
@@ -112,4 +115,51 @@ test('root rotation inside the grace period: the new root signs, both roots are 
   assert.ok(after.leaf.verify(newRoot!.publicKey), 'new certificates come from the new root');
   assert.ok(before.leaf.verify(trusted[1]!.publicKey), 'certificates of the old root stay verifiable');
   assert.equal((bundle.match(/BEGIN CERTIFICATE/g) ?? []).length, 2, 'the persisted bundle has both roots');
+});
+
+/** Runs openssl (Debian's), failing the test with its output when it fails. */
+function openssl(args: string[], cwd: string): string {
+  const r = spawnSync('openssl', args, { cwd, encoding: 'utf8' });
+  assert.equal(r.status, 0, `openssl ${args.join(' ')}: ${r.stderr}`);
+  return r.stdout;
+}
+
+/** A root and an intermediate made by openssl, laid out as the plugged-in CA directory. */
+function pluggedInCa(): string {
+  const dir = mkdtempSync(join(tmpdir(), 'mesh-cacerts-'));
+  writeFileSync(join(dir, 'ext.cnf'), '[ca]\nbasicConstraints=critical,CA:TRUE\nkeyUsage=critical,keyCertSign,cRLSign,digitalSignature\n');
+  openssl(['req', '-x509', '-newkey', 'rsa:2048', '-nodes', '-keyout', 'root-key.pem', '-out', 'root-cert.pem', '-days', '30', '-subj', '/O=cluster.local/CN=Root CA', '-addext', 'basicConstraints=critical,CA:TRUE', '-addext', 'keyUsage=critical,keyCertSign,cRLSign'], dir);
+  openssl(['req', '-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:P-256', '-nodes', '-keyout', 'ca-key.pem', '-out', 'ca.csr', '-subj', '/O=cluster.local/CN=Intermediate CA'], dir);
+  openssl(['x509', '-req', '-in', 'ca.csr', '-CA', 'root-cert.pem', '-CAkey', 'root-key.pem', '-CAcreateserial', '-out', 'ca-cert.pem', '-days', '20', '-extfile', 'ext.cnf', '-extensions', 'ca'], dir);
+  writeFileSync(join(dir, 'cert-chain.pem'), readFileSync(join(dir, 'ca-cert.pem'), 'utf8') + readFileSync(join(dir, 'root-cert.pem'), 'utf8'));
+  return dir;
+}
+
+test('a plugged-in intermediate CA signs workload certificates that openssl verifies up to the root', async (t) => {
+  const issuer = await sampleIssuer();
+  const cacerts = pluggedInCa();
+  const d = await startCaDiscovery({ TOKEN_ISSUER: issuer.url, ROOT_CA_DIR: cacerts });
+  t.after(async () => {
+    await d.proc.stop();
+    issuer.server.close();
+  });
+  assert.match(d.proc.output, /using the plugged-in CA of .*Intermediate CA/);
+  const got = await issue(d, ID, { token: await issuer.token('shop', 'cart') });
+  assert.equal(got.chain.length, 3, 'leaf, intermediate, root');
+  const out = mkdtempSync(join(tmpdir(), 'mesh-leaf-'));
+  writeFileSync(join(out, 'leaf.pem'), got.chain[0]!);
+  writeFileSync(join(out, 'untrusted.pem'), got.chain[1]!);
+  const verdict = openssl(['verify', '-CAfile', join(cacerts, 'root-cert.pem'), '-untrusted', 'untrusted.pem', 'leaf.pem'], out);
+  assert.match(verdict, /leaf\.pem: OK/);
+  // The same leaf without the intermediate does not verify: the chain really goes through it.
+  const r = spawnSync('openssl', ['verify', '-CAfile', join(cacerts, 'root-cert.pem'), 'leaf.pem'], { cwd: out, encoding: 'utf8' });
+  assert.notEqual(r.status, 0);
+});
+
+test('a plugged-in CA whose key does not match its certificate stops the discovery server, naming the files', async () => {
+  const cacerts = pluggedInCa();
+  openssl(['genpkey', '-algorithm', 'EC', '-pkeyopt', 'ec_paramgen_curve:P-256', '-out', 'ca-key.pem'], cacerts);
+  const r = await run('pilot-discovery', discoveryArgs(undefined), { env: { ROOT_CA_DIR: cacerts, AUTHORITY_SELF_SIGNED_CA_DIR: mkdtempSync(join(tmpdir(), 'mesh-ca-')) }, timeoutMs: 60_000 });
+  assert.notEqual(r.code, 0);
+  assert.match(r.stdout + r.stderr, /ca-key\.pem does not match ca-cert\.pem/);
 });
