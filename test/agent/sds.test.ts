@@ -24,7 +24,7 @@ import { readMounted, SecretManager } from '../../src/agent/sds/secret-manager.j
 import { grpcClient } from '../../src/xds/grpc-service.js';
 import { TypeUrl, unpack } from '../../src/xds/types.js';
 import { counter } from '../../src/common/metrics.js';
-import { sampleIssuer, SERVER_NAME, startCaDiscovery } from '../helpers/mesh-ca.js';
+import { caFixture, SERVER_NAME } from '../helpers/mesh-ca.js';
 import { eventually } from '../helpers/proc.js';
 
 const ID = 'spiffe://cluster.local/ns/shop/sa/cart';
@@ -53,8 +53,7 @@ function leafOf(s: Secret): X509Certificate {
 }
 
 test('SDS serves default and ROOTCA from the CA and pushes a renewed certificate on the open stream', async (t) => {
-  const issuer = await sampleIssuer();
-  const d = await startCaDiscovery({ TOKEN_ISSUER: issuer.url });
+  const { issuer, d } = await caFixture(t);
   const token = await issuer.token('shop', 'cart');
   const secrets = new SecretManager({
     source: { kind: 'ca', ca: { address: d.secureAddress, rootPem: d.rootPem(), serverName: SERVER_NAME }, spiffeId: ID, token: () => token, keyAlgorithm: { kind: 'ECDSA', curve: 'P-256' }, ttlMs: 4_000 },
@@ -67,8 +66,6 @@ test('SDS serves default and ROOTCA from the CA and pushes a renewed certificate
     client.close();
     sds.close();
     secrets.close();
-    await d.proc.stop();
-    issuer.server.close();
   });
   await secrets.start();
   await sds.start();
@@ -117,26 +114,20 @@ test('SDS serves default and ROOTCA from the CA and pushes a renewed certificate
   stream.end();
 });
 
-test('FILE_MOUNTED_CERTS: a key that does not match the chain is refused with both file names', async () => {
-  const issuer = await sampleIssuer();
-  const d = await startCaDiscovery({ TOKEN_ISSUER: issuer.url });
-  try {
-    const out = mkdtempSync(join(tmpdir(), 'mesh-certs-'));
-    const token = await issuer.token('shop', 'cart');
-    const source = { kind: 'ca' as const, ca: { address: d.secureAddress, rootPem: d.rootPem(), serverName: SERVER_NAME }, spiffeId: ID, token: () => token, keyAlgorithm: { kind: 'RSA' as const, bits: 2048 }, ttlMs: 3600_000 };
-    const a = new SecretManager({ source, graceRatio: 0.5, outputDir: out });
-    await a.start();
-    a.close();
-    const mounted = readMounted(out);
-    assert.equal(new X509Certificate(mounted.chainPem).subjectAltName, `URI:${ID}`, 'OUTPUT_CERTS wrote a usable set');
-    const other = mkdtempSync(join(tmpdir(), 'mesh-certs-'));
-    const b = new SecretManager({ source, graceRatio: 0.5, outputDir: other });
-    await b.start();
-    b.close();
-    copyFileSync(join(other, 'key.pem'), join(out, 'key.pem'));
-    assert.throws(() => readMounted(out), /key\.pem does not match .*cert-chain\.pem/);
-  } finally {
-    await d.proc.stop();
-    issuer.server.close();
-  }
+test('FILE_MOUNTED_CERTS: a key that does not match the chain is refused with both file names', async (t) => {
+  const { issuer, d } = await caFixture(t);
+  const out = mkdtempSync(join(tmpdir(), 'mesh-certs-'));
+  const token = await issuer.token('shop', 'cart');
+  const source = { kind: 'ca' as const, ca: { address: d.secureAddress, rootPem: d.rootPem(), serverName: SERVER_NAME }, spiffeId: ID, token: () => token, keyAlgorithm: { kind: 'RSA' as const, bits: 2048 }, ttlMs: 3600_000 };
+  const a = new SecretManager({ source, graceRatio: 0.5, outputDir: out });
+  await a.start();
+  a.close();
+  const mounted = readMounted(out);
+  assert.equal(new X509Certificate(mounted.chainPem).subjectAltName, `URI:${ID}`, 'OUTPUT_CERTS wrote a usable set');
+  const other = mkdtempSync(join(tmpdir(), 'mesh-certs-'));
+  const b = new SecretManager({ source, graceRatio: 0.5, outputDir: other });
+  await b.start();
+  b.close();
+  copyFileSync(join(other, 'key.pem'), join(out, 'key.pem'));
+  assert.throws(() => readMounted(out), /key\.pem does not match .*cert-chain\.pem/);
 });

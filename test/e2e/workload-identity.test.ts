@@ -15,7 +15,7 @@ import { DiscoveryRequestSchema, type DiscoveryRequest, type DiscoveryResponse }
 import { SecretDiscoveryService } from '../../src/gen/envoy/service/secret/v3/sds_pb.js';
 import { grpcClient } from '../../src/xds/grpc-service.js';
 import { TypeUrl, unpack } from '../../src/xds/types.js';
-import { issue, sampleIssuer, SERVER_NAME, startCaDiscovery } from '../helpers/mesh-ca.js';
+import { caFixture, issue, SERVER_NAME } from '../helpers/mesh-ca.js';
 import { eventually, Running, start } from '../helpers/proc.js';
 
 test('npm start (secure): the agent gets a certificate from the CA, serves it over SDS and takes its config over the TLS port', async (t) => {
@@ -48,12 +48,7 @@ test('npm start (secure): the agent gets a certificate from the CA, serves it ov
 });
 
 test('identity check on the secured port: a proxy claiming another namespace is refused with the reason', async (t) => {
-  const issuer = await sampleIssuer();
-  const d = await startCaDiscovery({ TOKEN_ISSUER: issuer.url, MESHD_CUSTOM_HOST: 'localhost' });
-  t.after(async () => {
-    await d.proc.stop();
-    issuer.server.close();
-  });
+  const { issuer, d } = await caFixture(t, { MESHD_CUSTOM_HOST: 'localhost' });
   const cert = await issue(d, 'spiffe://cluster.local/ns/shop/sa/cart', { token: await issuer.token('shop', 'cart') });
 
   interface Ads {
@@ -105,12 +100,7 @@ test('identity check on the secured port: a proxy claiming another namespace is 
 });
 
 test('the agent side of a refusal: an agent whose certificate is for shop but claims bank logs the reason', async (t) => {
-  const issuer = await sampleIssuer();
-  const d = await startCaDiscovery({ TOKEN_ISSUER: issuer.url, MESHD_CUSTOM_HOST: 'localhost' });
-  t.after(async () => {
-    await d.proc.stop();
-    issuer.server.close();
-  });
+  const { issuer, d } = await caFixture(t, { MESHD_CUSTOM_HOST: 'localhost' });
   const cert = await issue(d, 'spiffe://cluster.local/ns/shop/sa/cart', { token: await issuer.token('shop', 'cart') });
   const dir = mkdtempSync(join(tmpdir(), 'mesh-agent-bank-'));
   mkdirSync(join(dir, 'etc', 'certs'), { recursive: true });

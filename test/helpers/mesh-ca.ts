@@ -74,3 +74,14 @@ export async function issue(d: Pick<CaDiscovery, 'secureAddress' | 'rootPem'>, u
   const chain = await requestCertificate({ address: d.secureAddress, rootPem: d.rootPem(), serverName: SERVER_NAME }, cred, await createCsr(keys, [uri]), ttlSeconds);
   return { keys, chain, leaf: new X509Certificate(chain[0]!) };
 }
+
+/** The sample issuer and a discovery server trusting it (plus `env`), both stopped after the test. */
+export async function caFixture(t: { after(fn: () => Promise<void> | void): void }, env: NodeJS.ProcessEnv = {}): Promise<{ issuer: Issuer; d: CaDiscovery }> {
+  const issuer = await sampleIssuer();
+  const d = await startCaDiscovery({ TOKEN_ISSUER: issuer.url, ...env });
+  t.after(async () => {
+    await d.proc.stop();
+    issuer.server.close();
+  });
+  return { issuer, d };
+}

@@ -7,7 +7,7 @@ import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { CaError } from '../../src/agent/sds/ca-client.js';
-import { issue, sampleIssuer, startCaDiscovery } from '../helpers/mesh-ca.js';
+import { caFixture, issue, sampleIssuer, startCaDiscovery } from '../helpers/mesh-ca.js';
 import { discoveryArgs, run } from '../helpers/proc.js';
 
 const ID = 'spiffe://cluster.local/ns/shop/sa/cart';
@@ -17,12 +17,7 @@ function roots(chain: string[]): X509Certificate[] {
 }
 
 test('the CA signs a CSR for the caller\'s identity, refuses a forged one and counts both', async (t) => {
-  const issuer = await sampleIssuer();
-  const d = await startCaDiscovery({ TOKEN_ISSUER: issuer.url });
-  t.after(async () => {
-    await d.proc.stop();
-    issuer.server.close();
-  });
+  const { issuer, d } = await caFixture(t);
   const token = await issuer.token('shop', 'cart');
 
   const ok = await issue(d, ID, { token }, 7200);
@@ -55,12 +50,7 @@ test('the CA signs a CSR for the caller\'s identity, refuses a forged one and co
 });
 
 test('TTL: above MAX_WORKLOAD_CERT_TTL is clamped, non-positive takes DEFAULT_WORKLOAD_CERT_TTL', async (t) => {
-  const issuer = await sampleIssuer();
-  const d = await startCaDiscovery({ TOKEN_ISSUER: issuer.url, MAX_WORKLOAD_CERT_TTL: '2h', DEFAULT_WORKLOAD_CERT_TTL: '30m' });
-  t.after(async () => {
-    await d.proc.stop();
-    issuer.server.close();
-  });
+  const { issuer, d } = await caFixture(t, { MAX_WORKLOAD_CERT_TTL: '2h', DEFAULT_WORKLOAD_CERT_TTL: '30m' });
   const token = await issuer.token('shop', 'cart');
   const life = (c: X509Certificate): number => (Date.parse(c.validTo) - Date.now()) / 1000;
   const clamped = await issue(d, ID, { token }, 24 * 3600);
@@ -89,17 +79,11 @@ test('the self-signed root survives a discovery restart; certificates issued bef
 });
 
 test('root rotation inside the grace period: the new root signs, both roots are trusted', async (t) => {
-  const issuer = await sampleIssuer();
-  const d = await startCaDiscovery({
-    TOKEN_ISSUER: issuer.url,
+  const { issuer, d } = await caFixture(t, {
     AUTHORITY_SELF_SIGNED_CA_CERT_TTL: '16s',
     AUTHORITY_SELF_SIGNED_ROOT_CERT_GRACE_PERIOD_PERCENTILE: '50',
     AUTHORITY_SELF_SIGNED_ROOT_CERT_CHECK_INTERVAL: '500ms',
     AUTHORITY_ENABLE_JITTER_FOR_ROOT_CERT_ROTATOR: 'false',
-  });
-  t.after(async () => {
-    await d.proc.stop();
-    issuer.server.close();
   });
   const token = await issuer.token('shop', 'cart');
   const before = await issue(d, ID, { token });
@@ -136,13 +120,8 @@ function pluggedInCa(): string {
 }
 
 test('a plugged-in intermediate CA signs workload certificates that openssl verifies up to the root', async (t) => {
-  const issuer = await sampleIssuer();
   const cacerts = pluggedInCa();
-  const d = await startCaDiscovery({ TOKEN_ISSUER: issuer.url, ROOT_CA_DIR: cacerts });
-  t.after(async () => {
-    await d.proc.stop();
-    issuer.server.close();
-  });
+  const { issuer, d } = await caFixture(t, { ROOT_CA_DIR: cacerts });
   assert.match(d.proc.output, /using the plugged-in CA of .*Intermediate CA/);
   const got = await issue(d, ID, { token: await issuer.token('shop', 'cart') });
   assert.equal(got.chain.length, 3, 'leaf, intermediate, root');
