@@ -25,7 +25,9 @@ import type { ServiceRegistry } from '../registry/types.js';
 import { JwksResolver } from '../security/authn/jwks-resolver.js';
 import { jwksFetchesInUse } from '../security/authn/jwt-filter.js';
 import { AuthenticationError, IdentityMismatchError } from '../security/ca/xds-auth.js';
-import { startMeshSecurity, type MeshSecurity } from '../security/ca/setup.js';
+import { callerAuthenticator, startMeshCa, xdsAuthorizer, type MeshCa } from '../security/ca/setup.js';
+import type { CallerAuthenticator } from '../security/ca/authenticate.js';
+import type { XdsAuthorizer } from '../security/ca/xds-auth.js';
 import { PlaintextCredentials } from '../security/ca/transport.js';
 import { buildWorkloadSecurity, grpcServerHttpFilters, securityHttpFilters, type WorkloadSecurity } from '../security/filters.js';
 import { Debouncer } from '../xds/debounce.js';
@@ -84,8 +86,10 @@ export class DiscoveryServer {
   private readonly debouncer: Debouncer;
   private readonly webhook: WebhookServer;
   private push: PushContext;
-  /** The CA, the secured port's credentials and the xDS authorizer (set by start()). */
-  security: MeshSecurity | undefined;
+  private readonly authenticator: CallerAuthenticator;
+  private readonly xdsAuth: XdsAuthorizer;
+  /** The CA and the secured port's credentials, once made (start() does not wait for them). */
+  ca: MeshCa | undefined;
   /** Live streams, for pushes aimed at the proxies of one workload. */
   private readonly connected = new Map<string, ProxyInfo>();
   /** Addresses of WorkloadEntries changed since the last push: their proxies' own config may change. */
@@ -105,6 +109,8 @@ export class DiscoveryServer {
     }
     this.registry = new AggregateRegistry(registries, opts.clusterId);
     this.push = this.buildPush();
+    this.authenticator = callerAuthenticator();
+    this.xdsAuth = xdsAuthorizer(this.authenticator);
     this.debouncer = new Debouncer((req) => void this.pushAll(req));
     this.resolver = new JwksResolver({ onChange: (uri) => this.debouncer.enqueue({ reason: `jwks:${uri}`, types: new Set([TypeUrl.Listener]) }) });
     const generators = createMeshGenerators({
@@ -225,9 +231,8 @@ export class DiscoveryServer {
 
   /** XDS_AUTH and the identity check; the refusal's reason goes to the proxy and to the log. */
   private async authorizeProxy(info: ProxyInfo): Promise<void> {
-    if (!this.security) return;
     try {
-      await this.security.xdsAuth.check(info, info.credentials);
+      await this.xdsAuth.check(info, info.credentials);
     } catch (e) {
       const code = e instanceof AuthenticationError ? status.UNAUTHENTICATED : e instanceof IdentityMismatchError ? status.PERMISSION_DENIED : undefined;
       if (code === undefined) throw e;
@@ -303,6 +308,9 @@ export class DiscoveryServer {
    * then waits for the config source, then serves xDS: a proxy never gets a pre-sync snapshot.
    */
   async start(): Promise<void> {
+    const ca = this.startSecure();
+    // Settled here too, so a failure before `await ca` below is not an unhandled rejection.
+    ca.catch(() => undefined);
     await this.bind('http', this.opts.httpAddr, this.debug);
     await this.bind('monitoring', this.opts.monitoringAddr, this.monitoring);
     await this.store.start();
@@ -312,11 +320,7 @@ export class DiscoveryServer {
     );
     await this.jwksReady();
     this.push = this.buildPush();
-    this.security = await startMeshSecurity(this.xds.grpc, { namespace: this.opts.namespace ?? 'mesh-system' });
     await this.listenGrpc('grpc', this.opts.grpcAddr, new PlaintextCredentials());
-    const secure = this.security.securePort;
-    if (this.opts.secureGrpcAddr && secure) await this.listenGrpc('secureGrpc', this.opts.secureGrpcAddr, secure.credentials);
-    else if (this.opts.secureGrpcAddr) log.info(`secured gRPC (${this.opts.secureGrpcAddr}) not served: there is no CA to issue its certificate`);
     if (installValidation(this.webhook)) {
       await this.webhook.start();
       log.info(`validation webhook listening on ${this.opts.httpsAddr}`);
@@ -325,6 +329,18 @@ export class DiscoveryServer {
     gauge('startup_duration_seconds').set(process.uptime());
     gauge('mesh_build').set({ component: 'pilot-discovery', version: buildInfo.version }, 1);
     log.info('discovery server ready');
+    await ca;
+  }
+
+  /**
+   * The CA (key generation can take seconds on a loaded machine: readiness and the plaintext port
+   * do not wait for it) and then the secured port. A broken plugged-in CA rejects start().
+   */
+  private async startSecure(): Promise<void> {
+    this.ca = await startMeshCa(this.xds.grpc, this.authenticator, { namespace: this.opts.namespace ?? 'mesh-system' });
+    if (!this.opts.secureGrpcAddr) return;
+    if (!this.ca) log.info(`secured gRPC (${this.opts.secureGrpcAddr}) not served: there is no CA to issue its certificate`);
+    else await this.listenGrpc('secureGrpc', this.opts.secureGrpcAddr, this.ca.securePort.credentials);
   }
 
   private async listenGrpc(name: string, addr: string, credentials: ServerCredentials): Promise<void> {
@@ -350,7 +366,7 @@ export class DiscoveryServer {
     this.debouncer.close();
     this.resolver.close();
     this.xds.close();
-    this.security?.close();
+    this.ca?.close();
     this.autoRegistration.close();
     await Promise.all([...this.servers.map(closeServer), this.webhook.close(), this.store.close()]);
     this.servers.length = 0;

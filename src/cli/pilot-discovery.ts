@@ -95,17 +95,20 @@ async function runDiscovery(ctx: RunContext): Promise<number> {
     ...(f.string('tlsCertFile') ? { tlsCertFile: f.string('tlsCertFile') } : {}),
     ...(f.string('tlsKeyFile') ? { tlsKeyFile: f.string('tlsKeyFile') } : {}),
   });
+  // Listening before start() resolves: the server is ready (and may be signalled) while the CA
+  // and the secured port are still being made.
+  const signalled = new Promise<NodeJS.Signals>((resolve) => {
+    process.once('SIGTERM', resolve);
+    process.once('SIGINT', resolve);
+  });
   try {
-    await server.start();
+    await Promise.race([server.start(), signalled]);
   } catch (e) {
     await server.stop();
     if (e instanceof ListenError) throw new UsageError(e.message);
     throw e;
   }
-  const signal = await new Promise<NodeJS.Signals>((resolve) => {
-    process.once('SIGTERM', resolve);
-    process.once('SIGINT', resolve);
-  });
+  const signal = await signalled;
   log.info(`received ${signal}, shutting down`);
   const drain = setTimeout(() => {
     log.warn('graceful shutdown took too long; exiting');

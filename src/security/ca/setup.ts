@@ -12,12 +12,10 @@ import { XdsAuthorizer } from './xds-auth.js';
 
 const log = scope('ca');
 
-export interface MeshSecurity {
-  /** Undefined when ENABLE_CA_SERVER=false or an external CA is configured. */
-  readonly authority: MeshAuthority | undefined;
-  /** Credentials of the secured port; undefined = no secured port. */
-  readonly securePort: SecurePortCredentials | undefined;
-  readonly xdsAuth: XdsAuthorizer;
+export interface MeshCa {
+  readonly authority: MeshAuthority;
+  /** Credentials of the secured port. */
+  readonly securePort: SecurePortCredentials;
   close(): void;
 }
 
@@ -31,25 +29,34 @@ export function selfSignedDir(): string | undefined {
   return setting('AUTHORITY_SELF_SIGNED_CA_DIR') || undefined;
 }
 
-/** Builds the CA and installs its service on `grpc` (before the server binds). */
-export async function startMeshSecurity(grpc: Server, opts: MeshSecurityOptions): Promise<MeshSecurity> {
-  const trustDomain = setting('TRUST_DOMAIN');
-  const authenticator = new CallerAuthenticator({
-    trustDomain,
+/** Who calls (CA and xDS alike), from TRUST_DOMAIN, TOKEN_* and JWT_POLICY; synchronous, so no stream is ever unchecked. */
+export function callerAuthenticator(): CallerAuthenticator {
+  if (!setting('TOKEN_ISSUER')) log.info('TOKEN_ISSUER is not set: tokens cannot be checked (orchestrator token review is not implemented); callers need a mesh certificate');
+  return new CallerAuthenticator({
+    trustDomain: setting('TRUST_DOMAIN'),
     audiences: setting('TOKEN_AUDIENCES').split(',').map((a) => a.trim()).filter(Boolean),
     issuer: setting('TOKEN_ISSUER'),
     jwtPolicy: setting('JWT_POLICY'),
     require3p: setting('REQUIRE_3P_TOKEN'),
   });
-  const xdsAuth = new XdsAuthorizer({
+}
+
+export function xdsAuthorizer(authenticator: CallerAuthenticator): XdsAuthorizer {
+  return new XdsAuthorizer({
     enabled: setting('XDS_AUTH'),
     plaintext: setting('XDS_AUTH_PLAINTEXT'),
     identityCheck: setting('PILOT_ENABLE_XDS_IDENTITY_CHECK'),
     authenticator,
   });
-  if (!setting('TOKEN_ISSUER')) log.info('TOKEN_ISSUER is not set: tokens cannot be checked (orchestrator token review is not implemented); callers need a mesh certificate');
-  const authority = await createAuthority(trustDomain);
-  if (!authority) return { authority, securePort: undefined, xdsAuth, close: () => undefined };
+}
+
+/**
+ * Builds the CA, installs its service on `grpc` (grpc-js takes services after binding too) and the
+ * secured port's credentials; undefined when there is no CA (ENABLE_CA_SERVER=false, EXTERNAL_CA).
+ */
+export async function startMeshCa(grpc: Server, authenticator: CallerAuthenticator, opts: MeshSecurityOptions): Promise<MeshCa | undefined> {
+  const authority = await createAuthority(setting('TRUST_DOMAIN'));
+  if (!authority) return undefined;
   new CertificateService({ authority, authenticator, defaultTtlMs: setting('DEFAULT_WORKLOAD_CERT_TTL'), maxTtlMs: setting('MAX_WORKLOAD_CERT_TTL') }).install(grpc);
   authority.startRotator();
   const provider = setting('PILOT_CERT_PROVIDER');
@@ -58,7 +65,6 @@ export async function startMeshSecurity(grpc: Server, opts: MeshSecurityOptions)
   return {
     authority,
     securePort,
-    xdsAuth,
     close: () => {
       authority.close();
       securePort.close();
