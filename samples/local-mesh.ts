@@ -25,6 +25,8 @@ const ROOT = (() => {
 
 export interface LocalMeshPorts {
   grpc: number;
+  /** The secured gRPC port (TLS xDS and the CA). */
+  secureGrpc: number;
   http: number;
   monitoring: number;
   webhook: number;
@@ -39,11 +41,17 @@ export interface LocalMeshPorts {
 }
 
 /** The documented ports; tests pass free ones. */
-export const DEFAULT_PORTS: LocalMeshPorts = { grpc: 15010, http: 8080, monitoring: 15014, webhook: 15017, app: 8000, service: 9080, inbound: 15080, issuer: 8899, status: 15021, admin: 15000, metrics: 15020 };
+export const DEFAULT_PORTS: LocalMeshPorts = { grpc: 15010, secureGrpc: 15012, http: 8080, monitoring: 15014, webhook: 15017, app: 8000, service: 9080, inbound: 15080, issuer: 8899, status: 15021, admin: 15000, metrics: 15020 };
 
 export interface LocalMeshOptions {
   stateDir: string;
   issuer?: boolean;
+  /**
+   * Workload identity: the agent gets a certificate from the discovery server's CA (authenticated
+   * by a token of the sample issuer) and connects to the secured port with it. Default: the
+   * plaintext port and no certificates.
+   */
+  secure?: boolean;
   ports?: Partial<LocalMeshPorts>;
   /** The proxy's workers (ProxyConfig concurrency); default that of ProxyConfig, 2. */
   proxyConcurrency?: number;
@@ -186,6 +194,21 @@ async function stopChild(child: ChildProcess): Promise<void> {
   clearTimeout(killer);
 }
 
+/**
+ * The agent's side of workload identity: its token (minted by the sample issuer for the workload's
+ * service account, audience mesh-ca) where JWT_POLICY=third-party-jwt looks for it, and the CA
+ * root it trusts on the secured port.
+ */
+async function workloadIdentityEnv(agentDir: string, issuerUrl: string, rootFile: string): Promise<NodeJS.ProcessEnv> {
+  const q = new URLSearchParams({ sub: 'system:serviceaccount:default:httpbin', aud: 'mesh-ca', exp: '24h' });
+  const res = await fetch(`${issuerUrl}/token?${q}`);
+  if (res.status !== 200) throw new Error(`the sample issuer did not mint a workload token: HTTP ${res.status}`);
+  const tokenFile = join(agentDir, 'var', 'run', 'secrets', 'tokens', 'mesh-token');
+  mkdirSync(dirname(tokenFile), { recursive: true });
+  writeFileSync(tokenFile, (await res.text()).trim(), { mode: 0o600 });
+  return { XDS_ROOT_CA: rootFile };
+}
+
 export async function startLocalMesh(opts: LocalMeshOptions): Promise<LocalMesh> {
   const ports = { ...DEFAULT_PORTS, ...opts.ports };
   const sink = opts.output === 'pipe' ? ([] as string[]) : undefined;
@@ -195,25 +218,37 @@ export async function startLocalMesh(opts: LocalMeshOptions): Promise<LocalMesh>
   const servers: Server[] = [(await startHttpbin(ports.app)).server];
   let issuerUrl: string | undefined;
   let issuerServer: Server | undefined;
-  if (opts.issuer) {
+  if (opts.issuer || opts.secure) {
     const issuer = await startIssuer(join(state, 'issuer-key.json'), ports.issuer);
     issuerServer = issuer.server;
     servers.push(issuer.server);
     issuerUrl = issuer.issuer;
-    writeIssuerPolicy(configDir, issuerUrl);
+    if (opts.issuer) writeIssuerPolicy(configDir, issuerUrl);
   }
-  const discoveryArgs = ['discovery', '--configDir', configDir, '--grpcAddr', `127.0.0.1:${ports.grpc}`, '--httpAddr', `127.0.0.1:${ports.http}`, '--monitoringAddr', `127.0.0.1:${ports.monitoring}`, '--httpsAddr', `127.0.0.1:${ports.webhook}`];
-  let discovery = program('pilot-discovery', discoveryArgs, { ...(sink ? { sink } : {}) });
+  const discoveryArgs = [
+    'discovery',
+    '--configDir', configDir,
+    '--grpcAddr', `127.0.0.1:${ports.grpc}`,
+    '--secureGRPCAddr', `127.0.0.1:${ports.secureGrpc}`,
+    '--httpAddr', `127.0.0.1:${ports.http}`,
+    '--monitoringAddr', `127.0.0.1:${ports.monitoring}`,
+    '--httpsAddr', `127.0.0.1:${ports.webhook}`,
+  ];
+  // The CA is kept in the state directory (a restart keeps the root); the issuer vouches for tokens
+  // as the orchestrator would; `localhost` is what the agent dials.
+  const caDir = join(state, 'ca');
+  const discoveryEnv = { AUTHORITY_SELF_SIGNED_CA_DIR: caDir, MESHD_CUSTOM_HOST: 'localhost', ...(opts.secure && issuerUrl ? { TOKEN_ISSUER: issuerUrl } : {}) };
+  let discovery = program('pilot-discovery', discoveryArgs, { env: discoveryEnv, ...(sink ? { sink } : {}) });
   const startDiscovery = async () => {
     if (discovery.exitCode === null && discovery.signalCode === null) return;
-    discovery = program('pilot-discovery', discoveryArgs, { ...(sink ? { sink } : {}) });
+    discovery = program('pilot-discovery', discoveryArgs, { env: discoveryEnv, ...(sink ? { sink } : {}) });
     await untilReady(`http://127.0.0.1:${ports.http}/ready`, discovery, 'pilot-discovery');
   };
   const agentDir = join(state, 'agent');
   mkdirSync(join(agentDir, 'etc', 'mesh', 'pod'), { recursive: true });
   writeFileSync(join(agentDir, 'etc', 'mesh', 'pod', 'labels'), 'app="httpbin"\n');
   const proxyConfig = {
-    discoveryAddress: `127.0.0.1:${ports.grpc}`,
+    discoveryAddress: opts.secure ? `localhost:${ports.secureGrpc}` : `127.0.0.1:${ports.grpc}`,
     proxyAdminPort: ports.admin,
     statusPort: ports.status,
     metricsPort: ports.metrics,
@@ -231,10 +266,11 @@ export async function startLocalMesh(opts: LocalMeshOptions): Promise<LocalMesh>
   };
   try {
     await untilReady(`http://127.0.0.1:${ports.http}/ready`, discovery, 'pilot-discovery');
+    const secureEnv = opts.secure && issuerUrl ? await workloadIdentityEnv(agentDir, issuerUrl, join(caDir, 'root-cert.pem')) : {};
     agent = program('pilot-agent', ['proxy'], {
       cwd: agentDir,
       ...(sink ? { sink } : {}),
-      env: { POD_NAME: 'httpbin-1', POD_NAMESPACE: 'default', INSTANCE_IP: '127.0.0.1', SERVICE_ACCOUNT: 'httpbin', PROXY_CONFIG: JSON.stringify(proxyConfig) },
+      env: { POD_NAME: 'httpbin-1', POD_NAMESPACE: 'default', INSTANCE_IP: '127.0.0.1', SERVICE_ACCOUNT: 'httpbin', PROXY_CONFIG: JSON.stringify(proxyConfig), ...secureEnv },
     });
     await untilReady(`http://127.0.0.1:${ports.status}/healthz/ready`, agent, 'pilot-agent');
   } catch (e) {
@@ -244,7 +280,7 @@ export async function startLocalMesh(opts: LocalMeshOptions): Promise<LocalMesh>
   return {
     ports,
     configDir,
-    ...(issuerUrl ? { issuerUrl } : {}),
+    ...(issuerUrl && opts.issuer ? { issuerUrl } : {}),
     agent,
     discovery: () => discovery,
     stopDiscovery: () => stopChild(discovery),
@@ -300,7 +336,7 @@ async function main(argv: string[]): Promise<void> {
   }
   const stateIdx = argv.indexOf('--state');
   const stateDir = stateIdx >= 0 ? argv[stateIdx + 1] ?? '.mesh-local' : '.mesh-local';
-  const mesh = await startLocalMesh({ stateDir, issuer: argv.includes('--issuer') });
+  const mesh = await startLocalMesh({ stateDir, issuer: argv.includes('--issuer'), secure: true });
   process.stdout.write(instructions(mesh));
   const onSignal = () => void mesh.stop().then(() => process.exit(0));
   process.once('SIGINT', onSignal);

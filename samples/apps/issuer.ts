@@ -1,5 +1,7 @@
 // A sample JWT issuer for trying the policies locally: it serves its JWKS and mints tokens.
 //   GET /.well-known/jwks.json   the public key set (what a RequestAuthentication's jwksUri names)
+//   GET /.well-known/openid-configuration   OIDC discovery ({issuer, jwks_uri}); the mesh CA finds
+//                                 the key set of TOKEN_ISSUER this way
 //   GET /token?sub=alice&groups=admins,dev&scope=read,write&exp=1h&claim.team=blue&nbf=-5m
 //                                 a signed RS256 token (exp and nbf are offsets from now)
 //   POST /rotate                  key rotation: a new key pair signs from now on; the JWKS serves
@@ -105,6 +107,10 @@ export function issuerServer(initial: IssuerKey, issuer: () => string, opts: Iss
       res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify({ keys: publicKeys(key) }));
       return;
     }
+    if (url.pathname === '/.well-known/openid-configuration') {
+      res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify({ issuer: issuer(), jwks_uri: `${issuer()}/.well-known/jwks.json` }));
+      return;
+    }
     if (url.pathname === '/token') {
       mint(key, issuer(), url.searchParams).then(
         (token) => text(res, 200, token + '\n'),
@@ -130,7 +136,7 @@ export function issuerServer(initial: IssuerKey, issuer: () => string, opts: Iss
       res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify({ jwksRequests }));
       return;
     }
-    text(res, 404, 'endpoints: /.well-known/jwks.json, /token?sub=&groups=&scope=&exp=&nbf=&aud=&iss=&claim.<name>=, POST /rotate, /stats\n');
+    text(res, 404, 'endpoints: /.well-known/jwks.json, /.well-known/openid-configuration, /token?sub=&groups=&scope=&exp=&nbf=&aud=&iss=&claim.<name>=, POST /rotate, /stats\n');
   });
 }
 

@@ -22,6 +22,7 @@ import { DnsProxy } from './dns/dns-proxy.js';
 import { bootstrapJson, buildBootstrap, renderTemplate, templateValues, type BootstrapInputs } from './bootstrap.js';
 import { loadProxyConfig, proxyConfigJson, type ProxyConfig } from './mesh-config.js';
 import { loadNodeIdentity, type NodeIdentity } from './node.js';
+import { startWorkloadCerts, type WorkloadCerts } from './sds/workload-certs.js';
 import { StatusServer } from './status.js';
 import { xdsCredentials } from './xds-credentials.js';
 import { XdsProxy } from './xds-proxy.js';
@@ -99,6 +100,8 @@ export class ProxyAgent {
   private xds?: XdsProxy;
   private dns?: DnsProxy;
   private status?: StatusServer;
+  /** Workload certificates and the SDS server; undefined on the plaintext path (no CA root known). */
+  certs?: WorkloadCerts;
   private stopping = false;
   private skipDrainWait?: () => void;
   private childExit?: Promise<number>;
@@ -124,10 +127,12 @@ export class ProxyAgent {
     log.info(`effective proxy config: ${JSON.stringify(proxyConfigJson(pc))}`);
     log.info(`proxy node ${node.id}; discovery address ${pc.discoveryAddress}`);
 
+    this.certs = await startWorkloadCerts({ discoveryAddress: pc.discoveryAddress, namespace: node.namespace, serviceAccount: typeof node.metadata['SERVICE_ACCOUNT'] === 'string' ? node.metadata['SERVICE_ACCOUNT'] : undefined });
     const agentTypes = await this.startDnsProxy(node);
     let xdsAddress = pc.discoveryAddress;
     if (setting('PROXY_XDS_VIA_AGENT')) {
-      this.xds = new XdsProxy({ upstreamAddress: pc.discoveryAddress, listenAddress: `127.0.0.1:${pc.xdsProxyPort}`, credentials: xdsCredentials(pc.discoveryAddress), agentTypes });
+      const credentials = this.certs?.xdsCredentials ?? xdsCredentials(pc.discoveryAddress);
+      this.xds = new XdsProxy({ upstreamAddress: pc.discoveryAddress, listenAddress: `127.0.0.1:${pc.xdsProxyPort}`, credentials, agentTypes });
       this.ports.xds = await this.xds.start();
       xdsAddress = `127.0.0.1:${this.ports.xds}`;
       log.info(`xDS proxy listening on ${xdsAddress}, relaying to ${pc.discoveryAddress}`);
@@ -144,7 +149,7 @@ export class ProxyAgent {
     });
     Object.assign(this.ports, await this.status.start());
 
-    const inputs: BootstrapInputs = { node, proxyConfig: pc, xdsAddress, outlierLogPath: o.outlierLogPath };
+    const inputs: BootstrapInputs = { node, proxyConfig: pc, xdsAddress, outlierLogPath: o.outlierLogPath, ...(this.certs ? { sdsSocket: this.certs.sds.socketPath } : {}) };
     this.bootstrapFile = await this.writeBootstrap(inputs);
     // A signal during startup: do not start a proxy nobody will stop.
     if (this.stopping) {
@@ -267,6 +272,8 @@ export class ProxyAgent {
     this.xds = undefined;
     this.dns?.close();
     this.dns = undefined;
+    this.certs?.close();
+    this.certs = undefined;
     const status = this.status;
     this.status = undefined;
     await status?.close();

@@ -4,6 +4,7 @@ import { create, type MessageInitShape } from '@bufbuild/protobuf';
 import { isIP } from 'node:net';
 import { BootstrapSchema, type Bootstrap } from '../gen/envoy/config/bootstrap/v3/bootstrap_pb.js';
 import { Cluster_DiscoveryType, type ClusterSchema } from '../gen/envoy/config/cluster/v3/cluster_pb.js';
+import type { AddressSchema } from '../gen/envoy/config/core/v3/address_pb.js';
 import { ApiConfigSource_ApiType, ApiVersion, type ConfigSourceSchema } from '../gen/envoy/config/core/v3/config_source_pb.js';
 import { HttpProtocolOptionsSchema } from '../gen/envoy/extensions/upstreams/http/v3/http_protocol_options_pb.js';
 import { pack, toEnvoyJson } from '../envoy/types.js';
@@ -12,6 +13,8 @@ import type { NodeIdentity } from './node.js';
 
 /** The static cluster the proxy reaches its xDS server through (named as the production mesh does). */
 export const XDS_CLUSTER = 'xds-grpc';
+/** The static cluster of the agent's SDS server (its Unix socket). */
+export const SDS_CLUSTER = 'sds-grpc';
 
 export interface BootstrapInputs {
   node: NodeIdentity;
@@ -20,6 +23,8 @@ export interface BootstrapInputs {
   xdsAddress: string;
   /** --outlierLogPath; empty = no outlier event log. */
   outlierLogPath?: string;
+  /** Absolute path of the agent's SDS socket; absent = no workload certificates. */
+  sdsSocket?: string;
 }
 
 /** Splits `host:port` / `[v6]:port`; a malformed address is an error naming it. */
@@ -30,35 +35,32 @@ export function splitHostPort(addr: string, what: string): { host: string; port:
   return { host: (m[1] ?? m[2])!, port };
 }
 
-function xdsCluster(addr: string): MessageInitShape<typeof ClusterSchema> {
-  const { host, port } = splitHostPort(addr, 'xDS address');
+type Address = MessageInitShape<typeof AddressSchema>;
+
+/** A static gRPC cluster of one address (HTTP/2 upstream). */
+function grpcCluster(name: string, address: Address, type: Cluster_DiscoveryType): MessageInitShape<typeof ClusterSchema> {
   return {
-    name: XDS_CLUSTER,
-    // An IP needs no resolution; a name (the discovery Service) is re-resolved as it changes.
-    clusterDiscoveryType: { case: 'type', value: isIP(host) ? Cluster_DiscoveryType.STATIC : Cluster_DiscoveryType.STRICT_DNS },
+    name,
+    clusterDiscoveryType: { case: 'type', value: type },
     connectTimeout: { seconds: 1n },
     loadAssignment: {
-      clusterName: XDS_CLUSTER,
-      endpoints: [
-        {
-          lbEndpoints: [
-            {
-              hostIdentifier: {
-                case: 'endpoint',
-                value: { address: { address: { case: 'socketAddress', value: { address: host, portSpecifier: { case: 'portValue', value: port } } } } },
-              },
-            },
-          ],
-        },
-      ],
+      clusterName: name,
+      endpoints: [{ lbEndpoints: [{ hostIdentifier: { case: 'endpoint', value: { address } } }] }],
     },
-    // gRPC needs HTTP/2 to the xDS server.
+    // gRPC needs HTTP/2.
     typedExtensionProtocolOptions: {
       'envoy.extensions.upstreams.http.v3.HttpProtocolOptions': pack(HttpProtocolOptionsSchema, {
         upstreamProtocolOptions: { case: 'explicitHttpConfig', value: { protocolConfig: { case: 'http2ProtocolOptions', value: {} } } },
       }),
     },
   };
+}
+
+function xdsCluster(addr: string): MessageInitShape<typeof ClusterSchema> {
+  const { host, port } = splitHostPort(addr, 'xDS address');
+  const address: Address = { address: { case: 'socketAddress', value: { address: host, portSpecifier: { case: 'portValue', value: port } } } };
+  // An IP needs no resolution; a name (the discovery Service) is re-resolved as it changes.
+  return grpcCluster(XDS_CLUSTER, address, isIP(host) ? Cluster_DiscoveryType.STATIC : Cluster_DiscoveryType.STRICT_DNS);
 }
 
 const viaAds = (): MessageInitShape<typeof ConfigSourceSchema> => ({
@@ -73,7 +75,12 @@ export function buildBootstrap(i: BootstrapInputs): Bootstrap {
     admin: {
       address: { address: { case: 'socketAddress', value: { address: '127.0.0.1', portSpecifier: { case: 'portValue', value: i.proxyConfig.proxyAdminPort } } } },
     },
-    staticResources: { clusters: [xdsCluster(i.xdsAddress)] },
+    staticResources: {
+      clusters: [
+        xdsCluster(i.xdsAddress),
+        ...(i.sdsSocket ? [grpcCluster(SDS_CLUSTER, { address: { case: 'pipe', value: { path: i.sdsSocket } } }, Cluster_DiscoveryType.STATIC)] : []),
+      ],
+    },
     dynamicResources: {
       adsConfig: {
         apiType: ApiConfigSource_ApiType.GRPC,

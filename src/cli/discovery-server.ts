@@ -4,7 +4,7 @@
 // --monitoringAddr: /metrics, /version and the same debug endpoints).
 import { existsSync } from 'node:fs';
 import type { Server } from 'node:http';
-import { status } from '@grpc/grpc-js';
+import { status, type ServerCredentials } from '@grpc/grpc-js';
 import { listSettings } from '../common/env.js';
 import { scope } from '../common/log.js';
 import { counter, gauge, programRegistry } from '../common/metrics.js';
@@ -29,6 +29,11 @@ import { ServiceEntryRegistry } from '../registry/serviceentry.js';
 import type { ServiceRegistry } from '../registry/types.js';
 import { JwksResolver } from '../security/authn/jwks-resolver.js';
 import { jwksPrefetch, unknownKidRefresh } from '../security/authn/jwks-policy.js';
+import { AuthenticationError, IdentityMismatchError } from '../security/ca/xds-auth.js';
+import { callerAuthenticator, startMeshCa, xdsAuthorizer, type MeshCa } from '../security/ca/setup.js';
+import type { CallerAuthenticator } from '../security/ca/authenticate.js';
+import type { XdsAuthorizer } from '../security/ca/xds-auth.js';
+import { PlaintextCredentials } from '../security/ca/transport.js';
 import { buildWorkloadSecurity, grpcServerHttpFilters, securityHttpFilters, type WorkloadSecurity } from '../security/filters.js';
 import { XdsCache } from '../xds/cache.js';
 import { Debouncer } from '../xds/debounce.js';
@@ -51,6 +56,10 @@ export interface DiscoveryOptions {
   httpAddr: string;
   monitoringAddr: string;
   grpcAddr: string;
+  /** --secureGRPCAddr: TLS xDS and the CA; undefined or empty = not served. */
+  secureGrpcAddr?: string;
+  /** --namespace: the serving certificate is for meshd.<namespace>.svc. */
+  namespace?: string;
   httpsAddr: string;
   /** --configDir: files replace the orchestrator as the config source. */
   configDir?: string;
@@ -107,6 +116,10 @@ export class DiscoveryServer {
   /** PILOT_ENABLE_ANALYSIS: the analysis of the config held, served at /debug/analyze. */
   readonly analysis: ConfigAnalysis | undefined;
   private push: PushContext;
+  private readonly authenticator: CallerAuthenticator;
+  private readonly xdsAuth: XdsAuthorizer;
+  /** The CA and the secured port's credentials, once made (start() does not wait for them). */
+  ca: MeshCa | undefined;
   /** Live streams, for pushes aimed at the proxies of one workload. */
   private readonly connected = new Map<string, ProxyInfo>();
   /** Addresses of WorkloadEntries changed since the last push: their proxies' own config may change. */
@@ -138,6 +151,8 @@ export class DiscoveryServer {
     }
     this.registry = new AggregateRegistry(registries, opts.clusterId);
     this.push = this.buildPush();
+    this.authenticator = callerAuthenticator();
+    this.xdsAuth = xdsAuthorizer(this.authenticator);
     this.debouncer = new Debouncer((req) => void this.pushAll(req), settings.debounce);
     this.resolver = new JwksResolver({ onChange: (uri) => this.trigger({ source: 'jwks', uri }) });
     const generators = createMeshGenerators({
@@ -223,7 +238,8 @@ export class DiscoveryServer {
    * the proxy's own config (its inbound ports come from it), so the snapshot is rebuilt before its
    * first request is answered; the other proxies get the debounced push of the registry event.
    */
-  private onProxyConnect(info: ProxyInfo): void {
+  private async onProxyConnect(info: ProxyInfo): Promise<void> {
+    await this.authorizeProxy(info);
     const proxy = proxyOf(info);
     let registration;
     try {
@@ -262,6 +278,19 @@ export class DiscoveryServer {
   private onConfigEvent(e: ConfigEvent): void {
     for (const address of workloadAddresses(e)) this.changedWorkloads.add(address);
     this.trigger({ source: 'config', kind: (e.new ?? e.old).kind });
+  }
+
+  /** XDS_AUTH and the identity check; the refusal's reason goes to the proxy and to the log. */
+  private async authorizeProxy(info: ProxyInfo): Promise<void> {
+    try {
+      await this.xdsAuth.check(info, info.credentials);
+    } catch (e) {
+      const code = e instanceof AuthenticationError ? status.UNAUTHENTICATED : e instanceof IdentityMismatchError ? status.PERMISSION_DENIED : undefined;
+      if (code === undefined) throw e;
+      const why = `${code === status.UNAUTHENTICATED ? 'authentication failed' : 'identity check failed'}: ${(e as Error).message}`;
+      log.warn(`xDS stream from ${info.peer} refused: ${why}`);
+      throw new XdsStreamError(code, why);
+    }
   }
 
   /** Every type, to the proxies whose IPs are those of WorkloadEntries changed since the last push. */
@@ -334,6 +363,9 @@ export class DiscoveryServer {
    * then waits for the config source, then serves xDS: a proxy never gets a pre-sync snapshot.
    */
   async start(): Promise<void> {
+    const ca = this.startSecure();
+    // Settled here too, so a failure before `await ca` below is not an unhandled rejection.
+    ca.catch(() => undefined);
     await this.bind('http', this.opts.httpAddr, this.debug);
     await this.bind('monitoring', this.opts.monitoringAddr, this.monitoring);
     await Promise.all([this.store.start(), this.orchestrator?.start()]);
@@ -348,13 +380,7 @@ export class DiscoveryServer {
     // before they end get the fail-closed key set, then the keys by the push that follows.
     this.resolver.track(jwksPrefetch(this.store.list('RequestAuthentication')).fetches);
     this.push = this.buildPush();
-    try {
-      const port = await this.xds.listen(grpcAddress(this.opts.grpcAddr));
-      this.addresses.grpc = this.opts.grpcAddr.replace(/:\d+$/, `:${port}`);
-      log.info(`gRPC xDS server listening on ${this.addresses.grpc}`);
-    } catch (e) {
-      throw new ListenError(`failed to listen on ${this.opts.grpcAddr}: ${(e as Error).message}`);
-    }
+    await this.listenGrpc('grpc', this.opts.grpcAddr, new PlaintextCredentials());
     await this.injectionTemplate.start();
     const injecting = installInjection(this.webhook, {
       ...this.settings.injection,
@@ -376,6 +402,28 @@ export class DiscoveryServer {
     gauge('startup_duration_seconds').set(process.uptime());
     gauge('mesh_build').set({ component: 'pilot-discovery', version: buildInfo.version }, 1);
     log.info('discovery server ready');
+    await ca;
+  }
+
+  /**
+   * The CA (key generation can take seconds on a loaded machine: readiness and the plaintext port
+   * do not wait for it) and then the secured port. A broken plugged-in CA rejects start().
+   */
+  private async startSecure(): Promise<void> {
+    this.ca = await startMeshCa(this.xds.grpc, this.authenticator, { namespace: this.opts.namespace ?? 'mesh-system' });
+    if (!this.opts.secureGrpcAddr) return;
+    if (!this.ca) log.info(`secured gRPC (${this.opts.secureGrpcAddr}) not served: there is no CA to issue its certificate`);
+    else await this.listenGrpc('secureGrpc', this.opts.secureGrpcAddr, this.ca.securePort.credentials);
+  }
+
+  private async listenGrpc(name: string, addr: string, credentials: ServerCredentials): Promise<void> {
+    try {
+      const port = await this.xds.listen(grpcAddress(addr), credentials);
+      this.addresses[name] = addr.replace(/:\d+$/, `:${port}`);
+      log.info(`${name === 'grpc' ? 'gRPC xDS server' : 'secured gRPC server (xDS and CA, TLS)'} listening on ${this.addresses[name]}`);
+    } catch (e) {
+      throw new ListenError(`failed to listen on ${addr}: ${(e as Error).message}`);
+    }
   }
 
   private async bind(name: string, addr: string, mux: Mux): Promise<void> {
@@ -391,6 +439,7 @@ export class DiscoveryServer {
     this.debouncer.close();
     this.resolver.close();
     this.xds.close();
+    this.ca?.close();
     this.autoRegistration.close();
     this.profiler?.close();
     this.analysis?.close();

@@ -49,7 +49,7 @@ const DISCOVERY_FLAGS: readonly FlagDef[] = [
   { name: 'profile', type: 'bool', default: 'false', usage: 'Enable profiling via web interface host:port/debug/pprof', effective: true },
   { name: 'registries', type: 'stringSlice', default: 'Orchestrator', usage: 'Comma separated list of platform service registries to read from (choose one or more from {Orchestrator, Mock})', effective: true },
   { name: 'resync', type: 'duration', default: '1m0s', usage: 'Controller resync interval', effective: true },
-  { name: 'secureGRPCAddr', type: 'string', default: ':15012', usage: 'Discovery service secured gRPC address', effective: false },
+  { name: 'secureGRPCAddr', type: 'string', default: ':15012', usage: 'Discovery service secured gRPC address', effective: true },
   { name: 'tlsCertFile', type: 'string', default: '', usage: 'File containing the x509 Certificate for HTTPS.', effective: true },
   { name: 'tlsKeyFile', type: 'string', default: '', usage: 'File containing the x509 private key matching --tlsCertFile', effective: true },
 ];
@@ -77,6 +77,8 @@ async function runDiscovery(ctx: RunContext): Promise<number> {
     httpAddr: f.string('httpAddr'),
     monitoringAddr: f.string('monitoringAddr'),
     grpcAddr: f.string('grpcAddr'),
+    secureGrpcAddr: f.string('secureGRPCAddr'),
+    namespace: f.string('namespace'),
     httpsAddr: f.string('httpsAddr'),
     ...(f.string('configDir') ? { configDir: f.string('configDir') } : {}),
     orchestrator: {
@@ -96,15 +98,15 @@ async function runDiscovery(ctx: RunContext): Promise<number> {
     ...(f.string('tlsKeyFile') ? { tlsKeyFile: f.string('tlsKeyFile') } : {}),
     profile: f.bool('profile'),
   });
-  // Handlers first: a signal that arrives while starting, or right after "ready" is logged, is
-  // then a graceful shutdown and never the default action (death by signal).
+  // Handlers first: a signal that arrives while starting, or right after "ready" is logged (the
+  // CA and the secured port may still be being made), is a graceful shutdown, never death by signal.
   const signalled = new Promise<NodeJS.Signals>((resolve) => {
     process.once('SIGTERM', resolve);
     process.once('SIGINT', resolve);
   });
   const ctrlz = await startCtrlz('discovery', 'pilot-discovery', ctx, () => proxyViews(server.xds.connections()));
   try {
-    await server.start();
+    await Promise.race([server.start(), signalled]);
   } catch (e) {
     await Promise.all([server.stop(), ctrlz.close()]);
     if (e instanceof ListenError) throw new UsageError(e.message);

@@ -139,6 +139,24 @@ export type HistogramName = NamesOf<'Distribution'>;
  * names passed to counter()/gauge()/histogram() in src/.
  */
 export const WIRED_METRICS: ReadonlySet<MetricName> = new Set<MetricName>([
+  // security/ca/service.ts, security/ca/authority.ts
+  'authority_server_authentication_failure_count',
+  'authority_server_cert_chain_expiry_timestamp',
+  'authority_server_csr_count',
+  'authority_server_csr_parsing_err_count',
+  'authority_server_csr_sign_err_count',
+  'authority_server_id_extraction_err_count',
+  'authority_server_root_cert_expiry_timestamp',
+  'authority_server_success_cert_issuance_count',
+  // agent/sds/server.ts, agent/sds/secret-manager.ts, agent/sds/ca-client.ts
+  'num_failed_outgoing_requests',
+  'num_file_secret_failures_total',
+  'num_outgoing_requests',
+  'outgoing_latency',
+  'total_active_connections',
+  'total_push_errors',
+  'total_pushes',
+  'total_secret_update_failures',
   // config/file.ts, config/orchestrator.ts, webhooks/validation.ts
   'pilot_total_rejected_configs',
   'pilot_orch_cfg_events',

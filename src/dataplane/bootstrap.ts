@@ -92,6 +92,11 @@ function viaAds(c: ConfigSource | undefined, field: string): boolean {
   return true;
 }
 
+function isPipeCluster(c: Cluster): boolean {
+  const lb = c.loadAssignment?.endpoints[0]?.lbEndpoints[0];
+  return lb?.hostIdentifier.case === 'endpoint' && lb.hostIdentifier.value.address?.address.case === 'pipe';
+}
+
 function validate(b: Bootstrap, o: BootstrapOptions): ProxyBootstrap {
   if (o.serviceCluster || o.serviceNode) b.node ??= create(NodeSchema);
   if (o.serviceCluster) b.node!.cluster = o.serviceCluster;
@@ -100,8 +105,12 @@ function validate(b: Bootstrap, o: BootstrapOptions): ProxyBootstrap {
   if (!node?.id) throw new ConfigError('node.id', 'required (the proxy identifies itself to the xDS server with it)');
   const admin = socketAddressOf(b.admin?.address, 'admin.address');
   if (b.staticResources?.listeners.length) throw new ConfigError('static_resources.listeners', 'static listeners are not supported; listeners come over LDS');
-  const staticClusters = b.staticResources?.clusters ?? [];
-  staticClusters.forEach((c, i) => compileCluster(c, new Map(), `static_resources.clusters[${i}]`));
+  const all = b.staticResources?.clusters ?? [];
+  // A Unix-socket cluster (the agent's SDS server, sds-grpc) has no consumer here yet: the proxy
+  // has no upstream over pipes and no TLS transport sockets, so it is set aside, not refused.
+  const staticClusters = all.filter((c) => !isPipeCluster(c));
+  for (const c of all) if (isPipeCluster(c)) log.info(`static cluster ${c.name}: Unix socket clusters are not used yet (no SDS consumer in the proxy)`);
+  staticClusters.forEach((c) => compileCluster(c, new Map(), `static_resources.clusters[${all.indexOf(c)}]`));
   const ads = b.dynamicResources?.adsConfig;
   if (!ads) throw new ConfigError('dynamic_resources.ads_config', 'required (everything but the bootstrap arrives over ADS)');
   if (ads.apiType !== ApiConfigSource_ApiType.GRPC) {

@@ -20,6 +20,17 @@ export interface ProxyInfo {
   readonly connectionId: string;
   /** The gRPC peer address. */
   readonly peer: string;
+  /** What the stream can authenticate with (security/ca/xds-auth.ts checks it). */
+  readonly credentials?: StreamCredentials;
+}
+
+export interface StreamCredentials {
+  /** The `authorization` metadata value. */
+  readonly authorization?: string | undefined;
+  /** DER of the client certificate TLS verified, if any. */
+  readonly peerCertificate?: Buffer | undefined;
+  /** The `mesh-transport` metadata the port's credentials stamped (`tls`, `plaintext`), if any. */
+  readonly transport?: string | undefined;
 }
 
 export interface XdsResource {

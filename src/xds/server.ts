@@ -300,7 +300,7 @@ export class XdsServer {
       if (failed) return;
       if (!session) {
         try {
-          const conn = new Connection(this.identify(req.node, call.getPeer()), protocol);
+          const conn = new Connection(this.identify(req.node, call), protocol);
           session = { conn, respond: responder(conn, send), fail };
         } catch (err) {
           fail(err);
@@ -343,11 +343,16 @@ export class XdsServer {
   }
 
   /** The proxy a stream's first request names; throws the reason it cannot be served. */
-  private identify(node: Node | undefined, peer: string): ProxyInfo {
+  private identify(node: Node | undefined, call: ServerDuplexStream<unknown, unknown>): ProxyInfo {
     if (!node) throw new XdsStreamError(status.INVALID_ARGUMENT, 'the first request of a stream must carry a node');
     if (!node.id) throw new XdsStreamError(status.INVALID_ARGUMENT, 'node.id is empty: the proxy must identify itself');
     if (!node.metadata) throw new XdsStreamError(status.INVALID_ARGUMENT, `node ${node.id} has no metadata`);
-    return { id: node.id, metadata: node.metadata, node, peer, connectionId: `${node.id}-${++this.connectionSeq}` };
+    const text = (key: string): string | undefined => {
+      const v = call.metadata.get(key)[0];
+      return typeof v === 'string' ? v : undefined;
+    };
+    const credentials = { authorization: text('authorization'), peerCertificate: call.getAuthContext().sslPeerCertificate?.raw, transport: text('mesh-transport') };
+    return { id: node.id, metadata: node.metadata, node, peer: call.getPeer(), credentials, connectionId: `${node.id}-${++this.connectionSeq}` };
   }
 
   private checkType(typeUrl: string): void {

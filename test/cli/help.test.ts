@@ -115,7 +115,7 @@ test('defaults that reference the environment resolve from it', async () => {
 test('help says plainly which flags and variables are accepted but not yet effective', async () => {
   const r = await run('pilot-agent', ['proxy', '--help']);
   assert.match(r.stdout, /--stsPort int .*\(accepted, not yet effective\)/);
-  assert.match(r.stdout, /Environment variables accepted but not yet effective: .*CA_ADDR/s);
+  assert.match(r.stdout, /Environment variables accepted but not yet effective: .*CREDENTIAL_FETCHER_TYPE/s);
   const w = await run('pilot-agent', ['wait', '--help']);
   assert.doesNotMatch(w.stdout, /--url string .*not yet effective/);
 });

@@ -43,7 +43,8 @@ test('the listing shows value, default and whether each variable is set and effe
   loadSettings('agent', { SECRET_TTL: '12h' });
   const rows = listSettings('agent');
   const ttl = rows.find((r) => r.name === 'SECRET_TTL')!;
-  assert.deepEqual({ ...ttl, description: '' }, { name: 'SECRET_TTL', type: 'Duration', scope: 'A', value: '12h0m0s', default: '24h0m0s', set: true, effective: false, description: '' });
+  assert.deepEqual({ ...ttl, description: '' }, { name: 'SECRET_TTL', type: 'Duration', scope: 'A', value: '12h0m0s', default: '24h0m0s', set: true, effective: true, description: '' });
   assert.ok(!rows.some((r) => r.scope === 'D'), 'discovery-only variables are not the agent\'s');
   assert.equal(rows.find((r) => r.name === 'POD_NAMESPACE')!.effective, true);
+  assert.equal(rows.find((r) => r.name === 'CREDENTIAL_FETCHER_TYPE')!.effective, false);
 });

@@ -122,6 +122,7 @@ export function discoveryArgs(configDir?: string, overrides: Record<string, stri
   const flags: Record<string, string> = {
     configDir: configDir ?? mkdtempSync(join(tmpdir(), 'mesh-config-')),
     grpcAddr: '127.0.0.1:0',
+    secureGRPCAddr: '127.0.0.1:0',
     httpAddr: '127.0.0.1:0',
     httpsAddr: '127.0.0.1:0',
     monitoringAddr: '127.0.0.1:0',

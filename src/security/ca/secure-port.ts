@@ -1,0 +1,74 @@
+// The discovery server's secured gRPC port (:15012): TLS with a serving certificate the mesh CA
+// issues for `meshd.<namespace>.svc` (and MESHD_CUSTOM_HOST), client certificates requested and
+// verified against the mesh roots but not required (a workload without a certificate yet
+// authenticates with a token). A root rotation re-issues the serving certificate and swaps the
+// trusted roots in place, without rebinding.
+import 'reflect-metadata';
+import { PublicKey } from '@peculiar/x509';
+import type { SecureContextOptions } from 'node:tls';
+import { scope } from '../../common/log.js';
+import type { MeshAuthority } from './authority.js';
+import { generateKeyPair, signLeaf, toPem } from './pki.js';
+import { RotatingTlsCredentials } from './transport.js';
+
+const log = scope('serverca');
+
+/** Serving certificates are renewed at half their life, as workload certificates are. */
+const SERVING_TTL_MS = 24 * 3600_000;
+
+export interface SecurePortOptions {
+  readonly authority: MeshAuthority;
+  /** DNS names of the serving certificate. */
+  readonly hosts: readonly string[];
+}
+
+/** The host names of the discovery server's certificate: meshd.<ns>.svc plus MESHD_CUSTOM_HOST (comma-separated). */
+export function servingHosts(namespace: string, customHost: string): string[] {
+  return [`meshd.${namespace}.svc`, ...customHost.split(',').map((h) => h.trim()).filter(Boolean)];
+}
+
+export class SecurePortCredentials {
+  private timer: NodeJS.Timeout | undefined;
+  private unsubscribe: (() => void) | undefined;
+
+  private constructor(
+    private readonly opts: SecurePortOptions,
+    readonly credentials: RotatingTlsCredentials,
+  ) {}
+
+  static async create(opts: SecurePortOptions): Promise<SecurePortCredentials> {
+    const port = new SecurePortCredentials(opts, new RotatingTlsCredentials(await context(opts)));
+    port.unsubscribe = opts.authority.onChange(() => void port.refresh('the CA root rotated'));
+    port.schedule();
+    return port;
+  }
+
+  /** Re-issues the serving certificate (new roots trusted at once); on failure keeps the current one. */
+  async refresh(why: string): Promise<void> {
+    try {
+      this.credentials.update(await context(this.opts));
+      log.info(`serving certificate for ${this.opts.hosts.join(', ')} re-issued: ${why}`);
+    } catch (e) {
+      log.error(`cannot re-issue the serving certificate, keeping the current one: ${(e as Error).message}`);
+    }
+    this.schedule();
+  }
+
+  private schedule(): void {
+    clearTimeout(this.timer);
+    this.timer = setTimeout(() => void this.refresh('renewal at half its life'), SERVING_TTL_MS / 2);
+    this.timer.unref();
+  }
+
+  close(): void {
+    clearTimeout(this.timer);
+    this.unsubscribe?.();
+  }
+}
+
+async function context(opts: SecurePortOptions): Promise<SecureContextOptions> {
+  const keys = await generateKeyPair({ kind: 'ECDSA', curve: 'P-256' });
+  const b = opts.authority.bundle;
+  const leaf = await signLeaf(b, { publicKey: await PublicKey.create(keys.publicKey), uris: [], dnsNames: opts.hosts, ttlMs: SERVING_TTL_MS });
+  return { key: keys.pem, cert: toPem([leaf, ...b.chain]), ca: toPem(b.roots) };
+}
