@@ -69,8 +69,12 @@ export interface XdsOptions {
   readonly listeners: ListenerManager;
   readonly stats: StatsStore;
   readonly initialBackoffMs?: number;
-  /** Called with each update once it is applied (the proxy's workers get it next). */
-  readonly onApplied?: (u: AdsUpdate) => void;
+  /**
+   * Called with each update once this process applied it: the proxy's workers apply it too. The
+   * update is ACKed, recorded for config_dump and counted for readiness only once this resolves;
+   * a rejection NACKs it with its message.
+   */
+  readonly onApplied?: (u: AdsUpdate) => Promise<void>;
 }
 
 /** How long listeners wait for the route configurations they name (Envoy's initial_fetch_timeout). */
@@ -215,6 +219,9 @@ export class XdsApplier {
   private readonly applied = new Set<string>();
   private readonly typeStats = new Map<string, TypeStats>();
   private connected = false;
+  /** An update applied here that the workers are still applying (readiness waits for it). */
+  private replicating?: string;
+  private wasReady = false;
 
   constructor(private readonly o: XdsOptions) {
     this.applier = new ResourceApplier(o.clusters, o.listeners);
@@ -252,6 +259,14 @@ export class XdsApplier {
    * listeners name has arrived (Envoy's listener warming, seen from outside).
    */
   ready(): { ready: boolean; reason: string } {
+    const r = this.readiness();
+    this.wasReady ||= r.ready;
+    return r;
+  }
+
+  private readiness(): { ready: boolean; reason: string } {
+    // Before the first LIVE only: later updates keep the proxy LIVE, as warming does.
+    if (!this.wasReady && this.replicating) return { ready: false, reason: `workers applying ${this.replicating}` };
     if (this.o.cds && !this.applied.has(TypeUrl.Cluster)) return { ready: false, reason: 'initial CDS not applied yet' };
     if (this.o.lds && !this.applied.has(TypeUrl.Listener)) return { ready: false, reason: 'initial LDS not applied yet' };
     if (this.o.lds && !this.applier.activated) return { ready: false, reason: `listeners warming: waiting for route configuration ${this.applier.warmingFor().join(', ')}` };
@@ -291,6 +306,10 @@ export class XdsApplier {
     const type = shortTypeName(u.typeUrl);
     try {
       await this.applier.apply(u);
+      if (this.o.onApplied) {
+        this.replicating = `${type} version ${u.version}`;
+        await this.o.onApplied(u).finally(() => (this.replicating = undefined));
+      }
     } catch (e) {
       stats.rejected.inc();
       const details = e instanceof Error ? e.message : String(e);
@@ -302,7 +321,6 @@ export class XdsApplier {
     this.rejections.delete(u.typeUrl);
     this.record(u);
     this.applied.add(u.typeUrl);
-    this.o.onApplied?.(u);
     log.info(`applied ${type} version ${u.version}: ${u.resources.size} resources`);
   }
 
