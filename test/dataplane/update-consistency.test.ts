@@ -138,11 +138,12 @@ describe('updates as reported are enforced (issue 11)', () => {
       assert.equal((await get(port, '/old/b')).status, 403);
       assert.ok(!dump.d.listeners.find((l) => l.name === 'clash')?.active_state, 'the clash listener is not active');
 
-      // Once the port is free, the same listener set applies whole.
+      // Once the port is free, the next update (a changed one: the server does not resend what was
+      // NACKed) applies whole.
       await new Promise<void>((r) => squatter.close(() => r()));
       ads.set(TypeUrl.Listener, [
         listener('inbound', port, [hcmChain({ cluster: 'app', policies: onlyPath('new', '/new/') })]),
-        listener('clash', takenPort, [hcmChain({ cluster: 'app' })]),
+        listener('clash', takenPort, [hcmChain({ cluster: 'app', serverName: 'retried' })]),
       ]);
       await ads.push(TypeUrl.Listener);
       await eventually(async () => assert.deepEqual(await get(takenPort, '/x'), { status: 200, body: 'app saw /x' }), 10_000);
