@@ -7,6 +7,7 @@ import { ListenerSchema, type Listener } from '../gen/envoy/config/listener/v3/l
 import { FilterChainSchema, ListenerFilterSchema, type Filter, type FilterChain } from '../gen/envoy/config/listener/v3/listener_components_pb.js';
 import { HttpInspectorSchema } from '../gen/envoy/extensions/filters/listener/http_inspector/v3/http_inspector_pb.js';
 import type { HttpFilter } from '../gen/envoy/extensions/filters/network/http_connection_manager/v3/http_connection_manager_pb.js';
+import type { CaptureMode } from '../api/types.js';
 import type { OutboundTrafficMode } from '../model/push-context.js';
 import { isHttpProtocol, type Protocol, type Service } from '../model/service.js';
 import { HTTP_INSPECTOR_FILTER_NAME } from '../envoy/names.js';
@@ -39,6 +40,11 @@ export interface InboundPort {
   readonly target: { readonly address: string; readonly port: number };
   /** Address to bind, for explicit (non-captured) ingress listeners. */
   readonly bind?: string;
+  /**
+   * A Sidecar ingress listener's captureMode: `NONE` gets a listener bound on its port in any
+   * proxy mode, `IPTABLES` is reached through capture; unset or `DEFAULT` follows the proxy's mode.
+   */
+  readonly captureMode?: CaptureMode;
 }
 
 export interface InboundOptions {

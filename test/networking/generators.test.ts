@@ -179,6 +179,28 @@ test('interception NONE: listeners on the Sidecar ingress ports to defaultEndpoi
   assert.equal(target('inbound|15432||'), '10.0.0.1:5432', '0.0.0.0 in defaultEndpoint means the workload IP');
 });
 
+test('a Sidecar ingress listener with captureMode NONE gets its own bound listener under REDIRECT; the others stay chains of virtualInbound', async () => {
+  const push = pushOf([
+    ...MESH,
+    sidecar('foo', 'local', {
+      workloadSelector: { labels: { app: 'echo' } },
+      ingress: [
+        { port: { number: 18080, name: 'http', protocol: 'HTTP' }, defaultEndpoint: '127.0.0.1:8080' },
+        { port: { number: 19090, name: 'http-direct', protocol: 'HTTP' }, captureMode: 'NONE', defaultEndpoint: '127.0.0.1:9090' },
+      ],
+    }),
+  ]);
+  const listeners = (await generate(generators(push), TypeUrl.Listener, echoProxy())).map((r) => unpack(r.resource, ListenerSchema));
+  const direct = listenerByName(listeners, '0.0.0.0_19090');
+  assert.equal(addr(direct.address), '0.0.0.0:19090');
+  assert.notEqual(direct.bindToPort, false, 'bound on its port');
+  assert.notEqual(direct.useOriginalDst, true);
+  assert.deepEqual(hcmOf(direct.filterChains[0]!).httpFilters.map((f) => f.name), ['envoy.filters.http.jwt_authn', 'envoy.filters.http.rbac', 'envoy.filters.http.router']);
+  const inbound = listenerByName(listeners, 'virtualInbound');
+  const ports = inbound.filterChains.map((c) => c.filterChainMatch?.destinationPort);
+  assert.ok(ports.includes(18080) && !ports.includes(19090), `virtualInbound keeps the captured port only: ${ports.join(',')}`);
+});
+
 test('a malformed node is refused with INVALID_ARGUMENT', async () => {
   const bad = info('sidecar~nope~x.foo~foo.svc.cluster.local', {});
   assert.throws(() => proxyOf(bad), (e: unknown) => e instanceof XdsStreamError && e.code === status.INVALID_ARGUMENT && /not an IP/.test(e.message));

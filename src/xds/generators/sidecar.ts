@@ -10,7 +10,7 @@ import type { PushContext } from '../../model/push-context.js';
 import { isHttpProtocol, type Service, type ServiceInstance } from '../../model/service.js';
 import { blackHoleCluster, buildInboundCluster, buildOutboundCluster, passthroughCluster } from '../../networking/cluster.js';
 import { buildLoadAssignment, type EndpointInput } from '../../networking/endpoint.js';
-import { inboundPorts } from '../../networking/inbound.js';
+import { bindsOwnListener, inboundPorts } from '../../networking/inbound.js';
 import { buildIngressListeners, buildOutboundListeners, buildVirtualInbound, buildVirtualOutbound, sniffedProtocol, type InboundOptions, type ListenerConflict } from '../../networking/listener.js';
 import { LOCALHOST, outboundClusterName, WILDCARD_ADDRESS } from '../../networking/names.js';
 import { buildOutboundRouteConfig } from '../../networking/route.js';
@@ -79,11 +79,15 @@ export function sidecarListeners(proxy: Proxy, push: PushContext, opts: SidecarO
   outbound.conflicts.forEach((c) => opts.onConflict?.(c));
   // The inbound side is the proxy's own (its ports, the policies selecting it): built per proxy,
   // through the cache so that proxies with equal inputs share one message.
-  const inboundKey = (kind: string): [string, ...unknown[]] => [kind, inbound.ports, inboundOpts];
-  if (!cap) return [...cached(opts.cache, () => inboundKey('lds-ingress'), () => buildIngressListeners(inbound.ports, inboundOpts)), ...outbound.listeners];
+  // Ports bound by a listener of their own (a Sidecar ingress listener decides per port) and those
+  // reached through capture (virtualInbound's chains).
+  const own = inbound.ports.filter((p) => bindsOwnListener(p, cap));
+  const redirected = inbound.ports.filter((p) => !bindsOwnListener(p, cap));
+  const ingress = own.length > 0 ? cached(opts.cache, () => ['lds-ingress', own, inboundOpts], () => buildIngressListeners(own, inboundOpts)) : [];
+  if (!cap) return [...ingress, ...outbound.listeners];
   const mode = scope.outboundTrafficPolicy;
   const virtualOutbound = memo(scope, 'virtualOutbound', () => cached(opts.cache, () => ['virtualOutbound', mode], () => buildVirtualOutbound(mode)));
-  return [virtualOutbound, cached(opts.cache, () => inboundKey('virtualInbound'), () => buildVirtualInbound(inbound.ports, inboundOpts)), ...outbound.listeners];
+  return [virtualOutbound, cached(opts.cache, () => ['virtualInbound', redirected, inboundOpts], () => buildVirtualInbound(redirected, inboundOpts)), ...ingress, ...outbound.listeners];
 }
 
 /**
