@@ -10,7 +10,7 @@ import { parse as parseYaml, YAMLParseError } from 'yaml';
 import { DurationError, formatDuration, parseDuration, toMillis } from '../common/duration.js';
 
 export type InterceptionMode = 'REDIRECT' | 'TPROXY' | 'NONE';
-const INTERCEPTION_MODES: readonly InterceptionMode[] = ['REDIRECT', 'TPROXY', 'NONE'];
+export const INTERCEPTION_MODES: readonly InterceptionMode[] = ['REDIRECT', 'TPROXY', 'NONE'];
 
 export interface ProxyConfig {
   /** Directory the bootstrap file is written to. */

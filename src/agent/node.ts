@@ -8,7 +8,7 @@
 import { networkInterfaces, hostname } from 'node:os';
 import type { JsonObject, JsonValue } from '@bufbuild/protobuf';
 import { setting } from '../common/env.js';
-import { parseDownwardApiFile, proxyConfigJson, readOptional, ProxyConfigError, type ProxyConfig } from './mesh-config.js';
+import { INTERCEPTION_MODES, parseDownwardApiFile, proxyConfigJson, readOptional, ProxyConfigError, type InterceptionMode, type ProxyConfig } from './mesh-config.js';
 
 export const DEFAULT_LABELS_FILE = './etc/mesh/pod/labels';
 export const META_PREFIX = 'MESH_META_';
@@ -68,6 +68,15 @@ function isStringMap(v: JsonValue | undefined): v is Record<string, string> {
   return v !== null && typeof v === 'object' && !Array.isArray(v) && Object.values(v).every((x) => typeof x === 'string');
 }
 
+/** The node's interception mode: MESH_META_INTERCEPTION_MODE when set (checked), else ProxyConfig's. */
+function interceptionMode(fromEnv: JsonValue | undefined, fromProxyConfig: InterceptionMode): InterceptionMode {
+  if (fromEnv === undefined || fromEnv === '') return fromProxyConfig;
+  if (typeof fromEnv !== 'string' || !(INTERCEPTION_MODES as readonly string[]).includes(fromEnv)) {
+    throw new ProxyConfigError(`${META_PREFIX}INTERCEPTION_MODE=${JSON.stringify(fromEnv)}: expected one of ${INTERCEPTION_MODES.join(', ')}`);
+  }
+  return fromEnv as InterceptionMode;
+}
+
 /** Pure: the node identity from resolved inputs. */
 export function buildNodeIdentity(i: NodeInputs): NodeIdentity {
   const ip = i.ips[0] ?? '127.0.0.1';
@@ -84,7 +93,8 @@ export function buildNodeIdentity(i: NodeInputs): NodeIdentity {
     NAMESPACE: i.namespace,
     LABELS: { ...(familyLabels ?? {}), ...i.labels },
     INSTANCE_IPS: i.ips.join(','),
-    INTERCEPTION_MODE: i.proxyConfig.interceptionMode,
+    // The injector writes MESH_META_INTERCEPTION_MODE: as in the Go mesh, the variable wins.
+    INTERCEPTION_MODE: interceptionMode(family['INTERCEPTION_MODE'], i.proxyConfig.interceptionMode),
     CLUSTER_ID: i.clusterId,
     DNS_CAPTURE: i.dnsCapture ? 'true' : 'false',
     PROXY_CONFIG: proxyConfigJson(i.proxyConfig),

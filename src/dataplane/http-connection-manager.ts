@@ -40,6 +40,7 @@ import {
   type DownstreamResponse,
 } from './http-codec.js';
 import { connectionDestination } from './original-dst.js';
+import { closeUnreadRequest, absoluteTarget, refuseHead, requestLimits, type RequestLimits } from './request-guards.js';
 import { compileRouteConfiguration, stripHostPort, type RouteTable } from './route-table.js';
 
 const log = scope('http');
@@ -60,7 +61,7 @@ function isInternal(ip: string): boolean {
 /** Set fields of the HCM that this proxy does not apply yet (logged when present). */
 const UNAPPLIED_HCM = [
   'tracing', 'accessLog', 'accessLogOptions', 'http2ProtocolOptions', 'httpProtocolOptions', 'streamIdleTimeout', 'requestTimeout', 'requestHeadersTimeout',
-  'drainTimeout', 'delayedCloseTimeout', 'localReplyConfig', 'forwardClientCertDetails', 'setCurrentClientCertDetails',
+  'drainTimeout', 'localReplyConfig', 'forwardClientCertDetails', 'setCurrentClientCertDetails',
   'normalizePath', 'mergeSlashes', 'pathWithEscapedSlashesAction', 'internalAddressConfig', 'originalIpDetectionExtensions', 'via',
 ];
 
@@ -82,6 +83,8 @@ export interface HttpConnectionManagerHandler {
   readonly statPrefix: string;
   readonly filterStats: readonly FilterStats[];
   readonly codec: Codec;
+  /** Header limits and delayed close (request-guards.ts), which the hosting servers apply too. */
+  readonly limits: RequestLimits;
   /**
    * Serves one request of a node:http server or a node:http2 compatibility server ('request'
    * event); `connection` is the downstream socket when `req.socket` does not stand for it.
@@ -172,6 +175,7 @@ function grpcReply(reply: LocalReply): { status: number; headers: OutgoingHttpHe
 /** Compiles an HttpConnectionManager; throws ConfigError (-> NACK) on what it cannot honour. */
 export function buildHttpConnectionManager(hcm: HttpConnectionManager, deps: HcmDeps): HttpConnectionManagerHandler {
   const codec = codecOf(hcm);
+  const limits = requestLimits(hcm);
   const chain = compileHttpFilters(hcm, deps);
   const unapplied = unappliedFields(HttpConnectionManagerSchema, hcm, UNAPPLIED_HCM);
   if (unapplied.length > 0) log.warn(`connection manager ${JSON.stringify(hcm.statPrefix)}: accepted but not applied yet: ${unapplied.join(', ')}`);
@@ -272,9 +276,11 @@ export function buildHttpConnectionManager(hcm: HttpConnectionManager, deps: Hcm
       const external = useRemoteAddress && !isInternal(remote.address);
       if (!headers.has('x-request-id') || (external && !hcm.preserveExternalRequestId)) headers.set('x-request-id', randomUUID());
     }
-    let authority = requestAuthority(req);
+    // The absolute form (`GET http://host/path`): its host is the authority, its path the path.
+    const absolute = absoluteTarget(req.url ?? '/');
+    let authority = absolute?.authority ?? requestAuthority(req);
     if (stripPort !== undefined) authority = stripHostPort(authority, stripPort === 'any' ? undefined : stripPort);
-    return new StreamRequest(req.method ?? 'GET', req.url ?? '/', authority, scheme, headers, source, remote, destination, tls ? ((socket as TLSSocket).servername || '') : '');
+    return new StreamRequest(req.method ?? 'GET', absolute?.path ?? req.url ?? '/', authority, scheme, headers, source, remote, destination, tls ? ((socket as TLSSocket).servername || '') : '');
   }
 
   /**
@@ -295,11 +301,17 @@ export function buildHttpConnectionManager(hcm: HttpConnectionManager, deps: Hcm
   }
 
   async function run(req: DownstreamRequest, res: DownstreamResponse, connection?: Socket): Promise<void> {
+    const refused = refuseHead(req, limits);
+    if (refused) {
+      closeUnreadRequest(req, res, limits, true);
+      sendLocal(res, refused, undefined, false);
+      return;
+    }
     const sreq = streamRequest(req, connection);
     const requestId = sreq.headers.joined('x-request-id');
     const grpc = isGrpc(sreq.headers.joined('content-type'));
     const target = await admit(sreq, undefined, (reply) => {
-      req.resume();
+      closeUnreadRequest(req, res, limits);
       sendLocal(res, reply, requestId, grpc);
     });
     if (target) router.forward(req, res, sreq, target, requestId, grpc);
@@ -317,6 +329,7 @@ export function buildHttpConnectionManager(hcm: HttpConnectionManager, deps: Hcm
     statPrefix: hcm.statPrefix,
     filterStats: chain.stats,
     codec,
+    limits,
     handle(req, res, connection) {
       run(req, res, connection).catch((e: unknown) => {
         log.error(`request ${req.method} ${req.url} failed: ${(e as Error).message}`);

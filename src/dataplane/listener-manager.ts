@@ -4,8 +4,9 @@
 // and served by the chain's network filter (listener/http-hosting.ts, listener/tcp-proxy.ts).
 //
 // An update is two-phase like the other xDS types: `prepare` compiles every listener and binds the
-// addresses that are new (a bind failure closes what it bound and is a ConfigError naming the
-// address, so the update is NACKed and nothing changed); `commit` swaps the compiled listeners in.
+// addresses that are new; `commit` swaps the compiled listeners in. As in Envoy, a listener that
+// does not compile or bind (a ConfigError naming the field or address) fails alone: the plan keeps
+// its previous version, the others apply, and the update is NACKed naming it.
 // A listener whose message is unchanged keeps its compiled chains and connections. A changed one
 // keeps its socket when the address is the same: new connections get the new chains, connections
 // of the old chains drain (responses say `connection: close`, idle ones close, the rest are closed
@@ -58,6 +59,8 @@ export interface ListenerPlan {
   readonly sockets: ReadonlyMap<string, BoundSocket>;
   /** Sockets bound by `prepare` (closed again by `abort`). */
   readonly fresh: readonly BoundSocket[];
+  /** The listeners of the update that could not be compiled or bound, with why. */
+  readonly failures: ReadonlyMap<string, Error>;
 }
 
 export interface ListenerInfo {
@@ -86,9 +89,21 @@ export class ListenerManager {
     deps.stats.addSource(() => this.samples());
   }
 
-  /** Compiles the next listener set and binds new addresses; throws ConfigError (nothing changed). */
+  /**
+   * Compiles the next listener set and binds new addresses, listener by listener as Envoy's LDS
+   * does: a listener that does not compile or bind is left out of the plan (the version it
+   * replaces, if any, stays in it) and its error is in `failures`; the others go ahead.
+   */
   async prepare(msgs: readonly Listener[]): Promise<ListenerPlan> {
     const listeners = new Map<string, ActiveListener>();
+    const failures = new Map<string, Error>();
+    /** A listener that failed: its previous version serves on, if it had one. */
+    const fail = (name: string, e: unknown): void => {
+      failures.set(name, e instanceof Error ? e : new Error(String(e)));
+      const old = this.listeners.get(name);
+      if (old) listeners.set(name, old);
+      else listeners.delete(name);
+    };
     for (const msg of msgs) {
       const old = this.listeners.get(msg.name);
       if (old && equals(ListenerSchema, old.message, msg)) listeners.set(msg.name, old);
@@ -96,32 +111,40 @@ export class ListenerManager {
         try {
           listeners.set(msg.name, compileListener(msg, this.deps));
         } catch (e) {
-          throw withinResource(`listener ${msg.name}`, e);
+          fail(msg.name, withinResource(`listener ${msg.name}`, e));
         }
       }
     }
     const sockets = new Map<string, BoundSocket>();
     const fresh: BoundSocket[] = [];
-    try {
-      for (const l of listeners.values()) {
-        if (!l.bind || this.isStopped(l)) continue;
-        const key = addressKey(l);
-        const taken = sockets.get(key);
-        if (taken) throw new ConfigError(`listener ${l.name}.address`, `${key} is also the address of listener ${taken.listener.name}`);
-        const existing = this.sockets.get(key);
-        if (existing) {
-          sockets.set(key, existing);
-          continue;
+    // Listeners kept as they were come first: a new listener cannot take their address.
+    const ordered = [...listeners.values()].sort((a, b) => Number(this.listeners.get(b.name) === b) - Number(this.listeners.get(a.name) === a));
+    for (const l of ordered) {
+      if (!l.bind || this.isStopped(l)) continue;
+      try {
+        const bs = await this.socketFor(l, sockets);
+        if (this.sockets.get(bs.key) !== bs) fresh.push(bs);
+        sockets.set(bs.key, bs);
+      } catch (e) {
+        fail(l.name, e);
+        const old = listeners.get(l.name);
+        // Its previous version keeps its socket (it was bound before this update).
+        if (old && old.bind && !this.isStopped(old)) {
+          const bs = this.sockets.get(addressKey(old));
+          if (bs && !sockets.has(bs.key)) sockets.set(bs.key, bs);
+          else listeners.delete(l.name);
         }
-        const bs = await this.bindSocket(key, l);
-        fresh.push(bs);
-        sockets.set(key, bs);
       }
-    } catch (e) {
-      this.abort({ listeners, sockets, fresh });
-      throw e;
     }
-    return { listeners, sockets, fresh };
+    return { listeners, sockets, fresh, failures };
+  }
+
+  /** The socket `l` serves on: the one bound to its address already, or a new one. */
+  private async socketFor(l: ActiveListener, planned: ReadonlyMap<string, BoundSocket>): Promise<BoundSocket> {
+    const key = addressKey(l);
+    const taken = planned.get(key);
+    if (taken) throw new ConfigError(`listener ${l.name}.address`, `${key} is also the address of listener ${taken.listener.name}`);
+    return this.sockets.get(key) ?? (await this.bindSocket(key, l));
   }
 
   /** Undoes a prepared plan that will not be committed. */

@@ -104,12 +104,14 @@ class DataplaneWorker {
     this.applier = applier = new ResourceApplier(this.clusters, this.listeners);
   }
 
-  apply(w: WireUpdate): void {
+  /** Applies an update and tells the main process, which ACKs it only once every worker did. */
+  apply(id: number, w: WireUpdate): void {
     this.queue = this.queue.then(async () => {
       try {
         await this.applier.apply(fromWire(w));
+        send({ t: 'applied', id });
       } catch (e) {
-        send({ t: 'rejected', typeUrl: w.typeUrl, version: w.version, details: (e as Error).message });
+        send({ t: 'rejected', id, details: (e as Error).message });
       }
     });
   }
@@ -146,7 +148,7 @@ function runWorker(): void {
         if (handle) connections.connection(m.address, handle);
         return;
       case 'update':
-        worker?.apply(m.update);
+        worker?.apply(m.id, m.update);
         return;
       case 'drain':
         worker?.drain(m.inboundOnly, m.graceful);

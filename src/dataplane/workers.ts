@@ -7,9 +7,10 @@
 //     round robin to one of the workers (itself included), as a handle over IPC, to the listener
 //     of the same address there (Node's cluster module does the same: a listening socket shared
 //     by processes spreads connections very unevenly, and Node 20 has no SO_REUSEPORT);
-//   - every xDS update the main process accepted (and ACKed) is sent to every worker, which
-//     compiles and applies it with the same code; the main process validates, so a worker never
-//     sees an update that would be NACKed;
+//   - every xDS update the main process applied is sent to every worker, which compiles and
+//     applies it with the same code and says so; the update is ACKed (and shown in config_dump)
+//     only once every worker has, so what the proxy reports is what each connection meets; a
+//     worker that fails or does not answer within APPLY_TIMEOUT_MS makes it a NACK naming it;
 //   - /stats merges the workers' counters (asked for at read time), drain and shutdown reach every
 //     worker, an unknown kid a worker meets is reported by the main process, log level changes
 //     follow;
@@ -28,6 +29,8 @@ const log = scope('main');
 
 /** How long /stats waits for a worker's counters before it answers without them. */
 const STATS_TIMEOUT_MS = 1000;
+/** How long an update waits for each worker's acknowledgement before it is NACKed. */
+export const APPLY_TIMEOUT_MS = 10_000;
 /** Replacements of a crashing worker are spaced at least this much. */
 const RESTART_DELAY_MS = 1000;
 /** Types in the order a fresh worker applies them: endpoints after clusters, routes after listeners. */
@@ -57,7 +60,7 @@ export type ToWorker =
   | { readonly t: 'init'; readonly init: WorkerInit }
   // Not `key`: Node's IPC sets message.key on a message that carries a server's socket.
   | { readonly t: 'connection'; readonly address: string }
-  | { readonly t: 'update'; readonly update: WireUpdate }
+  | { readonly t: 'update'; readonly id: number; readonly update: WireUpdate }
   | { readonly t: 'drain'; readonly inboundOnly: boolean; readonly graceful: boolean }
   | { readonly t: 'stats'; readonly id: number }
   | { readonly t: 'log'; readonly levels: ReadonlyArray<readonly [string, Level]> }
@@ -67,7 +70,8 @@ export type ToWorker =
 export type FromWorker =
   | { readonly t: 'stats'; readonly id: number; readonly samples: readonly StatSample[] }
   | { readonly t: 'unknown-kid'; readonly issuer: string; readonly kid: string }
-  | { readonly t: 'rejected'; readonly typeUrl: string; readonly version: string; readonly details: string };
+  | { readonly t: 'applied'; readonly id: number }
+  | { readonly t: 'rejected'; readonly id: number; readonly details: string };
 
 export function toWire(u: AdsUpdate): WireUpdate {
   return { typeUrl: u.typeUrl, version: u.version, resources: [...u.resources.values()].map((r) => ({ name: r.name, typeUrl: r.any.typeUrl, value: r.any.value })) };
@@ -85,20 +89,32 @@ interface WorkerOptions {
   readonly onUnknownKid: (issuer: string, kid: string) => void;
 }
 
+/** The answer a worker gives to an update: undefined when applied, else why not. */
+type ApplyResult = string | undefined;
+
 class Worker {
   readonly exited: Promise<void>;
   private readonly pending = new Map<number, (samples: readonly StatSample[]) => void>();
+  /** Updates sent and not answered yet, by id. */
+  private readonly applying = new Map<number, (r: ApplyResult) => void>();
   private nextId = 0;
 
   constructor(
     readonly index: number,
     readonly child: ChildProcess,
-    onMessage: (w: Worker, m: FromWorker) => void,
+    onMessage: (m: FromWorker) => void,
   ) {
     this.exited = new Promise((resolve) => child.once('exit', () => resolve()));
+    // A worker that exits owes nothing: its replacement starts from the latest config.
+    void this.exited.then(() => [...this.applying.values()].forEach((done) => done(undefined)));
     child.on('message', (m: FromWorker) => {
       if (m.t === 'stats') this.pending.get(m.id)?.(m.samples);
-      else onMessage(this, m);
+      else if (m.t === 'applied') this.applying.get(m.id)?.(undefined);
+      else if (m.t === 'rejected') {
+        const done = this.applying.get(m.id);
+        if (done) done(m.details);
+        else log.error(`worker ${index} could not apply the config it started with: ${m.details}`);
+      } else onMessage(m);
     });
     // A worker that went away mid-message: its exit handler replaces it.
     child.on('error', (e) => log.debug(`worker ${index}: ${e.message}`));
@@ -108,6 +124,26 @@ class Worker {
     if (!this.child.connected) return false;
     this.child.send(m, handle);
     return true;
+  }
+
+  /** Sends an update; resolves when the worker applied it, with why not when it could not. */
+  apply(update: WireUpdate): Promise<ApplyResult> {
+    const id = this.nextId++;
+    return new Promise((resolve) => {
+      const timer = setTimeout(() => done(`did not apply it within ${APPLY_TIMEOUT_MS / 1000}s`), APPLY_TIMEOUT_MS);
+      const done = (r: ApplyResult): void => {
+        clearTimeout(timer);
+        this.applying.delete(id);
+        resolve(r);
+      };
+      this.applying.set(id, done);
+      if (!this.send({ t: 'update', id, update })) done(undefined);
+    });
+  }
+
+  /** Sends an update nobody waits for (a new worker's initial config). */
+  load(update: WireUpdate): void {
+    this.send({ t: 'update', id: this.nextId++, update });
   }
 
   /** The worker's stats; empty when it does not answer in time. */
@@ -157,11 +193,18 @@ export class WorkerPool {
     return w !== undefined && w.send({ t: 'connection', address: key }, socket);
   };
 
-  /** An update the main process applied. */
-  replicate(u: AdsUpdate): void {
+  /**
+   * An update the main process applied, to every worker; resolves once each applied it (a worker
+   * that exits meanwhile is not waited for: its replacement gets it), rejects naming the workers
+   * that failed or did not answer in time.
+   */
+  async replicate(u: AdsUpdate): Promise<void> {
     const wire = toWire(u);
     this.latest.set(u.typeUrl, wire);
-    for (const w of this.workers.values()) w.send({ t: 'update', update: wire });
+    const workers = [...this.workers.values()];
+    const results = await Promise.all(workers.map((w) => w.apply(wire)));
+    const failed = results.flatMap((r, i) => (r === undefined ? [] : [`worker ${workers[i]!.index}: ${r}`]));
+    if (failed.length > 0) throw new Error(failed.join('; '));
   }
 
   drain(inboundOnly: boolean, graceful: boolean): void {
@@ -203,7 +246,7 @@ export class WorkerPool {
     const entry = fileURLToPath(new URL('./worker.js', import.meta.url));
     // Workers inherit stdout/stderr: their log lines are the proxy's.
     const child = fork(entry, [], { serialization: 'advanced', stdio: ['ignore', 'inherit', 'inherit', 'ipc'], execArgv: [] });
-    const w = new Worker(index, child, (from, m) => this.onMessage(from, m));
+    const w = new Worker(index, child, (m) => this.onMessage(m));
     this.workers.set(index, w);
     w.send({
       t: 'init',
@@ -212,7 +255,7 @@ export class WorkerPool {
     // The current config, in an order that applies.
     for (const type of TYPE_ORDER) {
       const u = this.latest.get(type);
-      if (u) w.send({ t: 'update', update: u });
+      if (u) w.load(u);
     }
     child.once('exit', (code, signal) => {
       this.workers.delete(index);
@@ -222,9 +265,8 @@ export class WorkerPool {
     });
   }
 
-  private onMessage(w: Worker, m: FromWorker): void {
+  private onMessage(m: FromWorker): void {
     if (m.t === 'unknown-kid') this.o.onUnknownKid(m.issuer, m.kid);
-    else if (m.t === 'rejected') log.error(`worker ${w.index} could not apply ${m.typeUrl} version ${m.version} that this process applied: ${m.details}`);
   }
 }
 

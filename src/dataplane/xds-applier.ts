@@ -14,7 +14,7 @@ import type { Node } from '../gen/envoy/config/core/v3/base_pb.js';
 import type { ClusterLoadAssignment } from '../gen/envoy/config/endpoint/v3/endpoint_pb.js';
 import type { Listener } from '../gen/envoy/config/listener/v3/listener_pb.js';
 import { RouteConfigurationSchema, type RouteConfiguration } from '../gen/envoy/config/route/v3/route_pb.js';
-import { AdsClient, routeNames, type AdsUpdate } from '../envoy/ads-client.js';
+import { AdsClient, PartiallyApplied, routeNames, type AdsResource, type AdsUpdate } from '../envoy/ads-client.js';
 import { shortTypeName, TypeUrl } from '../envoy/types.js';
 import type { DynamicClusterManager } from './clusters.js';
 import { ConfigError, withinResource } from '../envoy/config-error.js';
@@ -69,8 +69,12 @@ export interface XdsOptions {
   readonly listeners: ListenerManager;
   readonly stats: StatsStore;
   readonly initialBackoffMs?: number;
-  /** Called with each update once it is applied (the proxy's workers get it next). */
-  readonly onApplied?: (u: AdsUpdate) => void;
+  /**
+   * Called with each update once this process applied it: the proxy's workers apply it too. The
+   * update is ACKed, recorded for config_dump and counted for readiness only once this resolves;
+   * a rejection NACKs it with its message.
+   */
+  readonly onApplied?: (u: AdsUpdate) => Promise<void>;
 }
 
 /** How long listeners wait for the route configurations they name (Envoy's initial_fetch_timeout). */
@@ -97,6 +101,8 @@ export class ResourceApplier {
   private readonly routes = new Map<string, { table: RouteTable; message: RouteConfiguration }>();
   private assignments = new Map<string, ClusterLoadAssignment>();
   private warming?: Warming;
+  /** The listener resources applied (what serves, or warms): a failed listener's last good one. */
+  private listenerResources = new Map<string, AdsResource>();
   /** Whether a listener set was ever activated (readiness waits for the first). */
   activated = false;
 
@@ -122,7 +128,10 @@ export class ResourceApplier {
     return this.routes.has(name);
   }
 
-  /** Applies one type's whole set; throws (changing nothing) when any of it cannot be applied. */
+  /**
+   * Applies one type's whole set; throws (changing nothing) when any of it cannot be applied,
+   * except for listeners: those that apply do, and `PartiallyApplied` names the others.
+   */
   async apply(u: AdsUpdate): Promise<void> {
     const msgs = <T>() => [...u.resources.values()].map((r) => r.message as Message as T);
     switch (u.typeUrl) {
@@ -136,22 +145,26 @@ export class ResourceApplier {
         return;
       }
       case TypeUrl.Listener: {
-        const listeners = msgs<Listener>();
         // A newer set replaces one still warming (whose new addresses it may bind again).
         this.cancelWarming();
-        const plan = await this.listeners.prepare(listeners);
+        const plan = await this.listeners.prepare(msgs<Listener>());
+        const listeners = [...plan.listeners.values()].map((l) => l.message);
         const missing = this.missingRoutes(listeners);
-        if (missing.length === 0) {
-          this.activate(plan, listeners);
-          return;
+        if (missing.length === 0) this.activate(plan, listeners);
+        else {
+          log.info(`listeners warming until route configuration ${missing.join(', ')} arrives`);
+          const timer = setTimeout(() => {
+            log.warn(`route configuration ${this.warmingFor().join(', ')} did not arrive in ${WARMING_TIMEOUT_MS / 1000}s; the listeners serve without it`);
+            this.activate(plan, listeners);
+          }, WARMING_TIMEOUT_MS);
+          timer.unref();
+          this.warming = { plan, listeners, timer };
         }
-        log.info(`listeners warming until route configuration ${missing.join(', ')} arrives`);
-        const timer = setTimeout(() => {
-          log.warn(`route configuration ${this.warmingFor().join(', ')} did not arrive in ${WARMING_TIMEOUT_MS / 1000}s; the listeners serve without it`);
-          this.activate(plan, listeners);
-        }, WARMING_TIMEOUT_MS);
-        timer.unref();
-        this.warming = { plan, listeners, timer };
+        this.listenerResources = this.appliedListeners(u, plan.failures);
+        if (plan.failures.size > 0) {
+          const why = [...plan.failures.values()].map((e) => e.message).join('; ');
+          throw new PartiallyApplied(why, this.listenerResources, new Set(plan.failures.keys()));
+        }
         return;
       }
       case TypeUrl.RouteConfiguration: {
@@ -182,6 +195,16 @@ export class ResourceApplier {
       default:
         throw new Error(`resource type ${u.typeUrl} is not supported by this proxy`);
     }
+  }
+
+  /** The update's listeners as applied: a failed one is its previous version, or absent. */
+  private appliedListeners(u: AdsUpdate, failures: ReadonlyMap<string, Error>): Map<string, AdsResource> {
+    const out = new Map<string, AdsResource>();
+    for (const [name, r] of u.resources) {
+      const kept = failures.has(name) ? this.listenerResources.get(name) : r;
+      if (kept) out.set(name, kept);
+    }
+    return out;
   }
 
   private missingRoutes(listeners: readonly Listener[]): string[] {
@@ -215,6 +238,9 @@ export class XdsApplier {
   private readonly applied = new Set<string>();
   private readonly typeStats = new Map<string, TypeStats>();
   private connected = false;
+  /** An update applied here that the workers are still applying (readiness waits for it). */
+  private replicating?: string;
+  private wasReady = false;
 
   constructor(private readonly o: XdsOptions) {
     this.applier = new ResourceApplier(o.clusters, o.listeners);
@@ -252,6 +278,14 @@ export class XdsApplier {
    * listeners name has arrived (Envoy's listener warming, seen from outside).
    */
   ready(): { ready: boolean; reason: string } {
+    const r = this.readiness();
+    this.wasReady ||= r.ready;
+    return r;
+  }
+
+  private readiness(): { ready: boolean; reason: string } {
+    // Before the first LIVE only: later updates keep the proxy LIVE, as warming does.
+    if (!this.wasReady && this.replicating) return { ready: false, reason: `workers applying ${this.replicating}` };
     if (this.o.cds && !this.applied.has(TypeUrl.Cluster)) return { ready: false, reason: 'initial CDS not applied yet' };
     if (this.o.lds && !this.applied.has(TypeUrl.Listener)) return { ready: false, reason: 'initial LDS not applied yet' };
     if (this.o.lds && !this.applier.activated) return { ready: false, reason: `listeners warming: waiting for route configuration ${this.applier.warmingFor().join(', ')}` };
@@ -284,30 +318,61 @@ export class XdsApplier {
     return s;
   }
 
-  /** Applies one update; throws (-> NACK) leaving everything as it was. */
+  /**
+   * Applies one update; throws (-> NACK) leaving everything as it was, or, for listeners that
+   * applied in part, having applied (here and on the workers) and recorded the part that did.
+   */
   async apply(u: AdsUpdate): Promise<void> {
     const stats = this.statsOf(u.typeUrl);
     stats.attempt.inc();
     const type = shortTypeName(u.typeUrl);
+    let applied = u;
+    let partial: PartiallyApplied | undefined;
     try {
-      await this.applier.apply(u);
+      try {
+        await this.applier.apply(u);
+      } catch (e) {
+        if (!(e instanceof PartiallyApplied)) throw e;
+        partial = e;
+        applied = { ...u, resources: e.applied };
+      }
+      if (this.o.onApplied) {
+        this.replicating = `${type} version ${u.version}`;
+        await this.o.onApplied(applied).finally(() => (this.replicating = undefined));
+      }
     } catch (e) {
-      stats.rejected.inc();
-      const details = e instanceof Error ? e.message : String(e);
-      if (!(e instanceof ConfigError)) log.error(`applying ${type} version ${u.version} failed: ${details}`);
-      this.rejections.set(u.typeUrl, { version: u.version, details, at: new Date(), resources: new Map([...u.resources].map(([n, r]) => [n, r.any])) });
+      this.reject(u, e, u.resources.keys());
       throw e;
+    }
+    this.record(applied, partial === undefined);
+    this.applied.add(u.typeUrl);
+    if (partial) {
+      this.reject(u, partial, partial.failed);
+      throw partial;
     }
     stats.success.inc();
     this.rejections.delete(u.typeUrl);
-    this.record(u);
-    this.applied.add(u.typeUrl);
-    this.o.onApplied?.(u);
     log.info(`applied ${type} version ${u.version}: ${u.resources.size} resources`);
   }
 
-  /** Per resource: the version and time of the update that last changed it. */
-  private record(u: AdsUpdate): void {
+  /** Counts and keeps (for config_dump's error_state) a rejection of the resources `failed`. */
+  private reject(u: AdsUpdate, e: unknown, failed: Iterable<string>): void {
+    this.statsOf(u.typeUrl).rejected.inc();
+    const details = e instanceof Error ? e.message : String(e);
+    if (!(e instanceof ConfigError) && !(e instanceof PartiallyApplied)) log.error(`applying ${shortTypeName(u.typeUrl)} version ${u.version} failed: ${details}`);
+    const resources = new Map<string, Any>();
+    for (const n of failed) {
+      const r = u.resources.get(n);
+      if (r) resources.set(n, r.any);
+    }
+    this.rejections.set(u.typeUrl, { version: u.version, details, at: new Date(), resources });
+  }
+
+  /**
+   * Per resource: the version and time of the update that last changed it; the type's version
+   * only when the update applied whole.
+   */
+  private record(u: AdsUpdate, whole: boolean): void {
     const prev = this.records.get(u.typeUrl) ?? new Map<string, ResourceRecord>();
     const next = new Map<string, ResourceRecord>();
     const now = new Date();
@@ -316,6 +381,6 @@ export class XdsApplier {
       next.set(name, old && sameAny(old.any, r.any) ? old : { name, any: r.any, version: u.version, lastUpdated: now });
     }
     this.records.set(u.typeUrl, next);
-    this.versions.set(u.typeUrl, u.version);
+    if (whole) this.versions.set(u.typeUrl, u.version);
   }
 }

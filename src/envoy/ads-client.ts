@@ -61,6 +61,23 @@ export interface AdsUpdate {
   readonly resources: ReadonlyMap<string, AdsResource>;
 }
 
+/**
+ * Thrown by a consumer that applied part of an update (Envoy's LDS applies the listeners it can):
+ * the client NACKs with the message, but holds `applied`, what serves now, so that the names it
+ * follows (routes of the applied listeners) match it; the accepted version stays the old one.
+ */
+export class PartiallyApplied extends Error {
+  constructor(
+    message: string,
+    readonly applied: ReadonlyMap<string, AdsResource>,
+    /** The resources of the update that were not applied. */
+    readonly failed: ReadonlySet<string>,
+  ) {
+    super(message);
+    this.name = 'PartiallyApplied';
+  }
+}
+
 /** Applies an update; throw (or reject) to NACK it with the error's message. */
 export type AdsHandler = (update: AdsUpdate) => void | Promise<void>;
 
@@ -279,8 +296,10 @@ export class AdsClient extends EventEmitter<AdsClientEvents> {
     } catch (e) {
       const why = e instanceof Error ? e.message : String(e);
       log.warn(`rejected ${type} version ${res.versionInfo} (nonce ${res.nonce}): ${why}`);
+      if (e instanceof PartiallyApplied) s.accepted = new Map(e.applied);
       this.sendRequest(res.typeUrl, why);
       this.emit('nack', res.typeUrl, res.versionInfo, why);
+      if (e instanceof PartiallyApplied && (this.opts.followDependencies ?? true)) this.followDependencies(res.typeUrl);
       return;
     }
     s.accepted = next;

@@ -53,6 +53,8 @@ export function httpConnectionManager(statPrefix: string, routes: RouteSource, e
         ? { case: 'rds', value: { configSource: adsConfigSource(), routeConfigName: routes.rds } }
         : { case: 'routeConfig', value: routes.inline },
     httpFilters: [...extraFilters, routerFilter()],
+    // As the Go mesh's HCMs: WebSocket upgrades pass (through the same filters as any request).
+    upgradeConfigs: [{ upgradeType: 'websocket' }],
   });
 }
 

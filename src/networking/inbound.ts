@@ -45,12 +45,22 @@ function fromIngress(ingress: readonly IngressListener[], proxy: Proxy, source: 
       const target = l.defaultEndpoint
         ? parseDefaultEndpoint(l.defaultEndpoint, proxy)
         : { address: LOCALHOST, port: l.port.targetPort ?? l.port.number };
-      ports.push({ port: l.port.number, protocol: portProtocol(l.port), target, ...(l.bind ? { bind: l.bind } : {}) });
+      ports.push({ port: l.port.number, protocol: portProtocol(l.port), target, ...(l.bind ? { bind: l.bind } : {}), ...(l.captureMode ? { captureMode: l.captureMode } : {}) });
     } catch (e) {
       problems.push(`${source}: spec.ingress[${i}].defaultEndpoint: ${(e as Error).message}`);
     }
   });
   return { ports, problems, conflicts };
+}
+
+/**
+ * Whether an inbound port gets a listener bound on it (else it is a chain of virtualInbound), as
+ * the Go mesh decides per ingress listener: captureMode NONE always, DEFAULT (or unset) when the
+ * proxy does not capture, IPTABLES never.
+ */
+export function bindsOwnListener(p: InboundPort, proxyCaptures: boolean): boolean {
+  const mode = p.captureMode ?? 'DEFAULT';
+  return mode === 'NONE' || (mode === 'DEFAULT' && !proxyCaptures);
 }
 
 export function inboundPorts(proxy: Proxy, push: PushContext): InboundPorts {

@@ -7,6 +7,7 @@ import { ListenerSchema, type Listener } from '../gen/envoy/config/listener/v3/l
 import { FilterChainSchema, ListenerFilterSchema, type Filter, type FilterChain } from '../gen/envoy/config/listener/v3/listener_components_pb.js';
 import { HttpInspectorSchema } from '../gen/envoy/extensions/filters/listener/http_inspector/v3/http_inspector_pb.js';
 import type { HttpFilter } from '../gen/envoy/extensions/filters/network/http_connection_manager/v3/http_connection_manager_pb.js';
+import type { CaptureMode } from '../api/types.js';
 import type { OutboundTrafficMode } from '../model/push-context.js';
 import { isHttpProtocol, type Protocol, type Service } from '../model/service.js';
 import { HTTP_INSPECTOR_FILTER_NAME } from '../envoy/names.js';
@@ -39,6 +40,11 @@ export interface InboundPort {
   readonly target: { readonly address: string; readonly port: number };
   /** Address to bind, for explicit (non-captured) ingress listeners. */
   readonly bind?: string;
+  /**
+   * A Sidecar ingress listener's captureMode: `NONE` gets a listener bound on its port in any
+   * proxy mode, `IPTABLES` is reached through capture; unset or `DEFAULT` follows the proxy's mode.
+   */
+  readonly captureMode?: CaptureMode;
 }
 
 export interface InboundOptions {
@@ -106,7 +112,37 @@ function sniffingFilters(ports: readonly InboundPort[], opts: InboundOptions): P
   };
 }
 
-/** virtualInbound: 0.0.0.0:15006, use_original_dst, a chain per inbound port matched on destination port. */
+/**
+ * The chains the Go mesh always puts in virtualInbound besides the ports': connections to 15006
+ * itself go to BlackHoleCluster (no loop), and captured connections to any other port pass through
+ * to their original destination, per IP family. Our PassthroughCluster stands for the Go mesh's
+ * InboundPassthroughClusterIpv4/6, which only add a 127.0.0.6 source address. A workload with
+ * security filters gets them on its passthrough too (an HTTP chain, so non-HTTP traffic to an
+ * unknown port is refused): the proxy has no network RBAC filter, and a policy must not be
+ * bypassed by picking an undeclared port.
+ */
+function passthroughChains(opts: InboundOptions): FilterChain[] {
+  const secured = (opts.httpFilters?.length ?? 0) > 0;
+  const filters = secured
+    ? [hcmFilter('InboundPassthroughCluster', { inline: buildInboundRouteConfig('InboundPassthroughCluster', PASSTHROUGH_CLUSTER) }, opts.httpFilters)]
+    : [tcpProxyFilter(PASSTHROUGH_CLUSTER)];
+  return [
+    create(FilterChainSchema, { name: `${VIRTUAL_INBOUND}-blackhole`, filterChainMatch: { destinationPort: VIRTUAL_INBOUND_PORT }, filters: [tcpProxyFilter(BLACKHOLE_CLUSTER)] }),
+    ...(
+      [
+        ['ipv4', '0.0.0.0'],
+        ['ipv6', '::'],
+      ] as const
+    ).map(([family, prefix]) =>
+      create(FilterChainSchema, { name: `${VIRTUAL_INBOUND}-${family}-passthrough`, filterChainMatch: { prefixRanges: [{ addressPrefix: prefix, prefixLen: 0 }] }, filters }),
+    ),
+  ];
+}
+
+/**
+ * virtualInbound: 0.0.0.0:15006, use_original_dst, a chain per inbound port matched on destination
+ * port, and the passthrough chains (so it has chains even when the workload declares no port).
+ */
 export function buildVirtualInbound(ports: readonly InboundPort[], opts: InboundOptions = {}): Listener {
   return create(ListenerSchema, {
     name: VIRTUAL_INBOUND,
@@ -115,7 +151,7 @@ export function buildVirtualInbound(ports: readonly InboundPort[], opts: Inbound
     ...(opts.transparent ? { transparent: true } : {}),
     trafficDirection: TrafficDirection.INBOUND,
     ...sniffingFilters(ports, opts),
-    filterChains: ports.flatMap((p) => buildInboundFilterChains(p, opts)),
+    filterChains: [...ports.flatMap((p) => buildInboundFilterChains(p, opts)), ...passthroughChains(opts)],
   });
 }
 

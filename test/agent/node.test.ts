@@ -74,3 +74,17 @@ test('bad inputs: MESH_METAJSON_ and the labels file are named', async () => {
   // A registry variable with a bad value is reported by name.
   assert.throws(() => loadSettings('agent', { MESH_META_DNS_CAPTURE: 'yes' }), /MESH_META_DNS_CAPTURE="yes": invalid value, expected a Boolean/);
 });
+
+test('MESH_META_INTERCEPTION_MODE (what the injector writes) sets the node\'s interception mode over ProxyConfig; a bad one is named', async () => {
+  const pc = mergeProxyConfig(PROXY_CONFIG_DEFAULTS, { interceptionMode: 'REDIRECT' });
+  const env = { POD_NAME: 'p', POD_NAMESPACE: 'bar', INSTANCE_IP: '10.0.0.9', MESH_META_INTERCEPTION_MODE: 'NONE' };
+  loadSettings('agent', env);
+  const node = await loadNodeIdentity({ proxyConfig: pc, env, labelsFile: '/nonexistent' });
+  assert.equal(node.metadata['INTERCEPTION_MODE'], 'NONE', 'the variable wins, as in the Go mesh');
+  const withoutVar = await loadNodeIdentity({ proxyConfig: pc, env: { POD_NAME: 'p', POD_NAMESPACE: 'bar' }, labelsFile: '/nonexistent' });
+  assert.equal(withoutVar.metadata['INTERCEPTION_MODE'], 'REDIRECT', 'ProxyConfig when the variable is unset');
+  await assert.rejects(
+    loadNodeIdentity({ proxyConfig: pc, env: { POD_NAME: 'p', MESH_META_INTERCEPTION_MODE: 'SIDECAR' }, labelsFile: '/nonexistent' }),
+    /MESH_META_INTERCEPTION_MODE="SIDECAR": expected one of REDIRECT, TPROXY, NONE/,
+  );
+});

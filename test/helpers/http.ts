@@ -1,5 +1,6 @@
-// node:http servers on loopback for tests: listen on a free port, close with every connection.
-import type { Server } from 'node:http';
+// node:http servers on loopback for tests: listen on a free port, close with every connection;
+// one GET on a fresh connection.
+import { request, type IncomingHttpHeaders, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 
 /** Listens on 127.0.0.1 at a free port and returns it. */
@@ -12,4 +13,18 @@ export async function listen(server: Server): Promise<number> {
 export async function close(server: Server): Promise<void> {
   server.closeAllConnections();
   await new Promise<void>((resolve) => server.close(() => resolve()));
+}
+
+/** GET on a fresh connection (agent: false) to 127.0.0.1: status, text body and headers. */
+export function getFresh(port: number, path: string, headers: Record<string, string> = {}): Promise<{ status: number; body: string; headers: IncomingHttpHeaders }> {
+  return new Promise((resolve, reject) => {
+    const req = request({ host: '127.0.0.1', port, path, headers, agent: false }, (res) => {
+      let body = '';
+      res.setEncoding('utf8');
+      res.on('data', (d: string) => (body += d));
+      res.on('end', () => resolve({ status: res.statusCode ?? 0, body, headers: res.headers }));
+    });
+    req.on('error', reject);
+    req.end();
+  });
 }

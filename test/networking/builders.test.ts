@@ -187,7 +187,15 @@ test('virtualOutbound and virtualInbound: 15001/15006, use_original_dst, catch-a
   assert.deepEqual(inb.filterChains.map((c) => [c.name, c.filterChainMatch?.destinationPort]), [
     ['0.0.0.0_8080', 8080],
     ['0.0.0.0_5432', 5432],
+    ['virtualInbound-blackhole', 15006],
+    ['virtualInbound-ipv4-passthrough', undefined],
+    ['virtualInbound-ipv6-passthrough', undefined],
   ]);
+  assert.equal(tcpClusterOf(inb.filterChains[2]!), 'BlackHoleCluster');
+  // With security filters, the passthrough is HTTP through them (no network RBAC to enforce a policy on bytes).
+  const pass = hcmOf(inb.filterChains[3]!);
+  assert.deepEqual(pass.httpFilters.map((f) => f.name), ['envoy.filters.http.jwt_authn', 'envoy.filters.http.rbac', 'envoy.filters.http.router']);
+  assert.deepEqual(inb.filterChains[3]!.filterChainMatch?.prefixRanges.map((r) => [r.addressPrefix, r.prefixLen?.valueOf()]), [['0.0.0.0', 0]]);
   const hcm = hcmOf(inb.filterChains[0]!);
   assert.deepEqual(hcm.httpFilters.map((f) => f.name), ['envoy.filters.http.jwt_authn', 'envoy.filters.http.rbac', 'envoy.filters.http.router'], 'security filters in order, router last');
   assert.equal(hcm.statPrefix, 'inbound_0.0.0.0_8080');
@@ -201,14 +209,16 @@ test('sniffed inbound ports get an HTTP chain on http_inspector protocols and a 
   const inb = buildVirtualInbound([{ port: 9000, protocol: 'UNSUPPORTED', target: { address: '127.0.0.1', port: 9000 } }], { sniffing: true, detectionTimeout: 1 });
   assert.deepEqual(inb.listenerFilters.map((f) => f.name), ['envoy.filters.listener.http_inspector']);
   assert.equal(inb.listenerFiltersTimeout?.seconds, 1n);
-  assert.deepEqual(inb.filterChains.map((c) => [c.name, c.filterChainMatch?.destinationPort, c.filterChainMatch?.applicationProtocols]), [
+  assert.deepEqual(inb.filterChains.slice(0, 2).map((c) => [c.name, c.filterChainMatch?.destinationPort, c.filterChainMatch?.applicationProtocols]), [
     ['0.0.0.0_9000_http', 9000, ['http/1.0', 'http/1.1', 'h2c']],
     ['0.0.0.0_9000', 9000, []],
   ]);
   hcmOf(inb.filterChains[0]!);
   assert.equal(tcpClusterOf(inb.filterChains[1]!), 'inbound|9000||');
   const plain = buildVirtualInbound([{ port: 9000, protocol: 'UNSUPPORTED', target: { address: '127.0.0.1', port: 9000 } }], { sniffing: false });
-  assert.equal(plain.filterChains.length, 1);
+  assert.deepEqual(plain.filterChains.map((c) => c.name), ['0.0.0.0_9000', 'virtualInbound-blackhole', 'virtualInbound-ipv4-passthrough', 'virtualInbound-ipv6-passthrough']);
+  // Without security filters the passthrough is plain TCP to the original destination.
+  assert.equal(tcpClusterOf(plain.filterChains[2]!), 'PassthroughCluster');
   assert.deepEqual(plain.listenerFilters, []);
 });
 

@@ -75,8 +75,11 @@ test('a captured sidecar: listeners, routes, clusters and endpoints for what it 
   assert.deepEqual(inbound.filterChains.map((c) => [c.name, c.filterChainMatch?.destinationPort]), [
     ['0.0.0.0_7070', 7070],
     ['0.0.0.0_8080', 8080],
+    ['virtualInbound-blackhole', 15006],
+    ['virtualInbound-ipv4-passthrough', undefined],
+    ['virtualInbound-ipv6-passthrough', undefined],
   ]);
-  for (const chain of inbound.filterChains) {
+  for (const chain of inbound.filterChains.slice(0, 2)) {
     assert.deepEqual(hcmOf(chain).httpFilters.map((f) => f.name), ['envoy.filters.http.jwt_authn', 'envoy.filters.http.rbac', 'envoy.filters.http.router']);
   }
   assert.equal(tcpClusterOf(listenerByName(listeners, '0.0.0.0_443').filterChains[0]!), 'outbound|443||api.example.com');
@@ -185,6 +188,28 @@ test('interception NONE: listeners on the Sidecar ingress ports to defaultEndpoi
   };
   assert.equal(target('inbound|18080||'), '127.0.0.1:8080');
   assert.equal(target('inbound|15432||'), '10.0.0.1:5432', '0.0.0.0 in defaultEndpoint means the workload IP');
+});
+
+test('a Sidecar ingress listener with captureMode NONE gets its own bound listener under REDIRECT; the others stay chains of virtualInbound', async () => {
+  const push = pushOf([
+    ...MESH,
+    sidecar('foo', 'local', {
+      workloadSelector: { labels: { app: 'echo' } },
+      ingress: [
+        { port: { number: 18080, name: 'http', protocol: 'HTTP' }, defaultEndpoint: '127.0.0.1:8080' },
+        { port: { number: 19090, name: 'http-direct', protocol: 'HTTP' }, captureMode: 'NONE', defaultEndpoint: '127.0.0.1:9090' },
+      ],
+    }),
+  ]);
+  const listeners = (await generate(generators(push), TypeUrl.Listener, echoProxy())).map((r) => unpack(r.resource, ListenerSchema));
+  const direct = listenerByName(listeners, '0.0.0.0_19090');
+  assert.equal(addr(direct.address), '0.0.0.0:19090');
+  assert.notEqual(direct.bindToPort, false, 'bound on its port');
+  assert.notEqual(direct.useOriginalDst, true);
+  assert.deepEqual(hcmOf(direct.filterChains[0]!).httpFilters.map((f) => f.name), ['envoy.filters.http.jwt_authn', 'envoy.filters.http.rbac', 'envoy.filters.http.router']);
+  const inbound = listenerByName(listeners, 'virtualInbound');
+  const ports = inbound.filterChains.map((c) => c.filterChainMatch?.destinationPort);
+  assert.ok(ports.includes(18080) && !ports.includes(19090), `virtualInbound keeps the captured port only: ${ports.join(',')}`);
 });
 
 test('a malformed node is refused with INVALID_ARGUMENT', async () => {

@@ -13,6 +13,7 @@ import { buildHttpConnectionManager, type FilterStats, type HttpConnectionManage
 import { statName, type StatSample, type StatsStore } from '../stats.js';
 import { Chain, type ListenerCounters } from './chain.js';
 import { registerNetworkFilter } from './network-filters.js';
+import { isH2cUpgrade, serveH2cAsHttp1 } from '../request-guards.js';
 import { sniffH2Preface } from './sniffers.js';
 
 const log = scope('conn_handler');
@@ -47,21 +48,27 @@ export class HttpChain extends Chain {
         if (this.closingIdle) setImmediate(() => this.server.closeIdleConnections());
       });
     };
-    this.server = createHttpServer();
+    // One header more than the limit is kept, so that the connection manager sees the excess (431).
+    const { maxHeaderBytes, maxHeadersCount } = handler.limits;
+    this.server = createHttpServer({ maxHeaderSize: maxHeaderBytes });
+    this.server.maxHeadersCount = maxHeadersCount + 1;
     // node:http tracks connections (closeIdleConnections, header timeouts) only once 'listening'
     // fired; this server never listens itself, its connections are handed over.
     this.server.emit('listening');
-    this.server.on('request', (req: IncomingMessage, res: ServerResponse) => {
+    const serve = (req: IncomingMessage, res: ServerResponse): void => {
       count(res);
       if (this.draining) res.setHeader('connection', 'close');
       handler.handle(req, res);
-    });
+    };
+    this.server.on('request', serve);
     this.server.on('upgrade', (req: IncomingMessage, socket: Duplex, head: Buffer) => {
+      if (isH2cUpgrade(req)) return serveH2cAsHttp1(req, socket, head, serve);
       counters.rq.inc();
       hcmRq.inc();
       handler.handleUpgrade(req, socket, head);
     });
-    this.h2 = createHttp2Server();
+    // Pseudo-headers come on top of the header fields the limit counts.
+    this.h2 = createHttp2Server({ maxHeaderListPairs: maxHeadersCount + 8, settings: { maxHeaderListSize: maxHeaderBytes } });
     this.h2.on('session', (session: ServerHttp2Session) => {
       this.h2Sessions.add(session);
       session.once('close', () => this.h2Sessions.delete(session));

@@ -11,7 +11,7 @@ import type { PushContext } from '../../model/push-context.js';
 import { isHttpProtocol, type Service, type ServiceInstance } from '../../model/service.js';
 import { blackHoleCluster, buildInboundCluster, buildOutboundCluster, passthroughCluster } from '../../networking/cluster.js';
 import { buildLoadAssignment, type EndpointInput } from '../../networking/endpoint.js';
-import { inboundPorts } from '../../networking/inbound.js';
+import { bindsOwnListener, inboundPorts } from '../../networking/inbound.js';
 import { buildIngressListeners, buildOutboundListeners, buildVirtualInbound, buildVirtualOutbound, sniffedProtocol, type InboundOptions, type ListenerConflict } from '../../networking/listener.js';
 import { usesAutoAllocation } from '../../networking/name-table.js';
 import { LOCALHOST, outboundClusterName, WILDCARD_ADDRESS } from '../../networking/names.js';
@@ -84,12 +84,16 @@ export function sidecarListeners(proxy: Proxy, push: PushContext, opts: SidecarO
   outbound.conflicts.forEach((c) => opts.onConflict?.(c));
   // The inbound side is the proxy's own (its ports, the policies selecting it): built per proxy,
   // through the cache so that proxies with equal inputs share one message.
-  const inboundKey = (kind: string): [string, ...unknown[]] => [kind, inbound.ports, inboundOpts];
-  if (!cap) return [...cached(opts.cache, () => inboundKey('lds-ingress'), () => buildIngressListeners(inbound.ports, inboundOpts)), ...outbound.listeners];
+  // Ports bound by a listener of their own (a Sidecar ingress listener decides per port) and those
+  // reached through capture (virtualInbound's chains).
+  const own = inbound.ports.filter((p) => bindsOwnListener(p, cap));
+  const redirected = inbound.ports.filter((p) => !bindsOwnListener(p, cap));
+  const ingress = own.length > 0 ? cached(opts.cache, () => ['lds-ingress', own, inboundOpts], () => buildIngressListeners(own, inboundOpts)) : [];
+  if (!cap) return [...ingress, ...outbound.listeners];
   const mode = scope.outboundTrafficPolicy;
   const tproxy = proxy.interceptionMode === 'TPROXY';
   const virtualOutbound = memo(scope, `virtualOutbound:${tproxy}`, () => cached(opts.cache, () => ['virtualOutbound', mode, tproxy], () => buildVirtualOutbound(mode, tproxy)));
-  return [virtualOutbound, cached(opts.cache, () => inboundKey('virtualInbound'), () => buildVirtualInbound(inbound.ports, inboundOpts)), ...outbound.listeners];
+  return [virtualOutbound, cached(opts.cache, () => ['virtualInbound', redirected, inboundOpts], () => buildVirtualInbound(redirected, inboundOpts)), ...ingress, ...outbound.listeners];
 }
 
 /**

@@ -1,0 +1,153 @@
+// What Envoy's downstream codec and connection manager settle before any HTTP filter sees a
+// request: header limits (431), a repeated Host (400), the absolute-form request target
+// (`GET http://host/path`: the path is the path, the host the authority), an `h2c` upgrade (served
+// as a plain HTTP/1.1 request), and the connection of a local reply sent before the request body
+// was read (closed, not drained). Pure decisions plus the one socket action each needs.
+import { ServerResponse, type IncomingMessage } from 'node:http';
+import type { Socket } from 'node:net';
+import type { Duplex } from 'node:stream';
+import type { HttpConnectionManager } from '../gen/envoy/extensions/filters/network/http_connection_manager/v3/http_connection_manager_pb.js';
+import { durationMs } from '../common/duration.js';
+import type { LocalReply } from '../envoy/filter.js';
+import type { DownstreamRequest, DownstreamResponse } from './http-codec.js';
+
+/** Envoy's defaults: max_request_headers_kb 60, common_http_protocol_options.max_headers_count 100. */
+const DEFAULT_MAX_HEADERS_KB = 60;
+const DEFAULT_MAX_HEADERS_COUNT = 100;
+/** Envoy's default delayed_close_timeout: how long a closing connection's last bytes may take. */
+const DEFAULT_DELAYED_CLOSE_MS = 1000;
+
+export interface RequestLimits {
+  /** Bytes of request headers (node's maxHeaderSize / HTTP/2 SETTINGS_MAX_HEADER_LIST_SIZE). */
+  readonly maxHeaderBytes: number;
+  /** Header fields, pseudo-headers not counted. */
+  readonly maxHeadersCount: number;
+  /** After a local reply to a request whose body is still coming: how long until the close. */
+  readonly delayedCloseMs: number;
+}
+
+export function requestLimits(hcm: HttpConnectionManager): RequestLimits {
+  return {
+    maxHeaderBytes: (hcm.maxRequestHeadersKb ?? DEFAULT_MAX_HEADERS_KB) * 1024,
+    maxHeadersCount: hcm.commonHttpProtocolOptions?.maxHeadersCount ?? DEFAULT_MAX_HEADERS_COUNT,
+    delayedCloseMs: durationMs(hcm.delayedCloseTimeout, DEFAULT_DELAYED_CLOSE_MS),
+  };
+}
+
+function reply(status: number, body: string, details: string): LocalReply {
+  return { status, body, headers: {}, details };
+}
+
+/** The request's header fields as received, pseudo-headers left out. */
+function headerNames(req: DownstreamRequest): string[] {
+  const raw = req.rawHeaders;
+  const names: string[] = [];
+  for (let i = 0; i < raw.length; i += 2) if (!raw[i]!.startsWith(':')) names.push(raw[i]!.toLowerCase());
+  return names;
+}
+
+/**
+ * The codec's refusal of a request head, as Envoy answers it: more header fields than allowed is
+ * 431 (node's servers are told to keep one more than the limit, so the excess is seen), a second
+ * Host is 400. Undefined when the head is acceptable.
+ */
+export function refuseHead(req: DownstreamRequest, limits: RequestLimits): LocalReply | undefined {
+  const names = headerNames(req);
+  if (names.length > limits.maxHeadersCount) return reply(431, 'Request Header Fields Too Large', 'http1.too_many_headers');
+  if (names.filter((n) => n === 'host').length > 1) return reply(400, 'Bad Request', 'http1.multiple_host_headers');
+  return undefined;
+}
+
+/**
+ * The request target in absolute form (RFC 9112 3.2.2: `http://host/path?q`): its path and its
+ * authority, which replaces Host, as Envoy's codec does. Undefined for the origin form.
+ */
+export function absoluteTarget(url: string): { path: string; authority: string } | undefined {
+  if (!/^https?:\/\//i.test(url)) return undefined;
+  const rest = url.slice(url.indexOf('//') + 2);
+  const slash = rest.search(/[/?]/);
+  const authority = slash < 0 ? rest : rest.slice(0, slash);
+  const path = slash < 0 ? '/' : rest[slash] === '?' ? `/${rest.slice(slash)}` : rest.slice(slash);
+  return { path, authority };
+}
+
+/**
+ * An HTTP/1.1 `Upgrade: h2c` request: Envoy does not switch protocols, it serves the request as
+ * an ordinary one without the upgrade headers.
+ */
+export function isH2cUpgrade(req: IncomingMessage): boolean {
+  return String(req.headers.upgrade ?? '').toLowerCase().split(',').map((s) => s.trim()).includes('h2c');
+}
+
+/** Removes an h2c upgrade's headers (Upgrade, HTTP2-Settings and their Connection tokens). */
+export function dropH2cUpgrade(req: IncomingMessage): void {
+  const hop = new Set(['upgrade', 'http2-settings']);
+  const raw = req.rawHeaders;
+  const kept: string[] = [];
+  for (let i = 0; i < raw.length; i += 2) {
+    const name = raw[i]!.toLowerCase();
+    if (hop.has(name)) continue;
+    if (name === 'connection') {
+      const tokens = raw[i + 1]!.split(',').map((s) => s.trim()).filter((t) => !hop.has(t.toLowerCase()));
+      if (tokens.length > 0) kept.push(raw[i]!, tokens.join(', '));
+      continue;
+    }
+    kept.push(raw[i]!, raw[i + 1]!);
+  }
+  raw.splice(0, raw.length, ...kept);
+  delete req.headers.upgrade;
+  delete req.headers['http2-settings'];
+  if (req.headers.connection !== undefined) {
+    const c = kept.findIndex((v, i) => i % 2 === 0 && v.toLowerCase() === 'connection');
+    if (c < 0) delete req.headers.connection;
+    else req.headers.connection = kept[c + 1];
+  }
+}
+
+/**
+ * Serves an `h2c` upgrade request that node:http handed over as an upgrade (its parser let go of
+ * the socket) as the plain HTTP/1.1 request Envoy makes of it: without the upgrade headers, on a
+ * response of its own that closes the connection once written. A body can only come in `head`,
+ * so a request announcing one gets `400` (h2c upgrades are body-less GET/OPTIONS in practice).
+ */
+export function serveH2cAsHttp1(req: IncomingMessage, socket: Duplex, head: Buffer, serve: (req: IncomingMessage, res: ServerResponse) => void): void {
+  dropH2cUpgrade(req);
+  const res = new ServerResponse(req);
+  res.shouldKeepAlive = false;
+  res.assignSocket(socket as Socket);
+  res.once('finish', () => socket.end());
+  const length = Number(req.headers['content-length'] ?? 0);
+  if (req.headers['transfer-encoding'] !== undefined || length > head.length) {
+    res.writeHead(400, { 'content-type': 'text/plain', connection: 'close' });
+    res.end('h2c upgrade request with a body is not supported');
+    return;
+  }
+  serve(req, res);
+}
+
+/**
+ * A local reply to a request whose body has not all arrived (or to a head the codec refused):
+ * Envoy does not read the rest (a denied upload could be anything). On HTTP/1.1 the reply says
+ * `connection: close`; once it is flushed the proxy stops reading, half-closes, and closes the
+ * socket when the delayed close timeout ends (Envoy's FlushWriteAndDelay: no reads meanwhile, the
+ * wait lets the client read the reply before a reset). On HTTP/2 the stream is reset (NO_ERROR)
+ * after the reply. Call before the reply is written.
+ */
+export function closeUnreadRequest(req: DownstreamRequest, res: DownstreamResponse, limits: RequestLimits, always = false): void {
+  if (req.complete && !always) return;
+  if ('stream' in req) {
+    res.once('finish', () => req.stream.close());
+    return;
+  }
+  const socket = req.socket;
+  res.setHeader('connection', 'close');
+  res.once('finish', () => {
+    // node:http would read and discard the rest of the body, then destroy the socket as soon as
+    // the reply is written (a reset that can lose the reply): instead, read nothing more.
+    socket.off('finish', socket.destroy);
+    req.pause();
+    socket.pause();
+    socket.end();
+    setTimeout(() => socket.destroy(), limits.delayedCloseMs).unref();
+  });
+}
