@@ -99,6 +99,11 @@ export class Watch implements Subscription {
   rejecting = false;
   /** Delta: name -> version of what the proxy holds (initial_resource_versions, then our sends). */
   readonly clientVersions = new Map<string, string>();
+  /**
+   * Delta: whether clientVersions names resources the proxy got elsewhere (initial_resource_versions)
+   * that this stream has not sent it since; until then its deliveries cannot share the generated set.
+   */
+  heldFromElsewhere = false;
   /** Delta: responses not yet acked or nacked, oldest first, by nonce. */
   readonly pending = new Map<string, Delivery>();
 
@@ -288,6 +293,7 @@ export class Connection {
       const wildcard = isWildcardType(req.typeUrl) && (subscribe.size === 0 || subscribe.has(WILDCARD));
       w = new Watch(req.typeUrl, wildcard, withoutWildcard(subscribe));
       for (const [name, version] of Object.entries(req.initialResourceVersions)) w.clientVersions.set(name, version);
+      w.heldFromElsewhere = w.clientVersions.size > 0;
       this.watches.set(req.typeUrl, w);
       return { respond: wildcard || w.names.size > 0, added: [...w.names] };
     }
