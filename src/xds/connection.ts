@@ -97,6 +97,8 @@ export class Watch implements Subscription {
   lastNack?: NackRecord;
   /** Whether the proxy's latest reply for this type was a NACK. */
   rejecting = false;
+  /** SotW: the resource names of the request that set `wildcard` and `names`, as listed. */
+  requested?: readonly string[];
   /** Delta: name -> version of what the proxy holds (initial_resource_versions, then our sends). */
   readonly clientVersions = new Map<string, string>();
   /**
@@ -189,6 +191,13 @@ export interface SotwRequest {
   readonly errorDetail?: Status;
 }
 
+function sameList(a: readonly string[], b: readonly string[]): boolean {
+  if (a === b) return true;
+  if (a.length !== b.length) return false;
+  for (let i = 0; i < a.length; i++) if (a[i] !== b[i]) return false;
+  return true;
+}
+
 function sameNames(a: ReadonlySet<string>, b: ReadonlySet<string>): boolean {
   return a.size === b.size && [...a].every((n) => b.has(n));
 }
@@ -253,13 +262,20 @@ export class Connection {
 
   /** Applies a SotW request to the watch of its type and says what the server must do. */
   applySotw(req: SotwRequest): SotwDecision {
-    const names = new Set(req.resourceNames);
     let w = this.watches.get(req.typeUrl);
+    if (w && w.requested !== undefined && sameList(req.resourceNames, w.requested) && (req.responseNonce === '' || req.responseNonce === w.sent?.nonce) && !req.errorDetail) {
+      // The usual ACK: the same list as the request that set the subscription, nothing to rebuild.
+      if (req.responseNonce === '') return { kind: 'respond' };
+      if (w.sent) w.ack(w.sent);
+      return { kind: 'ack' };
+    }
+    const names = new Set(req.resourceNames);
     if (!w) {
       // First request for the type on this stream (a nonce here means a reconnect: answer anyway,
       // the proxy may hold config from another server).
       if (names.size === 0 && !isWildcardType(req.typeUrl)) return { kind: 'ignore' };
       w = new Watch(req.typeUrl, sotwWildcard(req.typeUrl, names), withoutWildcard(names));
+      w.requested = req.resourceNames;
       this.watches.set(req.typeUrl, w);
       return { kind: 'respond' };
     }
@@ -280,6 +296,7 @@ export class Connection {
       w.wildcard = wildcard;
       w.names = named;
     }
+    w.requested = req.resourceNames;
     if (req.responseNonce === '') return { kind: 'respond' };
     if (w.sent) w.ack(w.sent);
     return changed ? { kind: 'respond' } : { kind: 'ack' };

@@ -40,9 +40,15 @@ export function encodeSotw(cache: ResponseCache, typeUrl: string, d: Delivery, s
   return concatBytes([head, body]);
 }
 
-/** A DeltaDiscoveryResponse's bytes: its own fields, then the entries of `updated`, each encoded once. */
-export function encodeDelta(init: MessageInitShape<typeof DeltaDiscoveryResponseSchema>, updated: readonly VersionedResource[]): Uint8Array {
-  return concatBytes([toBinary(DeltaDiscoveryResponseSchema, create(DeltaDiscoveryResponseSchema, init)), ...updated.map(encodedDelta)]);
+/**
+ * A DeltaDiscoveryResponse's bytes: its own fields, then the entries of the resources it updates,
+ * each encoded once. A response carrying the whole set (a stream's first) shares its list of
+ * entries with the streams given the same set.
+ */
+export function encodeDelta(cache: ResponseCache, init: MessageInitShape<typeof DeltaDiscoveryResponseSchema>, set: ResourceSet, updated: readonly VersionedResource[]): Uint8Array {
+  const entries = (): Uint8Array => concatBytes(updated.map(encodedDelta));
+  const body = updated.length === set.resources.size ? cache.encoded.remember(`delta ${init.typeUrl} ${set.version}`, entries) : entries();
+  return concatBytes([toBinary(DeltaDiscoveryResponseSchema, create(DeltaDiscoveryResponseSchema, init)), body]);
 }
 
 /** What a Delta response carries: resources the proxy lacks or holds in another version, names gone. */

@@ -479,7 +479,7 @@ export class XdsServer {
     w.sent = delivery;
     w.pending.set(delivery.nonce, delivery);
     const head = { systemVersionInfo: delivery.version, typeUrl: w.typeUrl, nonce: delivery.nonce, removedResources: [...change.removed], controlPlane: this.controlPlane() };
-    await this.sendTimed(conn, w.typeUrl, start, () => send(encodeDelta(head, change.updated)));
+    await this.sendTimed(conn, w.typeUrl, start, () => send(encodeDelta(this.responses, head, set, change.updated)));
   }
 
   private controlPlane(): { identifier: string } | undefined {

@@ -12,7 +12,7 @@ import { setScopeLevel } from '../../src/common/log.js';
 import { PushContext } from '../../src/model/push-context.js';
 import { ServiceEntryRegistry } from '../../src/registry/serviceentry.js';
 import { encodedDelta, encodedSotw, ResponseCache, XdsCache } from '../../src/xds/cache.js';
-import type { Delivery } from '../../src/xds/connection.js';
+import type { Delivery, VersionedResource } from '../../src/xds/connection.js';
 import type { ProxyInfo } from '../../src/xds/generator.js';
 import { createMeshGenerators } from '../../src/xds/generators/index.js';
 import { encodeDelta, encodeSotw } from '../../src/xds/responses.js';
@@ -71,11 +71,15 @@ test('proxies with identical clusters share one set and the same encoded bytes; 
   // Delta: the entries (name, version, Any) are encoded once per resource too.
   const [first] = a.resources.values();
   assert.equal(encodedDelta(b.resources.get(first!.name)!), encodedDelta(first!));
-  const delta = fromBinary(DeltaDiscoveryResponseSchema, encodeDelta({ systemVersionInfo: echo.version, typeUrl: TypeUrl.Cluster, nonce: 'd1', removedResources: ['gone'] }, [...echo.resources.values()]));
+  const deltaOf = (updated: VersionedResource[], nonce: string) =>
+    fromBinary(DeltaDiscoveryResponseSchema, encodeDelta(responses, { systemVersionInfo: echo.version, typeUrl: TypeUrl.Cluster, nonce, removedResources: ['gone'] }, echo, updated));
+  const delta = deltaOf([...echo.resources.values()], 'd1');
   assert.deepEqual(
     delta.resources.map((r) => [r.name, r.version, unpack(r.resource!, ClusterSchema).name]),
     [...echo.resources.values()].map((r) => [r.name, r.version, r.name]),
   );
   assert.deepEqual([delta.nonce, delta.systemVersionInfo, delta.removedResources], ['d1', echo.version, ['gone']]);
+  const own1 = echo.resources.get(own[0]!)!;
+  assert.deepEqual(deltaOf([own1], 'd2').resources.map((r) => r.name), [own1.name], 'a partial update carries only its resources');
   registry.close();
 });
