@@ -291,6 +291,30 @@ export class ResourceSets {
   }
 }
 
+/** What changed from one generated set to another: resources new or in another version, names gone. */
+export interface SetDiff {
+  readonly updated: readonly VersionedResource[];
+  readonly removed: readonly string[];
+}
+
+const diffs = new WeakMap<ResourceSet, { readonly to: ResourceSet; readonly diff: SetDiff }>();
+
+/**
+ * The diff from `from` to `to`, computed once for every stream moving between the same two sets
+ * (a push moves all the streams that had one set to the same next one); the latest per `from` is kept.
+ */
+export function setDiff(from: ResourceSet, to: ResourceSet): SetDiff {
+  const kept = diffs.get(from);
+  if (kept?.to === to) return kept.diff;
+  const updated: VersionedResource[] = [];
+  for (const r of to.resources.values()) if (from.resources.get(r.name)?.version !== r.version) updated.push(r);
+  const removed: string[] = [];
+  for (const name of from.resources.keys()) if (!to.resources.has(name)) removed.push(name);
+  const diff = { updated, removed };
+  diffs.set(from, { to, diff });
+  return diff;
+}
+
 /** What responses share across streams. */
 export class ResponseCache {
   /** Encoded SotW resource lists per `<type URL> <version>` (and the acked base of a partial push). */

@@ -7,6 +7,7 @@ import { createHash } from 'node:crypto';
 import type { Any } from '@bufbuild/protobuf/wkt';
 import type { Status } from '../gen/google/rpc/status_pb.js';
 import type { ProxyInfo, Subscription } from './generator.js';
+import type { ResourceSet } from './cache.js';
 import { isWildcardType, shortTypeName } from '../envoy/types.js';
 
 export const WILDCARD = '*';
@@ -106,6 +107,12 @@ export class Watch implements Subscription {
    * that this stream has not sent it since; until then its deliveries cannot share the generated set.
    */
   heldFromElsewhere = false;
+  /**
+   * Delta: the generated set clientVersions is equal to (set by each response, which makes it so),
+   * so that the next response is a diff between two shared sets rather than a comparison of every
+   * resource per stream; dropped when the proxy unsubscribes from something.
+   */
+  deltaBase?: ResourceSet;
   /** Delta: responses not yet acked or nacked, oldest first, by nonce. */
   readonly pending = new Map<string, Delivery>();
 
@@ -315,6 +322,7 @@ export class Connection {
       return { respond: wildcard || w.names.size > 0, added: [...w.names] };
     }
     const reply = req.responseNonce === '' ? undefined : this.settleDelta(w, req);
+    if (req.resourceNamesUnsubscribe.length > 0) w.deltaBase = undefined;
     for (const name of req.resourceNamesUnsubscribe) {
       if (name === WILDCARD) {
         w.wildcard = false;

@@ -4,7 +4,7 @@
 import { create, toBinary, type MessageInitShape } from '@bufbuild/protobuf';
 import { DeltaDiscoveryResponseSchema, DiscoveryResponseSchema } from '../gen/envoy/service/discovery/v3/discovery_pb.js';
 import { isWildcardType } from '../envoy/types.js';
-import { concatBytes, encodedDelta, encodedSotw, type ResourceSet, type ResponseCache } from './cache.js';
+import { concatBytes, encodedDelta, encodedSotw, setDiff, type ResourceSet, type ResponseCache, type SetDiff } from './cache.js';
 import type { Delivery, VersionedResource, Watch } from './connection.js';
 
 type ControlPlane = { identifier: string } | undefined;
@@ -60,6 +60,15 @@ export interface DeltaChange {
   readonly held: ReadonlyMap<string, VersionedResource>;
 }
 
+/** What the proxy lacks of `set` given the versions it holds, by comparing every resource. */
+function diffFromVersions(held: ReadonlyMap<string, string>, set: ResourceSet): SetDiff {
+  const updated: VersionedResource[] = [];
+  for (const r of set.resources.values()) if (held.get(r.name) !== r.version) updated.push(r);
+  const removed: string[] = [];
+  for (const name of held.keys()) if (!set.resources.has(name)) removed.push(name);
+  return { updated, removed };
+}
+
 /**
  * The Delta response to `set` for the watch, recorded in its clientVersions, or undefined when there
  * is nothing to send (and `force` is off). A newly subscribed name (`added`) that does not exist is
@@ -67,10 +76,8 @@ export interface DeltaChange {
  */
 export function deltaChange(w: Watch, set: ResourceSet, added: readonly string[], force: boolean): DeltaChange | undefined {
   const resources = set.resources;
-  const updated: VersionedResource[] = [];
-  for (const r of resources.values()) if (w.clientVersions.get(r.name) !== r.version) updated.push(r);
-  const removed: string[] = [];
-  for (const name of w.clientVersions.keys()) if (!resources.has(name)) removed.push(name);
+  const { updated, removed } = w.deltaBase ? setDiff(w.deltaBase, set) : diffFromVersions(w.clientVersions, set);
+  w.deltaBase = set;
   const missing = added.filter((name) => !resources.has(name) && !w.clientVersions.has(name));
   if (!force && updated.length === 0 && removed.length === 0 && missing.length === 0) return undefined;
   for (const r of updated) w.clientVersions.set(r.name, r.version);

@@ -12,10 +12,10 @@ import { setScopeLevel } from '../../src/common/log.js';
 import { PushContext } from '../../src/model/push-context.js';
 import { ServiceEntryRegistry } from '../../src/registry/serviceentry.js';
 import { encodedDelta, encodedSotw, ResponseCache, XdsCache } from '../../src/xds/cache.js';
-import type { Delivery, VersionedResource } from '../../src/xds/connection.js';
+import { Watch, type Delivery, type VersionedResource } from '../../src/xds/connection.js';
 import type { ProxyInfo } from '../../src/xds/generator.js';
 import { createMeshGenerators } from '../../src/xds/generators/index.js';
-import { encodeDelta, encodeSotw } from '../../src/xds/responses.js';
+import { deltaChange, encodeDelta, encodeSotw } from '../../src/xds/responses.js';
 import { TypeUrl, unpack } from '../../src/envoy/types.js';
 import { MESH, storeOf } from '../networking/fixtures.js';
 
@@ -81,5 +81,15 @@ test('proxies with identical clusters share one set and the same encoded bytes; 
   assert.deepEqual([delta.nonce, delta.systemVersionInfo, delta.removedResources], ['d1', echo.version, ['gone']]);
   const own1 = echo.resources.get(own[0]!)!;
   assert.deepEqual(deltaOf([own1], 'd2').resources.map((r) => r.name), [own1.name], 'a partial update carries only its resources');
+
+  // Delta streams moving from one set to the next share one diff; each records what it now holds.
+  const watches = [new Watch(TypeUrl.Cluster, true, []), new Watch(TypeUrl.Cluster, true, [])];
+  for (const w of watches) assert.equal(deltaChange(w, a, [], false)?.updated.length, a.resources.size, 'first response: everything');
+  const [c1, c2] = watches.map((w) => deltaChange(w, echo, [], false)!);
+  assert.equal(c2!.updated, c1!.updated, 'the same diff');
+  assert.deepEqual(c1!.updated.map((r) => r.name), own);
+  assert.equal(c1!.held, echo.resources, 'the proxy holds the shared set');
+  assert.deepEqual(Object.fromEntries(watches[1]!.clientVersions), Object.fromEntries([...echo.resources.values()].map((r) => [r.name, r.version])));
+  assert.equal(deltaChange(watches[0]!, echo, [], false), undefined, 'nothing new: nothing sent');
   registry.close();
 });
