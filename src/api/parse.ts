@@ -14,17 +14,35 @@ export interface ParsedDocument {
   error?: string;
 }
 
+/**
+ * Far deeper than any resource (see MAX_DEPTH in keys.ts). The parser recurses per level: a file
+ * nested thousands of levels deep exhausts the stack, and near that limit V8 can abort the whole
+ * process instead of throwing, so such text never reaches the parser.
+ */
+export const MAX_TEXT_NESTING = 256;
+
 export function parseDocuments(text: string): ParsedDocument[] {
+  const deepest = nesting(text);
+  if (deepest.depth > MAX_TEXT_NESTING) {
+    return [{ index: 1, line: deepest.line, error: `nested more than ${MAX_TEXT_NESTING} levels deep at line ${deepest.line}; not parsed` }];
+  }
   const lineCounter = new LineCounter();
-  const parsed = parseAllDocuments(text, { lineCounter, prettyErrors: true });
+  let parsed;
+  try {
+    parsed = parseAllDocuments(text, { lineCounter, prettyErrors: true });
+  } catch (err) {
+    return [{ index: 1, line: 1, error: `cannot be parsed (${firstLine(err instanceof Error ? err.message : String(err))})` }];
+  }
   // A stream-level failure (not tied to a document) yields an EmptyStream with errors.
   const documents = Array.isArray(parsed) ? parsed : [];
   const out: ParsedDocument[] = [];
   documents.forEach((doc, i) => {
     // The content's start, not the `---` marker, is where users look for the document.
     const line = lineCounter.linePos(doc.contents?.range?.[0] ?? doc.range[0]).line;
-    if (doc.errors.length > 0) {
-      out.push({ index: i + 1, line, error: doc.errors.map((e) => firstLine(e.message)).join('; ') });
+    // Warnings are unresolved tags (`!foo`) and the like: the value would not be what the user wrote.
+    const problems = [...doc.errors, ...doc.warnings];
+    if (problems.length > 0) {
+      out.push({ index: i + 1, line, error: problems.map((e) => firstLine(e.message)).join('; ') });
       return;
     }
     try {
@@ -36,6 +54,38 @@ export function parseDocuments(text: string): ParsedDocument[] {
     }
   });
   return out;
+}
+
+/**
+ * An upper bound of the nesting of YAML text, without parsing it: open flow brackets outside
+ * quotes, plus block levels (deeper indentation, and each `- ` that opens a sequence entry).
+ * Over-counts at worst (e.g. brackets inside a block scalar), which only matters past the limit.
+ */
+function nesting(text: string): { depth: number; line: number } {
+  let flow = 0;
+  let quote: string | undefined;
+  const indents: number[] = [];
+  let deepest = { depth: 0, line: 1 };
+  text.split('\n').forEach((line, i) => {
+    if (flow === 0 && quote === undefined) {
+      const dashes = /^( *)((?:- +)*)/.exec(line)!;
+      const indent = dashes[1]!.length;
+      while (indents.length > 0 && indents[indents.length - 1]! >= indent) indents.pop();
+      if (line.trim() !== '' && !line.trimStart().startsWith('#')) indents.push(indent);
+      for (let d = 0; d < (dashes[2]!.match(/-/g)?.length ?? 0); d++) indents.push(indent + 1 + d);
+    }
+    for (const ch of line) {
+      if (quote !== undefined) {
+        if (ch === quote) quote = undefined;
+      } else if (ch === '"' || ch === "'") quote = ch;
+      else if (ch === '#') break;
+      else if (ch === '[' || ch === '{') flow++;
+      else if ((ch === ']' || ch === '}') && flow > 0) flow--;
+      if (indents.length + flow > deepest.depth) deepest = { depth: indents.length + flow, line: i + 1 };
+    }
+    if (quote === "'") quote = undefined;
+  });
+  return deepest;
 }
 
 function firstLine(message: string): string {

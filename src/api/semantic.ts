@@ -101,20 +101,23 @@ function requestAuthentication(spec: Fields, path: string, out: Findings): void 
 
 const CLAIM_KEY = /^request\.auth\.claims(\[[^[\]]+\])+$/;
 const HEADER_KEY = /^request\.headers\[[^[\]]+\]$/;
-/** Fixed condition keys, with the check their values must pass. */
-const FIXED_KEYS: Readonly<Record<string, Check | undefined>> = {
-  'request.auth.principal': undefined,
-  'request.auth.audiences': undefined,
-  'request.auth.presenter': undefined,
-  'source.ip': checkIpOrCidr,
-  'remote.ip': checkIpOrCidr,
-  'source.namespace': undefined,
-  'source.principal': undefined,
-  'destination.ip': checkIpOrCidr,
-  'destination.port': checkPortString,
-  'connection.sni': undefined,
-};
-const KNOWN_KEYS = ['request.auth.claims[<name>]', 'request.headers[<name>]', ...Object.keys(FIXED_KEYS)].join(', ');
+/**
+ * Fixed condition keys, with the check their values must pass. A Map, not an object: the key is
+ * the user's string, and `constructor` or `__proto__` must not find Object.prototype's members.
+ */
+const FIXED_KEYS: ReadonlyMap<string, Check> = new Map([
+  ['request.auth.principal', nonEmpty],
+  ['request.auth.audiences', nonEmpty],
+  ['request.auth.presenter', nonEmpty],
+  ['source.ip', checkIpOrCidr],
+  ['remote.ip', checkIpOrCidr],
+  ['source.namespace', nonEmpty],
+  ['source.principal', nonEmpty],
+  ['destination.ip', checkIpOrCidr],
+  ['destination.port', checkPortString],
+  ['connection.sni', nonEmpty],
+]);
+const KNOWN_KEYS = ['request.auth.claims[<name>]', 'request.headers[<name>]', ...FIXED_KEYS.keys()].join(', ');
 
 function condition(item: unknown, at: string, out: Findings): void {
   const cond = asRecord(item);
@@ -122,7 +125,8 @@ function condition(item: unknown, at: string, out: Findings): void {
   const key = asString(cond['key']);
   let valueCheck: Check = nonEmpty;
   if (key !== undefined && key !== '') {
-    if (key in FIXED_KEYS) valueCheck = FIXED_KEYS[key] ?? nonEmpty;
+    const fixed = FIXED_KEYS.get(key);
+    if (fixed !== undefined) valueCheck = fixed;
     else if (!CLAIM_KEY.test(key) && !HEADER_KEY.test(key)) {
       out.add(`${at}.key`, `unknown key ${JSON.stringify(key)}; expected one of ${KNOWN_KEYS}`);
     }

@@ -2,6 +2,7 @@
 // either a typed, normalized resource or every issue found in it.
 
 import { describeValue, joinPath, type Issue } from './errors.js';
+import { checkKeys } from './keys.js';
 import { checkLabels, checkSemantics } from './semantic.js';
 import { checkStructure } from './structural.js';
 import { checkName, checkNamespace } from './syntax.js';
@@ -25,6 +26,14 @@ export type ValidationResult =
 
 const TOP_LEVEL = new Set(['apiVersion', 'kind', 'metadata', 'spec', 'status']);
 
+/**
+ * Largest spec accepted, encoded as JSON. A policy is translated into every inbound filter chain
+ * of the workloads it selects, at about its own size each, and an xDS response must stay under the
+ * proxies' 4 MiB gRPC message limit (see docs/xds-server.md): a larger spec could hold back every
+ * later listener update of those proxies, and has no use a few smaller policies would not serve.
+ */
+export const MAX_SPEC_BYTES = 512 * 1024;
+
 export function apiVersionsOf(kind: Kind): string[] {
   return API_VERSIONS.map((version) => `${GROUP_OF_KIND[kind]}/${version}`);
 }
@@ -34,6 +43,10 @@ export function validateResource(document: unknown): ValidationResult {
     return { ok: false, issues: [{ path: '', message: `expected a resource (an object with apiVersion, kind, metadata, spec), got ${describeValue(document)}` }] };
   }
   const doc = document as Record<string, unknown>;
+  const unsafe = checkKeys(doc);
+  const specBytes = unsafe.length === 0 ? JSON.stringify(doc['spec'] ?? {}).length : 0;
+  if (specBytes > MAX_SPEC_BYTES) unsafe.push({ path: 'spec', message: `${specBytes} bytes encoded as JSON; at most ${MAX_SPEC_BYTES} (split it into several resources)` });
+  if (unsafe.length > 0) return rejectedUnsafe(doc, unsafe);
   const issues: Issue[] = [];
   for (const field of Object.keys(doc)) {
     if (!TOP_LEVEL.has(field)) issues.push({ path: field, message: `unknown field ${JSON.stringify(field)}; expected one of ${[...TOP_LEVEL].join(', ')}` });
@@ -54,6 +67,19 @@ export function validateResource(document: unknown): ValidationResult {
 function rejected(issues: Issue[], kind: Kind | undefined, metadata: ObjectMeta | undefined): ValidationResult {
   if (kind === undefined || metadata === undefined) return { ok: false, issues };
   return { ok: false, issues, resource: formatKey({ kind, namespace: metadata.namespace, name: metadata.name }) };
+}
+
+/**
+ * A document no validator may read (see checkKeys): rejected with those issues alone, naming the
+ * resource when its kind and metadata are plain strings.
+ */
+function rejectedUnsafe(doc: Record<string, unknown>, issues: Issue[]): ValidationResult {
+  const meta = asRecord(doc['metadata']);
+  const name = meta?.['name'];
+  const namespace = meta?.['namespace'] ?? DEFAULT_NAMESPACE;
+  const kind = doc['kind'];
+  if (!isKind(kind) || typeof name !== 'string' || typeof namespace !== 'string') return { ok: false, issues };
+  return { ok: false, issues, resource: formatKey({ kind, namespace, name }) };
 }
 
 function checkKind(kind: unknown, apiVersion: unknown, issues: Issue[]): Kind | undefined {
@@ -131,6 +157,8 @@ export function convertResource(kind: Kind, document: unknown): ValidationResult
   const doc = asRecord(document);
   const issues: Issue[] = [];
   if (doc === undefined) return { ok: false, issues: [{ path: '', message: `expected an object, got ${describeValue(document)}` }] };
+  const unsafe = checkKeys(doc);
+  if (unsafe.length > 0) return rejectedUnsafe(doc, unsafe);
   const metadata = checkMetadata(doc['metadata'], issues);
   const spec = doc['spec'] ?? {};
   if (typeof spec !== 'object' || spec === null || Array.isArray(spec)) issues.push({ path: 'spec', message: `expected an object, got ${describeValue(spec)}` });

@@ -304,18 +304,27 @@ export class DiscoveryServer {
     return PushContext.build({ config: this.store, registry: this.registry, domain: this.opts.domain, clusterId: this.opts.clusterId });
   }
 
-  /** Applies the JWKS prefetch policy (see jwksPrefetch) before a push is built. */
-  private async jwksReady(): Promise<void> {
-    const { inUse, fetches } = jwksPrefetch(this.store.list('RequestAuthentication'));
-    this.resolver.retain(inUse);
-    await Promise.all(fetches.map((f) => this.resolver.ready(f.issuer, f.jwksUri, f.timeoutMs)));
-  }
-
-  /** Rebuilds the snapshot and pushes; a failed rebuild keeps the last good snapshot. */
+  /**
+   * Rebuilds the snapshot and pushes; a failed rebuild keeps the last good snapshot. A proxy that a
+   * RequestAuthentication with a new jwksUri selects is pushed once that first fetch has ended or
+   * its bound passed (jwks-resolver.ts), so it gets the keys rather than the fail-closed set;
+   * every other proxy is pushed at once: one slow issuer never delays the rest of the mesh.
+   */
   private async pushAll(req: PushRequest): Promise<void> {
-    await this.jwksReady();
+    this.resolver.track(jwksPrefetch(this.store.list('RequestAuthentication')).fetches);
     if (!this.rebuildPush()) return;
-    await this.xds.pushAll(req);
+    const awaited = this.resolver.awaited();
+    const held = new Set<string>();
+    for (const info of awaited.size > 0 ? this.connected.values() : []) {
+      const { fetches } = jwksPrefetch(this.push.policiesFor('RequestAuthentication', proxyOf(info)));
+      if (fetches.some((f) => awaited.has(f.jwksUri))) held.add(info.id);
+    }
+    if (held.size === 0) await this.xds.pushAll(req);
+    else {
+      const others = new Set([...this.connected.values()].map((info) => info.id).filter((id) => !held.has(id)));
+      const later = this.resolver.firstFetches(awaited).then(() => Promise.all([...held].map((id) => this.xds.push(id, req))));
+      await Promise.all([...[...others].map((id) => this.xds.push(id, req)), later]);
+    }
     if (req.types !== undefined) await this.pushChangedWorkloads(req.triggeredAt);
     else this.changedWorkloads.clear();
   }
@@ -335,7 +344,9 @@ export class DiscoveryServer {
       log.info('config analysis on (PILOT_ENABLE_ANALYSIS): results at /debug/analyze and in the analysis log scope; writing them to resource status is not implemented yet');
     }
     this.registry.onEvent((e) => this.trigger({ source: e.kind === 'endpoints' ? 'endpoints' : 'service' }));
-    await this.jwksReady();
+    // Readiness never waits on an issuer: the first fetches start now, and proxies connecting
+    // before they end get the fail-closed key set, then the keys by the push that follows.
+    this.resolver.track(jwksPrefetch(this.store.list('RequestAuthentication')).fetches);
     this.push = this.buildPush();
     try {
       const port = await this.xds.listen(grpcAddress(this.opts.grpcAddr));

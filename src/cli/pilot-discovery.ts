@@ -96,7 +96,12 @@ async function runDiscovery(ctx: RunContext): Promise<number> {
     ...(f.string('tlsKeyFile') ? { tlsKeyFile: f.string('tlsKeyFile') } : {}),
     profile: f.bool('profile'),
   });
-  // Before the server starts, so a signal right after "ready" already finds its handler below.
+  // Handlers first: a signal that arrives while starting, or right after "ready" is logged, is
+  // then a graceful shutdown and never the default action (death by signal).
+  const signalled = new Promise<NodeJS.Signals>((resolve) => {
+    process.once('SIGTERM', resolve);
+    process.once('SIGINT', resolve);
+  });
   const ctrlz = await startCtrlz('discovery', 'pilot-discovery', ctx, () => proxyViews(server.xds.connections()));
   try {
     await server.start();
@@ -105,10 +110,7 @@ async function runDiscovery(ctx: RunContext): Promise<number> {
     if (e instanceof ListenError) throw new UsageError(e.message);
     throw e;
   }
-  const signal = await new Promise<NodeJS.Signals>((resolve) => {
-    process.once('SIGTERM', resolve);
-    process.once('SIGINT', resolve);
-  });
+  const signal = await signalled;
   log.info(`received ${signal}, shutting down`);
   const drain = setTimeout(() => {
     log.warn('graceful shutdown took too long; exiting');

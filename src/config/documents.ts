@@ -31,7 +31,7 @@ export function readResources(source: string, text: string): FileContent {
       rejections.push({ kind: 'unknown', messages: [`${where}: invalid YAML: ${doc.error}`] });
       continue;
     }
-    const result = validateResource(doc.value);
+    const result = validateGuarded(doc.value);
     const kind = kindOf(doc.value);
     if (!result.ok) {
       rejections.push({ kind, messages: formatIssues({ ...origin, ...(result.resource ? { resource: result.resource } : {}) }, result.issues) });
@@ -47,6 +47,19 @@ export function readResources(source: string, text: string): FileContent {
     resources.push(result.resource);
   }
   return { resources, rejections };
+}
+
+/**
+ * validateResource, with a failure of the validator itself turned into this document's rejection:
+ * one document the validators did not foresee must not stop the others of the file, nor the
+ * other files, from applying.
+ */
+function validateGuarded(value: unknown): ReturnType<typeof validateResource> {
+  try {
+    return validateResource(value);
+  } catch (err) {
+    return { ok: false, issues: [{ path: '', message: `cannot be validated (${err instanceof Error ? err.message : String(err)})` }] };
+  }
 }
 
 function kindOf(value: unknown): string {

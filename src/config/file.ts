@@ -1,15 +1,16 @@
 // The file config store (--configDir): every *.yaml, *.yml and *.json file under a directory,
-// watched. Any change event triggers a (debounced) rescan that compares file contents with what was
-// last read, so creates, edits, deletes, renames and editors' atomic saves all reduce to the same
-// "this file now holds this text" step. Changes found in one rescan are committed together, which
-// makes a rename (delete + create of identical content) produce no events at all.
+// watched (see dir-watch.ts). Any change event triggers a (debounced) rescan that compares file
+// contents with what was last read, so creates, edits, deletes, renames, editors' atomic saves,
+// `git checkout` and ConfigMap symlink swaps all reduce to the same "this file now holds this text"
+// step. Changes found in one rescan are committed together, which makes a rename (delete + create
+// of identical content) produce no events at all.
 
-import { watch, type FSWatcher } from 'node:fs';
 import { readdir, readFile, stat } from 'node:fs/promises';
 import { extname, join, relative, sep } from 'node:path';
 import { keyOf, type AnyResource, type ResourceKey } from '../api/types.js';
 import { scope } from '../common/log.js';
 import { counter } from '../common/metrics.js';
+import { DirectoryWatch } from './dir-watch.js';
 import { readResources } from './documents.js';
 import { MemoryBackedStore, MemoryStore } from './memory.js';
 import { keyString, type ConfigSource } from './store.js';
@@ -18,13 +19,20 @@ const log = scope('source');
 
 const EXTENSIONS = new Set(['.yaml', '.yml', '.json']);
 const DEFAULT_DEBOUNCE_MS = 50;
-const REWATCH_DELAY_MS = 1000;
 
 export interface FileStoreOptions {
   /** The --configDir directory. */
   configDir: string;
   /** Quiet time after a change event before rescanning, so a burst of writes is read once. */
   debounceMs?: number;
+  /** Rescan this often even when no watch reported a change (DEFAULT_RESCAN_INTERVAL_MS). */
+  rescanIntervalMs?: number;
+}
+
+interface Listing {
+  files: string[];
+  /** Sub-directories (relative paths) whose files are read, each watched. */
+  directories: string[];
 }
 
 interface FileState {
@@ -40,9 +48,10 @@ export class FileConfigStore extends MemoryBackedStore implements ConfigSource {
   private readonly unreadable = new Map<string, string>();
   private readonly configDir: string;
   private readonly debounceMs: number;
-  private watcher: FSWatcher | undefined;
+  private readonly watch: DirectoryWatch;
   private debounce: NodeJS.Timeout | undefined;
-  private rewatch: NodeJS.Timeout | undefined;
+  /** Whether the directory was missing at the last rescan, so that it is logged once. */
+  private missing = false;
   /** Rescans run one at a time; this is the tail of the chain. */
   private scanning: Promise<void> = Promise.resolve();
   private closed = false;
@@ -51,6 +60,7 @@ export class FileConfigStore extends MemoryBackedStore implements ConfigSource {
     super(new MemoryStore());
     this.configDir = options.configDir;
     this.debounceMs = options.debounceMs ?? DEFAULT_DEBOUNCE_MS;
+    this.watch = new DirectoryWatch({ root: this.configDir, onChange: () => this.scheduleScan(), ...(options.rescanIntervalMs !== undefined ? { rescanIntervalMs: options.rescanIntervalMs } : {}) });
   }
 
   /** Current rejections by file (relative to the config directory), for debug endpoints. */
@@ -63,9 +73,10 @@ export class FileConfigStore extends MemoryBackedStore implements ConfigSource {
 
   async start(): Promise<void> {
     const info = await stat(this.configDir).catch(() => undefined);
-    if (!info?.isDirectory()) throw new Error(`--configDir ${this.configDir}: no such directory`);
-    // Watch before the first read so that nothing written in between is missed.
-    this.startWatcher();
+    if (!info?.isDirectory()) {
+      this.watch.close();
+      throw new Error(`--configDir ${this.configDir}: no such directory`);
+    }
     await this.enqueueScan();
     this.store.markSynced();
     log.info(`config directory ${this.configDir}: ${this.store.all().length} resources from ${this.files.size} files`);
@@ -74,31 +85,9 @@ export class FileConfigStore extends MemoryBackedStore implements ConfigSource {
   async close(): Promise<void> {
     this.closed = true;
     clearTimeout(this.debounce);
-    clearTimeout(this.rewatch);
-    this.watcher?.close();
+    // After the scan under way, which may still arm watches.
     await this.scanning;
-  }
-
-  private startWatcher(): void {
-    try {
-      this.watcher = watch(this.configDir, { recursive: true }, () => this.scheduleScan());
-      this.watcher.on('error', (err) => this.onWatchError(err));
-    } catch (err) {
-      this.onWatchError(err);
-    }
-  }
-
-  /** A lost watch (e.g. the directory was replaced) is re-established; a rescan catches up. */
-  private onWatchError(err: unknown): void {
-    log.warn(`watching ${this.configDir} failed, retrying: ${err instanceof Error ? err.message : String(err)}`);
-    this.watcher?.close();
-    this.watcher = undefined;
-    if (this.closed) return;
-    this.rewatch = setTimeout(() => {
-      if (this.closed) return;
-      this.startWatcher();
-      this.scheduleScan();
-    }, REWATCH_DELAY_MS);
+    this.watch.close();
   }
 
   private scheduleScan(): void {
@@ -117,29 +106,49 @@ export class FileConfigStore extends MemoryBackedStore implements ConfigSource {
 
   private async scan(): Promise<void> {
     if (this.closed) return;
-    const paths = await this.listFiles();
+    const listing = await this.listDirectory();
+    // Watches are (re-)armed after each listing; a new directory's watch starts after its files
+    // were listed, so one more rescan reads what was written there in between.
+    if (await this.watch.arm(listing?.directories ?? [])) this.scheduleScan();
+    if (listing === undefined) return;
     const changes = new Map<string, FileState | undefined>();
-    for (const file of this.files.keys()) if (!paths.includes(file)) changes.set(file, undefined);
-    for (const file of paths) {
+    for (const file of this.files.keys()) if (!listing.files.includes(file)) changes.set(file, undefined);
+    for (const file of listing.files) {
       const text = await this.read(file);
-      if (text === undefined) {
-        // Vanished between listing and reading: the next event's rescan sees it gone.
-        continue;
-      }
       const previous = this.files.get(file);
-      if (previous?.text !== text) changes.set(file, this.load(file, text, previous));
+      // Gone between listing and reading, or a dangling symlink: the file holds nothing.
+      if (text === undefined) {
+        if (previous) changes.set(file, undefined);
+      } else if (previous?.text !== text) changes.set(file, this.load(file, text, previous));
     }
     if (changes.size > 0) this.commit(changes);
   }
 
-  private async listFiles(): Promise<string[]> {
-    const entries = await readdir(this.configDir, { recursive: true, withFileTypes: true });
-    return entries
+  /**
+   * The files and directories to read, or undefined while the directory is missing: its last good
+   * config stays in force (a volume being re-mounted, a directory being replaced) until it is back.
+   */
+  private async listDirectory(): Promise<Listing | undefined> {
+    let entries;
+    try {
+      entries = await readdir(this.configDir, { recursive: true, withFileTypes: true });
+    } catch (err) {
+      if (!this.missing) log.warn(`config directory ${this.configDir} cannot be listed (${(err as Error).message}); keeping the last good config until it is back`);
+      this.missing = true;
+      return undefined;
+    }
+    if (this.missing) log.info(`config directory ${this.configDir} is back`);
+    this.missing = false;
+    const relativePath = (e: (typeof entries)[number]) => relative(this.configDir, join(e.parentPath, e.name));
+    // Hidden files and directories are editor temp files or mount internals (`..data`).
+    const visible = (path: string) => !path.split(sep).some((part) => part.startsWith('.'));
+    const files = entries
       .filter((e) => (e.isFile() || e.isSymbolicLink()) && EXTENSIONS.has(extname(e.name)))
-      .map((e) => relative(this.configDir, join(e.parentPath, e.name)))
-      // Hidden files and directories are editor temp files or mount internals (`..data`).
-      .filter((file) => !file.split(sep).some((part) => part.startsWith('.')))
+      .map(relativePath)
+      .filter(visible)
       .sort();
+    const directories = entries.filter((e) => e.isDirectory()).map(relativePath).filter(visible);
+    return { files, directories };
   }
 
   /** The text of a file, or undefined if it is gone; other read errors keep its last good state. */

@@ -145,6 +145,7 @@ export function installDiscoveryDebug(mux: Mux, deps: DiscoveryDebugDeps): void 
     .handle('/debug/connections', 'connected proxies: id, peer, protocol, since', (_req, res) =>
       sendJson(res, 200, deps.xds.connections().map(({ connectionId, proxyId, peer, protocol, connectedAt }) => ({ connectionId, proxyId, peer, protocol, connectedAt }))),
     )
+    .handle('/debug/oversized', 'xDS responses held back for exceeding the message size limit, per stream and type', (_req, res) => sendJson(res, 200, deps.xds.sizes.list()))
     .handle('/debug/adsz', 'every xDS stream with its watches, subscriptions and NACKs', (_req, res) => sendJson(res, 200, deps.xds.connections()))
     .handle('/debug/syncz', 'per proxy and type: sent and acked versions, sync state', (_req, res) =>
       sendJson(

@@ -52,12 +52,9 @@ export function encodeDelta(cache: ResponseCache, init: MessageInitShape<typeof 
 }
 
 /** What a Delta response carries: resources the proxy lacks or holds in another version, names gone. */
-export interface DeltaChange {
-  readonly updated: readonly VersionedResource[];
-  /** Held names no longer generated, then newly subscribed names that do not exist. */
-  readonly removed: readonly string[];
-  /** Every resource the proxy holds from this stream once it applies the response. */
-  readonly held: ReadonlyMap<string, VersionedResource>;
+export interface DeltaDiff extends SetDiff {
+  /** Newly subscribed names that do not exist (answered as removed, so the proxy stops waiting). */
+  readonly missing: readonly string[];
 }
 
 /** What the proxy lacks of `set` given the versions it holds, by comparing every resource. */
@@ -70,25 +67,33 @@ function diffFromVersions(held: ReadonlyMap<string, string>, set: ResourceSet): 
 }
 
 /**
- * The Delta response to `set` for the watch, recorded in its clientVersions, or undefined when there
- * is nothing to send (and `force` is off). A newly subscribed name (`added`) that does not exist is
- * answered as removed, so the proxy stops waiting.
+ * The Delta response to `set` for the watch (`added`: names subscribed by the request being
+ * answered), or undefined when there is nothing to send and `force` is off. Changes nothing: the
+ * response is recorded by applyDelta once it is to be sent.
  */
-export function deltaChange(w: Watch, set: ResourceSet, added: readonly string[], force: boolean): DeltaChange | undefined {
-  const resources = set.resources;
+export function deltaDiff(w: Watch, set: ResourceSet, added: readonly string[], force: boolean): DeltaDiff | undefined {
   const { updated, removed } = w.deltaBase ? setDiff(w.deltaBase, set) : diffFromVersions(w.clientVersions, set);
-  w.deltaBase = set;
-  const missing = added.filter((name) => !resources.has(name) && !w.clientVersions.has(name));
+  const missing = added.filter((name) => !set.resources.has(name) && !w.clientVersions.has(name));
   if (!force && updated.length === 0 && removed.length === 0 && missing.length === 0) return undefined;
-  for (const r of updated) w.clientVersions.set(r.name, r.version);
-  for (const name of removed) w.clientVersions.delete(name);
-  // Now clientVersions is exactly the set. Unless the proxy said at the start that it held some
-  // resources we have not sent since, it holds the set itself: the shared map, not a copy per stream.
-  if (!w.heldFromElsewhere) return { updated, removed: [...removed, ...missing], held: resources };
+  return { updated, removed, missing };
+}
+
+/**
+ * Records a Delta response in the watch's clientVersions and returns what the proxy holds from
+ * this stream once it applies it.
+ */
+export function applyDelta(w: Watch, set: ResourceSet, diff: SetDiff): ReadonlyMap<string, VersionedResource> {
+  for (const r of diff.updated) w.clientVersions.set(r.name, r.version);
+  for (const name of diff.removed) w.clientVersions.delete(name);
+  // Now clientVersions is exactly the set: the next response can be a diff between shared sets.
+  w.deltaBase = set;
+  // Unless the proxy said at the start that it held resources we have not sent since, it holds the
+  // set itself: the shared map, not a copy per stream.
+  if (!w.heldFromElsewhere) return set.resources;
   // What the proxy holds from us: the last state, less what it unsubscribed from since.
   const held = new Map([...(w.sent?.resources ?? [])].filter(([name]) => w.clientVersions.has(name)));
-  for (const r of updated) held.set(r.name, r);
-  for (const name of removed) held.delete(name);
+  for (const r of diff.updated) held.set(r.name, r);
+  for (const name of diff.removed) held.delete(name);
   if (held.size === w.clientVersions.size) w.heldFromElsewhere = false;
-  return { updated, removed: [...removed, ...missing], held };
+  return held;
 }

@@ -26,11 +26,12 @@ import { counter, gauge, histogram } from '../common/metrics.js';
 import { scope } from '../common/log.js';
 import { settingDefault } from '../common/env.js';
 import { ResponseCache, type ResourceSet } from './cache.js';
-import { Connection, type ConnectionStatus, type Delivery, type ReplyKind, type Watch } from './connection.js';
-import { deltaChange, encodeDelta, encodeSotw, incrementalBase } from './responses.js';
+import { Connection, type ConnectionStatus, type Delivery, type ReplyKind, type VersionedResource, type Watch } from './connection.js';
+import { applyDelta, deltaDiff, encodeDelta, encodeSotw, incrementalBase } from './responses.js';
 import { clientStatus } from './csds.js';
 import { XdsStreamError, type ProxyInfo, type PushRequest, type ResourceGenerator } from './generator.js';
 import { grpcServiceDefinition } from '../envoy/grpc-service.js';
+import { ResponseSizeGuard, type SizedResource } from './size-guard.js';
 import { shortTypeName, TypeUrl } from '../envoy/types.js';
 
 const log = scope('ads');
@@ -58,6 +59,8 @@ export interface XdsServerOptions {
   readonly maxStreams?: number;
   /** PILOT_PUSH_THROTTLE: streams generated for and written to at once. */
   readonly pushThrottle?: number;
+  /** Largest response sent (size-guard.ts); default MAX_RESPONSE_BYTES. */
+  readonly maxResponseBytes?: number;
 }
 
 /** Node's timers hold at most 2^31-1 ms; larger values (the spec's ~292-year default) mean "off". */
@@ -156,6 +159,8 @@ export class XdsServer {
   private readonly sessions = new Map<string, Session>();
   private readonly generators: ReadonlyMap<string, ResourceGenerator>;
   private readonly sendTimeoutMs: number;
+  /** Responses too large for the proxies' gRPC clients: held back, reported (/debug/oversized). */
+  readonly sizes: ResponseSizeGuard;
   /**
    * Bounds the streams being generated for and written to at once (PILOT_PUSH_THROTTLE), for
    * pushes and answers alike: with every write started at once, the last streams would wait
@@ -171,6 +176,7 @@ export class XdsServer {
   constructor(private readonly options: XdsServerOptions) {
     this.generators = options.generators;
     this.sendTimeoutMs = options.sendTimeoutMs ?? settingDefault('PILOT_XDS_SEND_TIMEOUT');
+    this.sizes = new ResponseSizeGuard(options.maxResponseBytes);
     this.sendSlots = new Semaphore(options.pushThrottle ?? settingDefault('PILOT_PUSH_THROTTLE'));
     this.grpc = new Server(grpcOptions(options));
     this.grpc.addService(adsDefinition(), {
@@ -357,6 +363,7 @@ export class XdsServer {
     if (s.conn.closed) return;
     s.conn.closed = true;
     if (!this.sessions.delete(s.conn.proxy.connectionId)) return;
+    this.sizes.forget(s.conn.proxy.connectionId);
     gauge('pilot_xds').set(this.sessions.size);
     for (const w of s.conn.watches.values()) if (w.rejecting) this.updateRejectGauge(w.typeUrl);
     log.info(`connection ${s.conn.proxy.connectionId} closed`);
@@ -458,8 +465,10 @@ export class XdsServer {
     if (!force && w.sent?.version === set.version) return;
     const delivery: Delivery = { version: set.version, nonce: this.nextNonce(), time: new Date(), resources: set.resources };
     const since = push ? incrementalBase(w) : undefined;
+    const encoded = encodeSotw(this.responses, w.typeUrl, delivery, since, this.controlPlane());
+    if (!this.sizes.admit(conn.proxy, w.typeUrl, set.version, encoded.length, () => sized(set.resources.values()))) return;
     w.sent = delivery;
-    await this.sendTimed(conn, w.typeUrl, start, () => send(encodeSotw(this.responses, w.typeUrl, delivery, since, this.controlPlane())));
+    await this.sendTimed(conn, w.typeUrl, start, () => send(encoded));
   }
 
   private async respondDelta(
@@ -473,13 +482,16 @@ export class XdsServer {
     const start = performance.now();
     const set = await this.generate(conn, w, push);
     if (!set || conn.closed) return;
-    const change = deltaChange(w, set, added, force);
-    if (!change) return;
-    const delivery: Delivery = { version: set.version, nonce: this.nextNonce(), time: new Date(), resources: change.held };
+    const diff = deltaDiff(w, set, added, force);
+    if (!diff) return;
+    const nonce = this.nextNonce();
+    const head = { systemVersionInfo: set.version, typeUrl: w.typeUrl, nonce, removedResources: [...diff.removed, ...diff.missing], controlPlane: this.controlPlane() };
+    const encoded = encodeDelta(this.responses, head, set, diff.updated);
+    if (!this.sizes.admit(conn.proxy, w.typeUrl, set.version, encoded.length, () => sized(diff.updated))) return;
+    const delivery: Delivery = { version: set.version, nonce, time: new Date(), resources: applyDelta(w, set, diff) };
     w.sent = delivery;
     w.pending.set(delivery.nonce, delivery);
-    const head = { systemVersionInfo: delivery.version, typeUrl: w.typeUrl, nonce: delivery.nonce, removedResources: [...change.removed], controlPlane: this.controlPlane() };
-    await this.sendTimed(conn, w.typeUrl, start, () => send(encodeDelta(this.responses, head, set, change.updated)));
+    await this.sendTimed(conn, w.typeUrl, start, () => send(encoded));
   }
 
   private controlPlane(): { identifier: string } | undefined {
@@ -548,4 +560,9 @@ export class XdsServer {
   private liveConnections(): Connection[] {
     return [...this.sessions.values()].map((s) => s.conn);
   }
+}
+
+/** Encoded size of each resource, for the size guard. */
+function sized(resources: Iterable<VersionedResource>): SizedResource[] {
+  return [...resources].map((r) => ({ name: r.name, bytes: r.resource.value.length }));
 }

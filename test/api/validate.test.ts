@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { formatIssues } from '../../src/api/errors.js';
 import { GROUP_OF_KIND, type Kind } from '../../src/api/types.js';
-import { validateResource } from '../../src/api/validate.js';
+import { MAX_SPEC_BYTES, validateResource } from '../../src/api/validate.js';
 
 function doc(kind: Kind, spec: unknown, metadata: Record<string, unknown> = { name: 'x', namespace: 'ns' }): Record<string, unknown> {
   return { apiVersion: `${GROUP_OF_KIND[kind]}/v1beta1`, kind, metadata, spec };
@@ -211,5 +211,14 @@ describe('error reporting', () => {
     assert.ok(!result.ok);
     const [, second] = formatIssues({ source: 'samples/bad.yaml', document: 2, resource: result.resource }, result.issues);
     assert.match(second!, /^samples\/bad\.yaml: document 2: AuthorizationPolicy\/foo\/deny-all: spec\.rules\[0\]\.when\[1\]\.key: unknown key "request\.auth\.claim\[groups\]"; expected one of request\.auth\.claims\[<name>\], request\.headers\[<name>\], /);
+  });
+
+  it('rejects a spec larger than the limit, naming its size, and accepts one just under it', () => {
+    const rule = { from: [{ source: { principals: ['cluster.local/ns/default/sa/client'] } }] };
+    const size = (n: number) => JSON.stringify({ rules: Array(n).fill(rule) }).length;
+    const under = Math.floor((MAX_SPEC_BYTES - size(1)) / (size(2) - size(1))) + 1;
+    assert.ok(size(under) <= MAX_SPEC_BYTES && size(under + 1) > MAX_SPEC_BYTES);
+    assertValid(doc('AuthorizationPolicy', { rules: Array(under).fill(rule) }));
+    assertIssue(doc('AuthorizationPolicy', { rules: Array(under + 1).fill(rule) }), 'spec', `${size(under + 1)} bytes encoded as JSON; at most ${MAX_SPEC_BYTES}`);
   });
 });

@@ -151,6 +151,21 @@ describe('FileConfigStore', () => {
     await eventually(() => assert.ok(store.get(key('b')) !== undefined, 'file in a new subdirectory'));
   });
 
+  it('rejects a policy whose when key is __proto__ alone, naming it; the rest applies, edits and revocations included', async () => {
+    await writeFile(join(dir, '01-bad.yaml'), `${policyYaml('bad')}  rules:\n  - when:\n    - key: __proto__\n      values: [admins]\n`);
+    await writeFile(join(dir, '02-allow.yaml'), policyYaml('allow'));
+    await open();
+    assert.equal(actionOf('allow'), 'ALLOW');
+    assert.equal(actionOf('bad'), undefined);
+    assert.match(store.problems()['01-bad.yaml']![0]!, /01-bad\.yaml: document 1 \(line 1\): AuthorizationPolicy\/ns\/bad: spec\.rules\[0\]\.when\[0\]\.key: unknown key "__proto__"/);
+    await writeFile(join(dir, '02-allow.yaml'), policyYaml('allow', 'DENY'));
+    await eventually(() => assert.equal(actionOf('allow'), 'DENY'));
+    await writeFile(join(dir, '03-new.yaml'), `${policyYaml('new')}  rules:\n  - when:\n    - key: request.auth.claims[__proto__]\n      values: [admins]\n`);
+    await eventually(() => assert.equal(actionOf('new'), 'ALLOW'));
+    await rm(join(dir, '02-allow.yaml'));
+    await eventually(() => assert.equal(actionOf('allow'), undefined));
+  });
+
   it('refuses a missing directory with a message naming it', async () => {
     store = new FileConfigStore({ configDir: join(dir, 'nope') });
     await assert.rejects(store.start(), /--configDir .*nope: no such directory/);

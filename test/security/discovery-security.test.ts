@@ -94,7 +94,7 @@ spec:
   await d.start();
   const client = new JwksRefreshClient(d.addresses.grpc!);
   t.after(() => client.close());
-  assert.equal(fetches, 1, 'the first fetch happened before the server was ready');
+  await eventually(() => assert.equal(fetches, 1, 'the first fetch starts with the server (readiness does not wait for it)'));
 
   const untrusted = await client.requestRefresh('https://attacker.test', 'k9');
   assert.deepEqual(untrusted, { accepted: false, reason: 'no RequestAuthentication trusts this issuer' });

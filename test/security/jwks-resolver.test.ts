@@ -92,14 +92,17 @@ test('HTTPS issuer: first use fails closed and fetches; the keys arrive, are inl
   assert.deepEqual(changed, [uri]);
   assert.equal(await fetched(), before + 1);
   assert.equal(issuer.hits, 1, 'cached: later lookups do not fetch');
-  await resolver.ready('iss', uri, 2000);
-  assert.equal(issuer.hits, 1, 'ready() after the first fetch returns at once');
+  await resolver.firstFetches([uri]);
+  assert.equal(issuer.hits, 1, 'firstFetches() after the first fetch returns at once');
 
   // A push can wait for a new issuer's first fetch instead of shipping the fail-closed set.
   const waiting = new JwksResolver({ ca: tls.cert });
   t.after(() => waiting.close());
-  await waiting.ready('iss', uri, 2000);
+  waiting.track([{ issuer: 'iss', jwksUri: uri, timeoutMs: 2000 }]);
+  assert.deepEqual([...waiting.awaited()], [uri]);
+  await waiting.firstFetches([uri]);
   assert.deepEqual(kidsOf(waiting.lookup('iss', uri, 2000)), ['k1']);
+  assert.deepEqual([...waiting.awaited()], []);
 
   // Without the CA the issuer's certificate is not trusted.
   const untrusting = new JwksResolver();

@@ -15,7 +15,7 @@ import { encodedDelta, encodedSotw, ResponseCache, XdsCache } from '../../src/xd
 import { Watch, type Delivery, type VersionedResource } from '../../src/xds/connection.js';
 import type { ProxyInfo } from '../../src/xds/generator.js';
 import { createMeshGenerators } from '../../src/xds/generators/index.js';
-import { deltaChange, encodeDelta, encodeSotw } from '../../src/xds/responses.js';
+import { applyDelta, deltaDiff, encodeDelta, encodeSotw } from '../../src/xds/responses.js';
 import { TypeUrl, unpack } from '../../src/envoy/types.js';
 import { MESH, storeOf } from '../networking/fixtures.js';
 
@@ -84,12 +84,16 @@ test('proxies with identical clusters share one set and the same encoded bytes; 
 
   // Delta streams moving from one set to the next share one diff; each records what it now holds.
   const watches = [new Watch(TypeUrl.Cluster, true, []), new Watch(TypeUrl.Cluster, true, [])];
-  for (const w of watches) assert.equal(deltaChange(w, a, [], false)?.updated.length, a.resources.size, 'first response: everything');
-  const [c1, c2] = watches.map((w) => deltaChange(w, echo, [], false)!);
-  assert.equal(c2!.updated, c1!.updated, 'the same diff');
-  assert.deepEqual(c1!.updated.map((r) => r.name), own);
+  const respond = (w: Watch, set: typeof a) => {
+    const diff = deltaDiff(w, set, [], false);
+    return diff && { diff, held: applyDelta(w, set, diff) };
+  };
+  for (const w of watches) assert.equal(respond(w, a)?.diff.updated.length, a.resources.size, 'first response: everything');
+  const [c1, c2] = watches.map((w) => respond(w, echo)!);
+  assert.equal(c2!.diff.updated, c1!.diff.updated, 'the same diff');
+  assert.deepEqual(c1!.diff.updated.map((r) => r.name), own);
   assert.equal(c1!.held, echo.resources, 'the proxy holds the shared set');
   assert.deepEqual(Object.fromEntries(watches[1]!.clientVersions), Object.fromEntries([...echo.resources.values()].map((r) => [r.name, r.version])));
-  assert.equal(deltaChange(watches[0]!, echo, [], false), undefined, 'nothing new: nothing sent');
+  assert.equal(deltaDiff(watches[0]!, echo, [], false), undefined, 'nothing new: nothing sent');
   registry.close();
 });

@@ -8,9 +8,10 @@ export interface JwksPrefetch {
   /** The jwksUris some policy still references: the resolver forgets the others. */
   readonly inUse: ReadonlySet<string>;
   /**
-   * Fetched (bounded by each rule's timeout) before a push is built, so that a new issuer's first
-   * push carries its keys rather than the fail-closed set (valid tokens would be 401 until the next
-   * push); an unreachable issuer still fails closed.
+   * Started at once. A proxy that a policy with a first fetch still running selects is pushed when
+   * that fetch ends or its bound passes (JwksResolver.firstFetches), so that its first push carries
+   * the keys rather than the fail-closed set; every other proxy is pushed at once, and an
+   * unreachable issuer still fails closed.
    */
   readonly fetches: readonly JwksFetch[];
 }

@@ -3,14 +3,23 @@
 // push never waits on an issuer. Until a usable key set arrives the provider gets the fail-closed
 // key set: tokens of that issuer get 401, never a pass. Retries back off exponentially; periodic
 // refresh picks up key rotation; `onChange` asks the server to push when keys arrive or change.
+// Nothing waits on an issuer for long: a push may hold the proxies that use a new jwksUri for its
+// first fetch, at most FIRST_FETCH_WAIT_MS, and nothing else (readiness, other proxies) waits.
 import { rootCertificates } from 'node:tls';
 import { Agent, request, type Dispatcher } from 'undici';
 import { scope } from '../../common/log.js';
 import { counter } from '../../common/metrics.js';
-import { DEFAULT_JWKS_TIMEOUT_MS, type JwksLookup } from './builder.js';
+import { DEFAULT_JWKS_TIMEOUT_MS, type JwksFetch, type JwksLookup } from './builder.js';
 import { FAIL_CLOSED_JWKS, checkJwks } from '../../envoy/jwks.js';
 
 const log = scope('authn');
+
+/**
+ * How long a push may hold the proxies using a new jwksUri for its first fetch (less if the rule's
+ * timeout is shorter). Then they get the fail-closed key set, and the real keys by the push that
+ * follows the fetch's success.
+ */
+export const FIRST_FETCH_WAIT_MS = 3_000;
 
 export interface JwksResolverOptions {
   /** Re-fetch of a usable key set (key rotation at the issuer). Default 20 minutes. */
@@ -44,6 +53,10 @@ interface Entry {
   retryMs: number;
   /** The first fetch: a push can wait for it so that it does not ship the fail-closed set. */
   first: Promise<void>;
+  /** Whether the first fetch has ended. */
+  settled: boolean;
+  /** Until when (epoch ms) a push may wait for the first fetch. */
+  waitUntil: number;
   inflight?: Promise<void>;
   timer?: NodeJS.Timeout;
   /** No policy references it any more: never scheduled again, its result is dropped. */
@@ -85,14 +98,37 @@ export class JwksResolver {
   };
 
   /**
-   * Resolves once the first fetch of the jwksUri has ended (at once if it already has), so a push
-   * can wait for a new issuer's keys (bounded by the timeout) instead of shipping the fail-closed
-   * set and pushing again. Never rejects.
+   * The config changed: fetches every jwksUri in use that is new (without waiting) and forgets
+   * the others (see retain).
    */
-  ready(issuer: string, jwksUri: string, timeoutMs = DEFAULT_JWKS_TIMEOUT_MS): Promise<void> {
-    const entry = this.entry(jwksUri, timeoutMs);
-    entry.issuers.add(issuer);
-    return entry.first;
+  track(fetches: readonly JwksFetch[]): void {
+    this.retain(new Set(fetches.map((f) => f.jwksUri)));
+    for (const f of fetches) this.entry(f.jwksUri, f.timeoutMs).issuers.add(f.issuer);
+  }
+
+  /** The jwksUris whose first fetch is under way and may still be waited for (see firstFetches). */
+  awaited(): Set<string> {
+    const now = this.now();
+    return new Set([...this.entries.values()].filter((e) => !e.settled && now < e.waitUntil).map((e) => e.uri));
+  }
+
+  /**
+   * Resolves once the first fetch of each jwksUri has ended or its wait bound has passed, so that a
+   * push to the proxies using a new issuer can carry its keys instead of the fail-closed set and a
+   * second push. Never rejects, never waits past FIRST_FETCH_WAIT_MS from the fetch's start.
+   */
+  async firstFetches(uris: Iterable<string>): Promise<void> {
+    const timers: NodeJS.Timeout[] = [];
+    const bounded = (e: Entry) =>
+      Promise.race([e.first, new Promise<void>((resolve) => timers.push(setTimeout(resolve, Math.max(0, e.waitUntil - this.now()))))]);
+    try {
+      await Promise.all([...uris].flatMap((uri) => {
+        const e = this.entries.get(uri);
+        return e && !e.settled ? [bounded(e)] : [];
+      }));
+    } finally {
+      for (const t of timers) clearTimeout(t);
+    }
   }
 
   /** Fetches now unless a fetch is under way; resolves when the key set is known or has failed. */
@@ -174,9 +210,11 @@ export class JwksResolver {
   private entry(uri: string, timeoutMs: number): Entry {
     let e = this.entries.get(uri);
     if (!e) {
-      e = { uri, issuers: new Set(), timeoutMs, kids: [], retryMs: this.retryInitialMs, first: Promise.resolve() };
+      const waitUntil = this.now() + Math.min(timeoutMs, FIRST_FETCH_WAIT_MS);
+      e = { uri, issuers: new Set(), timeoutMs, kids: [], retryMs: this.retryInitialMs, first: Promise.resolve(), settled: false, waitUntil };
       this.entries.set(uri, e);
-      e.first = this.fetch(e);
+      const entry = e;
+      e.first = this.fetch(e).finally(() => (entry.settled = true));
     }
     e.timeoutMs = timeoutMs;
     return e;
