@@ -9,16 +9,21 @@
 //    (an AuthorizationPolicy edit changes no cluster) hands out the very same object, so nothing is
 //    rebuilt, re-serialized or re-hashed, and the xDS server sees equal versions and sends nothing.
 //    A changed input is a new key: entries are never stale, the old one ages out of the LRU.
-// 3. Resource tier (`packOnce`, `versioned`): per message object its packed Any, per resource its
-//    content version; they go with the object. Proxies handed the same message share both.
-// 4. Response tier (`ResponseCache`): encoded SotW resource lists and the resource maps of delivery
-//    records per `<type URL> <version>`, shared by every stream sent that version.
+// 3. Resource tier (`packOnce`, `versioned`, `encodedSotw`, `encodedDelta`): per message object
+//    its packed Any, per resource its content version and its encoded entry of a response's
+//    `resources`; they go with the object. Proxies handed the same message share all of them, so a
+//    resource is encoded once for every proxy and response that carries it.
+// 4. Response tier (`ResponseCache`): the distinct resource sets generated (one `ResourceSet`, with
+//    its version, for every stream given the same resources) and encoded SotW resource lists per
+//    `<type URL> <version>`, shared by every stream sent that version.
 import { createHash } from 'node:crypto';
+import { create, toBinary } from '@bufbuild/protobuf';
 import type { Any } from '@bufbuild/protobuf/wkt';
+import { DeltaDiscoveryResponseSchema, DiscoveryResponseSchema } from '../gen/envoy/service/discovery/v3/discovery_pb.js';
 import { LRUCache } from 'lru-cache';
 import { settingDefault } from '../common/env.js';
 import { counter, gauge } from '../common/metrics.js';
-import type { VersionedResource } from './connection.js';
+import { setVersion, type VersionedResource } from './connection.js';
 import type { XdsResource } from './generator.js';
 
 /**
@@ -198,19 +203,126 @@ export function versioned(r: XdsResource): VersionedResource {
   return v;
 }
 
+const sotwEntries = new WeakMap<Any, Uint8Array>();
+
+/**
+ * The resource as one encoded entry of a DiscoveryResponse's `resources` (a repeated field: entries
+ * concatenated are the encoded list), encoded once per Any.
+ */
+export function encodedSotw(r: VersionedResource): Uint8Array {
+  let b = sotwEntries.get(r.resource);
+  if (b === undefined) {
+    b = toBinary(DiscoveryResponseSchema, create(DiscoveryResponseSchema, { resources: [r.resource] }));
+    sotwEntries.set(r.resource, b);
+  }
+  return b;
+}
+
+const deltaEntries = new WeakMap<VersionedResource, Uint8Array>();
+
+/** The same for a DeltaDiscoveryResponse's `resources` (name, version and Any), once per resource. */
+export function encodedDelta(r: VersionedResource): Uint8Array {
+  let b = deltaEntries.get(r);
+  if (b === undefined) {
+    b = toBinary(DeltaDiscoveryResponseSchema, create(DeltaDiscoveryResponseSchema, { resources: [{ name: r.name, version: r.version, resource: r.resource }] }));
+    deltaEntries.set(r, b);
+  }
+  return b;
+}
+
+/** Byte strings one after the other (protobuf parses concatenated encodings as one message). */
+export function concatBytes(parts: readonly Uint8Array[]): Uint8Array {
+  let size = 0;
+  for (const p of parts) size += p.length;
+  const out = new Uint8Array(size);
+  let at = 0;
+  for (const p of parts) {
+    out.set(p, at);
+    at += p.length;
+  }
+  return out;
+}
+
 // ---- 4. response tier ----
 
-/** Distinct SotW resource sets kept (proxies with equal sets share one). */
+/** Encoded SotW resource lists kept. */
 const RESPONSE_CACHE_SIZE = 64;
+/** Distinct generated resource sets kept (proxies with equal sets share one). */
+const RESOURCE_SETS_SIZE = 1024;
 
-/** What SotW responses share across streams, per `<type URL> <version>` (and the acked base of a partial push). */
+/** One generated set of a type's resources, shared by every stream it was generated for. */
+export interface ResourceSet {
+  /** setVersion of the resources, in the generator's order. */
+  readonly version: string;
+  /** By name, in the generator's order (the first of a name wins); read-only, shared by deliveries. */
+  readonly resources: ReadonlyMap<string, VersionedResource>;
+}
+
+/**
+ * Interns generated resource lists: a list of the same resource objects, in the same order, as one
+ * generated before gets that one's ResourceSet, so its map and version are built once for every
+ * proxy given these resources, not once per proxy (with 1000 clusters, hashing and indexing them per
+ * proxy and push was most of a push's cost). Lists are told apart by the identities of their
+ * resources: a hash of per-object numbers finds the candidate, an element-wise comparison confirms
+ * it. Equal content in other objects makes another set with the same version.
+ */
+export class ResourceSets {
+  private readonly ids = new WeakMap<XdsResource, number>();
+  private nextId = 0;
+  private readonly sets = new Lru<{ readonly list: readonly XdsResource[]; readonly set: ResourceSet }>(RESOURCE_SETS_SIZE);
+
+  intern(list: readonly XdsResource[]): ResourceSet {
+    let h1 = 0x811c9dc5;
+    let h2 = 0;
+    for (const r of list) {
+      let id = this.ids.get(r);
+      if (id === undefined) this.ids.set(r, (id = ++this.nextId));
+      h1 = Math.imul(h1 ^ id, 0x01000193);
+      h2 = (Math.imul(h2, 31) + id) | 0;
+    }
+    const key = `${list.length}:${h1}:${h2}`;
+    const hit = this.sets.get(key);
+    if (hit && hit.list.length === list.length && hit.list.every((r, i) => r === list[i])) return hit.set;
+    const resources = new Map<string, VersionedResource>();
+    for (const r of list) if (!resources.has(r.name)) resources.set(r.name, versioned(r));
+    const set: ResourceSet = { version: setVersion(resources.values()), resources };
+    this.sets.set(key, { list, set });
+    return set;
+  }
+}
+
+/** What changed from one generated set to another: resources new or in another version, names gone. */
+export interface SetDiff {
+  readonly updated: readonly VersionedResource[];
+  readonly removed: readonly string[];
+}
+
+const diffs = new WeakMap<ResourceSet, { readonly to: ResourceSet; readonly diff: SetDiff }>();
+
+/**
+ * The diff from `from` to `to`, computed once for every stream moving between the same two sets
+ * (a push moves all the streams that had one set to the same next one); the latest per `from` is kept.
+ */
+export function setDiff(from: ResourceSet, to: ResourceSet): SetDiff {
+  const kept = diffs.get(from);
+  if (kept?.to === to) return kept.diff;
+  const updated: VersionedResource[] = [];
+  for (const r of to.resources.values()) if (from.resources.get(r.name)?.version !== r.version) updated.push(r);
+  const removed: string[] = [];
+  for (const name of from.resources.keys()) if (!to.resources.has(name)) removed.push(name);
+  const diff = { updated, removed };
+  diffs.set(from, { to, diff });
+  return diff;
+}
+
+/** What responses share across streams. */
 export class ResponseCache {
-  /** Encoded resource lists of DiscoveryResponses. */
+  /** Encoded SotW resource lists per `<type URL> <version>` (and the acked base of a partial push). */
   readonly encoded = new Lru<Uint8Array>(RESPONSE_CACHE_SIZE);
   /**
-   * Resource sets of deliveries: the streams sent the same version share one read-only map instead
-   * of one per stream (2000 proxies holding 1000 clusters and 1000 endpoints each would be millions
-   * of map entries).
+   * The generated sets: the streams given the same resources share one read-only map in their
+   * delivery records instead of one per stream (2000 proxies holding 1000 clusters and 1000
+   * endpoints each would be millions of map entries).
    */
-  readonly sent = new Lru<ReadonlyMap<string, VersionedResource>>(RESPONSE_CACHE_SIZE);
+  readonly sets = new ResourceSets();
 }

@@ -7,6 +7,7 @@ import { createHash } from 'node:crypto';
 import type { Any } from '@bufbuild/protobuf/wkt';
 import type { Status } from '../gen/google/rpc/status_pb.js';
 import type { ProxyInfo, Subscription } from './generator.js';
+import type { ResourceSet } from './cache.js';
 import { isWildcardType, shortTypeName } from '../envoy/types.js';
 
 export const WILDCARD = '*';
@@ -97,8 +98,21 @@ export class Watch implements Subscription {
   lastNack?: NackRecord;
   /** Whether the proxy's latest reply for this type was a NACK. */
   rejecting = false;
+  /** SotW: the resource names of the request that set `wildcard` and `names`, as listed. */
+  requested?: readonly string[];
   /** Delta: name -> version of what the proxy holds (initial_resource_versions, then our sends). */
   readonly clientVersions = new Map<string, string>();
+  /**
+   * Delta: whether clientVersions names resources the proxy got elsewhere (initial_resource_versions)
+   * that this stream has not sent it since; until then its deliveries cannot share the generated set.
+   */
+  heldFromElsewhere = false;
+  /**
+   * Delta: the generated set clientVersions is equal to (set by each response, which makes it so),
+   * so that the next response is a diff between two shared sets rather than a comparison of every
+   * resource per stream; dropped when the proxy unsubscribes from something.
+   */
+  deltaBase?: ResourceSet;
   /** Delta: responses not yet acked or nacked, oldest first, by nonce. */
   readonly pending = new Map<string, Delivery>();
 
@@ -184,6 +198,13 @@ export interface SotwRequest {
   readonly errorDetail?: Status;
 }
 
+function sameList(a: readonly string[], b: readonly string[]): boolean {
+  if (a === b) return true;
+  if (a.length !== b.length) return false;
+  for (let i = 0; i < a.length; i++) if (a[i] !== b[i]) return false;
+  return true;
+}
+
 function sameNames(a: ReadonlySet<string>, b: ReadonlySet<string>): boolean {
   return a.size === b.size && [...a].every((n) => b.has(n));
 }
@@ -248,13 +269,20 @@ export class Connection {
 
   /** Applies a SotW request to the watch of its type and says what the server must do. */
   applySotw(req: SotwRequest): SotwDecision {
-    const names = new Set(req.resourceNames);
     let w = this.watches.get(req.typeUrl);
+    if (w && w.requested !== undefined && sameList(req.resourceNames, w.requested) && (req.responseNonce === '' || req.responseNonce === w.sent?.nonce) && !req.errorDetail) {
+      // The usual ACK: the same list as the request that set the subscription, nothing to rebuild.
+      if (req.responseNonce === '') return { kind: 'respond' };
+      if (w.sent) w.ack(w.sent);
+      return { kind: 'ack' };
+    }
+    const names = new Set(req.resourceNames);
     if (!w) {
       // First request for the type on this stream (a nonce here means a reconnect: answer anyway,
       // the proxy may hold config from another server).
       if (names.size === 0 && !isWildcardType(req.typeUrl)) return { kind: 'ignore' };
       w = new Watch(req.typeUrl, sotwWildcard(req.typeUrl, names), withoutWildcard(names));
+      w.requested = req.resourceNames;
       this.watches.set(req.typeUrl, w);
       return { kind: 'respond' };
     }
@@ -275,6 +303,7 @@ export class Connection {
       w.wildcard = wildcard;
       w.names = named;
     }
+    w.requested = req.resourceNames;
     if (req.responseNonce === '') return { kind: 'respond' };
     if (w.sent) w.ack(w.sent);
     return changed ? { kind: 'respond' } : { kind: 'ack' };
@@ -288,10 +317,12 @@ export class Connection {
       const wildcard = isWildcardType(req.typeUrl) && (subscribe.size === 0 || subscribe.has(WILDCARD));
       w = new Watch(req.typeUrl, wildcard, withoutWildcard(subscribe));
       for (const [name, version] of Object.entries(req.initialResourceVersions)) w.clientVersions.set(name, version);
+      w.heldFromElsewhere = w.clientVersions.size > 0;
       this.watches.set(req.typeUrl, w);
       return { respond: wildcard || w.names.size > 0, added: [...w.names] };
     }
     const reply = req.responseNonce === '' ? undefined : this.settleDelta(w, req);
+    if (req.resourceNamesUnsubscribe.length > 0) w.deltaBase = undefined;
     for (const name of req.resourceNamesUnsubscribe) {
       if (name === WILDCARD) {
         w.wildcard = false;

@@ -4,7 +4,6 @@
 // Each stream becomes a Connection (connection.ts) whose requests and pushes run one at a time, in
 // order. Content comes from ResourceGenerators (generator.ts), one per served type URL; this file
 // decides when to generate and what to send, following the xDS protocol's version/nonce rules.
-import { create, toBinary } from '@bufbuild/protobuf';
 import {
   Server,
   ServerCredentials,
@@ -16,13 +15,7 @@ import {
   type ServerUnaryCall,
 } from '@grpc/grpc-js';
 import { AggregatedDiscoveryService } from '../gen/envoy/service/discovery/v3/ads_pb.js';
-import {
-  DeltaDiscoveryResponseSchema,
-  DiscoveryResponseSchema,
-  type DeltaDiscoveryRequest,
-  type DeltaDiscoveryResponse,
-  type DiscoveryRequest,
-} from '../gen/envoy/service/discovery/v3/discovery_pb.js';
+import type { DeltaDiscoveryRequest, DiscoveryRequest } from '../gen/envoy/service/discovery/v3/discovery_pb.js';
 import {
   ClientStatusDiscoveryService,
   type ClientStatusRequest,
@@ -32,13 +25,14 @@ import type { Node } from '../gen/envoy/config/core/v3/base_pb.js';
 import { counter, gauge, histogram } from '../common/metrics.js';
 import { scope } from '../common/log.js';
 import { settingDefault } from '../common/env.js';
-import { ResponseCache, versioned } from './cache.js';
-import { Connection, setVersion, type ConnectionStatus, type Delivery, type ReplyKind, type VersionedResource, type Watch } from './connection.js';
+import { ResponseCache, type ResourceSet } from './cache.js';
+import { Connection, type ConnectionStatus, type Delivery, type ReplyKind, type VersionedResource, type Watch } from './connection.js';
+import { applyDelta, deltaDiff, encodeDelta, encodeSotw, incrementalBase } from './responses.js';
 import { clientStatus } from './csds.js';
 import { XdsStreamError, type ProxyInfo, type PushRequest, type ResourceGenerator } from './generator.js';
 import { grpcServiceDefinition } from '../envoy/grpc-service.js';
 import { ResponseSizeGuard, type SizedResource } from './size-guard.js';
-import { isWildcardType, shortTypeName, TypeUrl } from '../envoy/types.js';
+import { shortTypeName, TypeUrl } from '../envoy/types.js';
 
 const log = scope('ads');
 
@@ -108,15 +102,23 @@ function grpcOptions(o: XdsServerOptions): ServerOptions {
   return opts;
 }
 
-/** The ADS definition, with SotW responses written as bytes already encoded (see encodeSotw). */
-function adsDefinition() {
-  const ads = grpcServiceDefinition(AggregatedDiscoveryService);
-  const sotw: MethodDefinition<DiscoveryRequest, Uint8Array> = {
-    ...ads.streamAggregatedResources,
+/** A method whose responses are written as bytes already encoded (see encodeSotw, encodeDelta). */
+function preEncoded<Req, Res>(method: MethodDefinition<Req, Res>): MethodDefinition<Req, Uint8Array> {
+  return {
+    ...method,
     responseSerialize: (b) => Buffer.from(b.buffer, b.byteOffset, b.byteLength),
     responseDeserialize: (b) => b,
   };
-  return { ...ads, streamAggregatedResources: sotw };
+}
+
+/** The ADS definition, both protocols writing pre-encoded responses. */
+function adsDefinition() {
+  const ads = grpcServiceDefinition(AggregatedDiscoveryService);
+  return {
+    ...ads,
+    streamAggregatedResources: preEncoded(ads.streamAggregatedResources),
+    deltaAggregatedResources: preEncoded(ads.deltaAggregatedResources),
+  };
 }
 
 /** Runs at most `size` tasks at once; the others wait in arrival order. */
@@ -150,19 +152,6 @@ interface Session {
   fail(err: unknown): void;
 }
 
-/**
- * For a push of a type subscribed by name (EDS, RDS), the delivery the proxy holds, when the
- * response may carry only what changed since: these types are not state-of-the-world for removal
- * (Envoy, gRPC and our proxy keep the named resources a response leaves out), so a proxy that
- * acked the last response holds the rest. With 1000 clusters, one endpoint change is then one
- * assignment per proxy instead of 1000. Requests, wildcard types and a proxy that rejected or has
- * not answered the last response get everything.
- */
-function incrementalBase(w: Watch): Delivery | undefined {
-  if (isWildcardType(w.typeUrl) || w.wildcard || w.rejecting) return undefined;
-  return w.acked && w.acked.nonce === w.sent?.nonce ? w.acked : undefined;
-}
-
 export class XdsServer {
   /** The gRPC server, so other services (CA, SDS) can share its ports. */
   readonly grpc: Server;
@@ -192,7 +181,7 @@ export class XdsServer {
     this.grpc = new Server(grpcOptions(options));
     this.grpc.addService(adsDefinition(), {
       streamAggregatedResources: (call: ServerDuplexStream<DiscoveryRequest, Uint8Array>) => this.serveSotw(call),
-      deltaAggregatedResources: (call: ServerDuplexStream<DeltaDiscoveryRequest, DeltaDiscoveryResponse>) =>
+      deltaAggregatedResources: (call: ServerDuplexStream<DeltaDiscoveryRequest, Uint8Array>) =>
         this.serveDelta(call),
     });
     this.grpc.addService(grpcServiceDefinition(ClientStatusDiscoveryService), {
@@ -336,7 +325,7 @@ export class XdsServer {
     );
   }
 
-  private serveDelta(call: ServerDuplexStream<DeltaDiscoveryRequest, DeltaDiscoveryResponse>): void {
+  private serveDelta(call: ServerDuplexStream<DeltaDiscoveryRequest, Uint8Array>): void {
     this.serve(call, 'delta', (s, req) => this.onDeltaRequest(s, req), (conn, send) => (w, force, push, added) =>
       this.respondDelta(conn, send, w, force, push, added ?? []),
     );
@@ -446,8 +435,11 @@ export class XdsServer {
 
   // ---- responses ----
 
-  /** The watch's current resources, or undefined when the generator failed (nothing is sent). */
-  private async generate(conn: Connection, w: Watch, push?: PushRequest): Promise<Map<string, VersionedResource> | undefined> {
+  /**
+   * The watch's current resources, or undefined when the generator failed (nothing is sent). Streams
+   * given the same resources share one set (see ResourceSets).
+   */
+  private async generate(conn: Connection, w: Watch, push?: PushRequest): Promise<ResourceSet | undefined> {
     const generator = this.generators.get(w.typeUrl)!;
     let generated;
     try {
@@ -458,9 +450,7 @@ export class XdsServer {
       log.error(`generating ${shortTypeName(w.typeUrl)} for ${conn.proxy.connectionId}: ${err instanceof Error ? err.message : String(err)}`);
       return undefined;
     }
-    const resources = new Map<string, VersionedResource>();
-    for (const r of generated) if (w.wants(r.name) && !resources.has(r.name)) resources.set(r.name, versioned(r));
-    return resources;
+    return this.responses.sets.intern(w.wildcard ? generated : generated.filter((r) => w.wants(r.name)));
   }
 
   private nextNonce(): string {
@@ -475,83 +465,38 @@ export class XdsServer {
     push?: PushRequest,
   ): Promise<void> {
     const start = performance.now();
-    const resources = await this.generate(conn, w, push);
-    if (!resources || conn.closed) return;
-    const version = setVersion(resources.values());
-    if (!force && w.sent?.version === version) return;
-    const shared = this.responses.sent.remember(`${w.typeUrl} ${version}`, () => resources);
-    const delivery: Delivery = { version, nonce: this.nextNonce(), time: new Date(), resources: shared };
+    const set = await this.generate(conn, w, push);
+    if (!set || conn.closed) return;
+    if (!force && w.sent?.version === set.version) return;
+    const delivery: Delivery = { version: set.version, nonce: this.nextNonce(), time: new Date(), resources: set.resources };
     const since = push ? incrementalBase(w) : undefined;
-    const encoded = this.encodeSotw(w.typeUrl, delivery, since);
-    if (!this.sizes.admit(conn.proxy, w.typeUrl, version, encoded.length, () => sized(resources.values()))) return;
+    const encoded = encodeSotw(this.responses, w.typeUrl, delivery, since, this.controlPlane());
+    if (!this.sizes.admit(conn.proxy, w.typeUrl, set.version, encoded.length, () => sized(set.resources.values()))) return;
     w.sent = delivery;
     await this.sendTimed(conn, w.typeUrl, start, () => send(encoded));
   }
 
-  /**
-   * A DiscoveryResponse's bytes. Its resources are most of them and are the same for every proxy
-   * given the same version, so they are encoded once per type and version; the per-stream fields
-   * (nonce, ...) are encoded alone and put in front, which protobuf parses as one message.
-   */
-  /** A SotW response; with `since`, only the resources that differ from that acked delivery. */
-  private encodeSotw(typeUrl: string, d: Delivery, since?: Delivery): Uint8Array {
-    const key = since ? `${typeUrl} ${d.version} since ${since.version}` : `${typeUrl} ${d.version}`;
-    const body = this.responses.encoded.remember(key, () => {
-      const changed = [...d.resources.values()].filter((r) => since?.resources.get(r.name)?.version !== r.version);
-      return toBinary(DiscoveryResponseSchema, create(DiscoveryResponseSchema, { resources: changed.map((r) => r.resource) }));
-    });
-    const head = toBinary(
-      DiscoveryResponseSchema,
-      create(DiscoveryResponseSchema, { versionInfo: d.version, typeUrl, nonce: d.nonce, controlPlane: this.controlPlane() }),
-    );
-    const out = new Uint8Array(head.length + body.length);
-    out.set(head);
-    out.set(body, head.length);
-    return out;
-  }
-
   private async respondDelta(
     conn: Connection,
-    send: (msg: DeltaDiscoveryResponse) => Promise<void>,
+    send: (msg: Uint8Array) => Promise<void>,
     w: Watch,
     force: boolean,
     push: PushRequest | undefined,
     added: readonly string[],
   ): Promise<void> {
     const start = performance.now();
-    const resources = await this.generate(conn, w, push);
-    if (!resources || conn.closed) return;
-    const updated = [...resources.values()].filter((r) => w.clientVersions.get(r.name) !== r.version);
-    const removed = [...w.clientVersions.keys()].filter((name) => !resources.has(name));
-    // A newly subscribed name that does not exist is answered as removed, so the proxy stops waiting.
-    const missing = added.filter((name) => !resources.has(name) && !w.clientVersions.has(name));
-    if (!force && updated.length === 0 && removed.length === 0 && missing.length === 0) return;
-    const bytes = sized(updated).reduce((sum, r) => sum + r.bytes, 0);
-    if (!this.sizes.admit(conn.proxy, w.typeUrl, setVersion(resources.values()), bytes, () => sized(updated))) return;
-
-    // What the proxy holds from us: the last state, less what it unsubscribed from since.
-    const held = new Map([...(w.sent?.resources ?? [])].filter(([name]) => w.clientVersions.has(name)));
-    for (const r of updated) {
-      w.clientVersions.set(r.name, r.version);
-      held.set(r.name, r);
-    }
-    for (const name of removed) {
-      w.clientVersions.delete(name);
-      held.delete(name);
-    }
-    const delivery: Delivery = { version: setVersion(resources.values()), nonce: this.nextNonce(), time: new Date(), resources: held };
+    const set = await this.generate(conn, w, push);
+    if (!set || conn.closed) return;
+    const diff = deltaDiff(w, set, added, force);
+    if (!diff) return;
+    const nonce = this.nextNonce();
+    const head = { systemVersionInfo: set.version, typeUrl: w.typeUrl, nonce, removedResources: [...diff.removed, ...diff.missing], controlPlane: this.controlPlane() };
+    const encoded = encodeDelta(this.responses, head, set, diff.updated);
+    if (!this.sizes.admit(conn.proxy, w.typeUrl, set.version, encoded.length, () => sized(diff.updated))) return;
+    const delivery: Delivery = { version: set.version, nonce, time: new Date(), resources: applyDelta(w, set, diff) };
     w.sent = delivery;
     w.pending.set(delivery.nonce, delivery);
-    await this.sendTimed(conn, w.typeUrl, start, () =>
-      send(create(DeltaDiscoveryResponseSchema, {
-        systemVersionInfo: delivery.version,
-        typeUrl: w.typeUrl,
-        nonce: delivery.nonce,
-        resources: updated.map((r) => ({ name: r.name, version: r.version, resource: r.resource })),
-        removedResources: [...removed, ...missing],
-        controlPlane: this.controlPlane(),
-      })),
-    );
+    await this.sendTimed(conn, w.typeUrl, start, () => send(encoded));
   }
 
   private controlPlane(): { identifier: string } | undefined {

@@ -43,8 +43,8 @@ test('EDS: services, non-policy config and endpoint changes', () => {
   assert.deepEqual(pushedBy(eds), ['Sidecar', 'service', 'endpoints']);
 });
 
-test('registered types: the four Envoy types in make-before-break order', () => {
-  assert.deepEqual(MESH_XDS_TYPES.map((t) => t.typeUrl), [TypeUrl.Cluster, TypeUrl.ClusterLoadAssignment, TypeUrl.Listener, TypeUrl.RouteConfiguration]);
+test('registered types: the four Envoy types in make-before-break order, then the DNS name table', () => {
+  assert.deepEqual(MESH_XDS_TYPES.map((t) => t.typeUrl), [TypeUrl.Cluster, TypeUrl.ClusterLoadAssignment, TypeUrl.Listener, TypeUrl.RouteConfiguration, TypeUrl.NameTable]);
 });
 
 test('pushFor: the types whose rule says yes; all of them = every type; none = no push', () => {
