@@ -201,8 +201,11 @@ function action(r: HttpRouteSpec, ctx: HttpRouteContext): RouteInit['action'] {
 /**
  * The Envoy routes of one HTTP route: one per match condition that applies here (none applying =
  * no route), or one matching everything when it has no conditions. Order is kept: first match wins.
+ * Envoy answers 404 to a request no route matches, as it does for the Go mesh's routes.
  */
 export function buildHttpRoutes(r: HttpRouteSpec, ctx: HttpRouteContext): RouteInit[] {
+  // Nothing to do (a `delegate`, not effective yet and reported): no route rather than an invalid one.
+  if (!r.redirect && !r.directResponse && (r.route ?? []).length === 0) return [];
   const conditions = r.match && r.match.length > 0 ? r.match.filter((m) => matchApplies(m, ctx)) : [undefined];
   if (conditions.length === 0) return [];
   const perFilter: Record<string, Any> = {
