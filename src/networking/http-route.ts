@@ -11,7 +11,7 @@ import { HTTPFaultSchema } from '../gen/envoy/extensions/filters/http/fault/v3/f
 import { FractionalPercent_DenominatorType } from '../gen/envoy/type/v3/percent_pb.js';
 import { parseDuration } from '../common/duration.js';
 import { pack } from '../envoy/types.js';
-import { duration } from './common.js';
+import { duration, seconds } from './common.js';
 import { CORS_FILTER_NAME, FAULT_FILTER_NAME } from '../envoy/names.js';
 import { matchApplies, routeMatch, type HttpMatchRequest, type MatchContext, type StringMatch } from './route-match.js';
 
@@ -154,7 +154,7 @@ function corsConfig(c: NonNullable<HttpRouteSpec['corsPolicy']>): Any {
 function forwardAction(r: HttpRouteSpec, ctx: HttpRouteContext): RouteInit['action'] {
   const dests = (r.route ?? []).map((d) => ({ ...ctx.resolve(d.destination), weight: d.weight }));
   const first = dests[0];
-  const timeout = r.timeout !== undefined ? duration(r.timeout) : { seconds: BigInt(ctx.defaultTimeout ?? 0), nanos: 0 };
+  const timeout = r.timeout !== undefined ? duration(r.timeout) : seconds(ctx.defaultTimeout ?? 0);
   const retries = retryPolicy(r.retries);
   const rw = r.rewrite;
   return {

@@ -8,6 +8,7 @@ import type { MessageInitShape } from '@bufbuild/protobuf';
 import type { OutboundTrafficMode } from '../model/push-context.js';
 import type { Service } from '../model/service.js';
 import { outboundClusterName, outboundRouteName, PASSTHROUGH_CLUSTER } from './names.js';
+import { seconds } from './common.js';
 import type { ResolvedVirtualService } from '../model/traffic.js';
 import { resolveHost } from '../model/traffic.js';
 import { hostMatches } from '../model/selection.js';
@@ -61,7 +62,7 @@ function routeTo(cluster: string, hashPolicy: readonly HashPolicyInit[] = [], de
       match: { pathSpecifier: { case: 'prefix', value: '/' } },
       // No route timeout unless MESH_DEFAULT_REQUEST_TIMEOUT: long-lived streams (gRPC, websockets)
       // must not be cut at Envoy's 15s default.
-      action: { case: 'route', value: { clusterSpecifier: { case: 'cluster', value: cluster }, timeout: { seconds: BigInt(defaultTimeout) }, hashPolicy: [...hashPolicy] } },
+      action: { case: 'route', value: { clusterSpecifier: { case: 'cluster', value: cluster }, timeout: seconds(defaultTimeout), hashPolicy: [...hashPolicy] } },
     },
   ];
 }

@@ -3,6 +3,7 @@
 // client sidecar in namespace `foo` gets for them out: its outbound clusters, the load assignments
 // of the EDS ones, its outbound route configurations, and the notices about what is not effective.
 import { test } from 'node:test';
+import assert from 'node:assert/strict';
 import type { JsonValue } from '@bufbuild/protobuf';
 import { validateResource } from '../../src/api/validate.js';
 import type { AnyResource } from '../../src/api/types.js';
@@ -45,3 +46,17 @@ for (const c of goldenCases('test/networking/testdata/traffic')) {
     c.check(out);
   });
 }
+
+test('MESH_DEFAULT_REQUEST_TIMEOUT times out VirtualService routes that set no timeout; an explicit timeout wins', () => {
+  const c = goldenCases('test/networking/testdata/traffic').find((g) => g.name === 'vs-weighted')!;
+  const push = pushOf(validated(c.name, c.documents));
+  const proxy = sidecarProxy('10.0.0.51', 'client', 'foo', { LABELS: { app: 'client' } });
+  const [rc] = sidecarRoutes(proxy, push, new Set(['9080']), false, undefined, 1.5);
+  const timeouts = rc!.virtualHosts.flatMap((vh) => vh.routes.map((r) => [r.name, r.action.case === 'route' ? r.action.value.timeout : undefined]));
+  assert.deepEqual(timeouts, [
+    ['jason.header', { $typeName: 'google.protobuf.Duration', seconds: 1n, nanos: 500_000_000 }],
+    ['split', { $typeName: 'google.protobuf.Duration', seconds: 2n, nanos: 500_000_000 }],
+    // The allow_any catch-all to PassthroughCluster keeps no timeout.
+    ['default', { $typeName: 'google.protobuf.Duration', seconds: 0n, nanos: 0 }],
+  ]);
+});

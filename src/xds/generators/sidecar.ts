@@ -30,6 +30,8 @@ export interface SidecarOptions {
   readonly outboundSniffing?: boolean;
   /** PILOT_INBOUND_PROTOCOL_DETECTION_TIMEOUT, seconds. */
   readonly detectionTimeout?: number;
+  /** MESH_DEFAULT_REQUEST_TIMEOUT, seconds: the timeout of outbound routes that set none; 0 = none. */
+  readonly defaultRequestTimeout?: number;
   /** Reports user errors found while generating (bad Sidecar fields). */
   readonly onProblem?: (message: string) => void;
   /** An ingress listener that loses to an earlier one on the same port. */
