@@ -39,6 +39,9 @@ const targets = [
   'envoy-api/envoy/extensions/transport_sockets/tls/v3',
   'envoy-api/envoy/extensions/filters/http/jwt_authn/v3',
   'envoy-api/envoy/extensions/filters/http/rbac/v3',
+  // VirtualService fault injection and CORS (per-route configs and the HCM filters).
+  'envoy-api/envoy/extensions/filters/http/fault/v3',
+  'envoy-api/envoy/extensions/filters/http/cors/v3',
   'envoy-api/envoy/extensions/filters/http/router/v3',
   'envoy-api/envoy/extensions/filters/network/http_connection_manager/v3',
   'envoy-api/envoy/extensions/filters/network/tcp_proxy/v3',

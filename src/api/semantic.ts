@@ -275,8 +275,26 @@ function sidecar(spec: Fields, path: string, out: Findings): void {
   });
 }
 
+/** Traffic fields that hold a duration (`1.5s`), wherever they appear in a rule's sub-tree. */
+const TRAFFIC_DURATIONS = new Set(['timeout', 'perTryTimeout', 'fixedDelay', 'maxAge', 'connectTimeout', 'idleTimeout', 'interval', 'baseEjectionTime', 'ttl']);
+/** Maps keyed by user names (a header called `timeout` is not a duration). */
+const USER_KEYED = new Set(['headers', 'withoutHeaders', 'queryParams', 'sourceLabels', 'labels']);
+
+/** The translation reads these as durations: a bad one is refused here rather than breaking a push. */
+function trafficDurations(value: unknown, path: string, out: Findings): void {
+  if (Array.isArray(value)) return value.forEach((v, i) => trafficDurations(v, joinPath(path, i), out));
+  const rec = asRecord(value);
+  if (!rec) return;
+  for (const [k, v] of Object.entries(rec)) {
+    if (TRAFFIC_DURATIONS.has(k) && typeof v === 'string') out.string(v, `${path}.${k}`, checkDuration);
+    else if (!USER_KEYED.has(k)) trafficDurations(v, `${path}.${k}`, out);
+  }
+}
+
 function destinationRule(spec: Fields, path: string, out: Findings): void {
   out.string(spec['host'], `${path}.host`, checkHost);
+  trafficDurations(spec['trafficPolicy'], `${path}.trafficPolicy`, out);
+  trafficDurations(spec['subsets'], `${path}.subsets`, out);
   out.strings(spec['exportTo'], `${path}.exportTo`, checkExportTo);
   const subsets = asArray(spec['subsets']).map(asRecord);
   out.unique(subsets.map((s) => s?.['name']), (i) => `${joinPath(`${path}.subsets`, i)}.name`, 'subset name');
@@ -286,6 +304,7 @@ function destinationRule(spec: Fields, path: string, out: Findings): void {
 function virtualService(spec: Fields, path: string, out: Findings): void {
   out.strings(spec['hosts'], `${path}.hosts`, checkHost);
   out.strings(spec['exportTo'], `${path}.exportTo`, checkExportTo);
+  trafficDurations(spec['http'], `${path}.http`, out);
   asArray(spec['http']).forEach((item, i) => {
     const route = asRecord(item);
     if (route?.['delegate'] !== undefined && route['route'] !== undefined) {

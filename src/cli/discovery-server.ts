@@ -162,6 +162,7 @@ export class DiscoveryServer {
       inboundSniffing: settings.inboundSniffing,
       outboundSniffing: settings.outboundSniffing,
       detectionTimeout: settings.detectionTimeout,
+      defaultRequestTimeout: settings.defaultRequestTimeout,
       cache: new XdsCache(settings.cache),
     });
     this.xds = new XdsServer({

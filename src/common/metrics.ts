@@ -213,6 +213,8 @@ export const WIRED_METRICS: ReadonlySet<MetricName> = new Set<MetricName>([
   // model/push-context.ts, registry/serviceentry.ts
   'pilot_services',
   'pilot_virt_services',
+  'pilot_destrule_subsets',
+  'pilot_vservice_dup_domain',
   'pilot_eds_no_instances',
   'pilot_duplicate_envoy_clusters',
   // xds/cache.ts

@@ -7,6 +7,21 @@ import { gauge } from '../common/metrics.js';
 import type { Proxy } from './proxy.js';
 import { hostMatches, labelsMatch, selectPolicies } from './selection.js';
 import { visibleTo, type Service, type ServiceInstance } from './service.js';
+import { TrafficIndex } from './traffic.js';
+import { destinationRuleNotices, virtualServiceNotices } from './traffic-notices.js';
+import { scope } from '../common/log.js';
+
+const log = scope('model');
+
+/** Notices already logged, by resource: each is logged again only when the resource's notices change. */
+const loggedNotices = new Map<string, string>();
+
+function logNotices(key: string, notices: readonly string[]): void {
+  const text = notices.join('\n');
+  if (loggedNotices.get(key) === text) return;
+  loggedNotices.set(key, text);
+  notices.forEach((n) => log.warn(n));
+}
 
 /** What the snapshot reads from the config store (a `ConfigStore` fits). */
 export interface ConfigView {
@@ -86,6 +101,8 @@ export class PushContext {
   /** Every service, sorted by hostname then namespace. */
   readonly services: readonly Service[];
   readonly virtualServiceCount: number;
+  /** DestinationRules and VirtualServices by host (model/traffic.ts). */
+  readonly traffic: TrafficIndex;
   private readonly servicesByHost: Map<string, Service[]>;
   private readonly servicesByNamespace: Map<string, Service[]>;
   private readonly instancesByService: Map<string, readonly ServiceInstance[]>;
@@ -109,7 +126,9 @@ export class PushContext {
     this.instancesByAddress = groupBy(all, (i) => i.address);
     this.policies = new Map(POLICY_KINDS.map((k) => [k, groupBy(opts.config.list(k) as AnyResource[], (r) => r.metadata.namespace)]));
     this.sidecarsByNamespace = groupBy(opts.config.list('Sidecar'), (r) => r.metadata.namespace);
-    this.virtualServiceCount = opts.config.list('VirtualService').length;
+    const virtualServices = opts.config.list('VirtualService');
+    this.virtualServiceCount = virtualServices.length;
+    this.traffic = new TrafficIndex(opts.config.list('DestinationRule'), virtualServices, this.domain, this.rootNamespace);
   }
 
   /** Builds a snapshot and sets the gauges that describe it. */
@@ -117,6 +136,11 @@ export class PushContext {
     const push = new PushContext(opts);
     gauge('pilot_services').set(push.services.length);
     gauge('pilot_virt_services').set(push.virtualServiceCount);
+    gauge('pilot_destrule_subsets').set(push.traffic.stats.duplicateSubsets);
+    gauge('pilot_vservice_dup_domain').set(push.traffic.stats.duplicateDomains.length);
+    for (const host of push.traffic.stats.duplicateDomains) logNotices(`dup-domain/${host}`, [`several VirtualServices for the mesh claim host ${host}: the first in namespace/name order applies`]);
+    for (const dr of opts.config.list('DestinationRule')) logNotices(`DestinationRule/${dr.metadata.namespace}/${dr.metadata.name}`, destinationRuleNotices(dr));
+    for (const vs of opts.config.list('VirtualService')) logNotices(`VirtualService/${vs.metadata.namespace}/${vs.metadata.name}`, virtualServiceNotices(vs));
     gauge('pilot_eds_no_instances').set(push.clustersWithoutInstances());
     return push;
   }

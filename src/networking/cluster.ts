@@ -8,10 +8,18 @@ import { pack } from '../envoy/types.js';
 import { adsConfigSource, seconds } from './common.js';
 import { buildLoadAssignment, type EndpointInput } from './endpoint.js';
 import { BLACKHOLE_CLUSTER, inboundClusterName, outboundClusterName, PASSTHROUGH_CLUSTER } from './names.js';
+import { clusterPolicy, commonHttpOptions, type TrafficPolicy } from './traffic-policy.js';
 
 export interface ClusterOptions {
   /** Seconds; 10 unless set. */
   readonly connectTimeout?: number;
+}
+
+/** A DestinationRule's part in one outbound cluster: the subset it is for and the merged policy. */
+export interface ClusterTraffic {
+  /** Subset name; '' for the service port's own cluster. */
+  readonly subset: string;
+  readonly policy: TrafficPolicy;
 }
 
 type ClusterInit = Exclude<MessageInitShape<typeof ClusterSchema>, Cluster>;
@@ -28,25 +36,41 @@ function cluster(name: string, type: Cluster_DiscoveryType, opts: ClusterOptions
   });
 }
 
-/** HTTP/2 to upstreams that need it (gRPC, h2c); HTTP/1.1 is Envoy's default otherwise. */
-function protocolOptions(protocol: Protocol): Pick<ClusterInit, 'typedExtensionProtocolOptions'> {
-  if (!isHttp2Protocol(protocol)) return {};
+/**
+ * HTTP/2 to upstreams that need it (gRPC, h2c; HTTP/1.1 is Envoy's default otherwise), and the
+ * connection pool's idle timeout and requests per connection.
+ */
+function protocolOptions(protocol: Protocol, policy?: TrafficPolicy): Pick<ClusterInit, 'typedExtensionProtocolOptions'> {
+  const common = commonHttpOptions(policy?.connectionPool);
+  const h2 = isHttp2Protocol(protocol);
+  if (!h2 && !common) return {};
   return {
     typedExtensionProtocolOptions: {
       [HTTP_PROTOCOL_OPTIONS]: pack(HttpProtocolOptionsSchema, {
-        upstreamProtocolOptions: { case: 'explicitHttpConfig', value: { protocolConfig: { case: 'http2ProtocolOptions', value: {} } } },
+        ...(common ? { commonHttpProtocolOptions: common } : {}),
+        upstreamProtocolOptions: {
+          case: 'explicitHttpConfig',
+          value: { protocolConfig: h2 ? { case: 'http2ProtocolOptions', value: {} } : { case: 'httpProtocolOptions', value: {} } },
+        },
       }),
     },
   };
 }
 
 /**
- * `outbound|<port>||<host>`: by resolution, EDS over ADS (STATIC), STRICT_DNS / LOGICAL_DNS with the
- * endpoints inline (DNS, DNS_ROUND_ROBIN), or ORIGINAL_DST (NONE).
+ * `outbound|<port>|<subset>|<host>`: by resolution, EDS over ADS (STATIC), STRICT_DNS / LOGICAL_DNS
+ * with the endpoints inline (DNS, DNS_ROUND_ROBIN; a subset's already filtered by its labels), or
+ * ORIGINAL_DST (NONE); then the DestinationRule's merged policy, when there is one.
  */
-export function buildOutboundCluster(service: Service, port: ServicePort, endpoints: readonly EndpointInput[], opts: ClusterOptions = {}): Cluster {
-  const name = outboundClusterName(port.port, service.hostname);
-  const proto = protocolOptions(port.protocol);
+export function buildOutboundCluster(
+  service: Service,
+  port: ServicePort,
+  endpoints: readonly EndpointInput[],
+  opts: ClusterOptions = {},
+  traffic: ClusterTraffic = { subset: '', policy: {} },
+): Cluster {
+  const name = outboundClusterName(port.port, service.hostname, traffic.subset);
+  const proto = { ...protocolOptions(port.protocol, traffic.policy), ...clusterPolicy(traffic.policy, service.hostname) };
   switch (service.resolution) {
     case 'STATIC':
       return cluster(name, Cluster_DiscoveryType.EDS, opts, {
@@ -62,7 +86,8 @@ export function buildOutboundCluster(service: Service, port: ServicePort, endpoi
         ...proto,
       });
     case 'NONE':
-      return cluster(name, Cluster_DiscoveryType.ORIGINAL_DST, opts, { lbPolicy: Cluster_LbPolicy.CLUSTER_PROVIDED, ...proto });
+      // The original destination is the only choice: a rule's balancer cannot apply.
+      return cluster(name, Cluster_DiscoveryType.ORIGINAL_DST, opts, { ...proto, lbPolicy: Cluster_LbPolicy.CLUSTER_PROVIDED, lbConfig: { case: undefined } });
   }
 }
 

@@ -14,8 +14,11 @@ import {
 } from '../gen/envoy/extensions/filters/network/http_connection_manager/v3/http_connection_manager_pb.js';
 import { TcpProxySchema } from '../gen/envoy/extensions/filters/network/tcp_proxy/v3/tcp_proxy_pb.js';
 import { FilterSchema, type Filter } from '../gen/envoy/config/listener/v3/listener_components_pb.js';
-import { HCM_FILTER_NAME, ROUTER_FILTER_NAME, TCP_PROXY_FILTER_NAME } from '../envoy/names.js';
+import { CORS_FILTER_NAME, FAULT_FILTER_NAME, HCM_FILTER_NAME, ROUTER_FILTER_NAME, TCP_PROXY_FILTER_NAME } from '../envoy/names.js';
+import { CorsSchema } from '../gen/envoy/extensions/filters/http/cors/v3/cors_pb.js';
+import { HTTPFaultSchema } from '../gen/envoy/extensions/filters/http/fault/v3/fault_pb.js';
 import { pack } from '../envoy/types.js';
+import { parseDuration } from '../common/duration.js';
 
 
 export function socketAddress(address: string, port: number): Address {
@@ -34,8 +37,26 @@ export function seconds(s: number): { seconds: bigint; nanos: number } {
   return { seconds: BigInt(whole), nanos: Math.round((s - whole) * 1e9) };
 }
 
+/** A Go duration string (`1.5s`, `100ms`) as a protobuf Duration; throws DurationError naming the text. */
+export function duration(text: string): { seconds: bigint; nanos: number } {
+  const ns = parseDuration(text);
+  return { seconds: ns / 1_000_000_000n, nanos: Number(ns % 1_000_000_000n) };
+}
+
 export function routerFilter(): HttpFilter {
   return create(HttpFilterSchema, { name: ROUTER_FILTER_NAME, configType: { case: 'typedConfig', value: pack(RouterSchema, {}) } });
+}
+
+/**
+ * The fault and CORS filters, placed before the router as the Go mesh does, with empty configs: the
+ * VirtualService's per-route configs switch them on. Marked optional so that a proxy lacking one
+ * still takes the listener (it logs the filter it skips) rather than rejecting every outbound port.
+ */
+export function routeConfiguredFilters(): HttpFilter[] {
+  return [
+    create(HttpFilterSchema, { name: FAULT_FILTER_NAME, isOptional: true, configType: { case: 'typedConfig', value: pack(HTTPFaultSchema, {}) } }),
+    create(HttpFilterSchema, { name: CORS_FILTER_NAME, isOptional: true, configType: { case: 'typedConfig', value: pack(CorsSchema, {}) } }),
+  ];
 }
 
 export type RouteSource = { rds: string } | { inline: MessageInitShape<typeof RouteConfigurationSchema> };

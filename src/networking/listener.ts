@@ -12,7 +12,7 @@ import type { OutboundTrafficMode } from '../model/push-context.js';
 import { isHttpProtocol, type Protocol, type Service } from '../model/service.js';
 import { HTTP_INSPECTOR_FILTER_NAME } from '../envoy/names.js';
 import { pack } from '../envoy/types.js';
-import { hcmFilter, seconds, socketAddress, tcpProxyFilter } from './common.js';
+import { hcmFilter, routeConfiguredFilters, seconds, socketAddress, tcpProxyFilter } from './common.js';
 import {
   BLACKHOLE_CLUSTER,
   inboundClusterName,
@@ -231,7 +231,7 @@ export function buildOutboundListeners(services: readonly Service[], opts: Outbo
         }
         continue;
       }
-      const httpFilter = (): Filter => hcmFilter(`outbound_${name}`, { rds: outboundRouteName(port.port) }, opts.httpFilters);
+      const httpFilter = (): Filter => hcmFilter(`outbound_${name}`, { rds: outboundRouteName(port.port) }, [...(opts.httpFilters ?? []), ...routeConfiguredFilters()]);
       const tcpChain = { name, filters: [tcpProxyFilter(outboundClusterName(port.port, s.hostname))] };
       const sniffed = sniffedProtocol(port.protocol, opts.sniffing);
       byName.set(name, {

@@ -8,6 +8,11 @@ import type { MessageInitShape } from '@bufbuild/protobuf';
 import type { OutboundTrafficMode } from '../model/push-context.js';
 import type { Service } from '../model/service.js';
 import { outboundClusterName, outboundRouteName, PASSTHROUGH_CLUSTER } from './names.js';
+import { seconds } from './common.js';
+import type { ResolvedVirtualService } from '../model/traffic.js';
+import { resolveHost } from '../model/traffic.js';
+import { hostMatches } from '../model/selection.js';
+import { buildHttpRoutes, type Destination, type HashPolicyInit, type HttpRouteSpec, type ResolvedDestination } from './http-route.js';
 
 type VirtualHostInit = MessageInitShape<typeof VirtualHostSchema>;
 
@@ -17,6 +22,16 @@ export interface OutboundRouteOptions {
   /** The proxy's namespace: bare service names resolve only there. */
   readonly proxyNamespace: string;
   readonly outboundTrafficPolicy: OutboundTrafficMode;
+  /** The proxy's labels (VirtualService `sourceLabels`). */
+  readonly proxyLabels?: Readonly<Record<string, string>>;
+  /** VirtualServices bound to the mesh and visible to the proxy, in precedence order. */
+  readonly virtualServices?: readonly ResolvedVirtualService[];
+  /** Ports of every service the proxy sees, by hostname: a destination without a port uses the only one. */
+  readonly servicePorts?: Readonly<Record<string, readonly number[]>>;
+  /** Route hash policies of clusters whose DestinationRule asks for consistent hashing, by cluster name. */
+  readonly hashPolicies?: Readonly<Record<string, readonly HashPolicyInit[]>>;
+  /** MESH_DEFAULT_REQUEST_TIMEOUT, seconds; 0 or unset = none. */
+  readonly defaultTimeout?: number;
 }
 
 /**
@@ -40,15 +55,48 @@ export function serviceDomains(service: Service, port: number, proxyNamespace: s
   return names.flatMap((n) => [n, `${n}:${port}`]);
 }
 
-function routeTo(cluster: string): VirtualHostInit['routes'] {
+function routeTo(cluster: string, hashPolicy: readonly HashPolicyInit[] = [], defaultTimeout = 0): VirtualHostInit['routes'] {
   return [
     {
       name: 'default',
       match: { pathSpecifier: { case: 'prefix', value: '/' } },
-      // No route timeout: long-lived streams (gRPC, websockets) must not be cut at Envoy's 15s default.
-      action: { case: 'route', value: { clusterSpecifier: { case: 'cluster', value: cluster }, timeout: { seconds: 0n } } },
+      // No route timeout unless MESH_DEFAULT_REQUEST_TIMEOUT: long-lived streams (gRPC, websockets)
+      // must not be cut at Envoy's 15s default.
+      action: { case: 'route', value: { clusterSpecifier: { case: 'cluster', value: cluster }, timeout: seconds(defaultTimeout), hashPolicy: [...hashPolicy] } },
     },
   ];
+}
+
+/** The VirtualService claiming `hostname`: an exact host before a wildcard one, then precedence order. */
+function virtualServiceFor(hostname: string, vss: readonly ResolvedVirtualService[]): ResolvedVirtualService | undefined {
+  return vss.find((v) => v.hosts.includes(hostname)) ?? vss.find((v) => v.hosts.some((h) => hostMatches(h, hostname)));
+}
+
+function destinationResolver(vsNamespace: string, port: number, opts: OutboundRouteOptions): (d: Destination) => ResolvedDestination {
+  return (d) => {
+    const host = resolveHost(d.host, vsNamespace, opts.domain);
+    const ports = opts.servicePorts?.[host] ?? [];
+    // The Go mesh's choice for a destination without a port: the service's only port, else the route's.
+    const p = d.port?.number ?? (ports.length === 1 ? ports[0]! : port);
+    const cluster = outboundClusterName(p, host, d.subset ?? '');
+    return { cluster, hashPolicy: opts.hashPolicies?.[cluster] ?? [] };
+  };
+}
+
+/** A service's routes on `port`: its VirtualService's HTTP routes when one claims it, else the default route. */
+function serviceRoutes(s: Service, port: number, opts: OutboundRouteOptions): VirtualHostInit['routes'] {
+  const vs = virtualServiceFor(s.hostname, opts.virtualServices ?? []);
+  const cluster = outboundClusterName(port, s.hostname);
+  if (!vs || !vs.vs.spec.http) return routeTo(cluster, opts.hashPolicies?.[cluster], opts.defaultTimeout);
+  const ctx = {
+    port,
+    proxyNamespace: opts.proxyNamespace,
+    proxyLabels: opts.proxyLabels ?? {},
+    resolve: destinationResolver(vs.vs.metadata.namespace, port, opts),
+    ...(opts.defaultTimeout ? { defaultTimeout: opts.defaultTimeout } : {}),
+  };
+  // The API keeps HTTP routes structurally checked only; this is where they are read as such.
+  return vs.vs.spec.http.flatMap((r) => buildHttpRoutes(r as HttpRouteSpec, ctx));
 }
 
 function catchAll(mode: OutboundTrafficMode): VirtualHostInit {
@@ -73,7 +121,7 @@ export function buildOutboundRouteConfig(port: number, services: readonly Servic
     const domains = serviceDomains(s, port, opts.proxyNamespace, opts.domain).filter((d) => !claimed.has(d));
     if (domains.length === 0) continue;
     domains.forEach((d) => claimed.add(d));
-    hosts.push({ name: `${s.hostname}:${port}`, domains, routes: routeTo(outboundClusterName(port, s.hostname)) });
+    hosts.push({ name: `${s.hostname}:${port}`, domains, routes: serviceRoutes(s, port, opts) });
   }
   hosts.push(catchAll(opts.outboundTrafficPolicy));
   return create(RouteConfigurationSchema, { name: outboundRouteName(port), virtualHosts: hosts, validateClusters: false });

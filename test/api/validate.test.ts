@@ -180,6 +180,8 @@ const INVALID: [string, unknown, string, string][] = [
   ['DestinationRule duplicate subset', doc('DestinationRule', { host: 'a', subsets: [{ name: 'v1' }, { name: 'v1' }] }), 'spec.subsets[1].name', 'duplicate subset name'],
   ['DestinationRule trafficPolicy not object', doc('DestinationRule', { host: 'a', trafficPolicy: 'x' }), 'spec.trafficPolicy', 'expected an object'],
   ['VirtualService delegate with route', doc('VirtualService', { http: [{ delegate: { name: 'd' }, route: [{}] }] }), 'spec.http[0].delegate', 'cannot be combined with route'],
+  ['VirtualService bad retry timeout', doc('VirtualService', { http: [{ retries: { attempts: 2, perTryTimeout: 'soon' }, headers: { request: { set: { timeout: 'any text' } } } }] }), 'spec.http[0].retries.perTryTimeout', 'duration'],
+  ['DestinationRule bad subset idle timeout', doc('DestinationRule', { host: 'a', subsets: [{ name: 'v1', trafficPolicy: { connectionPool: { http: { idleTimeout: '5 minutes' } } } }] }), 'spec.subsets[0].trafficPolicy.connectionPool.http.idleTimeout', 'duration'],
   ['VirtualService unknown http field', doc('VirtualService', { http: [{ routes: [] }] }), 'spec.http[0].routes', 'unknown field'],
   ['Gateway server without hosts', doc('Gateway', { servers: [{ port: { number: 80 } }] }), 'spec.servers[0].hosts', 'required'],
   ['Gateway port range', doc('Gateway', { servers: [{ port: { number: 0 }, hosts: ['*'] }] }), 'spec.servers[0].port.number', 'expected an integer in 1..65535'],

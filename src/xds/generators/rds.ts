@@ -14,7 +14,7 @@ export const rds: XdsType = {
     generatorOf(ctx, (proxy, push, names) =>
       resources(
         RouteConfigurationSchema,
-        isGrpc(proxy) ? grpcRoutes(proxy, push, names) : sidecarRoutes(proxy, push, names, ctx.opts.outboundSniffing, ctx.opts.cache),
+        isGrpc(proxy) ? grpcRoutes(proxy, push, names) : sidecarRoutes(proxy, push, names, ctx.opts.outboundSniffing, ctx.opts.cache, ctx.opts.defaultRequestTimeout),
         (r) => r.name,
       ),
     ),

@@ -16,6 +16,9 @@ import { buildIngressListeners, buildOutboundListeners, buildVirtualInbound, bui
 import { usesAutoAllocation } from '../../networking/name-table.js';
 import { LOCALHOST, outboundClusterName, WILDCARD_ADDRESS } from '../../networking/names.js';
 import { buildOutboundRouteConfig } from '../../networking/route.js';
+import { clusterVariants, routeHashPolicy, ruleTraffic } from '../../networking/traffic-policy.js';
+import type { HashPolicyInit } from '../../networking/http-route.js';
+import { labelsMatch } from '../../model/selection.js';
 import { memo, type XdsCache } from '../cache.js';
 
 export interface SidecarOptions {
@@ -27,6 +30,8 @@ export interface SidecarOptions {
   readonly outboundSniffing?: boolean;
   /** PILOT_INBOUND_PROTOCOL_DETECTION_TIMEOUT, seconds. */
   readonly detectionTimeout?: number;
+  /** MESH_DEFAULT_REQUEST_TIMEOUT, seconds: the timeout of outbound routes that set none; 0 = none. */
+  readonly defaultRequestTimeout?: number;
   /** Reports user errors found while generating (bad Sidecar fields). */
   readonly onProblem?: (message: string) => void;
   /** An ingress listener that loses to an earlier one on the same port. */
@@ -35,6 +40,11 @@ export interface SidecarOptions {
   readonly onConflict?: (conflict: ListenerConflict) => void;
   /** Built messages kept across snapshots, keyed by their inputs (see ../cache.ts). */
   readonly cache?: XdsCache;
+}
+
+/** A subset's instances: those carrying every one of its labels (all of them for the port's own cluster). */
+function subsetInstances(instances: readonly ServiceInstance[], labels: Readonly<Record<string, string>> | undefined): readonly ServiceInstance[] {
+  return labels ? instances.filter((i) => labelsMatch(labels, i.labels)) : instances;
 }
 
 export function toEndpoints(instances: readonly ServiceInstance[]): EndpointInput[] {
@@ -100,9 +110,11 @@ export function sidecarListeners(proxy: Proxy, push: PushContext, opts: SidecarO
  * Outbound route configurations named by port, for HTTP ports and, with outbound sniffing, ports of
  * unknown protocol (their listeners' HTTP chains use them); only `names` when given.
  */
-export function sidecarRoutes(proxy: Proxy, push: PushContext, names?: ReadonlySet<string>, outboundSniffing = false, cache?: XdsCache): RouteConfiguration[] {
+export function sidecarRoutes(proxy: Proxy, push: PushContext, names?: ReadonlySet<string>, outboundSniffing = false, cache?: XdsCache, defaultTimeout = 0): RouteConfiguration[] {
   const scope = push.sidecarScope(proxy);
-  const all = memo(scope, `rds:${captured(proxy)}:${outboundSniffing}:${usesAutoAllocation(proxy)}`, () => {
+  const traffic = push.traffic;
+  const key = `rds:${captured(proxy)}:${outboundSniffing}:${usesAutoAllocation(proxy)}:${traffic.selectorKey(proxy)}:${traffic.sourceLabelsKey(proxy)}`;
+  const all = memo(scope, key, () => {
     const byPort = new Map<number, Service[]>();
     for (const s of outboundServices(proxy, push)) {
       for (const p of s.ports) {
@@ -112,7 +124,16 @@ export function sidecarRoutes(proxy: Proxy, push: PushContext, names?: ReadonlyS
         else byPort.set(p.port, [s]);
       }
     }
-    const opts = { domain: push.domain, proxyNamespace: proxy.namespace, outboundTrafficPolicy: scope.outboundTrafficPolicy };
+    const opts = {
+      domain: push.domain,
+      proxyNamespace: proxy.namespace,
+      outboundTrafficPolicy: scope.outboundTrafficPolicy,
+      proxyLabels: proxy.labels,
+      virtualServices: traffic.virtualServicesFor(proxy.namespace),
+      servicePorts: Object.fromEntries(scope.services.map((s) => [s.hostname, s.ports.map((p) => p.port)])),
+      hashPolicies: hashPolicies(proxy, push),
+      defaultTimeout,
+    };
     return [...byPort.entries()]
       .sort(([a], [b]) => a - b)
       .map(([port, services]) => cached(cache, () => ['rds', port, services, opts], () => buildOutboundRouteConfig(port, services, opts)));
@@ -120,17 +141,35 @@ export function sidecarRoutes(proxy: Proxy, push: PushContext, names?: ReadonlyS
   return names ? all.filter((r) => names.has(r.name)) : all;
 }
 
+/** Route hash policies of the clusters whose DestinationRule balances by consistent hash. */
+function hashPolicies(proxy: Proxy, push: PushContext): Record<string, HashPolicyInit[]> {
+  const out: Record<string, HashPolicyInit[]> = {};
+  for (const s of push.sidecarScope(proxy).services) {
+    const rule = ruleTraffic(push.traffic.destinationRule(proxy, s.hostname, s.namespace));
+    if (!rule) continue;
+    for (const p of s.ports) {
+      for (const v of clusterVariants(rule, p.port)) {
+        const policy = routeHashPolicy(v.policy);
+        if (policy.length > 0) out[outboundClusterName(p.port, s.hostname, v.subset)] = policy;
+      }
+    }
+  }
+  return out;
+}
+
 /** Outbound clusters of every visible service port, inbound clusters, BlackHole and Passthrough. */
 export function sidecarClusters(proxy: Proxy, push: PushContext, withInbound = true, cache?: XdsCache): Cluster[] {
-  const outbound = memo(push.sidecarScope(proxy), 'cds', () =>
+  const outbound = memo(push.sidecarScope(proxy), `cds:${push.traffic.selectorKey(proxy)}`, () =>
     push.sidecarScope(proxy).services.flatMap((s) =>
-      s.ports.map((p) => {
-        const endpoints = toEndpoints(push.instances(s, p.port));
-        // EDS clusters do not carry their endpoints: leaving them out of the key keeps the
-        // cluster (and its version) when only endpoints change.
-        const keyEndpoints = s.resolution === 'STATIC' ? [] : endpoints;
-        return cached(cache, () => ['cds', s, p, keyEndpoints], () => buildOutboundCluster(s, p, endpoints));
-      }),
+      s.ports.flatMap((p) =>
+        clusterVariants(ruleTraffic(push.traffic.destinationRule(proxy, s.hostname, s.namespace)), p.port).map((v) => {
+          const endpoints = toEndpoints(subsetInstances(push.instances(s, p.port), v.labels));
+          // EDS clusters do not carry their endpoints: leaving them out of the key keeps the
+          // cluster (and its version) when only endpoints change.
+          const keyEndpoints = s.resolution === 'STATIC' ? [] : endpoints;
+          return cached(cache, () => ['cds', s, p, keyEndpoints, v.subset, v.policy], () => buildOutboundCluster(s, p, endpoints, {}, v));
+        }),
+      ),
     ),
   );
   const inbound = withInbound
@@ -147,18 +186,21 @@ export function sidecarClusters(proxy: Proxy, push: PushContext, withInbound = t
  */
 export function clusterLoadAssignments(proxy: Proxy, push: PushContext, names?: ReadonlySet<string>, cache?: XdsCache): ClusterLoadAssignment[] {
   const scope = push.sidecarScope(proxy);
-  const byName = memo(scope, 'eds', () => {
+  const byName = memo(scope, `eds:${push.traffic.selectorKey(proxy)}`, () => {
     const index = new Map<string, ClusterLoadAssignment>();
     for (const service of scope.services) {
       if (service.resolution !== 'STATIC') continue;
+      const rule = ruleTraffic(push.traffic.destinationRule(proxy, service.hostname, service.namespace));
       for (const { port } of service.ports) {
-        const name = outboundClusterName(port, service.hostname);
-        // Shared by the scopes that see the same service.
-        const cla = memo(push, `eds:${service.namespace}/${name}`, () => {
-          const endpoints = toEndpoints(push.instances(service, port));
-          return cached(cache, () => ['eds', name, endpoints], () => buildLoadAssignment(name, endpoints));
-        });
-        index.set(name, cla);
+        for (const v of clusterVariants(rule, port)) {
+          const name = outboundClusterName(port, service.hostname, v.subset);
+          // Shared by the scopes that see the same service (a subset's endpoints depend on its labels).
+          const cla = memo(push, `eds:${service.namespace}/${name}:${JSON.stringify(v.labels ?? {})}`, () => {
+            const endpoints = toEndpoints(subsetInstances(push.instances(service, port), v.labels));
+            return cached(cache, () => ['eds', name, endpoints], () => buildLoadAssignment(name, endpoints));
+          });
+          index.set(name, cla);
+        }
       }
     }
     return index;

@@ -1,0 +1,108 @@
+// What of a DestinationRule or VirtualService the translation does not honour yet, as sentences
+// naming the resource and the field ("VirtualService default/reviews: http[0].tcp is not effective
+// yet"). Pure: PushContext logs them once per change. The shapes below list what networking/
+// translates; anything else a resource sets is reported, so nothing is silently ignored.
+import type { DestinationRule, VirtualService } from '../api/types.js';
+
+/** A field translated whole (leaf), or the translated fields of an object (arrays: of each element). */
+type Shape = true | { readonly [field: string]: Shape };
+
+const STRING_MATCH: Shape = { exact: true, prefix: true, regex: true };
+const DESTINATION: Shape = { host: true, subset: true, port: { number: true } };
+const PERCENT: Shape = { value: true };
+const HEADER_OPS: Shape = { set: true, add: true, remove: true };
+
+const LB: Shape = {
+  simple: true,
+  consistentHash: { httpHeaderName: true, httpCookie: { name: true, path: true, ttl: true }, useSourceIp: true, httpQueryParameterName: true, minimumRingSize: true, ringHash: { minimumRingSize: true } },
+};
+const POLICY_FIELDS = {
+  loadBalancer: LB,
+  connectionPool: {
+    tcp: { maxConnections: true, connectTimeout: true },
+    http: { http1MaxPendingRequests: true, http2MaxRequests: true, maxRequestsPerConnection: true, maxRetries: true, idleTimeout: true },
+  },
+  outlierDetection: { consecutive5xxErrors: true, consecutiveGatewayErrors: true, interval: true, baseEjectionTime: true, maxEjectionPercent: true, minHealthPercent: true },
+  tls: { mode: true, clientCertificate: true, privateKey: true, caCertificates: true, subjectAltNames: true, sni: true },
+} as const;
+const TRAFFIC_POLICY: Shape = { ...POLICY_FIELDS, portLevelSettings: { port: { number: true }, ...POLICY_FIELDS } };
+
+const DESTINATION_RULE: Shape = {
+  host: true,
+  trafficPolicy: TRAFFIC_POLICY,
+  subsets: { name: true, labels: true, trafficPolicy: TRAFFIC_POLICY },
+  exportTo: true,
+  workloadSelector: true,
+};
+
+const HTTP_ROUTE: Shape = {
+  name: true,
+  match: {
+    name: true,
+    uri: STRING_MATCH,
+    scheme: STRING_MATCH,
+    method: STRING_MATCH,
+    authority: STRING_MATCH,
+    headers: true,
+    withoutHeaders: true,
+    queryParams: true,
+    ignoreUriCase: true,
+    port: true,
+    sourceLabels: true,
+    sourceNamespace: true,
+  },
+  route: { destination: DESTINATION, weight: true },
+  redirect: { uri: true, authority: true, port: true, scheme: true, redirectCode: true },
+  directResponse: { status: true, body: { string: true, bytes: true } },
+  rewrite: { uri: true, authority: true, uriRegexRewrite: { match: true, rewrite: true } },
+  timeout: true,
+  retries: { attempts: true, perTryTimeout: true, retryOn: true },
+  fault: { delay: { fixedDelay: true, percentage: PERCENT }, abort: { httpStatus: true, grpcStatus: true, percentage: PERCENT } },
+  mirror: DESTINATION,
+  mirrorPercentage: PERCENT,
+  headers: { request: HEADER_OPS, response: HEADER_OPS },
+  corsPolicy: { allowOrigins: STRING_MATCH, allowMethods: true, allowHeaders: true, exposeHeaders: true, maxAge: true, allowCredentials: true },
+};
+
+const VIRTUAL_SERVICE: Shape = { hosts: true, gateways: true, exportTo: true, http: HTTP_ROUTE };
+
+/** Paths under `value` that `shape` does not cover. */
+function untranslated(value: unknown, shape: Shape, path: string): string[] {
+  if (shape === true || value === null || typeof value !== 'object') return [];
+  if (Array.isArray(value)) return value.flatMap((v, i) => untranslated(v, shape, `${path}[${i}]`));
+  return Object.entries(value as Record<string, unknown>).flatMap(([k, v]) => {
+    const p = path ? `${path}.${k}` : k;
+    const sub = shape[k];
+    return sub === undefined ? [p] : untranslated(v, sub, p);
+  });
+}
+
+const SUPPORTED_LB = new Set(['ROUND_ROBIN', 'LEAST_REQUEST', 'LEAST_CONN', 'RANDOM', 'UNSPECIFIED']);
+
+/** Values of translated fields that are not honoured (a balancer or TLS mode the translation lacks). */
+function unsupportedValues(spec: unknown, path = ''): string[] {
+  if (spec === null || typeof spec !== 'object') return [];
+  if (Array.isArray(spec)) return spec.flatMap((v, i) => unsupportedValues(v, `${path}[${i}]`));
+  const out: string[] = [];
+  for (const [k, v] of Object.entries(spec as Record<string, unknown>)) {
+    const p = path ? `${path}.${k}` : k;
+    if (k === 'simple' && typeof v === 'string' && !SUPPORTED_LB.has(v)) out.push(`${p} ${v} is not effective yet`);
+    else if (k === 'mode' && v === 'ISTIO_MUTUAL') out.push(`${p} ISTIO_MUTUAL is not effective yet: it needs workload identity (certificates from the mesh's CA), which is not served yet; traffic to this host stays plain text`);
+    else out.push(...unsupportedValues(v, p));
+  }
+  return out;
+}
+
+export function destinationRuleNotices(dr: DestinationRule): string[] {
+  const name = `DestinationRule ${dr.metadata.namespace}/${dr.metadata.name}`;
+  const fields = untranslated(dr.spec, DESTINATION_RULE, '').map((p) => `${p} is not effective yet`);
+  const tp = { trafficPolicy: dr.spec.trafficPolicy, subsets: dr.spec.subsets };
+  return [...fields, ...unsupportedValues(tp)].map((m) => `${name}: ${m}`);
+}
+
+export function virtualServiceNotices(vs: VirtualService): string[] {
+  const name = `VirtualService ${vs.metadata.namespace}/${vs.metadata.name}`;
+  const fields = untranslated(vs.spec, VIRTUAL_SERVICE, '').map((p) => `${p} is not effective yet`);
+  const gateways = (vs.spec.gateways ?? []).filter((g) => g !== 'mesh').map((g) => `gateways ${g} is not effective yet (Gateway resources are not translated)`);
+  return [...fields, ...gateways].map((m) => `${name}: ${m}`);
+}

@@ -1,0 +1,146 @@
+// The networking API as the snapshot sees it: DestinationRules and VirtualServices indexed by the
+// FQDN of their hosts, filtered by exportTo and selectors for one proxy. No I/O; the builders in
+// networking/ turn what these return into Envoy messages.
+import type { DestinationRule, Subset, VirtualService } from '../api/types.js';
+import type { Proxy } from './proxy.js';
+import { hostMatches, labelsMatch } from './selection.js';
+
+/** A DestinationRule merged for one host, as a proxy sees it. */
+export interface EffectiveRule {
+  /** The rule whose `trafficPolicy` applies (the first one, in namespace/name order). */
+  readonly rule: DestinationRule;
+  /** Subsets of every merged rule; the first definition of a name wins. */
+  readonly subsets: readonly Subset[];
+}
+
+/** A VirtualService with its hosts resolved to FQDNs (short names in its own namespace). */
+export interface ResolvedVirtualService {
+  readonly vs: VirtualService;
+  readonly hosts: readonly string[];
+}
+
+/** What the networking index reports about the config it read (counted into gauges by PushContext). */
+export interface TrafficStats {
+  /** Subset names defined twice for one host by merged DestinationRules. */
+  readonly duplicateSubsets: number;
+  /** Hosts claimed by more than one VirtualService bound to the mesh. */
+  readonly duplicateDomains: readonly string[];
+}
+
+function cmpMeta(a: { metadata: { namespace: string; name: string } }, b: { metadata: { namespace: string; name: string } }): number {
+  const x = `${a.metadata.namespace}/${a.metadata.name}`;
+  const y = `${b.metadata.namespace}/${b.metadata.name}`;
+  return x < y ? -1 : x > y ? 1 : 0;
+}
+
+/** `reviews` in namespace `ns` is `reviews.ns.svc.<domain>`; names with a dot and `*` stay. */
+export function resolveHost(host: string, ns: string, domain: string): string {
+  if (host === '*' || host.includes('.')) return host;
+  return `${host}.${ns}.svc.${domain}`;
+}
+
+/** Whether a resource of namespace `owner` with `exportTo` is visible from namespace `ns`. */
+export function exportedTo(exportTo: readonly string[] | undefined, owner: string, ns: string): boolean {
+  if (!exportTo || exportTo.length === 0) return true;
+  return exportTo.some((e) => e === '*' || e === ns || (e === '.' && owner === ns));
+}
+
+/** Whether a VirtualService applies to sidecars: no `gateways`, or `mesh` among them. */
+export function boundToMesh(vs: VirtualService): boolean {
+  const gws = vs.spec.gateways ?? [];
+  return gws.length === 0 || gws.includes('mesh');
+}
+
+export class TrafficIndex {
+  readonly stats: TrafficStats;
+  private readonly rules: readonly DestinationRule[];
+  private readonly services: readonly ResolvedVirtualService[];
+
+  constructor(
+    rules: readonly DestinationRule[],
+    virtualServices: readonly VirtualService[],
+    private readonly domain: string,
+    private readonly rootNamespace: string,
+  ) {
+    this.rules = [...rules].sort(cmpMeta);
+    this.services = [...virtualServices]
+      .filter(boundToMesh)
+      .sort(cmpMeta)
+      .map((vs) => ({ vs, hosts: (vs.spec.hosts ?? []).map((h) => resolveHost(h, vs.metadata.namespace, domain)) }));
+    this.stats = { duplicateSubsets: this.countDuplicateSubsets(), duplicateDomains: this.duplicateDomains() };
+  }
+
+  /**
+   * The DestinationRule for `hostname` seen by `proxy`, searched as the Go mesh does: the proxy's
+   * namespace (rules whose workloadSelector selects it before selector-less ones), then the
+   * service's namespace, then the root namespace; within the first namespace that has any, the
+   * rules for the same host are merged (first trafficPolicy, union of subsets).
+   */
+  destinationRule(proxy: Proxy, hostname: string, serviceNamespace: string): EffectiveRule | undefined {
+    const forHost = this.rules.filter((r) => hostMatches(resolveHost(r.spec.host, r.metadata.namespace, this.domain), hostname));
+    for (const ns of [proxy.namespace, serviceNamespace, this.rootNamespace]) {
+      const inNs = forHost.filter((r) => r.metadata.namespace === ns && exportedTo(r.spec.exportTo, ns, proxy.namespace));
+      const selecting = inNs.filter((r) => r.spec.workloadSelector?.labels && ns === proxy.namespace && labelsMatch(r.spec.workloadSelector.labels, proxy.labels));
+      const plain = inNs.filter((r) => !r.spec.workloadSelector?.labels);
+      const chosen = selecting.length > 0 ? selecting.slice(0, 1) : plain;
+      if (chosen.length > 0) return merge(chosen);
+    }
+    return undefined;
+  }
+
+  /**
+   * What makes DestinationRule selection differ between proxies of one namespace: the rules of
+   * that namespace whose workloadSelector selects the proxy. Part of the keys of per-scope memos.
+   */
+  selectorKey(proxy: Proxy): string {
+    return this.rules
+      .filter((r) => r.metadata.namespace === proxy.namespace && r.spec.workloadSelector?.labels && labelsMatch(r.spec.workloadSelector.labels, proxy.labels))
+      .map((r) => r.metadata.name)
+      .join(',');
+  }
+
+  /** The proxy's labels when a VirtualService it sees matches on `sourceLabels`, else ''. Part of route memo keys. */
+  sourceLabelsKey(proxy: Proxy): string {
+    const uses = this.virtualServicesFor(proxy.namespace).some(({ vs }) => (vs.spec.http ?? []).some((r) => (r.match ?? []).some((m) => m['sourceLabels'] !== undefined)));
+    return uses ? JSON.stringify(Object.entries(proxy.labels).sort()) : '';
+  }
+
+  /** VirtualServices visible from namespace `ns`, each with the hosts it claims first (see stats). */
+  virtualServicesFor(ns: string): readonly ResolvedVirtualService[] {
+    return this.services.filter((r) => exportedTo(r.vs.spec.exportTo, r.vs.metadata.namespace, ns));
+  }
+
+  private countDuplicateSubsets(): number {
+    let dups = 0;
+    const byHost = new Map<string, Set<string>>();
+    for (const r of this.rules) {
+      const key = `${r.metadata.namespace}/${resolveHost(r.spec.host, r.metadata.namespace, this.domain)}`;
+      const seen = byHost.get(key) ?? new Set<string>();
+      byHost.set(key, seen);
+      for (const s of r.spec.subsets ?? []) {
+        if (seen.has(s.name)) dups++;
+        seen.add(s.name);
+      }
+    }
+    return dups;
+  }
+
+  private duplicateDomains(): string[] {
+    const owner = new Map<string, string>();
+    const dups = new Set<string>();
+    for (const { vs, hosts } of this.services) {
+      for (const h of hosts) {
+        const prev = owner.get(h);
+        if (prev && prev !== `${vs.metadata.namespace}/${vs.metadata.name}`) dups.add(h);
+        else owner.set(h, `${vs.metadata.namespace}/${vs.metadata.name}`);
+      }
+    }
+    return [...dups].sort();
+  }
+}
+
+function merge(rules: readonly DestinationRule[]): EffectiveRule {
+  const subsets = new Map<string, Subset>();
+  for (const r of rules) for (const s of r.spec.subsets ?? []) if (!subsets.has(s.name)) subsets.set(s.name, s);
+  return { rule: rules[0]!, subsets: [...subsets.values()] };
+}

@@ -1,0 +1,228 @@
+// A VirtualService HTTP route as Envoy routes (one per applicable match condition, same action):
+// weighted destinations, redirect, direct response, rewrite, timeout, retries, header mutation, and
+// the per-route configs of the fault and CORS filters, mirroring, and the consistent-hash policy of
+// the destination's DestinationRule.
+import type { MessageInitShape } from '@bufbuild/protobuf';
+import type { Any } from '@bufbuild/protobuf/wkt';
+import { HeaderValueOption_HeaderAppendAction } from '../gen/envoy/config/core/v3/base_pb.js';
+import { RedirectAction_RedirectResponseCode, type Route, type RouteAction_HashPolicy, type RouteSchema, type RouteAction_HashPolicySchema } from '../gen/envoy/config/route/v3/route_components_pb.js';
+import { CorsPolicySchema } from '../gen/envoy/extensions/filters/http/cors/v3/cors_pb.js';
+import { HTTPFaultSchema } from '../gen/envoy/extensions/filters/http/fault/v3/fault_pb.js';
+import { FractionalPercent_DenominatorType } from '../gen/envoy/type/v3/percent_pb.js';
+import { parseDuration } from '../common/duration.js';
+import { pack } from '../envoy/types.js';
+import { duration, seconds } from './common.js';
+import { CORS_FILTER_NAME, FAULT_FILTER_NAME } from '../envoy/names.js';
+import { matchApplies, routeMatch, type HttpMatchRequest, type MatchContext, type StringMatch } from './route-match.js';
+
+export interface Destination {
+  readonly host: string;
+  readonly subset?: string;
+  readonly port?: { readonly number?: number };
+}
+
+export interface HeaderOperations {
+  readonly set?: Readonly<Record<string, string>>;
+  readonly add?: Readonly<Record<string, string>>;
+  readonly remove?: readonly string[];
+}
+
+type Percent = { readonly value?: number };
+
+/** The HTTPRoute fields this module reads (the API's names). */
+export interface HttpRouteSpec {
+  readonly name?: string;
+  readonly match?: readonly HttpMatchRequest[];
+  readonly route?: readonly { readonly destination: Destination; readonly weight?: number }[];
+  readonly redirect?: { readonly uri?: string; readonly authority?: string; readonly port?: number; readonly scheme?: string; readonly redirectCode?: number };
+  readonly directResponse?: { readonly status: number; readonly body?: { readonly string?: string; readonly bytes?: string } };
+  readonly rewrite?: { readonly uri?: string; readonly authority?: string; readonly uriRegexRewrite?: { readonly match: string; readonly rewrite: string } };
+  readonly timeout?: string;
+  readonly retries?: { readonly attempts?: number; readonly perTryTimeout?: string; readonly retryOn?: string };
+  readonly fault?: {
+    readonly delay?: { readonly fixedDelay?: string; readonly percentage?: Percent };
+    readonly abort?: { readonly httpStatus?: number; readonly grpcStatus?: string; readonly percentage?: Percent };
+  };
+  readonly mirror?: Destination;
+  readonly mirrorPercentage?: Percent;
+  readonly headers?: { readonly request?: HeaderOperations; readonly response?: HeaderOperations };
+  readonly corsPolicy?: {
+    readonly allowOrigins?: readonly StringMatch[];
+    readonly allowMethods?: readonly string[];
+    readonly allowHeaders?: readonly string[];
+    readonly exposeHeaders?: readonly string[];
+    readonly maxAge?: string;
+    readonly allowCredentials?: boolean;
+  };
+}
+
+export type HashPolicyInit = Exclude<MessageInitShape<typeof RouteAction_HashPolicySchema>, RouteAction_HashPolicy>;
+export type RouteInit = Exclude<MessageInitShape<typeof RouteSchema>, Route>;
+
+/** Where a destination goes: its cluster, and the hash policy its DestinationRule asks for. */
+export interface ResolvedDestination {
+  readonly cluster: string;
+  readonly hashPolicy: readonly HashPolicyInit[];
+}
+
+export interface HttpRouteContext extends MatchContext {
+  /** Resolves a destination (short host names in the VirtualService's namespace) to its cluster. */
+  readonly resolve: (d: Destination) => ResolvedDestination;
+  /** MESH_DEFAULT_REQUEST_TIMEOUT, seconds; 0 = none. */
+  readonly defaultTimeout?: number;
+}
+
+/** The Go mesh's retry policy for routes that do not set `retries`. */
+const DEFAULT_RETRY_ON = 'connect-failure,refused-stream,unavailable,cancelled,retriable-status-codes';
+const DEFAULT_ATTEMPTS = 2;
+
+const REDIRECT_CODES: Readonly<Record<number, RedirectAction_RedirectResponseCode>> = {
+  301: RedirectAction_RedirectResponseCode.MOVED_PERMANENTLY,
+  302: RedirectAction_RedirectResponseCode.FOUND,
+  303: RedirectAction_RedirectResponseCode.SEE_OTHER,
+  307: RedirectAction_RedirectResponseCode.TEMPORARY_REDIRECT,
+  308: RedirectAction_RedirectResponseCode.PERMANENT_REDIRECT,
+};
+
+/** The gRPC status names of the API, by code (abort.grpcStatus). */
+const GRPC_CODES = ['OK', 'CANCELLED', 'UNKNOWN', 'INVALID_ARGUMENT', 'DEADLINE_EXCEEDED', 'NOT_FOUND', 'ALREADY_EXISTS', 'PERMISSION_DENIED', 'RESOURCE_EXHAUSTED', 'FAILED_PRECONDITION', 'ABORTED', 'OUT_OF_RANGE', 'UNIMPLEMENTED', 'INTERNAL', 'UNAVAILABLE', 'DATA_LOSS', 'UNAUTHENTICATED'];
+
+
+/** A percentage (0-100, fractions allowed) in millionths, as the Go mesh writes it; unset = 100 %. */
+function fraction(p: Percent | undefined): { numerator: number; denominator: FractionalPercent_DenominatorType } {
+  const value = p?.value ?? 100;
+  return { numerator: Math.round(value * 10_000), denominator: FractionalPercent_DenominatorType.MILLION };
+}
+
+function headerOptions(ops: HeaderOperations | undefined): NonNullable<RouteInit['requestHeadersToAdd']> {
+  const entry = (action: HeaderValueOption_HeaderAppendAction) => ([key, value]: [string, string]) => ({ header: { key, value }, appendAction: action });
+  return [
+    ...Object.entries(ops?.set ?? {}).map(entry(HeaderValueOption_HeaderAppendAction.OVERWRITE_IF_EXISTS_OR_ADD)),
+    ...Object.entries(ops?.add ?? {}).map(entry(HeaderValueOption_HeaderAppendAction.APPEND_IF_EXISTS_OR_ADD)),
+  ];
+}
+
+function retryPolicy(r: HttpRouteSpec['retries']): NonNullable<Extract<RouteInit['action'], { case: 'route' }>['value']>['retryPolicy'] | undefined {
+  const attempts = r?.attempts ?? DEFAULT_ATTEMPTS;
+  if (attempts === 0) return undefined;
+  // Status codes in retryOn are retriable codes, the rest Envoy's retry conditions.
+  const parts = (r?.retryOn ?? DEFAULT_RETRY_ON).split(',').map((p) => p.trim()).filter((p) => p !== '');
+  const codes = parts.filter((p) => /^\d+$/.test(p)).map(Number);
+  const conditions = parts.filter((p) => !/^\d+$/.test(p));
+  if (codes.length > 0 && !conditions.includes('retriable-status-codes')) conditions.push('retriable-status-codes');
+  return {
+    retryOn: conditions.join(','),
+    numRetries: attempts,
+    ...(r?.perTryTimeout ? { perTryTimeout: duration(r.perTryTimeout) } : {}),
+    retriableStatusCodes: r?.retryOn === undefined ? [503] : codes,
+  };
+}
+
+function faultConfig(f: NonNullable<HttpRouteSpec['fault']>): Any {
+  const grpc = f.abort?.grpcStatus !== undefined ? GRPC_CODES.indexOf(f.abort.grpcStatus) : -1;
+  return pack(HTTPFaultSchema, {
+    ...(f.delay?.fixedDelay ? { delay: { faultDelaySecifier: { case: 'fixedDelay', value: duration(f.delay.fixedDelay) }, percentage: fraction(f.delay.percentage) } } : {}),
+    ...(f.abort
+      ? {
+          abort: {
+            errorType: grpc >= 0 ? { case: 'grpcStatus' as const, value: grpc } : { case: 'httpStatus' as const, value: f.abort.httpStatus ?? 0 },
+            percentage: fraction(f.abort.percentage),
+          },
+        }
+      : {}),
+  });
+}
+
+function corsConfig(c: NonNullable<HttpRouteSpec['corsPolicy']>): Any {
+  return pack(CorsPolicySchema, {
+    allowOriginStringMatch: (c.allowOrigins ?? []).map((o) =>
+      o.exact !== undefined
+        ? { matchPattern: { case: 'exact' as const, value: o.exact } }
+        : o.prefix !== undefined
+          ? { matchPattern: { case: 'prefix' as const, value: o.prefix } }
+          : { matchPattern: { case: 'safeRegex' as const, value: { regex: o.regex ?? '' } } },
+    ),
+    allowMethods: (c.allowMethods ?? []).join(','),
+    allowHeaders: (c.allowHeaders ?? []).join(','),
+    exposeHeaders: (c.exposeHeaders ?? []).join(','),
+    maxAge: c.maxAge ? String(parseDuration(c.maxAge) / 1_000_000_000n) : '',
+    ...(c.allowCredentials !== undefined ? { allowCredentials: c.allowCredentials } : {}),
+    filterEnabled: { defaultValue: { numerator: 100, denominator: FractionalPercent_DenominatorType.HUNDRED } },
+  });
+}
+
+function forwardAction(r: HttpRouteSpec, ctx: HttpRouteContext): RouteInit['action'] {
+  const dests = (r.route ?? []).map((d) => ({ ...ctx.resolve(d.destination), weight: d.weight }));
+  const first = dests[0];
+  const timeout = r.timeout !== undefined ? duration(r.timeout) : seconds(ctx.defaultTimeout ?? 0);
+  const retries = retryPolicy(r.retries);
+  const rw = r.rewrite;
+  return {
+    case: 'route',
+    value: {
+      clusterSpecifier:
+        dests.length === 1
+          ? { case: 'cluster', value: first!.cluster }
+          : { case: 'weightedClusters', value: { clusters: dests.map((d) => ({ name: d.cluster, weight: d.weight ?? 0 })) } },
+      timeout,
+      ...(retries ? { retryPolicy: retries } : {}),
+      ...(rw?.uri !== undefined ? { prefixRewrite: rw.uri } : {}),
+      ...(rw?.uriRegexRewrite ? { regexRewrite: { pattern: { regex: rw.uriRegexRewrite.match }, substitution: rw.uriRegexRewrite.rewrite } } : {}),
+      ...(rw?.authority ? { hostRewriteSpecifier: { case: 'hostRewriteLiteral' as const, value: rw.authority } } : {}),
+      // The hash policy of the first destination's rule: weighted targets hash alike.
+      hashPolicy: [...(first?.hashPolicy ?? [])],
+      requestMirrorPolicies: r.mirror ? [{ cluster: ctx.resolve(r.mirror).cluster, runtimeFraction: { defaultValue: fraction(r.mirrorPercentage) } }] : [],
+    },
+  };
+}
+
+function action(r: HttpRouteSpec, ctx: HttpRouteContext): RouteInit['action'] {
+  if (r.redirect) {
+    const rd = r.redirect;
+    return {
+      case: 'redirect',
+      value: {
+        ...(rd.uri ? { pathRewriteSpecifier: { case: 'pathRedirect' as const, value: rd.uri } } : {}),
+        ...(rd.authority ? { hostRedirect: rd.authority } : {}),
+        ...(rd.port ? { portRedirect: rd.port } : {}),
+        ...(rd.scheme ? { schemeRewriteSpecifier: { case: 'schemeRedirect' as const, value: rd.scheme } } : {}),
+        responseCode: REDIRECT_CODES[rd.redirectCode ?? 301] ?? RedirectAction_RedirectResponseCode.MOVED_PERMANENTLY,
+      },
+    };
+  }
+  if (r.directResponse) {
+    const body = r.directResponse.body;
+    const specifier = body?.string !== undefined ? { case: 'inlineString' as const, value: body.string } : body?.bytes !== undefined ? { case: 'inlineBytes' as const, value: Buffer.from(body.bytes, 'base64') } : undefined;
+    return { case: 'directResponse', value: { status: r.directResponse.status, ...(specifier ? { body: { specifier } } : {}) } };
+  }
+  return forwardAction(r, ctx);
+}
+
+/**
+ * The Envoy routes of one HTTP route: one per match condition that applies here (none applying =
+ * no route), or one matching everything when it has no conditions. Order is kept: first match wins.
+ * Envoy answers 404 to a request no route matches, as it does for the Go mesh's routes.
+ */
+export function buildHttpRoutes(r: HttpRouteSpec, ctx: HttpRouteContext): RouteInit[] {
+  // Nothing to do (a `delegate`, not effective yet and reported): no route rather than an invalid one.
+  if (!r.redirect && !r.directResponse && (r.route ?? []).length === 0) return [];
+  const conditions = r.match && r.match.length > 0 ? r.match.filter((m) => matchApplies(m, ctx)) : [undefined];
+  if (conditions.length === 0) return [];
+  const perFilter: Record<string, Any> = {
+    ...(r.fault ? { [FAULT_FILTER_NAME]: faultConfig(r.fault) } : {}),
+    ...(r.corsPolicy ? { [CORS_FILTER_NAME]: corsConfig(r.corsPolicy) } : {}),
+  };
+  const shared: Omit<RouteInit, 'match' | 'name'> = {
+    action: action(r, ctx),
+    typedPerFilterConfig: perFilter,
+    requestHeadersToAdd: headerOptions(r.headers?.request),
+    requestHeadersToRemove: [...(r.headers?.request?.remove ?? [])],
+    responseHeadersToAdd: headerOptions(r.headers?.response),
+    responseHeadersToRemove: [...(r.headers?.response?.remove ?? [])],
+  };
+  return conditions.map((m) => ({
+    name: m?.name ? `${r.name ?? ''}.${m.name}` : (r.name ?? ''),
+    match: routeMatch(m),
+    ...shared,
+  }));
+}

@@ -1,0 +1,247 @@
+// A DestinationRule's trafficPolicy: merged for one port and subset as the Go mesh merges it, then
+// applied to an outbound cluster (load balancer, circuit breakers, HTTP protocol options, outlier
+// detection, upstream TLS). Fields this module does not translate are reported when the resource is
+// read (model/traffic-notices.ts), never silently dropped.
+import type { MessageInitShape } from '@bufbuild/protobuf';
+import { Cluster_LbPolicy, type ClusterSchema } from '../gen/envoy/config/cluster/v3/cluster_pb.js';
+import { RoutingPriority } from '../gen/envoy/config/core/v3/base_pb.js';
+import { SubjectAltNameMatcher_SanType } from '../gen/envoy/extensions/transport_sockets/tls/v3/common_pb.js';
+import { UpstreamTlsContextSchema } from '../gen/envoy/extensions/transport_sockets/tls/v3/tls_pb.js';
+import { pack } from '../envoy/types.js';
+import type { EffectiveRule } from '../model/traffic.js';
+import { duration as durationInit } from './common.js';
+import type { HashPolicyInit } from './http-route.js';
+
+/** The DestinationRule trafficPolicy fields this module reads (the API's own names). */
+export interface TrafficPolicy {
+  readonly loadBalancer?: LoadBalancerSettings;
+  readonly connectionPool?: ConnectionPoolSettings;
+  readonly outlierDetection?: OutlierDetectionSettings;
+  readonly tls?: ClientTlsSettings;
+  readonly portLevelSettings?: readonly (Omit<TrafficPolicy, 'portLevelSettings'> & { readonly port?: { readonly number?: number } })[];
+}
+
+export interface ConsistentHash {
+  readonly httpHeaderName?: string;
+  readonly httpCookie?: { readonly name: string; readonly path?: string; readonly ttl?: string };
+  readonly useSourceIp?: boolean;
+  readonly httpQueryParameterName?: string;
+  readonly minimumRingSize?: number;
+  readonly ringHash?: { readonly minimumRingSize?: number };
+}
+
+export interface LoadBalancerSettings {
+  readonly simple?: string;
+  readonly consistentHash?: ConsistentHash;
+}
+
+export interface ConnectionPoolSettings {
+  readonly tcp?: { readonly maxConnections?: number; readonly connectTimeout?: string };
+  readonly http?: {
+    readonly http1MaxPendingRequests?: number;
+    readonly http2MaxRequests?: number;
+    readonly maxRequestsPerConnection?: number;
+    readonly maxRetries?: number;
+    readonly idleTimeout?: string;
+  };
+}
+
+export interface OutlierDetectionSettings {
+  readonly consecutive5xxErrors?: number;
+  readonly consecutiveGatewayErrors?: number;
+  readonly interval?: string;
+  readonly baseEjectionTime?: string;
+  readonly maxEjectionPercent?: number;
+  readonly minHealthPercent?: number;
+}
+
+export interface ClientTlsSettings {
+  readonly mode?: string;
+  readonly clientCertificate?: string;
+  readonly privateKey?: string;
+  readonly caCertificates?: string;
+  readonly subjectAltNames?: readonly string[];
+  readonly sni?: string;
+}
+
+type ClusterInit = Exclude<MessageInitShape<typeof ClusterSchema>, { $typeName: string }>;
+
+const UINT32_MAX = 4294967295;
+const TLS_TRANSPORT_SOCKET = 'envoy.transport_sockets.tls';
+
+/**
+ * The policy for `port` and `subset` (its own trafficPolicy) on top of the rule's: port-level
+ * settings replace the rule's fields of the same name, and the subset's (with its own port-level
+ * settings) replace those in turn. Each top-level field is replaced whole, as the Go mesh does.
+ */
+export function mergeTrafficPolicy(rule: TrafficPolicy | undefined, subset: TrafficPolicy | undefined, port: number): TrafficPolicy {
+  return { ...forPort(rule, port), ...forPort(subset, port) };
+}
+
+function forPort(policy: TrafficPolicy | undefined, port: number): TrafficPolicy {
+  if (!policy) return {};
+  const { portLevelSettings, ...base } = policy;
+  const atPort = portLevelSettings?.find((p) => p.port?.number === port);
+  if (!atPort) return base;
+  const { port: _port, ...overrides } = atPort;
+  return { ...base, ...overrides };
+}
+
+
+const SIMPLE_LB: Readonly<Record<string, Cluster_LbPolicy>> = {
+  ROUND_ROBIN: Cluster_LbPolicy.ROUND_ROBIN,
+  LEAST_REQUEST: Cluster_LbPolicy.LEAST_REQUEST,
+  LEAST_CONN: Cluster_LbPolicy.LEAST_REQUEST,
+  RANDOM: Cluster_LbPolicy.RANDOM,
+};
+
+function loadBalancer(lb: LoadBalancerSettings | undefined): Partial<ClusterInit> {
+  if (!lb) return {};
+  if (lb.consistentHash) {
+    const min = lb.consistentHash.ringHash?.minimumRingSize ?? lb.consistentHash.minimumRingSize;
+    return {
+      lbPolicy: Cluster_LbPolicy.RING_HASH,
+      lbConfig: { case: 'ringHashLbConfig', value: min ? { minimumRingSize: BigInt(min) } : {} },
+    };
+  }
+  const policy = lb.simple ? SIMPLE_LB[lb.simple] : undefined;
+  return policy === undefined ? {} : { lbPolicy: policy };
+}
+
+function connectionPool(pool: ConnectionPoolSettings | undefined): Partial<ClusterInit> {
+  if (!pool) return {};
+  const { tcp, http } = pool;
+  return {
+    ...(tcp?.connectTimeout ? { connectTimeout: durationInit(tcp.connectTimeout) } : {}),
+    circuitBreakers: {
+      thresholds: [
+        {
+          priority: RoutingPriority.DEFAULT,
+          maxConnections: tcp?.maxConnections ?? UINT32_MAX,
+          maxPendingRequests: http?.http1MaxPendingRequests ?? UINT32_MAX,
+          maxRequests: http?.http2MaxRequests ?? UINT32_MAX,
+          maxRetries: http?.maxRetries ?? UINT32_MAX,
+          trackRemaining: true,
+        },
+      ],
+    },
+  };
+}
+
+/** `maxRequestsPerConnection` and `idleTimeout` go into the HTTP protocol options. */
+export function commonHttpOptions(pool: ConnectionPoolSettings | undefined): { maxRequestsPerConnection?: number; idleTimeout?: { seconds: bigint; nanos: number } } | undefined {
+  const http = pool?.http;
+  if (!http || (http.maxRequestsPerConnection === undefined && !http.idleTimeout)) return undefined;
+  return {
+    ...(http.maxRequestsPerConnection ? { maxRequestsPerConnection: http.maxRequestsPerConnection } : {}),
+    ...(http.idleTimeout ? { idleTimeout: durationInit(http.idleTimeout) } : {}),
+  };
+}
+
+function outlierDetection(od: OutlierDetectionSettings | undefined): Partial<ClusterInit> {
+  if (!od) return {};
+  const enforce = (n: number | undefined) => (n !== undefined && n > 0 ? 100 : 0);
+  return {
+    outlierDetection: {
+      // Only the counters the rule names eject hosts; success-rate ejection stays off.
+      ...(od.consecutive5xxErrors !== undefined ? { consecutive5xx: od.consecutive5xxErrors } : {}),
+      enforcingConsecutive5xx: enforce(od.consecutive5xxErrors),
+      ...(od.consecutiveGatewayErrors !== undefined ? { consecutiveGatewayFailure: od.consecutiveGatewayErrors } : {}),
+      enforcingConsecutiveGatewayFailure: enforce(od.consecutiveGatewayErrors),
+      enforcingSuccessRate: 0,
+      ...(od.interval ? { interval: durationInit(od.interval) } : {}),
+      ...(od.baseEjectionTime ? { baseEjectionTime: durationInit(od.baseEjectionTime) } : {}),
+      ...(od.maxEjectionPercent !== undefined ? { maxEjectionPercent: od.maxEjectionPercent } : {}),
+    },
+    ...(od.minHealthPercent !== undefined ? { commonLbConfig: { healthyPanicThreshold: { value: od.minHealthPercent } } } : {}),
+  };
+}
+
+/** SIMPLE and MUTUAL originate TLS with the given files; DISABLE and unset leave the cluster plain. */
+function upstreamTls(tls: ClientTlsSettings | undefined, hostname: string): Partial<ClusterInit> {
+  if (!tls || (tls.mode !== 'SIMPLE' && tls.mode !== 'MUTUAL')) return {};
+  const sans = tls.subjectAltNames ?? [];
+  const validation =
+    tls.caCertificates || sans.length > 0
+      ? {
+          validationContext: {
+            ...(tls.caCertificates ? { trustedCa: { specifier: { case: 'filename' as const, value: tls.caCertificates } } } : {}),
+            matchTypedSubjectAltNames: sans.map((s) => ({ sanType: SubjectAltNameMatcher_SanType.DNS, matcher: { matchPattern: { case: 'exact' as const, value: s } } })),
+          },
+        }
+      : {};
+  const certificates =
+    tls.mode === 'MUTUAL' && tls.clientCertificate && tls.privateKey
+      ? [{ certificateChain: { specifier: { case: 'filename' as const, value: tls.clientCertificate } }, privateKey: { specifier: { case: 'filename' as const, value: tls.privateKey } } }]
+      : [];
+  return {
+    transportSocket: {
+      name: TLS_TRANSPORT_SOCKET,
+      configType: {
+        case: 'typedConfig',
+        value: pack(UpstreamTlsContextSchema, {
+          sni: tls.sni || hostname,
+          commonTlsContext: {
+            tlsCertificates: certificates,
+            ...(validation.validationContext ? { validationContextType: { case: 'validationContext' as const, value: validation.validationContext } } : {}),
+          },
+        }),
+      },
+    },
+  };
+}
+
+/** The cluster fields a merged policy sets (the HTTP protocol options are the caller's, see commonHttpOptions). */
+export function clusterPolicy(policy: TrafficPolicy, hostname: string): Partial<ClusterInit> {
+  return {
+    ...loadBalancer(policy.loadBalancer),
+    ...connectionPool(policy.connectionPool),
+    ...outlierDetection(policy.outlierDetection),
+    ...upstreamTls(policy.tls, hostname),
+  };
+}
+
+/** One outbound cluster a DestinationRule asks for on a port: the port's own, then one per subset. */
+export interface ClusterVariant {
+  readonly subset: string;
+  readonly policy: TrafficPolicy;
+  /** The subset's labels (endpoints must carry all of them); undefined for the port's own cluster. */
+  readonly labels?: Readonly<Record<string, string>>;
+}
+
+/** The rule's spec as this module reads it (the API keeps trafficPolicy opaque). */
+export interface RuleTraffic {
+  readonly trafficPolicy?: TrafficPolicy;
+  readonly subsets: readonly { readonly name: string; readonly labels?: Readonly<Record<string, string>>; readonly trafficPolicy?: TrafficPolicy }[];
+}
+
+export function clusterVariants(rule: RuleTraffic | undefined, port: number): ClusterVariant[] {
+  if (!rule) return [{ subset: '', policy: {} }];
+  return [
+    { subset: '', policy: mergeTrafficPolicy(rule.trafficPolicy, undefined, port) },
+    ...rule.subsets.map((s) => ({ subset: s.name, policy: mergeTrafficPolicy(rule.trafficPolicy, s.trafficPolicy, port), labels: s.labels ?? {} })),
+  ];
+}
+
+/** The model's merged rule read as traffic settings (the API validates these sub-trees structurally only). */
+export function ruleTraffic(rule: EffectiveRule | undefined): RuleTraffic | undefined {
+  if (!rule) return undefined;
+  return {
+    ...(rule.rule.spec.trafficPolicy ? { trafficPolicy: rule.rule.spec.trafficPolicy as TrafficPolicy } : {}),
+    subsets: rule.subsets.map((s) => ({ name: s.name, ...(s.labels ? { labels: s.labels } : {}), ...(s.trafficPolicy ? { trafficPolicy: s.trafficPolicy as TrafficPolicy } : {}) })),
+  };
+}
+
+/** The route hash policy of a consistent-hash balancer (header, cookie, source IP or query parameter). */
+export function routeHashPolicy(policy: TrafficPolicy): HashPolicyInit[] {
+  const ch = policy.loadBalancer?.consistentHash;
+  if (!ch) return [];
+  if (ch.httpHeaderName) return [{ policySpecifier: { case: 'header', value: { headerName: ch.httpHeaderName } } }];
+  if (ch.httpCookie) {
+    const c = ch.httpCookie;
+    return [{ policySpecifier: { case: 'cookie', value: { name: c.name, ...(c.path ? { path: c.path } : {}), ...(c.ttl ? { ttl: durationInit(c.ttl) } : {}) } } }];
+  }
+  if (ch.useSourceIp) return [{ policySpecifier: { case: 'connectionProperties', value: { sourceIp: true } } }];
+  if (ch.httpQueryParameterName) return [{ policySpecifier: { case: 'queryParameter', value: { name: ch.httpQueryParameterName } } }];
+  return [];
+}

@@ -1,0 +1,62 @@
+// VirtualService and DestinationRule translation, one golden case per file in
+// testdata/traffic/: the case's resources (validated as a user's would be) in, the Envoy resources a
+// client sidecar in namespace `foo` gets for them out: its outbound clusters, the load assignments
+// of the EDS ones, its outbound route configurations, and the notices about what is not effective.
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import type { JsonValue } from '@bufbuild/protobuf';
+import { validateResource } from '../../src/api/validate.js';
+import type { AnyResource } from '../../src/api/types.js';
+import { ClusterSchema } from '../../src/gen/envoy/config/cluster/v3/cluster_pb.js';
+import { ClusterLoadAssignmentSchema } from '../../src/gen/envoy/config/endpoint/v3/endpoint_pb.js';
+import { RouteConfigurationSchema } from '../../src/gen/envoy/config/route/v3/route_pb.js';
+import { toEnvoyJson } from '../../src/envoy/types.js';
+import { destinationRuleNotices, virtualServiceNotices } from '../../src/model/traffic-notices.js';
+import { clusterLoadAssignments, sidecarClusters, sidecarRoutes } from '../../src/xds/generators/sidecar.js';
+import { setScopeLevel } from '../../src/common/log.js';
+import { goldenCases } from '../helpers/golden.js';
+import { pushOf, sidecarProxy } from './fixtures.js';
+
+// The notices are part of each golden output; their log lines would only repeat them.
+setScopeLevel('model', 'error');
+
+function validated(name: string, docs: readonly unknown[]): AnyResource[] {
+  return docs.map((d, i) => {
+    const r = validateResource(d);
+    if (!r.ok) throw new Error(`${name}: document ${i} is invalid: ${r.issues.map((x) => x.message).join('; ')}`);
+    return r.resource;
+  });
+}
+
+for (const c of goldenCases('test/networking/testdata/traffic')) {
+  test(`traffic golden: ${c.name}`, () => {
+    const resources = validated(c.name, c.documents);
+    const push = pushOf(resources);
+    const proxy = sidecarProxy('10.0.0.50', 'client', 'foo', { LABELS: { app: 'client', version: 'v1' } });
+    const clusters = sidecarClusters(proxy, push, false).filter((cl) => cl.name.startsWith('outbound|'));
+    const eds = clusterLoadAssignments(proxy, push);
+    const routes = sidecarRoutes(proxy, push);
+    const notices = resources.flatMap((r) => (r.kind === 'DestinationRule' ? destinationRuleNotices(r) : r.kind === 'VirtualService' ? virtualServiceNotices(r) : []));
+    const out: JsonValue = {
+      clusters: clusters.map((cl) => toEnvoyJson(ClusterSchema, cl)),
+      endpoints: eds.map((e) => toEnvoyJson(ClusterLoadAssignmentSchema, e)),
+      routes: routes.map((r) => toEnvoyJson(RouteConfigurationSchema, r)),
+      notices,
+    };
+    c.check(out);
+  });
+}
+
+test('MESH_DEFAULT_REQUEST_TIMEOUT times out VirtualService routes that set no timeout; an explicit timeout wins', () => {
+  const c = goldenCases('test/networking/testdata/traffic').find((g) => g.name === 'vs-weighted')!;
+  const push = pushOf(validated(c.name, c.documents));
+  const proxy = sidecarProxy('10.0.0.51', 'client', 'foo', { LABELS: { app: 'client' } });
+  const [rc] = sidecarRoutes(proxy, push, new Set(['9080']), false, undefined, 1.5);
+  const timeouts = rc!.virtualHosts.flatMap((vh) => vh.routes.map((r) => [r.name, r.action.case === 'route' ? r.action.value.timeout : undefined]));
+  assert.deepEqual(timeouts, [
+    ['jason.header', { $typeName: 'google.protobuf.Duration', seconds: 1n, nanos: 500_000_000 }],
+    ['split', { $typeName: 'google.protobuf.Duration', seconds: 2n, nanos: 500_000_000 }],
+    // The allow_any catch-all to PassthroughCluster keeps no timeout.
+    ['default', { $typeName: 'google.protobuf.Duration', seconds: 0n, nanos: 0 }],
+  ]);
+});
