@@ -20,7 +20,8 @@ import type { DiscoveryResponse } from '../gen/envoy/service/discovery/v3/discov
 import { TypeUrl, unpack } from '../envoy/types.js';
 import { DnsProxy } from './dns/dns-proxy.js';
 import { bootstrapJson, buildBootstrap, renderTemplate, templateValues, type BootstrapInputs } from './bootstrap.js';
-import { loadProxyConfig, proxyConfigJson, type ProxyConfig } from './mesh-config.js';
+import { appScrapeConfig } from './app-metrics.js';
+import { DEFAULT_ANNOTATIONS_FILE, loadProxyConfig, parseDownwardApiFile, proxyConfigJson, readOptional, type ProxyConfig } from './mesh-config.js';
 import { loadNodeIdentity, type NodeIdentity } from './node.js';
 import { StatusServer } from './status.js';
 import { xdsCredentials } from './xds-credentials.js';
@@ -135,12 +136,16 @@ export class ProxyAgent {
 
     const host = o.statusHost ?? '';
     const xds = this.xds;
+    const annotationsFile = o.annotationsFile ?? DEFAULT_ANNOTATIONS_FILE;
+    const annotationsText = await readOptional(annotationsFile);
+    const appScrape = appScrapeConfig(setting('MESH_METRICS_ANNOTATIONS'), annotationsText === undefined ? {} : parseDownwardApiFile(annotationsText, annotationsFile));
     this.status = new StatusServer({
       statusAddress: `${host}:${pc.statusPort}`,
       ...(pc.metricsPort > 0 ? { metricsAddress: `${host}:${pc.metricsPort}` } : {}),
       adminUrl: `http://127.0.0.1:${pc.proxyAdminPort}`,
       ...(xds ? { xdsProgress: () => ({ listeners: xds.acked().has(TypeUrl.Listener), clusters: xds.acked().has(TypeUrl.Cluster) }) } : {}),
       registry: programRegistry('agent'),
+      ...(appScrape ? { appScrape } : {}),
     });
     Object.assign(this.ports, await this.status.start());
 

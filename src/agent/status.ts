@@ -1,5 +1,5 @@
-// The agent's status server: readiness on the status port (15021) and the merged agent + proxy
-// Prometheus metrics on the metrics port (15020). Both ports serve both paths, so a probe or a
+// The agent's status server: readiness on the status port (15021) and the merged proxy + application
+// + agent Prometheus metrics on the metrics port (15020). Both ports serve both paths, so a probe or a
 // scrape pointed at either works; the split only lets a deployment expose one and not the other.
 //
 // `/healthz/ready` is 200 only when the proxy has applied listeners and clusters (seen through its
@@ -7,7 +7,10 @@
 // admin API again, so a draining or stuck proxy turns the pod unready.
 import type { Server } from 'node:http';
 import type { Registry } from 'prom-client';
+import type { AppScrape } from './app-metrics.js';
+import { mergeExpositions } from './exposition.js';
 import { scope } from '../common/log.js';
+import { counter } from '../common/metrics.js';
 import { closeServer, httpServer, listen, Mux, sendText } from '../debug/http.js';
 
 const log = scope('healthcheck');
@@ -30,7 +33,15 @@ export interface StatusServerOptions {
   registry: Registry;
   /** Per request to the admin API; default 1 s. */
   adminTimeoutMs?: number;
+  /** The application's metrics to merge (prometheus.io/* annotations); absent = not scraped. */
+  appScrape?: AppScrape;
+  /** Host the application listens on; default 127.0.0.1. */
+  appHost?: string;
+  /** Per scrape of the application; default 5 s. */
+  appScrapeTimeoutMs?: number;
 }
+
+type ScrapeSource = 'proxy' | 'application' | 'agent';
 
 export class StatusServer {
   private readonly servers: Server[] = [];
@@ -88,17 +99,42 @@ export class StatusServer {
     }
   }
 
-  /** The agent's metrics followed by the proxy's; the agent's alone when the proxy cannot be read. */
-  private async mergedMetrics(): Promise<string> {
-    const agent = await this.opts.registry.metrics();
+  /**
+   * The proxy's, the application's and the agent's metrics as one valid exposition (families
+   * merged, first source wins on a series). A source that fails or times out is counted in
+   * scrape_failures_total{type} and left out; the others are still served.
+   */
+  async mergedMetrics(): Promise<string> {
+    counter('scrapes_total').inc();
+    const app = this.opts.appScrape;
+    const others = await Promise.all([
+      this.scrape('proxy', () => this.admin('/stats/prometheus')),
+      app ? this.scrape('application', () => fetch(`http://${this.appHost()}:${app.port}${app.path}`, { signal: AbortSignal.timeout(this.opts.appScrapeTimeoutMs ?? 5000) })) : '',
+    ]);
+    // The agent's last, so its counters include this scrape's failures.
+    const sources = [...others, await this.scrape('agent', async () => new Response(await this.opts.registry.metrics()))];
+    const { text, conflicts } = mergeExpositions(sources);
+    if (conflicts.length) log.warn(`metrics left out of the merged exposition, typed differently by two sources: ${conflicts.join(', ')}`);
+    return text;
+  }
+
+  private appHost(): string {
+    const h = this.opts.appHost ?? '127.0.0.1';
+    return h.includes(':') ? `[${h}]` : h;
+  }
+
+  private async scrape(type: ScrapeSource, get: () => Promise<Response>): Promise<string> {
     try {
-      const res = await this.admin('/stats/prometheus');
-      if (res.status !== 200) throw new Error(`HTTP ${res.status}`);
-      const proxy = await res.text();
-      return agent + (agent.endsWith('\n') || agent === '' ? '' : '\n') + proxy;
+      const res = await get();
+      if (res.status !== 200) {
+        await res.body?.cancel();
+        throw new Error(`HTTP ${res.status}`);
+      }
+      return await res.text();
     } catch (e) {
-      log.debug(`proxy metrics not merged: ${describe(e)}`);
-      return agent;
+      counter('scrape_failures_total').inc({ type });
+      log.debug(`${type} metrics not merged: ${describe(e)}`);
+      return '';
     }
   }
 
