@@ -20,7 +20,8 @@ import type { DiscoveryResponse } from '../gen/envoy/service/discovery/v3/discov
 import { TypeUrl, unpack } from '../envoy/types.js';
 import { DnsProxy } from './dns/dns-proxy.js';
 import { bootstrapJson, buildBootstrap, renderTemplate, templateValues, type BootstrapInputs } from './bootstrap.js';
-import { appScrapeConfig } from './app-metrics.js';
+import { appScrapeConfig, type AppScrape } from './app-metrics.js';
+import { parseAppProbers, type AppProbe } from './app-probes.js';
 import { DEFAULT_ANNOTATIONS_FILE, loadProxyConfig, parseDownwardApiFile, proxyConfigJson, readOptional, type ProxyConfig } from './mesh-config.js';
 import { loadNodeIdentity, type NodeIdentity } from './node.js';
 import { StatusServer } from './status.js';
@@ -122,6 +123,7 @@ export class ProxyAgent {
     this.proxyConfig = pc;
     const node = await loadNodeIdentity({ proxyConfig: pc, domain: o.domain, serviceCluster: o.serviceCluster, labelsFile: o.labelsFile, env: this.env });
     this.node = node;
+    const app = await this.appFacingConfig();
     log.info(`effective proxy config: ${JSON.stringify(proxyConfigJson(pc))}`);
     log.info(`proxy node ${node.id}; discovery address ${pc.discoveryAddress}`);
 
@@ -136,16 +138,13 @@ export class ProxyAgent {
 
     const host = o.statusHost ?? '';
     const xds = this.xds;
-    const annotationsFile = o.annotationsFile ?? DEFAULT_ANNOTATIONS_FILE;
-    const annotationsText = await readOptional(annotationsFile);
-    const appScrape = appScrapeConfig(setting('MESH_METRICS_ANNOTATIONS'), annotationsText === undefined ? {} : parseDownwardApiFile(annotationsText, annotationsFile));
     this.status = new StatusServer({
       statusAddress: `${host}:${pc.statusPort}`,
       ...(pc.metricsPort > 0 ? { metricsAddress: `${host}:${pc.metricsPort}` } : {}),
       adminUrl: `http://127.0.0.1:${pc.proxyAdminPort}`,
       ...(xds ? { xdsProgress: () => ({ listeners: xds.acked().has(TypeUrl.Listener), clusters: xds.acked().has(TypeUrl.Cluster) }) } : {}),
       registry: programRegistry('agent'),
-      ...(appScrape ? { appScrape } : {}),
+      ...app,
     });
     Object.assign(this.ports, await this.status.start());
 
@@ -157,6 +156,14 @@ export class ProxyAgent {
       return;
     }
     this.spawnProxy(proxyCommandFor(pc.binaryPath), pc, node);
+  }
+
+  /** What the status server does for the application: its metrics scrape and its probes; read before anything starts. */
+  private async appFacingConfig(): Promise<{ appScrape?: AppScrape; appProbes: Map<string, AppProbe> }> {
+    const file = this.opts.annotationsFile ?? DEFAULT_ANNOTATIONS_FILE;
+    const text = await readOptional(file);
+    const appScrape = appScrapeConfig(setting('MESH_METRICS_ANNOTATIONS'), text === undefined ? {} : parseDownwardApiFile(text, file));
+    return { ...(appScrape ? { appScrape } : {}), appProbes: parseAppProbers(setting('MESH_APP_PROBERS')) };
   }
 
   /**

@@ -8,6 +8,7 @@
 import type { Server } from 'node:http';
 import type { Registry } from 'prom-client';
 import type { AppScrape } from './app-metrics.js';
+import { runAppProbe, type AppProbe } from './app-probes.js';
 import { mergeExpositions } from './exposition.js';
 import { scope } from '../common/log.js';
 import { counter } from '../common/metrics.js';
@@ -35,7 +36,9 @@ export interface StatusServerOptions {
   adminTimeoutMs?: number;
   /** The application's metrics to merge (prometheus.io/* annotations); absent = not scraped. */
   appScrape?: AppScrape;
-  /** Host the application listens on; default 127.0.0.1. */
+  /** The application's probes by path (MESH_APP_PROBERS), served on both ports. */
+  appProbes?: ReadonlyMap<string, AppProbe>;
+  /** Host the application listens on, for scrapes and probes that name none; default 127.0.0.1. */
   appHost?: string;
   /** Per scrape of the application; default 5 s. */
   appScrapeTimeoutMs?: number;
@@ -64,6 +67,17 @@ export class StatusServer {
     this.mux.handle('/stats/prometheus', 'agent and proxy metrics, Prometheus text format', async (_req, res) => {
       sendText(res, 200, await this.mergedMetrics(), opts.registry.contentType);
     });
+    this.serveAppProbes();
+  }
+
+  private serveAppProbes(): void {
+    for (const [path, probe] of this.opts.appProbes ?? []) {
+      this.mux.handle(path, `the application's probe (${probe.kind} on port ${probe.port})`, async (_req, res) => {
+        const r = await runAppProbe(probe, this.opts.appHost ?? '127.0.0.1');
+        if (r.status >= 400) log.debug(`${path} failed: ${r.status} ${r.body.trim()}`);
+        sendText(res, r.status, r.body);
+      });
+    }
   }
 
   /** Binds the ports; resolves to them (status, then metrics when served). */

@@ -207,8 +207,9 @@ export const WIRED_SETTINGS: ReadonlySet<SettingName> = new Set<SettingName>([
   'PROXY_CONFIG',
   'PROXY_XDS_VIA_AGENT',
   'TERMINATION_DRAIN_DURATION_SECONDS',
-  // agent/app-metrics.ts (via agent.ts)
+  // agent/app-metrics.ts, agent/app-probes.ts (via agent.ts)
   'MESH_METRICS_ANNOTATIONS',
+  'MESH_APP_PROBERS',
   'XDS_ROOT_CA',
   // cli: flag defaults
   'POD_NAMESPACE',
