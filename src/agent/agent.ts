@@ -19,7 +19,8 @@ import { NameTableSchema } from '../gen/mesh/v1/dns_pb.js';
 import type { DiscoveryResponse } from '../gen/envoy/service/discovery/v3/discovery_pb.js';
 import { TypeUrl, unpack } from '../envoy/types.js';
 import { DnsProxy } from './dns/dns-proxy.js';
-import { bootstrapJson, buildBootstrap, renderTemplate, templateValues, type BootstrapInputs } from './bootstrap.js';
+import type { Bootstrap } from '../gen/envoy/config/bootstrap/v3/bootstrap_pb.js';
+import { applyBootstrapOverride, bootstrapJson, buildBootstrap, renderTemplate, templateValues, type BootstrapInputs } from './bootstrap.js';
 import { appScrapeConfig, type AppScrape } from './app-metrics.js';
 import { parseAppProbers, type AppProbe } from './app-probes.js';
 import { DEFAULT_ANNOTATIONS_FILE, loadProxyConfig, parseDownwardApiFile, proxyConfigJson, readOptional, type ProxyConfig } from './mesh-config.js';
@@ -148,7 +149,7 @@ export class ProxyAgent {
     });
     Object.assign(this.ports, await this.status.start());
 
-    const inputs: BootstrapInputs = { node, proxyConfig: pc, xdsAddress, outlierLogPath: o.outlierLogPath };
+    const inputs: BootstrapInputs = { node, proxyConfig: pc, xdsAddress, outlierLogPath: o.outlierLogPath, initialFetchTimeoutMs: setting('PILOT_INITIAL_FETCH_TIMEOUT') };
     this.bootstrapFile = await this.writeBootstrap(inputs);
     // A signal during startup: do not start a proxy nobody will stop.
     if (this.stopping) {
@@ -194,14 +195,26 @@ export class ProxyAgent {
       });
       text = renderTemplate(template, templateValues(inputs), o.templateFile);
       if (['.yaml', '.yml'].includes(extname(o.templateFile))) ext = '.yaml';
+      if (setting('MESH_BOOTSTRAP_OVERRIDE')) log.warn('MESH_BOOTSTRAP_OVERRIDE is not applied with --templateFile: the template is the whole bootstrap');
     } else {
-      text = bootstrapJson(buildBootstrap(inputs));
+      text = bootstrapJson(await this.withOverride(buildBootstrap(inputs)));
     }
     const file = resolve(inputs.proxyConfig.configPath, `mesh-proxy-rev${ext}`);
     await mkdir(dirname(file), { recursive: true });
     await writeFile(file, text);
     log.info(`bootstrap written to ${file}`);
     return file;
+  }
+
+  /** The generated bootstrap with MESH_BOOTSTRAP_OVERRIDE merged over it, when set. */
+  private async withOverride(generated: Bootstrap): Promise<Bootstrap> {
+    const file = setting('MESH_BOOTSTRAP_OVERRIDE');
+    if (!file) return generated;
+    const text = await readFile(file, 'utf8').catch((e: Error) => {
+      throw new Error(`MESH_BOOTSTRAP_OVERRIDE ${file}: ${e.message}`);
+    });
+    log.info(`merging the bootstrap override ${file}`);
+    return applyBootstrapOverride(generated, text, file);
   }
 
   private spawnProxy(command: readonly string[], pc: ProxyConfig, node: NodeIdentity): void {
