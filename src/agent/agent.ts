@@ -26,6 +26,8 @@ import { parseAppProbers, type AppProbe } from './app-probes.js';
 import { DEFAULT_ANNOTATIONS_FILE, loadProxyConfig, parseDownwardApiFile, proxyConfigJson, readOptional, type ProxyConfig } from './mesh-config.js';
 import { loadNodeIdentity, type NodeIdentity } from './node.js';
 import { StatusServer } from './status.js';
+import { StsServer } from './sts/sts-server.js';
+import { CloudTokenExchange, type TokenManagerPlugin } from './sts/token-exchange.js';
 import { xdsCredentials } from './xds-credentials.js';
 import { XdsProxy } from './xds-proxy.js';
 
@@ -65,6 +67,10 @@ export interface ProxyAgentOptions {
   resolvConfPath?: string;
   /** DNS proxy port; default 15053, 0 = any free port. */
   dnsPort?: number;
+  /** --stsPort; 0 = no STS server. */
+  stsPort?: number;
+  /** --tokenManagerPlugin. */
+  tokenManagerPlugin?: TokenManagerPlugin;
 }
 
 /** This repository's root (bin/ lives there), from src/agent or dist/src/agent alike. */
@@ -102,6 +108,7 @@ export class ProxyAgent {
   private xds?: XdsProxy;
   private dns?: DnsProxy;
   private status?: StatusServer;
+  private sts?: StsServer;
   private stopping = false;
   private skipDrainWait?: () => void;
   private childExit?: Promise<number>;
@@ -109,7 +116,7 @@ export class ProxyAgent {
   proxyConfig?: ProxyConfig;
   node?: NodeIdentity;
   bootstrapFile?: string;
-  ports: { status?: number; metrics?: number; xds?: number; dns?: number } = {};
+  ports: { status?: number; metrics?: number; xds?: number; dns?: number; sts?: number } = {};
 
   constructor(private readonly opts: ProxyAgentOptions) {}
 
@@ -149,6 +156,7 @@ export class ProxyAgent {
     });
     Object.assign(this.ports, await this.status.start());
 
+    await this.startSts();
     const inputs: BootstrapInputs = { node, proxyConfig: pc, xdsAddress, outlierLogPath: o.outlierLogPath, initialFetchTimeoutMs: setting('PILOT_INITIAL_FETCH_TIMEOUT') };
     this.bootstrapFile = await this.writeBootstrap(inputs);
     // A signal during startup: do not start a proxy nobody will stop.
@@ -157,6 +165,20 @@ export class ProxyAgent {
       return;
     }
     this.spawnProxy(proxyCommandFor(pc.binaryPath), pc, node);
+  }
+
+  /**
+   * With --stsPort, the token exchange server on localhost; its token endpoint (ours,
+   * MESH_STS_TOKEN_ENDPOINT) is required, since without one no exchange could succeed.
+   */
+  private async startSts(): Promise<void> {
+    const port = this.opts.stsPort ?? 0;
+    if (port === 0) return;
+    const endpoint = this.env['MESH_STS_TOKEN_ENDPOINT'] ?? '';
+    if (!/^https?:\/\//.test(endpoint)) throw new Error(`--stsPort ${port} needs MESH_STS_TOKEN_ENDPOINT, the OAuth 2.0 token endpoint (http:// or https:// URL) the ${this.opts.tokenManagerPlugin ?? 'CloudTokenExchange'} plugin exchanges tokens at; got ${JSON.stringify(endpoint)}`);
+    this.sts = new StsServer(new CloudTokenExchange({ endpoint }));
+    this.ports.sts = await this.sts.start(port);
+    log.info(`STS server listening on 127.0.0.1:${this.ports.sts}, exchanging tokens at ${endpoint}`);
   }
 
   /** What the status server does for the application: its metrics scrape and its probes; read before anything starts. */
@@ -292,6 +314,8 @@ export class ProxyAgent {
     this.xds = undefined;
     this.dns?.close();
     this.dns = undefined;
+    await this.sts?.close();
+    this.sts = undefined;
     const status = this.status;
     this.status = undefined;
     await status?.close();

@@ -170,6 +170,11 @@ export const WIRED_METRICS: ReadonlySet<MetricName> = new Set<MetricName>([
   // agent/xds-proxy.ts
   'meshd_connection_failures',
   'meshd_connection_terminations',
+  // agent/sts/token-exchange.ts
+  'num_failed_outgoing_requests',
+  'num_outgoing_requests',
+  'num_outgoing_retries',
+  'outgoing_latency',
   // agent/status.ts
   'scrape_failures_total',
   'scrapes_total',
