@@ -1,6 +1,6 @@
 // The agent's STS server (--stsPort) on a real socket, exchanging at a real OAuth 2.0 token endpoint
 // on loopback: RFC 8693 requests, RFC 6749 errors, retries on 5xx, the endpoint's verdict passed on.
-import { test } from 'node:test';
+import { test, type TestContext } from 'node:test';
 import assert from 'node:assert/strict';
 import { createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
@@ -34,6 +34,18 @@ async function tokenEndpoint(): Promise<{ url: string; seen: URLSearchParams[]; 
   return { url: `http://127.0.0.1:${(server.address() as AddressInfo).port}/v1/token`, seen, failNext, close: () => server.close() };
 }
 
+/** A token endpoint and an STS server exchanging at it, both closed when the test ends. */
+async function stsFixture(t: TestContext, retries?: number): Promise<{ ep: Awaited<ReturnType<typeof tokenEndpoint>>; port: number }> {
+  const ep = await tokenEndpoint();
+  const sts = new StsServer(new CloudTokenExchange({ endpoint: ep.url, ...(retries === undefined ? {} : { retries }) }));
+  const port = await sts.start(0);
+  t.after(async () => {
+    await sts.close();
+    ep.close();
+  });
+  return { ep, port };
+}
+
 function post(port: number, form: Record<string, string>, contentType = 'application/x-www-form-urlencoded'): Promise<Response> {
   return fetch(`http://127.0.0.1:${port}/token`, { method: 'POST', headers: { 'content-type': contentType }, body: new URLSearchParams(form).toString() });
 }
@@ -45,13 +57,7 @@ function metric(name: CounterName): Promise<number> {
 }
 
 test('a valid exchange returns the endpoint’s token; the workload token, audience and scope reach the endpoint', async (t) => {
-  const ep = await tokenEndpoint();
-  const sts = new StsServer(new CloudTokenExchange({ endpoint: ep.url }));
-  const port = await sts.start(0);
-  t.after(async () => {
-    await sts.close();
-    ep.close();
-  });
+  const { ep, port } = await stsFixture(t);
   const before = await metric('num_outgoing_requests');
   const res = await post(port, GOOD);
   assert.equal(res.status, 200);
@@ -67,13 +73,7 @@ test('a valid exchange returns the endpoint’s token; the workload token, audie
 });
 
 test('a busy endpoint is retried; a rejected token is passed on as 400 with the endpoint’s error', async (t) => {
-  const ep = await tokenEndpoint();
-  const sts = new StsServer(new CloudTokenExchange({ endpoint: ep.url, retries: 2 }));
-  const port = await sts.start(0);
-  t.after(async () => {
-    await sts.close();
-    ep.close();
-  });
+  const { ep, port } = await stsFixture(t, 2);
   const retries = await metric('num_outgoing_retries');
   ep.failNext.count = 1;
   assert.equal((await post(port, GOOD)).status, 200);
@@ -92,13 +92,7 @@ test('a busy endpoint is retried; a rejected token is passed on as 400 with the 
 });
 
 test('malformed requests are refused as RFC 6749/8693 say, without reaching the endpoint', async (t) => {
-  const ep = await tokenEndpoint();
-  const sts = new StsServer(new CloudTokenExchange({ endpoint: ep.url }));
-  const port = await sts.start(0);
-  t.after(async () => {
-    await sts.close();
-    ep.close();
-  });
+  const { ep, port } = await stsFixture(t);
   const cases: Array<[Record<string, string>, string, RegExp, string?]> = [
     [{ ...GOOD, grant_type: 'client_credentials' }, 'unsupported_grant_type', /client_credentials is not supported/],
     [{ subject_token: 'x', subject_token_type: JWT_TYPE }, 'invalid_request', /grant_type is missing/],
