@@ -153,6 +153,8 @@ export class ProxyAgent {
       ...(xds ? { xdsProgress: () => ({ listeners: xds.acked().has(TypeUrl.Listener), clusters: xds.acked().has(TypeUrl.Cluster) }) } : {}),
       registry: programRegistry('agent'),
       ...app,
+      adminEndpoints: setting('ENABLE_ADMIN_ENDPOINTS'),
+      quit: () => void this.shutdown('POST /quitquitquit'),
     });
     Object.assign(this.ports, await this.status.start());
 

@@ -42,6 +42,10 @@ export interface StatusServerOptions {
   appHost?: string;
   /** Per scrape of the application; default 5 s. */
   appScrapeTimeoutMs?: number;
+  /** ENABLE_ADMIN_ENDPOINTS: whether the endpoints that change state are served. */
+  adminEndpoints?: boolean;
+  /** What POST /quitquitquit does (the agent's graceful shutdown). */
+  quit?: () => void;
 }
 
 type ScrapeSource = 'proxy' | 'application' | 'agent';
@@ -68,6 +72,16 @@ export class StatusServer {
       sendText(res, 200, await this.mergedMetrics(), opts.registry.contentType);
     });
     this.serveAppProbes();
+    this.mux.handle('/quitquitquit', 'POST from localhost: drain and stop the proxy and the agent (needs ENABLE_ADMIN_ENDPOINTS)', (req, res) => {
+      // Changes state: refused unless the operator turned admin endpoints on, and only from the pod itself.
+      if (!opts.adminEndpoints) return sendText(res, 403, 'refused: ENABLE_ADMIN_ENDPOINTS is off\n');
+      if (req.method !== 'POST') return sendText(res, 405, 'use POST\n');
+      const from = req.socket.remoteAddress ?? '';
+      if (!['127.0.0.1', '::1', '::ffff:127.0.0.1'].includes(from)) return sendText(res, 403, `refused: only from localhost, not ${from}\n`);
+      log.info('POST /quitquitquit: shutting down');
+      sendText(res, 200, 'OK\n');
+      opts.quit?.();
+    });
   }
 
   private serveAppProbes(): void {
