@@ -19,11 +19,16 @@ import { NameTableSchema } from '../gen/mesh/v1/dns_pb.js';
 import type { DiscoveryResponse } from '../gen/envoy/service/discovery/v3/discovery_pb.js';
 import { TypeUrl, unpack } from '../envoy/types.js';
 import { DnsProxy } from './dns/dns-proxy.js';
-import { bootstrapJson, buildBootstrap, renderTemplate, templateValues, type BootstrapInputs } from './bootstrap.js';
-import { loadProxyConfig, proxyConfigJson, type ProxyConfig } from './mesh-config.js';
+import type { Bootstrap } from '../gen/envoy/config/bootstrap/v3/bootstrap_pb.js';
+import { applyBootstrapOverride, bootstrapJson, buildBootstrap, renderTemplate, templateValues, type BootstrapInputs } from './bootstrap.js';
+import { appScrapeConfig, type AppScrape } from './app-metrics.js';
+import { parseAppProbers, type AppProbe } from './app-probes.js';
+import { DEFAULT_ANNOTATIONS_FILE, loadProxyConfig, parseDownwardApiFile, proxyConfigJson, readOptional, type ProxyConfig } from './mesh-config.js';
 import { loadNodeIdentity, type NodeIdentity } from './node.js';
 import { startWorkloadCerts, type WorkloadCerts } from './sds/workload-certs.js';
 import { StatusServer } from './status.js';
+import { StsServer } from './sts/sts-server.js';
+import { CloudTokenExchange, type TokenManagerPlugin } from './sts/token-exchange.js';
 import { xdsCredentials } from './xds-credentials.js';
 import { XdsProxy } from './xds-proxy.js';
 
@@ -63,6 +68,10 @@ export interface ProxyAgentOptions {
   resolvConfPath?: string;
   /** DNS proxy port; default 15053, 0 = any free port. */
   dnsPort?: number;
+  /** --stsPort; 0 = no STS server. */
+  stsPort?: number;
+  /** --tokenManagerPlugin. */
+  tokenManagerPlugin?: TokenManagerPlugin;
 }
 
 /** This repository's root (bin/ lives there), from src/agent or dist/src/agent alike. */
@@ -102,6 +111,7 @@ export class ProxyAgent {
   private status?: StatusServer;
   /** Workload certificates and the SDS server; undefined on the plaintext path (no CA root known). */
   certs?: WorkloadCerts;
+  private sts?: StsServer;
   private stopping = false;
   private skipDrainWait?: () => void;
   private childExit?: Promise<number>;
@@ -109,7 +119,7 @@ export class ProxyAgent {
   proxyConfig?: ProxyConfig;
   node?: NodeIdentity;
   bootstrapFile?: string;
-  ports: { status?: number; metrics?: number; xds?: number; dns?: number } = {};
+  ports: { status?: number; metrics?: number; xds?: number; dns?: number; sts?: number } = {};
 
   constructor(private readonly opts: ProxyAgentOptions) {}
 
@@ -124,6 +134,7 @@ export class ProxyAgent {
     this.proxyConfig = pc;
     const node = await loadNodeIdentity({ proxyConfig: pc, domain: o.domain, serviceCluster: o.serviceCluster, labelsFile: o.labelsFile, env: this.env });
     this.node = node;
+    const app = await this.appFacingConfig();
     log.info(`effective proxy config: ${JSON.stringify(proxyConfigJson(pc))}`);
     log.info(`proxy node ${node.id}; discovery address ${pc.discoveryAddress}`);
 
@@ -146,10 +157,14 @@ export class ProxyAgent {
       adminUrl: `http://127.0.0.1:${pc.proxyAdminPort}`,
       ...(xds ? { xdsProgress: () => ({ listeners: xds.acked().has(TypeUrl.Listener), clusters: xds.acked().has(TypeUrl.Cluster) }) } : {}),
       registry: programRegistry('agent'),
+      ...app,
+      adminEndpoints: setting('ENABLE_ADMIN_ENDPOINTS'),
+      quit: () => void this.shutdown('POST /quitquitquit'),
     });
     Object.assign(this.ports, await this.status.start());
 
-    const inputs: BootstrapInputs = { node, proxyConfig: pc, xdsAddress, outlierLogPath: o.outlierLogPath, ...(this.certs ? { sdsSocket: this.certs.sds.socketPath } : {}) };
+    await this.startSts();
+    const inputs: BootstrapInputs = { node, proxyConfig: pc, xdsAddress, outlierLogPath: o.outlierLogPath, initialFetchTimeoutMs: setting('PILOT_INITIAL_FETCH_TIMEOUT'), ...(this.certs ? { sdsSocket: this.certs.sds.socketPath } : {}) };
     this.bootstrapFile = await this.writeBootstrap(inputs);
     // A signal during startup: do not start a proxy nobody will stop.
     if (this.stopping) {
@@ -157,6 +172,28 @@ export class ProxyAgent {
       return;
     }
     this.spawnProxy(proxyCommandFor(pc.binaryPath), pc, node);
+  }
+
+  /**
+   * With --stsPort, the token exchange server on localhost; its token endpoint (ours,
+   * MESH_STS_TOKEN_ENDPOINT) is required, since without one no exchange could succeed.
+   */
+  private async startSts(): Promise<void> {
+    const port = this.opts.stsPort ?? 0;
+    if (port === 0) return;
+    const endpoint = this.env['MESH_STS_TOKEN_ENDPOINT'] ?? '';
+    if (!/^https?:\/\//.test(endpoint)) throw new Error(`--stsPort ${port} needs MESH_STS_TOKEN_ENDPOINT, the OAuth 2.0 token endpoint (http:// or https:// URL) the ${this.opts.tokenManagerPlugin ?? 'CloudTokenExchange'} plugin exchanges tokens at; got ${JSON.stringify(endpoint)}`);
+    this.sts = new StsServer(new CloudTokenExchange({ endpoint }));
+    this.ports.sts = await this.sts.start(port);
+    log.info(`STS server listening on 127.0.0.1:${this.ports.sts}, exchanging tokens at ${endpoint}`);
+  }
+
+  /** What the status server does for the application: its metrics scrape and its probes; read before anything starts. */
+  private async appFacingConfig(): Promise<{ appScrape?: AppScrape; appProbes: Map<string, AppProbe> }> {
+    const file = this.opts.annotationsFile ?? DEFAULT_ANNOTATIONS_FILE;
+    const text = await readOptional(file);
+    const appScrape = appScrapeConfig(setting('MESH_METRICS_ANNOTATIONS'), text === undefined ? {} : parseDownwardApiFile(text, file));
+    return { ...(appScrape ? { appScrape } : {}), appProbes: parseAppProbers(setting('MESH_APP_PROBERS')) };
   }
 
   /**
@@ -187,14 +224,26 @@ export class ProxyAgent {
       });
       text = renderTemplate(template, templateValues(inputs), o.templateFile);
       if (['.yaml', '.yml'].includes(extname(o.templateFile))) ext = '.yaml';
+      if (setting('MESH_BOOTSTRAP_OVERRIDE')) log.warn('MESH_BOOTSTRAP_OVERRIDE is not applied with --templateFile: the template is the whole bootstrap');
     } else {
-      text = bootstrapJson(buildBootstrap(inputs));
+      text = bootstrapJson(await this.withOverride(buildBootstrap(inputs)));
     }
     const file = resolve(inputs.proxyConfig.configPath, `mesh-proxy-rev${ext}`);
     await mkdir(dirname(file), { recursive: true });
     await writeFile(file, text);
     log.info(`bootstrap written to ${file}`);
     return file;
+  }
+
+  /** The generated bootstrap with MESH_BOOTSTRAP_OVERRIDE merged over it, when set. */
+  private async withOverride(generated: Bootstrap): Promise<Bootstrap> {
+    const file = setting('MESH_BOOTSTRAP_OVERRIDE');
+    if (!file) return generated;
+    const text = await readFile(file, 'utf8').catch((e: Error) => {
+      throw new Error(`MESH_BOOTSTRAP_OVERRIDE ${file}: ${e.message}`);
+    });
+    log.info(`merging the bootstrap override ${file}`);
+    return applyBootstrapOverride(generated, text, file);
   }
 
   private spawnProxy(command: readonly string[], pc: ProxyConfig, node: NodeIdentity): void {
@@ -274,6 +323,8 @@ export class ProxyAgent {
     this.dns = undefined;
     this.certs?.close();
     this.certs = undefined;
+    await this.sts?.close();
+    this.sts = undefined;
     const status = this.status;
     this.status = undefined;
     await status?.close();

@@ -1,13 +1,15 @@
 // The proxy's bootstrap: a pure builder of envoy.config.bootstrap.v3.Bootstrap (node, admin, the
-// xDS cluster, ADS for listeners and clusters), its Envoy JSON, and `--templateFile` rendering.
-import { create, type MessageInitShape } from '@bufbuild/protobuf';
+// xDS cluster, ADS for listeners and clusters), the MESH_BOOTSTRAP_OVERRIDE merge, its Envoy JSON,
+// and `--templateFile` rendering.
+import { create, merge, type JsonValue, type MessageInitShape } from '@bufbuild/protobuf';
+import { parse as parseYaml } from 'yaml';
 import { isIP } from 'node:net';
 import { BootstrapSchema, type Bootstrap } from '../gen/envoy/config/bootstrap/v3/bootstrap_pb.js';
 import { Cluster_DiscoveryType, type ClusterSchema } from '../gen/envoy/config/cluster/v3/cluster_pb.js';
 import type { AddressSchema } from '../gen/envoy/config/core/v3/address_pb.js';
 import { ApiConfigSource_ApiType, ApiVersion, type ConfigSourceSchema } from '../gen/envoy/config/core/v3/config_source_pb.js';
 import { HttpProtocolOptionsSchema } from '../gen/envoy/extensions/upstreams/http/v3/http_protocol_options_pb.js';
-import { pack, toEnvoyJson } from '../envoy/types.js';
+import { fromEnvoyJson, pack, toEnvoyJson } from '../envoy/types.js';
 import type { ProxyConfig } from './mesh-config.js';
 import type { NodeIdentity } from './node.js';
 
@@ -25,6 +27,8 @@ export interface BootstrapInputs {
   outlierLogPath?: string;
   /** Absolute path of the agent's SDS socket; absent = no workload certificates. */
   sdsSocket?: string;
+  /** PILOT_INITIAL_FETCH_TIMEOUT in ms: how long the proxy waits for its first listeners/clusters; 0 = no limit. */
+  initialFetchTimeoutMs?: number;
 }
 
 /** Splits `host:port` / `[v6]:port`; a malformed address is an error naming it. */
@@ -63,9 +67,11 @@ function xdsCluster(addr: string): MessageInitShape<typeof ClusterSchema> {
   return grpcCluster(XDS_CLUSTER, address, isIP(host) ? Cluster_DiscoveryType.STATIC : Cluster_DiscoveryType.STRICT_DNS);
 }
 
-const viaAds = (): MessageInitShape<typeof ConfigSourceSchema> => ({
+const viaAds = (initialFetchTimeoutMs = 0): MessageInitShape<typeof ConfigSourceSchema> => ({
   configSourceSpecifier: { case: 'ads', value: {} },
   resourceApiVersion: ApiVersion.V3,
+  // As Envoy reads it: 0s = wait for the first response without limit.
+  initialFetchTimeout: { seconds: BigInt(Math.floor(initialFetchTimeoutMs / 1000)), nanos: (initialFetchTimeoutMs % 1000) * 1_000_000 },
 });
 
 /** Pure: the bootstrap for one proxy. */
@@ -88,11 +94,40 @@ export function buildBootstrap(i: BootstrapInputs): Bootstrap {
         setNodeOnFirstMessageOnly: true,
         grpcServices: [{ targetSpecifier: { case: 'envoyGrpc', value: { clusterName: XDS_CLUSTER } } }],
       },
-      ldsConfig: viaAds(),
-      cdsConfig: viaAds(),
+      ldsConfig: viaAds(i.initialFetchTimeoutMs),
+      cdsConfig: viaAds(i.initialFetchTimeoutMs),
     },
     ...(i.outlierLogPath ? { clusterManager: { outlierDetection: { eventLogPath: i.outlierLogPath } } } : {}),
   });
+}
+
+/**
+ * MESH_BOOTSTRAP_OVERRIDE: a bootstrap in Envoy JSON or YAML merged over the generated one with
+ * protobuf merge semantics (as the Go mesh's ISTIO_BOOTSTRAP_OVERRIDE): fields it sets replace
+ * scalars and merge into messages, lists are appended (static clusters, listeners). Unknown
+ * fields or wrong types are an error naming the file.
+ */
+export function applyBootstrapOverride(base: Bootstrap, text: string, file: string): Bootstrap {
+  let doc: unknown;
+  try {
+    doc = parseYaml(text);
+  } catch (e) {
+    throw new Error(`MESH_BOOTSTRAP_OVERRIDE ${file}: not valid JSON or YAML: ${(e as Error).message}`);
+  }
+  if (typeof doc !== 'object' || doc === null || Array.isArray(doc)) throw new Error(`MESH_BOOTSTRAP_OVERRIDE ${file}: expected a bootstrap object`);
+  let override: Bootstrap;
+  try {
+    override = fromEnvoyJson(BootstrapSchema, doc as JsonValue);
+  } catch (e) {
+    throw new Error(`MESH_BOOTSTRAP_OVERRIDE ${file}: not a valid bootstrap: ${(e as Error).message}`);
+  }
+  const merged = create(BootstrapSchema);
+  merge(BootstrapSchema, merged, base);
+  merge(BootstrapSchema, merged, override);
+  // Struct is a map in protobuf (merged key by key); the generated type holds it as a plain
+  // object, which merge() does not enter.
+  if (merged.node && (base.node?.metadata || override.node?.metadata)) merged.node.metadata = { ...base.node?.metadata, ...override.node?.metadata };
+  return merged;
 }
 
 /** Envoy's JSON of a bootstrap (proto field names, Any as `@type`), as the proxy's -c file. */

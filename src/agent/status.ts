@@ -1,5 +1,5 @@
-// The agent's status server: readiness on the status port (15021) and the merged agent + proxy
-// Prometheus metrics on the metrics port (15020). Both ports serve both paths, so a probe or a
+// The agent's status server: readiness on the status port (15021) and the merged proxy + application
+// + agent Prometheus metrics on the metrics port (15020). Both ports serve both paths, so a probe or a
 // scrape pointed at either works; the split only lets a deployment expose one and not the other.
 //
 // `/healthz/ready` is 200 only when the proxy has applied listeners and clusters (seen through its
@@ -7,7 +7,11 @@
 // admin API again, so a draining or stuck proxy turns the pod unready.
 import type { Server } from 'node:http';
 import type { Registry } from 'prom-client';
+import type { AppScrape } from './app-metrics.js';
+import { runAppProbe, type AppProbe } from './app-probes.js';
+import { mergeExpositions } from './exposition.js';
 import { scope } from '../common/log.js';
+import { counter } from '../common/metrics.js';
 import { closeServer, httpServer, listen, Mux, sendText } from '../debug/http.js';
 
 const log = scope('healthcheck');
@@ -30,7 +34,21 @@ export interface StatusServerOptions {
   registry: Registry;
   /** Per request to the admin API; default 1 s. */
   adminTimeoutMs?: number;
+  /** The application's metrics to merge (prometheus.io/* annotations); absent = not scraped. */
+  appScrape?: AppScrape;
+  /** The application's probes by path (MESH_APP_PROBERS), served on both ports. */
+  appProbes?: ReadonlyMap<string, AppProbe>;
+  /** Host the application listens on, for scrapes and probes that name none; default 127.0.0.1. */
+  appHost?: string;
+  /** Per scrape of the application; default 5 s. */
+  appScrapeTimeoutMs?: number;
+  /** ENABLE_ADMIN_ENDPOINTS: whether the endpoints that change state are served. */
+  adminEndpoints?: boolean;
+  /** What POST /quitquitquit does (the agent's graceful shutdown). */
+  quit?: () => void;
 }
+
+type ScrapeSource = 'proxy' | 'application' | 'agent';
 
 export class StatusServer {
   private readonly servers: Server[] = [];
@@ -53,6 +71,27 @@ export class StatusServer {
     this.mux.handle('/stats/prometheus', 'agent and proxy metrics, Prometheus text format', async (_req, res) => {
       sendText(res, 200, await this.mergedMetrics(), opts.registry.contentType);
     });
+    this.serveAppProbes();
+    this.mux.handle('/quitquitquit', 'POST from localhost: drain and stop the proxy and the agent (needs ENABLE_ADMIN_ENDPOINTS)', (req, res) => {
+      // Changes state: refused unless the operator turned admin endpoints on, and only from the pod itself.
+      if (!opts.adminEndpoints) return sendText(res, 403, 'refused: ENABLE_ADMIN_ENDPOINTS is off\n');
+      if (req.method !== 'POST') return sendText(res, 405, 'use POST\n');
+      const from = req.socket.remoteAddress ?? '';
+      if (!['127.0.0.1', '::1', '::ffff:127.0.0.1'].includes(from)) return sendText(res, 403, `refused: only from localhost, not ${from}\n`);
+      log.info('POST /quitquitquit: shutting down');
+      sendText(res, 200, 'OK\n');
+      opts.quit?.();
+    });
+  }
+
+  private serveAppProbes(): void {
+    for (const [path, probe] of this.opts.appProbes ?? []) {
+      this.mux.handle(path, `the application's probe (${probe.kind} on port ${probe.port})`, async (_req, res) => {
+        const r = await runAppProbe(probe, this.opts.appHost ?? '127.0.0.1');
+        if (r.status >= 400) log.debug(`${path} failed: ${r.status} ${r.body.trim()}`);
+        sendText(res, r.status, r.body);
+      });
+    }
   }
 
   /** Binds the ports; resolves to them (status, then metrics when served). */
@@ -88,17 +127,42 @@ export class StatusServer {
     }
   }
 
-  /** The agent's metrics followed by the proxy's; the agent's alone when the proxy cannot be read. */
-  private async mergedMetrics(): Promise<string> {
-    const agent = await this.opts.registry.metrics();
+  /**
+   * The proxy's, the application's and the agent's metrics as one valid exposition (families
+   * merged, first source wins on a series). A source that fails or times out is counted in
+   * scrape_failures_total{type} and left out; the others are still served.
+   */
+  async mergedMetrics(): Promise<string> {
+    counter('scrapes_total').inc();
+    const app = this.opts.appScrape;
+    const others = await Promise.all([
+      this.scrape('proxy', () => this.admin('/stats/prometheus')),
+      app ? this.scrape('application', () => fetch(`http://${this.appHost()}:${app.port}${app.path}`, { signal: AbortSignal.timeout(this.opts.appScrapeTimeoutMs ?? 5000) })) : '',
+    ]);
+    // The agent's last, so its counters include this scrape's failures.
+    const sources = [...others, await this.scrape('agent', async () => new Response(await this.opts.registry.metrics()))];
+    const { text, conflicts } = mergeExpositions(sources);
+    if (conflicts.length) log.warn(`metrics left out of the merged exposition, typed differently by two sources: ${conflicts.join(', ')}`);
+    return text;
+  }
+
+  private appHost(): string {
+    const h = this.opts.appHost ?? '127.0.0.1';
+    return h.includes(':') ? `[${h}]` : h;
+  }
+
+  private async scrape(type: ScrapeSource, get: () => Promise<Response>): Promise<string> {
     try {
-      const res = await this.admin('/stats/prometheus');
-      if (res.status !== 200) throw new Error(`HTTP ${res.status}`);
-      const proxy = await res.text();
-      return agent + (agent.endsWith('\n') || agent === '' ? '' : '\n') + proxy;
+      const res = await get();
+      if (res.status !== 200) {
+        await res.body?.cancel();
+        throw new Error(`HTTP ${res.status}`);
+      }
+      return await res.text();
     } catch (e) {
-      log.debug(`proxy metrics not merged: ${describe(e)}`);
-      return agent;
+      counter('scrape_failures_total').inc({ type });
+      log.debug(`${type} metrics not merged: ${describe(e)}`);
+      return '';
     }
   }
 

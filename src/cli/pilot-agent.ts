@@ -1,6 +1,7 @@
 // pilot-agent: runs beside the proxy. Flag tables follow the spec (commands.md) name for name,
 // default for default; `effective: false` marks flags whose component has not landed yet.
 import { runProxyAgent } from '../agent/agent.js';
+import { TOKEN_MANAGER_PLUGINS, type TokenManagerPlugin } from '../agent/sts/token-exchange.js';
 import { UsageError, type CommandDef, type RunContext } from './command.js';
 import { startCtrlz } from './ctrlz.js';
 import type { FlagDef } from './flags.js';
@@ -66,9 +67,9 @@ const PROXY_FLAGS: readonly FlagDef[] = [
   { name: 'proxyComponentLogLevel', type: 'string', default: 'misc:error', usage: 'The component log level used to start the proxy', effective: true },
   { name: 'proxyLogLevel', type: 'string', default: 'warning', usage: `The log level used to start the proxy (choose one of {${PROXY_LOG_LEVELS.join(', ')}})`, effective: true },
   { name: 'serviceCluster', type: 'string', default: 'mesh-proxy', usage: 'Service cluster', effective: true },
-  { name: 'stsPort', type: 'int', default: '0', usage: 'HTTP Port on which to serve Security Token Service (STS). If zero, STS service will not be provided.', effective: false },
+  { name: 'stsPort', type: 'int', default: '0', usage: 'HTTP Port on which to serve Security Token Service (STS). If zero, STS service will not be provided. Needs MESH_STS_TOKEN_ENDPOINT (docs/agent.md).', effective: true },
   { name: 'templateFile', type: 'string', default: '', usage: 'Go template bootstrap config', effective: true },
-  { name: 'tokenManagerPlugin', type: 'string', default: 'CloudTokenExchange', usage: 'Token provider specific plugin name.', effective: false },
+  { name: 'tokenManagerPlugin', type: 'string', default: 'CloudTokenExchange', usage: `Token provider specific plugin name (one of ${TOKEN_MANAGER_PLUGINS.join(', ')}).`, effective: true },
 ];
 
 const WAIT_FLAGS: readonly FlagDef[] = [
@@ -89,6 +90,8 @@ function oneShot(run: (ctx: RunContext) => Promise<number>) {
 function checkProxyFlags(ctx: RunContext): void {
   const level = ctx.flags.string('proxyLogLevel');
   if (!PROXY_LOG_LEVELS.includes(level)) throw new UsageError(`invalid argument "${level}" for "--proxyLogLevel" flag: expected one of ${PROXY_LOG_LEVELS.join(', ')}`);
+  const plugin = ctx.flags.string('tokenManagerPlugin');
+  if (!(TOKEN_MANAGER_PLUGINS as readonly string[]).includes(plugin)) throw new UsageError(`invalid argument "${plugin}" for "--tokenManagerPlugin" flag: expected one of ${TOKEN_MANAGER_PLUGINS.join(', ')}`);
   for (const n of ['concurrency', 'stsPort']) if (ctx.flags.number(n) < 0) throw new UsageError(`invalid argument "${ctx.flags.number(n)}" for "--${n}" flag: expected a non-negative integer`);
 }
 
@@ -107,6 +110,8 @@ async function runProxy(ctx: RunContext): Promise<number> {
       proxyLogLevel: f.string('proxyLogLevel'),
       proxyComponentLogLevel: f.string('proxyComponentLogLevel'),
       templateFile: f.string('templateFile'),
+      stsPort: f.number('stsPort'),
+      tokenManagerPlugin: f.string('tokenManagerPlugin') as TokenManagerPlugin,
       // Only an explicit flag overrides ProxyConfig's serviceCluster; the flag's default must not.
       ...(f.explicit.has('serviceCluster') ? { serviceCluster: f.string('serviceCluster') } : {}),
     });

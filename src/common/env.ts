@@ -242,6 +242,14 @@ export const WIRED_SETTINGS: ReadonlySet<SettingName> = new Set<SettingName>([
   'PROXY_CONFIG',
   'PROXY_XDS_VIA_AGENT',
   'TERMINATION_DRAIN_DURATION_SECONDS',
+  // agent/app-metrics.ts, agent/app-probes.ts (via agent.ts)
+  'MESH_METRICS_ANNOTATIONS',
+  'MESH_APP_PROBERS',
+  // agent/status.ts (via agent.ts): /quitquitquit
+  'ENABLE_ADMIN_ENDPOINTS',
+  // agent/bootstrap.ts (via agent.ts)
+  'MESH_BOOTSTRAP_OVERRIDE',
+  'PILOT_INITIAL_FETCH_TIMEOUT',
   'XDS_ROOT_CA',
   // cli: flag defaults
   'POD_NAMESPACE',

@@ -104,7 +104,7 @@ const METRICS = [
   { name: 'pilot_xds_rds_reject', type: 'LastValue', scope: 'D+A', help: 'RDS rejected' },
   { name: 'pilot_xds_send_time', type: 'Distribution', scope: 'D+A', help: 'seconds to send generated configuration' },
   { name: 'pilot_xds_write_timeout', type: 'Sum', scope: 'D+A', help: 'XDS response write timeouts' },
-  { name: 'scrape_failures_total', type: 'Sum', scope: 'D+A', help: 'failed scrapes' },
+  { name: 'scrape_failures_total', type: 'Sum', scope: 'D+A', help: 'failed scrapes', labels: ['type'] },
   { name: 'scrapes_total', type: 'Sum', scope: 'D+A', help: 'scrapes' },
   { name: 'sidecar_injection_failure_total', type: 'Sum', scope: 'D', help: 'failed injection requests' },
   { name: 'sidecar_injection_requests_total', type: 'Sum', scope: 'D', help: 'injection requests' },
@@ -188,6 +188,14 @@ export const WIRED_METRICS: ReadonlySet<MetricName> = new Set<MetricName>([
   // agent/xds-proxy.ts
   'meshd_connection_failures',
   'meshd_connection_terminations',
+  // agent/sts/token-exchange.ts
+  'num_failed_outgoing_requests',
+  'num_outgoing_requests',
+  'num_outgoing_retries',
+  'outgoing_latency',
+  // agent/status.ts
+  'scrape_failures_total',
+  'scrapes_total',
   // cli/discovery-server.ts
   'mesh_build',
   'startup_duration_seconds',

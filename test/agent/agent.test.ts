@@ -86,6 +86,24 @@ test('writes the bootstrap, starts the proxy with its flags, and exits with the 
   assert.deepEqual([ep.address, ep.port_value], ['127.0.0.1', agent.ports.xds]);
 });
 
+test('the written bootstrap carries MESH_BOOTSTRAP_OVERRIDE and PILOT_INITIAL_FETCH_TIMEOUT; an unreadable override stops the start naming it', async () => {
+  const dir = mkdtempSync(join(tmpdir(), 'agent-override-'));
+  const override = join(dir, 'override.json');
+  writeFileSync(override, JSON.stringify({ stats_flush_interval: '9s', node: { metadata: { FROM_OVERRIDE: 'yes' } } }));
+  const h = await setup('127.0.0.1:1', { FAKE_PROXY_EXIT: '0', MESH_BOOTSTRAP_OVERRIDE: override, PILOT_INITIAL_FETCH_TIMEOUT: '3s' });
+  const agent = new ProxyAgent(h.opts);
+  await agent.start();
+  assert.equal(await agent.wait(), 0);
+  const bootstrap = JSON.parse(readFileSync(agent.bootstrapFile!, 'utf8'));
+  assert.equal(bootstrap.stats_flush_interval, '9s');
+  assert.equal(bootstrap.node.metadata.FROM_OVERRIDE, 'yes');
+  assert.equal(bootstrap.node.id, 'sidecar~10.1.2.3~app-1.ns~ns.svc.cluster.local');
+  assert.equal(bootstrap.dynamic_resources.lds_config.initial_fetch_timeout, '3s');
+
+  const missing = await setup('127.0.0.1:1', { MESH_BOOTSTRAP_OVERRIDE: join(dir, 'absent.json') });
+  await assert.rejects(runProxyAgent(missing.opts), /MESH_BOOTSTRAP_OVERRIDE .*absent\.json: ENOENT/);
+});
+
 test('a proxy that cannot be started makes the agent exit non-zero with the reason logged', async () => {
   const h = await setup('127.0.0.1:1');
   const agent = new ProxyAgent({ ...h.opts, proxyCommand: [join(h.dir, 'no-such-binary')] });

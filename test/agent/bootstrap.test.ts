@@ -6,7 +6,7 @@ import { Cluster_DiscoveryType } from '../../src/gen/envoy/config/cluster/v3/clu
 import { ApiConfigSource_ApiType, ApiVersion } from '../../src/gen/envoy/config/core/v3/config_source_pb.js';
 import { HttpProtocolOptionsSchema } from '../../src/gen/envoy/extensions/upstreams/http/v3/http_protocol_options_pb.js';
 import { fromEnvoyJson, unpack } from '../../src/envoy/types.js';
-import { bootstrapJson, buildBootstrap, renderTemplate, templateValues, XDS_CLUSTER, type BootstrapInputs } from '../../src/agent/bootstrap.js';
+import { applyBootstrapOverride, bootstrapJson, buildBootstrap, renderTemplate, templateValues, XDS_CLUSTER, type BootstrapInputs } from '../../src/agent/bootstrap.js';
 import { mergeProxyConfig, PROXY_CONFIG_DEFAULTS } from '../../src/agent/mesh-config.js';
 import { buildNodeIdentity } from '../../src/agent/node.js';
 
@@ -72,4 +72,44 @@ test('--templateFile: {{ .name }} placeholders are filled; an unknown one is an 
   assert.equal(parsed.admin_port, 16000);
   assert.equal(parsed.xds, '127.0.0.1:15011');
   assert.throws(() => renderTemplate('{\n"x": "{{ .nodeId }}"}', values, 't.json'), /t\.json:2: unknown template value \{\{ \.nodeId \}\}; known: .*nodeID/);
+});
+
+test('MESH_BOOTSTRAP_OVERRIDE merges over the generated bootstrap: scalars replaced, messages merged, lists appended', () => {
+  const base = buildBootstrap(inputs('127.0.0.1:15011'));
+  const override = [
+    'admin:',
+    '  address: { socket_address: { address: 127.0.0.1, port_value: 19000 } }',
+    'node:',
+    '  metadata: { EXTRA: "yes" }',
+    'static_resources:',
+    '  clusters:',
+    '  - name: zipkin',
+    '    type: STRICT_DNS',
+    '    connect_timeout: 2s',
+    'stats_flush_interval: 7s',
+  ].join('\n');
+  const merged = applyBootstrapOverride(base, override, 'override.yaml');
+  const admin = merged.admin?.address?.address;
+  assert.equal(admin?.case === 'socketAddress' ? admin.value.portSpecifier.value : undefined, 19000);
+  assert.deepEqual(merged.staticResources?.clusters.map((c) => c.name), [XDS_CLUSTER, 'zipkin']);
+  assert.equal(merged.node?.id, base.node?.id, 'fields the override does not name are kept');
+  assert.equal(merged.node?.metadata?.['EXTRA'], 'yes');
+  assert.deepEqual(merged.node?.metadata?.['LABELS'], { app: 'app' });
+  assert.equal(merged.statsFlushInterval?.seconds, 7n);
+  // JSON is YAML: the same file in JSON gives the same result.
+  assert.ok(equals(BootstrapSchema, applyBootstrapOverride(base, '{"stats_flush_interval": "7s"}', 'o.json'), applyBootstrapOverride(base, 'stats_flush_interval: 7s', 'o.yaml')));
+});
+
+test('a bad MESH_BOOTSTRAP_OVERRIDE is an error naming the variable and the file', () => {
+  const base = buildBootstrap(inputs('127.0.0.1:15011'));
+  assert.throws(() => applyBootstrapOverride(base, 'admin: [', 'o.yaml'), /MESH_BOOTSTRAP_OVERRIDE o\.yaml: not valid JSON or YAML/);
+  assert.throws(() => applyBootstrapOverride(base, '- 1', 'o.yaml'), /MESH_BOOTSTRAP_OVERRIDE o\.yaml: expected a bootstrap object/);
+  assert.throws(() => applyBootstrapOverride(base, 'no_such_field: 1', 'o.yaml'), /MESH_BOOTSTRAP_OVERRIDE o\.yaml: not a valid bootstrap: .*no_such_field/);
+});
+
+test('PILOT_INITIAL_FETCH_TIMEOUT is the initial_fetch_timeout of listeners and clusters; 0 = no limit', () => {
+  const json = (ms: number) => JSON.parse(bootstrapJson(buildBootstrap(inputs('127.0.0.1:15011', { initialFetchTimeoutMs: ms })))).dynamic_resources;
+  assert.equal(json(0).lds_config.initial_fetch_timeout, '0s');
+  assert.equal(json(2500).lds_config.initial_fetch_timeout, '2.500s');
+  assert.equal(json(2500).cds_config.initial_fetch_timeout, '2.500s');
 });

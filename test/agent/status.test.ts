@@ -83,3 +83,23 @@ test('/stats/prometheus on the metrics port merges the agent registry with the p
   assert.match(r.body, /meshd_connection_failures/);
   assert.doesNotMatch(r.body, /envoy_server_live/);
 });
+
+test('POST /quitquitquit changes state only with ENABLE_ADMIN_ENDPOINTS, and only by POST', async (t) => {
+  let quits = 0;
+  const off = new StatusServer({ statusAddress: '127.0.0.1:0', adminUrl: 'http://127.0.0.1:1', registry: programRegistry('agent'), quit: () => quits++ });
+  const on = new StatusServer({ statusAddress: '127.0.0.1:0', adminUrl: 'http://127.0.0.1:1', registry: programRegistry('agent'), adminEndpoints: true, quit: () => quits++ });
+  const offPort = (await off.start()).status;
+  const onPort = (await on.start()).status;
+  t.after(async () => {
+    await off.close();
+    await on.close();
+  });
+  const refused = await fetch(`http://127.0.0.1:${offPort}/quitquitquit`, { method: 'POST' });
+  assert.equal(refused.status, 403);
+  assert.match(await refused.text(), /ENABLE_ADMIN_ENDPOINTS is off/);
+  assert.equal((await fetch(`http://127.0.0.1:${onPort}/quitquitquit`)).status, 405);
+  assert.equal(quits, 0);
+  const ok = await fetch(`http://127.0.0.1:${onPort}/quitquitquit`, { method: 'POST' });
+  assert.equal(ok.status, 200);
+  assert.equal(quits, 1);
+});

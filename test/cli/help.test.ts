@@ -113,8 +113,10 @@ test('defaults that reference the environment resolve from it', async () => {
 });
 
 test('help says plainly which flags and variables are accepted but not yet effective', async () => {
+  const d = await run('pilot-discovery', ['discovery', '--help']);
+  assert.match(d.stdout, /--caCertFile string .*\(accepted, not yet effective\)/);
   const r = await run('pilot-agent', ['proxy', '--help']);
-  assert.match(r.stdout, /--stsPort int .*\(accepted, not yet effective\)/);
+  assert.doesNotMatch(r.stdout, /--stsPort int .*not yet effective/);
   assert.match(r.stdout, /Environment variables accepted but not yet effective: .*CREDENTIAL_FETCHER_TYPE/s);
   const w = await run('pilot-agent', ['wait', '--help']);
   assert.doesNotMatch(w.stdout, /--url string .*not yet effective/);
