@@ -11,7 +11,7 @@ import {
   headerMatcher,
   payloadMatcher,
   port,
-  requestPrincipalSplits,
+  requestPrincipalMatchers,
   spiffeNamespaceMatcher,
   spiffePrincipalMatcher,
   stringMatcher,
@@ -44,13 +44,11 @@ const onPrincipal = (build: (v: string) => Principal): Translator => ({ side: 'p
 const claim = (path: readonly string[]) => onPrincipal((v) => principal({ case: 'metadata', value: claimMatcher(path, v) }));
 
 const requestPrincipal = onPrincipal((v) => {
-  const alternatives = requestPrincipalSplits(v).map(({ iss, sub }) =>
-    andIds([
-      principal({ case: 'metadata', value: payloadMatcher(['iss'], { case: 'stringMatch', value: iss }) }),
-      principal({ case: 'metadata', value: payloadMatcher(['sub'], { case: 'stringMatch', value: sub }) }),
-    ]),
-  );
-  return alternatives.length === 1 ? alternatives[0]! : orIds(alternatives);
+  const { iss, sub } = requestPrincipalMatchers(v);
+  return andIds([
+    principal({ case: 'metadata', value: payloadMatcher(['iss'], { case: 'stringMatch', value: iss }) }),
+    principal({ case: 'metadata', value: payloadMatcher(['sub'], { case: 'stringMatch', value: sub }) }),
+  ]);
 });
 
 /** `when` keys without a parameter. */
