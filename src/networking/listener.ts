@@ -11,7 +11,7 @@ import type { OutboundTrafficMode } from '../model/push-context.js';
 import { isHttpProtocol, type Protocol, type Service } from '../model/service.js';
 import { HTTP_INSPECTOR_FILTER_NAME } from '../envoy/names.js';
 import { pack } from '../envoy/types.js';
-import { hcmFilter, seconds, socketAddress, tcpProxyFilter } from './common.js';
+import { hcmFilter, seconds, socketAddress, tcpProxyFilter, type PathNormalization } from './common.js';
 import {
   BLACKHOLE_CLUSTER,
   inboundClusterName,
@@ -48,6 +48,8 @@ export interface InboundOptions {
   readonly sniffing?: boolean;
   /** Seconds http_inspector may wait for the first bytes. */
   readonly detectionTimeout?: number;
+  /** Mesh config pathNormalization of the HTTP chains; default BASE. */
+  readonly pathNormalization?: PathNormalization;
 }
 
 function httpChain(p: InboundPort, opts: InboundOptions, matchPort: boolean, sniffed: boolean): FilterChain {
@@ -58,7 +60,7 @@ function httpChain(p: InboundPort, opts: InboundOptions, matchPort: boolean, sni
       ...(matchPort ? { destinationPort: p.port } : {}),
       ...(sniffed ? { applicationProtocols: HTTP_APPLICATION_PROTOCOLS } : {}),
     },
-    filters: [hcmFilter(`inbound_${listenerName(WILDCARD_ADDRESS, p.port)}`, { inline: buildInboundRouteConfig(cluster, cluster) }, opts.httpFilters)],
+    filters: [hcmFilter(`inbound_${listenerName(WILDCARD_ADDRESS, p.port)}`, { inline: buildInboundRouteConfig(cluster, cluster) }, opts.httpFilters, opts.pathNormalization)],
   });
 }
 
@@ -164,6 +166,8 @@ export interface OutboundListenerOptions {
    * HTTP chain (RDS `<port>`) for plaintext HTTP and the TCP proxy for the rest; off, only the TCP proxy.
    */
   readonly sniffing?: boolean;
+  /** Mesh config pathNormalization of the HTTP chains; default BASE. */
+  readonly pathNormalization?: PathNormalization;
 }
 
 /**
@@ -190,7 +194,7 @@ export function buildOutboundListeners(services: readonly Service[], opts: Outbo
         }
         continue;
       }
-      const httpFilter = (): Filter => hcmFilter(`outbound_${name}`, { rds: outboundRouteName(port.port) }, opts.httpFilters);
+      const httpFilter = (): Filter => hcmFilter(`outbound_${name}`, { rds: outboundRouteName(port.port) }, opts.httpFilters, opts.pathNormalization);
       const tcpChain = { name, filters: [tcpProxyFilter(outboundClusterName(port.port, s.hostname))] };
       const sniffed = sniffedProtocol(port.protocol, opts.sniffing);
       byName.set(name, {

@@ -14,6 +14,7 @@ import { inboundPorts } from '../../networking/inbound.js';
 import { buildIngressListeners, buildOutboundListeners, buildVirtualInbound, buildVirtualOutbound, sniffedProtocol, type InboundOptions, type ListenerConflict } from '../../networking/listener.js';
 import { LOCALHOST, outboundClusterName, WILDCARD_ADDRESS } from '../../networking/names.js';
 import { buildOutboundRouteConfig } from '../../networking/route.js';
+import type { PathNormalization } from '../../networking/common.js';
 import { memo, type XdsCache } from '../cache.js';
 
 export interface SidecarOptions {
@@ -25,6 +26,8 @@ export interface SidecarOptions {
   readonly outboundSniffing?: boolean;
   /** PILOT_INBOUND_PROTOCOL_DETECTION_TIMEOUT, seconds. */
   readonly detectionTimeout?: number;
+  /** Mesh config pathNormalization of every HTTP connection manager; default BASE. */
+  readonly pathNormalization?: PathNormalization;
   /** Reports user errors found while generating (bad Sidecar fields). */
   readonly onProblem?: (message: string) => void;
   /** An ingress listener that loses to an earlier one on the same port. */
@@ -68,12 +71,13 @@ export function sidecarListeners(proxy: Proxy, push: PushContext, opts: SidecarO
     httpFilters: opts.inboundHttpFilters?.(proxy, push) ?? [],
     sniffing: opts.inboundSniffing ?? false,
     ...(opts.detectionTimeout !== undefined ? { detectionTimeout: opts.detectionTimeout } : {}),
+    ...(opts.pathNormalization !== undefined ? { pathNormalization: opts.pathNormalization } : {}),
   };
   const cap = captured(proxy);
   const sniffing = opts.outboundSniffing ?? false;
-  const outbound = memo(scope, `lds:${cap}:${sniffing}`, () => {
+  const outbound = memo(scope, `lds:${cap}:${sniffing}:${opts.pathNormalization ?? ''}`, () => {
     const services = outboundServices(proxy, push);
-    const listenerOpts = { bind: cap ? WILDCARD_ADDRESS : LOCALHOST, bindToPort: !cap, sniffing };
+    const listenerOpts = { bind: cap ? WILDCARD_ADDRESS : LOCALHOST, bindToPort: !cap, sniffing, ...(opts.pathNormalization ? { pathNormalization: opts.pathNormalization } : {}) };
     return cached(opts.cache, () => ['lds-outbound', services, listenerOpts], () => buildOutboundListeners(services, listenerOpts));
   });
   outbound.conflicts.forEach((c) => opts.onConflict?.(c));
