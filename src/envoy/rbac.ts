@@ -19,6 +19,7 @@ import {
 import { pathOnly, type PeerIdentity, type RequestView, type StreamRequest } from './request.js';
 import type { FilterOutcome } from './filter.js';
 import { RBAC_FILTER_NAME } from './names.js';
+import { compileUriTemplate } from './uri-template.js';
 
 const log = scope('rbac');
 
@@ -110,6 +111,10 @@ export function compilePermission(p: Permission, field: string): Predicate<Reque
     case 'requestedServerName': {
       const s = compileStringMatcher(r.value, `${field}.requested_server_name`);
       return (req) => s(req.requestedServerName);
+    }
+    case 'uriTemplate': {
+      const t = compileUriTemplate(r.value, `${field}.uri_template`);
+      return (req) => t(pathOnly(req.path));
     }
     default:
       throw new ConfigError(field, `permission rule ${r.case ?? '(none)'} is not supported`);

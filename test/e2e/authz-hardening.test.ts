@@ -155,3 +155,22 @@ spec:
     assert.equal((await inbound('/headers', { authorization: `Bearer ${alice} ${mallory}` })).status, 200, 'the token stops at whitespace');
     assert.equal((await inbound('/headers', { authorization: `Bearer ${alice}==` })).status, 200, 'the token stops at = padding');
   }));
+
+test('path templates: {*} is one segment, {**} any number, in a DENY', { timeout: 120_000 }, () =>
+  withOutput(async () => {
+    await apply(`
+apiVersion: security.mesh.io/v1beta1
+kind: AuthorizationPolicy
+metadata: {name: deny-templates, namespace: default}
+spec:
+  selector: {matchLabels: {app: httpbin}}
+  action: DENY
+  rules: [{to: [{operation: {paths: ["/anything/admin/{*}", "/anything/files/{**}"]}}]}]
+`);
+    for (const path of ['/anything/admin/users', '/anything/files/', '/anything/files/a/b', '/anything/admin/./users', '/anything/x/../admin/users']) {
+      assert.equal((await inbound(path)).status, 403, path);
+    }
+    for (const path of ['/anything/admin', '/anything/admin/users/1', '/anything/admin/%7B*%7D', '/anything/files']) {
+      assert.equal((await inbound(path)).status, 200, path);
+    }
+  }));

@@ -7,7 +7,11 @@ import { MetadataMatcherSchema, type MetadataMatcher } from '../../gen/envoy/typ
 import type { ValueMatcherSchema } from '../../gen/envoy/type/matcher/v3/value_pb.js';
 import { CidrRangeSchema, type CidrRange } from '../../gen/envoy/config/core/v3/address_pb.js';
 import { HeaderMatcherSchema, type HeaderMatcher } from '../../gen/envoy/config/route/v3/route_components_pb.js';
+import { TypedExtensionConfigSchema, type TypedExtensionConfig } from '../../gen/envoy/config/core/v3/extension_pb.js';
+import { UriTemplateMatchConfigSchema } from '../../gen/envoy/extensions/path/match/uri_template/v3/uri_template_match_pb.js';
 import { JWT_AUTHN_FILTER_NAME } from '../../envoy/names.js';
+import { pack } from '../../envoy/types.js';
+import { uriTemplateRegex } from '../../envoy/uri-template.js';
 import { JWT_PAYLOAD_METADATA_KEY } from '../authn/names.js';
 
 /** A policy value that cannot be translated; the message names the value and what is expected. */
@@ -135,4 +139,32 @@ export function requestPrincipalMatchers(value: string): IssSub {
     return { iss: exact(iss), sub: sub === '*' ? ANY : sm({ case: 'prefix', value: sub.slice(0, -1) }) };
   }
   return { iss: exact(iss), sub: exact(sub) };
+}
+
+const MATCH_ONE = '{*}';
+const MATCH_ANY = '{**}';
+
+/** Whether a path value is a template (`{*}` one segment, `{**}` any number), not the value syntax. */
+export function isPathTemplate(value: string): boolean {
+  return value.includes(MATCH_ONE) || value.includes(MATCH_ANY);
+}
+
+/**
+ * A path template as Envoy's uri_template matcher, as the production mesh emits it: `{*}` -> `*`,
+ * `{**}` -> `**`. `{**}` must be the last operator, and every other segment a literal (no other
+ * `{` or `}`).
+ */
+export function pathTemplateMatcher(value: string): TypedExtensionConfig {
+  for (const segment of value.split('/')) {
+    if (segment !== MATCH_ONE && segment !== MATCH_ANY && /[{}]/.test(segment)) {
+      throw new TranslationError(`"${value}" is not a path template: segment "${segment}" mixes {*} or {**} with other characters (expected whole segments {*} or {**})`);
+    }
+  }
+  const pathTemplate = value.replaceAll(MATCH_ANY, '**').replaceAll(MATCH_ONE, '*');
+  try {
+    uriTemplateRegex(pathTemplate);
+  } catch (e) {
+    throw new TranslationError(`"${value}": ${(e as Error).message.replace(/^path template "[^"]*"(: )?/, '')}`);
+  }
+  return create(TypedExtensionConfigSchema, { name: 'uri-template', typedConfig: pack(UriTemplateMatchConfigSchema, { pathTemplate }) });
 }

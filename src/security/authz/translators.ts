@@ -9,6 +9,8 @@ import {
   cidrRange,
   claimMatcher,
   headerMatcher,
+  isPathTemplate,
+  pathTemplateMatcher,
   payloadMatcher,
   port,
   requestPrincipalMatchers,
@@ -68,7 +70,12 @@ const FIXED: Readonly<Record<string, Translator>> = {
 // Operation attributes that have no `when` key. Hosts compare case-insensitively, as host names do.
 const host = onPermission((v) => permission({ case: 'header', value: headerMatcher(':authority', v, true) }));
 const method = onPermission((v) => permission({ case: 'header', value: headerMatcher(':method', v) }));
-const path = onPermission((v) => permission({ case: 'urlPath', value: { rule: { case: 'path', value: stringMatcher(v) } } }));
+// A path with `{*}` or `{**}` is a template (Envoy's uri_template); any other, the value syntax.
+const path = onPermission((v) =>
+  isPathTemplate(v)
+    ? permission({ case: 'uriTemplate', value: pathTemplateMatcher(v) })
+    : permission({ case: 'urlPath', value: { rule: { case: 'path', value: stringMatcher(v) } } }),
+);
 
 /** `request.auth.claims[a][b]` -> ['a', 'b']. */
 export function bracketPath(key: string, prefix: string): string[] | undefined {
