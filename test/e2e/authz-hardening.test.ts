@@ -4,7 +4,7 @@
 import { after, before, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { request } from 'node:http';
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { freePorts, startLocalMesh, type LocalMesh } from '../../samples/local-mesh.js';
@@ -172,5 +172,38 @@ spec:
     }
     for (const path of ['/anything/admin', '/anything/admin/users/1', '/anything/admin/%7B*%7D', '/anything/files']) {
       assert.equal((await inbound(path)).status, 200, path);
+    }
+  }));
+
+test('space-delimited claims: scope and permission always, others when the rule names them', { timeout: 120_000 }, () =>
+  withOutput(async () => {
+    const requireJwt = join(mesh.configDir, '01-require-jwt.yaml');
+    const original = readFileSync(requireJwt, 'utf8');
+    writeFileSync(requireJwt, original.replace(/jwksUri: (.*)$/m, 'jwksUri: $1\n    spaceDelimitedClaims: ["roles"]'));
+    try {
+      await apply(`
+apiVersion: security.mesh.io/v1beta1
+kind: AuthorizationPolicy
+metadata: {name: deny-claims, namespace: default}
+spec:
+  selector: {matchLabels: {app: httpbin}}
+  action: DENY
+  rules:
+  - when: [{key: "request.auth.claims[scope]", values: ["admin"]}]
+  - when: [{key: "request.auth.claims[permission]", values: ["delete"]}]
+  - when: [{key: "request.auth.claims[roles]", values: ["root"]}]
+  - when: [{key: "request.auth.claims[team]", values: ["red"]}]
+`);
+      const status = async (claims: string) => (await inbound('/headers', bearer(await mint(`sub=alice&${claims}`)))).status;
+      assert.equal(await status('claim.scope=read%20admin'), 403, 'scope "read admin" holds admin');
+      assert.equal(await status('claim.scope=read%20write'), 200, 'scope "read write"');
+      assert.equal(await status('claim.permission=read%20%20delete'), 403, 'permission "read  delete" holds delete');
+      // The edited RequestAuthentication is another file: it may reach the proxy in a later push.
+      await eventually(async () => assert.equal(await status('claim.roles=dev%20root'), 403, 'roles, named by the rule, "dev root" holds root'), 30_000);
+      // A claim no rule names stays one string.
+      assert.equal(await status('claim.team=blue%20red'), 200, 'team "blue red" is not a list');
+      assert.equal(await status('claim.team=red'), 403, 'team "red"');
+    } finally {
+      writeFileSync(requireJwt, original);
     }
   }));
