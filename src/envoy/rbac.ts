@@ -224,13 +224,11 @@ export function compileRbacEngine(rules: RbacRules, field = 'rules'): RbacEngine
   };
 }
 
-/** Counters, named as Envoy's rbac filter stats. */
-export interface RbacStats {
-  allowed: number;
-  denied: number;
-  shadow_allowed: number;
-  shadow_denied: number;
-}
+/**
+ * Counters named as Envoy's rbac filter stats: `<rules_stat_prefix>allowed|denied` and
+ * `<shadow_rules_stat_prefix>shadow_allowed|shadow_denied` (the prefixes are usually empty).
+ */
+export type RbacStats = Record<string, number>;
 
 export interface CompiledRbacFilter {
   readonly stats: RbacStats;
@@ -246,16 +244,22 @@ export function compileRbacFilter(config: RbacFilterConfig): CompiledRbacFilter 
   const engine = config.rules ? compileRbacEngine(config.rules, 'rules') : undefined;
   const shadowEngine = config.shadowRules ? compileRbacEngine(config.shadowRules, 'shadow_rules') : undefined;
   const shadowPrefix = config.shadowRulesStatPrefix;
-  const stats: RbacStats = { allowed: 0, denied: 0, shadow_allowed: 0, shadow_denied: 0 };
+  const ALLOWED = `${config.rulesStatPrefix}allowed`;
+  const DENIED = `${config.rulesStatPrefix}denied`;
+  const SHADOW_ALLOWED = `${shadowPrefix}shadow_allowed`;
+  const SHADOW_DENIED = `${shadowPrefix}shadow_denied`;
+  const stats: RbacStats = { [ALLOWED]: 0, [DENIED]: 0, [SHADOW_ALLOWED]: 0, [SHADOW_DENIED]: 0 };
+  const count = (name: string) => (stats[name] = (stats[name] ?? 0) + 1);
   return {
     stats,
     engine,
     shadowEngine,
     decodeHeaders(req) {
       if (shadowEngine) {
+        // Shadow rules (a dry-run policy): evaluated, counted, logged and recorded, never enforced.
         const r = shadowEngine.evaluate(req);
-        if (r.allowed) stats.shadow_allowed++;
-        else stats.shadow_denied++;
+        count(r.allowed ? SHADOW_ALLOWED : SHADOW_DENIED);
+        log.debug(`shadow rules ${r.allowed ? 'allowed' : 'denied'} request ${req.method} ${req.path}, matched policy ${r.matchedPolicy ?? 'none'}`);
         const md = { ...(req.metadata[RBAC_FILTER_NAME] ?? {}) };
         md[`${shadowPrefix}shadow_engine_result`] = r.allowed ? 'allowed' : 'denied';
         if (r.matchedPolicy !== undefined) md[`${shadowPrefix}shadow_effective_policy_id`] = r.matchedPolicy;
@@ -264,10 +268,10 @@ export function compileRbacFilter(config: RbacFilterConfig): CompiledRbacFilter 
       if (!engine) return { kind: 'continue' };
       const r = engine.evaluate(req);
       if (r.allowed) {
-        stats.allowed++;
+        count(ALLOWED);
         return { kind: 'continue' };
       }
-      stats.denied++;
+      count(DENIED);
       log.debug(`request ${req.method} ${req.path} denied, matched policy ${r.matchedPolicy ?? 'none'}`);
       return {
         kind: 'reply',

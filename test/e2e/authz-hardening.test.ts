@@ -207,3 +207,27 @@ spec:
       writeFileSync(requireJwt, original);
     }
   }));
+
+test('dry-run: a policy annotated mesh.io/dry-run is evaluated and counted, never enforced', { timeout: 120_000 }, () =>
+  withOutput(async () => {
+    await apply(`
+apiVersion: security.mesh.io/v1beta1
+kind: AuthorizationPolicy
+metadata:
+  name: deny-headers-dry-run
+  namespace: default
+  annotations: {"mesh.io/dry-run": "true"}
+spec:
+  selector: {matchLabels: {app: httpbin}}
+  action: DENY
+  rules: [{to: [{operation: {paths: ["/headers"]}}]}]
+`);
+    const shadowDenied = async () => {
+      const stats = await (await fetch(`http://127.0.0.1:${mesh.ports.admin}/stats`)).text();
+      return stats.split('\n').filter((l) => /\.rbac\.mesh_dry_run_deny_shadow_denied: /.test(l)).reduce((n, l) => n + Number(l.split(': ')[1]), 0);
+    };
+    const before = await shadowDenied();
+    assert.equal((await inbound('/headers')).status, 200, 'the dry-run DENY does not deny');
+    assert.equal((await inbound('/headers')).status, 200);
+    assert.equal(await shadowDenied(), before + 2, 'each request it would deny is counted');
+  }));
