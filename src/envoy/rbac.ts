@@ -20,6 +20,7 @@ import { pathOnly, type PeerIdentity, type RequestView, type StreamRequest } fro
 import type { FilterOutcome } from './filter.js';
 import { RBAC_FILTER_NAME } from './names.js';
 import { compileUriTemplate } from './uri-template.js';
+import { indexPoliciesByPath } from './rbac-index.js';
 
 const log = scope('rbac');
 
@@ -191,14 +192,16 @@ const ACTION_NAMES: Record<RBAC_Action, RbacActionName> = {
 export function compileRbacEngine(rules: RbacRules, field = 'rules'): RbacEngine {
   const action = ACTION_NAMES[rules.action];
   if (!action) throw new ConfigError(`${field}.action`, `unknown action ${rules.action}`);
-  const policies = Object.keys(rules.policies)
-    .sort()
-    .map((name) => compilePolicy(name, rules.policies[name] as Policy, `${field}.policies[${name}]`));
+  const names = Object.keys(rules.policies).sort();
+  const policies = names.map((name) => compilePolicy(name, rules.policies[name] as Policy, `${field}.policies[${name}]`));
+  // Only the policies whose permissions could match the request's path are evaluated.
+  const candidates = indexPoliciesByPath(names.map((name) => rules.policies[name] as Policy));
   const decide = (matched: boolean): boolean => (action === 'ALLOW' ? matched : action === 'DENY' ? !matched : true);
   return {
     action,
     evaluate(req) {
-      for (const p of policies) {
+      for (const i of candidates(pathOnly(req.path))) {
+        const p = policies[i]!;
         if (p.permissions.some((f) => f(req)) && p.principals.some((f) => f(req))) {
           return { allowed: decide(true), matchedPolicy: p.name };
         }
