@@ -3,31 +3,18 @@
 // a request a hostile client could send, with the status Envoy and the production mesh give it.
 import { after, before, test } from 'node:test';
 import assert from 'node:assert/strict';
-import { request } from 'node:http';
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { freePorts, startLocalMesh, type LocalMesh } from '../../samples/local-mesh.js';
+import { rawGet } from '../helpers/http.js';
 import { eventually } from '../helpers/proc.js';
 
 let mesh: LocalMesh;
 let issuer: string;
 let generation = 0;
 
-/** One request with the path sent byte for byte (fetch would resolve dot segments itself). */
-function send(port: number, path: string, headers: Record<string, string | string[]> = {}): Promise<{ status: number; body: string }> {
-  return new Promise((resolve, reject) => {
-    const req = request({ host: '127.0.0.1', port, path, headers, agent: false }, (res) => {
-      const chunks: Buffer[] = [];
-      res.on('data', (c: Buffer) => chunks.push(c));
-      res.on('end', () => resolve({ status: res.statusCode ?? 0, body: Buffer.concat(chunks).toString() }));
-    });
-    req.on('error', reject);
-    req.end();
-  });
-}
-
-const inbound = (path: string, headers?: Record<string, string | string[]>) => send(mesh.ports.inbound, path, headers);
+const inbound = (path: string, headers?: Record<string, string | string[]>) => rawGet(mesh.ports.inbound, path, headers);
 const mint = async (q: string) => (await (await fetch(`${issuer}/token?${q}`)).text()).trim();
 const bearer = (t: string) => ({ authorization: `Bearer ${t}` });
 

@@ -3,7 +3,6 @@
 // status Envoy and the production mesh give the request under the policies below.
 import { before, after, test } from 'node:test';
 import assert from 'node:assert/strict';
-import { request } from 'node:http';
 import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -12,6 +11,7 @@ import { CompactSign, generateKeyPair, importJWK } from 'jose';
 type SigningKey = Awaited<ReturnType<typeof importJWK>>;
 import { freePorts, startLocalMesh, type LocalMesh } from '../../samples/local-mesh.js';
 import { loadOrCreateKey, type IssuerKey } from '../../samples/apps/issuer.js';
+import { rawGet } from '../helpers/http.js';
 import { eventually } from '../helpers/proc.js';
 
 // DENY: /headers, /anything/secret*, one segment under /anything/admin/, and /anything/scoped* for
@@ -47,15 +47,8 @@ let key: IssuerKey;
 let signingKey: SigningKey;
 let strangerKey: SigningKey;
 
-function send(path: string, headers: Record<string, string | string[]> = {}): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const req = request({ host: '127.0.0.1', port: mesh.ports.inbound, path, headers, agent: false }, (res) => {
-      res.resume();
-      res.on('end', () => resolve(res.statusCode ?? 0));
-    });
-    req.on('error', reject);
-    req.end();
-  });
+async function send(path: string, headers: Record<string, string | string[]> = {}): Promise<number> {
+  return (await rawGet(mesh.ports.inbound, path, headers)).status;
 }
 
 /** A token signed with the issuer's key (or `with`), header and payload exactly as given. */

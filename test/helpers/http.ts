@@ -1,5 +1,5 @@
 // node:http servers on loopback for tests: listen on a free port, close with every connection.
-import type { Server } from 'node:http';
+import { request, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 
 /** Listens on 127.0.0.1 at a free port and returns it. */
@@ -12,4 +12,20 @@ export async function listen(server: Server): Promise<number> {
 export async function close(server: Server): Promise<void> {
   server.closeAllConnections();
   await new Promise<void>((resolve) => server.close(() => resolve()));
+}
+
+/**
+ * One GET with the path sent byte for byte (fetch would resolve `.`/`..` segments and escapes
+ * itself) and headers possibly repeated; resolves to the status and the body.
+ */
+export function rawGet(port: number, path: string, headers: Record<string, string | string[]> = {}): Promise<{ status: number; body: string }> {
+  return new Promise((resolve, reject) => {
+    const req = request({ host: '127.0.0.1', port, path, headers, agent: false }, (res) => {
+      const chunks: Buffer[] = [];
+      res.on('data', (c: Buffer) => chunks.push(c));
+      res.on('end', () => resolve({ status: res.statusCode ?? 0, body: Buffer.concat(chunks).toString() }));
+    });
+    req.on('error', reject);
+    req.end();
+  });
 }
