@@ -28,6 +28,7 @@ import { buildWorkloadSecurity, grpcServerHttpFilters, securityHttpFilters, type
 import { XdsCache } from '../xds/cache.js';
 import { Debouncer } from '../xds/debounce.js';
 import { XdsStreamError, type ProxyInfo, type PushRequest } from '../xds/generator.js';
+import type { PathNormalization } from '../networking/common.js';
 import { createMeshGenerators, MESH_XDS_TYPES, proxyOf } from '../xds/generators/index.js';
 import { serveJwksService, type RefreshVerdict, type RequestRefreshRequest } from '../envoy/jwks-service.js';
 import { pushFor, workloadAddresses, type PushTrigger } from '../xds/push-scope.js';
@@ -54,6 +55,8 @@ export interface DiscoveryOptions {
   maxConnectionAgeMs: number;
   tlsCertFile?: string;
   tlsKeyFile?: string;
+  /** Mesh config pathNormalization of every HTTP connection manager; default BASE. */
+  pathNormalization?: PathNormalization;
 }
 
 export class DiscoveryServer {
@@ -110,6 +113,7 @@ export class DiscoveryServer {
       inboundSniffing: settings.inboundSniffing,
       outboundSniffing: settings.outboundSniffing,
       detectionTimeout: settings.detectionTimeout,
+      ...(opts.pathNormalization ? { pathNormalization: opts.pathNormalization } : {}),
       cache: new XdsCache(settings.cache),
     });
     this.xds = new XdsServer({

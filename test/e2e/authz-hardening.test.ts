@@ -26,7 +26,7 @@ const bearer = (t: string) => ({ authorization: `Bearer ${t}` });
 async function apply(yaml: string): Promise<void> {
   const file = join(mesh.configDir, '50-hardening.yaml');
   rmSync(file, { force: true });
-  await eventually(async () => assert.equal((await inbound('/headers')).status, 200, 'no policy left in force'), 30_000);
+  await eventually(async () => assert.equal((await inbound('/headers')).status, 200, 'no policy left in force'), 60_000);
   generation++;
   const marker = `/status/2${String(generation).padStart(2, '0')}`;
   const markerPolicy = [
@@ -39,7 +39,7 @@ async function apply(yaml: string): Promise<void> {
     `  rules: [{to: [{operation: {paths: ["${marker}"]}}]}]`,
   ].join('\n');
   writeFileSync(file, `${yaml.replaceAll('ISSUER', issuer)}\n---\n${markerPolicy}\n`);
-  await eventually(async () => assert.equal((await inbound(marker)).status, 403, `marker ${marker} in force`), 30_000);
+  await eventually(async () => assert.equal((await inbound(marker)).status, 403, `marker ${marker} in force`), 60_000);
 }
 
 before(async () => {
@@ -186,7 +186,7 @@ spec:
       assert.equal(await status('claim.scope=read%20write'), 200, 'scope "read write"');
       assert.equal(await status('claim.permission=read%20%20delete'), 403, 'permission "read  delete" holds delete');
       // The edited RequestAuthentication is another file: it may reach the proxy in a later push.
-      await eventually(async () => assert.equal(await status('claim.roles=dev%20root'), 403, 'roles, named by the rule, "dev root" holds root'), 30_000);
+      await eventually(async () => assert.equal(await status('claim.roles=dev%20root'), 403, 'roles, named by the rule, "dev root" holds root'), 60_000);
       // A claim no rule names stays one string.
       assert.equal(await status('claim.team=blue%20red'), 200, 'team "blue red" is not a list');
       assert.equal(await status('claim.team=red'), 403, 'team "red"');

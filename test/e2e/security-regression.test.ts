@@ -170,7 +170,7 @@ before(async () => {
   strangerKey = (await generateKeyPair('RS256')).privateKey;
   writeFileSync(join(mesh.configDir, '50-regression.yaml'), POLICIES.replaceAll('ISSUER', issuer));
   // The policies are in force once alice's path needs a token.
-  await eventually(async () => assert.equal(await send('/anything/alice'), 403), 30_000);
+  await eventually(async () => assert.equal(await send('/anything/alice'), 403), 60_000);
 });
 
 after(async () => {
