@@ -56,6 +56,7 @@ const targets = [
   'envoy-api/envoy/extensions/load_balancing_policies/wrr_locality/v3',
   'envoy-api/envoy/extensions/load_balancing_policies/ring_hash/v3',
   'envoy-api/envoy/extensions/load_balancing_policies/least_request/v3',
+  'envoy-api/envoy/extensions/path/match/uri_template/v3',
   'envoy-api/envoy/type/matcher/v3',
   'envoy-api/envoy/type/v3',
   'xds/xds/type/v3',

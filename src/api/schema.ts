@@ -81,6 +81,7 @@ const jwtRule = obj(
     outputPayloadToHeader: str(),
     outputClaimToHeaders: list(obj({ header: nonEmptyStr(), claim: nonEmptyStr() }, ['header', 'claim'])),
     forwardOriginalToken: bool(),
+    spaceDelimitedClaims: strings(),
     timeout: str('JWKS fetch timeout, e.g. 5s'),
   },
   ['issuer'],

@@ -80,6 +80,8 @@ export interface JwtRule {
   outputPayloadToHeader?: string;
   outputClaimToHeaders?: ClaimToHeader[];
   forwardOriginalToken?: boolean;
+  /** Claims whose space-separated string value is a list for matching, besides `scope` and `permission`. */
+  spaceDelimitedClaims?: string[];
   /** Duration string such as `5s` or `500ms`: JWKS fetch timeout. */
   timeout?: string;
 }

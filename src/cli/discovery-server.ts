@@ -38,6 +38,7 @@ import { buildWorkloadSecurity, grpcServerHttpFilters, securityHttpFilters, type
 import { XdsCache } from '../xds/cache.js';
 import { Debouncer } from '../xds/debounce.js';
 import { XdsStreamError, type ProxyInfo, type PushRequest } from '../xds/generator.js';
+import type { PathNormalization } from '../networking/common.js';
 import { createMeshGenerators, MESH_XDS_TYPES, proxyOf, setWorkloadIdentity } from '../xds/generators/index.js';
 import { serveJwksService, type RefreshVerdict, type RequestRefreshRequest } from '../envoy/jwks-service.js';
 import { pushFor, workloadAddresses, type PushTrigger } from '../xds/push-scope.js';
@@ -76,6 +77,8 @@ export interface DiscoveryOptions {
   profile?: boolean;
   /** The injection template file (a mounted ConfigMap); default INJECTION_TEMPLATE_FILE when it exists, else the built-in template. */
   injectionTemplate?: string;
+  /** Mesh config pathNormalization of every HTTP connection manager; default BASE. */
+  pathNormalization?: PathNormalization;
 }
 
 /** Where the deployment mounts the injection template ConfigMap. */
@@ -163,6 +166,7 @@ export class DiscoveryServer {
       outboundSniffing: settings.outboundSniffing,
       detectionTimeout: settings.detectionTimeout,
       defaultRequestTimeout: settings.defaultRequestTimeout,
+      ...(opts.pathNormalization ? { pathNormalization: opts.pathNormalization } : {}),
       cache: new XdsCache(settings.cache),
     });
     this.xds = new XdsServer({

@@ -1,5 +1,6 @@
 // pilot-discovery: the control plane. Flag tables follow the spec (commands.md) name for name,
 // default for default; `effective: false` marks flags whose component has not landed yet.
+import { readFileSync } from 'node:fs';
 import { toMillis } from '../common/duration.js';
 import { scope } from '../common/log.js';
 import { proxyViews } from '../debug/ctrlz/proxies.js';
@@ -7,6 +8,7 @@ import { ListenError } from '../debug/http.js';
 import { UsageError, type CommandDef, type RunContext } from './command.js';
 import { startCtrlz } from './ctrlz.js';
 import { DiscoveryServer } from './discovery-server.js';
+import { DEFAULT_MESH_CONFIG, MeshConfigError, parseMeshConfig, type MeshConfig } from '../model/mesh-config.js';
 import type { FlagDef } from './flags.js';
 import { announceIneffective, ineffectiveFooter, LOG_FLAGS, requestCommand, startRuntime, versionCommand } from './runtime.js';
 
@@ -41,7 +43,7 @@ const DISCOVERY_FLAGS: readonly FlagDef[] = [
   { name: 'orchconfig', type: 'string', default: '', usage: 'Use an orchestrator configuration file instead of in-cluster configuration', effective: true },
   { name: 'orchestratorApiBurst', type: 'int', default: '160', usage: 'Maximum burst for throttle when communicating with the orchestrator API', effective: true },
   { name: 'orchestratorApiQPS', type: 'float32', default: '80', usage: 'Maximum QPS when communicating with the orchestrator API', effective: true },
-  { name: 'meshConfig', type: 'string', default: './etc/mesh/config/mesh', usage: 'File name for mesh configuration. If not specified, a default mesh will be used.', effective: false },
+  { name: 'meshConfig', type: 'string', default: './etc/mesh/config/mesh', usage: 'File name for mesh configuration. If not specified, a default mesh will be used.', effective: true },
   { name: 'monitoringAddr', type: 'string', default: ':15014', usage: 'HTTP address to use for the self-monitoring information', effective: true },
   { name: 'namespace', short: 'n', type: 'string', default: 'mesh-system', env: 'POD_NAMESPACE', usage: 'Select a namespace where the controller resides', effective: false },
   { name: 'networksConfig', type: 'string', default: '/etc/mesh/config/meshNetworks', usage: 'File name for mesh networks configuration. If not specified, a default mesh networks will be used.', effective: false },
@@ -63,6 +65,29 @@ function checkFlags(ctx: RunContext): void {
   if (ctx.flags.duration('resync') <= 0n) throw new UsageError('invalid argument for "--resync" flag: expected a positive duration');
 }
 
+/**
+ * The mesh config file: a missing file is the default mesh (as the production mesh); an invalid one
+ * stops the program with an error naming the field. Fields without effect yet are announced.
+ */
+function readMeshConfig(file: string, log: ReturnType<typeof scope>): MeshConfig {
+  let text: string;
+  try {
+    text = readFileSync(file, 'utf8');
+  } catch (e) {
+    if ((e as NodeJS.ErrnoException).code !== 'ENOENT') throw new UsageError(`cannot read mesh config ${file}: ${(e as Error).message}`);
+    log.info(`mesh config ${file} not found; using the default mesh config`);
+    return DEFAULT_MESH_CONFIG;
+  }
+  try {
+    const mesh = parseMeshConfig(text, file);
+    if (mesh.notEffective.length) log.warn(`mesh config ${file}: accepted, not yet effective: ${mesh.notEffective.join(', ')}`);
+    return mesh;
+  } catch (e) {
+    if (e instanceof MeshConfigError) throw new UsageError(e.message);
+    throw e;
+  }
+}
+
 /** How long in-flight work may take to finish after a signal before the process gives up. */
 const SHUTDOWN_LIMIT_MS = 10_000;
 
@@ -73,6 +98,7 @@ async function runDiscovery(ctx: RunContext): Promise<number> {
   const log = scope('default');
   announceIneffective('discovery', ctx);
   const f = ctx.flags;
+  const mesh = readMeshConfig(f.string('meshConfig'), log);
   const server = new DiscoveryServer({
     httpAddr: f.string('httpAddr'),
     monitoringAddr: f.string('monitoringAddr'),
@@ -97,6 +123,7 @@ async function runDiscovery(ctx: RunContext): Promise<number> {
     ...(f.string('tlsCertFile') ? { tlsCertFile: f.string('tlsCertFile') } : {}),
     ...(f.string('tlsKeyFile') ? { tlsKeyFile: f.string('tlsKeyFile') } : {}),
     profile: f.bool('profile'),
+    pathNormalization: mesh.pathNormalization,
   });
   // Handlers first: a signal that arrives while starting, or right after "ready" is logged (the
   // CA and the secured port may still be being made), is a graceful shutdown, never death by signal.

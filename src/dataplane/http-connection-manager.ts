@@ -42,6 +42,7 @@ import {
 import { connectionDestination } from './original-dst.js';
 import { closeUnreadRequest, absoluteTarget, refuseHead, requestLimits, type RequestLimits } from './request-guards.js';
 import { compileRouteConfiguration, stripHostPort, type RouteTable } from './route-table.js';
+import { compilePathNormalization } from './path-normalization.js';
 
 const log = scope('http');
 
@@ -62,7 +63,7 @@ function isInternal(ip: string): boolean {
 const UNAPPLIED_HCM = [
   'tracing', 'accessLog', 'accessLogOptions', 'http2ProtocolOptions', 'httpProtocolOptions', 'streamIdleTimeout', 'requestTimeout', 'requestHeadersTimeout',
   'drainTimeout', 'localReplyConfig', 'forwardClientCertDetails', 'setCurrentClientCertDetails',
-  'normalizePath', 'mergeSlashes', 'pathWithEscapedSlashesAction', 'internalAddressConfig', 'originalIpDetectionExtensions', 'via',
+  'internalAddressConfig', 'originalIpDetectionExtensions', 'via',
 ];
 
 export interface HcmDeps {
@@ -198,6 +199,7 @@ export function buildHttpConnectionManager(hcm: HttpConnectionManager, deps: Hcm
   } else {
     throw new ConfigError('route_specifier', 'route_config or rds is required (scoped_routes is not supported)');
   }
+  const normalizePath = compilePathNormalization(hcm);
   const useRemoteAddress = hcm.useRemoteAddress ?? false;
   const trustedHops = hcm.xffNumTrustedHops;
   const generateRequestId = hcm.generateRequestId ?? true;
@@ -284,10 +286,20 @@ export function buildHttpConnectionManager(hcm: HttpConnectionManager, deps: Hcm
   }
 
   /**
-   * Everything before the upstream: route lookup (cached, as Envoy does, before the filters),
+   * Everything before the upstream: path normalization, route lookup (cached, as Envoy does, before the filters),
    * upgrade admission, the filters in order, then the router's target (or its local reply).
    */
   async function admit(sreq: StreamRequest, upgrade: string | undefined, reply: (r: LocalReply) => void): Promise<Target | undefined> {
+    const normalized = normalizePath(sreq.path);
+    if (normalized.kind === 'reject') {
+      reply({ status: 400, body: '', headers: {}, details: normalized.details });
+      return undefined;
+    }
+    if (normalized.kind === 'redirect') {
+      reply({ status: 307, body: '', headers: { location: normalized.path }, details: 'path_escaped_slashes_redirect' });
+      return undefined;
+    }
+    sreq.path = normalized.path;
     const route = router.route(sreq);
     if (upgrade !== undefined && !router.admitUpgrade(route, upgrade, reply)) return undefined;
     for (const f of chain.filters) {

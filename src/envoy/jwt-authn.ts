@@ -208,7 +208,10 @@ export function compileJwtAuthn(config: JwtAuthentication, opts: JwtAuthnOptions
       const tokens = extractor.extract(ctx.req);
       if (tokens.length === 0) return allowFailed || allowMissing ? JwtStatus.Ok : JwtStatus.JwtMissed;
       let status: JwtStatus = JwtStatus.Ok;
-      for (const found of tokens) {
+      // Every token must verify; like Envoy, the last extracted is verified first, so the payload
+      // left in metadata (what RBAC sees) is that of the FIRST token: a second `Authorization`
+      // value or an `access_token` parameter cannot lend the request another identity.
+      for (const found of [...tokens].reverse()) {
         status = await authenticateOne(fixed, found, audiences, ctx);
         if (status !== JwtStatus.Ok && !allowFailed && !allowMissing) return status;
       }

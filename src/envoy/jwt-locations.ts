@@ -35,16 +35,23 @@ function parseCookies(header: string | undefined): Map<string, string> {
   return out;
 }
 
-const TOKEN_CHARS = /[A-Za-z0-9\-_.]/;
+const TOKEN_CHAR = /[A-Za-z0-9\-_.]/;
 
-/** After the prefix, skip to the first character a JWT can hold (Envoy's extractJWT). */
+/**
+ * After the prefix, the token is the first run of base64url characters and dots (Envoy's
+ * extractJWT): leading junk is skipped and the token stops at whitespace, `=` padding or any other
+ * character, so `Bearer a.b.c d.e.f` carries `a.b.c` only. Without such a run, the whole value.
+ */
 function afterPrefix(value: string, prefix: string): string | undefined {
   if (!prefix) return value;
   const pos = value.indexOf(prefix);
   if (pos < 0) return undefined;
-  const rest = value.slice(pos + prefix.length);
-  for (let i = 0; i < rest.length; i++) if (TOKEN_CHARS.test(rest[i] as string)) return rest.slice(i);
-  return value;
+  let start = pos + prefix.length;
+  while (start < value.length && !TOKEN_CHAR.test(value[start] as string)) start++;
+  if (start === value.length) return value;
+  let end = start;
+  while (end < value.length && TOKEN_CHAR.test(value[end] as string)) end++;
+  return value.slice(start, end);
 }
 
 function removeQueryParam(path: string, name: string): string {
@@ -59,6 +66,7 @@ function removeQueryParam(path: string, name: string): string {
 /** The token locations of a set of providers, each with the issuers that use it. */
 export class Extractor {
   private readonly specs = new Map<string, { spec: LocationSpec; issuers: Set<string>; any: boolean }>();
+  private readonly ordered: readonly { spec: LocationSpec; issuers: Set<string>; any: boolean }[];
   readonly sanitize: readonly string[];
 
   constructor(providers: readonly TokenSource[]) {
@@ -76,13 +84,19 @@ export class Extractor {
       for (const c of p.claimToHeaders) sanitize.push(c.header);
     }
     this.sanitize = sanitize;
+    const rank = { header: 0, param: 1, cookie: 2 } as const;
+    this.ordered = [...this.specs.entries()].sort(([a, x], [b, y]) => rank[x.spec.kind] - rank[y.spec.kind] || (a < b ? -1 : a > b ? 1 : 0)).map(([, e]) => e);
   }
 
+  /**
+   * Every token the request carries, in Envoy's order: headers, then query parameters, then
+   * cookies, each kind by location name; a header's values in the order received.
+   */
   extract(req: StreamRequest): FoundToken[] {
     const out: FoundToken[] = [];
     let params: URLSearchParams | undefined;
     let cookies: Map<string, string> | undefined;
-    for (const { spec, issuers, any } of this.specs.values()) {
+    for (const { spec, issuers, any } of this.ordered) {
       const issuerAllowed = (iss: string): boolean => any || issuers.has(iss);
       if (spec.kind === 'header') {
         for (const v of req.headers.values(spec.name)) {

@@ -79,8 +79,14 @@ function jsonObject(buf: Buffer): JsonObject | undefined {
   }
 }
 
-function isNonNegativeInt(v: JsonValue | undefined): boolean {
-  return typeof v === 'number' && Number.isInteger(v) && v >= 0;
+const UINT64_LIMIT = 2 ** 64;
+
+/**
+ * A time claim as Envoy reads it: a JSON number in [0, 2^64), its fraction dropped. Anything else
+ * (a string, a negative or an out-of-range number such as 1e300) makes the token invalid.
+ */
+function timeClaim(v: JsonValue | undefined): number | undefined {
+  return typeof v === 'number' && v >= 0 && v < UINT64_LIMIT ? Math.trunc(v) : undefined;
 }
 
 /** Parses a compact JWS into a Jwt, or returns the status naming what is wrong with it. */
@@ -104,9 +110,9 @@ export function parseJwt(token: string): Jwt | JwtStatus {
   const { iss, sub, iat, nbf, exp, jti, aud } = payload;
   if (iss !== undefined && typeof iss !== 'string') return JwtStatus.JwtPayloadParseErrorIssNotString;
   if (sub !== undefined && typeof sub !== 'string') return JwtStatus.JwtPayloadParseErrorSubNotString;
-  if (iat !== undefined && !isNonNegativeInt(iat)) return JwtStatus.JwtPayloadParseErrorIatNotInteger;
-  if (nbf !== undefined && !isNonNegativeInt(nbf)) return JwtStatus.JwtPayloadParseErrorNbfNotInteger;
-  if (exp !== undefined && !isNonNegativeInt(exp)) return JwtStatus.JwtPayloadParseErrorExpNotInteger;
+  if (iat !== undefined && timeClaim(iat) === undefined) return JwtStatus.JwtPayloadParseErrorIatNotInteger;
+  if (nbf !== undefined && timeClaim(nbf) === undefined) return JwtStatus.JwtPayloadParseErrorNbfNotInteger;
+  if (exp !== undefined && timeClaim(exp) === undefined) return JwtStatus.JwtPayloadParseErrorExpNotInteger;
   if (jti !== undefined && typeof jti !== 'string') return JwtStatus.JwtPayloadParseErrorJtiNotString;
   let audiences: string[] = [];
   if (typeof aud === 'string') audiences = [aud];
@@ -123,8 +129,8 @@ export function parseJwt(token: string): Jwt | JwtStatus {
     kid,
     iss: iss ?? '',
     audiences,
-    exp: (exp as number | undefined) ?? 0,
-    nbf: (nbf as number | undefined) ?? 0,
+    exp: timeClaim(exp) ?? 0,
+    nbf: timeClaim(nbf) ?? 0,
   };
 }
 

@@ -19,6 +19,8 @@ import {
 import { pathOnly, type PeerIdentity, type RequestView, type StreamRequest } from './request.js';
 import type { FilterOutcome } from './filter.js';
 import { RBAC_FILTER_NAME } from './names.js';
+import { compileUriTemplate } from './uri-template.js';
+import { indexPoliciesByPath } from './rbac-index.js';
 
 const log = scope('rbac');
 
@@ -111,6 +113,10 @@ export function compilePermission(p: Permission, field: string): Predicate<Reque
       const s = compileStringMatcher(r.value, `${field}.requested_server_name`);
       return (req) => s(req.requestedServerName);
     }
+    case 'uriTemplate': {
+      const t = compileUriTemplate(r.value, `${field}.uri_template`);
+      return (req) => t(pathOnly(req.path));
+    }
     default:
       throw new ConfigError(field, `permission rule ${r.case ?? '(none)'} is not supported`);
   }
@@ -186,14 +192,16 @@ const ACTION_NAMES: Record<RBAC_Action, RbacActionName> = {
 export function compileRbacEngine(rules: RbacRules, field = 'rules'): RbacEngine {
   const action = ACTION_NAMES[rules.action];
   if (!action) throw new ConfigError(`${field}.action`, `unknown action ${rules.action}`);
-  const policies = Object.keys(rules.policies)
-    .sort()
-    .map((name) => compilePolicy(name, rules.policies[name] as Policy, `${field}.policies[${name}]`));
+  const names = Object.keys(rules.policies).sort();
+  const policies = names.map((name) => compilePolicy(name, rules.policies[name] as Policy, `${field}.policies[${name}]`));
+  // Only the policies whose permissions could match the request's path are evaluated.
+  const candidates = indexPoliciesByPath(names.map((name) => rules.policies[name] as Policy));
   const decide = (matched: boolean): boolean => (action === 'ALLOW' ? matched : action === 'DENY' ? !matched : true);
   return {
     action,
     evaluate(req) {
-      for (const p of policies) {
+      for (const i of candidates(pathOnly(req.path))) {
+        const p = policies[i]!;
         if (p.permissions.some((f) => f(req)) && p.principals.some((f) => f(req))) {
           return { allowed: decide(true), matchedPolicy: p.name };
         }
@@ -219,13 +227,11 @@ export function compileRbacEngine(rules: RbacRules, field = 'rules'): RbacEngine
   };
 }
 
-/** Counters, named as Envoy's rbac filter stats. */
-export interface RbacStats {
-  allowed: number;
-  denied: number;
-  shadow_allowed: number;
-  shadow_denied: number;
-}
+/**
+ * Counters named as Envoy's rbac filter stats: `<rules_stat_prefix>allowed|denied` and
+ * `<shadow_rules_stat_prefix>shadow_allowed|shadow_denied` (the prefixes are usually empty).
+ */
+export type RbacStats = Record<string, number>;
 
 export interface CompiledRbacFilter {
   readonly stats: RbacStats;
@@ -241,16 +247,22 @@ export function compileRbacFilter(config: RbacFilterConfig): CompiledRbacFilter 
   const engine = config.rules ? compileRbacEngine(config.rules, 'rules') : undefined;
   const shadowEngine = config.shadowRules ? compileRbacEngine(config.shadowRules, 'shadow_rules') : undefined;
   const shadowPrefix = config.shadowRulesStatPrefix;
-  const stats: RbacStats = { allowed: 0, denied: 0, shadow_allowed: 0, shadow_denied: 0 };
+  const ALLOWED = `${config.rulesStatPrefix}allowed`;
+  const DENIED = `${config.rulesStatPrefix}denied`;
+  const SHADOW_ALLOWED = `${shadowPrefix}shadow_allowed`;
+  const SHADOW_DENIED = `${shadowPrefix}shadow_denied`;
+  const stats: RbacStats = { [ALLOWED]: 0, [DENIED]: 0, [SHADOW_ALLOWED]: 0, [SHADOW_DENIED]: 0 };
+  const count = (name: string) => (stats[name] = (stats[name] ?? 0) + 1);
   return {
     stats,
     engine,
     shadowEngine,
     decodeHeaders(req) {
       if (shadowEngine) {
+        // Shadow rules (a dry-run policy): evaluated, counted, logged and recorded, never enforced.
         const r = shadowEngine.evaluate(req);
-        if (r.allowed) stats.shadow_allowed++;
-        else stats.shadow_denied++;
+        count(r.allowed ? SHADOW_ALLOWED : SHADOW_DENIED);
+        log.debug(`shadow rules ${r.allowed ? 'allowed' : 'denied'} request ${req.method} ${req.path}, matched policy ${r.matchedPolicy ?? 'none'}`);
         const md = { ...(req.metadata[RBAC_FILTER_NAME] ?? {}) };
         md[`${shadowPrefix}shadow_engine_result`] = r.allowed ? 'allowed' : 'denied';
         if (r.matchedPolicy !== undefined) md[`${shadowPrefix}shadow_effective_policy_id`] = r.matchedPolicy;
@@ -259,10 +271,10 @@ export function compileRbacFilter(config: RbacFilterConfig): CompiledRbacFilter 
       if (!engine) return { kind: 'continue' };
       const r = engine.evaluate(req);
       if (r.allowed) {
-        stats.allowed++;
+        count(ALLOWED);
         return { kind: 'continue' };
       }
-      stats.denied++;
+      count(DENIED);
       log.debug(`request ${req.method} ${req.path} denied, matched policy ${r.matchedPolicy ?? 'none'}`);
       return {
         kind: 'reply',

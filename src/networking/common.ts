@@ -8,6 +8,7 @@ import type { RouteConfigurationSchema } from '../gen/envoy/config/route/v3/rout
 import { RouterSchema } from '../gen/envoy/extensions/filters/http/router/v3/router_pb.js';
 import {
   HttpConnectionManager_CodecType,
+  HttpConnectionManager_PathWithEscapedSlashesAction,
   HttpConnectionManagerSchema,
   HttpFilterSchema,
   type HttpFilter,
@@ -62,13 +63,39 @@ export function routeConfiguredFilters(): HttpFilter[] {
 export type RouteSource = { rds: string } | { inline: MessageInitShape<typeof RouteConfigurationSchema> };
 
 /**
- * An HTTP connection manager: `extraFilters` (e.g. jwt_authn, rbac from the security builders) run
- * in the given order, the router always last.
+ * Mesh config `pathNormalization.normalization`: how the connection managers normalize request
+ * paths before filters and routes see them. BASE (the default) is RFC 3986 normalization.
  */
-export function httpConnectionManager(statPrefix: string, routes: RouteSource, extraFilters: readonly HttpFilter[] = []): Any {
+export type PathNormalization = 'NONE' | 'BASE' | 'MERGE_SLASHES' | 'DECODE_AND_MERGE_SLASHES';
+
+export const PATH_NORMALIZATIONS: readonly PathNormalization[] = ['NONE', 'BASE', 'MERGE_SLASHES', 'DECODE_AND_MERGE_SLASHES'];
+
+/** The HCM fields of a normalization, as the production mesh sets them. */
+function pathNormalizationFields(mode: PathNormalization) {
+  return {
+    normalizePath: mode !== 'NONE',
+    mergeSlashes: mode === 'MERGE_SLASHES' || mode === 'DECODE_AND_MERGE_SLASHES',
+    pathWithEscapedSlashesAction:
+      mode === 'DECODE_AND_MERGE_SLASHES'
+        ? HttpConnectionManager_PathWithEscapedSlashesAction.UNESCAPE_AND_FORWARD
+        : HttpConnectionManager_PathWithEscapedSlashesAction.KEEP_UNCHANGED,
+  };
+}
+
+/**
+ * An HTTP connection manager: `extraFilters` (e.g. jwt_authn, rbac from the security builders) run
+ * in the given order, the router always last; paths normalized as `pathNormalization` says.
+ */
+export function httpConnectionManager(
+  statPrefix: string,
+  routes: RouteSource,
+  extraFilters: readonly HttpFilter[] = [],
+  pathNormalization: PathNormalization = 'BASE',
+): Any {
   return pack(HttpConnectionManagerSchema, {
     statPrefix,
     codecType: HttpConnectionManager_CodecType.AUTO,
+    ...pathNormalizationFields(pathNormalization),
     routeSpecifier:
       'rds' in routes
         ? { case: 'rds', value: { configSource: adsConfigSource(), routeConfigName: routes.rds } }
@@ -79,8 +106,9 @@ export function httpConnectionManager(statPrefix: string, routes: RouteSource, e
   });
 }
 
-export function hcmFilter(statPrefix: string, routes: RouteSource, extraFilters: readonly HttpFilter[] = []): Filter {
-  return create(FilterSchema, { name: HCM_FILTER_NAME, configType: { case: 'typedConfig', value: httpConnectionManager(statPrefix, routes, extraFilters) } });
+export function hcmFilter(statPrefix: string, routes: RouteSource, extraFilters: readonly HttpFilter[] = [], pathNormalization?: PathNormalization): Filter {
+  const hcm = httpConnectionManager(statPrefix, routes, extraFilters, pathNormalization);
+  return create(FilterSchema, { name: HCM_FILTER_NAME, configType: { case: 'typedConfig', value: hcm } });
 }
 
 export function tcpProxyFilter(cluster: string): Filter {

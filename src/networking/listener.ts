@@ -12,7 +12,7 @@ import type { OutboundTrafficMode } from '../model/push-context.js';
 import { isHttpProtocol, type Protocol, type Service } from '../model/service.js';
 import { HTTP_INSPECTOR_FILTER_NAME } from '../envoy/names.js';
 import { pack } from '../envoy/types.js';
-import { hcmFilter, routeConfiguredFilters, seconds, socketAddress, tcpProxyFilter } from './common.js';
+import { hcmFilter, routeConfiguredFilters, seconds, socketAddress, tcpProxyFilter, type PathNormalization } from './common.js';
 import {
   BLACKHOLE_CLUSTER,
   inboundClusterName,
@@ -56,6 +56,8 @@ export interface InboundOptions {
   readonly detectionTimeout?: number;
   /** TPROXY capture: virtualInbound receives connections addressed elsewhere (IP_TRANSPARENT). */
   readonly transparent?: boolean;
+  /** Mesh config pathNormalization of the HTTP chains; default BASE. */
+  readonly pathNormalization?: PathNormalization;
 }
 
 function httpChain(p: InboundPort, opts: InboundOptions, matchPort: boolean, sniffed: boolean): FilterChain {
@@ -66,7 +68,7 @@ function httpChain(p: InboundPort, opts: InboundOptions, matchPort: boolean, sni
       ...(matchPort ? { destinationPort: p.port } : {}),
       ...(sniffed ? { applicationProtocols: HTTP_APPLICATION_PROTOCOLS } : {}),
     },
-    filters: [hcmFilter(`inbound_${listenerName(WILDCARD_ADDRESS, p.port)}`, { inline: buildInboundRouteConfig(cluster, cluster) }, opts.httpFilters)],
+    filters: [hcmFilter(`inbound_${listenerName(WILDCARD_ADDRESS, p.port)}`, { inline: buildInboundRouteConfig(cluster, cluster) }, opts.httpFilters, opts.pathNormalization)],
   });
 }
 
@@ -205,6 +207,8 @@ export interface OutboundListenerOptions {
    * HTTP chain (RDS `<port>`) for plaintext HTTP and the TCP proxy for the rest; off, only the TCP proxy.
    */
   readonly sniffing?: boolean;
+  /** Mesh config pathNormalization of the HTTP chains; default BASE. */
+  readonly pathNormalization?: PathNormalization;
 }
 
 /**
@@ -231,7 +235,7 @@ export function buildOutboundListeners(services: readonly Service[], opts: Outbo
         }
         continue;
       }
-      const httpFilter = (): Filter => hcmFilter(`outbound_${name}`, { rds: outboundRouteName(port.port) }, [...(opts.httpFilters ?? []), ...routeConfiguredFilters()]);
+      const httpFilter = (): Filter => hcmFilter(`outbound_${name}`, { rds: outboundRouteName(port.port) }, [...(opts.httpFilters ?? []), ...routeConfiguredFilters()], opts.pathNormalization);
       const tcpChain = { name, filters: [tcpProxyFilter(outboundClusterName(port.port, s.hostname))] };
       const sniffed = sniffedProtocol(port.protocol, opts.sniffing);
       byName.set(name, {

@@ -231,7 +231,8 @@ describe('rbac engine and filter', () => {
     const post = requestView({ method: 'POST' });
     assert.deepEqual(f.decodeHeaders(post), { kind: 'continue' });
     assert.equal(post.metadata[RBAC_FILTER_NAME]?.istio_dry_run_allow_shadow_engine_result, 'denied');
-    assert.deepEqual(f.stats, { allowed: 0, denied: 0, shadow_allowed: 1, shadow_denied: 1 });
+    // Shadow counters carry the shadow_rules_stat_prefix, as Envoy names them.
+    assert.deepEqual(f.stats, { allowed: 0, denied: 0, istio_dry_run_allow_shadow_allowed: 1, istio_dry_run_allow_shadow_denied: 1 });
   });
 
   it('rejects what it cannot evaluate, naming the field', () => {

@@ -18,7 +18,7 @@ import { loadBootstrap } from '../../src/dataplane/bootstrap.js';
 import { MeshProxy } from '../../src/dataplane/proxy.js';
 import { pack, TypeUrl } from '../../src/envoy/types.js';
 import { hcmFilter } from '../../src/networking/common.js';
-import { getFresh } from '../helpers/http.js';
+import { rawGet } from '../helpers/http.js';
 import { eventually } from '../helpers/proc.js';
 import { ISSUER, jwks, meshJwtAuthn, meshProvider, mint, testKey } from './fixtures.js';
 import { FixtureAds, listener, routeConfig, staticCluster, writeBootstrap } from './xds-fixtures.js';
@@ -124,14 +124,14 @@ describe('HTTP edge cases as Envoy (issue 11)', () => {
   it('more than 100 request headers is 431 (the token among them is never dropped silently); 100 pass', async () => {
     const many = (n: number) => Object.fromEntries(Array.from({ length: n }, (_, i) => [`x-h${i}`, 'v']));
     // host, connection and authorization are three of the fields.
-    assert.equal((await getFresh(port, '/allowed/a', { ...many(97), ...auth() })).status, 200);
-    const over = await getFresh(port, '/allowed/a', { ...many(98), ...auth() });
+    assert.equal((await rawGet(port, '/allowed/a', { ...many(97), ...auth() })).status, 200);
+    const over = await rawGet(port, '/allowed/a', { ...many(98), ...auth() });
     assert.equal(over.status, 431, over.body);
     assert.equal(over.headers.connection, 'close');
   });
 
   it('request headers up to 60 KiB pass, more is 431', async () => {
-    assert.equal((await getFresh(port, '/allowed/b', { 'x-big': 'a'.repeat(40 * 1024), ...auth() })).status, 200, 'above node\'s 16 KiB default');
+    assert.equal((await rawGet(port, '/allowed/b', { 'x-big': 'a'.repeat(40 * 1024), ...auth() })).status, 200, 'above node\'s 16 KiB default');
     const answer = await raw(port, `GET /allowed/b HTTP/1.1\r\nhost: x\r\nauthorization: Bearer ${token}\r\nx-big: ${'a'.repeat(61 * 1024)}\r\n\r\n`);
     assert.equal(statusOf(answer), 431, answer.slice(0, 200));
   });

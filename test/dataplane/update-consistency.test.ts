@@ -11,7 +11,7 @@ import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { freePort } from '../../samples/local-mesh.js';
 import { TypeUrl } from '../../src/envoy/types.js';
-import { getFresh } from '../helpers/http.js';
+import { rawGet } from '../helpers/http.js';
 import { eventually, Running, start } from '../helpers/proc.js';
 import { FixtureAds, hcmChain, listener, staticCluster, writeBootstrap, type HcmOptions } from './xds-fixtures.js';
 
@@ -45,7 +45,7 @@ interface ListenerDump {
 }
 
 async function listenerDump(adminPort: number): Promise<{ text: string; listeners: ListenerDump[] }> {
-  const text = (await getFresh(adminPort, '/config_dump')).body;
+  const text = (await rawGet(adminPort, '/config_dump')).body;
   const dump = JSON.parse(text) as { configs: Array<{ dynamic_listeners?: ListenerDump[] }> };
   return { text, listeners: dump.configs.flatMap((c) => c.dynamic_listeners ?? []) };
 }
@@ -76,8 +76,8 @@ describe('updates as reported are enforced (issue 11)', () => {
     await ads.push(TypeUrl.Listener);
     const proxy = new Running(start('mesh-proxy', ['-c', writeBootstrap(dir, ads.port, adminPort), '--concurrency', '3', '--drain-time-s', '1']));
     try {
-      await eventually(async () => assert.equal((await getFresh(adminPort, '/ready')).status, 200, 'the proxy turns ready'), 30_000);
-      assert.equal((await getFresh(port, '/r0/x')).status, 200);
+      await eventually(async () => assert.equal((await rawGet(adminPort, '/ready')).status, 200, 'the proxy turns ready'), 30_000);
+      assert.equal((await rawGet(port, '/r0/x')).status, 200);
       for (let round = 1; round <= 20; round++) {
         ads.set(TypeUrl.Listener, [policyListener(round)]);
         await ads.push(TypeUrl.Listener);
@@ -86,7 +86,7 @@ describe('updates as reported are enforced (issue 11)', () => {
         while (!(await listenerDump(adminPort)).text.includes(`"round-${round}"`)) assert.ok(Date.now() < deadline, `round ${round}: the policy shows in config_dump`);
         // ...three fresh connections (one per worker, round robin) are all decided on it.
         for (let i = 0; i < 3; i++) {
-          const r = await getFresh(port, `/r${round}/c${i}`);
+          const r = await rawGet(port, `/r${round}/c${i}`);
           assert.equal(r.status, 200, `round ${round}, connection ${i}: allowed by the policy config_dump shows, got ${r.status} ${r.body}`);
         }
       }
@@ -104,8 +104,8 @@ describe('updates as reported are enforced (issue 11)', () => {
     await ads.push(TypeUrl.Listener);
     const proxy = new Running(start('mesh-proxy', ['-c', writeBootstrap(dir, ads.port, adminPort), '--concurrency', '2', '--drain-time-s', '1']));
     try {
-      await eventually(async () => assert.equal((await getFresh(adminPort, '/ready')).status, 200, 'the proxy turns ready'), 30_000);
-      assert.equal((await getFresh(port, '/new/a')).status, 403, 'the old policy');
+      await eventually(async () => assert.equal((await rawGet(adminPort, '/ready')).status, 200, 'the proxy turns ready'), 30_000);
+      assert.equal((await rawGet(port, '/new/a')).status, 403, 'the old policy');
       ads.set(TypeUrl.Listener, [
         listener('inbound', port, [hcmChain({ cluster: 'app', policies: onlyPath('new', '/new/') })]),
         listener('clash', takenPort, [hcmChain({ cluster: 'app' })]),
@@ -120,10 +120,10 @@ describe('updates as reported are enforced (issue 11)', () => {
       assert.match(dump.clash.error_state!.details, new RegExp(`127\\.0\\.0\\.1:${takenPort}: EADDRINUSE`), 'the NACK names the address that could not be bound');
       assert.doesNotMatch(dump.clash.error_state!.details, /listener inbound/, 'and only the bad listener');
       // The policy change applied, on every worker (two fresh connections, one per process).
-      await eventually(async () => assert.equal((await getFresh(port, '/new/a')).status, 200, 'the new policy applies'), 10_000);
-      assert.equal((await getFresh(port, '/new/b')).status, 200);
-      assert.equal((await getFresh(port, '/old/a')).status, 403);
-      assert.equal((await getFresh(port, '/old/b')).status, 403);
+      await eventually(async () => assert.equal((await rawGet(port, '/new/a')).status, 200, 'the new policy applies'), 10_000);
+      assert.equal((await rawGet(port, '/new/b')).status, 200);
+      assert.equal((await rawGet(port, '/old/a')).status, 403);
+      assert.equal((await rawGet(port, '/old/b')).status, 403);
       assert.ok(!dump.d.listeners.find((l) => l.name === 'clash')?.active_state, 'the clash listener is not active');
 
       // Once the port is free, the next update (a changed one: the server does not resend what was
@@ -135,7 +135,7 @@ describe('updates as reported are enforced (issue 11)', () => {
       ]);
       await ads.push(TypeUrl.Listener);
       await eventually(async () => {
-        const r = await getFresh(takenPort, '/x');
+        const r = await rawGet(takenPort, '/x');
         assert.deepEqual([r.status, r.body], [200, 'app saw /x']);
       }, 10_000);
       const after = await listenerDump(adminPort);

@@ -1,5 +1,5 @@
 // node:http servers on loopback for tests: listen on a free port, close with every connection;
-// one GET on a fresh connection.
+// one GET on a fresh connection with the path sent byte for byte.
 import { request, type IncomingHttpHeaders, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 
@@ -15,14 +15,17 @@ export async function close(server: Server): Promise<void> {
   await new Promise<void>((resolve) => server.close(() => resolve()));
 }
 
-/** GET on a fresh connection (agent: false) to 127.0.0.1: status, text body and headers. */
-export function getFresh(port: number, path: string, headers: Record<string, string> = {}): Promise<{ status: number; body: string; headers: IncomingHttpHeaders }> {
+/**
+ * One GET on a fresh connection (agent: false) to 127.0.0.1 with the path sent byte for byte (fetch
+ * would resolve `.`/`..` segments and escapes itself) and headers possibly repeated: status, text
+ * body and headers.
+ */
+export function rawGet(port: number, path: string, headers: Record<string, string | string[]> = {}): Promise<{ status: number; body: string; headers: IncomingHttpHeaders }> {
   return new Promise((resolve, reject) => {
     const req = request({ host: '127.0.0.1', port, path, headers, agent: false }, (res) => {
-      let body = '';
-      res.setEncoding('utf8');
-      res.on('data', (d: string) => (body += d));
-      res.on('end', () => resolve({ status: res.statusCode ?? 0, body, headers: res.headers }));
+      const chunks: Buffer[] = [];
+      res.on('data', (c: Buffer) => chunks.push(c));
+      res.on('end', () => resolve({ status: res.statusCode ?? 0, body: Buffer.concat(chunks).toString(), headers: res.headers }));
     });
     req.on('error', reject);
     req.end();

@@ -14,7 +14,9 @@ const lookup: JwksLookup = (issuer, uri, timeoutMs) => {
   return KEYS;
 };
 const inline = (keys: string) => ({ local_jwks: { inline_string: keys } });
-const defaults = { from_headers: [{ name: 'Authorization', value_prefix: 'Bearer ' }], from_params: ['access_token'], payload_in_metadata: 'jwt_payload' };
+/** `scope` and `permission` are always space-delimited claims, as in the production mesh. */
+const SPACE_DELIMITED = { normalize_payload_in_metadata: { space_delimited_claims: ['permission', 'scope'] } };
+const defaults = { from_headers: [{ name: 'Authorization', value_prefix: 'Bearer ' }], from_params: ['access_token'], payload_in_metadata: 'jwt_payload', ...SPACE_DELIMITED };
 
 test('no RequestAuthentication selects the workload: no jwt_authn filter', () => {
   assert.equal(buildJwtAuthn([], lookup), null);
@@ -46,6 +48,7 @@ test('every jwtRule field reaches its provider field', () => {
       forwardOriginalToken: true,
       outputPayloadToHeader: 'x-payload',
       outputClaimToHeaders: [{ header: 'x-sub', claim: 'sub' }],
+      spaceDelimitedClaims: ['roles', 'scope'],
     }],
   })], lookup)!;
   assert.deepEqual(jwtJson(c), {
@@ -60,6 +63,7 @@ test('every jwtRule field reaches its provider field', () => {
         from_cookies: ['session'],
         forward_payload_header: 'x-payload',
         payload_in_metadata: 'jwt_payload',
+        normalize_payload_in_metadata: { space_delimited_claims: ['permission', 'roles', 'scope'] },
         claim_to_headers: [{ header_name: 'x-sub', claim_name: 'sub' }],
       },
     },
@@ -69,7 +73,7 @@ test('every jwtRule field reaches its provider field', () => {
   assert.deepEqual(lookups, [['iss', 'http://keys/jwks', 1500]]);
   // Only cookies named: no default header or parameter.
   const cookie = jwtJson(buildJwtAuthn([reqAuthn('c', { jwtRules: [{ issuer: 'i', jwksUri: 'http://k', fromCookies: ['c'] }] })], lookup)!) as { providers: Record<string, object> };
-  assert.deepEqual(cookie.providers['origins-0'], { issuer: 'i', ...inline(KEYS), from_cookies: ['c'], payload_in_metadata: 'jwt_payload' });
+  assert.deepEqual(cookie.providers['origins-0'], { issuer: 'i', ...inline(KEYS), from_cookies: ['c'], payload_in_metadata: 'jwt_payload', ...SPACE_DELIMITED });
 });
 
 test('several policies merge: a provider per rule, in selection order, and the nested any/all requirement', () => {

@@ -3,7 +3,7 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import type { JsonValue } from '@bufbuild/protobuf';
 import { buildRbacFilters, parseRbacPolicyName, rbacPolicyName } from '../../src/security/authz/builder.js';
-import { requestPrincipalSplits, stringMatcher } from '../../src/security/authz/matchers.js';
+import { requestPrincipalMatchers, stringMatcher } from '../../src/security/authz/matchers.js';
 import { StringMatcherSchema } from '../../src/gen/envoy/type/matcher/v3/string_pb.js';
 import { toEnvoyJson } from '../../src/envoy/types.js';
 import type { Rule } from '../../src/api/types.js';
@@ -60,8 +60,8 @@ test('value syntax: exact, prefix*, *suffix and * (any non-empty value)', () => 
   assert.deepEqual(sm('*.txt'), { suffix: '.txt' });
   assert.deepEqual(sm('*'), { safe_regex: { regex: '.+' } });
   assert.deepEqual(sm('Example.COM', { ignoreCase: true }), { exact: 'Example.COM', ignore_case: true });
-  // With a required prefix (SPIFFE scheme), `*` and `*suffix` still require it.
-  assert.deepEqual(sm('*', { prefix: 'spiffe://' }), { safe_regex: { regex: 'spiffe://.+' } });
+  // With a required prefix (SPIFFE scheme), `*suffix` and `prefix*` still require it; `*` alone is any value.
+  assert.deepEqual(sm('*', { prefix: 'spiffe://' }), { safe_regex: { regex: '.+' } });
   assert.deepEqual(sm('*/sa/x.y', { prefix: 'spiffe://' }), { safe_regex: { regex: 'spiffe://.*/sa/x\\.y' } });
   assert.deepEqual(sm('td/ns/*', { prefix: 'spiffe://' }), { prefix: 'spiffe://td/ns/' });
 });
@@ -113,22 +113,34 @@ test('policy names: ns[<ns>]-policy[<name>]-rule[<i>], and back', () => {
 test('source.principals and notPrincipals match the peer SPIFFE identity', () => {
   const auth = (m: JsonValue) => ({ authenticated: { principal_name: m } });
   assert.deepEqual(principalOf({ principals: ['cluster.local/ns/a/sa/b', 'cluster.local/ns/c/*'] }), idValues(auth({ exact: 'spiffe://cluster.local/ns/a/sa/b' }), auth({ prefix: 'spiffe://cluster.local/ns/c/' })));
-  assert.deepEqual(principalOf({ notPrincipals: ['*'] }), andIds(notId(orIds(auth({ safe_regex: { regex: 'spiffe://.+' } })))));
+  assert.deepEqual(principalOf({ notPrincipals: ['*'] }), andIds(notId(orIds(auth({ safe_regex: { regex: '.+' } })))));
   assert.deepEqual(
     principalOf({ principals: ['*/sa/admin'], notPrincipals: ['td/ns/x/sa/admin'] }),
     andIds(orIds(auth({ safe_regex: { regex: 'spiffe://.*/sa/admin' } })), notId(orIds(auth({ exact: 'spiffe://td/ns/x/sa/admin' })))),
   );
 });
 
-test('source.namespaces and notNamespaces match the namespace inside the SPIFFE identity', () => {
+test('source.namespaces and notNamespaces match the namespace inside the identity as .*/ns/<ns>/.*', () => {
   const ns = (re: string) => ({ authenticated: { principal_name: { safe_regex: { regex: re } } } });
   assert.deepEqual(principalOf({ namespaces: ['prod', 'dev-*', '*-test', '*'] }), idValues(
-    ns('spiffe://[^/]+/ns/prod/sa/[^/]+'),
-    ns('spiffe://[^/]+/ns/dev-[^/]*/sa/[^/]+'),
-    ns('spiffe://[^/]+/ns/[^/]*-test/sa/[^/]+'),
-    ns('spiffe://[^/]+/ns/[^/]+/sa/[^/]+'),
+    ns('.*/ns/prod/.*'),
+    ns('.*/ns/dev-.*/.*'),
+    ns('.*/ns/.*-test/.*'),
+    ns('.*/ns/.*/.*'),
   ));
-  assert.deepEqual(principalOf({ notNamespaces: ['kube.system'] }), andIds(notId(orIds(ns('spiffe://[^/]+/ns/kube\\.system/sa/[^/]+')))));
+  assert.deepEqual(principalOf({ notNamespaces: ['kube.system'] }), andIds(notId(orIds(ns('.*/ns/kube\\.system/.*')))));
+});
+
+test('source.namespaces admits SPIFFE ids with extra path segments, and only the namespace named', () => {
+  const filter = buildRbacFilters([authz('p', { rules: [{ from: [{ source: { namespaces: ['prod'] } }] }] })]).filters[0]!.config;
+  const from = (uri: string) => rbacAllows(filter, { peer: { uriSans: [uri], dnsSans: [], subject: '' } });
+  assert.equal(from('spiffe://cluster.local/ns/prod/sa/web'), true);
+  assert.equal(from('spiffe://cluster.local/ns/prod/sa/web/extra'), true);
+  assert.equal(from('spiffe://cluster.local/region/eu/ns/prod/sa/web'), true);
+  assert.equal(from('spiffe://cluster.local/ns/prod/workload/w1/sa/web'), true);
+  assert.equal(from('spiffe://cluster.local/ns/production/sa/web'), false);
+  assert.equal(from('spiffe://cluster.local/ns/dev/sa/prod'), false);
+  assert.equal(from('spiffe://cluster.local/ns/xprod/sa/web'), false);
 });
 
 test('source.ipBlocks / remoteIpBlocks and their not*: direct_remote_ip / remote_ip CIDR ranges', () => {
@@ -151,40 +163,48 @@ test('requestPrincipals <iss>/<sub>: metadata matchers on the jwt payload iss an
   assert.deepEqual(principalOf({ notRequestPrincipals: ['iss/bad'] }), andIds(notId(orIds(issSub({ exact: 'iss' }, { exact: 'bad' })))));
 });
 
-test('requestPrincipals with a URL issuer: every "/" is a candidate split, so iss + "/" + sub is matched exactly', () => {
+test('requestPrincipals split at the LAST "/": a URL issuer, and no other issuer admitted', () => {
   const p = principalOf({ requestPrincipals: ['https://issuer.example/alice'] });
-  assert.deepEqual(p, idValues(orIds(
-    issSub({ exact: 'https:' }, { exact: '/issuer.example/alice' }),
-    issSub({ exact: 'https:/' }, { exact: 'issuer.example/alice' }),
-    issSub({ exact: 'https://issuer.example' }, { exact: 'alice' }),
-  )));
+  assert.deepEqual(p, idValues(issSub({ exact: 'https://issuer.example' }, { exact: 'alice' })));
   const filter = buildRbacFilters([authz('p', { rules: [{ from: [{ source: { requestPrincipals: ['https://issuer.example/alice'] } }] }] })]).filters[0]!.config;
   assert.equal(rbacAllows(filter, withPayload({ iss: 'https://issuer.example', sub: 'alice' })), true);
   assert.equal(rbacAllows(filter, withPayload({ iss: 'https://issuer.example', sub: 'bob' })), false);
   assert.equal(rbacAllows(filter, withPayload({ iss: 'https://other.example', sub: 'alice' })), false);
+  // Another trusted issuer cannot forge the principal by putting the rest of it in `sub`.
+  const tenant = buildRbacFilters([authz('p', { rules: [{ from: [{ source: { requestPrincipals: ['https://a.example/tenant-b/alice'] } }] }] })]).filters[0]!.config;
+  assert.equal(rbacAllows(tenant, withPayload({ iss: 'https://a.example/tenant-b', sub: 'alice' })), true);
+  assert.equal(rbacAllows(tenant, withPayload({ iss: 'https://a.example', sub: 'tenant-b/alice' })), false);
+  assert.equal(rbacAllows(tenant, withPayload({ iss: 'https:', sub: '/a.example/tenant-b/alice' })), false);
 });
 
-test('requestPrincipals wildcards: prefix* and *suffix over iss + "/" + sub', () => {
+test('requestPrincipals wildcards: only the whole value, a leading or a trailing `*`, as the production mesh', () => {
   const check = (pattern: string, iss: string, sub: string) => {
     const filter = buildRbacFilters([authz('p', { rules: [{ from: [{ source: { requestPrincipals: [pattern] } }] }] })]).filters[0]!.config;
     return rbacAllows(filter, withPayload({ iss, sub }));
   };
-  const cases: [string, string, string][] = [
-    ['https://a.example/*', 'https://a.example', 'x'],
-    ['https://a.example/*', 'https://a.example/tenant', 'x'],
-    ['https://a.example/te*', 'https://a.example', 'team'],
-    ['*/alice', 'https://any.example', 'alice'],
-    ['*ple/alice', 'https://a.example', 'alice'],
-    ['*e', 'iss', 'alice'],
+  const cases: [pattern: string, iss: string, sub: string, matches: boolean][] = [
+    ['https://a.example/*', 'https://a.example', 'x', true],
+    ['https://a.example/*', 'https://a.example/tenant-b', 'x', false],
+    ['https://a.example/*', 'https://b.example', 'x', false],
+    ['https://a.example/te*', 'https://a.example', 'team', true],
+    ['https://a.example/te*', 'https://a.example/te', 'x', false],
+    ['*/alice', 'https://any.example', 'alice', true],
+    ['*/alice', 'iss', 'bob', false],
+    ['*ple/alice', 'https://a.example', 'alice', true],
+    ['*ple/alice', 'https://a.examplX', 'alice', false],
+    ['*e', 'iss', 'alice', true],
+    ['*e', 'iss', 'bob', false],
+    ['iss*', 'issuer', 'bob', true],
+    ['iss*', 'other', 'issuer', false],
+    // A `*` inside the value is a literal character.
+    ['https://a.example/*ice', 'https://a.example', 'alice', false],
+    ['https://a.example/*ice', 'https://a.example', '*ice', true],
+    ['https://a.*/alice', 'https://a.example', 'alice', false],
   ];
-  for (const [pattern, iss, sub] of cases) {
-    assert.equal(check(pattern, iss, sub), true, `${pattern} should match ${iss}/${sub}`);
-    assert.equal(`${iss}/${sub}`.startsWith(pattern.replace(/^\*|\*$/g, '')) || `${iss}/${sub}`.endsWith(pattern.replace(/^\*|\*$/g, '')), true);
-  }
-  assert.equal(check('https://a.example/*', 'https://b.example', 'x'), false);
-  assert.equal(check('*/alice', 'iss', 'bob'), false);
-  assert.equal(check('*ple/alice', 'https://a.examplX', 'alice'), false);
-  assert.throws(() => requestPrincipalSplits('no-slash'), /expected <issuer>\/<subject>/);
+  for (const [pattern, iss, sub, matches] of cases) assert.equal(check(pattern, iss, sub), matches, `${pattern} vs ${iss} + ${sub}`);
+  // Without a "/" the subject is empty: no token has one, so the value matches nothing.
+  assert.deepEqual(toEnvoyJson(StringMatcherSchema, requestPrincipalMatchers('no-slash').sub), { exact: '' });
+  assert.equal(check('no-slash', 'no-slash', 'x'), false);
 });
 
 test('operation hosts, ports, methods, paths and not*', () => {
@@ -230,7 +250,7 @@ test('when keys: request.headers, source.ip, remote.ip, source.namespace, source
   ));
   assert.deepEqual(whenOf('source.ip', ['10.0.0.1']).principals, idValues({ direct_remote_ip: { address_prefix: '10.0.0.1', prefix_len: 32 } }));
   assert.deepEqual(whenOf('remote.ip', ['10.0.0.0/24']).principals, idValues({ remote_ip: { address_prefix: '10.0.0.0', prefix_len: 24 } }));
-  assert.deepEqual(whenOf('source.namespace', ['prod']).principals, idValues({ authenticated: { principal_name: { safe_regex: { regex: 'spiffe://[^/]+/ns/prod/sa/[^/]+' } } } }));
+  assert.deepEqual(whenOf('source.namespace', ['prod']).principals, idValues({ authenticated: { principal_name: { safe_regex: { regex: '.*/ns/prod/.*' } } } }));
   assert.deepEqual(whenOf('source.principal', ['td/ns/a/sa/b']).principals, idValues({ authenticated: { principal_name: { exact: 'spiffe://td/ns/a/sa/b' } } }));
 });
 
@@ -248,7 +268,7 @@ test('a rule: one principal per from, one permission per to, when merged into ea
     to: [{ operation: { methods: ['GET'] } }, { operation: { paths: ['/x'] } }],
     when: [{ key: 'request.auth.claims[groups]', values: ['g'] }, { key: 'destination.port', values: ['80'] }],
   };
-  const nsA = { authenticated: { principal_name: { safe_regex: { regex: 'spiffe://[^/]+/ns/a/sa/[^/]+' } } } };
+  const nsA = { authenticated: { principal_name: { safe_regex: { regex: '.*/ns/a/.*' } } } };
   const groups = idValues(claim(['groups'], { exact: 'g' }));
   const port80 = ruleValues({ destination_port: 80 });
   assert.deepEqual(policyOf(rule), {

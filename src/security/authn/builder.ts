@@ -72,6 +72,14 @@ function keysOf(rule: JwtRule, lookup: JwksLookup, warnings: string[]): string {
   return FAIL_CLOSED_JWKS;
 }
 
+/** Claims that OAuth and the production mesh treat as space-separated lists, whatever the rule says. */
+const SPACE_DELIMITED_CLAIMS = ['permission', 'scope'];
+
+/** The rule's space-delimited claims plus `permission` and `scope`, sorted, once each. */
+function spaceDelimitedClaims(rule: JwtRule): string[] {
+  return [...new Set([...SPACE_DELIMITED_CLAIMS, ...(rule.spaceDelimitedClaims ?? [])])].sort();
+}
+
 function provider(rule: JwtRule, jwks: string): JwtProvider {
   const noLocation = !rule.fromHeaders?.length && !rule.fromParams?.length && !rule.fromCookies?.length;
   return create(JwtProviderSchema, {
@@ -84,6 +92,7 @@ function provider(rule: JwtRule, jwks: string): JwtProvider {
     fromCookies: rule.fromCookies ?? [],
     forwardPayloadHeader: rule.outputPayloadToHeader ?? '',
     payloadInMetadata: JWT_PAYLOAD_METADATA_KEY,
+    normalizePayloadInMetadata: { spaceDelimitedClaims: spaceDelimitedClaims(rule) },
     claimToHeaders: (rule.outputClaimToHeaders ?? []).map((c) => ({ headerName: c.header, claimName: c.claim })),
   });
 }

@@ -13,6 +13,15 @@ export const FILTER_ORDER: readonly AuthorizationAction[] = ['CUSTOM', 'AUDIT', 
 /** Prefix of the stats of the CUSTOM filter, which stands in for an external authorizer. */
 export const CUSTOM_STAT_PREFIX = 'mesh_ext_authz_';
 
+/** The annotation that makes an AuthorizationPolicy shadow only (the production mesh's `istio.io/dry-run`). */
+export const DRY_RUN_ANNOTATION = 'mesh.io/dry-run';
+
+/** shadow_rules_stat_prefix of the dry-run rules, by the Envoy action they run as. */
+const DRY_RUN_STAT_PREFIX: Partial<Record<RBAC_Action, string>> = {
+  [RBAC_Action.ALLOW]: 'mesh_dry_run_allow_',
+  [RBAC_Action.DENY]: 'mesh_dry_run_deny_',
+};
+
 export interface RbacFilter {
   /** The HTTP filter name (the same for every rbac filter). */
   readonly name: string;
@@ -43,6 +52,19 @@ function actionOf(p: AuthorizationPolicy): AuthorizationAction {
   return p.spec.action ?? 'ALLOW';
 }
 
+/**
+ * Whether the policy is dry-run. The value is a boolean as Go's ParseBool reads it; any other value
+ * is a warning and the policy is enforced (fails closed), as in the production mesh.
+ */
+function isDryRun(p: AuthorizationPolicy, warnings: string[]): boolean {
+  const value = p.metadata.annotations?.[DRY_RUN_ANNOTATION];
+  if (value === undefined) return false;
+  if (['1', 't', 'T', 'true', 'TRUE', 'True'].includes(value)) return true;
+  if (['0', 'f', 'F', 'false', 'FALSE', 'False'].includes(value)) return false;
+  warnings.push(`AuthorizationPolicy ${p.metadata.namespace}/${p.metadata.name}: annotation ${DRY_RUN_ANNOTATION}: "${value}" is not a boolean (expected "true" or "false"); the policy is enforced`);
+  return false;
+}
+
 // CUSTOM delegates to an external authorizer, which the data plane does not have yet: the requests
 // a CUSTOM policy would send there are denied (fail closed) rather than let through unchecked.
 const ENVOY_ACTION: Readonly<Record<AuthorizationAction, RBAC_Action>> = {
@@ -70,21 +92,30 @@ export function buildRbacFilters(policies: readonly AuthorizationPolicy[]): Rbac
   for (const action of FILTER_ORDER) {
     const ofAction = policies.filter((p) => actionOf(p) === action);
     if (ofAction.length === 0) continue;
-    const envoyPolicies: Record<string, Policy> = {};
+    // Dry-run policies go to shadow_rules: evaluated and counted, never enforced.
+    const enforced: Record<string, Policy> = {};
+    const shadow: Record<string, Policy> = {};
+    let hasEnforced = false;
+    let hasShadow = false;
     const layouts: Record<string, PolicyLayout> = {};
     for (const p of ofAction) {
+      const dryRun = isDryRun(p, warnings);
+      if (dryRun) hasShadow = true;
+      else hasEnforced = true;
       for (const [i, rule] of (p.spec.rules ?? []).entries()) {
         const name = rbacPolicyName(p.metadata.namespace, p.metadata.name, i);
         const result = translateRule(rule, ON_ERROR[action]);
         warnings.push(...result.warnings.map((w) => `AuthorizationPolicy ${p.metadata.namespace}/${p.metadata.name} rules[${i}].${w}`));
         if (result.policy && result.layout) {
-          envoyPolicies[name] = result.policy;
+          (dryRun ? shadow : enforced)[name] = result.policy;
           layouts[name] = result.layout;
         }
       }
     }
-    const rules = { action: ENVOY_ACTION[action], policies: envoyPolicies };
-    const config = create(RBACSchema, action === 'CUSTOM' ? { rules, rulesStatPrefix: CUSTOM_STAT_PREFIX } : { rules });
+    const envoyAction = ENVOY_ACTION[action];
+    const rules = hasEnforced ? { rules: { action: envoyAction, policies: enforced }, ...(action === 'CUSTOM' ? { rulesStatPrefix: CUSTOM_STAT_PREFIX } : {}) } : {};
+    const shadowRules = hasShadow ? { shadowRules: { action: envoyAction, policies: shadow }, shadowRulesStatPrefix: DRY_RUN_STAT_PREFIX[envoyAction] ?? '' } : {};
+    const config = create(RBACSchema, { ...rules, ...shadowRules });
     filters.push({ name: RBAC_FILTER_NAME, action, config, layouts });
   }
   return { filters, warnings };

@@ -7,7 +7,11 @@ import { MetadataMatcherSchema, type MetadataMatcher } from '../../gen/envoy/typ
 import type { ValueMatcherSchema } from '../../gen/envoy/type/matcher/v3/value_pb.js';
 import { CidrRangeSchema, type CidrRange } from '../../gen/envoy/config/core/v3/address_pb.js';
 import { HeaderMatcherSchema, type HeaderMatcher } from '../../gen/envoy/config/route/v3/route_components_pb.js';
+import { TypedExtensionConfigSchema, type TypedExtensionConfig } from '../../gen/envoy/config/core/v3/extension_pb.js';
+import { UriTemplateMatchConfigSchema } from '../../gen/envoy/extensions/path/match/uri_template/v3/uri_template_match_pb.js';
 import { JWT_AUTHN_FILTER_NAME } from '../../envoy/names.js';
+import { pack } from '../../envoy/types.js';
+import { uriTemplateRegex } from '../../envoy/uri-template.js';
 import { JWT_PAYLOAD_METADATA_KEY } from '../authn/names.js';
 
 /** A policy value that cannot be translated; the message names the value and what is expected. */
@@ -28,12 +32,13 @@ export function regexMatcher(regex: string): StringMatcher {
 
 /**
  * The value syntax as a StringMatcher. `prefix` is prepended to the value (e.g. `spiffe://` for
- * principals) so that `*` and `*suffix` still require it.
+ * principals) so that `*suffix` and `prefix*` still require it.
  */
 export function stringMatcher(value: string, opts: { prefix?: string; ignoreCase?: boolean } = {}): StringMatcher {
   const prefix = opts.prefix ?? '';
   const ignoreCase = opts.ignoreCase ?? false;
-  if (value === '*') return regexMatcher(`${quoteRegex(prefix)}.+`);
+  // `*` is any non-empty value; the prefix is not required (the production mesh does the same).
+  if (value === '*') return regexMatcher('.+');
   if (value.startsWith('*')) {
     const suffix = value.slice(1);
     return prefix === '' ? sm({ case: 'suffix', value: suffix }, ignoreCase) : regexMatcher(`${quoteRegex(prefix)}.*${quoteRegex(suffix)}`);
@@ -94,56 +99,72 @@ export function spiffePrincipalMatcher(value: string): StringMatcher {
   return stringMatcher(value, { prefix: 'spiffe://' });
 }
 
-/** A namespace (with the value syntax) inside the peer's SPIFFE identity. */
+/**
+ * A namespace inside the peer's identity, as the production mesh matches it: the regex
+ * `.*` + `/ns/<ns>/` + `.*`, each `*` of the value as `.*`, so SPIFFE ids with extra path segments
+ * (`spiffe://td/ns/prod/sa/x/extra`, `spiffe://td/cluster/c1/ns/prod/sa/x`) match too.
+ */
 export function spiffeNamespaceMatcher(value: string): StringMatcher {
-  const segment = '[^/]+';
-  const ns =
-    value === '*' ? segment
-    : value.startsWith('*') ? `[^/]*${quoteRegex(value.slice(1))}`
-    : value.endsWith('*') ? `${quoteRegex(value.slice(0, -1))}[^/]*`
-    : quoteRegex(value);
-  return regexMatcher(`spiffe://${segment}/ns/${ns}/sa/${segment}`);
+  return regexMatcher(`.*/ns/${value.split('*').map(quoteRegex).join('.*')}/.*`);
 }
 
-/** One way a request principal `<iss>/<sub>` can be split: matchers for `iss` and for `sub`. */
+/** A request principal `<iss>/<sub>` as matchers for the token's `iss` and `sub`. */
 export interface IssSub {
   iss: StringMatcher;
   sub: StringMatcher;
 }
 
-function slashes(s: string): number[] {
-  const out: number[] = [];
-  for (let i = s.indexOf('/'); i !== -1; i = s.indexOf('/', i + 1)) out.push(i);
-  return out;
-}
-
-const ANY = '.+';
+const ANY = regexMatcher('.+');
+const exact = (v: string) => sm({ case: 'exact', value: v });
 
 /**
- * The request principal is `iss + "/" + sub`. Issuers are usually URLs and themselves contain `/`,
- * so splitting at one fixed `/` would misread `https://issuer.example/alice`; instead every `/` of
- * the literal part is a candidate split, and the request matches when one candidate matches. For
- * a principal with a single `/` this is exactly "split at the first `/`".
+ * The value is split at its LAST `/` (issuers are URLs, subjects have no `/`): issuer before,
+ * subject after. `*` is a wildcard only as the whole value, a leading `*` (a suffix of the issuer
+ * when there is a `/`, of the subject otherwise) or a trailing `*` (a prefix of the subject when
+ * there is a `/`, of the issuer otherwise); anywhere else it is a literal character. Without a `/`
+ * the subject is empty, which no token has, so such a value matches nothing.
  */
-export function requestPrincipalSplits(value: string): IssSub[] {
-  if (value === '*') return [{ iss: regexMatcher(ANY), sub: regexMatcher(ANY) }];
-  const exact = (s: string) => stringMatcher(s);
-  if (value.endsWith('*')) {
-    // iss + "/" + sub starts with p: either iss alone starts with p, or p = iss + "/" + (start of sub).
-    const p = value.slice(0, -1);
-    return [
-      { iss: stringMatcher(`${p}*`), sub: regexMatcher(ANY) },
-      ...slashes(p).map((k) => ({ iss: exact(p.slice(0, k)), sub: p.slice(k + 1) === '' ? regexMatcher(ANY) : stringMatcher(`${p.slice(k + 1)}*`) })),
-    ];
-  }
+export function requestPrincipalMatchers(value: string): IssSub {
+  const idx = value.lastIndexOf('/');
+  const found = idx >= 0;
+  const iss = found ? value.slice(0, idx) : value;
+  const sub = found ? value.slice(idx + 1) : '';
+  if (value === '*') return { iss: ANY, sub: ANY };
   if (value.startsWith('*')) {
-    const s = value.slice(1);
-    return [
-      { iss: regexMatcher(ANY), sub: stringMatcher(`*${s}`) },
-      ...slashes(s).map((k) => ({ iss: s.slice(0, k) === '' ? regexMatcher(ANY) : stringMatcher(`*${s.slice(0, k)}`), sub: exact(s.slice(k + 1)) })),
-    ];
+    if (!found) return { iss: ANY, sub: sm({ case: 'suffix', value: value.slice(1) }) };
+    return { iss: iss === '*' ? ANY : sm({ case: 'suffix', value: iss.slice(1) }), sub: exact(sub) };
   }
-  const splits = slashes(value).map((k) => ({ iss: exact(value.slice(0, k)), sub: exact(value.slice(k + 1)) }));
-  if (splits.length === 0) throw new TranslationError(`"${value}" is not a request principal (expected <issuer>/<subject>, or * for any)`);
-  return splits;
+  if (value.endsWith('*')) {
+    if (!found) return { iss: sm({ case: 'prefix', value: value.slice(0, -1) }), sub: ANY };
+    return { iss: exact(iss), sub: sub === '*' ? ANY : sm({ case: 'prefix', value: sub.slice(0, -1) }) };
+  }
+  return { iss: exact(iss), sub: exact(sub) };
+}
+
+const MATCH_ONE = '{*}';
+const MATCH_ANY = '{**}';
+
+/** Whether a path value is a template (`{*}` one segment, `{**}` any number), not the value syntax. */
+export function isPathTemplate(value: string): boolean {
+  return value.includes(MATCH_ONE) || value.includes(MATCH_ANY);
+}
+
+/**
+ * A path template as Envoy's uri_template matcher, as the production mesh emits it: `{*}` -> `*`,
+ * `{**}` -> `**`. `{**}` must be the last operator, and every other segment a literal (no other
+ * `{` or `}`).
+ */
+export function pathTemplateMatcher(value: string): TypedExtensionConfig {
+  for (const segment of value.split('/')) {
+    if (segment !== MATCH_ONE && segment !== MATCH_ANY && /[{}]/.test(segment)) {
+      throw new TranslationError(`"${value}" is not a path template: segment "${segment}" mixes {*} or {**} with other characters (expected whole segments {*} or {**})`);
+    }
+  }
+  const pathTemplate = value.replaceAll(MATCH_ANY, '**').replaceAll(MATCH_ONE, '*');
+  try {
+    uriTemplateRegex(pathTemplate);
+  } catch (e) {
+    throw new TranslationError(`"${value}": ${(e as Error).message.replace(/^path template "[^"]*"(: )?/, '')}`);
+  }
+  return create(TypedExtensionConfigSchema, { name: 'uri-template', typedConfig: pack(UriTemplateMatchConfigSchema, { pathTemplate }) });
 }

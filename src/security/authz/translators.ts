@@ -9,9 +9,11 @@ import {
   cidrRange,
   claimMatcher,
   headerMatcher,
+  isPathTemplate,
+  pathTemplateMatcher,
   payloadMatcher,
   port,
-  requestPrincipalSplits,
+  requestPrincipalMatchers,
   spiffeNamespaceMatcher,
   spiffePrincipalMatcher,
   stringMatcher,
@@ -44,13 +46,11 @@ const onPrincipal = (build: (v: string) => Principal): Translator => ({ side: 'p
 const claim = (path: readonly string[]) => onPrincipal((v) => principal({ case: 'metadata', value: claimMatcher(path, v) }));
 
 const requestPrincipal = onPrincipal((v) => {
-  const alternatives = requestPrincipalSplits(v).map(({ iss, sub }) =>
-    andIds([
-      principal({ case: 'metadata', value: payloadMatcher(['iss'], { case: 'stringMatch', value: iss }) }),
-      principal({ case: 'metadata', value: payloadMatcher(['sub'], { case: 'stringMatch', value: sub }) }),
-    ]),
-  );
-  return alternatives.length === 1 ? alternatives[0]! : orIds(alternatives);
+  const { iss, sub } = requestPrincipalMatchers(v);
+  return andIds([
+    principal({ case: 'metadata', value: payloadMatcher(['iss'], { case: 'stringMatch', value: iss }) }),
+    principal({ case: 'metadata', value: payloadMatcher(['sub'], { case: 'stringMatch', value: sub }) }),
+  ]);
 });
 
 /** `when` keys without a parameter. */
@@ -70,7 +70,12 @@ const FIXED: Readonly<Record<string, Translator>> = {
 // Operation attributes that have no `when` key. Hosts compare case-insensitively, as host names do.
 const host = onPermission((v) => permission({ case: 'header', value: headerMatcher(':authority', v, true) }));
 const method = onPermission((v) => permission({ case: 'header', value: headerMatcher(':method', v) }));
-const path = onPermission((v) => permission({ case: 'urlPath', value: { rule: { case: 'path', value: stringMatcher(v) } } }));
+// A path with `{*}` or `{**}` is a template (Envoy's uri_template); any other, the value syntax.
+const path = onPermission((v) =>
+  isPathTemplate(v)
+    ? permission({ case: 'uriTemplate', value: pathTemplateMatcher(v) })
+    : permission({ case: 'urlPath', value: { rule: { case: 'path', value: stringMatcher(v) } } }),
+);
 
 /** `request.auth.claims[a][b]` -> ['a', 'b']. */
 export function bracketPath(key: string, prefix: string): string[] | undefined {

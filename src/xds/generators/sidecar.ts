@@ -19,6 +19,7 @@ import { buildOutboundRouteConfig } from '../../networking/route.js';
 import { clusterVariants, routeHashPolicy, ruleTraffic } from '../../networking/traffic-policy.js';
 import type { HashPolicyInit } from '../../networking/http-route.js';
 import { labelsMatch } from '../../model/selection.js';
+import type { PathNormalization } from '../../networking/common.js';
 import { memo, type XdsCache } from '../cache.js';
 
 export interface SidecarOptions {
@@ -32,6 +33,8 @@ export interface SidecarOptions {
   readonly detectionTimeout?: number;
   /** MESH_DEFAULT_REQUEST_TIMEOUT, seconds: the timeout of outbound routes that set none; 0 = none. */
   readonly defaultRequestTimeout?: number;
+  /** Mesh config pathNormalization of every HTTP connection manager; default BASE. */
+  readonly pathNormalization?: PathNormalization;
   /** Reports user errors found while generating (bad Sidecar fields). */
   readonly onProblem?: (message: string) => void;
   /** An ingress listener that loses to an earlier one on the same port. */
@@ -83,12 +86,13 @@ export function sidecarListeners(proxy: Proxy, push: PushContext, opts: SidecarO
     sniffing: opts.inboundSniffing ?? false,
     ...(opts.detectionTimeout !== undefined ? { detectionTimeout: opts.detectionTimeout } : {}),
     ...(proxy.interceptionMode === 'TPROXY' ? { transparent: true } : {}),
+    ...(opts.pathNormalization !== undefined ? { pathNormalization: opts.pathNormalization } : {}),
   };
   const cap = captured(proxy);
   const sniffing = opts.outboundSniffing ?? false;
-  const outbound = memo(scope, `lds:${cap}:${sniffing}:${usesAutoAllocation(proxy)}`, () => {
+  const outbound = memo(scope, `lds:${cap}:${sniffing}:${usesAutoAllocation(proxy)}:${opts.pathNormalization ?? ''}`, () => {
     const services = outboundServices(proxy, push);
-    const listenerOpts = { bind: cap ? WILDCARD_ADDRESS : LOCALHOST, bindToPort: !cap, sniffing };
+    const listenerOpts = { bind: cap ? WILDCARD_ADDRESS : LOCALHOST, bindToPort: !cap, sniffing, ...(opts.pathNormalization ? { pathNormalization: opts.pathNormalization } : {}) };
     return cached(opts.cache, () => ['lds-outbound', services, listenerOpts], () => buildOutboundListeners(services, listenerOpts));
   });
   outbound.conflicts.forEach((c) => opts.onConflict?.(c));

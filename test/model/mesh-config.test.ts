@@ -1,0 +1,35 @@
+// The discovery server's mesh config: pathNormalization read from the file, into every HTTP
+// connection manager the builders emit, as the production mesh sets the three HCM fields.
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { MeshConfigError, parseMeshConfig } from '../../src/model/mesh-config.js';
+import { httpConnectionManager, type PathNormalization } from '../../src/networking/common.js';
+import { HttpConnectionManagerSchema } from '../../src/gen/envoy/extensions/filters/network/http_connection_manager/v3/http_connection_manager_pb.js';
+import { toEnvoyJson, unpack } from '../../src/envoy/types.js';
+
+test('pathNormalization: absent, DEFAULT and each mode; other fields are reported as not effective', () => {
+  assert.deepEqual(parseMeshConfig('', 'mesh'), { pathNormalization: 'BASE', notEffective: [] });
+  assert.equal(parseMeshConfig('pathNormalization: {normalization: DEFAULT}', 'mesh').pathNormalization, 'BASE');
+  for (const mode of ['NONE', 'BASE', 'MERGE_SLASHES', 'DECODE_AND_MERGE_SLASHES']) {
+    assert.equal(parseMeshConfig(`pathNormalization:\n  normalization: ${mode}\n`, 'mesh').pathNormalization, mode);
+  }
+  assert.deepEqual(parseMeshConfig('enableTracing: true\naccessLogFile: /dev/stdout\n', 'mesh').notEffective, ['accessLogFile', 'enableTracing']);
+});
+
+test('an invalid mesh config is an error naming the file, the field and the value', () => {
+  assert.throws(() => parseMeshConfig('pathNormalization: {normalization: SLASHES}', '/etc/mesh'), (e: unknown) => e instanceof MeshConfigError && /\/etc\/mesh: pathNormalization\.normalization: "SLASHES" is not one of DEFAULT, NONE, BASE/.test(e.message));
+  assert.throws(() => parseMeshConfig('pathNormalization: BASE', 'm'), /pathNormalization: expected a mapping/);
+  assert.throws(() => parseMeshConfig('- a', 'm'), /expected a mapping of mesh config fields/);
+  assert.throws(() => parseMeshConfig('a: [', 'm'), /not valid YAML/);
+});
+
+test('each mode sets normalize_path, merge_slashes and path_with_escaped_slashes_action as the production mesh', () => {
+  const fields = (mode?: PathNormalization) => {
+    const hcm = toEnvoyJson(HttpConnectionManagerSchema, unpack(httpConnectionManager('s', { rds: 'r' }, [], mode), HttpConnectionManagerSchema)) as Record<string, unknown>;
+    return { normalize_path: hcm.normalize_path, merge_slashes: hcm.merge_slashes, action: hcm.path_with_escaped_slashes_action };
+  };
+  assert.deepEqual(fields(), { normalize_path: true, merge_slashes: undefined, action: 'KEEP_UNCHANGED' });
+  assert.deepEqual(fields('NONE'), { normalize_path: false, merge_slashes: undefined, action: 'KEEP_UNCHANGED' });
+  assert.deepEqual(fields('MERGE_SLASHES'), { normalize_path: true, merge_slashes: true, action: 'KEEP_UNCHANGED' });
+  assert.deepEqual(fields('DECODE_AND_MERGE_SLASHES'), { normalize_path: true, merge_slashes: true, action: 'UNESCAPE_AND_FORWARD' });
+});
