@@ -7,9 +7,11 @@ import { create, type MessageInitShape } from '@bufbuild/protobuf';
 import { anyPack } from '@bufbuild/protobuf/wkt';
 import { FilterChainSchema } from '../../src/gen/envoy/config/listener/v3/listener_components_pb.js';
 import type { RouteSchema, VirtualHostSchema } from '../../src/gen/envoy/config/route/v3/route_components_pb.js';
+import { HTTPFaultSchema } from '../../src/gen/envoy/extensions/filters/http/fault/v3/fault_pb.js';
 import { RouterSchema } from '../../src/gen/envoy/extensions/filters/http/router/v3/router_pb.js';
 import { HttpConnectionManagerSchema } from '../../src/gen/envoy/extensions/filters/network/http_connection_manager/v3/http_connection_manager_pb.js';
-import { buildHcmForFilterChain } from '../../src/dataplane/http-connection-manager.js';
+import type { FaultStats } from '../../src/dataplane/filters/fault.js';
+import { buildHcmForFilterChain, type HttpConnectionManagerHandler } from '../../src/dataplane/http-connection-manager.js';
 import { HCM_FILTER_NAME } from '../../src/envoy/names.js';
 import { close, listen } from '../helpers/http.js';
 import { StaticClusterManager } from './static-cluster-manager.js';
@@ -63,14 +65,17 @@ async function upstream(name: string, handle?: (url: string, hits: number) => nu
 const toCluster = (cluster: string) => ({ clusterSpecifier: { case: 'cluster' as const, value: cluster } });
 const prefix = (value: string) => ({ pathSpecifier: { case: 'prefix' as const, value } });
 
-async function proxy(vhost: Omit<VhostInit, 'name' | 'domains' | '$typeName'>): Promise<number> {
+type FilterInit = MessageInitShape<typeof HttpConnectionManagerSchema>['httpFilters'];
+
+async function proxy(vhost: Omit<VhostInit, 'name' | 'domains' | '$typeName'>, filters: FilterInit = [], onHcm?: (h: HttpConnectionManagerHandler) => void): Promise<number> {
   const hcm = create(HttpConnectionManagerSchema, {
     statPrefix: 'traffic',
     routeSpecifier: { case: 'routeConfig', value: { name: 'r', virtualHosts: [{ name: 'v', domains: ['*'], ...vhost }] } },
-    httpFilters: [{ name: 'envoy.filters.http.router', configType: { case: 'typedConfig', value: anyPack(RouterSchema, create(RouterSchema, {})) } }],
+    httpFilters: [...(filters ?? []), { name: 'envoy.filters.http.router', configType: { case: 'typedConfig', value: anyPack(RouterSchema, create(RouterSchema, {})) } }],
   });
   const chain = create(FilterChainSchema, { filters: [{ name: HCM_FILTER_NAME, configType: { case: 'typedConfig', value: anyPack(HttpConnectionManagerSchema, hcm) } }] });
   const handler = buildHcmForFilterChain(chain, { clusters });
+  onHcm?.(handler);
   const server = createServer((req, res) => handler.handle(req, res));
   servers.push(server);
   return listen(server);
@@ -245,5 +250,56 @@ describe('traffic: timeouts, retries, mirroring', () => {
     assert.equal((await send(port, '/not-mirrored')).status, 200);
     await new Promise((res) => setTimeout(res, 100));
     assert.equal(seen.get('shadow')!.some((s) => s.url === '/not-mirrored'), false);
+  });
+});
+
+describe('traffic: the fault filter', () => {
+  const fault = (config: MessageInitShape<typeof HTTPFaultSchema>) => [{ name: 'envoy.filters.http.fault', configType: { case: 'typedConfig' as const, value: anyPack(HTTPFaultSchema, create(HTTPFaultSchema, config)) } }];
+  const toA = routes({ match: prefix('/'), action: { case: 'route', value: toCluster('a') } });
+
+  it('aborts about half of the requests at 50 % with 503 "fault filter abort"', async () => {
+    const port = await proxy(toA, fault({ abort: { errorType: { case: 'httpStatus', value: 503 }, percentage: { numerator: 50 } } }));
+    let aborted = 0;
+    for (let batch = 0; batch < 20; batch++) {
+      const replies = await Promise.all(Array.from({ length: 20 }, () => send(port, '/f')));
+      for (const r of replies) {
+        if (r.status === 503) {
+          assert.equal(r.body, 'fault filter abort');
+          aborted++;
+        } else assert.equal(r.status, 200);
+      }
+    }
+    // 400 requests at p = 0.5: the standard deviation is 10, so 4 of them either side.
+    assert.ok(aborted >= 160 && aborted <= 240, `${aborted} of 400 aborted`);
+  });
+
+  it('delays, then aborts, only the requests its header matchers select, and counts them', async () => {
+    let handler: HttpConnectionManagerHandler | undefined;
+    const port = await proxy(
+      toA,
+      fault({
+        headers: [{ name: 'x-chaos', headerMatchSpecifier: { case: 'presentMatch', value: true } }],
+        delay: { faultDelaySecifier: { case: 'fixedDelay', value: { nanos: 100_000_000 } }, percentage: { numerator: 100 } },
+        abort: { errorType: { case: 'httpStatus', value: 418 }, percentage: { numerator: 100 } },
+      }),
+      (h) => (handler = h),
+    );
+    assert.equal((await send(port, '/f')).status, 200);
+    assert.equal((await send(port, '/f', { 'x-chaos': '1' })).status, 418);
+    const stats = handler!.filterStats.find((f) => 'fault' in f) as { fault: FaultStats } | undefined;
+    assert.deepEqual(stats?.fault, { delays_injected: 1, aborts_injected: 1, faults_overflow: 0 });
+  });
+
+  it('x-envoy-fault-abort-request counts only with header_abort configured', async () => {
+    const withHeader = await proxy(toA, fault({ abort: { errorType: { case: 'headerAbort', value: {} }, percentage: { numerator: 100 } } }));
+    const fixed = await proxy(toA, fault({ abort: { errorType: { case: 'httpStatus', value: 503 }, percentage: { numerator: 0 } } }));
+    assert.equal((await send(withHeader, '/f', { 'x-envoy-fault-abort-request': '429' })).status, 429);
+    assert.equal((await send(withHeader, '/f')).status, 200);
+    assert.equal((await send(fixed, '/f', { 'x-envoy-fault-abort-request': '429' })).status, 200);
+  });
+
+  it('refuses what it cannot apply rather than ignoring it', async () => {
+    const bad: MessageInitShape<typeof HTTPFaultSchema> = { upstreamCluster: 'x', abort: { errorType: { case: 'httpStatus', value: 503 } } };
+    await assert.rejects(proxy(toA, fault(bad)), /upstream_cluster/);
   });
 });
