@@ -58,6 +58,14 @@ const CONNECT_FAILURE: LocalReply = {
   details: 'upstream_reset_before_response_started{connection_failure}',
 };
 
+/** Envoy's answer when a circuit breaker overflows. */
+const OVERFLOW: LocalReply = {
+  status: 503,
+  body: 'upstream connect error or disconnect/reset before headers. reset reason: overflow',
+  headers: { 'x-envoy-overloaded': 'true' },
+  details: 'upstream_reset_before_response_started{overflow}',
+};
+
 const UPSTREAM_TIMEOUT: LocalReply = { status: 504, body: 'upstream request timeout', headers: {}, details: 'upstream_response_timeout' };
 const NO_HEALTHY_UPSTREAM: LocalReply = { status: 503, body: 'no healthy upstream', headers: {}, details: 'no_healthy_upstream' };
 
@@ -193,6 +201,14 @@ export class Router {
     if (!cluster.http2 && String(req.headers['transfer-encoding'] ?? '').toLowerCase().includes('chunked')) headers['transfer-encoding'] = 'chunked';
     // The body streams through unbuffered, so only a request without one can be sent again.
     const retry = framing === 'none' ? target.retry : undefined;
+    const releases: (() => void)[] = [];
+    const admitted = cluster.breaker ? cluster.breaker.admit() : () => {};
+    if (!admitted) {
+      req.resume();
+      sendLocal(res, OVERFLOW, requestId, grpc);
+      return;
+    }
+    releases.push(admitted);
     const started = Date.now();
     let attempts = 0;
     let answered = false;
@@ -201,6 +217,7 @@ export class Router {
     let tryTimer: NodeJS.Timeout | undefined;
     const finish = (): void => {
       answered = true;
+      for (const r of releases.splice(0)) r();
       clearTimeout(routeTimer);
       clearTimeout(tryTimer);
     };
@@ -209,10 +226,15 @@ export class Router {
       sendLocal(res, r, requestId, grpc);
     };
     const mayRetry = (): boolean => retry !== undefined && attempts <= retry.numRetries && !answered;
-    const again = (): void => {
+    const again = (): boolean => {
+      // A retry needs room under the cluster's max_retries; without it the failure stands.
+      const slot = cluster.breaker ? cluster.breaker.admit(true) : () => {};
+      if (!slot) return false;
+      releases.push(slot);
       setTimeout(() => {
         if (!answered) attempt(cluster.pick(sreq));
       }, retry!.backOffMs(attempts));
+      return true;
     };
     const attempt = (endpoint: Endpoint | undefined): void => {
       if (!endpoint) {
@@ -233,8 +255,8 @@ export class Router {
           state = 'abandoned';
           clearTimeout(tryTimer);
           log.debug(`upstream ${cluster.name} ${endpoint.host}:${endpoint.port} failed: ${e.message}`);
-          if (mayRetry() && retry!.retriableFailure(failureOf(e))) again();
-          else reply(CONNECT_FAILURE);
+          cluster.report?.(endpoint, 'failure');
+          if (!(mayRetry() && retry!.retriableFailure(failureOf(e)) && again())) reply(CONNECT_FAILURE);
         },
         head(up, body) {
           if (state === 'abandoned' || answered) {
@@ -242,10 +264,10 @@ export class Router {
             return;
           }
           clearTimeout(tryTimer);
-          if (mayRetry() && retry!.retriableStatus(up.status)) {
+          cluster.report?.(endpoint, up.status);
+          if (mayRetry() && retry!.retriableStatus(up.status) && again()) {
             state = 'abandoned';
             body.discard();
-            again();
             return;
           }
           state = 'streaming';
@@ -285,8 +307,8 @@ export class Router {
           if (state !== 'waiting') return;
           state = 'abandoned';
           upstream.destroy();
-          if (mayRetry() && retry!.retriableFailure('per-try-timeout')) again();
-          else reply(UPSTREAM_TIMEOUT);
+          cluster.report?.(endpoint, 'failure');
+          if (!(mayRetry() && retry!.retriableFailure('per-try-timeout') && again())) reply(UPSTREAM_TIMEOUT);
         }, perTry);
       }
       const body = upstream.body;
