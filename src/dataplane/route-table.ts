@@ -16,7 +16,7 @@ import {
 import { scope } from '../common/log.js';
 import { ConfigError, unappliedFields } from '../envoy/config-error.js';
 import { durationMs } from '../common/duration.js';
-import { readDataSource, type Predicate } from '../envoy/matchers.js';
+import { fractionOf, readDataSource, type Predicate } from '../envoy/matchers.js';
 import type { RequestView } from '../envoy/request.js';
 import { compileRouteMatch } from '../envoy/route-match.js';
 import { compileRedirect, compileRegexRewrite, prefixRewrite, type PathRewrite, type RedirectSpec } from './redirect.js';
@@ -86,14 +86,10 @@ export interface MirrorSpec {
   readonly fraction: number;
 }
 
-const DENOMINATOR = [100, 10_000, 1_000_000];
-
 function compileMirror(m: RouteAction_RequestMirrorPolicy, field: string): MirrorSpec {
   if (m.clusterHeader) throw new ConfigError(`${field}.cluster_header`, 'a mirror cluster from a header is not supported; use cluster');
   if (!m.cluster) throw new ConfigError(`${field}.cluster`, 'a cluster name is required');
-  const d = m.runtimeFraction?.defaultValue;
-  const fraction = d ? Math.min(1, d.numerator / (DENOMINATOR[d.denominator] ?? 100)) : m.runtimeFraction ? 0 : 1;
-  return { cluster: m.cluster, fraction };
+  return { cluster: m.cluster, fraction: m.runtimeFraction ? fractionOf(m.runtimeFraction.defaultValue) : 1 };
 }
 
 /** What a route inherits from its virtual host. */

@@ -5,6 +5,7 @@ import { readFileSync } from 'node:fs';
 import { BlockList, isIPv4, isIPv6 } from 'node:net';
 import type { JsonObject, JsonValue } from '@bufbuild/protobuf';
 import { RE2JS } from 're2js';
+import type { FractionalPercent } from '../gen/envoy/type/v3/percent_pb.js';
 import type { CidrRange } from '../gen/envoy/config/core/v3/address_pb.js';
 import type { DataSource } from '../gen/envoy/config/core/v3/base_pb.js';
 import type { HeaderMatcher } from '../gen/envoy/config/route/v3/route_components_pb.js';
@@ -21,6 +22,14 @@ export type DynamicMetadata = Record<string, JsonObject>;
 export type HeaderGetter = (lowerCaseName: string) => string | undefined;
 
 export type Predicate<T> = (value: T) => boolean;
+
+const DENOMINATORS = [100, 10_000, 1_000_000];
+
+/** A FractionalPercent as a share in [0, 1] (0 when unset, its proto default). */
+export function fractionOf(p: FractionalPercent | undefined): number {
+  if (!p) return 0;
+  return Math.min(1, p.numerator / (DENOMINATORS[p.denominator] ?? 100));
+}
 
 /** A compiled RE2 pattern: whole-input matching (Envoy's safe_regex) and substitution. */
 export interface SafeRegex {

@@ -1,7 +1,7 @@
 // Circuit breakers and outlier detection through a real connection manager and the real cluster
 // manager: Cluster messages as CDS delivers them, upstream servers on loopback.
 import assert from 'node:assert/strict';
-import { Agent, createServer, request, type IncomingHttpHeaders, type Server } from 'node:http';
+import { Agent, createServer, type Server } from 'node:http';
 import { after, describe, it } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { create, type MessageInitShape } from '@bufbuild/protobuf';
@@ -16,7 +16,7 @@ import { DynamicClusterManager } from '../../src/dataplane/clusters.js';
 import { buildHcmForFilterChain } from '../../src/dataplane/http-connection-manager.js';
 import { StatsStore } from '../../src/dataplane/stats.js';
 import { HCM_FILTER_NAME } from '../../src/envoy/names.js';
-import { close, listen } from '../helpers/http.js';
+import { close, get, listen } from '../helpers/http.js';
 
 interface Protections {
   circuitBreakers?: MessageInitShape<typeof CircuitBreakersSchema>;
@@ -27,18 +27,7 @@ const agent = new Agent({ keepAlive: true });
 const servers: Server[] = [];
 const cm = new DynamicClusterManager(new StatsStore());
 
-function send(port: number, path: string): Promise<{ status: number; headers: IncomingHttpHeaders; body: string }> {
-  return new Promise((resolve, reject) => {
-    const req = request({ host: '127.0.0.1', port, path, agent }, (res) => {
-      let body = '';
-      res.setEncoding('utf8');
-      res.on('data', (d: string) => (body += d));
-      res.on('end', () => resolve({ status: res.statusCode ?? 0, headers: res.headers, body }));
-    });
-    req.on('error', reject);
-    req.end();
-  });
-}
+const send = (port: number, path: string, headers: Record<string, string> = {}) => get(agent, port, path, headers);
 
 /** An upstream answering `status` (or never, for 'hang'); `hits` counts what reached it. */
 async function upstream(status: number | 'hang'): Promise<{ port: number; hits: () => number }> {

@@ -1,7 +1,7 @@
 // Envoy's traffic-management route fields through a real connection manager: an HCM compiled from
 // generated Envoy messages on a node:http server, forwarding to real upstream servers on loopback.
 import assert from 'node:assert/strict';
-import { Agent, createServer, request, type IncomingHttpHeaders, type Server } from 'node:http';
+import { Agent, createServer, type Server } from 'node:http';
 import { after, before, describe, it } from 'node:test';
 import { create, type MessageInitShape } from '@bufbuild/protobuf';
 import { anyPack } from '@bufbuild/protobuf/wkt';
@@ -13,32 +13,15 @@ import { HttpConnectionManagerSchema } from '../../src/gen/envoy/extensions/filt
 import type { FaultStats } from '../../src/dataplane/filters/fault.js';
 import { buildHcmForFilterChain, type HttpConnectionManagerHandler } from '../../src/dataplane/http-connection-manager.js';
 import { HCM_FILTER_NAME } from '../../src/envoy/names.js';
-import { close, listen } from '../helpers/http.js';
+import { close, get, listen } from '../helpers/http.js';
 import { StaticClusterManager } from './static-cluster-manager.js';
 
 type RouteInit = MessageInitShape<typeof RouteSchema>;
 type VhostInit = MessageInitShape<typeof VirtualHostSchema>;
 
-interface Reply {
-  status: number;
-  headers: IncomingHttpHeaders;
-  body: string;
-}
-
 const agent = new Agent({ keepAlive: true, maxSockets: 32 });
 
-function send(port: number, path: string, headers: Record<string, string> = {}): Promise<Reply> {
-  return new Promise((resolve, reject) => {
-    const req = request({ host: '127.0.0.1', port, path, headers, agent }, (res) => {
-      let body = '';
-      res.setEncoding('utf8');
-      res.on('data', (d: string) => (body += d));
-      res.on('end', () => resolve({ status: res.statusCode ?? 0, headers: res.headers, body }));
-    });
-    req.on('error', reject);
-    req.end();
-  });
-}
+const send = (port: number, path: string, headers: Record<string, string> = {}) => get(agent, port, path, headers);
 
 const servers: Server[] = [];
 const clusters = new StaticClusterManager();

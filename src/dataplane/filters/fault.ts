@@ -9,7 +9,7 @@ import type { FractionalPercent } from '../../gen/envoy/type/v3/percent_pb.js';
 import { HTTPFaultSchema, type HTTPFault } from '../../gen/envoy/extensions/filters/http/fault/v3/fault_pb.js';
 import { ConfigError, unappliedFields } from '../../envoy/config-error.js';
 import type { FilterOutcome } from '../../envoy/filter.js';
-import { compileHeaderMatcher } from '../../envoy/matchers.js';
+import { compileHeaderMatcher, fractionOf } from '../../envoy/matchers.js';
 import type { StreamRequest } from '../../envoy/request.js';
 import { registerHttpFilter } from './registry.js';
 
@@ -27,7 +27,6 @@ declare module './registry.js' {
   }
 }
 
-const DENOMINATOR = [100, 10_000, 1_000_000];
 const DELAY_HEADER = 'x-envoy-fault-delay-request';
 const DELAY_PERCENT_HEADER = 'x-envoy-fault-delay-request-percentage';
 const ABORT_HEADER = 'x-envoy-fault-abort-request';
@@ -37,11 +36,11 @@ const UNAPPLIED = ['responseRateLimit', 'delayPercentRuntime', 'abortPercentRunt
 
 /** Whether this request falls in the share: the configured fraction, lowered by the header's where allowed. */
 function rolls(p: FractionalPercent | undefined, req: StreamRequest, percentHeader: string | undefined): boolean {
-  const denominator = DENOMINATOR[p?.denominator ?? 0] ?? 100;
-  let numerator = p?.numerator ?? 0;
+  let share = fractionOf(p);
   const h = percentHeader ? req.header(percentHeader) : undefined;
-  if (h !== undefined && /^\d+$/.test(h)) numerator = Math.min(numerator, Number(h));
-  return Math.random() * denominator < numerator;
+  // The header's value is a numerator over the configured denominator.
+  if (h !== undefined && /^\d+$/.test(h) && p) share = Math.min(share, fractionOf({ ...p, numerator: Number(h) }));
+  return Math.random() < share;
 }
 
 /** The delay of a request in ms (0 = none). */
