@@ -37,6 +37,9 @@ const targets = [
   'envoy-api/envoy/config/endpoint/v3',
   'envoy-api/envoy/config/rbac/v3',
   'envoy-api/envoy/extensions/transport_sockets/tls/v3',
+  'envoy-api/envoy/extensions/filters/common/fault/v3',
+  'envoy-api/envoy/extensions/filters/http/cors/v3',
+  'envoy-api/envoy/extensions/filters/http/fault/v3',
   'envoy-api/envoy/extensions/filters/http/jwt_authn/v3',
   'envoy-api/envoy/extensions/filters/http/rbac/v3',
   // VirtualService fault injection and CORS (per-route configs and the HCM filters).

@@ -19,6 +19,7 @@ import type { Address as EnvoyAddress } from '../gen/envoy/config/core/v3/addres
 import { HealthStatus } from '../gen/envoy/config/core/v3/health_check_pb.js';
 import type { ClusterLoadAssignment } from '../gen/envoy/config/endpoint/v3/endpoint_pb.js';
 import { HttpProtocolOptionsSchema } from '../gen/envoy/extensions/upstreams/http/v3/http_protocol_options_pb.js';
+import { CircuitBreaker, compileCircuitBreakers, compileOutlierDetection, OutlierDetector, type CircuitLimits, type OutlierSpec } from './cluster-health.js';
 import { Http1Pool, Http2Pool, type Endpoint, type UpstreamCluster } from './upstream-pools.js';
 import { ConfigError, unappliedFields } from '../envoy/config-error.js';
 import { typeNameOf } from '../envoy/types.js';
@@ -41,7 +42,7 @@ const HTTP_PROTOCOL_OPTIONS = 'envoy.extensions.upstreams.http.v3.HttpProtocolOp
 
 /** Set fields of a Cluster this proxy accepts without applying them (logged, never dropped silently). */
 const UNAPPLIED_CLUSTER = [
-  'transportSocket', 'transportSocketMatches', 'circuitBreakers', 'outlierDetection', 'healthChecks', 'commonLbConfig',
+  'transportSocket', 'transportSocketMatches', 'healthChecks', 'commonLbConfig',
   'upstreamConnectionOptions', 'dnsLookupFamily', 'dnsRefreshRate', 'perConnectionBufferLimitBytes',
   'maxRequestsPerConnection', 'lrsServer', 'filters', 'loadBalancingPolicy',
 ];
@@ -68,6 +69,8 @@ interface ClusterSpec {
   readonly endpoints: readonly WeightedEndpoint[];
   /** Every endpoint of the assignment, for /clusters. */
   readonly allEndpoints: readonly WeightedEndpoint[];
+  readonly circuit: CircuitLimits;
+  readonly outlier?: OutlierSpec;
 }
 
 /** The output of `prepare`: the complete next cluster set. */
@@ -147,7 +150,16 @@ export function compileCluster(c: Cluster, assignments: ReadonlyMap<string, Clus
   }
   const unapplied = unappliedFields(ClusterSchema, c, UNAPPLIED_CLUSTER);
   if (unapplied.length > 0) log.warn(`cluster ${c.name}: accepted but not applied yet: ${unapplied.join(', ')}`);
-  const base = { name: c.name, message: c, connectTimeoutMs, random, protocol: upstreamProtocol(c, field) };
+  const protocol = upstreamProtocol(c, field);
+  const base = {
+    name: c.name,
+    message: c,
+    connectTimeoutMs,
+    random,
+    protocol,
+    circuit: compileCircuitBreakers(c.circuitBreakers, protocol === 'http1'),
+    ...(c.outlierDetection ? { outlier: compileOutlierDetection(c.outlierDetection) } : {}),
+  };
   switch (dt.value) {
     case Cluster_DiscoveryType.STATIC:
     case Cluster_DiscoveryType.STRICT_DNS:
@@ -202,12 +214,26 @@ class LiveCluster implements UpstreamCluster {
   private rr = 0;
   /** Smooth weighted round robin state, one per endpoint of the current spec. */
   private current: number[] = [];
+  readonly breaker: CircuitBreaker;
+  private outlier?: OutlierDetector;
 
   constructor(
     public spec: ClusterSpec,
     private readonly stats: ClusterStats,
   ) {
     this.http1 = new Http1Pool(spec.connectTimeoutMs, () => stats.cx.inc(), () => stats.connectTimeout.inc());
+    this.breaker = new CircuitBreaker(spec.circuit);
+    this.setOutlier(spec.outlier);
+  }
+
+  private setOutlier(o: OutlierSpec | undefined): void {
+    if (!o) this.outlier = undefined;
+    else if (this.outlier) this.outlier.spec = o;
+    else this.outlier = new OutlierDetector(o);
+  }
+
+  report(endpoint: Endpoint, outcome: number | 'failure'): void {
+    this.outlier?.report(endpoint, outcome, this.spec.endpoints);
   }
 
   /** The HTTP/2 sessions, made on first use; undefined while the cluster speaks HTTP/1.1. */
@@ -243,6 +269,8 @@ class LiveCluster implements UpstreamCluster {
       this.pool = undefined;
     }
     this.spec = spec;
+    this.breaker.limits = spec.circuit;
+    this.setOutlier(spec.outlier);
     this.http1.connectTimeoutMs = spec.connectTimeoutMs;
     if (this.pool) this.pool.connectTimeoutMs = spec.connectTimeoutMs;
     this.current = [];
@@ -265,7 +293,7 @@ class LiveCluster implements UpstreamCluster {
       const d = req.destination;
       return d.restored ? { host: d.address, port: d.port } : undefined;
     }
-    const eps = s.endpoints;
+    const eps = this.outlier ? this.outlier.filter(s.endpoints) : s.endpoints;
     if (eps.length === 0) return undefined;
     if (s.random) return eps[Math.floor(Math.random() * eps.length)];
     if (eps.every((e) => e.weight === eps[0]!.weight)) return eps[this.rr++ % eps.length];

@@ -10,19 +10,22 @@ import {
   VirtualHostSchema,
   type Route,
   type RouteAction,
+  type RouteAction_RequestMirrorPolicy,
   type VirtualHost,
 } from '../gen/envoy/config/route/v3/route_components_pb.js';
 import { scope } from '../common/log.js';
 import { ConfigError, unappliedFields } from '../envoy/config-error.js';
 import { durationMs } from '../common/duration.js';
-import { readDataSource, type Predicate } from '../envoy/matchers.js';
+import { fractionOf, readDataSource, type Predicate } from '../envoy/matchers.js';
 import type { RequestView } from '../envoy/request.js';
 import { compileRouteMatch } from '../envoy/route-match.js';
+import { compileRedirect, compileRegexRewrite, prefixRewrite, type PathRewrite, type RedirectSpec } from './redirect.js';
+import { compileRetryPolicy, type RetrySpec } from './retry-policy.js';
 
 const log = scope('router');
 
-const UNAPPLIED_ROUTE_ACTION = ['retryPolicy', 'retryPolicyTypedConfig', 'hashPolicy', 'requestMirrorPolicies', 'rateLimits', 'cors', 'maxGrpcTimeout', 'grpcTimeoutOffset', 'idleTimeout', 'maxStreamDuration', 'hedgePolicy', 'metadataMatch', 'internalRedirectPolicy'];
-const UNAPPLIED_VHOST = ['retryPolicy', 'retryPolicyTypedConfig', 'cors', 'rateLimits', 'virtualClusters', 'hedgePolicy', 'requestMirrorPolicies'];
+const UNAPPLIED_ROUTE_ACTION = ['retryPolicyTypedConfig', 'hashPolicy', 'rateLimits', 'cors', 'maxGrpcTimeout', 'grpcTimeoutOffset', 'idleTimeout', 'maxStreamDuration', 'hedgePolicy', 'metadataMatch', 'internalRedirectPolicy'];
+const UNAPPLIED_VHOST = ['retryPolicyTypedConfig', 'cors', 'rateLimits', 'virtualClusters', 'hedgePolicy', 'requestMirrorPolicies'];
 const UNAPPLIED_ROUTE = ['decorator', 'tracing'];
 
 /** Collects, per compile, the set fields the router does not apply yet, and logs them once. */
@@ -61,12 +64,39 @@ export type RouteActionSpec =
       readonly clusterNotFoundStatus: number;
       /** 0 = no timeout. */
       readonly timeoutMs: number;
-      readonly prefixRewrite?: string;
+      /** prefix_rewrite or regex_rewrite. */
+      readonly pathRewrite?: PathRewrite;
       readonly hostRewrite?: string;
+      /** The route's retry policy, else its virtual host's. */
+      readonly retry?: RetrySpec;
+      /** request_mirror_policies: shadow copies sent fire and forget. */
+      readonly mirrors: readonly MirrorSpec[];
+      /** The virtual host's include_request_attempt_count / include_attempt_count_in_response. */
+      readonly attemptCount: { readonly request: boolean; readonly response: boolean };
       /** Per-route upgrade overrides (upgrade type, lower case -> enabled) of the HCM's upgrade_configs. */
       readonly upgrades: ReadonlyMap<string, boolean>;
     }
-  | { readonly kind: 'direct'; readonly status: number; readonly body: string };
+  | { readonly kind: 'direct'; readonly status: number; readonly body: string }
+  | { readonly kind: 'redirect'; readonly redirect: RedirectSpec };
+
+/** A request_mirror_policies entry: the shadow cluster and the share of requests it sees. */
+export interface MirrorSpec {
+  readonly cluster: string;
+  /** In [0, 1]: runtime_fraction's default value (100 % when unset). */
+  readonly fraction: number;
+}
+
+function compileMirror(m: RouteAction_RequestMirrorPolicy, field: string): MirrorSpec {
+  if (m.clusterHeader) throw new ConfigError(`${field}.cluster_header`, 'a mirror cluster from a header is not supported; use cluster');
+  if (!m.cluster) throw new ConfigError(`${field}.cluster`, 'a cluster name is required');
+  return { cluster: m.cluster, fraction: m.runtimeFraction ? fractionOf(m.runtimeFraction.defaultValue) : 1 };
+}
+
+/** What a route inherits from its virtual host. */
+interface VhostDefaults {
+  readonly retry?: RetrySpec;
+  readonly attemptCount: { readonly request: boolean; readonly response: boolean };
+}
 
 export interface CompiledRoute {
   readonly name: string;
@@ -170,7 +200,7 @@ function compileClusterSpecifier(a: RouteAction, field: string): (req: RequestVi
   }
 }
 
-function compileAction(r: Route, field: string, unapplied: Unapplied): RouteActionSpec {
+function compileAction(r: Route, field: string, unapplied: Unapplied, vhost: VhostDefaults): RouteActionSpec {
   const a = r.action;
   switch (a.case) {
     case 'route': {
@@ -180,7 +210,10 @@ function compileAction(r: Route, field: string, unapplied: Unapplied): RouteActi
       if (host.case !== undefined && host.case !== 'hostRewriteLiteral') {
         throw new ConfigError(`${field}.route`, `host rewrite ${host.case} is not supported (expected host_rewrite_literal)`);
       }
-      if (ra.regexRewrite || ra.pathRewritePolicy) throw new ConfigError(`${field}.route`, 'regex_rewrite and path_rewrite_policy are not supported');
+      if (ra.pathRewritePolicy) throw new ConfigError(`${field}.route.path_rewrite_policy`, 'path_rewrite_policy is not supported; use prefix_rewrite or regex_rewrite');
+      if (ra.prefixRewrite && ra.regexRewrite) throw new ConfigError(`${field}.route`, 'prefix_rewrite and regex_rewrite are mutually exclusive');
+      const pathRewrite = ra.regexRewrite ? compileRegexRewrite(ra.regexRewrite, `${field}.route.regex_rewrite`) : ra.prefixRewrite ? prefixRewrite(ra.prefixRewrite) : undefined;
+      const retry = ra.retryPolicy ? compileRetryPolicy(ra.retryPolicy, `${field}.route.retry_policy`) : vhost.retry;
       return {
         kind: 'route',
         cluster: compileClusterSpecifier(ra, `${field}.route`),
@@ -192,7 +225,10 @@ function compileAction(r: Route, field: string, unapplied: Unapplied): RouteActi
             return [u.upgradeType.toLowerCase(), u.enabled ?? true];
           }),
         ),
-        ...(ra.prefixRewrite ? { prefixRewrite: ra.prefixRewrite } : {}),
+        ...(pathRewrite ? { pathRewrite } : {}),
+        ...(retry ? { retry } : {}),
+        mirrors: ra.requestMirrorPolicies.map((m, i) => compileMirror(m, `${field}.route.request_mirror_policies[${i}]`)),
+        attemptCount: vhost.attemptCount,
         ...(host.case === 'hostRewriteLiteral' ? { hostRewrite: host.value } : {}),
       };
     }
@@ -201,8 +237,10 @@ function compileAction(r: Route, field: string, unapplied: Unapplied): RouteActi
       if (d.status < 200 || d.status > 599) throw new ConfigError(`${field}.direct_response.status`, `${d.status} is not in [200, 600)`);
       return { kind: 'direct', status: d.status, body: d.body ? readDataSource(d.body, `${field}.direct_response.body`) : '' };
     }
+    case 'redirect':
+      return { kind: 'redirect', redirect: compileRedirect(a.value, `${field}.redirect`) };
     default:
-      throw new ConfigError(field, `action ${a.case ?? '(none)'} is not supported (expected route or direct_response)`);
+      throw new ConfigError(field, `action ${a.case ?? '(none)'} is not supported (expected route, redirect or direct_response)`);
   }
 }
 
@@ -267,6 +305,10 @@ function compileVirtualHost(vh: VirtualHost, rootMutations: { req: HeaderMutatio
   unapplied.note(unappliedFields(VirtualHostSchema, vh, UNAPPLIED_VHOST), field);
   const vreq = compileMutation(vh.requestHeadersToAdd, vh.requestHeadersToRemove, `${field}.request_headers_to_add`);
   const vres = compileMutation(vh.responseHeadersToAdd, vh.responseHeadersToRemove, `${field}.response_headers_to_add`);
+  const defaults: VhostDefaults = {
+    ...(vh.retryPolicy ? { retry: compileRetryPolicy(vh.retryPolicy, `${field}.retry_policy`) } : {}),
+    attemptCount: { request: vh.includeRequestAttemptCount, response: vh.includeAttemptCountInResponse },
+  };
   const routes = vh.routes.map((r, i): CompiledRoute => {
     const rf = `${field}.routes[${i}]`;
     rejectPerFilterConfig(r.typedPerFilterConfig, rf);
@@ -277,7 +319,7 @@ function compileVirtualHost(vh: VirtualHost, rootMutations: { req: HeaderMutatio
       virtualHost: vh.name,
       match: match.test,
       ...(match.prefix !== undefined ? { matchedPrefix: match.prefix } : {}),
-      action: compileAction(r, rf, unapplied),
+      action: compileAction(r, rf, unapplied, defaults),
       requestHeaders: [rootMutations.req, vreq, compileMutation(r.requestHeadersToAdd, r.requestHeadersToRemove, `${rf}.request_headers_to_add`)],
       responseHeaders: [rootMutations.res, vres, compileMutation(r.responseHeadersToAdd, r.responseHeadersToRemove, `${rf}.response_headers_to_add`)],
     };

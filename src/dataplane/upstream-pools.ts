@@ -7,6 +7,7 @@ import { createConnection, type NetConnectOpts, type Socket } from 'node:net';
 import type { Duplex } from 'node:stream';
 import { Pool, type buildConnector } from 'undici';
 import type { RequestView } from '../envoy/request.js';
+import type { CircuitBreaker } from './cluster-health.js';
 
 export interface Endpoint {
   readonly host: string;
@@ -23,6 +24,10 @@ export interface UpstreamCluster {
   readonly connectTimeoutMs?: number;
   /** Present when the cluster's protocol options ask for HTTP/2: requests go over its sessions. */
   readonly http2?: Http2Pool;
+  /** The cluster's circuit breakers (absent: no limits). */
+  readonly breaker?: CircuitBreaker;
+  /** An attempt's outcome for outlier detection: its HTTP status, or 'failure' (no response). */
+  report?(endpoint: Endpoint, outcome: number | 'failure'): void;
 }
 
 /** A TCP connection that fails (and calls `onTimeout`) unless it connects within `ms` (0 = no limit). */

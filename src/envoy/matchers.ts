@@ -4,6 +4,8 @@
 import { readFileSync } from 'node:fs';
 import { BlockList, isIPv4, isIPv6 } from 'node:net';
 import type { JsonObject, JsonValue } from '@bufbuild/protobuf';
+import { RE2JS } from 're2js';
+import type { FractionalPercent } from '../gen/envoy/type/v3/percent_pb.js';
 import type { CidrRange } from '../gen/envoy/config/core/v3/address_pb.js';
 import type { DataSource } from '../gen/envoy/config/core/v3/base_pb.js';
 import type { HeaderMatcher } from '../gen/envoy/config/route/v3/route_components_pb.js';
@@ -21,31 +23,46 @@ export type HeaderGetter = (lowerCaseName: string) => string | undefined;
 
 export type Predicate<T> = (value: T) => boolean;
 
+const DENOMINATORS = [100, 10_000, 1_000_000];
+
+/** A FractionalPercent as a share in [0, 1] (0 when unset, its proto default). */
+export function fractionOf(p: FractionalPercent | undefined): number {
+  if (!p) return 0;
+  return Math.min(1, p.numerator / (DENOMINATORS[p.denominator] ?? 100));
+}
+
+/** A compiled RE2 pattern: whole-input matching (Envoy's safe_regex) and substitution. */
+export interface SafeRegex {
+  /** Whether the pattern matches the whole input. */
+  test(input: string): boolean;
+  /** Every match in `input` replaced by `substitution`, whose `\N` names capture group N (RE2's spelling). */
+  replaceAll(input: string, substitution: string): string;
+}
+
+/** RE2's `\N` group references as the engine's `$N`; a literal `$` is escaped. */
+function re2Substitution(s: string): string {
+  return s.replace(/\\(\d)|\\\\|\$/g, (m, d: string | undefined) => (d !== undefined ? `$${d}` : m === '$' ? '$$' : '\\'));
+}
+
 /**
- * An RE2 pattern as a JavaScript RegExp that must match the whole input, as Envoy's safe_regex
- * does. The RE2 syntax the mesh emits (character classes, groups, alternation, repetition) means
- * the same in both engines; the few RE2-only spellings are translated, the rest rejected.
+ * An RE2 pattern compiled by re2js, a pure-JavaScript port of RE2: matching is linear in the
+ * input, so no pattern or request can make the proxy backtrack for ever (ReDoS), and the syntax is
+ * RE2's own (as Envoy's), not JavaScript's.
  */
-export function compileRegex(pattern: string, field: string): RegExp {
-  let flags = '';
-  let body = pattern;
-  const lead = /^\(\?([is]+)\)/.exec(body);
-  if (lead) {
-    flags = [...new Set(lead[1])].join('');
-    body = body.slice(lead[0].length);
-  }
-  if (/\\[CQEpP]|\(\?[a-zA-Z]/.test(body.replace(/\(\?P?</g, ''))) {
-    throw new ConfigError(field, `regex ${JSON.stringify(pattern)} uses RE2 syntax the proxy does not support`);
-  }
-  body = body.replace(/\(\?P</g, '(?<').replace(/\\z/g, '$');
+export function compileRegex(pattern: string, field: string): SafeRegex {
+  let re: RE2JS;
   try {
-    return new RegExp(`^(?:${body})$`, flags);
+    re = RE2JS.compile(pattern);
   } catch (e) {
     throw new ConfigError(field, `invalid regex ${JSON.stringify(pattern)}: ${(e as Error).message}`);
   }
+  return {
+    test: (input) => re.matches(input),
+    replaceAll: (input, substitution) => re.matcher(input).replaceAll(re2Substitution(substitution)),
+  };
 }
 
-function regexOf(m: RegexMatcher | undefined, field: string): RegExp {
+function regexOf(m: RegexMatcher | undefined, field: string): SafeRegex {
   if (!m) throw new ConfigError(field, 'safe_regex is required');
   return compileRegex(m.regex, `${field}.regex`);
 }

@@ -287,7 +287,7 @@ describe('connection manager and router', () => {
     await send(port, { headers: { authorization: `Bearer ${token}` } });
     await send(port);
     assert.deepEqual(
-      hcm.filterStats.map((s) => ('jwt_authn' in s ? { name: s.name, ...s.jwt_authn } : { name: s.name, ...s.rbac })),
+      hcm.filterStats.map((s) => ('jwt_authn' in s ? { name: s.name, ...s.jwt_authn } : 'rbac' in s ? { name: s.name, ...s.rbac } : s)),
       [
         { name: 'envoy.filters.http.jwt_authn', allowed: 3, denied: 0, jwt_cache_hit: 1, jwt_cache_miss: 1, signature_verifications: 1 },
         { name: 'envoy.filters.http.rbac', allowed: 2, denied: 1, shadow_allowed: 0, shadow_denied: 0 },

@@ -38,7 +38,8 @@ test('the built-in filters are registered by type URL; the router is the termina
   assert.ok(httpFilterOf(typeUrlOf(JwtAuthenticationSchema)));
   assert.ok(httpFilterOf(typeUrlOf(RBACSchema)));
   assert.equal(httpFilterOf(typeUrlOf(RouterSchema))?.terminal, true);
-  assert.equal(httpFilterOf('type.googleapis.com/envoy.extensions.filters.http.fault.v3.HTTPFault'), undefined);
+  assert.ok(httpFilterOf('type.googleapis.com/envoy.extensions.filters.http.fault.v3.HTTPFault'));
+  assert.equal(httpFilterOf('type.googleapis.com/envoy.extensions.filters.http.buffer.v3.Buffer'), undefined);
 });
 
 test('a registered filter runs in the chain before the router, with its own stats', async () => {
@@ -76,18 +77,18 @@ test('a registered filter runs in the chain before the router, with its own stat
 });
 
 test('an unregistered filter type is a ConfigError unless it is optional', () => {
-  const fault = { typeUrl: 'type.googleapis.com/envoy.extensions.filters.http.fault.v3.HTTPFault', value: new Uint8Array() };
+  const buffer = { typeUrl: 'type.googleapis.com/envoy.extensions.filters.http.buffer.v3.Buffer', value: new Uint8Array() };
   const build = (isOptional: boolean) =>
     buildHttpConnectionManager(
       create(HttpConnectionManagerSchema, {
         routeSpecifier: { case: 'routeConfig', value: {} },
         httpFilters: [
-          { name: 'fault', isOptional, configType: { case: 'typedConfig', value: fault } },
+          { name: 'buffer', isOptional, configType: { case: 'typedConfig', value: buffer } },
           { name: 'envoy.filters.http.router', configType: { case: 'typedConfig', value: anyPack(RouterSchema, create(RouterSchema)) } },
         ],
       }),
       { clusters: new StaticClusterManager() },
     );
-  assert.throws(() => build(false), /http_filters\[0\]\.typed_config: filter type envoy.extensions.filters.http.fault.v3.HTTPFault is not supported/);
+  assert.throws(() => build(false), /http_filters\[0\]\.typed_config: filter type envoy.extensions.filters.http.buffer.v3.Buffer is not supported/);
   assert.deepEqual(build(true).filterStats, []);
 });

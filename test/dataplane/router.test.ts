@@ -109,9 +109,9 @@ describe('router: routes', () => {
     assert.throws(
       () =>
         compileRouteConfiguration(
-          create(RouteConfigurationSchema, { virtualHosts: [{ name: 'a', domains: ['*'], routes: [{ match: { pathSpecifier: { case: 'prefix', value: '/' } }, action: { case: 'redirect', value: {} } }] }] }),
+          create(RouteConfigurationSchema, { virtualHosts: [{ name: 'a', domains: ['*'], routes: [{ match: { pathSpecifier: { case: 'prefix', value: '/' } }, action: { case: 'nonForwardingAction', value: {} } }] }] }),
         ),
-      /virtual_hosts\[0\]\.routes\[0\]: action redirect is not supported/,
+      /virtual_hosts\[0\]\.routes\[0\]: action nonForwardingAction is not supported/,
     );
   });
 

@@ -1,6 +1,6 @@
 // node:http servers on loopback for tests: listen on a free port, close with every connection;
-// one GET on a fresh connection with the path sent byte for byte.
-import { request, type IncomingHttpHeaders, type Server } from 'node:http';
+// one GET through an agent or on a fresh connection, with the path sent byte for byte.
+import { request, type Agent, type IncomingHttpHeaders, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 
 /** Listens on 127.0.0.1 at a free port and returns it. */
@@ -16,18 +16,23 @@ export async function close(server: Server): Promise<void> {
 }
 
 /**
- * One GET on a fresh connection (agent: false) to 127.0.0.1 with the path sent byte for byte (fetch
- * would resolve `.`/`..` segments and escapes itself) and headers possibly repeated: status, text
- * body and headers.
+ * A GET to 127.0.0.1 through `agent` (false: a fresh connection) with the path sent byte for byte
+ * (fetch would resolve `.`/`..` segments and escapes itself) and headers possibly repeated: status,
+ * headers and the body as text.
  */
-export function rawGet(port: number, path: string, headers: Record<string, string | string[]> = {}): Promise<{ status: number; body: string; headers: IncomingHttpHeaders }> {
+export function get(agent: Agent | false, port: number, path: string, headers: Record<string, string | string[]> = {}): Promise<{ status: number; headers: IncomingHttpHeaders; body: string }> {
   return new Promise((resolve, reject) => {
-    const req = request({ host: '127.0.0.1', port, path, headers, agent: false }, (res) => {
+    const req = request({ host: '127.0.0.1', port, path, headers, agent }, (res) => {
       const chunks: Buffer[] = [];
       res.on('data', (c: Buffer) => chunks.push(c));
-      res.on('end', () => resolve({ status: res.statusCode ?? 0, body: Buffer.concat(chunks).toString(), headers: res.headers }));
+      res.on('end', () => resolve({ status: res.statusCode ?? 0, headers: res.headers, body: Buffer.concat(chunks).toString() }));
     });
     req.on('error', reject);
     req.end();
   });
+}
+
+/** A GET on a fresh connection (see get). */
+export function rawGet(port: number, path: string, headers: Record<string, string | string[]> = {}): ReturnType<typeof get> {
+  return get(false, port, path, headers);
 }

@@ -24,6 +24,8 @@ import {
   type UpstreamExchange,
 } from '../http-codec.js';
 import { applyMutations, type CompiledRoute, type MutableHeaders, type RouteTable } from '../route-table.js';
+import { mirror } from '../mirror.js';
+import type { AttemptFailure, RetrySpec } from '../retry-policy.js';
 import { registerHttpFilter } from './registry.js';
 
 const log = scope('http');
@@ -56,6 +58,25 @@ const CONNECT_FAILURE: LocalReply = {
   details: 'upstream_reset_before_response_started{connection_failure}',
 };
 
+/** Envoy's answer when a circuit breaker overflows. */
+const OVERFLOW: LocalReply = {
+  status: 503,
+  body: 'upstream connect error or disconnect/reset before headers. reset reason: overflow',
+  headers: { 'x-envoy-overloaded': 'true' },
+  details: 'upstream_reset_before_response_started{overflow}',
+};
+
+const UPSTREAM_TIMEOUT: LocalReply = { status: 504, body: 'upstream request timeout', headers: {}, details: 'upstream_response_timeout' };
+const NO_HEALTHY_UPSTREAM: LocalReply = { status: 503, body: 'no healthy upstream', headers: {}, details: 'no_healthy_upstream' };
+
+const CONNECT_ERRORS = new Set(['ECONNREFUSED', 'EHOSTUNREACH', 'ENETUNREACH', 'EADDRNOTAVAIL']);
+
+/** Whether an exchange failed to connect (retry_on connect-failure) or was reset after connecting. */
+function failureOf(e: Error): AttemptFailure {
+  const code = (e as NodeJS.ErrnoException).code;
+  return (code !== undefined && CONNECT_ERRORS.has(code)) || e.message.startsWith('connect timeout') ? 'connect-failure' : 'reset';
+}
+
 /** Where the router sends an admitted request. */
 export interface Target {
   readonly route: CompiledRoute;
@@ -64,6 +85,8 @@ export interface Target {
   readonly path: string;
   readonly headers: OutgoingHttpHeaders;
   readonly timeoutMs: number;
+  readonly retry?: RetrySpec;
+  readonly attemptCount: { readonly request: boolean; readonly response: boolean };
 }
 
 /** A response's headers without the hop-by-hop ones. */
@@ -137,6 +160,12 @@ export class Router {
       reply({ status: action.status, body: action.body, headers, details: 'direct_response' });
       return undefined;
     }
+    if (action.kind === 'redirect') {
+      const headers: Record<string, string | string[]> = { location: action.redirect.location(sreq, route.matchedPrefix) };
+      applyMutations(new ResponseHeaderSet(headers), route.responseHeaders);
+      reply({ status: action.redirect.status, body: '', headers, details: 'direct_response' });
+      return undefined;
+    }
     const cluster = this.clusters.get(action.cluster(sreq));
     if (!cluster) {
       reply({ status: action.clusterNotFoundStatus, body: '', headers: {}, details: 'cluster_not_found' });
@@ -144,93 +173,161 @@ export class Router {
     }
     const endpoint = cluster.pick(sreq);
     if (!endpoint) {
-      reply({ status: 503, body: 'no healthy upstream', headers: {}, details: 'no_healthy_upstream' });
+      reply(NO_HEALTHY_UPSTREAM);
       return undefined;
     }
     applyMutations(sreq.headers, route.requestHeaders);
-    let path = sreq.path;
-    if (action.prefixRewrite !== undefined && route.matchedPrefix !== undefined) {
-      path = action.prefixRewrite + path.slice(route.matchedPrefix.length);
-    }
+    const path = action.pathRewrite ? action.pathRewrite(sreq.path, route.matchedPrefix) : sreq.path;
     const headers: OutgoingHttpHeaders = {};
     for (const [k, v] of sreq.headers.entries()) headers[k] = v.length === 1 ? v[0] : v;
     headers.host = action.hostRewrite ?? sreq.authority;
-    if (action.timeoutMs > 0) headers['x-envoy-expected-rq-timeout-ms'] = String(action.timeoutMs);
-    return { route, cluster, endpoint, path, headers, timeoutMs: action.timeoutMs };
+    const perTry = action.retry?.perTryTimeoutMs ?? 0;
+    const expected = perTry > 0 && (action.timeoutMs === 0 || perTry < action.timeoutMs) ? perTry : action.timeoutMs;
+    if (expected > 0) headers['x-envoy-expected-rq-timeout-ms'] = String(expected);
+    if (action.mirrors.length > 0) mirror(this.clusters, action.mirrors, sreq, path, headers);
+    return { route, cluster, endpoint, path, headers, timeoutMs: action.timeoutMs, attemptCount: action.attemptCount, ...(action.retry ? { retry: action.retry } : {}) };
   }
 
+  /**
+   * Sends the request upstream and the response downstream. The route timeout covers every
+   * attempt; a retriable failure or status (the route's retry policy) is retried on a newly picked
+   * endpoint after a back-off, as long as no byte of the response has gone downstream.
+   */
   forward(req: DownstreamRequest, res: DownstreamResponse, sreq: StreamRequest, target: Target, requestId: string | undefined, grpc: boolean): void {
     const { sendLocal, serverName, alwaysSetRequestIdInResponse } = this;
-    const { route, cluster, endpoint, path, headers, timeoutMs } = target;
+    const { route, cluster, path, headers, timeoutMs, attemptCount } = target;
     const framing = bodyFraming(req);
     // A chunked HTTP/1.1 request stays chunked upstream, so that request trailers can follow it.
     if (!cluster.http2 && String(req.headers['transfer-encoding'] ?? '').toLowerCase().includes('chunked')) headers['transfer-encoding'] = 'chunked';
-    const started = Date.now();
-    let timer: NodeJS.Timeout | undefined;
-    const done = (): void => {
-      if (timer) clearTimeout(timer);
-      timer = undefined;
-    };
-    const events: UpstreamEvents = {
-      error(e) {
-        done();
-        if (res.writableEnded) return; // already answered (e.g. the timeout's 504)
-        if (res.headersSent) {
-          res.destroy();
-          return;
-        }
-        log.debug(`upstream ${cluster.name} ${endpoint.host}:${endpoint.port} failed: ${e.message}`);
-        sendLocal(res, CONNECT_FAILURE, requestId, grpc);
-      },
-      head(up, body) {
-        const out = up.headers;
-        out.server = serverName;
-        out['x-envoy-upstream-service-time'] = String(Date.now() - started);
-        if (requestId && alwaysSetRequestIdInResponse) out['x-request-id'] = requestId;
-        applyMutations(new ResponseHeaderSet(out), route.responseHeaders);
-        if (timer === undefined && timeoutMs > 0) {
-          // the timeout already answered 504
-          body.discard();
-          return;
-        }
-        if (up.endStream) {
-          done();
-          respondHeadersOnly(res, up.status, out);
-          return;
-        }
-        writeHead(res, up.status, out, up.message);
-        body.pipeTo(res, (t) => {
-          done();
-          if (t) res.addTrailers(t);
-          res.end();
-        });
-      },
-    };
-    const request = { endpoint, method: sreq.method, path, headers, framing };
-    let upstream: UpstreamExchange;
-    try {
-      upstream = cluster.http2 ? http2Exchange(request, cluster.http2, events) : http1Exchange(request, cluster.http1, events);
-    } catch (e) {
-      // e.g. the pooled HTTP/2 session went away between the pick and the request
-      events.error(e as Error);
+    // The body streams through unbuffered, so only a request without one can be sent again.
+    const retry = framing === 'none' ? target.retry : undefined;
+    const releases: (() => void)[] = [];
+    const admitted = cluster.breaker ? cluster.breaker.admit() : () => {};
+    if (!admitted) {
       req.resume();
+      sendLocal(res, OVERFLOW, requestId, grpc);
       return;
     }
+    releases.push(admitted);
+    const started = Date.now();
+    let attempts = 0;
+    let answered = false;
+    let current: UpstreamExchange | undefined;
+    let routeTimer: NodeJS.Timeout | undefined;
+    let tryTimer: NodeJS.Timeout | undefined;
+    const finish = (): void => {
+      answered = true;
+      for (const r of releases.splice(0)) r();
+      clearTimeout(routeTimer);
+      clearTimeout(tryTimer);
+    };
+    const reply = (r: LocalReply): void => {
+      finish();
+      sendLocal(res, r, requestId, grpc);
+    };
+    const mayRetry = (): boolean => retry !== undefined && attempts <= retry.numRetries && !answered;
+    const again = (): boolean => {
+      // A retry needs room under the cluster's max_retries; without it the failure stands.
+      const slot = cluster.breaker ? cluster.breaker.admit(true) : () => {};
+      if (!slot) return false;
+      releases.push(slot);
+      setTimeout(() => {
+        if (!answered) attempt(cluster.pick(sreq));
+      }, retry!.backOffMs(attempts));
+      return true;
+    };
+    const attempt = (endpoint: Endpoint | undefined): void => {
+      if (!endpoint) {
+        reply(NO_HEALTHY_UPSTREAM);
+        return;
+      }
+      attempts++;
+      if (attemptCount.request) headers['x-envoy-attempt-count'] = String(attempts);
+      let state: 'waiting' | 'streaming' | 'abandoned' = 'waiting';
+      const events: UpstreamEvents = {
+        error(e) {
+          if (state === 'abandoned' || answered) return;
+          if (state === 'streaming') {
+            finish();
+            if (!res.writableEnded) res.destroy();
+            return;
+          }
+          state = 'abandoned';
+          clearTimeout(tryTimer);
+          log.debug(`upstream ${cluster.name} ${endpoint.host}:${endpoint.port} failed: ${e.message}`);
+          cluster.report?.(endpoint, 'failure');
+          if (!(mayRetry() && retry!.retriableFailure(failureOf(e)) && again())) reply(CONNECT_FAILURE);
+        },
+        head(up, body) {
+          if (state === 'abandoned' || answered) {
+            body.discard();
+            return;
+          }
+          clearTimeout(tryTimer);
+          cluster.report?.(endpoint, up.status);
+          if (mayRetry() && retry!.retriableStatus(up.status) && again()) {
+            state = 'abandoned';
+            body.discard();
+            return;
+          }
+          state = 'streaming';
+          const out = up.headers;
+          out.server = serverName;
+          out['x-envoy-upstream-service-time'] = String(Date.now() - started);
+          if (attemptCount.response) out['x-envoy-attempt-count'] = String(attempts);
+          if (requestId && alwaysSetRequestIdInResponse) out['x-request-id'] = requestId;
+          applyMutations(new ResponseHeaderSet(out), route.responseHeaders);
+          if (up.endStream) {
+            finish();
+            respondHeadersOnly(res, up.status, out);
+            return;
+          }
+          writeHead(res, up.status, out, up.message);
+          body.pipeTo(res, (t) => {
+            finish();
+            if (t) res.addTrailers(t);
+            res.end();
+          });
+        },
+      };
+      const request = { endpoint, method: sreq.method, path, headers, framing };
+      let upstream: UpstreamExchange;
+      try {
+        upstream = cluster.http2 ? http2Exchange(request, cluster.http2, events) : http1Exchange(request, cluster.http1, events);
+      } catch (e) {
+        // e.g. the pooled HTTP/2 session went away between the pick and the request
+        events.error(e as Error);
+        req.resume();
+        return;
+      }
+      current = upstream;
+      const perTry = retry?.perTryTimeoutMs ?? 0;
+      if (perTry > 0) {
+        tryTimer = setTimeout(() => {
+          if (state !== 'waiting') return;
+          state = 'abandoned';
+          upstream.destroy();
+          cluster.report?.(endpoint, 'failure');
+          if (!(mayRetry() && retry!.retriableFailure('per-try-timeout') && again())) reply(UPSTREAM_TIMEOUT);
+        }, perTry);
+      }
+      const body = upstream.body;
+      if (!body) return;
+      req.pipe(body, { end: false });
+      req.on('end', () => upstream.finish(req.rawTrailers.length > 0 ? (req.trailers as HeaderMap) : undefined));
+    };
     if (timeoutMs > 0) {
-      timer = setTimeout(() => {
-        timer = undefined;
-        upstream.destroy();
-        sendLocal(res, { status: 504, body: 'upstream request timeout', headers: {}, details: 'upstream_response_timeout' }, requestId, grpc);
+      routeTimer = setTimeout(() => {
+        current?.destroy();
+        reply(UPSTREAM_TIMEOUT);
       }, timeoutMs);
     }
     res.on('close', () => {
-      done();
-      if (!res.writableFinished) upstream.destroy();
+      const unfinished = !res.writableFinished;
+      finish();
+      if (unfinished) current?.destroy();
     });
-    const body = upstream.body;
-    if (!body) return;
-    req.pipe(body, { end: false });
-    req.on('end', () => upstream.finish(req.rawTrailers.length > 0 ? (req.trailers as HeaderMap) : undefined));
+    attempt(target.endpoint);
   }
 
   /** Forwards an upgrade (e.g. WebSocket): on 101 the two sockets are spliced together. */

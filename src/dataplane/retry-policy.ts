@@ -1,0 +1,65 @@
+// config.route.v3.RetryPolicy compiled once: which failures of an attempt are retried, how many
+// times, each try's timeout and the back-off between tries, with Envoy's meanings of retry_on.
+import type { RetryPolicy } from '../gen/envoy/config/route/v3/route_components_pb.js';
+import { durationMs } from '../common/duration.js';
+import { ConfigError, unappliedFields } from '../envoy/config-error.js';
+import { RetryPolicySchema } from '../gen/envoy/config/route/v3/route_components_pb.js';
+import { scope } from '../common/log.js';
+
+const log = scope('router');
+
+/** How an attempt failed without a response. */
+export type AttemptFailure = 'connect-failure' | 'reset' | 'per-try-timeout';
+
+export interface RetrySpec {
+  readonly numRetries: number;
+  /** 0 = none (the route timeout alone). */
+  readonly perTryTimeoutMs: number;
+  /** Whether a response with this status is retried. */
+  retriableStatus(status: number): boolean;
+  /** Whether an attempt that ended without a response is retried. */
+  retriableFailure(f: AttemptFailure): boolean;
+  /** The wait before retry number `n` (1-based): full jitter over an exponential ceiling. */
+  backOffMs(n: number): number;
+}
+
+/** retry_on conditions this proxy evaluates (gRPC ones and http3-post-connect-failure are not). */
+const KNOWN = new Set(['5xx', 'gateway-error', 'connect-failure', 'retriable-4xx', 'reset', 'retriable-status-codes', 'refused-stream']);
+const UNAPPLIED_RETRY = ['retryPriority', 'retryHostPredicate', 'hostSelectionRetryMaxAttempts', 'retriableHeaders', 'retriableRequestHeaders', 'rateLimitedRetryBackOff', 'retryOptionsPredicates', 'perTryIdleTimeout'];
+
+const DEFAULT_BASE_MS = 25;
+
+/** Compiles a RetryPolicy; unknown retry_on conditions are a ConfigError rather than ignored. */
+export function compileRetryPolicy(p: RetryPolicy, field: string): RetrySpec {
+  const on = new Set(p.retryOn.split(',').map((s) => s.trim()).filter(Boolean));
+  for (const c of on) if (!KNOWN.has(c)) throw new ConfigError(`${field}.retry_on`, `retry condition ${JSON.stringify(c)} is not supported (supported: ${[...KNOWN].join(', ')})`);
+  const unapplied = unappliedFields(RetryPolicySchema, p, UNAPPLIED_RETRY);
+  if (unapplied.length > 0) log.warn(`${field}: accepted but not applied yet: ${unapplied.join(', ')}`);
+  const codes = new Set(p.retriableStatusCodes);
+  const baseMs = durationMs(p.retryBackOff?.baseInterval, DEFAULT_BASE_MS);
+  if (p.retryBackOff && baseMs <= 0) throw new ConfigError(`${field}.retry_back_off.base_interval`, 'must be greater than 0');
+  const maxMs = durationMs(p.retryBackOff?.maxInterval, baseMs * 10);
+  if (maxMs < baseMs) throw new ConfigError(`${field}.retry_back_off.max_interval`, 'must not be less than base_interval');
+  const fiveXx = on.has('5xx');
+  const gateway = on.has('gateway-error');
+  return {
+    numRetries: p.numRetries ?? 1,
+    perTryTimeoutMs: durationMs(p.perTryTimeout, 0),
+    retriableStatus(status) {
+      if (fiveXx && status >= 500) return true;
+      if (gateway && (status === 502 || status === 503 || status === 504)) return true;
+      if (on.has('retriable-4xx') && status === 409) return true;
+      return on.has('retriable-status-codes') && codes.has(status);
+    },
+    retriableFailure(f) {
+      // Envoy: 5xx and gateway-error cover resets, connect failures and per-try timeouts.
+      if (fiveXx || gateway) return true;
+      if (f === 'connect-failure') return on.has('connect-failure') || on.has('reset');
+      return on.has('reset');
+    },
+    backOffMs(n) {
+      const ceiling = Math.min(baseMs * 2 ** (n - 1), maxMs);
+      return Math.random() * ceiling;
+    },
+  };
+}

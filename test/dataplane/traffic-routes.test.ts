@@ -1,0 +1,288 @@
+// Envoy's traffic-management route fields through a real connection manager: an HCM compiled from
+// generated Envoy messages on a node:http server, forwarding to real upstream servers on loopback.
+import assert from 'node:assert/strict';
+import { Agent, createServer, type Server } from 'node:http';
+import { after, before, describe, it } from 'node:test';
+import { create, type MessageInitShape } from '@bufbuild/protobuf';
+import { anyPack } from '@bufbuild/protobuf/wkt';
+import { FilterChainSchema } from '../../src/gen/envoy/config/listener/v3/listener_components_pb.js';
+import type { RouteSchema, VirtualHostSchema } from '../../src/gen/envoy/config/route/v3/route_components_pb.js';
+import { HTTPFaultSchema } from '../../src/gen/envoy/extensions/filters/http/fault/v3/fault_pb.js';
+import { RouterSchema } from '../../src/gen/envoy/extensions/filters/http/router/v3/router_pb.js';
+import { HttpConnectionManagerSchema } from '../../src/gen/envoy/extensions/filters/network/http_connection_manager/v3/http_connection_manager_pb.js';
+import type { FaultStats } from '../../src/dataplane/filters/fault.js';
+import { buildHcmForFilterChain, type HttpConnectionManagerHandler } from '../../src/dataplane/http-connection-manager.js';
+import { HCM_FILTER_NAME } from '../../src/envoy/names.js';
+import { close, get, listen } from '../helpers/http.js';
+import { StaticClusterManager } from './static-cluster-manager.js';
+
+type RouteInit = MessageInitShape<typeof RouteSchema>;
+type VhostInit = MessageInitShape<typeof VirtualHostSchema>;
+
+const agent = new Agent({ keepAlive: true, maxSockets: 32 });
+
+const send = (port: number, path: string, headers: Record<string, string> = {}) => get(agent, port, path, headers);
+
+const servers: Server[] = [];
+const clusters = new StaticClusterManager();
+/** What each upstream saw: url, host and attempt count, by upstream name. */
+const seen = new Map<string, { url: string; host: string; attempt: string | undefined }[]>();
+
+/** An upstream that answers its name (and the url), after `handle` may have answered instead. */
+async function upstream(name: string, handle?: (url: string, hits: number) => number | 'hang' | undefined): Promise<number> {
+  let hits = 0;
+  seen.set(name, []);
+  const server = createServer((req, res) => {
+    hits++;
+    seen.get(name)!.push({ url: req.url ?? '', host: req.headers.host ?? '', attempt: req.headers['x-envoy-attempt-count'] as string | undefined });
+    const status = handle?.(req.url ?? '', hits);
+    if (status === 'hang') return;
+    res.writeHead(status ?? 200, { 'x-upstream': name }).end(`${name} ${req.url}`);
+  });
+  servers.push(server);
+  const port = await listen(server);
+  clusters.set(name, [{ host: '127.0.0.1', port }]);
+  return port;
+}
+
+const toCluster = (cluster: string) => ({ clusterSpecifier: { case: 'cluster' as const, value: cluster } });
+const prefix = (value: string) => ({ pathSpecifier: { case: 'prefix' as const, value } });
+
+type FilterInit = MessageInitShape<typeof HttpConnectionManagerSchema>['httpFilters'];
+
+async function proxy(vhost: Omit<VhostInit, 'name' | 'domains' | '$typeName'>, filters: FilterInit = [], onHcm?: (h: HttpConnectionManagerHandler) => void): Promise<number> {
+  const hcm = create(HttpConnectionManagerSchema, {
+    statPrefix: 'traffic',
+    routeSpecifier: { case: 'routeConfig', value: { name: 'r', virtualHosts: [{ name: 'v', domains: ['*'], ...vhost }] } },
+    httpFilters: [...(filters ?? []), { name: 'envoy.filters.http.router', configType: { case: 'typedConfig', value: anyPack(RouterSchema, create(RouterSchema, {})) } }],
+  });
+  const chain = create(FilterChainSchema, { filters: [{ name: HCM_FILTER_NAME, configType: { case: 'typedConfig', value: anyPack(HttpConnectionManagerSchema, hcm) } }] });
+  const handler = buildHcmForFilterChain(chain, { clusters });
+  onHcm?.(handler);
+  const server = createServer((req, res) => handler.handle(req, res));
+  servers.push(server);
+  return listen(server);
+}
+
+const routes = (...r: RouteInit[]) => ({ routes: r });
+
+before(async () => {
+  await upstream('a');
+  await upstream('b');
+  // Fails every odd request with 503.
+  await upstream('flaky', (_url, hits) => (hits % 2 === 1 ? 503 : undefined));
+  await upstream('slow', () => 'hang');
+  await upstream('shadow', () => 'hang');
+  clusters.set('dead-then-a', [{ host: '127.0.0.1', port: 1 }, { host: '127.0.0.1', port: (await upstream('c')) }]);
+});
+
+after(async () => {
+  agent.destroy();
+  clusters.close();
+  await Promise.all(servers.map(close));
+});
+
+describe('traffic: weighted clusters and matching', () => {
+  it('splits 90/10 over 2000 requests within 3 %', async () => {
+    const port = await proxy(
+      routes({
+        match: prefix('/'),
+        action: { case: 'route', value: { clusterSpecifier: { case: 'weightedClusters', value: { clusters: [{ name: 'a', weight: 90 }, { name: 'b', weight: 10 }] } } } },
+      }),
+    );
+    const counts = { a: 0, b: 0 } as Record<string, number>;
+    for (let batch = 0; batch < 100; batch++) {
+      const replies = await Promise.all(Array.from({ length: 20 }, () => send(port, '/w')));
+      for (const r of replies) counts[String(r.headers['x-upstream'])]!++;
+    }
+    assert.equal(counts.a! + counts.b!, 2000);
+    assert.ok(Math.abs(counts.a! / 2000 - 0.9) <= 0.03, `a got ${counts.a} of 2000`);
+  });
+
+  it('routes by header (exact, present, inverted regex), query parameter and case-insensitive path', async () => {
+    const port = await proxy(
+      routes(
+        { match: { ...prefix('/'), headers: [{ name: 'x-canary', headerMatchSpecifier: { case: 'exactMatch', value: '1' } }] }, action: { case: 'route', value: toCluster('b') } },
+        {
+          match: { ...prefix('/'), headers: [{ name: 'x-user', headerMatchSpecifier: { case: 'safeRegexMatch', value: { regex: 'admin-\\d+' } }, invertMatch: true }, { name: 'x-user', headerMatchSpecifier: { case: 'presentMatch', value: true } }] },
+          action: { case: 'route', value: toCluster('c') },
+        },
+        { match: { ...prefix('/'), queryParameters: [{ name: 'v', queryParameterMatchSpecifier: { case: 'stringMatch', value: { matchPattern: { case: 'exact', value: '2' } } } }] }, action: { case: 'route', value: toCluster('b') } },
+        { match: { pathSpecifier: { case: 'path', value: '/CASE' }, caseSensitive: false }, action: { case: 'route', value: toCluster('c') } },
+        { match: prefix('/'), action: { case: 'route', value: toCluster('a') } },
+      ),
+    );
+    assert.equal((await send(port, '/x', { 'x-canary': '1' })).headers['x-upstream'], 'b');
+    assert.equal((await send(port, '/x', { 'x-canary': '2' })).headers['x-upstream'], 'a');
+    assert.equal((await send(port, '/x', { 'x-user': 'bob' })).headers['x-upstream'], 'c');
+    assert.equal((await send(port, '/x', { 'x-user': 'admin-7' })).headers['x-upstream'], 'a', 'the inverted regex excludes admins');
+    assert.equal((await send(port, '/x?v=2')).headers['x-upstream'], 'b');
+    assert.equal((await send(port, '/case')).headers['x-upstream'], 'c');
+  });
+
+  it('answers a ReDoS-shaped regex against a long input without hanging (RE2 semantics)', async () => {
+    const port = await proxy(
+      routes(
+        { match: { pathSpecifier: { case: 'safeRegex', value: { regex: '/(a+)+$' } } }, action: { case: 'route', value: toCluster('b') } },
+        { match: { ...prefix('/'), headers: [{ name: 'x-evil', headerMatchSpecifier: { case: 'safeRegexMatch', value: { regex: '(x+x+)+y' } } }] }, action: { case: 'route', value: toCluster('b') } },
+        { match: prefix('/'), action: { case: 'route', value: toCluster('a') } },
+      ),
+    );
+    // A backtracking engine takes exponential time on these; RE2 is linear.
+    assert.equal((await send(port, `/${'a'.repeat(5000)}!`)).headers['x-upstream'], 'a');
+    assert.equal((await send(port, '/x', { 'x-evil': `${'x'.repeat(5000)}z` })).headers['x-upstream'], 'a');
+    assert.equal((await send(port, '/aaa')).headers['x-upstream'], 'b');
+  });
+});
+
+describe('traffic: rewrites, redirects, direct responses', () => {
+  it('regex_rewrite substitutes capture groups in the path and keeps the query', async () => {
+    const port = await proxy(
+      routes({ match: prefix('/v1/'), action: { case: 'route', value: { ...toCluster('a'), regexRewrite: { pattern: { regex: '^/v1/users/(\\d+)$' }, substitution: '/users/\\1/profile' } } } }),
+    );
+    assert.equal((await send(port, '/v1/users/42?x=1')).body, 'a /users/42/profile?x=1');
+  });
+
+  it('redirects: https with the default port dropped, path_redirect, prefix_rewrite and strip_query, response codes', async () => {
+    const port = await proxy(
+      routes(
+        { match: prefix('/secure'), action: { case: 'redirect', value: { schemeRewriteSpecifier: { case: 'httpsRedirect', value: true } } } },
+        { match: prefix('/moved'), action: { case: 'redirect', value: { hostRedirect: 'new.example.com', pathRewriteSpecifier: { case: 'pathRedirect', value: '/landing' }, responseCode: 1 } } },
+        { match: prefix('/old/'), action: { case: 'redirect', value: { pathRewriteSpecifier: { case: 'prefixRewrite', value: '/new/' }, stripQuery: true, responseCode: 4, portRedirect: 8443 } } },
+        { match: prefix('/teapot'), action: { case: 'directResponse', value: { status: 418, body: { specifier: { case: 'inlineString', value: 'short and stout' } } } } },
+      ),
+    );
+    const secure = await send(port, '/secure?q=1', { host: 'shop.example.com:80' });
+    assert.equal(secure.status, 301);
+    assert.equal(secure.headers.location, 'https://shop.example.com/secure?q=1');
+    const moved = await send(port, '/moved?q=1', { host: 'shop.example.com' });
+    assert.equal(moved.status, 302);
+    assert.equal(moved.headers.location, 'http://new.example.com/landing?q=1');
+    const old = await send(port, '/old/page?q=1', { host: 'shop.example.com' });
+    assert.equal(old.status, 308);
+    assert.equal(old.headers.location, 'http://shop.example.com:8443/new/page');
+    const teapot = await send(port, '/teapot');
+    assert.equal(teapot.status, 418);
+    assert.equal(teapot.body, 'short and stout');
+  });
+});
+
+describe('traffic: timeouts, retries, mirroring', () => {
+  it('a retry turns a flaky upstream 503 into 200, with x-envoy-attempt-count both ways', async () => {
+    const port = await proxy({
+      includeRequestAttemptCount: true,
+      includeAttemptCountInResponse: true,
+      ...routes({ match: prefix('/'), action: { case: 'route', value: { ...toCluster('flaky'), retryPolicy: { retryOn: '5xx', numRetries: 2 } } } }),
+    });
+    const before = seen.get('flaky')!.length;
+    const r = await send(port, '/retry');
+    assert.equal(r.status, 200);
+    assert.equal(r.headers['x-envoy-attempt-count'], '2');
+    assert.deepEqual(seen.get('flaky')!.slice(before).map((s) => s.attempt), ['1', '2']);
+  });
+
+  it('without a matching retry_on the 503 goes downstream; retriable-status-codes is honoured', async () => {
+    const plain = await proxy(routes({ match: prefix('/'), action: { case: 'route', value: { ...toCluster('flaky'), retryPolicy: { retryOn: 'connect-failure', numRetries: 3 } } } }));
+    const codes = await proxy(routes({ match: prefix('/'), action: { case: 'route', value: { ...toCluster('flaky'), retryPolicy: { retryOn: 'retriable-status-codes', retriableStatusCodes: [503] } } } }));
+    // The flaky upstream alternates; find its next answer being a 503.
+    const statuses = [(await send(plain, '/x')).status, (await send(plain, '/x')).status];
+    assert.ok(statuses.includes(503), `a 503 reaches the client: ${statuses.join(',')}`);
+    assert.equal((await send(codes, '/x')).status, 200);
+    assert.equal((await send(codes, '/x')).status, 200);
+  });
+
+  it('connect-failure retries on another endpoint', async () => {
+    const port = await proxy(routes({ match: prefix('/'), action: { case: 'route', value: { ...toCluster('dead-then-a'), retryPolicy: { retryOn: 'connect-failure', numRetries: 1 } } } }));
+    for (let i = 0; i < 4; i++) assert.equal((await send(port, '/x')).status, 200);
+  });
+
+  it('a 1 s route timeout on a hanging upstream answers 504 without waiting for it', async () => {
+    const port = await proxy(routes({ match: prefix('/'), action: { case: 'route', value: { ...toCluster('slow'), timeout: { seconds: 1n } } } }));
+    const started = Date.now();
+    const r = await send(port, '/slow');
+    assert.equal(r.status, 504);
+    assert.equal(r.body, 'upstream request timeout');
+    // The upstream never answers: the reply came from the timeout (well before a 3 s upstream would).
+    assert.ok(Date.now() - started < 3000);
+  });
+
+  it('a per-try timeout retries, then gives 504', async () => {
+    const port = await proxy(
+      routes({ match: prefix('/'), action: { case: 'route', value: { ...toCluster('slow'), retryPolicy: { retryOn: 'reset', numRetries: 1, perTryTimeout: { nanos: 200_000_000 } } } } }),
+    );
+    const before = seen.get('slow')!.length;
+    const r = await send(port, '/per-try');
+    assert.equal(r.status, 504);
+    assert.equal(seen.get('slow')!.length - before, 2, 'two attempts reached the upstream');
+  });
+
+  it('mirrors a request to the shadow cluster (host -shadow) without waiting for it', async () => {
+    const port = await proxy(routes({ match: prefix('/'), action: { case: 'route', value: { ...toCluster('a'), requestMirrorPolicies: [{ cluster: 'shadow' }] } } }));
+    const r = await send(port, '/mirrored', { host: 'shop.example.com:8080' });
+    // The shadow never answers, so a response at all means it did not wait for the mirror.
+    assert.equal(r.status, 200);
+    assert.equal(r.body, 'a /mirrored');
+    for (let i = 0; i < 50 && !seen.get('shadow')!.some((s) => s.url === '/mirrored'); i++) await new Promise((res) => setTimeout(res, 20));
+    assert.deepEqual(seen.get('shadow')!.find((s) => s.url === '/mirrored')?.host, 'shop.example.com-shadow:8080');
+  });
+
+  it('a mirror with runtime fraction 0 sends nothing', async () => {
+    const port = await proxy(
+      routes({ match: prefix('/'), action: { case: 'route', value: { ...toCluster('a'), requestMirrorPolicies: [{ cluster: 'shadow', runtimeFraction: { defaultValue: { numerator: 0 } } }] } } }),
+    );
+    assert.equal((await send(port, '/not-mirrored')).status, 200);
+    await new Promise((res) => setTimeout(res, 100));
+    assert.equal(seen.get('shadow')!.some((s) => s.url === '/not-mirrored'), false);
+  });
+});
+
+describe('traffic: the fault filter', () => {
+  const fault = (config: MessageInitShape<typeof HTTPFaultSchema>) => [{ name: 'envoy.filters.http.fault', configType: { case: 'typedConfig' as const, value: anyPack(HTTPFaultSchema, create(HTTPFaultSchema, config)) } }];
+  const toA = routes({ match: prefix('/'), action: { case: 'route', value: toCluster('a') } });
+
+  it('aborts about half of the requests at 50 % with 503 "fault filter abort"', async () => {
+    const port = await proxy(toA, fault({ abort: { errorType: { case: 'httpStatus', value: 503 }, percentage: { numerator: 50 } } }));
+    let aborted = 0;
+    for (let batch = 0; batch < 20; batch++) {
+      const replies = await Promise.all(Array.from({ length: 20 }, () => send(port, '/f')));
+      for (const r of replies) {
+        if (r.status === 503) {
+          assert.equal(r.body, 'fault filter abort');
+          aborted++;
+        } else assert.equal(r.status, 200);
+      }
+    }
+    // 400 requests at p = 0.5: the standard deviation is 10, so 4 of them either side.
+    assert.ok(aborted >= 160 && aborted <= 240, `${aborted} of 400 aborted`);
+  });
+
+  it('delays, then aborts, only the requests its header matchers select, and counts them', async () => {
+    let handler: HttpConnectionManagerHandler | undefined;
+    const port = await proxy(
+      toA,
+      fault({
+        headers: [{ name: 'x-chaos', headerMatchSpecifier: { case: 'presentMatch', value: true } }],
+        delay: { faultDelaySecifier: { case: 'fixedDelay', value: { nanos: 100_000_000 } }, percentage: { numerator: 100 } },
+        abort: { errorType: { case: 'httpStatus', value: 418 }, percentage: { numerator: 100 } },
+      }),
+      (h) => (handler = h),
+    );
+    assert.equal((await send(port, '/f')).status, 200);
+    assert.equal((await send(port, '/f', { 'x-chaos': '1' })).status, 418);
+    const stats = handler!.filterStats.find((f) => 'fault' in f) as { fault: FaultStats } | undefined;
+    assert.deepEqual(stats?.fault, { delays_injected: 1, aborts_injected: 1, faults_overflow: 0 });
+  });
+
+  it('x-envoy-fault-abort-request counts only with header_abort configured', async () => {
+    const withHeader = await proxy(toA, fault({ abort: { errorType: { case: 'headerAbort', value: {} }, percentage: { numerator: 100 } } }));
+    const fixed = await proxy(toA, fault({ abort: { errorType: { case: 'httpStatus', value: 503 }, percentage: { numerator: 0 } } }));
+    assert.equal((await send(withHeader, '/f', { 'x-envoy-fault-abort-request': '429' })).status, 429);
+    assert.equal((await send(withHeader, '/f')).status, 200);
+    assert.equal((await send(fixed, '/f', { 'x-envoy-fault-abort-request': '429' })).status, 200);
+  });
+
+  it('refuses what it cannot apply rather than ignoring it', async () => {
+    const bad: MessageInitShape<typeof HTTPFaultSchema> = { upstreamCluster: 'x', abort: { errorType: { case: 'httpStatus', value: 503 } } };
+    await assert.rejects(proxy(toA, fault(bad)), /upstream_cluster/);
+  });
+});
