@@ -148,6 +148,9 @@ async function runDiscovery(ctx: RunContext): Promise<number> {
   await Promise.all([server.stop(), ctrlz.close()]);
   clearTimeout(drain);
   log.info('shutdown complete');
+  // A signal during start stops the server while start() may still be binding or reading: whatever
+  // it leaves open must not keep the process alive (the Go mesh's process ends when main returns).
+  setTimeout(() => process.exit(0), 1000).unref();
   return 0;
 }
 
