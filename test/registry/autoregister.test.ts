@@ -257,11 +257,14 @@ test('discovery server: a proxy with AUTO_REGISTER_GROUP becomes an endpoint oth
   });
 });
 
-/** The names of the inbound filter chains of virtualInbound in an LDS response. */
+/**
+ * The names of virtualInbound's per-port filter chains in an LDS response; the catch-all chains it
+ * always has (blackhole, passthrough: `virtualInbound-*`) are left out.
+ */
 function inboundChains(r: DiscoveryResponse): string[] {
   assert.equal(r.typeUrl, TypeUrl.Listener);
   const vin = r.resources.map((a) => unpack(a, ListenerSchema)).find((l) => l.name === 'virtualInbound');
-  return vin?.filterChains.map((c) => c.name) ?? [];
+  return (vin?.filterChains.map((c) => c.name) ?? []).filter((name) => !name.startsWith('virtualInbound-'));
 }
 
 test('discovery server: a WorkloadEntry at a connected proxy\'s address gives that proxy its inbound listener; a policy edit reaches its listeners', async () => {
