@@ -10,11 +10,8 @@ import {
   status,
   type sendUnaryData,
   type ServerDuplexStream,
-  type ServerOptions,
-  type MethodDefinition,
   type ServerUnaryCall,
 } from '@grpc/grpc-js';
-import { AggregatedDiscoveryService } from '../gen/envoy/service/discovery/v3/ads_pb.js';
 import type { DeltaDiscoveryRequest, DiscoveryRequest } from '../gen/envoy/service/discovery/v3/discovery_pb.js';
 import {
   ClientStatusDiscoveryService,
@@ -26,17 +23,18 @@ import { counter, gauge, histogram } from '../common/metrics.js';
 import { scope } from '../common/log.js';
 import { settingDefault } from '../common/env.js';
 import { ResponseCache, type ResourceSet } from './cache.js';
-import { Connection, type ConnectionStatus, type Delivery, type ReplyKind, type VersionedResource, type Watch } from './connection.js';
+import { Connection, type ConnectionStatus, type Delivery, type ReplyKind, type Watch } from './connection.js';
 import { applyDelta, deltaDiff, encodeDelta, encodeSotw, incrementalBase } from './responses.js';
 import { clientStatus } from './csds.js';
 import { XdsStreamError, type ProxyInfo, type PushRequest, type ResourceGenerator } from './generator.js';
 import { grpcServiceDefinition } from '../envoy/grpc-service.js';
-import { ResponseSizeGuard, type SizedResource } from './size-guard.js';
+import { adsDefinition, grpcOptions, Semaphore, type AdsTransportOptions } from './ads-transport.js';
+import { ResponseSizeGuard, sized } from './size-guard.js';
 import { shortTypeName, TypeUrl } from '../envoy/types.js';
 
 const log = scope('ads');
 
-export interface XdsServerOptions {
+export interface XdsServerOptions extends AdsTransportOptions {
   /** The generator of each served type URL; requests for any other type end their stream. */
   readonly generators: ReadonlyMap<string, ResourceGenerator>;
   /** Called once per stream after its first request; throw XdsStreamError to refuse the proxy. */
@@ -47,24 +45,11 @@ export interface XdsServerOptions {
   readonly controlPlaneId?: string;
   /** A send not done after this many ms closes the stream (PILOT_XDS_SEND_TIMEOUT); <= 0 = never. */
   readonly sendTimeoutMs?: number;
-  /** --keepaliveInterval, ms. */
-  readonly keepaliveIntervalMs?: number;
-  /** --keepaliveTimeout, ms. */
-  readonly keepaliveTimeoutMs?: number;
-  /** --keepaliveMaxServerConnectionAge, ms; beyond what a timer can hold means "never". */
-  readonly maxConnectionAgeMs?: number;
-  /** MESH_GPRC_MAXRECVMSGSIZE, bytes. */
-  readonly maxRecvMsgSize?: number;
-  /** MESH_GPRC_MAXSTREAMS. */
-  readonly maxStreams?: number;
   /** PILOT_PUSH_THROTTLE: streams generated for and written to at once. */
   readonly pushThrottle?: number;
   /** Largest response sent (size-guard.ts); default MAX_RESPONSE_BYTES. */
   readonly maxResponseBytes?: number;
 }
-
-/** Node's timers hold at most 2^31-1 ms; larger values (the spec's ~292-year default) mean "off". */
-const MAX_TIMER_MS = 2 ** 31 - 1;
 
 /** Make-before-break order: clusters before their endpoints, listeners before their routes. */
 const PUSH_ORDER: readonly string[] = [
@@ -87,61 +72,6 @@ const REJECT_GAUGES = {
   [TypeUrl.Cluster]: 'pilot_xds_cds_reject',
   [TypeUrl.ClusterLoadAssignment]: 'pilot_xds_eds_reject',
 } as const;
-
-function grpcOptions(o: XdsServerOptions): ServerOptions {
-  const opts: ServerOptions = {
-    // Defaults: the spec's defaults of --keepaliveInterval and --keepaliveTimeout.
-    'grpc.keepalive_time_ms': o.keepaliveIntervalMs ?? 30_000,
-    'grpc.keepalive_timeout_ms': o.keepaliveTimeoutMs ?? 10_000,
-    'grpc.max_receive_message_length': o.maxRecvMsgSize ?? settingDefault('MESH_GPRC_MAXRECVMSGSIZE'),
-    'grpc.max_concurrent_streams': o.maxStreams ?? settingDefault('MESH_GPRC_MAXSTREAMS'),
-  };
-  if (o.maxConnectionAgeMs !== undefined && o.maxConnectionAgeMs > 0 && o.maxConnectionAgeMs < MAX_TIMER_MS) {
-    opts['grpc.max_connection_age_ms'] = o.maxConnectionAgeMs;
-  }
-  return opts;
-}
-
-/** A method whose responses are written as bytes already encoded (see encodeSotw, encodeDelta). */
-function preEncoded<Req, Res>(method: MethodDefinition<Req, Res>): MethodDefinition<Req, Uint8Array> {
-  return {
-    ...method,
-    responseSerialize: (b) => Buffer.from(b.buffer, b.byteOffset, b.byteLength),
-    responseDeserialize: (b) => b,
-  };
-}
-
-/** The ADS definition, both protocols writing pre-encoded responses. */
-function adsDefinition() {
-  const ads = grpcServiceDefinition(AggregatedDiscoveryService);
-  return {
-    ...ads,
-    streamAggregatedResources: preEncoded(ads.streamAggregatedResources),
-    deltaAggregatedResources: preEncoded(ads.deltaAggregatedResources),
-  };
-}
-
-/** Runs at most `size` tasks at once; the others wait in arrival order. */
-class Semaphore {
-  private free: number;
-  private readonly waiting: Array<() => void> = [];
-
-  constructor(size: number) {
-    this.free = Math.max(1, size);
-  }
-
-  async run<T>(task: () => Promise<T>): Promise<T> {
-    if (this.free > 0) this.free--;
-    else await new Promise<void>((resolve) => this.waiting.push(resolve));
-    try {
-      return await task();
-    } finally {
-      const next = this.waiting.shift();
-      if (next) next();
-      else this.free++;
-    }
-  }
-}
 
 /** One live stream: its protocol state plus how to answer on it. */
 interface Session {
@@ -568,6 +498,3 @@ export class XdsServer {
 }
 
 /** Encoded size of each resource, for the size guard. */
-function sized(resources: Iterable<VersionedResource>): SizedResource[] {
-  return [...resources].map((r) => ({ name: r.name, bytes: r.resource.value.length }));
-}

@@ -5,6 +5,7 @@
 // instead, the proxy keeps its last good config of that type, every other type keeps flowing, and
 // the oversized response is logged, counted and listed (/debug/oversized) until a later push fits.
 
+import type { VersionedResource } from './connection.js';
 import { scope } from '../common/log.js';
 import { counter } from '../common/metrics.js';
 import type { ProxyInfo } from './generator.js';
@@ -78,4 +79,9 @@ export class ResponseSizeGuard {
   list(): OversizedResponse[] {
     return [...this.held.values()].flatMap((byType) => [...byType.values()]);
   }
+}
+
+/** The resources of a response with their encoded sizes, for the report of an oversized one. */
+export function sized(resources: Iterable<VersionedResource>): SizedResource[] {
+  return [...resources].map((r) => ({ name: r.name, bytes: r.resource.value.length }));
 }
