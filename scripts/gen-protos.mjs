@@ -42,6 +42,9 @@ const targets = [
   'envoy-api/envoy/extensions/filters/http/fault/v3',
   'envoy-api/envoy/extensions/filters/http/jwt_authn/v3',
   'envoy-api/envoy/extensions/filters/http/rbac/v3',
+  // CUSTOM authorization: the ext_authz filter and the external authorizer's gRPC API.
+  'envoy-api/envoy/extensions/filters/http/ext_authz/v3',
+  'envoy-api/envoy/service/auth/v3',
   // VirtualService fault injection and CORS (per-route configs and the HCM filters).
   'envoy-api/envoy/extensions/filters/http/fault/v3',
   'envoy-api/envoy/extensions/filters/http/cors/v3',

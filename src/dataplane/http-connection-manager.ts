@@ -121,7 +121,7 @@ interface CompiledChain {
 function compileHttpFilters(hcm: HttpConnectionManager, deps: HcmDeps): CompiledChain {
   const filters: HttpFilter[] = [];
   const stats: FilterStats[] = [];
-  const ctx: HttpFilterContext = deps.jwt ? { jwt: deps.jwt } : {};
+  const ctx: HttpFilterContext = { clusters: deps.clusters, ...(deps.jwt ? { jwt: deps.jwt } : {}) };
   let sawRouter = false;
   hcm.httpFilters.forEach((f, i) => {
     const field = `http_filters[${i}]`;

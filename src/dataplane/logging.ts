@@ -3,7 +3,7 @@
 import type { Level } from '../common/log.js';
 
 /** The proxy's log components (each a log scope). */
-export const PROXY_COMPONENTS = ['admin', 'config', 'connection', 'conn_handler', 'http', 'http2', 'jwt', 'rbac', 'router', 'upstream', 'main', 'misc', 'filter', 'pool', 'adsc'] as const;
+export const PROXY_COMPONENTS = ['admin', 'config', 'connection', 'conn_handler', 'http', 'http2', 'jwt', 'rbac', 'ext_authz', 'router', 'upstream', 'main', 'misc', 'filter', 'pool', 'adsc'] as const;
 
 /** Envoy's level names onto the mesh's levels. */
 export const PROXY_LEVELS: Readonly<Record<string, Level>> = { trace: 'debug', debug: 'debug', info: 'info', warning: 'warn', warn: 'warn', error: 'error', critical: 'fatal', off: 'none' };

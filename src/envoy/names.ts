@@ -5,6 +5,8 @@
 export const JWT_AUTHN_FILTER_NAME = 'envoy.filters.http.jwt_authn';
 /** HTTP filter name of every rbac filter (the mesh suffixes `.allow`, `.deny`, ...). */
 export const RBAC_FILTER_NAME = 'envoy.filters.http.rbac';
+/** HTTP filter that asks an external authorizer (CUSTOM AuthorizationPolicies). */
+export const EXT_AUTHZ_FILTER_NAME = 'envoy.filters.http.ext_authz';
 export const ROUTER_FILTER_NAME = 'envoy.filters.http.router';
 export const HCM_FILTER_NAME = 'envoy.filters.network.http_connection_manager';
 export const TCP_PROXY_FILTER_NAME = 'envoy.filters.network.tcp_proxy';

@@ -1,15 +1,19 @@
 // The one entry point for a workload's security filters: selection, then both builders. The
 // listener builder inserts the result into the inbound HTTP connection manager (jwt_authn first,
-// then the rbac filters in the order given, then the router); /debug/authorizationz shows it.
+// then the rbac filters in the order given, each CUSTOM one followed by its ext_authz filter, then
+// the router); /debug/authorizationz shows it.
 import type { AuthorizationPolicy, RequestAuthentication } from '../api/types.js';
 import { create } from '@bufbuild/protobuf';
 import { anyPack } from '@bufbuild/protobuf/wkt';
 import { JwtAuthenticationSchema, type JwtAuthentication } from '../gen/envoy/extensions/filters/http/jwt_authn/v3/config_pb.js';
 import { RBACSchema } from '../gen/envoy/extensions/filters/http/rbac/v3/rbac_pb.js';
+import { ExtAuthzSchema } from '../gen/envoy/extensions/filters/http/ext_authz/v3/ext_authz_pb.js';
 import { HttpFilterSchema, type HttpFilter } from '../gen/envoy/extensions/filters/network/http_connection_manager/v3/http_connection_manager_pb.js';
-import { JWT_AUTHN_FILTER_NAME, RBAC_FILTER_NAME } from '../envoy/names.js';
+import { EXT_AUTHZ_FILTER_NAME, JWT_AUTHN_FILTER_NAME, RBAC_FILTER_NAME } from '../envoy/names.js';
 import { buildJwtAuthn, type JwksLookup } from './authn/builder.js';
 import { buildRbacFilters, type RbacFilter } from './authz/builder.js';
+import { NO_AUTHORIZERS, type AuthorizerLookup } from './authz/ext-authz.js';
+import { customRulesDenied } from './authz/custom.js';
 import { selectPolicies, type WorkloadRef } from '../model/selection.js';
 
 export interface WorkloadSecurity {
@@ -17,10 +21,20 @@ export interface WorkloadSecurity {
   readonly authorizationPolicies: AuthorizationPolicy[];
   /** The `envoy.filters.http.jwt_authn` config, or null: no jwt_authn filter. */
   readonly jwtAuthn: JwtAuthentication | null;
-  /** `envoy.filters.http.rbac` configs in chain order (CUSTOM, AUDIT, DENY, ALLOW). */
+  /** `envoy.filters.http.rbac` configs in chain order (CUSTOM, AUDIT, DENY, ALLOW); a CUSTOM one may carry its ext_authz filter. */
   readonly rbac: RbacFilter[];
   /** Untranslatable values, each naming policy, field and value: log them, they failed closed. */
   readonly warnings: string[];
+}
+
+/** What the discovery server's settings decide for every workload. */
+export interface SecurityOptions {
+  /** The providers of CUSTOM policies (mesh config extensionProviders); absent: none can be used. */
+  readonly authorizers?: AuthorizerLookup;
+  /** `--plugins` without authn: RequestAuthentications are not translated. */
+  readonly authn?: boolean;
+  /** `--plugins` without authz: only CUSTOM AuthorizationPolicies are translated. */
+  readonly authz?: boolean;
 }
 
 export function buildWorkloadSecurity(
@@ -29,12 +43,14 @@ export function buildWorkloadSecurity(
   allAuthorizationPolicies: readonly AuthorizationPolicy[],
   lookup: JwksLookup,
   rootNamespace?: string,
+  options: SecurityOptions = {},
 ): WorkloadSecurity {
-  const requestAuthentications = selectPolicies(workload, allRequestAuthentications, rootNamespace);
-  const authorizationPolicies = selectPolicies(workload, allAuthorizationPolicies, rootNamespace);
+  const requestAuthentications = options.authn === false ? [] : selectPolicies(workload, allRequestAuthentications, rootNamespace);
+  const selected = selectPolicies(workload, allAuthorizationPolicies, rootNamespace);
+  const authorizationPolicies = options.authz === false ? selected.filter((p) => p.spec.action === 'CUSTOM') : selected;
   const warnings: string[] = [];
   const jwtAuthn = buildJwtAuthn(requestAuthentications, lookup, warnings);
-  const rbac = buildRbacFilters(authorizationPolicies);
+  const rbac = buildRbacFilters(authorizationPolicies, options.authorizers ?? NO_AUTHORIZERS);
   return { requestAuthentications, authorizationPolicies, jwtAuthn, rbac: rbac.filters, warnings: [...warnings, ...rbac.warnings] };
 }
 
@@ -46,8 +62,17 @@ export function securityHttpFilters(sec: WorkloadSecurity): HttpFilter[] {
   }
   for (const r of sec.rbac) {
     filters.push(create(HttpFilterSchema, { name: r.name, configType: { case: 'typedConfig', value: anyPack(RBACSchema, r.config) } }));
+    if (r.extAuthz) filters.push(create(HttpFilterSchema, { name: EXT_AUTHZ_FILTER_NAME, configType: { case: 'typedConfig', value: anyPack(ExtAuthzSchema, r.extAuthz.config) } }));
   }
   return filters;
+}
+
+/**
+ * A CUSTOM pair for a client that has no ext_authz filter: the shadow rules enforced as DENY, so
+ * that what would have been sent to the authorizer is refused rather than let through.
+ */
+function customAsDeny(r: RbacFilter): RbacFilter {
+  return customRulesDenied({ policies: r.config.shadowRules?.policies ?? {}, layouts: r.layouts });
 }
 
 export interface GrpcServerFilters {
@@ -76,7 +101,16 @@ export function grpcServerHttpFilters(sec: WorkloadSecurity): GrpcServerFilters 
       notes.push(`AUDIT AuthorizationPolicies are not sent to a proxyless gRPC server (gRPC refuses the RBAC action LOG)`);
       continue;
     }
-    filters.push(create(HttpFilterSchema, { name: `${RBAC_FILTER_NAME}.${r.action.toLowerCase()}`, configType: { case: 'typedConfig', value: anyPack(RBACSchema, r.config) } }));
+    if (r.action === 'CUSTOM' && !r.config.rules && !r.extAuthz) {
+      notes.push(`dry-run CUSTOM AuthorizationPolicies are not sent to a proxyless gRPC server (gRPC does not evaluate shadow rules)`);
+      continue;
+    }
+    let filter = r;
+    if (r.extAuthz) {
+      notes.push(`CUSTOM AuthorizationPolicies (provider ${JSON.stringify(r.extAuthz.provider)}) are enforced as DENY on a proxyless gRPC server: it has no ext_authz filter`);
+      filter = customAsDeny(r);
+    }
+    filters.push(create(HttpFilterSchema, { name: `${RBAC_FILTER_NAME}.${r.action.toLowerCase()}`, configType: { case: 'typedConfig', value: anyPack(RBACSchema, filter.config) } }));
   }
   return { filters, notes };
 }

@@ -8,7 +8,10 @@ import { HttpConnectionManagerSchema } from '../../src/gen/envoy/extensions/filt
 import { toEnvoyJson, unpack } from '../../src/envoy/types.js';
 
 test('pathNormalization: absent, DEFAULT and each mode; other fields are reported as not effective', () => {
-  assert.deepEqual(parseMeshConfig('', 'mesh'), { pathNormalization: 'BASE', notEffective: [] });
+  const empty = parseMeshConfig('', 'mesh');
+  assert.equal(empty.pathNormalization, 'BASE');
+  assert.deepEqual(empty.notEffective, []);
+  assert.equal(empty.extensionProviders.authorizers.size, 0);
   assert.equal(parseMeshConfig('pathNormalization: {normalization: DEFAULT}', 'mesh').pathNormalization, 'BASE');
   for (const mode of ['NONE', 'BASE', 'MERGE_SLASHES', 'DECODE_AND_MERGE_SLASHES']) {
     assert.equal(parseMeshConfig(`pathNormalization:\n  normalization: ${mode}\n`, 'mesh').pathNormalization, mode);

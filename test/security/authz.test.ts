@@ -80,8 +80,10 @@ test('filters: one per action present, in the order CUSTOM, AUDIT, DENY, ALLOW, 
     ['envoy.filters.http.rbac', 'ALLOW'],
   ]);
   const [custom, audit, deny, allow] = r.filters.map((f) => rbacJson(f.config) as { rules: { action?: string; policies: object }; rules_stat_prefix?: string });
+  // No provider can be resolved here: the CUSTOM rules deny what they would have sent to it.
   assert.equal(custom!.rules.action, 'DENY');
-  assert.equal(custom!.rules_stat_prefix, 'mesh_ext_authz_');
+  assert.deepEqual(Object.keys(custom!.rules.policies), ['mesh-ext-authz-ext-ns[foo]-policy[custom]-rule[0]-deny-due-to-bad-CUSTOM-action']);
+  assert.match(r.warnings.join('\n'), /AuthorizationPolicy foo\/custom \(CUSTOM\): no extension provider "ext" in mesh config extensionProviders; the requests its rules match are denied/);
   assert.equal(audit!.rules.action, 'LOG');
   assert.equal(deny!.rules.action, 'DENY');
   assert.equal(allow!.rules.action, undefined, 'ALLOW is the proto default');

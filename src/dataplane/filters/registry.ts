@@ -5,6 +5,7 @@ import type { DescMessage, MessageShape } from '@bufbuild/protobuf';
 import type { Any } from '@bufbuild/protobuf/wkt';
 import type { HttpFilter } from '../../envoy/filter.js';
 import type { JwtAuthnOptions } from '../../envoy/jwt-authn.js';
+import type { ClusterManager } from '../clusters.js';
 import { ExtensionRegistry, unpackConfig } from '../extensions.js';
 
 /**
@@ -21,6 +22,8 @@ export type FilterStats = {
 /** What the proxy gives every filter it compiles. */
 export interface HttpFilterContext {
   readonly jwt?: JwtAuthnOptions;
+  /** For filters that call a cluster themselves (ext_authz). */
+  readonly clusters?: ClusterManager;
 }
 
 /** A compiled http_filters entry: the filter run per request (none for the router) and its counters. */

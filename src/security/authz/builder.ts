@@ -1,17 +1,21 @@
-// AuthorizationPolicies that select a workload -> its rbac HTTP filters.
+// AuthorizationPolicies that select a workload -> its rbac HTTP filters (and, for CUSTOM, the
+// ext_authz filter each CUSTOM rbac filter gates; authz/custom.ts).
 // One filter per action present, in the order the proxy must run them: CUSTOM, AUDIT, DENY, ALLOW.
 // AUDIT runs before the enforcing filters so that it also sees the requests they reject.
 import { create } from '@bufbuild/protobuf';
 import { RBACSchema, type RBAC } from '../../gen/envoy/extensions/filters/http/rbac/v3/rbac_pb.js';
 import { RBAC_Action, type Policy } from '../../gen/envoy/config/rbac/v3/rbac_pb.js';
+import type { ExtAuthz } from '../../gen/envoy/extensions/filters/http/ext_authz/v3/ext_authz_pb.js';
 import { type AuthorizationAction, type AuthorizationPolicy } from '../../api/types.js';
 import { RBAC_FILTER_NAME } from '../../envoy/names.js';
 import { translateRule, type OnError, type PolicyLayout } from './rule.js';
+import { buildCustomFilters, type Collected } from './custom.js';
+import { NO_AUTHORIZERS, type AuthorizerLookup } from './ext-authz.js';
+import { rbacPolicyName } from './policy-names.js';
+
+export { parseRbacPolicyName, rbacPolicyName } from './policy-names.js';
 
 export const FILTER_ORDER: readonly AuthorizationAction[] = ['CUSTOM', 'AUDIT', 'DENY', 'ALLOW'];
-
-/** Prefix of the stats of the CUSTOM filter, which stands in for an external authorizer. */
-export const CUSTOM_STAT_PREFIX = 'mesh_ext_authz_';
 
 /** The annotation that makes an AuthorizationPolicy shadow only (the production mesh's `istio.io/dry-run`). */
 export const DRY_RUN_ANNOTATION = 'mesh.io/dry-run';
@@ -22,6 +26,12 @@ const DRY_RUN_STAT_PREFIX: Partial<Record<RBAC_Action, string>> = {
   [RBAC_Action.DENY]: 'mesh_dry_run_deny_',
 };
 
+/** The ext_authz filter that follows a CUSTOM rbac filter and runs when its shadow rules matched. */
+export interface ExtAuthzFilter {
+  readonly provider: string;
+  readonly config: ExtAuthz;
+}
+
 export interface RbacFilter {
   /** The HTTP filter name (the same for every rbac filter). */
   readonly name: string;
@@ -29,23 +39,14 @@ export interface RbacFilter {
   readonly config: RBAC;
   /** By RBAC policy name: which from/to entry and `when` condition each generated matcher stands for. */
   readonly layouts: Readonly<Record<string, PolicyLayout>>;
+  /** CUSTOM only: the external authorizer asked when this filter's shadow rules match. */
+  readonly extAuthz?: ExtAuthzFilter;
 }
 
 export interface RbacBuild {
   readonly filters: RbacFilter[];
   /** Values that could not be translated, each naming the policy, rule, field and value. */
   readonly warnings: string[];
-}
-
-/** `ns[<namespace>]-policy[<name>]-rule[<index>]`, the production mesh's RBAC policy naming. */
-export function rbacPolicyName(namespace: string, name: string, rule: number): string {
-  return `ns[${namespace}]-policy[${name}]-rule[${rule}]`;
-}
-
-/** The inverse of rbacPolicyName, for explanations. */
-export function parseRbacPolicyName(key: string): { namespace: string; name: string; rule: number } | undefined {
-  const m = /^ns\[(.*)\]-policy\[(.*)\]-rule\[(\d+)\]$/.exec(key);
-  return m ? { namespace: m[1]!, name: m[2]!, rule: Number(m[3]) } : undefined;
 }
 
 function actionOf(p: AuthorizationPolicy): AuthorizationAction {
@@ -65,12 +66,9 @@ function isDryRun(p: AuthorizationPolicy, warnings: string[]): boolean {
   return false;
 }
 
-// CUSTOM delegates to an external authorizer, which the data plane does not have yet: the requests
-// a CUSTOM policy would send there are denied (fail closed) rather than let through unchecked.
-const ENVOY_ACTION: Readonly<Record<AuthorizationAction, RBAC_Action>> = {
+const ENVOY_ACTION: Readonly<Record<Exclude<AuthorizationAction, 'CUSTOM'>, RBAC_Action>> = {
   ALLOW: RBAC_Action.ALLOW,
   DENY: RBAC_Action.DENY,
-  CUSTOM: RBAC_Action.DENY,
   AUDIT: RBAC_Action.LOG,
 };
 
@@ -81,42 +79,51 @@ const ON_ERROR: Readonly<Record<AuthorizationAction, OnError>> = {
   CUSTOM: 'drop-clause',
 };
 
+/** Translates the rules of `policies` into named RBAC policies; warnings name policy, rule and field. */
+function collect(policies: readonly AuthorizationPolicy[], action: AuthorizationAction, warnings: string[], provider?: string): Collected {
+  const out = { policies: {} as Record<string, Policy>, layouts: {} as Record<string, PolicyLayout> };
+  for (const p of policies) {
+    for (const [i, rule] of (p.spec.rules ?? []).entries()) {
+      const name = rbacPolicyName(p.metadata.namespace, p.metadata.name, i, provider);
+      const result = translateRule(rule, ON_ERROR[action]);
+      warnings.push(...result.warnings.map((w) => `AuthorizationPolicy ${p.metadata.namespace}/${p.metadata.name} rules[${i}].${w}`));
+      if (result.policy && result.layout) {
+        out.policies[name] = result.policy;
+        out.layouts[name] = result.layout;
+      }
+    }
+  }
+  return out;
+}
+
 /**
  * Builds the rbac filters for the policies selecting one workload (chosen by selectPolicies in src/model/selection.ts). Pure.
  * An ALLOW policy without rules contributes no Envoy policy, so a lone `spec: {}` yields an ALLOW
  * filter with no policies: every request is denied. A DENY policy without rules denies nothing.
+ * `authorizers` resolves the providers of CUSTOM policies (none: their rules deny).
  */
-export function buildRbacFilters(policies: readonly AuthorizationPolicy[]): RbacBuild {
+export function buildRbacFilters(policies: readonly AuthorizationPolicy[], authorizers: AuthorizerLookup = NO_AUTHORIZERS): RbacBuild {
   const warnings: string[] = [];
   const filters: RbacFilter[] = [];
+  const dryRun = new Set(policies.filter((p) => isDryRun(p, warnings)));
   for (const action of FILTER_ORDER) {
     const ofAction = policies.filter((p) => actionOf(p) === action);
     if (ofAction.length === 0) continue;
-    // Dry-run policies go to shadow_rules: evaluated and counted, never enforced.
-    const enforced: Record<string, Policy> = {};
-    const shadow: Record<string, Policy> = {};
-    let hasEnforced = false;
-    let hasShadow = false;
-    const layouts: Record<string, PolicyLayout> = {};
-    for (const p of ofAction) {
-      const dryRun = isDryRun(p, warnings);
-      if (dryRun) hasShadow = true;
-      else hasEnforced = true;
-      for (const [i, rule] of (p.spec.rules ?? []).entries()) {
-        const name = rbacPolicyName(p.metadata.namespace, p.metadata.name, i);
-        const result = translateRule(rule, ON_ERROR[action]);
-        warnings.push(...result.warnings.map((w) => `AuthorizationPolicy ${p.metadata.namespace}/${p.metadata.name} rules[${i}].${w}`));
-        if (result.policy && result.layout) {
-          (dryRun ? shadow : enforced)[name] = result.policy;
-          layouts[name] = result.layout;
-        }
-      }
+    if (action === 'CUSTOM') {
+      const run = (ps: readonly AuthorizationPolicy[], provider?: string) => collect(ps, action, warnings, provider);
+      filters.push(...buildCustomFilters(ofAction, (p) => dryRun.has(p), run, authorizers, DRY_RUN_STAT_PREFIX[RBAC_Action.DENY]!, warnings));
+      continue;
     }
+    // Dry-run policies go to shadow_rules: evaluated and counted, never enforced.
+    const enforcedPolicies = ofAction.filter((p) => !dryRun.has(p));
+    const shadowPolicies = ofAction.filter((p) => dryRun.has(p));
+    const enforced = collect(enforcedPolicies, action, warnings);
+    const shadow = collect(shadowPolicies, action, warnings);
     const envoyAction = ENVOY_ACTION[action];
-    const rules = hasEnforced ? { rules: { action: envoyAction, policies: enforced }, ...(action === 'CUSTOM' ? { rulesStatPrefix: CUSTOM_STAT_PREFIX } : {}) } : {};
-    const shadowRules = hasShadow ? { shadowRules: { action: envoyAction, policies: shadow }, shadowRulesStatPrefix: DRY_RUN_STAT_PREFIX[envoyAction] ?? '' } : {};
+    const rules = enforcedPolicies.length ? { rules: { action: envoyAction, policies: enforced.policies } } : {};
+    const shadowRules = shadowPolicies.length ? { shadowRules: { action: envoyAction, policies: shadow.policies }, shadowRulesStatPrefix: DRY_RUN_STAT_PREFIX[envoyAction] ?? '' } : {};
     const config = create(RBACSchema, { ...rules, ...shadowRules });
-    filters.push({ name: RBAC_FILTER_NAME, action, config, layouts });
+    filters.push({ name: RBAC_FILTER_NAME, action, config, layouts: { ...enforced.layouts, ...shadow.layouts } });
   }
   return { filters, warnings };
 }

@@ -1,0 +1,53 @@
+// What an external authorizer answered, whatever its transport (HTTP or gRPC), and the header
+// lists of the ext_authz config compiled once. The filter (filters/ext-authz.ts) acts on it.
+import type { ListStringMatcher } from '../../gen/envoy/type/matcher/v3/string_pb.js';
+import { compileStringMatcher, type Predicate } from '../../envoy/matchers.js';
+import type { StreamRequest } from '../../envoy/request.js';
+
+export type CheckResult =
+  | {
+      readonly kind: 'ok';
+      /** Replace these request headers before the request goes on. */
+      readonly set: readonly (readonly [string, string])[];
+      readonly append: readonly (readonly [string, string])[];
+      /** Added only when the request has no such header. */
+      readonly addIfAbsent: readonly (readonly [string, string])[];
+      readonly remove: readonly string[];
+    }
+  | { readonly kind: 'denied'; readonly status: number; readonly body: string; readonly headers: Readonly<Record<string, string[]>> }
+  | { readonly kind: 'error'; readonly reason: string };
+
+/** One way of asking the authorizer (HTTP service or gRPC service). */
+export interface Checker {
+  check(req: StreamRequest): Promise<CheckResult>;
+}
+
+/** A ListStringMatcher as a predicate on header names; absent: `fallback`. */
+export function headerNames(list: ListStringMatcher | undefined, field: string, fallback: boolean): Predicate<string> {
+  if (!list || list.patterns.length === 0) return () => fallback;
+  const tests = list.patterns.map((p, i) => compileStringMatcher(p, `${field}.patterns[${i}]`));
+  return (name) => tests.some((t) => t(name));
+}
+
+/** The request's headers as the authorizer sees them: pseudo-headers first, then those `allowed`. */
+export function checkedHeaders(req: StreamRequest, allowed: Predicate<string>): Map<string, string> {
+  const out = new Map<string, string>([
+    [':authority', req.authority],
+    [':method', req.method],
+    [':path', req.path],
+    [':scheme', req.scheme],
+  ]);
+  for (const [name, values] of req.headers.entries()) if (allowed(name)) out.set(name, values.join(','));
+  return out;
+}
+
+/** Applies an OK answer's header mutations to the request before it goes upstream. */
+export function applyOk(req: StreamRequest, ok: Extract<CheckResult, { kind: 'ok' }>): void {
+  for (const name of ok.remove) {
+    // Envoy refuses to remove pseudo-headers and Host this way.
+    if (!name.startsWith(':') && name !== 'host') req.headers.remove(name);
+  }
+  for (const [k, v] of ok.set) req.headers.set(k, v);
+  for (const [k, v] of ok.append) req.headers.add(k, v);
+  for (const [k, v] of ok.addIfAbsent) if (!req.headers.has(k)) req.headers.add(k, v);
+}
