@@ -4,6 +4,10 @@ import { test } from 'node:test';
 import type { JsonValue } from '@bufbuild/protobuf';
 import type { AuthorizationPolicy, RequestAuthentication } from '../../src/api/types.js';
 import { buildRbacFilters } from '../../src/security/authz/builder.js';
+import { parseExtensionProviders } from '../../src/model/extension-providers.js';
+import { parsePlugins, securityOptions, SECURITY_PLUGINS } from '../../src/security/plugins.js';
+import { ExtAuthzSchema } from '../../src/gen/envoy/extensions/filters/http/ext_authz/v3/ext_authz_pb.js';
+import { toEnvoyJson } from '../../src/envoy/types.js';
 import { buildJwtAuthn, type JwksLookup } from '../../src/security/authn/builder.js';
 import { goldenCases } from '../helpers/golden.js';
 import { jwtJson, rbacJson } from './fixtures.js';
@@ -12,6 +16,27 @@ for (const c of goldenCases('test/security/testdata/authz')) {
   test(`authz golden: ${c.name}`, () => {
     const { filters, warnings } = buildRbacFilters(c.documents as AuthorizationPolicy[]);
     c.check({ filters: filters.map((f) => ({ name: f.name, action: f.action, config: rbacJson(f.config) })), warnings });
+  });
+}
+
+/** A CUSTOM case's first document: `{kind: TestSetup, extensionProviders, services: [ns/host], plugins?}`. */
+interface TestSetup {
+  extensionProviders: unknown;
+  services: string[];
+  plugins?: string[];
+}
+
+for (const c of goldenCases('test/security/testdata/custom')) {
+  test(`custom golden: ${c.name}`, () => {
+    const [setup, ...policies] = c.documents as [TestSetup, ...AuthorizationPolicy[]];
+    const services = new Set(setup.services);
+    const exists = (host: string, ns: string | undefined) => [...services].some((s) => s === `${ns}/${host}` || (ns === undefined && s.endsWith(`/${host}`)));
+    const options = securityOptions(parsePlugins(setup.plugins ?? SECURITY_PLUGINS), parseExtensionProviders(setup.extensionProviders), exists);
+    const { filters, warnings } = buildRbacFilters(policies, options.authorizers);
+    c.check({
+      filters: filters.map((f) => ({ name: f.name, action: f.action, config: rbacJson(f.config), ...(f.extAuthz ? { ext_authz: { provider: f.extAuthz.provider, config: toEnvoyJson(ExtAuthzSchema, f.extAuthz.config) } } : {}) })),
+      warnings,
+    });
   });
 }
 
