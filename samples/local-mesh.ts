@@ -57,6 +57,8 @@ export interface LocalMeshOptions {
   proxyConcurrency?: number;
   /** `pipe` collects the programs' output (see LocalMesh.output); default: this process's stdout/stderr. */
   output?: 'inherit' | 'pipe';
+  /** Mesh config YAML for pilot-discovery (`--meshConfig`); default: none (the default mesh). */
+  meshConfig?: string;
 }
 
 export interface LocalMesh {
@@ -234,6 +236,11 @@ export async function startLocalMesh(opts: LocalMeshOptions): Promise<LocalMesh>
     '--monitoringAddr', `127.0.0.1:${ports.monitoring}`,
     '--httpsAddr', `127.0.0.1:${ports.webhook}`,
   ];
+  if (opts.meshConfig !== undefined) {
+    const meshFile = join(state, 'mesh.yaml');
+    writeFileSync(meshFile, opts.meshConfig);
+    discoveryArgs.push('--meshConfig', meshFile);
+  }
   // The CA is kept in the state directory (a restart keeps the root); the issuer vouches for tokens
   // as the orchestrator would; `localhost` is what the agent dials.
   const caDir = join(state, 'ca');

@@ -34,7 +34,10 @@ import { callerAuthenticator, startMeshCa, xdsAuthorizer, type MeshCa } from '..
 import type { CallerAuthenticator } from '../security/ca/authenticate.js';
 import type { XdsAuthorizer } from '../security/ca/xds-auth.js';
 import { PlaintextCredentials } from '../security/ca/transport.js';
-import { buildWorkloadSecurity, grpcServerHttpFilters, securityHttpFilters, type WorkloadSecurity } from '../security/filters.js';
+import { buildWorkloadSecurity, grpcServerHttpFilters, securityHttpFilters, type SecurityOptions, type WorkloadSecurity } from '../security/filters.js';
+import { SECURITY_PLUGINS, securityOptionsFor, type SecurityPlugin } from '../security/plugins.js';
+import { DEFAULT_MESH_CONFIG } from '../model/mesh-config.js';
+import type { ExtensionProviders } from '../model/extension-providers.js';
 import { XdsCache } from '../xds/cache.js';
 import { Debouncer } from '../xds/debounce.js';
 import { XdsStreamError, type ProxyInfo, type PushRequest } from '../xds/generator.js';
@@ -79,6 +82,10 @@ export interface DiscoveryOptions {
   injectionTemplate?: string;
   /** Mesh config pathNormalization of every HTTP connection manager; default BASE. */
   pathNormalization?: PathNormalization;
+  /** Mesh config extensionProviders: the authorizers of CUSTOM AuthorizationPolicies. */
+  extensionProviders?: ExtensionProviders;
+  /** --plugins; default all of them. */
+  plugins?: ReadonlySet<SecurityPlugin>;
 }
 
 /** Where the deployment mounts the injection template ConfigMap. */
@@ -200,6 +207,7 @@ export class DiscoveryServer {
         store: this.store,
         registry: this.registry,
         resolver: this.resolver,
+        securityOptions: (push) => this.securityOptions(push),
       });
     }
     this.profiler = opts.profile ? installPprof(this.debug) : undefined;
@@ -220,9 +228,14 @@ export class DiscoveryServer {
     return securityHttpFilters(this.workloadSecurity(proxy, push));
   }
 
+  /** --plugins and the mesh config's providers, resolved against the push's services. */
+  private securityOptions(push: PushContext): SecurityOptions {
+    return securityOptionsFor(push, this.opts.plugins ?? new Set(SECURITY_PLUGINS), this.opts.extensionProviders ?? DEFAULT_MESH_CONFIG.extensionProviders);
+  }
+
   /** Selection and both builders for a proxy; untranslatable values are logged (they failed closed). */
   private workloadSecurity(proxy: Proxy, push: PushContext): WorkloadSecurity {
-    const sec = buildWorkloadSecurity(proxy, push.policiesFor('RequestAuthentication', proxy), push.policiesFor('AuthorizationPolicy', proxy), this.resolver.lookup, push.rootNamespace);
+    const sec = buildWorkloadSecurity(proxy, push.policiesFor('RequestAuthentication', proxy), push.policiesFor('AuthorizationPolicy', proxy), this.resolver.lookup, push.rootNamespace, this.securityOptions(push));
     for (const w of sec.warnings) log.warn(w);
     return sec;
   }

@@ -9,6 +9,7 @@ import { UsageError, type CommandDef, type RunContext } from './command.js';
 import { startCtrlz } from './ctrlz.js';
 import { DiscoveryServer } from './discovery-server.js';
 import { DEFAULT_MESH_CONFIG, MeshConfigError, parseMeshConfig, type MeshConfig } from '../model/mesh-config.js';
+import { parsePlugins, pluginNotices, PluginsError, type SecurityPlugin } from '../security/plugins.js';
 import type { FlagDef } from './flags.js';
 import { announceIneffective, ineffectiveFooter, LOG_FLAGS, requestCommand, startRuntime, versionCommand } from './runtime.js';
 
@@ -47,7 +48,7 @@ const DISCOVERY_FLAGS: readonly FlagDef[] = [
   { name: 'monitoringAddr', type: 'string', default: ':15014', usage: 'HTTP address to use for the self-monitoring information', effective: true },
   { name: 'namespace', short: 'n', type: 'string', default: 'mesh-system', env: 'POD_NAMESPACE', usage: 'Select a namespace where the controller resides', effective: false },
   { name: 'networksConfig', type: 'string', default: '/etc/mesh/config/meshNetworks', usage: 'File name for mesh networks configuration. If not specified, a default mesh networks will be used.', effective: false },
-  { name: 'plugins', type: 'stringSlice', default: 'ext_authz,authn,authz', usage: 'comma-separated list of networking plugins to enable', effective: false },
+  { name: 'plugins', type: 'stringSlice', default: 'ext_authz,authn,authz', usage: 'comma-separated list of networking plugins to enable', effective: true },
   { name: 'profile', type: 'bool', default: 'false', usage: 'Enable profiling via web interface host:port/debug/pprof', effective: true },
   { name: 'registries', type: 'stringSlice', default: 'Orchestrator', usage: 'Comma separated list of platform service registries to read from (choose one or more from {Orchestrator, Mock})', effective: true },
   { name: 'resync', type: 'duration', default: '1m0s', usage: 'Controller resync interval', effective: true },
@@ -88,6 +89,19 @@ function readMeshConfig(file: string, log: ReturnType<typeof scope>): MeshConfig
   }
 }
 
+/** `--plugins`: an unknown name stops the program; plugins left out are announced. */
+function readPlugins(list: readonly string[], log: ReturnType<typeof scope>): ReadonlySet<SecurityPlugin> {
+  let plugins: ReadonlySet<SecurityPlugin>;
+  try {
+    plugins = parsePlugins(list);
+  } catch (e) {
+    if (e instanceof PluginsError) throw new UsageError(e.message);
+    throw e;
+  }
+  for (const note of pluginNotices(plugins)) log.warn(note);
+  return plugins;
+}
+
 /** How long in-flight work may take to finish after a signal before the process gives up. */
 const SHUTDOWN_LIMIT_MS = 10_000;
 
@@ -99,6 +113,7 @@ async function runDiscovery(ctx: RunContext): Promise<number> {
   announceIneffective('discovery', ctx);
   const f = ctx.flags;
   const mesh = readMeshConfig(f.string('meshConfig'), log);
+  const plugins = readPlugins(f.list('plugins'), log);
   const server = new DiscoveryServer({
     httpAddr: f.string('httpAddr'),
     monitoringAddr: f.string('monitoringAddr'),
@@ -124,6 +139,8 @@ async function runDiscovery(ctx: RunContext): Promise<number> {
     ...(f.string('tlsKeyFile') ? { tlsKeyFile: f.string('tlsKeyFile') } : {}),
     profile: f.bool('profile'),
     pathNormalization: mesh.pathNormalization,
+    extensionProviders: mesh.extensionProviders,
+    plugins,
   });
   // Handlers first: a signal that arrives while starting, or right after "ready" is logged (the
   // CA and the secured port may still be being made), is a graceful shutdown, never death by signal.

@@ -13,7 +13,7 @@ import type { ServiceRegistry } from '../registry/types.js';
 import type { JwksResolver } from '../security/authn/jwks-resolver.js';
 import { ConfigError } from '../envoy/config-error.js';
 import { explainForWorkload, type ExplainRequest } from '../security/explain.js';
-import { buildWorkloadSecurity, securityHttpFilters } from '../security/filters.js';
+import { buildWorkloadSecurity, securityHttpFilters, type SecurityOptions } from '../security/filters.js';
 import type { ProxyInfo, ResourceGenerator } from '../xds/generator.js';
 import { proxyOf } from '../xds/generators/index.js';
 import type { XdsServer } from '../xds/server.js';
@@ -28,6 +28,8 @@ export interface DiscoveryDebugDeps {
   readonly store: ConfigStore;
   readonly registry: ServiceRegistry;
   readonly resolver: JwksResolver;
+  /** The builders' options (--plugins, mesh config providers) for a push, as the server uses them. */
+  readonly securityOptions?: (push: PushContext) => SecurityOptions;
 }
 
 /** A request the user got wrong: 400 with the reason. */
@@ -174,7 +176,7 @@ export function installDiscoveryDebug(mux: Mux, deps: DiscoveryDebugDeps): void 
       guarded((_req, res, url) => {
         const proxy: Proxy = proxyOf(connectedProxy(deps, url));
         const push = deps.pushContext();
-        const sec = buildWorkloadSecurity(proxy, push.policiesFor('RequestAuthentication', proxy), push.policiesFor('AuthorizationPolicy', proxy), deps.resolver.lookup, push.rootNamespace);
+        const sec = buildWorkloadSecurity(proxy, push.policiesFor('RequestAuthentication', proxy), push.policiesFor('AuthorizationPolicy', proxy), deps.resolver.lookup, push.rootNamespace, deps.securityOptions?.(push));
         const name = (p: { metadata: { namespace: string; name: string }; kind: string }) => `${p.kind}/${p.metadata.namespace}/${p.metadata.name}`;
         sendJson(res, 200, {
           proxyID: proxy.id,
@@ -203,6 +205,7 @@ export function installDiscoveryDebug(mux: Mux, deps: DiscoveryDebugDeps): void 
             request: explainRequest(body),
             onUnknownKid: (issuer, kid) => deps.resolver.refreshForUnknownKid(issuer, kid),
             rootNamespace: deps.pushContext().rootNamespace,
+            ...(deps.securityOptions ? { options: deps.securityOptions(deps.pushContext()) } : {}),
           });
         } catch (e) {
           // The data plane refuses the generated config: the proxy would NACK it and keep its last one.

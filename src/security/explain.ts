@@ -19,7 +19,7 @@ import { JWT_PAYLOAD_METADATA_KEY } from './authn/names.js';
 import { parseRbacPolicyName, type RbacFilter } from './authz/builder.js';
 import type { ClauseInfo, PolicyLayout } from './authz/rule.js';
 import { bracketPath } from './authz/translators.js';
-import { buildWorkloadSecurity, type WorkloadSecurity } from './filters.js';
+import { buildWorkloadSecurity, type SecurityOptions, type WorkloadSecurity } from './filters.js';
 
 export interface ExplainRequest {
   readonly method: string;
@@ -298,11 +298,13 @@ export interface ExplainForWorkload extends ExplainOptions {
   readonly lookup: JwksLookup;
   readonly request: ExplainRequest;
   readonly rootNamespace?: string;
+  /** --plugins and the mesh config's providers, as for the push. */
+  readonly options?: SecurityOptions;
 }
 
 /** /debug/authz_explain: selection and both builders as for the push, then explain(). */
 export async function explainForWorkload(input: ExplainForWorkload): Promise<Explanation & { readonly selected: readonly string[] }> {
-  const sec = buildWorkloadSecurity(input.workload, input.requestAuthentications, input.authorizationPolicies, input.lookup, input.rootNamespace);
+  const sec = buildWorkloadSecurity(input.workload, input.requestAuthentications, input.authorizationPolicies, input.lookup, input.rootNamespace, input.options);
   const selected = [...sec.requestAuthentications, ...sec.authorizationPolicies].map((p) => `${p.kind}/${p.metadata.namespace}/${p.metadata.name}`);
   return { ...(await explain(sec, input.request, input.onUnknownKid ? { onUnknownKid: input.onUnknownKid } : {})), selected };
 }

@@ -4,6 +4,7 @@
 // at startup; CUSTOM without ext_authz still fails closed (its rules deny), unlike the production
 // mesh, which then drops CUSTOM policies and checks nothing.
 import type { ExtensionProviders } from '../model/extension-providers.js';
+import type { PushContext } from '../model/push-context.js';
 import { authorizerLookup, type ServiceExists } from './authz/ext-authz.js';
 import type { SecurityOptions } from './filters.js';
 
@@ -40,4 +41,10 @@ export function securityOptions(plugins: ReadonlySet<SecurityPlugin>, providers:
     authz: plugins.has('authz'),
     authorizers: authorizerLookup(providers, exists, plugins.has('ext_authz') ? undefined : EXT_AUTHZ_DISABLED),
   };
+}
+
+/** securityOptions with the services of a push: `[<namespace>/]<hostname>` as the production mesh looks it up. */
+export function securityOptionsFor(push: PushContext, plugins: ReadonlySet<SecurityPlugin>, providers: ExtensionProviders): SecurityOptions {
+  const exists: ServiceExists = (hostname, namespace) => (namespace === undefined ? push.services : push.servicesInNamespace(namespace)).some((s) => s.hostname === hostname);
+  return securityOptions(plugins, providers, exists);
 }
