@@ -16,7 +16,8 @@ import type { WorkloadRef } from '../model/selection.js';
 import type { JwksLookup } from './authn/builder.js';
 import { JWT_AUTHN_FILTER_NAME } from '../envoy/names.js';
 import { JWT_PAYLOAD_METADATA_KEY } from './authn/names.js';
-import { parseRbacPolicyName, type RbacFilter } from './authz/builder.js';
+import { parseRbacPolicyName, type ExtAuthzFilter, type RbacFilter } from './authz/builder.js';
+import { compileMetadataMatcher } from '../envoy/matchers.js';
 import type { ClauseInfo, PolicyLayout } from './authz/rule.js';
 import { bracketPath } from './authz/translators.js';
 import { buildWorkloadSecurity, type SecurityOptions, type WorkloadSecurity } from './filters.js';
@@ -48,6 +49,26 @@ export interface DecidingRule {
   readonly to?: number;
 }
 
+/** What the shadow rules of one filter (dry-run policies) would decide; never enforced. */
+export interface ShadowDecision {
+  readonly action: AuthorizationAction;
+  /** The shadow engine's result, as the proxy records it in `<prefix>shadow_engine_result`. */
+  readonly result: 'allowed' | 'denied';
+  readonly policy?: DecidingRule;
+  readonly because: string;
+  /** False when an enforcing filter before it ends the request: the proxy neither counts nor logs it then. */
+  readonly reached: boolean;
+}
+
+/** A CUSTOM policy matched: the proxy asks its provider, whose answer decides before the rest. */
+export interface ExtAuthzCheck {
+  readonly provider: string;
+  /** Whether a CUSTOM rule matched, so the proxy asks the provider. */
+  readonly asked: boolean;
+  readonly policy?: DecidingRule;
+  readonly because: string;
+}
+
 export interface Explanation {
   readonly status: number;
   readonly decision: 'allow' | 'deny';
@@ -60,6 +81,13 @@ export interface Explanation {
   readonly because: string;
   /** Every filter passed through, with its verdict. */
   readonly trace: readonly string[];
+  /**
+   * CUSTOM policies: their provider, and whether it is asked. When it is, the decision above is
+   * what follows when it allows; when it denies, its answer is the reply.
+   */
+  readonly extAuthz?: ExtAuthzCheck;
+  /** Dry-run policies: what their shadow rules would decide, separately from the decision. */
+  readonly shadow?: readonly ShadowDecision[];
 }
 
 export interface ExplainOptions {
@@ -204,6 +232,11 @@ function checkEntry(side: Side, policy: Policy, layout: PolicyLayout, index: num
   });
 }
 
+/** An RBAC policy of the filter's enforced or shadow rules (names are unique across both). */
+function policyOf(filter: RbacFilter, name: string): Policy | undefined {
+  return filter.config.rules?.policies[name] ?? filter.config.shadowRules?.policies[name];
+}
+
 function ruleOf(sec: ExplainSecurity, d: { namespace: string; name: string; rule: number }): Rule | undefined {
   return sec.authorizationPolicies.find((p: AuthorizationPolicy) => p.metadata.namespace === d.namespace && p.metadata.name === d.name)?.spec.rules?.[d.rule];
 }
@@ -212,7 +245,7 @@ function ruleOf(sec: ExplainSecurity, d: { namespace: string; name: string; rule
 function whyMatched(filter: RbacFilter, sec: ExplainSecurity, name: string, ex: RbacExplanation, view: RequestView): { policy?: DecidingRule; because: string } {
   const d = parseRbacPolicyName(name);
   const detail = ex.policies.find((p) => p.name === name);
-  const policy = filter.config.rules?.policies[name];
+  const policy = policyOf(filter, name);
   const layout = filter.layouts[name];
   if (!d || !detail || !policy || !layout) return { because: `${name} matched` };
   const rule = ruleOf(sec, d);
@@ -229,7 +262,7 @@ function whyMatched(filter: RbacFilter, sec: ExplainSecurity, name: string, ex: 
 
 /** Why a policy did not match: the first failing clause of each entry of the side that failed. */
 function whyNot(filter: RbacFilter, detail: RbacExplanation['policies'][number], view: RequestView): string {
-  const policy = filter.config.rules?.policies[detail.name];
+  const policy = policyOf(filter, detail.name);
   const layout = filter.layouts[detail.name];
   if (!policy || !layout) return `${detail.name}: no match`;
   const side: Side = detail.permission === undefined ? 'permission' : 'principal';
@@ -264,9 +297,32 @@ export async function explain(sec: ExplainSecurity, req: ExplainRequest, opts: E
   } else {
     trace.push('jwt_authn: absent (no RequestAuthentication selects the workload; tokens are not inspected)');
   }
-  for (const filter of sec.rbac) {
+  const shadow: ShadowDecision[] = [];
+  let extAuthz: ExtAuthzCheck | undefined;
+  let at = 0;
+  const done = (e: Explanation): Explanation => {
+    // Dry-run policies of the filters the request no longer reaches: what they would decide.
+    for (const filter of sec.rbac.slice(at + 1)) {
+      const engine = filter.extAuthz ? undefined : compileRbacFilter(filter.config).shadowEngine;
+      if (engine) shadow.push(shadowDecision(filter, sec, engine.explain(view), view, false));
+    }
+    return { ...e, ...(extAuthz ? { extAuthz } : {}), ...(shadow.length ? { shadow } : {}) };
+  };
+  for (const [i, filter] of sec.rbac.entries()) {
+    at = i;
     const compiled = compileRbacFilter(filter.config);
     const out = compiled.decodeHeaders(view);
+    const shadowEx = compiled.shadowEngine?.explain(view);
+    if (shadowEx && filter.extAuthz) {
+      extAuthz = customCheck(filter, filter.extAuthz, sec, shadowEx, view);
+      trace.push(`rbac CUSTOM + ext_authz: ${extAuthz.because}`);
+      continue;
+    }
+    if (shadowEx) {
+      const d = shadowDecision(filter, sec, shadowEx, view, true);
+      shadow.push(d);
+      trace.push(`rbac ${filter.action} (dry-run, not enforced): would be ${d.result}: ${d.because}`);
+    }
     const ex = compiled.engine?.explain(view);
     const verdict = out.kind === 'reply' ? String(out.reply.status) : 'pass';
     if (!ex) {
@@ -276,17 +332,43 @@ export async function explain(sec: ExplainSecurity, req: ExplainRequest, opts: E
     if (ex.matchedPolicy !== undefined) {
       const m = whyMatched(filter, sec, ex.matchedPolicy, ex, view);
       trace.push(`rbac ${filter.action}: ${verdict}: ${m.because}`);
-      if (out.kind === 'reply') return { status: out.reply.status, decision: 'deny', stage: 'rbac', action: filter.action, ...(m.policy ? { policy: m.policy } : {}), because: m.because, trace };
-      if (filter.action === 'ALLOW') return { status: 200, decision: 'allow', stage: 'rbac', action: 'ALLOW', ...(m.policy ? { policy: m.policy } : {}), because: m.because, trace };
+      if (out.kind === 'reply') return done({ status: out.reply.status, decision: 'deny', stage: 'rbac', action: filter.action, ...(m.policy ? { policy: m.policy } : {}), because: m.because, trace });
+      if (filter.action === 'ALLOW') return done({ status: 200, decision: 'allow', stage: 'rbac', action: 'ALLOW', ...(m.policy ? { policy: m.policy } : {}), because: m.because, trace });
       continue;
     }
     const misses = ex.policies.map((p) => whyNot(filter, p, view));
     const none = filter.action === 'ALLOW' && misses.length === 0 ? 'the ALLOW filter has no rules: nothing is allowed' : `no ${filter.action} rule matched`;
     const because = misses.length ? `${none}: ${misses.join('; ')}` : none;
     trace.push(`rbac ${filter.action}: ${verdict}: ${because}`);
-    if (out.kind === 'reply') return { status: out.reply.status, decision: 'deny', stage: 'rbac', action: filter.action, because, trace };
+    if (out.kind === 'reply') return done({ status: out.reply.status, decision: 'deny', stage: 'rbac', action: filter.action, because, trace });
   }
-  return { status: 200, decision: 'allow', stage: 'none', because: 'no filter rejected the request', trace };
+  return done({ status: 200, decision: 'allow', stage: 'none', because: 'no filter rejected the request', trace });
+}
+
+/** What a filter's shadow rules (dry-run policies) would decide, in the policies' words. */
+function shadowDecision(filter: RbacFilter, sec: ExplainSecurity, ex: RbacExplanation, view: RequestView, reached: boolean): ShadowDecision {
+  const result = ex.allowed ? 'allowed' : 'denied';
+  if (ex.matchedPolicy !== undefined) {
+    const m = whyMatched(filter, sec, ex.matchedPolicy, ex, view);
+    return { action: filter.action, result, reached, ...(m.policy ? { policy: m.policy } : {}), because: m.because };
+  }
+  const misses = ex.policies.map((p) => whyNot(filter, p, view));
+  return { action: filter.action, result, reached, because: `no dry-run ${filter.action} rule matched${misses.length ? `: ${misses.join('; ')}` : ''}` };
+}
+
+/**
+ * The CUSTOM pair as the proxy runs it: the shadow rules wrote their result into the request's
+ * metadata, and the ext_authz filter's own filter_enabled_metadata matcher says whether it asks.
+ */
+function customCheck(filter: RbacFilter, ext: ExtAuthzFilter, sec: ExplainSecurity, ex: RbacExplanation, view: RequestView): ExtAuthzCheck {
+  const gate = ext.config.filterEnabledMetadata;
+  const asks = gate ? compileMetadataMatcher(gate, 'filter_enabled_metadata')(view.metadata) : true;
+  if (!asks || ex.matchedPolicy === undefined) {
+    const misses = ex.policies.map((p) => whyNot(filter, p, view));
+    return { provider: ext.provider, asked: false, because: `not sent to provider ${JSON.stringify(ext.provider)}: no CUSTOM rule matched${misses.length ? `: ${misses.join('; ')}` : ''}` };
+  }
+  const m = whyMatched(filter, sec, ex.matchedPolicy, ex, view);
+  return { provider: ext.provider, asked: true, ...(m.policy ? { policy: m.policy } : {}), because: `sent to provider ${JSON.stringify(ext.provider)}, whose answer decides first (denied: its reply; allowed: the filters below): ${m.because}` };
 }
 
 export interface ExplainForWorkload extends ExplainOptions {
