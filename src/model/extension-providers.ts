@@ -44,7 +44,7 @@ export type ExtAuthzProvider = ExtAuthzHttpProvider | ExtAuthzGrpcProvider;
 export interface ExtensionProviders {
   /** The ext_authz providers by name. */
   readonly authorizers: ReadonlyMap<string, ExtAuthzProvider>;
-  /** Providers of other kinds (tracing, logging, ...): `<name> (<kind>)`, not effective yet. */
+  /** Providers of other kinds (tracing, logging, ...) `<name> (<kind>)`, and ext_authz fields without effect yet. */
   readonly notEffective: readonly string[];
 }
 
@@ -218,7 +218,11 @@ export function parseExtensionProviders(value: unknown, field = 'extensionProvid
     if (kind === 'envoyExtAuthzHttp' || kind === 'envoyExtAuthzGrpc') {
       if (!isRecord(body)) throw new ExtensionProviderError(`${at}.${kind}: expected a mapping with service and port`);
       const f = new Fields(body, `${at}.${kind}`);
-      authorizers.set(name, kind === 'envoyExtAuthzHttp' ? httpProvider(f, name) : grpcProvider(f, name));
+      const p = kind === 'envoyExtAuthzHttp' ? httpProvider(f, name) : grpcProvider(f, name);
+      authorizers.set(name, p);
+      // mesh-proxy neither buffers the body for the authorizer nor adds headers to a successful response yet.
+      if (p.includeRequestBodyInCheck) notEffective.push(`${name}: includeRequestBodyInCheck (the authorizer gets no body)`);
+      if (p.kind === 'envoyExtAuthzHttp' && p.headersToDownstreamOnAllow.length) notEffective.push(`${name}: headersToDownstreamOnAllow`);
     } else if (OTHER_KINDS.includes(kind)) {
       notEffective.push(`${name} (${kind})`);
     } else {

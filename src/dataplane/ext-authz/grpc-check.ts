@@ -12,7 +12,10 @@ import { ConfigError } from '../../envoy/config-error.js';
 import type { Predicate } from '../../envoy/matchers.js';
 import type { Address, StreamRequest } from '../../envoy/request.js';
 import type { ClusterManager } from '../clusters.js';
+import { scope } from '../../common/log.js';
 import { checkedHeaders, type CheckResult, type Checker } from './check.js';
+
+const log = scope('ext_authz');
 
 export interface GrpcCheckOptions {
   readonly service: GrpcService;
@@ -70,6 +73,9 @@ function resultOf(res: CheckResponse): CheckResult {
   const code = res.status?.code ?? 0;
   if (code === 0) {
     const ok = res.httpResponse.case === 'okResponse' ? res.httpResponse.value : undefined;
+    if (ok && (ok.responseHeadersToAdd.length || ok.queryParametersToSet.length || ok.queryParametersToRemove.length)) {
+      log.debug('authorizer OK: response_headers_to_add and query parameter mutations are not applied yet');
+    }
     return { kind: 'ok', ...mutations(ok?.headers ?? []), remove: (ok?.headersToRemove ?? []).map((h) => h.toLowerCase()) };
   }
   const denied = res.httpResponse.case === 'deniedResponse' ? res.httpResponse.value : undefined;

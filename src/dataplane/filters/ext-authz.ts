@@ -48,6 +48,8 @@ registerHttpFilter({
   compile(config, name, ctx) {
     if (!ctx.clusters) throw new ConfigError('', 'ext_authz needs the cluster manager');
     const unapplied = unappliedFields(ExtAuthzSchema, config, UNAPPLIED);
+    // Headers added to the client's response on success would need a response-side filter hook.
+    if (config.services.case === 'httpService' && config.services.value.authorizationResponse?.allowedClientHeadersOnSuccess) unapplied.push('http_service.authorization_response.allowed_client_headers_on_success');
     if (unapplied.length) log.warn(`${name}: accepted but not applied yet: ${unapplied.join(', ')}`);
     const enabled = config.filterEnabledMetadata ? compileMetadataMatcher(config.filterEnabledMetadata, 'filter_enabled_metadata') : () => true;
     const disallowed = headerNames(config.disallowedHeaders, 'disallowed_headers', false);
