@@ -10,7 +10,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { freePort, freePorts, startLocalMesh, type LocalMesh } from '../../samples/local-mesh.js';
 import { rawGet } from '../helpers/http.js';
-import { eventually } from '../helpers/proc.js';
+import { eventually, withProgramOutput } from '../helpers/proc.js';
 import { startGrpcAuthorizer, startHttpAuthorizer, type Authorizer, type HttpCheck } from '../helpers/ext-authz.js';
 import type { CheckRequest } from '../../src/gen/envoy/service/auth/v3/external_auth_pb.js';
 
@@ -76,15 +76,7 @@ after(async () => {
   rmSync(state, { recursive: true, force: true });
 });
 
-/** Runs `body`; on failure, the programs' output is appended to the message. */
-async function withOutput(body: () => Promise<void>): Promise<void> {
-  try {
-    await body();
-  } catch (e) {
-    (e as Error).message += `\n--- mesh output ---\n${mesh.output().slice(-4000)}`;
-    throw e;
-  }
-}
+const withOutput = (body: () => Promise<void>) => withProgramOutput(() => mesh.output(), body);
 
 test('an HTTP authorizer decides the requests a CUSTOM rule matches; its headers reach the app and the client', { timeout: 120_000 }, () =>
   withOutput(async () => {

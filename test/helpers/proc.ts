@@ -101,6 +101,14 @@ export class Running {
   }
 }
 
+/** Runs `body`; when it throws, the tail of the programs' output (`output()`) is added to the error. */
+export async function withProgramOutput(output: () => string, body: () => Promise<void>, tail = 4000): Promise<void> {
+  await body().catch((e: unknown) => {
+    if (e instanceof Error) e.message = `${e.message}\n--- program output ---\n${output().slice(-tail)}`;
+    throw e;
+  });
+}
+
 /** Polls until `check` passes (a bounded wait for something asynchronous, never a timing assertion). */
 export async function eventually<T>(check: () => T | Promise<T>, timeoutMs = 5_000): Promise<T> {
   const deadline = Date.now() + timeoutMs;

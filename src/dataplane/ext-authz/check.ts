@@ -3,6 +3,7 @@
 import type { ListStringMatcher } from '../../gen/envoy/type/matcher/v3/string_pb.js';
 import { compileStringMatcher, type Predicate } from '../../envoy/matchers.js';
 import type { StreamRequest } from '../../envoy/request.js';
+import type { ClusterManager } from '../clusters.js';
 
 export type CheckResult =
   | {
@@ -16,6 +17,15 @@ export type CheckResult =
     }
   | { readonly kind: 'denied'; readonly status: number; readonly body: string; readonly headers: Readonly<Record<string, string[]>> }
   | { readonly kind: 'error'; readonly reason: string };
+
+/** What either way of asking needs: its service config, its timeout, which headers go, the clusters. */
+export interface CheckOptions<Service> {
+  readonly service: Service;
+  readonly timeoutMs: number;
+  readonly allowed: Predicate<string>;
+  readonly disallowed: Predicate<string>;
+  readonly clusters: ClusterManager;
+}
 
 /** One way of asking the authorizer (HTTP service or gRPC service). */
 export interface Checker {

@@ -11,19 +11,11 @@ import { authorizationCheck } from '../../envoy/auth-service.js';
 import { ConfigError } from '../../envoy/config-error.js';
 import type { Predicate } from '../../envoy/matchers.js';
 import type { Address, StreamRequest } from '../../envoy/request.js';
-import type { ClusterManager } from '../clusters.js';
 import { scope } from '../../common/log.js';
-import { checkedHeaders, type CheckResult, type Checker } from './check.js';
+import { checkedHeaders, type CheckOptions, type CheckResult, type Checker } from './check.js';
 
 const log = scope('ext_authz');
 
-export interface GrpcCheckOptions {
-  readonly service: GrpcService;
-  readonly timeoutMs: number;
-  readonly allowed: Predicate<string>;
-  readonly disallowed: Predicate<string>;
-  readonly clusters: ClusterManager;
-}
 
 function peer(a: Address, principal: string) {
   return { address: { address: { case: 'socketAddress' as const, value: { address: a.address, portSpecifier: { case: 'portValue' as const, value: a.port } } } }, principal };
@@ -85,7 +77,7 @@ function resultOf(res: CheckResponse): CheckResult {
   return { kind: 'denied', status, body: denied?.body ?? '', headers };
 }
 
-export function grpcChecker(o: GrpcCheckOptions, field: string): Checker {
+export function grpcChecker(o: CheckOptions<GrpcService>, field: string): Checker {
   const t = o.service.targetSpecifier;
   if (t.case !== 'envoyGrpc' || !t.value.clusterName) throw new ConfigError(`${field}.envoy_grpc.cluster_name`, 'an envoy_grpc cluster is required (google_grpc is not supported)');
   const cluster = t.value.clusterName;

@@ -4,10 +4,8 @@
 // error (failure_mode_allow applies), anything else denies with the authorizer's status and body.
 import type { HttpService } from '../../gen/envoy/extensions/filters/http/ext_authz/v3/ext_authz_pb.js';
 import { ConfigError } from '../../envoy/config-error.js';
-import type { Predicate } from '../../envoy/matchers.js';
 import type { StreamRequest } from '../../envoy/request.js';
-import type { ClusterManager } from '../clusters.js';
-import { checkedHeaders, headerNames, type CheckResult, type Checker } from './check.js';
+import { checkedHeaders, headerNames, type CheckOptions, type CheckResult, type Checker } from './check.js';
 
 /** Always sent to an HTTP authorizer, whatever allowed_headers says. */
 const ALWAYS_SENT = new Set(['host', 'content-length', 'authorization']);
@@ -16,15 +14,7 @@ const HOP_BY_HOP = new Set(['connection', 'keep-alive', 'transfer-encoding', 'co
 /** Added to allowed_client_headers by Envoy whenever that list is set. */
 const CLIENT_ALWAYS = ['status', 'www-authenticate', 'location'];
 
-export interface HttpCheckOptions {
-  readonly service: HttpService;
-  readonly timeoutMs: number;
-  readonly allowed: Predicate<string>;
-  readonly disallowed: Predicate<string>;
-  readonly clusters: ClusterManager;
-}
-
-export function httpChecker(o: HttpCheckOptions, field: string): Checker {
+export function httpChecker(o: CheckOptions<HttpService>, field: string): Checker {
   const s = o.service;
   const uri = s.serverUri;
   if (!uri || uri.httpUpstreamType.case !== 'cluster' || !uri.httpUpstreamType.value) throw new ConfigError(`${field}.server_uri.cluster`, 'a cluster is required');
