@@ -45,6 +45,8 @@ export class OrchestratorConfigSource extends MemoryBackedStore implements Confi
   private readonly informers: InformerGroup;
   /** Keys of objects that failed conversion, per kind, for the pilot_orch_object_errors gauge. */
   private readonly failing = new Map<Kind, Set<string>>();
+  /** Keys (`Kind/namespace/name`) of objects whose status holds validationMessages (../status reads it to clear stale ones). */
+  private readonly messaged = new Set<string>();
 
   constructor(options: OrchestratorSourceOptions = {}) {
     super(new MemoryStore({ versioning: 'source' }));
@@ -102,6 +104,11 @@ export class OrchestratorConfigSource extends MemoryBackedStore implements Confi
   private upsert(kind: Kind, object: unknown): ResourceKey | undefined {
     const key = this.rawKey(kind, object);
     const fields = asRecord(object);
+    if (key !== undefined) {
+      const messages = asRecord(fields?.['status'])?.['validationMessages'];
+      if (Array.isArray(messages) && messages.length > 0) this.messaged.add(keyString(key));
+      else this.messaged.delete(keyString(key));
+    }
     const withKind = fields ? { ...fields, kind } : object;
     const result = this.validate ? validateResource(withKind) : convertResource(kind, withKind);
     const failing = this.failing.get(kind) ?? new Set<string>();
@@ -119,7 +126,13 @@ export class OrchestratorConfigSource extends MemoryBackedStore implements Confi
     return key;
   }
 
+  /** Whether the object's status, as last read, holds validationMessages. */
+  hasValidationMessages(key: string): boolean {
+    return this.messaged.has(key);
+  }
+
   private remove(key: ResourceKey): void {
+    this.messaged.delete(keyString(key));
     const failing = this.failing.get(key.kind);
     if (failing?.delete(keyString(key))) gauge('pilot_orch_object_errors').set({ kind: key.kind }, failing.size);
     this.count(this.store.delete(key));
@@ -131,3 +144,4 @@ export class OrchestratorConfigSource extends MemoryBackedStore implements Confi
     counter('pilot_orch_cfg_events').inc({ type: kind, event: event.type });
   }
 }
+
