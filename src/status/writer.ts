@@ -2,8 +2,8 @@
 // subresource of the mesh's custom resources through the orchestrator's API. One pending write per
 // resource (a newer desire replaces the older one's part), at most PILOT_STATUS_MAX_WORKERS writes
 // at once and never two for one resource, every request paced by one token bucket
-// (PILOT_STATUS_QPS / PILOT_STATUS_BURST). A write reads the object, and updates `/status` with the
-// resourceVersion it read: a 409 Conflict (someone changed it in between) reads and tries again.
+// (PILOT_STATUS_QPS / PILOT_STATUS_BURST). A write reads the object through `/status` and updates
+// `/status` with the resourceVersion it read (so RBAC needs get and update on `<plural>/status` only): a 409 Conflict (someone changed it in between) reads and tries again.
 import { GROUP_OF_KIND, type ApiVersionName, type ResourceKey } from '../api/types.js';
 import { pluralOf } from '../api/crds.js';
 import { scope } from '../common/log.js';
@@ -97,7 +97,7 @@ export class StatusWriter {
     for (let attempt = 0; attempt <= MAX_CONFLICT_RETRIES; attempt++) {
       try {
         await this.bucket.take(this.stop.signal);
-        const object = (await this.options.client.request('GET', path)) as StoredObject;
+        const object = (await this.options.client.request('GET', `${path}/status`)) as StoredObject;
         let wanted = desired;
         // The spec changed since: a newer snapshot tracks the new generation and will say so.
         if (desired.distribution && object.metadata?.generation !== desired.distribution.generation) {

@@ -315,7 +315,8 @@ export class FakeApiServer {
       } catch (e) {
         return this.status(res, 422, 'Invalid', `Invalid: ${(e as Error).message.split('\n')[0]}`);
       }
-      this.put(subresource ? { ...structuredClone(stored), status: changed.status } : { ...changed, ...(stored.status !== undefined ? { status: stored.status } : {}) });
+      const { status: _ignored, ...main } = changed;
+      this.put(subresource ? { ...structuredClone(stored), status: changed.status } : { ...main, ...(stored.status !== undefined ? { status: stored.status } : {}) });
       res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify(this.objects.get(key)));
     });
   }

@@ -68,7 +68,7 @@ test('the manifests are the chart rendered with its default values, plus the CRD
   assert.deepEqual(readdirSync(join(CHART, 'crds')).map((f) => readFileSync(join(CHART, 'crds', f), 'utf8')), [readFileSync(join(REPO_ROOT, 'deploy', 'crds.yaml'), 'utf8')]);
 });
 
-test('RBAC grants list and watch on exactly what the informers read, and get/patch on the two webhook configurations', () => {
+test('RBAC grants list and watch on exactly what the informers read, get/patch on the two webhook configurations, get/update on the status of the mesh kinds', () => {
   const [role] = find('ClusterRole') as Array<Doc & { rules: Array<{ apiGroups: string[]; resources: string[]; verbs: string[]; resourceNames?: string[] }> }>;
   const granted = role!.rules.flatMap((r) => r.apiGroups.flatMap((g) => r.resources.map((res) => `${g}/${res}:${[...r.verbs].sort().join(',')}${r.resourceNames ? `@${r.resourceNames.join(',')}` : ''}`)));
   const read = [...Object.values(TYPES).map((t) => `${t.group}/${t.plural}`), ...KINDS.map((k) => `${GROUP_OF_KIND[k]}/${pluralOf(k)}`)].map((r) => `${r}:list,watch`);
@@ -76,7 +76,8 @@ test('RBAC grants list and watch on exactly what the informers read, and get/pat
     `admissionregistration.k8s.io/mutatingwebhookconfigurations:get,patch@${values['injectionWebhookConfigName']}`,
     `admissionregistration.k8s.io/validatingwebhookconfigurations:get,patch@${values['validationWebhookConfigName']}`,
   ];
-  assert.deepEqual(granted.sort(), [...read, ...webhooks].sort());
+  const status = KINDS.map((k) => `${GROUP_OF_KIND[k]}/${pluralOf(k)}/status:get,update`);
+  assert.deepEqual(granted.sort(), [...read, ...webhooks, ...status].sort());
 });
 
 test('the Deployment, Service, webhooks and injection template are what meshd expects', () => {
