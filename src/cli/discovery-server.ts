@@ -133,7 +133,7 @@ export class DiscoveryServer {
 
   constructor(private readonly opts: DiscoveryOptions) {
     const settings = (this.settings = discoverySettings());
-    this.store = opts.configDir ? new FileConfigStore({ configDir: opts.configDir }) : new OrchestratorConfigSource({ validate: settings.crdValidation, ...opts.orchestrator });
+    this.store = opts.configDir ? new FileConfigStore({ configDir: opts.configDir }) : new OrchestratorConfigSource({ validate: settings.crdValidation, revision: settings.revision, ...opts.orchestrator });
     this.autoEntries.markSynced();
     this.autoRegistration = new AutoRegistration({ config: this.store, entries: this.autoEntries, controllerId: `pilot-discovery-${buildInfo.version}`, ...settings.autoRegistration });
     const registries: ServiceRegistry[] = [new ServiceEntryRegistry(this.store, opts.clusterId, this.autoEntries)];
@@ -414,13 +414,14 @@ export class DiscoveryServer {
       namespaceLabels: (ns) => this.orchestrator?.namespaceLabels(ns),
       clusterId: this.opts.clusterId,
       domain: this.opts.domain,
+      revision: this.settings.revision,
     });
     const validating = installValidation(this.webhook, { enabled: this.settings.validationWebhook });
     if (injecting || validating) {
       await this.webhook.start();
       log.info(`webhooks listening on ${this.opts.httpsAddr}:${injecting ? ' /inject' : ''}${validating ? ' /validate' : ''}`);
       if (this.hasOrchestrator()) {
-        this.caBundle = new CaBundleUpkeep({ client: OrchestratorClient.connect(this.opts.orchestrator.kubeconfig), targets: webhookTargets(this.settings.webhookConfigs), certificatePem: () => this.webhook.certificatePem() });
+        this.caBundle = new CaBundleUpkeep({ client: OrchestratorClient.connect(this.opts.orchestrator.kubeconfig), targets: webhookTargets(this.settings.webhookConfigs), certificatePem: () => this.webhook.certificatePem(), revision: this.settings.revision });
         await this.caBundle.start();
       }
     }

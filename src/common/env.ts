@@ -209,6 +209,8 @@ export const WIRED_SETTINGS: ReadonlySet<SettingName> = new Set<SettingName>([
   'PILOT_STATUS_MAX_WORKERS',
   'PILOT_ENABLE_CONFIG_DISTRIBUTION_TRACKING',
   'PILOT_DISTRIBUTION_HISTORY_RETENTION',
+  // config/revision.ts: config, injection and webhook configurations of this revision only
+  'REVISION',
   // xds/generators (the sidecar builders)
   'PILOT_ENABLE_PROTOCOL_SNIFFING_FOR_INBOUND',
   'PILOT_INBOUND_PROTOCOL_DETECTION_TIMEOUT',

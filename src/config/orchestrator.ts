@@ -13,6 +13,7 @@ import { counter, gauge } from '../common/metrics.js';
 import { collectionPath, InformerGroup, OrchestratorClient, type ObjectMeta } from './informer.js';
 import { MemoryBackedStore, MemoryStore } from './memory.js';
 import type { BackoffOptions, Clock } from './pacing.js';
+import { inRevision } from './revision.js';
 import { keyString, type ConfigEvent, type ConfigSource } from './store.js';
 
 const log = scope('orch');
@@ -32,6 +33,8 @@ export interface OrchestratorSourceOptions {
   validate?: boolean;
   /** Kinds to read; default all. */
   kinds?: readonly Kind[];
+  /** REVISION: objects labelled for another revision (mesh.io/rev) are left out; see ./revision.ts. */
+  revision?: string;
   /** API version to list and watch; default v1 (the storage version). */
   version?: ApiVersionName;
   backoff?: BackoffOptions;
@@ -110,6 +113,11 @@ export class OrchestratorConfigSource extends MemoryBackedStore implements Confi
       else this.messaged.delete(keyString(key));
     }
     const withKind = fields ? { ...fields, kind } : object;
+    if (!inRevision(asRecord(fields?.['metadata'])?.['labels'] as Record<string, string> | undefined, this.options.revision)) {
+      // Another revision's: as if absent (a label change moving it away removes it here).
+      if (key !== undefined && this.store.get(key) !== undefined) this.remove(key);
+      return undefined;
+    }
     const result = this.validate ? validateResource(withKind) : convertResource(kind, withKind);
     const failing = this.failing.get(kind) ?? new Set<string>();
     this.failing.set(kind, failing);

@@ -93,8 +93,11 @@ test('the Deployment, Service, webhooks and injection template are what meshd ex
   const [service] = find('Service') as Array<Doc & { spec: any }>;
   assert.deepEqual(service!.spec.ports.map((p: { port: number; targetPort: number }) => `${p.port}->${p.targetPort}`), ['15010->15010', '15012->15012', '443->15017', '15014->15014']);
   const [mutating] = find('MutatingWebhookConfiguration') as Array<Doc & { webhooks: any[] }>;
-  assert.deepEqual(mutating!.webhooks.map((w) => [w.clientConfig.service.path, w.clientConfig.service.port]), [['/inject', 443], ['/inject', 443]]);
+  assert.deepEqual(mutating!.webhooks.map((w) => [w.clientConfig.service.path, w.clientConfig.service.port]), [['/inject', 443], ['/inject', 443], ['/inject', 443], ['/inject', 443]]);
   const [validating] = find('ValidatingWebhookConfiguration') as Array<Doc & { webhooks: any[] }>;
+  const labels = (d: Doc | undefined) => (d?.metadata as { labels?: Record<string, string> } | undefined)?.labels;
+  assert.deepEqual([labels(mutating)?.['mesh.io/rev'], labels(validating)?.['mesh.io/rev']], [values['revision'], values['revision']], 'both carry the revision label');
+  assert.ok(discovery.env.some((e: { name: string; value: string }) => e.name === 'REVISION' && e.value === values['revision']), 'the Deployment runs as the revision');
   assert.equal(validating!.webhooks[0].clientConfig.service.path, '/validate');
   const [configMap] = find('ConfigMap') as Array<Doc & { data: Record<string, string> }>;
   const template = parseTemplate(configMap!.data['template.yaml']!, 'ConfigMap mesh-sidecar-injector');
