@@ -36,6 +36,8 @@ interface Status {
 }
 
 const statusOf = (api: FakeApiServer, object: StoredObject = vs({})): Status => (api.get(object)?.status ?? {}) as Status;
+/** Bounded waits, generous for a loaded machine. */
+const until = <T>(check: () => T | Promise<T>) => eventually(check, 15_000);
 const reconciled = (api: FakeApiServer) => statusOf(api).conditions?.find((c) => c.type === 'Reconciled');
 
 /** A proxy on one SotW stream subscribed to clusters; it ACKs only when told. */
@@ -106,7 +108,7 @@ describe('status written through the orchestrator API (PILOT_ENABLE_STATUS)', ()
   });
 
   it('writes the analysis messages into status.validationMessages, only through /status, and clears them when the problem goes away', async () => {
-    const messages = await eventually(() => {
+    const messages = await until(() => {
       const m = statusOf(api).validationMessages;
       assert.ok(m && m.length > 0, 'messages written');
       return m;
@@ -122,31 +124,31 @@ describe('status written through the orchestrator API (PILOT_ENABLE_STATUS)', ()
     assert.ok(api.updates.length > 0 && api.updates.every((u) => u.path.endsWith('/status')), 'every write goes to the status subresource');
     assert.equal(api.get(vs({}))!.metadata['generation'], 1, 'a status write leaves the generation alone');
     api.put(dr);
-    await eventually(() => assert.equal(statusOf(api).validationMessages, undefined));
+    await until(() => assert.equal(statusOf(api).validationMessages, undefined));
   });
 
   it('sets Reconciled as proxies ACK, flips it when a proxy that has not ACKed connects, and stops counting a proxy that leaves', async () => {
     const first = new Proxy(client(), 'sidecar~10.0.0.1~a.default~default.svc.cluster.local');
     await first.receive();
-    await eventually(() => assert.deepEqual([reconciled(api)?.status, reconciled(api)?.message], ['False', '0/1 proxies up to date.']));
+    await until(() => assert.deepEqual([reconciled(api)?.status, reconciled(api)?.message], ['False', '0/1 proxies up to date.']));
     first.ack();
-    await eventually(() => assert.deepEqual([reconciled(api)?.status, reconciled(api)?.message], ['True', '1/1 proxies up to date.']));
+    await until(() => assert.deepEqual([reconciled(api)?.status, reconciled(api)?.message], ['True', '1/1 proxies up to date.']));
     assert.equal(statusOf(api).observedGeneration, 1);
 
     const second = new Proxy(client(), 'sidecar~10.0.0.2~b.default~default.svc.cluster.local');
     await second.receive();
-    await eventually(() => assert.deepEqual([reconciled(api)?.status, reconciled(api)?.message], ['False', '1/2 proxies up to date.']));
+    await until(() => assert.deepEqual([reconciled(api)?.status, reconciled(api)?.message], ['False', '1/2 proxies up to date.']));
     second.stream.close();
-    await eventually(() => assert.deepEqual([reconciled(api)?.status, reconciled(api)?.message], ['True', '1/1 proxies up to date.']));
+    await until(() => assert.deepEqual([reconciled(api)?.status, reconciled(api)?.message], ['True', '1/1 proxies up to date.']));
     first.stream.close();
   });
 
   it('reports a new generation with its observedGeneration', async () => {
     const proxy = new Proxy(client(), 'sidecar~10.0.0.3~c.default~default.svc.cluster.local');
     proxy.ackAll();
-    await eventually(() => assert.deepEqual([reconciled(api)?.status, statusOf(api).observedGeneration], ['True', 1]));
+    await until(() => assert.deepEqual([reconciled(api)?.status, statusOf(api).observedGeneration], ['True', 1]));
     api.put(toSubset('v1'));
-    await eventually(() => assert.deepEqual([reconciled(api)?.status, reconciled(api)?.message, statusOf(api).observedGeneration], ['True', '1/1 proxies up to date.', 2]));
+    await until(() => assert.deepEqual([reconciled(api)?.status, reconciled(api)?.message, statusOf(api).observedGeneration], ['True', '1/1 proxies up to date.', 2]));
   });
 
   it('retries an update that meets a concurrent change (409 Conflict) with the object read again', async () => {
@@ -154,7 +156,7 @@ describe('status written through the orchestrator API (PILOT_ENABLE_STATUS)', ()
     const path = '/virtualservices/reviews/status';
     api.interleave(() => api.put(vs(api.get(vs({}))!.spec as Record<string, unknown>, { team: 'reviews' })), path);
     api.put({ ...dr, spec: { host: 'reviews', subsets: [{ name: 'v2', labels: { version: 'v2' } }] } });
-    await eventually(() => assert.ok(statusOf(api).validationMessages?.length, 'the subset v1 is gone again'));
+    await until(() => assert.ok(statusOf(api).validationMessages?.length, 'the subset v1 is gone again'));
     const codes = api.updates.slice(before).filter((u) => u.path.endsWith(path)).map((u) => u.status);
     assert.deepEqual(codes.slice(0, 2), [409, 200], 'the conflict, then the retry');
     assert.deepEqual(api.get(vs({}))!.metadata['labels'], { team: 'reviews' }, 'the concurrent change is kept');
@@ -171,7 +173,7 @@ describe('without PILOT_ENABLE_STATUS', () => {
       const proxy = new Proxy(c, 'sidecar~10.0.0.9~z.default~default.svc.cluster.local');
       await proxy.receive();
       proxy.ack();
-      await eventually(() => assert.equal(d.analysis?.current().messages.length, 1));
+      await until(() => assert.equal(d.analysis?.current().messages.length, 1));
       // A later request on the same stream is answered only after the ACK was processed.
       proxy.stream.send({ typeUrl: TypeUrl.Listener });
       await proxy.receive();
