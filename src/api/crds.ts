@@ -49,7 +49,9 @@ export function crdOf(kind: Kind): Record<string, unknown> {
       group,
       names: { kind, listKind: `${kind}List`, plural, singular: kind.toLowerCase(), categories: ['mesh-io'] },
       scope: 'Namespaced',
-      versions: API_VERSIONS.map((name) => ({ name, served: true, storage: name === STORAGE_VERSION, schema })),
+      // The status subresource, as the Go mesh's CRDs: status is written only through `/status`
+      // (the discovery server's status writer) and a status write leaves `generation` alone.
+      versions: API_VERSIONS.map((name) => ({ name, served: true, storage: name === STORAGE_VERSION, schema, subresources: { status: {} } })),
     },
   };
 }

@@ -52,6 +52,7 @@ import { installInjection } from '../webhooks/inject.js';
 import { TemplateFile } from '../webhooks/inject-template.js';
 import { CaBundleUpkeep, webhookTargets } from '../webhooks/ca-bundle.js';
 import { OrchestratorClient } from '../config/informer.js';
+import { StatusReporting } from '../status/setup.js';
 import { discoverySettings, type DiscoverySettings } from './discovery-settings.js';
 
 const log = scope('default');
@@ -134,10 +135,12 @@ export class DiscoveryServer {
   private readonly connected = new Map<string, ProxyInfo>();
   /** Addresses of WorkloadEntries changed since the last push: their proxies' own config may change. */
   private readonly changedWorkloads = new Set<string>();
+  /** PILOT_ENABLE_STATUS with an orchestrator: distribution and analysis written to resource status. */
+  readonly status: StatusReporting | undefined;
 
   constructor(private readonly opts: DiscoveryOptions) {
     const settings = (this.settings = discoverySettings());
-    this.store = opts.configDir ? new FileConfigStore({ configDir: opts.configDir }) : new OrchestratorConfigSource({ validate: settings.crdValidation, ...opts.orchestrator });
+    this.store = opts.configDir ? new FileConfigStore({ configDir: opts.configDir }) : new OrchestratorConfigSource({ validate: settings.crdValidation, revision: settings.revision, ...opts.orchestrator });
     this.autoEntries.markSynced();
     this.autoRegistration = new AutoRegistration({ config: this.store, entries: this.autoEntries, controllerId: `pilot-discovery-${buildInfo.version}`, ...settings.autoRegistration });
     const registries: ServiceRegistry[] = [new ServiceEntryRegistry(this.store, opts.clusterId, this.autoEntries)];
@@ -160,6 +163,7 @@ export class DiscoveryServer {
       }
     }
     this.registry = new AggregateRegistry(registries, opts.clusterId);
+    this.status = this.statusReporting();
     this.push = this.buildPush();
     this.authenticator = callerAuthenticator();
     this.xdsAuth = xdsAuthorizer(this.authenticator);
@@ -184,8 +188,10 @@ export class DiscoveryServer {
       keepaliveTimeoutMs: opts.keepaliveTimeoutMs,
       maxConnectionAgeMs: opts.maxConnectionAgeMs,
       onConnect: (info) => this.onProxyConnect(info),
+      ...(this.status?.deliveries ? { deliveries: this.status.deliveries } : {}),
       onDisconnect: (info) => {
         this.connected.delete(info.connectionId);
+        this.status?.disconnected(info.connectionId);
         this.analysis?.onChange();
         this.autoRegistration.unregister(info.connectionId);
       },
@@ -212,10 +218,23 @@ export class DiscoveryServer {
     }
     this.profiler = opts.profile ? installPprof(this.debug) : undefined;
     this.analysis = this.settings.analysis ? new ConfigAnalysis(this.analysisSources()) : undefined;
+    if (this.analysis) this.status?.follow(this.analysis);
     installAnalysisDebug(this.debug, this.analysis);
     this.monitoring
       .handle('/metrics', 'Prometheus metrics of the discovery server', async (_req, res) => sendText(res, 200, await metrics.metrics(), metrics.contentType))
       .handle('/version', 'build information', (_req, res) => sendJson(res, 200, buildInfo));
+  }
+
+  /** Status is written to the custom resources the orchestrator config source reads, so only there. */
+  private statusReporting(): StatusReporting | undefined {
+    const { enabled, ...settings } = this.settings.status;
+    if (!enabled) return undefined;
+    if (!(this.store instanceof OrchestratorConfigSource)) {
+      log.info('PILOT_ENABLE_STATUS: config comes from --configDir, which has no status to write; status is not written');
+      return undefined;
+    }
+    const source = this.store;
+    return new StatusReporting({ client: OrchestratorClient.connect(this.opts.orchestrator.kubeconfig), store: source, hasMessages: (key) => source.hasValidationMessages(key) }, settings);
   }
 
   /** With --configDir and no --orchconfig there is no orchestrator to read or patch (the local mode). */
@@ -320,10 +339,11 @@ export class DiscoveryServer {
     await Promise.all([...ids].map((id) => this.xds.push(id, { reason: 'workloadentry', ...(triggeredAt !== undefined ? { triggeredAt } : {}) })));
   }
 
-  /** A new snapshot; a failed rebuild keeps the last good one. Returns whether it succeeded. */
-  private rebuildPush(): boolean {
+  /** A new snapshot for a push of `types` (undefined: all); a failed rebuild keeps the last good one. Returns whether it succeeded. */
+  private rebuildPush(types?: ReadonlySet<string>): boolean {
     try {
       this.push = this.buildPush();
+      this.status?.snapshot(types);
       return true;
     } catch (e) {
       counter('pilot_xds_push_context_errors').inc();
@@ -359,7 +379,7 @@ export class DiscoveryServer {
    */
   private async pushAll(req: PushRequest): Promise<void> {
     this.resolver.track(jwksPrefetch(this.store.list('RequestAuthentication')).fetches);
-    if (!this.rebuildPush()) return;
+    if (!this.rebuildPush(req.types)) return;
     const awaited = this.resolver.awaited();
     const held = new Set<string>();
     for (const info of awaited.size > 0 ? this.connected.values() : []) {
@@ -391,13 +411,14 @@ export class DiscoveryServer {
     if (this.analysis) {
       this.store.onEvent(() => this.analysis?.onChange());
       this.analysis.publish();
-      log.info('config analysis on (PILOT_ENABLE_ANALYSIS): results at /debug/analyze and in the analysis log scope; writing them to resource status is not implemented yet');
+      log.info(`config analysis on (PILOT_ENABLE_ANALYSIS): results at /debug/analyze and in the analysis log scope${this.status ? ', and in the resources\' status.validationMessages' : '; status.validationMessages is written only with PILOT_ENABLE_STATUS'}`);
     }
     this.registry.onEvent((e) => this.trigger({ source: e.kind === 'endpoints' ? 'endpoints' : 'service' }));
     // Readiness never waits on an issuer: the first fetches start now, and proxies connecting
     // before they end get the fail-closed key set, then the keys by the push that follows.
     this.resolver.track(jwksPrefetch(this.store.list('RequestAuthentication')).fetches);
     this.push = this.buildPush();
+    this.status?.snapshot();
     await this.listenGrpc('grpc', this.opts.grpcAddr, new PlaintextCredentials());
     await this.injectionTemplate.start();
     const injecting = installInjection(this.webhook, {
@@ -406,13 +427,14 @@ export class DiscoveryServer {
       namespaceLabels: (ns) => this.orchestrator?.namespaceLabels(ns),
       clusterId: this.opts.clusterId,
       domain: this.opts.domain,
+      revision: this.settings.revision,
     });
     const validating = installValidation(this.webhook, { enabled: this.settings.validationWebhook });
     if (injecting || validating) {
       await this.webhook.start();
       log.info(`webhooks listening on ${this.opts.httpsAddr}:${injecting ? ' /inject' : ''}${validating ? ' /validate' : ''}`);
       if (this.hasOrchestrator()) {
-        this.caBundle = new CaBundleUpkeep({ client: OrchestratorClient.connect(this.opts.orchestrator.kubeconfig), targets: webhookTargets(this.settings.webhookConfigs), certificatePem: () => this.webhook.certificatePem() });
+        this.caBundle = new CaBundleUpkeep({ client: OrchestratorClient.connect(this.opts.orchestrator.kubeconfig), targets: webhookTargets(this.settings.webhookConfigs), certificatePem: () => this.webhook.certificatePem(), revision: this.settings.revision });
         await this.caBundle.start();
       }
     }
@@ -462,7 +484,7 @@ export class DiscoveryServer {
     this.profiler?.close();
     this.analysis?.close();
     this.injectionTemplate.close();
-    await Promise.all([...this.servers.map(closeServer), this.webhook.close(), this.caBundle?.close(), this.store.close(), this.orchestrator?.close()]);
+    await Promise.all([...this.servers.map(closeServer), this.webhook.close(), this.caBundle?.close(), this.status?.close(), this.store.close(), this.orchestrator?.close()]);
     this.servers.length = 0;
   }
 }

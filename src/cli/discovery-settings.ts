@@ -26,6 +26,10 @@ export interface DiscoverySettings {
   /** The webhook configurations whose caBundle the server keeps (see webhooks/ca-bundle.ts). */
   readonly webhookConfigs: { readonly namespace: string; readonly injection: string; readonly validation: string };
   readonly orchestratorRegistry: { readonly edsForHeadless: boolean; readonly useEndpointSlices: boolean };
+  /** REVISION: the control plane's revision ('' = default; config/revision.ts). */
+  readonly revision: string;
+  /** PILOT_ENABLE_STATUS and its pacing; distribution tracking (status/). */
+  readonly status: { readonly enabled: boolean; readonly qps: number; readonly burst: number; readonly workers: number; readonly distribution: boolean; readonly retentionMs: number };
 }
 
 export function discoverySettings(): DiscoverySettings {
@@ -51,5 +55,14 @@ export function discoverySettings(): DiscoverySettings {
     injection: { enabled: setting('INJECT_ENABLED'), legacyFsGroup: setting('ENABLE_LEGACY_FSGROUP_INJECTION') },
     webhookConfigs: { namespace: setting('POD_NAMESPACE'), injection: setting('INJECTION_WEBHOOK_CONFIG_NAME'), validation: setting('VALIDATION_WEBHOOK_CONFIG_NAME') },
     orchestratorRegistry: { edsForHeadless: setting('PILOT_ENABLE_EDS_FOR_HEADLESS_SERVICES'), useEndpointSlices: setting('PILOT_USE_ENDPOINT_SLICE') },
+    revision: setting('REVISION'),
+    status: {
+      enabled: setting('PILOT_ENABLE_STATUS'),
+      qps: setting('PILOT_STATUS_QPS'),
+      burst: setting('PILOT_STATUS_BURST'),
+      workers: setting('PILOT_STATUS_MAX_WORKERS'),
+      distribution: setting('PILOT_ENABLE_CONFIG_DISTRIBUTION_TRACKING'),
+      retentionMs: setting('PILOT_DISTRIBUTION_HISTORY_RETENTION'),
+    },
   };
 }

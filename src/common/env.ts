@@ -200,8 +200,17 @@ export const WIRED_SETTINGS: ReadonlySet<SettingName> = new Set<SettingName>([
   'VALIDATION_ENABLED',
   'MESHD_CUSTOM_HOST',
   'PILOT_ENABLE_CRD_VALIDATION',
-  // cli/discovery-server.ts (debug/analysis.ts): analysis served and logged; status writing is not done
+  // cli/discovery-server.ts (debug/analysis.ts): analysis served, logged, and with status on written to status
   'PILOT_ENABLE_ANALYSIS',
+  // cli/discovery-server.ts (status/): status writing and config distribution tracking
+  'PILOT_ENABLE_STATUS',
+  'PILOT_STATUS_QPS',
+  'PILOT_STATUS_BURST',
+  'PILOT_STATUS_MAX_WORKERS',
+  'PILOT_ENABLE_CONFIG_DISTRIBUTION_TRACKING',
+  'PILOT_DISTRIBUTION_HISTORY_RETENTION',
+  // config/revision.ts: config, injection and webhook configurations of this revision only
+  'REVISION',
   // xds/generators (the sidecar builders)
   'PILOT_ENABLE_PROTOCOL_SNIFFING_FOR_INBOUND',
   'PILOT_INBOUND_PROTOCOL_DETECTION_TIMEOUT',

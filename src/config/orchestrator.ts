@@ -13,6 +13,7 @@ import { counter, gauge } from '../common/metrics.js';
 import { collectionPath, InformerGroup, OrchestratorClient, type ObjectMeta } from './informer.js';
 import { MemoryBackedStore, MemoryStore } from './memory.js';
 import type { BackoffOptions, Clock } from './pacing.js';
+import { inRevision } from './revision.js';
 import { keyString, type ConfigEvent, type ConfigSource } from './store.js';
 
 const log = scope('orch');
@@ -32,6 +33,8 @@ export interface OrchestratorSourceOptions {
   validate?: boolean;
   /** Kinds to read; default all. */
   kinds?: readonly Kind[];
+  /** REVISION: objects labelled for another revision (mesh.io/rev) are left out; see ./revision.ts. */
+  revision?: string;
   /** API version to list and watch; default v1 (the storage version). */
   version?: ApiVersionName;
   backoff?: BackoffOptions;
@@ -45,6 +48,8 @@ export class OrchestratorConfigSource extends MemoryBackedStore implements Confi
   private readonly informers: InformerGroup;
   /** Keys of objects that failed conversion, per kind, for the pilot_orch_object_errors gauge. */
   private readonly failing = new Map<Kind, Set<string>>();
+  /** Keys (`Kind/namespace/name`) of objects whose status holds validationMessages (../status reads it to clear stale ones). */
+  private readonly messaged = new Set<string>();
 
   constructor(options: OrchestratorSourceOptions = {}) {
     super(new MemoryStore({ versioning: 'source' }));
@@ -102,7 +107,17 @@ export class OrchestratorConfigSource extends MemoryBackedStore implements Confi
   private upsert(kind: Kind, object: unknown): ResourceKey | undefined {
     const key = this.rawKey(kind, object);
     const fields = asRecord(object);
+    if (key !== undefined) {
+      const messages = asRecord(fields?.['status'])?.['validationMessages'];
+      if (Array.isArray(messages) && messages.length > 0) this.messaged.add(keyString(key));
+      else this.messaged.delete(keyString(key));
+    }
     const withKind = fields ? { ...fields, kind } : object;
+    if (!inRevision(asRecord(fields?.['metadata'])?.['labels'] as Record<string, string> | undefined, this.options.revision)) {
+      // Another revision's: as if absent (a label change moving it away removes it here).
+      if (key !== undefined && this.store.get(key) !== undefined) this.remove(key);
+      return undefined;
+    }
     const result = this.validate ? validateResource(withKind) : convertResource(kind, withKind);
     const failing = this.failing.get(kind) ?? new Set<string>();
     this.failing.set(kind, failing);
@@ -119,7 +134,13 @@ export class OrchestratorConfigSource extends MemoryBackedStore implements Confi
     return key;
   }
 
+  /** Whether the object's status, as last read, holds validationMessages. */
+  hasValidationMessages(key: string): boolean {
+    return this.messaged.has(key);
+  }
+
   private remove(key: ResourceKey): void {
+    this.messaged.delete(keyString(key));
     const failing = this.failing.get(key.kind);
     if (failing?.delete(keyString(key))) gauge('pilot_orch_object_errors').set({ kind: key.kind }, failing.size);
     this.count(this.store.delete(key));
@@ -131,3 +152,4 @@ export class OrchestratorConfigSource extends MemoryBackedStore implements Confi
     counter('pilot_orch_cfg_events').inc({ type: kind, event: event.type });
   }
 }
+

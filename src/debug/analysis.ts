@@ -1,8 +1,8 @@
 // PILOT_ENABLE_ANALYSIS: the discovery server analyses the config it holds after changes settle
 // (a quiesce timer, bounded by a maximum delay, as the Go mesh's analysis strategy does), serves the
 // result at /debug/analyze, logs the messages once per change of the result (never on every
-// push), and records the validator_runtime_* / validator_source_* metrics. Writing the messages to
-// the resources' status is not done here.
+// push), and records the validator_runtime_* / validator_source_* metrics. Each result also goes
+// to the listeners (the status reporter writes the messages into the resources' status).
 import { KINDS, GROUP_OF_KIND, type AnyResource, type Kind, type ResourceOf } from '../api/types.js';
 import { scope } from '../common/log.js';
 import { counter, gauge, histogram } from '../common/metrics.js';
@@ -52,11 +52,17 @@ export class ConfigAnalysis {
   private snapshotAt: number | undefined;
   private quiesce: NodeJS.Timeout | undefined;
   private deadline: NodeJS.Timeout | undefined;
+  private readonly listeners: Array<(messages: readonly AnalysisMessage[]) => void> = [];
 
   constructor(
     private readonly sources: AnalysisSources,
     private readonly timing: AnalysisTiming = { quiesceMs: 100, maxDelayMs: 1000 },
   ) {}
+
+  /** Called with every result published from now on. */
+  onResult(listener: (messages: readonly AnalysisMessage[]) => void): void {
+    this.listeners.push(listener);
+  }
 
   /** A change of config or workloads: analyse once things settle. */
   onChange(): void {
@@ -129,6 +135,7 @@ export class ConfigAnalysis {
     this.snapshotAt = now;
     this.result = { enabled: true, analyzedAt: new Date(now).toISOString(), messages };
     this.logOnChange(messages);
+    for (const listener of this.listeners) listener(messages);
   }
 
   private logOnChange(messages: AnalysisMessage[]): void {

@@ -9,6 +9,7 @@ import { X509Certificate } from 'node:crypto';
 import { scope } from '../common/log.js';
 import { counter } from '../common/metrics.js';
 import { messageOf, statusOf, type OrchestratorClient } from '../config/informer.js';
+import { inRevision, REVISION_LABEL } from '../config/revision.js';
 
 const log = scope('validationController');
 
@@ -22,7 +23,7 @@ export interface WebhookTarget {
 }
 
 interface WebhookConfiguration {
-  metadata?: { resourceVersion?: string };
+  metadata?: { resourceVersion?: string; labels?: Record<string, string> };
   webhooks?: Array<{ name?: string; clientConfig?: { caBundle?: string } }>;
 }
 
@@ -74,6 +75,8 @@ export interface CaBundleOptions {
   /** The serving certificate (PEM), read at each reconciliation so a change is noticed. */
   readonly certificatePem: () => string;
   readonly periodMs?: number;
+  /** REVISION: a configuration labelled for another revision (mesh.io/rev) is that revision's to keep. */
+  readonly revision?: string;
 }
 
 export class CaBundleUpkeep {
@@ -110,6 +113,10 @@ export class CaBundleUpkeep {
       counter('validator_validation_config_load_error').inc();
       const missing = statusOf(e) === 404;
       log.warn(`${target.plural}/${target.name}: ${missing ? 'not found; is the webhook configuration applied?' : messageOf(e)}`);
+      return;
+    }
+    if (!inRevision(config.metadata?.labels, this.options.revision)) {
+      log.warn(`${target.plural}/${target.name}: labelled ${REVISION_LABEL}=${config.metadata?.labels?.[REVISION_LABEL]}, not this control plane's revision ${this.options.revision}; left alone`);
       return;
     }
     const webhooks = config.webhooks ?? [];

@@ -19,6 +19,7 @@ import {
   STATUS_ANNOTATION,
 } from './inject-policy.js';
 import type { InjectionTemplate } from './inject-template.js';
+import { DEFAULT_REVISION, REVISION_LABEL } from '../config/revision.js';
 
 export const PROXY_CONTAINER = 'mesh-proxy';
 export const INIT_CONTAINER = 'mesh-init';
@@ -37,6 +38,8 @@ export interface InjectionContext {
   readonly domain: string;
   /** ENABLE_LEGACY_FSGROUP_INJECTION. */
   readonly legacyFsGroup: boolean;
+  /** REVISION: the `mesh.io/rev` label of injected Pods (default `default`, as the Go mesh labels them). */
+  readonly revision?: string;
 }
 
 export interface JsonPatchOperation {
@@ -217,6 +220,8 @@ export function injectionPatch(pod: V1Pod, ctx: InjectionContext): JsonPatchOper
     ops.push(addKey('/spec/securityContext', pod.spec?.securityContext, 'fsGroup', LEGACY_FS_GROUP));
   }
   ops.push(addKey('/metadata/labels', pod.metadata?.labels, TLS_MODE_LABEL, 'mesh'));
+  // The labels object exists after the first add.
+  ops.push(addKey('/metadata/labels', {}, REVISION_LABEL, ctx.revision ?? DEFAULT_REVISION));
   ops.push(addKey('/metadata/annotations', pod.metadata?.annotations, STATUS_ANNOTATION, JSON.stringify(status)));
   return ops;
 }

@@ -3,6 +3,7 @@
 import { isIP } from 'node:net';
 import type { V1Pod } from '@kubernetes/client-node';
 import { INTERCEPTION_MODES, type InterceptionMode } from '../model/proxy.js';
+import { DEFAULT_REVISION, REVISION_LABEL } from '../config/revision.js';
 
 export const NAMESPACE_INJECTION_LABEL = 'mesh-injection';
 export const INJECT_ANNOTATION = 'sidecar.mesh.io/inject';
@@ -34,17 +35,39 @@ function flag(value: string | undefined): boolean | undefined {
 }
 
 /**
- * The decision: host-network Pods and the orchestrator's namespaces are never injected, an already
- * injected Pod is left as is (injection is idempotent), then the Pod's own `sidecar.mesh.io/inject`
- * (label first, then annotation) wins, else the namespace label `mesh-injection=enabled`.
+ * Which revision's injector a Pod belongs to, as the Go mesh's webhook selectors route it: a
+ * namespace labelled `mesh-injection` is the default revision's; else the namespace's `mesh.io/rev`,
+ * else the Pod's; a Pod claimed by none is the default revision's (when it opts in itself).
+ * Returns the skip for another revision's Pod, `true` when it is claimed for ours, undefined otherwise.
  */
-export function injectionVerdict(pod: V1Pod, namespace: string, namespaceLabels: Readonly<Record<string, string>> | undefined): InjectionVerdict {
+function revisionVerdict(pod: V1Pod, namespace: string, namespaceLabels: Readonly<Record<string, string>> | undefined, revision: string): InjectionVerdict | true | undefined {
+  const skip = (message: string): InjectionVerdict => ({ inject: false, reason: 'namespace_not_enabled', message: `${message}; this injector is revision ${revision}` });
+  if (namespaceLabels?.[NAMESPACE_INJECTION_LABEL] !== undefined) {
+    return revision === DEFAULT_REVISION ? undefined : skip(`namespace ${namespace} is labelled ${NAMESPACE_INJECTION_LABEL} (the default revision's)`);
+  }
+  const nsRev = namespaceLabels?.[REVISION_LABEL];
+  const claimed = nsRev ?? pod.metadata?.labels?.[REVISION_LABEL];
+  if (claimed !== undefined) return claimed === revision ? true : skip(`${nsRev !== undefined ? `namespace ${namespace}` : 'the Pod'} is labelled ${REVISION_LABEL}=${claimed}`);
+  return revision === DEFAULT_REVISION ? undefined : skip(`neither namespace ${namespace} nor the Pod is labelled ${REVISION_LABEL}=${revision}`);
+}
+
+/**
+ * The decision: host-network Pods and the orchestrator's namespaces are never injected, an already
+ * injected Pod is left as is (injection is idempotent), a Pod that says `sidecar.mesh.io/inject`
+ * false (label first, then annotation) is not; a Pod of another revision (REVISION, see
+ * revisionVerdict) is not, one labelled for ours is; then the Pod's own opt-in, else the namespace
+ * label `mesh-injection=enabled`.
+ */
+export function injectionVerdict(pod: V1Pod, namespace: string, namespaceLabels: Readonly<Record<string, string>> | undefined, revision = DEFAULT_REVISION): InjectionVerdict {
   const skip = (reason: SkipReason, message: string): InjectionVerdict => ({ inject: false, reason, message });
   if (pod.spec?.hostNetwork) return skip('host_network', 'the Pod uses the host network');
   if (IGNORED_NAMESPACES.includes(namespace)) return skip('ignored_namespace', `namespace ${namespace} is never injected`);
   if (pod.metadata?.annotations?.[STATUS_ANNOTATION] !== undefined) return skip('already_injected', `the Pod already carries ${STATUS_ANNOTATION}`);
   const own = flag(pod.metadata?.labels?.[INJECT_ANNOTATION]) ?? flag(pod.metadata?.annotations?.[INJECT_ANNOTATION]);
   if (own === false) return skip('pod_disabled', `${INJECT_ANNOTATION}=false on the Pod`);
+  const byRevision = revisionVerdict(pod, namespace, namespaceLabels, revision);
+  if (byRevision === true) return { inject: true };
+  if (byRevision !== undefined) return byRevision;
   if (own === true) return { inject: true };
   if (namespaceLabels?.[NAMESPACE_INJECTION_LABEL] === 'enabled') return { inject: true };
   const why = namespaceLabels === undefined ? `namespace ${namespace} is not known` : `namespace ${namespace} is not labelled ${NAMESPACE_INJECTION_LABEL}=enabled`;

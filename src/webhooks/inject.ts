@@ -6,11 +6,13 @@ import type { V1Pod } from '@kubernetes/client-node';
 import { settingDefault } from '../common/env.js';
 import { scope } from '../common/log.js';
 import { counter } from '../common/metrics.js';
+import { revisionName } from '../config/revision.js';
 import { admissionHandler, answer, parseReview, type AdmissionHandlerOptions, type AdmissionReviewOut } from './admission.js';
 import { InjectionError, injectionVerdict } from './inject-policy.js';
 import { injectionPatch } from './inject-pod.js';
 import type { TemplateFile } from './inject-template.js';
 import type { WebhookServer } from './server.js';
+
 
 const log = scope('validationServer');
 
@@ -24,6 +26,8 @@ export interface InjectionOptions extends AdmissionHandlerOptions {
   readonly legacyFsGroup?: boolean;
   /** INJECT_ENABLED; defaults to the setting. */
   readonly enabled?: boolean;
+  /** REVISION (empty: `default`): which Pods are ours, and the `mesh.io/rev` label injected Pods get. */
+  readonly revision?: string;
 }
 
 /** The answer to one review; throws BadReview when it is not one. */
@@ -39,7 +43,8 @@ export function injectionReview(body: unknown, options: InjectionOptions): Admis
   const namespace = request.namespace ?? pod.metadata?.namespace ?? 'default';
   const name = pod.metadata?.name ?? pod.metadata?.generateName ?? '';
   try {
-    const verdict = injectionVerdict(pod, namespace, options.namespaceLabels(namespace));
+    const revision = revisionName(options.revision);
+    const verdict = injectionVerdict(pod, namespace, options.namespaceLabels(namespace), revision);
     if (!verdict.inject) {
       counter('sidecar_injection_skip_total').inc({ type: verdict.reason });
       log.debug(`not injecting ${namespace}/${name}: ${verdict.message}`);
@@ -50,6 +55,7 @@ export function injectionReview(body: unknown, options: InjectionOptions): Admis
       clusterId: options.clusterId,
       domain: options.domain,
       legacyFsGroup: options.legacyFsGroup ?? settingDefault('ENABLE_LEGACY_FSGROUP_INJECTION'),
+      revision,
     });
     counter('sidecar_injection_success_total').inc();
     log.info(`injected the sidecar into ${namespace}/${name}`);

@@ -86,3 +86,15 @@ export class XdsStreamError extends Error {
     super(message);
   }
 }
+
+/**
+ * Told of what each stream is given and ACKs, for config distribution tracking
+ * (../status/distribution.ts). `stamp` is taken before a generation: the snapshot it reads is that
+ * one or newer, so what is derived from it never claims more than the proxy has.
+ */
+export interface DeliveryObserver {
+  stamp(): number;
+  generated(connectionId: string, typeUrl: string, stamp: number, version: string): void;
+  sent(connectionId: string, typeUrl: string, nonce: string, version: string): void;
+  acked(connectionId: string, typeUrl: string, nonce: string): void;
+}

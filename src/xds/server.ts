@@ -26,7 +26,7 @@ import { ResponseCache, type ResourceSet } from './cache.js';
 import { Connection, type ConnectionStatus, type Delivery, type ReplyKind, type Watch } from './connection.js';
 import { applyDelta, deltaDiff, encodeDelta, encodeSotw, incrementalBase } from './responses.js';
 import { clientStatus } from './csds.js';
-import { XdsStreamError, type ProxyInfo, type PushRequest, type ResourceGenerator } from './generator.js';
+import { XdsStreamError, type DeliveryObserver, type ProxyInfo, type PushRequest, type ResourceGenerator } from './generator.js';
 import { grpcServiceDefinition } from '../envoy/grpc-service.js';
 import { adsDefinition, grpcOptions, Semaphore, type AdsTransportOptions } from './ads-transport.js';
 import { ResponseSizeGuard, sized } from './size-guard.js';
@@ -49,6 +49,8 @@ export interface XdsServerOptions extends AdsTransportOptions {
   readonly pushThrottle?: number;
   /** Largest response sent (size-guard.ts); default MAX_RESPONSE_BYTES. */
   readonly maxResponseBytes?: number;
+  /** Told of generations, sends and ACKs (PILOT_ENABLE_CONFIG_DISTRIBUTION_TRACKING). */
+  readonly deliveries?: DeliveryObserver;
 }
 
 /** Make-before-break order: clusters before their endpoints, listeners before their routes. */
@@ -317,6 +319,7 @@ export class XdsServer {
       case 'nack':
       case 'stale':
         this.onReply(s.conn, req.typeUrl, decision.kind, req.responseNonce);
+        if (decision.kind === 'ack') this.options.deliveries?.acked(s.conn.proxy.connectionId, req.typeUrl, req.responseNonce);
         return;
       case 'unsubscribe':
       case 'ignore':
@@ -327,6 +330,7 @@ export class XdsServer {
   private async onDeltaRequest(s: Session, req: DeltaDiscoveryRequest): Promise<void> {
     const decision = this.trackRejecting(s.conn, req.typeUrl, () => s.conn.applyDelta(req));
     if (decision.reply) this.onReply(s.conn, req.typeUrl, decision.reply, req.responseNonce);
+    if (decision.reply === 'ack') this.options.deliveries?.acked(s.conn.proxy.connectionId, req.typeUrl, req.responseNonce);
     const w = s.conn.watches.get(req.typeUrl);
     if (w && decision.respond) await this.sendSlots.run(() => s.respond(w, w.sent === undefined, undefined, decision.added));
   }
@@ -371,6 +375,7 @@ export class XdsServer {
    */
   private async generate(conn: Connection, w: Watch, push?: PushRequest): Promise<ResourceSet | undefined> {
     const generator = this.generators.get(w.typeUrl)!;
+    const stamp = this.options.deliveries?.stamp();
     let generated;
     try {
       generated = await generator.generate({ proxy: conn.proxy, typeUrl: w.typeUrl, subscription: w, push });
@@ -380,7 +385,9 @@ export class XdsServer {
       log.error(`generating ${shortTypeName(w.typeUrl)} for ${conn.proxy.connectionId}: ${err instanceof Error ? err.message : String(err)}`);
       return undefined;
     }
-    return this.responses.sets.intern(w.wildcard ? generated : generated.filter((r) => w.wants(r.name)));
+    const set = this.responses.sets.intern(w.wildcard ? generated : generated.filter((r) => w.wants(r.name)));
+    if (stamp !== undefined && !conn.closed) this.options.deliveries?.generated(conn.proxy.connectionId, w.typeUrl, stamp, set.version);
+    return set;
   }
 
   private nextNonce(): string {
@@ -403,6 +410,7 @@ export class XdsServer {
     const encoded = encodeSotw(this.responses, w.typeUrl, delivery, since, this.controlPlane());
     if (!this.sizes.admit(conn.proxy, w.typeUrl, set.version, encoded.length, () => sized(set.resources.values()))) return;
     w.sent = delivery;
+    this.options.deliveries?.sent(conn.proxy.connectionId, w.typeUrl, delivery.nonce, delivery.version);
     await this.sendTimed(conn, w.typeUrl, start, () => send(encoded));
   }
 
@@ -426,6 +434,7 @@ export class XdsServer {
     const delivery: Delivery = { version: set.version, nonce, time: new Date(), resources: applyDelta(w, set, diff) };
     w.sent = delivery;
     w.pending.set(delivery.nonce, delivery);
+    this.options.deliveries?.sent(conn.proxy.connectionId, w.typeUrl, delivery.nonce, delivery.version);
     await this.sendTimed(conn, w.typeUrl, start, () => send(encoded));
   }
 

@@ -4,6 +4,12 @@
 // ERROR event carrying a 410 Status when that version has been compacted away. Core resources are
 // served under `/api/v1`, others under `/apis/<group>/<version>`; cluster-scoped kinds (Node,
 // Namespace, webhook configurations) have no namespace.
+//
+// One object: GET; PUT (an update: `metadata.resourceVersion` required and must be current, else 409
+// Conflict) and PATCH (`application/json-patch+json` or `application/merge-patch+json`; strategic
+// merge is refused with 415 as for custom resources). As with a CRD that enables the status
+// subresource, the `/status` path changes only `status`, the object's own path ignores `status`,
+// and `metadata.generation` counts changes of everything but metadata and status.
 
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { createServer, type Server } from 'node:https';
@@ -12,6 +18,23 @@ import fastJsonPatch, { type Operation } from 'fast-json-patch';
 import { selfSignedCertificate } from '../../src/webhooks/selfsigned.js';
 
 const { applyPatch } = fastJsonPatch;
+
+/** RFC 7386 JSON merge patch: objects merge key by key, null deletes, anything else replaces. */
+function mergePatch(target: unknown, patch: unknown): unknown {
+  if (typeof patch !== 'object' || patch === null || Array.isArray(patch)) return patch;
+  const out: Record<string, unknown> = typeof target === 'object' && target !== null && !Array.isArray(target) ? { ...(target as Record<string, unknown>) } : {};
+  for (const [k, v] of Object.entries(patch)) {
+    if (v === null) delete out[k];
+    else out[k] = mergePatch(out[k], v);
+  }
+  return out;
+}
+
+/** What `metadata.generation` follows: everything but metadata and status. */
+function specOf(object: StoredObject): string {
+  const { metadata: _m, status: _s, ...rest } = object;
+  return JSON.stringify(rest);
+}
 
 export interface StoredObject {
   apiVersion: string;
@@ -97,8 +120,9 @@ export interface RecordedRequest {
 
 const TOKEN = 'stand-in-token';
 const PATH = /^\/(?:api|apis\/([^/]+))\/([^/]+)\/(?:namespaces\/([^/]+)\/)?([^/]+)$/;
-/** One object: GET answers it, PATCH (application/json-patch+json) changes it. */
-const OBJECT_PATH = /^\/(?:api|apis\/([^/]+))\/([^/]+)\/(?:namespaces\/([^/]+)\/)?([^/]+)\/([^/]+)$/;
+/** One object (GET, PUT, PATCH), or its status subresource with `/status`. */
+const OBJECT_PATH = /^\/(?:api|apis\/([^/]+))\/([^/]+)\/(?:namespaces\/([^/]+)\/)?([^/]+)\/([^/]+?)(\/status)?$/;
+const PATCH_TYPES = new Set(['application/json-patch+json', 'application/merge-patch+json']);
 
 export class FakeApiServer {
   readonly requests: RecordedRequest[] = [];
@@ -109,6 +133,7 @@ export class FakeApiServer {
   private compactedBelow = 0;
   private readonly watchers = new Set<Watcher>();
   private failures: number[] = [];
+  private readonly interleaved: Array<{ change: () => void; path: string }> = [];
   /** Resource plurals answered with 404, as for a CRD that is not installed. */
   private readonly unserved = new Set<string>();
   private server: Server | undefined;
@@ -164,7 +189,9 @@ export class FakeApiServer {
     const key = this.keyOf(object);
     const type = this.objects.has(key) ? 'MODIFIED' : 'ADDED';
     const stored = structuredClone(object);
+    const old = this.objects.get(key);
     stored.metadata.resourceVersion = String(++this.rv);
+    stored.metadata['generation'] = old === undefined ? 1 : Number(old.metadata['generation'] ?? 1) + (specOf(old) === specOf(stored) ? 0 : 1);
     this.objects.set(key, stored);
     if (!silently) this.publish({ rv: this.rv, type, object: stored });
   }
@@ -204,6 +231,11 @@ export class FakeApiServer {
     this.failures.push(...statuses);
   }
 
+  /** Runs `change` just before the next PUT or PATCH whose path ends with `path` is applied, as a concurrent writer would. */
+  interleave(change: () => void, path = ''): void {
+    this.interleaved.push({ change, path });
+  }
+
   unserve(plural: string): void {
     this.unserved.add(plural);
   }
@@ -240,39 +272,63 @@ export class FakeApiServer {
     res.write(`${JSON.stringify(event)}\n`);
   }
 
-  private status(res: ServerResponse, code: number, reason: string): void {
-    res.writeHead(code, { 'content-type': 'application/json' }).end(JSON.stringify({ kind: 'Status', apiVersion: 'v1', status: 'Failure', code, reason, message: reason }));
+  private status(res: ServerResponse, code: number, reason: string, message = reason): void {
+    res.writeHead(code, { 'content-type': 'application/json' }).end(JSON.stringify({ kind: 'Status', apiVersion: 'v1', status: 'Failure', code, reason, message }));
   }
 
   /** Recorded PATCH bodies, in order. */
   readonly patches: Array<{ path: string; contentType: string; body: unknown }> = [];
+  /** Recorded PUT bodies and their answers' status codes, in order. */
+  readonly updates: Array<{ path: string; body: StoredObject; status: number }> = [];
 
   private handleObject(req: IncomingMessage, res: ServerResponse, match: RegExpExecArray): void {
-    const [, group = '', , namespace, plural, name] = match as unknown as [string, string | undefined, string, string | undefined, string, string];
+    const [, group = '', , namespace, plural, name, subresource] = match as unknown as [string, string | undefined, string, string | undefined, string, string, string | undefined];
     const key = `${group}/${plural}/${namespace ?? ''}/${name}`;
+    const interleaved = req.method === 'PUT' || req.method === 'PATCH' ? this.interleaved.findIndex((i) => (req.url ?? '').endsWith(i.path)) : -1;
+    if (interleaved >= 0) this.interleaved.splice(interleaved, 1)[0]!.change();
     const stored = this.objects.get(key);
     if (!stored) return this.status(res, 404, 'NotFound');
     if (req.method === 'GET') {
       res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify(stored));
       return;
     }
-    if (req.method !== 'PATCH') return this.status(res, 405, 'MethodNotAllowed');
+    if (req.method !== 'PATCH' && req.method !== 'PUT') return this.status(res, 405, 'MethodNotAllowed');
     const contentType = (req.headers['content-type'] ?? '').split(';')[0]!.trim();
     const chunks: Buffer[] = [];
     req.on('data', (c: Buffer) => chunks.push(c));
     req.on('end', () => {
-      if (contentType !== 'application/json-patch+json') return this.status(res, 415, 'UnsupportedMediaType');
-      let ops: Operation[];
+      const text = Buffer.concat(chunks).toString('utf8');
+      let changed: StoredObject;
       try {
-        ops = JSON.parse(Buffer.concat(chunks).toString('utf8')) as Operation[];
-        this.patches.push({ path: req.url ?? '', contentType, body: ops });
-        const patched = applyPatch(structuredClone(stored), ops, true, false).newDocument;
-        this.put(patched);
+        const body: unknown = JSON.parse(text);
+        if (req.method === 'PUT') {
+          const update = body as StoredObject;
+          const status = this.checkUpdate(stored, update, plural, name);
+          this.updates.push({ path: req.url ?? '', body: update, status: status?.code ?? 200 });
+          if (status) return this.status(res, status.code, status.reason, status.message);
+          changed = update;
+        } else {
+          if (!PATCH_TYPES.has(contentType)) return this.status(res, 415, 'UnsupportedMediaType', `the body of the request was in an unknown format - accepted media types include: ${[...PATCH_TYPES].join(', ')}`);
+          this.patches.push({ path: req.url ?? '', contentType, body });
+          changed = contentType === 'application/merge-patch+json' ? (mergePatch(structuredClone(stored), body) as StoredObject) : applyPatch(structuredClone(stored), body as Operation[], true, false).newDocument;
+        }
       } catch (e) {
-        return this.status(res, 422, `Invalid: ${(e as Error).message.split('\n')[0]}`);
+        return this.status(res, 422, 'Invalid', `Invalid: ${(e as Error).message.split('\n')[0]}`);
       }
+      const { status: _ignored, ...main } = changed;
+      this.put(subresource ? { ...structuredClone(stored), status: changed.status } : { ...main, ...(stored.status !== undefined ? { status: stored.status } : {}) });
       res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify(this.objects.get(key)));
     });
+  }
+
+  /** An update's preconditions as the real server checks them: the resourceVersion it read must still be current. */
+  private checkUpdate(stored: StoredObject, update: StoredObject, plural: string, name: string): { code: number; reason: string; message: string } | undefined {
+    const rv = update.metadata?.resourceVersion;
+    if (!rv) return { code: 422, reason: 'Invalid', message: `${plural} "${name}" is invalid: metadata.resourceVersion: Invalid value: 0x0: must be specified for an update` };
+    if (rv !== stored.metadata.resourceVersion) {
+      return { code: 409, reason: 'Conflict', message: `Operation cannot be fulfilled on ${plural} "${name}": the object has been modified; please apply your changes to the latest version and try again` };
+    }
+    return undefined;
   }
 
   private handle(req: IncomingMessage, res: ServerResponse): void {

@@ -68,7 +68,7 @@ test('the manifests are the chart rendered with its default values, plus the CRD
   assert.deepEqual(readdirSync(join(CHART, 'crds')).map((f) => readFileSync(join(CHART, 'crds', f), 'utf8')), [readFileSync(join(REPO_ROOT, 'deploy', 'crds.yaml'), 'utf8')]);
 });
 
-test('RBAC grants list and watch on exactly what the informers read, and get/patch on the two webhook configurations', () => {
+test('RBAC grants list and watch on exactly what the informers read, get/patch on the two webhook configurations, get/update on the status of the mesh kinds', () => {
   const [role] = find('ClusterRole') as Array<Doc & { rules: Array<{ apiGroups: string[]; resources: string[]; verbs: string[]; resourceNames?: string[] }> }>;
   const granted = role!.rules.flatMap((r) => r.apiGroups.flatMap((g) => r.resources.map((res) => `${g}/${res}:${[...r.verbs].sort().join(',')}${r.resourceNames ? `@${r.resourceNames.join(',')}` : ''}`)));
   const read = [...Object.values(TYPES).map((t) => `${t.group}/${t.plural}`), ...KINDS.map((k) => `${GROUP_OF_KIND[k]}/${pluralOf(k)}`)].map((r) => `${r}:list,watch`);
@@ -76,7 +76,8 @@ test('RBAC grants list and watch on exactly what the informers read, and get/pat
     `admissionregistration.k8s.io/mutatingwebhookconfigurations:get,patch@${values['injectionWebhookConfigName']}`,
     `admissionregistration.k8s.io/validatingwebhookconfigurations:get,patch@${values['validationWebhookConfigName']}`,
   ];
-  assert.deepEqual(granted.sort(), [...read, ...webhooks].sort());
+  const status = KINDS.map((k) => `${GROUP_OF_KIND[k]}/${pluralOf(k)}/status:get,update`);
+  assert.deepEqual(granted.sort(), [...read, ...webhooks, ...status].sort());
 });
 
 test('the Deployment, Service, webhooks and injection template are what meshd expects', () => {
@@ -92,8 +93,11 @@ test('the Deployment, Service, webhooks and injection template are what meshd ex
   const [service] = find('Service') as Array<Doc & { spec: any }>;
   assert.deepEqual(service!.spec.ports.map((p: { port: number; targetPort: number }) => `${p.port}->${p.targetPort}`), ['15010->15010', '15012->15012', '443->15017', '15014->15014']);
   const [mutating] = find('MutatingWebhookConfiguration') as Array<Doc & { webhooks: any[] }>;
-  assert.deepEqual(mutating!.webhooks.map((w) => [w.clientConfig.service.path, w.clientConfig.service.port]), [['/inject', 443], ['/inject', 443]]);
+  assert.deepEqual(mutating!.webhooks.map((w) => [w.clientConfig.service.path, w.clientConfig.service.port]), [['/inject', 443], ['/inject', 443], ['/inject', 443], ['/inject', 443]]);
   const [validating] = find('ValidatingWebhookConfiguration') as Array<Doc & { webhooks: any[] }>;
+  const labels = (d: Doc | undefined) => (d?.metadata as { labels?: Record<string, string> } | undefined)?.labels;
+  assert.deepEqual([labels(mutating)?.['mesh.io/rev'], labels(validating)?.['mesh.io/rev']], [values['revision'], values['revision']], 'both carry the revision label');
+  assert.ok(discovery.env.some((e: { name: string; value: string }) => e.name === 'REVISION' && e.value === values['revision']), 'the Deployment runs as the revision');
   assert.equal(validating!.webhooks[0].clientConfig.service.path, '/validate');
   const [configMap] = find('ConfigMap') as Array<Doc & { data: Record<string, string> }>;
   const template = parseTemplate(configMap!.data['template.yaml']!, 'ConfigMap mesh-sidecar-injector');

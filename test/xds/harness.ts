@@ -190,7 +190,7 @@ export interface AdsClient extends Client {
   deltaAggregatedResources(): ClientDuplexStream<DeltaDiscoveryRequest, DeltaDiscoveryResponse>;
 }
 
-function adsClient(address: string): AdsClient {
+export function adsClient(address: string): AdsClient {
   return grpcClient(AggregatedDiscoveryService, address, credentials.createInsecure()) as AdsClient;
 }
 

@@ -1,0 +1,128 @@
+// The status writer (PILOT_ENABLE_STATUS): writes what ./content.ts decides into the `status`
+// subresource of the mesh's custom resources through the orchestrator's API. One pending write per
+// resource (a newer desire replaces the older one's part), at most PILOT_STATUS_MAX_WORKERS writes
+// at once and never two for one resource, every request paced by one token bucket
+// (PILOT_STATUS_QPS / PILOT_STATUS_BURST). A write reads the object through `/status` and updates
+// `/status` with the resourceVersion it read (so RBAC needs get and update on `<plural>/status` only): a 409 Conflict (someone changed it in between) reads and tries again.
+import { GROUP_OF_KIND, type ApiVersionName, type ResourceKey } from '../api/types.js';
+import { pluralOf } from '../api/crds.js';
+import { scope } from '../common/log.js';
+import { collectionPath, messageOf, statusOf, type OrchestratorClient } from '../config/informer.js';
+import { realClock, TokenBucket, type Clock } from '../config/pacing.js';
+import { desiredStatus, type DesiredStatus, type Status } from './content.js';
+import { keyString } from '../config/store.js';
+
+const log = scope('status');
+
+/** Conflicts retried per write before it is given up (a later change queues it again). */
+const MAX_CONFLICT_RETRIES = 5;
+
+export interface StatusWriterOptions {
+  readonly client: Pick<OrchestratorClient, 'request'>;
+  readonly qps: number;
+  readonly burst: number;
+  readonly workers: number;
+  /** The API version of the paths; default v1. */
+  readonly version?: ApiVersionName;
+  readonly clock?: Clock;
+}
+
+interface StoredObject {
+  metadata?: { generation?: number; resourceVersion?: string };
+  status?: Status;
+  [field: string]: unknown;
+}
+
+interface Pending {
+  readonly key: ResourceKey;
+  desired: DesiredStatus;
+}
+
+export class StatusWriter {
+  private readonly pending = new Map<string, Pending>();
+  private readonly busy = new Set<string>();
+  private readonly inFlight = new Set<Promise<void>>();
+  private readonly bucket: TokenBucket;
+  private readonly stop = new AbortController();
+  /** Status updates the API server accepted, for /debug and tests. */
+  written = 0;
+
+  constructor(private readonly options: StatusWriterOptions) {
+    this.bucket = new TokenBucket(options.qps, options.burst, options.clock ?? realClock);
+  }
+
+  /** Queues a write; a part of `desired` replaces the same part of a write still pending. */
+  enqueue(key: ResourceKey, desired: DesiredStatus): void {
+    if (this.stop.signal.aborted) return;
+    const k = keyString(key);
+    const queued = this.pending.get(k);
+    if (queued) queued.desired = { ...queued.desired, ...desired };
+    else this.pending.set(k, { key, desired });
+    this.pump();
+  }
+
+  /** Whether nothing is queued or being written. */
+  idle(): boolean {
+    return this.pending.size === 0 && this.inFlight.size === 0;
+  }
+
+  async close(): Promise<void> {
+    this.stop.abort();
+    this.pending.clear();
+    await Promise.all(this.inFlight);
+  }
+
+  private pump(): void {
+    for (const [k, item] of this.pending) {
+      if (this.inFlight.size >= Math.max(1, this.options.workers)) return;
+      if (this.busy.has(k)) continue;
+      this.pending.delete(k);
+      this.busy.add(k);
+      const task: Promise<void> = this.write(item).finally(() => {
+        this.busy.delete(k);
+        this.inFlight.delete(task);
+        this.pump();
+      });
+      this.inFlight.add(task);
+    }
+  }
+
+  private path(key: ResourceKey): string {
+    const type = { kind: key.kind, group: GROUP_OF_KIND[key.kind], version: this.options.version ?? 'v1', plural: pluralOf(key.kind) };
+    return `${collectionPath(type, key.namespace)}/${key.name}`;
+  }
+
+  private async write({ key, desired }: Pending): Promise<void> {
+    const path = this.path(key);
+    for (let attempt = 0; attempt <= MAX_CONFLICT_RETRIES; attempt++) {
+      try {
+        await this.bucket.take(this.stop.signal);
+        const object = (await this.options.client.request('GET', `${path}/status`)) as StoredObject;
+        let wanted = desired;
+        // The spec changed since: a newer snapshot tracks the new generation and will say so.
+        if (desired.distribution && object.metadata?.generation !== desired.distribution.generation) {
+          const { distribution: _stale, ...rest } = desired;
+          wanted = rest;
+        }
+        const next = desiredStatus(object.status, wanted, new Date().toISOString());
+        if (next === undefined) return;
+        await this.bucket.take(this.stop.signal);
+        await this.options.client.request('PUT', `${path}/status`, { ...object, status: next });
+        this.written += 1;
+        log.debug(`status of ${keyString(key)} written`);
+        return;
+      } catch (e) {
+        if (this.stop.signal.aborted) return;
+        const code = statusOf(e);
+        if (code === 409) {
+          log.debug(`status of ${keyString(key)}: conflict, reading it again (${messageOf(e)})`);
+          continue;
+        }
+        if (code === 404) log.debug(`status of ${keyString(key)} not written: the resource is gone`);
+        else log.warn(`status of ${keyString(key)} not written: ${messageOf(e)}`);
+        return;
+      }
+    }
+    log.warn(`status of ${keyString(key)} not written: it kept changing (${MAX_CONFLICT_RETRIES + 1} conflicts); the next change writes it`);
+  }
+}
