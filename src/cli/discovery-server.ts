@@ -200,6 +200,7 @@ export class DiscoveryServer {
         store: this.store,
         registry: this.registry,
         resolver: this.resolver,
+        adminEndpoints: settings.adminEndpoints,
       });
     }
     this.profiler = opts.profile ? installPprof(this.debug) : undefined;

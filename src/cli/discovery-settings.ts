@@ -16,6 +16,8 @@ export interface DiscoverySettings {
   /** MESH_DEFAULT_REQUEST_TIMEOUT, seconds; 0 = none. */
   readonly defaultRequestTimeout: number;
   readonly debugOnHttp: boolean;
+  /** ENABLE_ADMIN_ENDPOINTS: /debug/force_disconnect. */
+  readonly adminEndpoints: boolean;
   readonly crdValidation: boolean;
   readonly autoRegistration: { readonly enabled: boolean; readonly gracePeriodMs: number };
   readonly validationWebhook: boolean;
@@ -43,6 +45,7 @@ export function discoverySettings(): DiscoverySettings {
     detectionTimeout: setting('PILOT_INBOUND_PROTOCOL_DETECTION_TIMEOUT') / 1000,
     defaultRequestTimeout: setting('MESH_DEFAULT_REQUEST_TIMEOUT') / 1000,
     debugOnHttp: setting('ENABLE_DEBUG_ON_HTTP'),
+    adminEndpoints: setting('ENABLE_ADMIN_ENDPOINTS'),
     crdValidation: setting('PILOT_ENABLE_CRD_VALIDATION'),
     autoRegistration: { enabled: setting('PILOT_ENABLE_WORKLOAD_ENTRY_AUTOREGISTRATION'), gracePeriodMs: setting('PILOT_WORKLOAD_ENTRY_GRACE_PERIOD') },
     validationWebhook: setting('VALIDATION_ENABLED'),

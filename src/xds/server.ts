@@ -150,6 +150,16 @@ export class XdsServer {
     );
   }
 
+  /**
+   * Ends every stream of one proxy with UNAVAILABLE, so its client reconnects and resyncs
+   * (/debug/force_disconnect). Returns how many streams were ended.
+   */
+  disconnect(proxyId: string, reason: string): number {
+    const streams = [...this.sessions.values()].filter((s) => s.conn.proxy.id === proxyId);
+    for (const s of streams) s.fail(new XdsStreamError(status.UNAVAILABLE, reason));
+    return streams.length;
+  }
+
   /** A connected proxy by node id (its latest stream, if it has several), for debug views. */
   proxyInfo(proxyId: string): ProxyInfo | undefined {
     let found: ProxyInfo | undefined;
