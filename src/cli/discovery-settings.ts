@@ -6,7 +6,7 @@ import type { DebounceOptions } from '../xds/debounce.js';
 import type { XdsServerOptions } from '../xds/server.js';
 
 export interface DiscoverySettings {
-  readonly xds: Pick<XdsServerOptions, 'sendTimeoutMs' | 'pushThrottle' | 'maxRecvMsgSize' | 'maxStreams'>;
+  readonly xds: Pick<XdsServerOptions, 'sendTimeoutMs' | 'pushThrottle' | 'maxRecvMsgSize' | 'maxStreams' | 'flowControl'>;
   readonly debounce: DebounceOptions;
   readonly cache: XdsCacheOptions;
   readonly inboundSniffing: boolean;
@@ -37,6 +37,7 @@ export function discoverySettings(): DiscoverySettings {
       pushThrottle: setting('PILOT_PUSH_THROTTLE'),
       maxRecvMsgSize: setting('MESH_GPRC_MAXRECVMSGSIZE'),
       maxStreams: setting('MESH_GPRC_MAXSTREAMS'),
+      flowControl: { enabled: setting('PILOT_ENABLE_FLOW_CONTROL'), timeoutMs: setting('PILOT_FLOW_CONTROL_TIMEOUT') },
     },
     debounce: { afterMs: setting('PILOT_DEBOUNCE_AFTER'), maxMs: setting('PILOT_DEBOUNCE_MAX'), edsDebounce: setting('PILOT_ENABLE_EDS_DEBOUNCE') },
     cache: { enabled: setting('PILOT_ENABLE_XDS_CACHE'), size: setting('PILOT_XDS_CACHE_SIZE'), stats: setting('PILOT_XDS_CACHE_STATS') },

@@ -215,6 +215,9 @@ export const WIRED_SETTINGS: ReadonlySet<SettingName> = new Set<SettingName>([
   'PILOT_DEBOUNCE_MAX',
   'PILOT_ENABLE_EDS_DEBOUNCE',
   'ENABLE_DEBUG_ON_HTTP',
+  // xds/flow-control.ts (via xds/server.ts)
+  'PILOT_ENABLE_FLOW_CONTROL',
+  'PILOT_FLOW_CONTROL_TIMEOUT',
   // xds/cache.ts, xds/generators
   'PILOT_ENABLE_XDS_CACHE',
   'PILOT_XDS_CACHE_SIZE',
