@@ -27,7 +27,9 @@ export interface DiscoverySettings {
   readonly injection: { readonly enabled: boolean; readonly legacyFsGroup: boolean };
   /** The webhook configurations whose caBundle the server keeps (see webhooks/ca-bundle.ts). */
   readonly webhookConfigs: { readonly namespace: string; readonly injection: string; readonly validation: string };
-  readonly orchestratorRegistry: { readonly edsForHeadless: boolean; readonly useEndpointSlices: boolean };
+  readonly orchestratorRegistry: { readonly edsForHeadless: boolean; readonly useEndpointSlices: boolean; readonly selectWorkloadEntries: boolean };
+  /** PILOT_ENABLE_SERVICEENTRY_SELECT_PODS (with the orchestrator registry). */
+  readonly serviceEntrySelectsPods: boolean;
 }
 
 export function discoverySettings(): DiscoverySettings {
@@ -54,6 +56,11 @@ export function discoverySettings(): DiscoverySettings {
     analysis: setting('PILOT_ENABLE_ANALYSIS'),
     injection: { enabled: setting('INJECT_ENABLED'), legacyFsGroup: setting('ENABLE_LEGACY_FSGROUP_INJECTION') },
     webhookConfigs: { namespace: setting('POD_NAMESPACE'), injection: setting('INJECTION_WEBHOOK_CONFIG_NAME'), validation: setting('VALIDATION_WEBHOOK_CONFIG_NAME') },
-    orchestratorRegistry: { edsForHeadless: setting('PILOT_ENABLE_EDS_FOR_HEADLESS_SERVICES'), useEndpointSlices: setting('PILOT_USE_ENDPOINT_SLICE') },
+    orchestratorRegistry: {
+      edsForHeadless: setting('PILOT_ENABLE_EDS_FOR_HEADLESS_SERVICES'),
+      useEndpointSlices: setting('PILOT_USE_ENDPOINT_SLICE'),
+      selectWorkloadEntries: setting('PILOT_ENABLE_ORCH_SELECT_WORKLOAD_ENTRIES'),
+    },
+    serviceEntrySelectsPods: setting('PILOT_ENABLE_SERVICEENTRY_SELECT_PODS'),
   };
 }

@@ -232,6 +232,9 @@ export const WIRED_SETTINGS: ReadonlySet<SettingName> = new Set<SettingName>([
   // registry/orchestrator/controller.ts
   'PILOT_ENABLE_EDS_FOR_HEADLESS_SERVICES',
   'PILOT_USE_ENDPOINT_SLICE',
+  'PILOT_ENABLE_ORCH_SELECT_WORKLOAD_ENTRIES',
+  // registry/serviceentry.ts (Pods from the orchestrator registry)
+  'PILOT_ENABLE_SERVICEENTRY_SELECT_PODS',
   // registry/autoregister.ts
   'PILOT_ENABLE_WORKLOAD_ENTRY_AUTOREGISTRATION',
   'PILOT_WORKLOAD_ENTRY_GRACE_PERIOD',
