@@ -166,6 +166,7 @@ export class DiscoveryServer {
       serverHttpFilters: (proxy, push) => this.grpcServerFilters(proxy, push),
       inboundSniffing: settings.inboundSniffing,
       outboundSniffing: settings.outboundSniffing,
+      headlessPodListeners: settings.orchestratorRegistry.headlessPodListeners,
       detectionTimeout: settings.detectionTimeout,
       defaultRequestTimeout: settings.defaultRequestTimeout,
       ...(opts.pathNormalization ? { pathNormalization: opts.pathNormalization } : {}),

@@ -27,7 +27,13 @@ export interface DiscoverySettings {
   readonly injection: { readonly enabled: boolean; readonly legacyFsGroup: boolean };
   /** The webhook configurations whose caBundle the server keeps (see webhooks/ca-bundle.ts). */
   readonly webhookConfigs: { readonly namespace: string; readonly injection: string; readonly validation: string };
-  readonly orchestratorRegistry: { readonly edsForHeadless: boolean; readonly useEndpointSlices: boolean; readonly selectWorkloadEntries: boolean };
+  readonly orchestratorRegistry: {
+    readonly edsForHeadless: boolean;
+    readonly useEndpointSlices: boolean;
+    readonly selectWorkloadEntries: boolean;
+    /** PILOT_ENABLE_HEADLESS_SERVICE_POD_LISTENERS: also read by the listener generator. */
+    readonly headlessPodListeners: boolean;
+  };
   /** PILOT_ENABLE_SERVICEENTRY_SELECT_PODS (with the orchestrator registry). */
   readonly serviceEntrySelectsPods: boolean;
 }
@@ -60,6 +66,7 @@ export function discoverySettings(): DiscoverySettings {
       edsForHeadless: setting('PILOT_ENABLE_EDS_FOR_HEADLESS_SERVICES'),
       useEndpointSlices: setting('PILOT_USE_ENDPOINT_SLICE'),
       selectWorkloadEntries: setting('PILOT_ENABLE_ORCH_SELECT_WORKLOAD_ENTRIES'),
+      headlessPodListeners: setting('PILOT_ENABLE_HEADLESS_SERVICE_POD_LISTENERS'),
     },
     serviceEntrySelectsPods: setting('PILOT_ENABLE_SERVICEENTRY_SELECT_PODS'),
   };

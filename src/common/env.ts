@@ -203,6 +203,7 @@ export const WIRED_SETTINGS: ReadonlySet<SettingName> = new Set<SettingName>([
   // cli/discovery-server.ts (debug/analysis.ts): analysis served and logged; status writing is not done
   'PILOT_ENABLE_ANALYSIS',
   // xds/generators (the sidecar builders)
+  'PILOT_ENABLE_HEADLESS_SERVICE_POD_LISTENERS',
   'PILOT_ENABLE_PROTOCOL_SNIFFING_FOR_INBOUND',
   'PILOT_INBOUND_PROTOCOL_DETECTION_TIMEOUT',
   'MESH_DEFAULT_REQUEST_TIMEOUT',

@@ -8,6 +8,7 @@ import { scope } from '../../common/log.js';
 import { counter, gauge } from '../../common/metrics.js';
 import { collectionPath, InformerGroup, OrchestratorClient, type InformerGroupOptions, type ObjectMeta, type ResourceType } from '../../config/informer.js';
 import type { WorkloadEntry } from '../../api/types.js';
+import type { Service } from '../../model/service.js';
 import type { ConfigStore } from '../../config/store.js';
 import { RecomputedRegistry } from '../recomputed.js';
 import type { PodWorkloads, SelectableWorkload } from '../serviceentry.js';
@@ -33,6 +34,8 @@ export interface OrchestratorRegistryOptions extends InformerGroupOptions {
    * select the WorkloadEntries of these sources (the config store, auto-registration).
    */
   selectWorkloadEntries?: boolean;
+  /** PILOT_ENABLE_HEADLESS_SERVICE_POD_LISTENERS (defaults to the setting): see instancesShapeListeners. */
+  headlessPodListeners?: boolean;
   workloadEntrySources?: readonly Pick<ConfigStore, 'list' | 'onEvent'>[];
 }
 
@@ -97,6 +100,11 @@ export class OrchestratorRegistry extends RecomputedRegistry<RegistryState> impl
     const selectEntries = options.selectWorkloadEntries ?? settingDefault('PILOT_ENABLE_ORCH_SELECT_WORKLOAD_ENTRIES');
     this.entrySources = selectEntries ? (options.workloadEntrySources ?? []) : [];
     for (const source of this.entrySources) source.onEvent((e) => ((e.new ?? e.old).kind === 'WorkloadEntry' ? this.invalidate() : undefined));
+  }
+
+  /** Headless services have a listener per Pod (PILOT_ENABLE_HEADLESS_SERVICE_POD_LISTENERS): a Pod change is a full push. */
+  protected override instancesShapeListeners(s: Service): boolean {
+    return (this.options.headlessPodListeners ?? settingDefault('PILOT_ENABLE_HEADLESS_SERVICE_POD_LISTENERS')) && s.resolution === 'NONE' && s.addresses.length === 0;
   }
 
   /** Ready Pods as workloads a ServiceEntry's workloadSelector may select. */
