@@ -34,6 +34,12 @@ async function nothingPending(s: SotwStream): Promise<void> {
   s.send({ typeUrl: LDS, versionInfo: r.versionInfo, responseNonce: r.nonce });
 }
 
+/** A config change of cluster c1 (its alt_stat_name tells versions apart), pushed to every stream. */
+async function pushCluster(h: Harness, version: string): Promise<void> {
+  h.fixtures.set(CDS, ClusterSchema, { name: 'c1', altStatName: version });
+  await h.server.pushAll({ reason: 'config', types: new Set([CDS]) });
+}
+
 const held = () => counterValue('pilot_xds_delayed_pushes_total', { type: 'cds' });
 const timedOut = () => counterValue('pilot_xds_delayed_push_timeouts_total', { type: 'cds' });
 
@@ -45,10 +51,8 @@ test('flow control on: pushes wait for the ACK of the previous response, then th
   const heldBefore = await held();
 
   // The client keeps its ACK back; two config changes are pushed meanwhile.
-  h.fixtures.set(CDS, ClusterSchema, { name: 'c1', altStatName: 'v2' });
-  await h.server.pushAll({ reason: 'config', types: new Set([CDS]) });
-  h.fixtures.set(CDS, ClusterSchema, { name: 'c1', altStatName: 'v3' });
-  await h.server.pushAll({ reason: 'config', types: new Set([CDS]) });
+  await pushCluster(h, 'v2');
+  await pushCluster(h, 'v3');
   assert.equal(await held(), heldBefore + 2, 'both pushes were held');
   await nothingPending(s);
 
@@ -59,8 +63,7 @@ test('flow control on: pushes wait for the ACK of the previous response, then th
   // Answered: the next push is sent at once.
   s.send({ typeUrl: CDS, versionInfo: next.versionInfo, responseNonce: next.nonce });
   await nothingPending(s);
-  h.fixtures.set(CDS, ClusterSchema, { name: 'c1', altStatName: 'v4' });
-  await h.server.pushAll({ reason: 'config', types: new Set([CDS]) });
+  await pushCluster(h, 'v4');
   assert.equal(altStatName(await s.next()), 'v4');
   assert.equal(await held(), heldBefore + 2, 'a push after the ACK is not held');
 });
@@ -70,8 +73,7 @@ test('flow control on: a NACK releases the held push too', async (t) => {
   const s = sotw(h.client());
   s.send({ node: node(PROXY), typeUrl: CDS });
   const first = await s.next();
-  h.fixtures.set(CDS, ClusterSchema, { name: 'c1', altStatName: 'v2' });
-  await h.server.pushAll({ reason: 'config', types: new Set([CDS]) });
+  await pushCluster(h, 'v2');
   await nothingPending(s);
   s.send({ typeUrl: CDS, versionInfo: '', responseNonce: first.nonce, errorDetail: { code: 3, message: 'bad cluster' } });
   assert.equal(altStatName(await s.next()), 'v2');
@@ -83,8 +85,7 @@ test('flow control on: without a reply the held push goes out when PILOT_FLOW_CO
   s.send({ node: node(PROXY), typeUrl: CDS });
   await s.next();
   const timeoutsBefore = await timedOut();
-  h.fixtures.set(CDS, ClusterSchema, { name: 'c1', altStatName: 'v2' });
-  await h.server.pushAll({ reason: 'config', types: new Set([CDS]) });
+  await pushCluster(h, 'v2');
   const late = await s.next();
   assert.equal(altStatName(late), 'v2', 'the held push was sent without an ACK');
   assert.equal(await timedOut(), timeoutsBefore + 1);
@@ -96,8 +97,7 @@ test('flow control on, Delta: a push waits for the reply to the previous delta r
   s.send({ node: node(PROXY), typeUrl: CDS });
   const first = await s.next();
   const heldBefore = await held();
-  h.fixtures.set(CDS, ClusterSchema, { name: 'c1', altStatName: 'v2' });
-  await h.server.pushAll({ reason: 'config', types: new Set([CDS]) });
+  await pushCluster(h, 'v2');
   assert.equal(await held(), heldBefore + 1);
   s.send({ typeUrl: CDS, responseNonce: first.nonce });
   const next = await s.next();
@@ -110,8 +110,7 @@ test('flow control off (the default): a push is sent without waiting for the ACK
   s.send({ node: node(PROXY), typeUrl: CDS });
   await s.next();
   const heldBefore = await held();
-  h.fixtures.set(CDS, ClusterSchema, { name: 'c1', altStatName: 'v2' });
-  await h.server.pushAll({ reason: 'config', types: new Set([CDS]) });
+  await pushCluster(h, 'v2');
   assert.equal(altStatName(await s.next()), 'v2');
   assert.equal(await held(), heldBefore);
 });
