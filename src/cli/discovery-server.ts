@@ -143,7 +143,8 @@ export class DiscoveryServer {
     this.store = opts.configDir ? new FileConfigStore({ configDir: opts.configDir }) : new OrchestratorConfigSource({ validate: settings.crdValidation, revision: settings.revision, ...opts.orchestrator });
     this.autoEntries.markSynced();
     this.autoRegistration = new AutoRegistration({ config: this.store, entries: this.autoEntries, controllerId: `pilot-discovery-${buildInfo.version}`, ...settings.autoRegistration });
-    const registries: ServiceRegistry[] = [new ServiceEntryRegistry(this.store, opts.clusterId, this.autoEntries)];
+    const serviceEntries = new ServiceEntryRegistry(this.store, opts.clusterId, this.autoEntries);
+    const registries: ServiceRegistry[] = [serviceEntries];
     if (opts.registries.includes('Mock')) {
       this.mock = new MockRegistry(opts.clusterId);
       registries.push(this.mock);
@@ -153,8 +154,9 @@ export class DiscoveryServer {
       if (!this.hasOrchestrator()) {
         log.info('--registries Orchestrator: no orchestrator with --configDir and no --orchconfig; services come from ServiceEntry and WorkloadEntry');
       } else {
-        this.orchestrator = new OrchestratorRegistry({ ...opts.orchestrator, ...settings.orchestratorRegistry, domain: opts.domain, clusterId: opts.clusterId });
+        this.orchestrator = new OrchestratorRegistry({ ...opts.orchestrator, ...settings.orchestratorRegistry, workloadEntrySources: [this.store, this.autoEntries], domain: opts.domain, clusterId: opts.clusterId });
         registries.push(this.orchestrator);
+        if (settings.serviceEntrySelectsPods) serviceEntries.selectPods(this.orchestrator);
         const registry = this.orchestrator;
         setWorkloadIdentity((proxy) => {
           const pod = registry.podFor(proxy.id, podNameOf(proxy), proxy.namespace, proxy.ipAddresses);
@@ -175,6 +177,7 @@ export class DiscoveryServer {
       serverHttpFilters: (proxy, push) => this.grpcServerFilters(proxy, push),
       inboundSniffing: settings.inboundSniffing,
       outboundSniffing: settings.outboundSniffing,
+      headlessPodListeners: settings.orchestratorRegistry.headlessPodListeners,
       detectionTimeout: settings.detectionTimeout,
       defaultRequestTimeout: settings.defaultRequestTimeout,
       ...(opts.pathNormalization ? { pathNormalization: opts.pathNormalization } : {}),
@@ -214,6 +217,7 @@ export class DiscoveryServer {
         registry: this.registry,
         resolver: this.resolver,
         securityOptions: (push) => this.securityOptions(push),
+        adminEndpoints: settings.adminEndpoints,
       });
     }
     this.profiler = opts.profile ? installPprof(this.debug) : undefined;

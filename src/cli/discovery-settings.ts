@@ -6,7 +6,7 @@ import type { DebounceOptions } from '../xds/debounce.js';
 import type { XdsServerOptions } from '../xds/server.js';
 
 export interface DiscoverySettings {
-  readonly xds: Pick<XdsServerOptions, 'sendTimeoutMs' | 'pushThrottle' | 'maxRecvMsgSize' | 'maxStreams'>;
+  readonly xds: Pick<XdsServerOptions, 'sendTimeoutMs' | 'pushThrottle' | 'maxRecvMsgSize' | 'maxStreams' | 'flowControl'>;
   readonly debounce: DebounceOptions;
   readonly cache: XdsCacheOptions;
   readonly inboundSniffing: boolean;
@@ -16,6 +16,8 @@ export interface DiscoverySettings {
   /** MESH_DEFAULT_REQUEST_TIMEOUT, seconds; 0 = none. */
   readonly defaultRequestTimeout: number;
   readonly debugOnHttp: boolean;
+  /** ENABLE_ADMIN_ENDPOINTS: /debug/force_disconnect. */
+  readonly adminEndpoints: boolean;
   readonly crdValidation: boolean;
   readonly autoRegistration: { readonly enabled: boolean; readonly gracePeriodMs: number };
   readonly validationWebhook: boolean;
@@ -25,7 +27,15 @@ export interface DiscoverySettings {
   readonly injection: { readonly enabled: boolean; readonly legacyFsGroup: boolean };
   /** The webhook configurations whose caBundle the server keeps (see webhooks/ca-bundle.ts). */
   readonly webhookConfigs: { readonly namespace: string; readonly injection: string; readonly validation: string };
-  readonly orchestratorRegistry: { readonly edsForHeadless: boolean; readonly useEndpointSlices: boolean };
+  readonly orchestratorRegistry: {
+    readonly edsForHeadless: boolean;
+    readonly useEndpointSlices: boolean;
+    readonly selectWorkloadEntries: boolean;
+    /** PILOT_ENABLE_HEADLESS_SERVICE_POD_LISTENERS: also read by the listener generator. */
+    readonly headlessPodListeners: boolean;
+  };
+  /** PILOT_ENABLE_SERVICEENTRY_SELECT_PODS (with the orchestrator registry). */
+  readonly serviceEntrySelectsPods: boolean;
   /** REVISION: the control plane's revision ('' = default; config/revision.ts). */
   readonly revision: string;
   /** PILOT_ENABLE_STATUS and its pacing; distribution tracking (status/). */
@@ -39,6 +49,7 @@ export function discoverySettings(): DiscoverySettings {
       pushThrottle: setting('PILOT_PUSH_THROTTLE'),
       maxRecvMsgSize: setting('MESH_GPRC_MAXRECVMSGSIZE'),
       maxStreams: setting('MESH_GPRC_MAXSTREAMS'),
+      flowControl: { enabled: setting('PILOT_ENABLE_FLOW_CONTROL'), timeoutMs: setting('PILOT_FLOW_CONTROL_TIMEOUT') },
     },
     debounce: { afterMs: setting('PILOT_DEBOUNCE_AFTER'), maxMs: setting('PILOT_DEBOUNCE_MAX'), edsDebounce: setting('PILOT_ENABLE_EDS_DEBOUNCE') },
     cache: { enabled: setting('PILOT_ENABLE_XDS_CACHE'), size: setting('PILOT_XDS_CACHE_SIZE'), stats: setting('PILOT_XDS_CACHE_STATS') },
@@ -47,6 +58,7 @@ export function discoverySettings(): DiscoverySettings {
     detectionTimeout: setting('PILOT_INBOUND_PROTOCOL_DETECTION_TIMEOUT') / 1000,
     defaultRequestTimeout: setting('MESH_DEFAULT_REQUEST_TIMEOUT') / 1000,
     debugOnHttp: setting('ENABLE_DEBUG_ON_HTTP'),
+    adminEndpoints: setting('ENABLE_ADMIN_ENDPOINTS'),
     crdValidation: setting('PILOT_ENABLE_CRD_VALIDATION'),
     autoRegistration: { enabled: setting('PILOT_ENABLE_WORKLOAD_ENTRY_AUTOREGISTRATION'), gracePeriodMs: setting('PILOT_WORKLOAD_ENTRY_GRACE_PERIOD') },
     validationWebhook: setting('VALIDATION_ENABLED'),
@@ -54,7 +66,13 @@ export function discoverySettings(): DiscoverySettings {
     analysis: setting('PILOT_ENABLE_ANALYSIS'),
     injection: { enabled: setting('INJECT_ENABLED'), legacyFsGroup: setting('ENABLE_LEGACY_FSGROUP_INJECTION') },
     webhookConfigs: { namespace: setting('POD_NAMESPACE'), injection: setting('INJECTION_WEBHOOK_CONFIG_NAME'), validation: setting('VALIDATION_WEBHOOK_CONFIG_NAME') },
-    orchestratorRegistry: { edsForHeadless: setting('PILOT_ENABLE_EDS_FOR_HEADLESS_SERVICES'), useEndpointSlices: setting('PILOT_USE_ENDPOINT_SLICE') },
+    orchestratorRegistry: {
+      edsForHeadless: setting('PILOT_ENABLE_EDS_FOR_HEADLESS_SERVICES'),
+      useEndpointSlices: setting('PILOT_USE_ENDPOINT_SLICE'),
+      selectWorkloadEntries: setting('PILOT_ENABLE_ORCH_SELECT_WORKLOAD_ENTRIES'),
+      headlessPodListeners: setting('PILOT_ENABLE_HEADLESS_SERVICE_POD_LISTENERS'),
+    },
+    serviceEntrySelectsPods: setting('PILOT_ENABLE_SERVICEENTRY_SELECT_PODS'),
     revision: setting('REVISION'),
     status: {
       enabled: setting('PILOT_ENABLE_STATUS'),

@@ -123,6 +123,8 @@ export function effectiveDefault(flag: FlagDef): string {
   if (flag.env) {
     const v = setting(flag.env);
     if (typeof v === 'string' && v !== '') return v;
+    // A Boolean variable (MESH_META_DNS_CAPTURE for --redirect-dns) is the default whether set or not.
+    if (typeof v === 'boolean') return String(v);
   }
   return flag.default;
 }

@@ -33,7 +33,7 @@ export const CLEAN_IPTABLES_FLAGS: readonly FlagDef[] = [
 
 export const IPTABLES_FLAGS: readonly FlagDef[] = [
   ...OWNER_FLAGS,
-  { name: 'redirect-dns', type: 'bool', default: 'false', usage: 'Enable capture of dns traffic by mesh-agent: TCP and UDP port 53 to the name servers of /etc/resolv.conf go to the agent on 127.0.0.1:15053', effective: true },
+  { name: 'redirect-dns', type: 'bool', default: 'false', env: 'MESH_META_DNS_CAPTURE', usage: 'Enable capture of dns traffic by mesh-agent: TCP and UDP port 53 to the name servers of /etc/resolv.conf go to the agent on 127.0.0.1:15053', effective: true },
   { name: 'dataplane-port', short: 'p', type: 'string', default: '15001', env: 'DATAPLANE_PORT', usage: 'Specify the proxy port to which redirect all TCP outbound traffic', effective: true },
   { name: 'inbound-capture-port', short: 'z', type: 'string', default: '15006', env: 'INBOUND_CAPTURE_PORT', usage: 'Port to which all inbound TCP traffic to the pod/VM should be redirected to', effective: true },
   { name: 'inbound-tunnel-port', short: 'e', type: 'string', default: '15008', env: 'INBOUND_TUNNEL_PORT', usage: 'Specify the mesh tunnel port for inbound tcp traffic', effective: true },

@@ -212,6 +212,7 @@ export const WIRED_SETTINGS: ReadonlySet<SettingName> = new Set<SettingName>([
   // config/revision.ts: config, injection and webhook configurations of this revision only
   'REVISION',
   // xds/generators (the sidecar builders)
+  'PILOT_ENABLE_HEADLESS_SERVICE_POD_LISTENERS',
   'PILOT_ENABLE_PROTOCOL_SNIFFING_FOR_INBOUND',
   'PILOT_INBOUND_PROTOCOL_DETECTION_TIMEOUT',
   'MESH_DEFAULT_REQUEST_TIMEOUT',
@@ -224,6 +225,9 @@ export const WIRED_SETTINGS: ReadonlySet<SettingName> = new Set<SettingName>([
   'PILOT_DEBOUNCE_MAX',
   'PILOT_ENABLE_EDS_DEBOUNCE',
   'ENABLE_DEBUG_ON_HTTP',
+  // xds/flow-control.ts (via xds/server.ts)
+  'PILOT_ENABLE_FLOW_CONTROL',
+  'PILOT_FLOW_CONTROL_TIMEOUT',
   // xds/cache.ts, xds/generators
   'PILOT_ENABLE_XDS_CACHE',
   'PILOT_XDS_CACHE_SIZE',
@@ -238,6 +242,9 @@ export const WIRED_SETTINGS: ReadonlySet<SettingName> = new Set<SettingName>([
   // registry/orchestrator/controller.ts
   'PILOT_ENABLE_EDS_FOR_HEADLESS_SERVICES',
   'PILOT_USE_ENDPOINT_SLICE',
+  'PILOT_ENABLE_ORCH_SELECT_WORKLOAD_ENTRIES',
+  // registry/serviceentry.ts (Pods from the orchestrator registry)
+  'PILOT_ENABLE_SERVICEENTRY_SELECT_PODS',
   // registry/autoregister.ts
   'PILOT_ENABLE_WORKLOAD_ENTRY_AUTOREGISTRATION',
   'PILOT_WORKLOAD_ENTRY_GRACE_PERIOD',

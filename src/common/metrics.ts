@@ -93,8 +93,8 @@ const METRICS = [
   { name: 'pilot_vservice_dup_domain', type: 'LastValue', scope: 'D+A', help: 'virtual services with duplicate domains' },
   { name: 'pilot_xds', type: 'LastValue', scope: 'D+A', help: 'endpoints connected to this pilot using XDS' },
   { name: 'pilot_xds_cds_reject', type: 'LastValue', scope: 'D+A', help: 'CDS configs rejected' },
-  { name: 'pilot_xds_delayed_push_timeouts_total', type: 'Sum', scope: 'D+A', help: 'delayed XDS pushes that timed out' },
-  { name: 'pilot_xds_delayed_pushes_total', type: 'Sum', scope: 'D+A', help: 'delayed XDS pushes' },
+  { name: 'pilot_xds_delayed_push_timeouts_total', type: 'Sum', scope: 'D+A', help: 'delayed XDS pushes that timed out', labels: ['type'] },
+  { name: 'pilot_xds_delayed_pushes_total', type: 'Sum', scope: 'D+A', help: 'delayed XDS pushes', labels: ['type'] },
   { name: 'pilot_xds_eds_reject', type: 'LastValue', scope: 'D+A', help: 'EDS rejected' },
   { name: 'pilot_xds_expired_nonce', type: 'Sum', scope: 'D+A', help: 'XDS requests with an expired nonce', labels: ['type'] },
   { name: 'pilot_xds_lds_reject', type: 'LastValue', scope: 'D+A', help: 'LDS rejected' },
@@ -216,6 +216,9 @@ export const WIRED_METRICS: ReadonlySet<MetricName> = new Set<MetricName>([
   'pilot_xds_expired_nonce',
   'pilot_total_xds_internal_errors',
   'pilot_xds_write_timeout',
+  // xds/flow-control.ts
+  'pilot_xds_delayed_pushes_total',
+  'pilot_xds_delayed_push_timeouts_total',
   'pilot_proxy_queue_time',
   'pilot_proxy_convergence_time',
   // model/push-context.ts, registry/serviceentry.ts

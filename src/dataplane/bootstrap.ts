@@ -10,6 +10,7 @@ import { scope } from '../common/log.js';
 import { BootstrapSchema, type Bootstrap } from '../gen/envoy/config/bootstrap/v3/bootstrap_pb.js';
 import type { Cluster } from '../gen/envoy/config/cluster/v3/cluster_pb.js';
 import { ApiConfigSource_ApiType, type ConfigSource } from '../gen/envoy/config/core/v3/config_source_pb.js';
+import { initialFetchTimeoutMs } from './initial-fetch.js';
 import { NodeSchema, type Node } from '../gen/envoy/config/core/v3/base_pb.js';
 import { fromEnvoyJson } from '../envoy/types.js';
 import { compileCluster, socketAddressOf } from './clusters.js';
@@ -41,6 +42,8 @@ export interface ProxyBootstrap {
   /** Whether listeners / clusters come over ADS (lds_config / cds_config). */
   readonly lds: boolean;
   readonly cds: boolean;
+  /** initial_fetch_timeout of lds_config / cds_config, ms; 0 = wait without limit (initial-fetch.ts). */
+  readonly initialFetchTimeoutMs: { readonly lds: number; readonly cds: number };
 }
 
 function parseText(text: string, source: string, yaml: boolean): JsonValue {
@@ -141,5 +144,6 @@ function validate(b: Bootstrap, o: BootstrapOptions): ProxyBootstrap {
   const lds = viaAds(b.dynamicResources?.ldsConfig, 'dynamic_resources.lds_config');
   const cds = viaAds(b.dynamicResources?.cdsConfig, 'dynamic_resources.cds_config');
   if (!lds && !cds) throw new ConfigError('dynamic_resources', 'lds_config or cds_config (ads) is required');
-  return { bootstrap: b, node, admin, xdsAddress, xdsCluster, staticClusters, lds, cds };
+  const fetchTimeouts = { lds: initialFetchTimeoutMs(b.dynamicResources?.ldsConfig), cds: initialFetchTimeoutMs(b.dynamicResources?.cdsConfig) };
+  return { bootstrap: b, node, admin, xdsAddress, xdsCluster, staticClusters, lds, cds, initialFetchTimeoutMs: fetchTimeouts };
 }

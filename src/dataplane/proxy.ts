@@ -72,6 +72,7 @@ export class MeshProxy implements AdminTarget {
       node: o.bootstrap.node,
       lds: o.bootstrap.lds,
       cds: o.bootstrap.cds,
+      initialFetchTimeoutMs: o.bootstrap.initialFetchTimeoutMs,
       clusters: this.clusters,
       listeners: this.listeners,
       stats: this.stats,

@@ -21,6 +21,7 @@ import { ConfigError, withinResource } from '../envoy/config-error.js';
 import type { ListenerManager, ListenerPlan } from './listener-manager.js';
 import { compileRouteConfiguration, type RouteTable } from './route-table.js';
 import { statName, type StatCounter, type StatsStore } from './stats.js';
+import { DEFAULT_INITIAL_FETCH_TIMEOUT_MS, routeWarmingTimeoutMs } from './initial-fetch.js';
 
 const log = scope('config');
 
@@ -69,6 +70,8 @@ export interface XdsOptions {
   readonly listeners: ListenerManager;
   readonly stats: StatsStore;
   readonly initialBackoffMs?: number;
+  /** The bootstrap's initial_fetch_timeout for LDS and CDS, ms; 0 = wait without limit; default 15 s. */
+  readonly initialFetchTimeoutMs?: { readonly lds: number; readonly cds: number };
   /**
    * Called with each update once this process applied it: the proxy's workers apply it too. The
    * update is ACKed, recorded for config_dump and counted for readiness only once this resolves;
@@ -77,14 +80,12 @@ export interface XdsOptions {
   readonly onApplied?: (u: AdsUpdate) => Promise<void>;
 }
 
-/** How long listeners wait for the route configurations they name (Envoy's initial_fetch_timeout). */
-const WARMING_TIMEOUT_MS = 15_000;
-
 /** An accepted listener set that waits for its route configurations before it serves. */
 interface Warming {
   readonly plan: ListenerPlan;
   readonly listeners: readonly Listener[];
-  readonly timer: NodeJS.Timeout;
+  /** Absent when the HCMs' initial_fetch_timeout is 0: the set waits for its routes without limit. */
+  readonly timer?: NodeJS.Timeout;
 }
 
 /**
@@ -93,8 +94,8 @@ interface Warming {
  * worker processes, which get the updates the main process accepted (workers.ts).
  *
  * Listener warming, as Envoy does it: a listener set naming a route configuration not received yet
- * is accepted (ACKed, its addresses bound) but not served until the routes arrive or
- * WARMING_TIMEOUT_MS passes. Meanwhile the listeners it replaces keep serving and connections to
+ * is accepted (ACKed, its addresses bound) but not served until the routes arrive or the
+ * initial_fetch_timeout of the HCMs' RDS config sources passes (initial-fetch.ts). Meanwhile the listeners it replaces keep serving and connections to
  * new addresses wait; no request meets a listener without its routes.
  */
 export class ResourceApplier {
@@ -105,6 +106,8 @@ export class ResourceApplier {
   private listenerResources = new Map<string, AdsResource>();
   /** Whether a listener set was ever activated (readiness waits for the first). */
   activated = false;
+  /** Route configurations whose initial fetch timed out: readiness no longer waits for them. */
+  private readonly routesGivenUp = new Set<string>();
 
   constructor(
     private readonly clusters: DynamicClusterManager,
@@ -126,6 +129,11 @@ export class ResourceApplier {
 
   hasRoute(name: string): boolean {
     return this.routes.has(name);
+  }
+
+  /** Whether the listeners stopped waiting for this route configuration (its fetch timed out). */
+  gaveUpOn(name: string): boolean {
+    return this.routesGivenUp.has(name);
   }
 
   /**
@@ -151,15 +159,7 @@ export class ResourceApplier {
         const listeners = [...plan.listeners.values()].map((l) => l.message);
         const missing = this.missingRoutes(listeners);
         if (missing.length === 0) this.activate(plan, listeners);
-        else {
-          log.info(`listeners warming until route configuration ${missing.join(', ')} arrives`);
-          const timer = setTimeout(() => {
-            log.warn(`route configuration ${this.warmingFor().join(', ')} did not arrive in ${WARMING_TIMEOUT_MS / 1000}s; the listeners serve without it`);
-            this.activate(plan, listeners);
-          }, WARMING_TIMEOUT_MS);
-          timer.unref();
-          this.warming = { plan, listeners, timer };
-        }
+        else this.warm(plan, listeners, missing);
         this.listenerResources = this.appliedListeners(u, plan.failures);
         if (plan.failures.size > 0) {
           const why = [...plan.failures.values()].map((e) => e.message).join('; ');
@@ -188,6 +188,7 @@ export class ResourceApplier {
         for (const [n, r] of this.routes) if (!next.has(n) && serving.has(n)) next.set(n, r);
         this.routes.clear();
         for (const [n, r] of next) this.routes.set(n, r);
+        for (const n of next.keys()) this.routesGivenUp.delete(n);
         const w = this.warming;
         if (w && this.missingRoutes(w.listeners).length === 0) this.activate(w.plan, w.listeners);
         return;
@@ -205,6 +206,23 @@ export class ResourceApplier {
       if (kept) out.set(name, kept);
     }
     return out;
+  }
+
+  private warm(plan: ListenerPlan, listeners: readonly Listener[], missing: readonly string[]): void {
+    const waitMs = routeWarmingTimeoutMs(listeners, missing);
+    log.info(`listeners warming until route configuration ${missing.join(', ')} arrives${waitMs > 0 ? ` (at most ${waitMs}ms)` : ' (initial_fetch_timeout 0: without limit)'}`);
+    if (waitMs === 0) {
+      this.warming = { plan, listeners };
+      return;
+    }
+    const timer = setTimeout(() => {
+      const late = this.warmingFor();
+      log.warn(`route configuration ${late.join(', ')} did not arrive within its initial_fetch_timeout (${waitMs}ms); the listeners serve without it`);
+      for (const n of late) this.routesGivenUp.add(n);
+      this.activate(plan, listeners);
+    }, waitMs);
+    timer.unref();
+    this.warming = { plan, listeners, timer };
   }
 
   private missingRoutes(listeners: readonly Listener[]): string[] {
@@ -241,6 +259,9 @@ export class XdsApplier {
   /** An update applied here that the workers are still applying (readiness waits for it). */
   private replicating?: string;
   private wasReady = false;
+  /** LDS / CDS whose initial fetch timed out before a response (readiness stops waiting for them). */
+  private readonly fetchTimedOut = new Set<string>();
+  private readonly fetchTimers: NodeJS.Timeout[] = [];
 
   constructor(private readonly o: XdsOptions) {
     this.applier = new ResourceApplier(o.clusters, o.listeners);
@@ -263,9 +284,25 @@ export class XdsApplier {
 
   start(): void {
     this.client.start();
+    const limits = this.o.initialFetchTimeoutMs ?? { lds: DEFAULT_INITIAL_FETCH_TIMEOUT_MS, cds: DEFAULT_INITIAL_FETCH_TIMEOUT_MS };
+    if (this.o.cds) this.limitInitialFetch(TypeUrl.Cluster, limits.cds);
+    if (this.o.lds) this.limitInitialFetch(TypeUrl.Listener, limits.lds);
+  }
+
+  /** Envoy's initial_fetch_timeout of a bootstrap subscription: after it, the proxy proceeds without. */
+  private limitInitialFetch(typeUrl: string, ms: number): void {
+    if (ms === 0) return;
+    const timer = setTimeout(() => {
+      if (this.applied.has(typeUrl)) return;
+      this.fetchTimedOut.add(typeUrl);
+      log.warn(`initial ${shortTypeName(typeUrl).toUpperCase()} fetch did not complete within its initial_fetch_timeout (${ms}ms); proceeding without it`);
+    }, ms);
+    timer.unref();
+    this.fetchTimers.push(timer);
   }
 
   close(): void {
+    for (const t of this.fetchTimers) clearTimeout(t);
     this.client.close();
     this.applier.close();
   }
@@ -286,10 +323,11 @@ export class XdsApplier {
   private readiness(): { ready: boolean; reason: string } {
     // Before the first LIVE only: later updates keep the proxy LIVE, as warming does.
     if (!this.wasReady && this.replicating) return { ready: false, reason: `workers applying ${this.replicating}` };
-    if (this.o.cds && !this.applied.has(TypeUrl.Cluster)) return { ready: false, reason: 'initial CDS not applied yet' };
-    if (this.o.lds && !this.applied.has(TypeUrl.Listener)) return { ready: false, reason: 'initial LDS not applied yet' };
-    if (this.o.lds && !this.applier.activated) return { ready: false, reason: `listeners warming: waiting for route configuration ${this.applier.warmingFor().join(', ')}` };
-    const missing = [...routeNames(this.o.listeners.messages())].filter((n) => !this.applier.hasRoute(n));
+    const waiting = (typeUrl: string) => !this.applied.has(typeUrl) && !this.fetchTimedOut.has(typeUrl);
+    if (this.o.cds && waiting(TypeUrl.Cluster)) return { ready: false, reason: 'initial CDS not applied yet' };
+    if (this.o.lds && waiting(TypeUrl.Listener)) return { ready: false, reason: 'initial LDS not applied yet' };
+    if (this.o.lds && this.applied.has(TypeUrl.Listener) && !this.applier.activated) return { ready: false, reason: `listeners warming: waiting for route configuration ${this.applier.warmingFor().join(', ')}` };
+    const missing = [...routeNames(this.o.listeners.messages())].filter((n) => !this.applier.hasRoute(n) && !this.applier.gaveUpOn(n));
     if (missing.length > 0) return { ready: false, reason: `waiting for route configuration ${missing.join(', ')}` };
     return { ready: true, reason: '' };
   }

@@ -30,6 +30,8 @@ export interface DiscoveryDebugDeps {
   readonly resolver: JwksResolver;
   /** The builders' options (--plugins, mesh config providers) for a push, as the server uses them. */
   readonly securityOptions?: (push: PushContext) => SecurityOptions;
+  /** ENABLE_ADMIN_ENDPOINTS: serve the endpoints that change the server's state. */
+  readonly adminEndpoints: boolean;
 }
 
 /** A request the user got wrong: 400 with the reason. */
@@ -142,7 +144,24 @@ function guarded(fn: (req: IncomingMessage, res: ServerResponse, url: URL) => Pr
   };
 }
 
+/**
+ * The Go mesh serves its one state-changing debug endpoint only with its admin-endpoints switch:
+ * otherwise the path is unknown (404), not refused, and /debug does not list it.
+ */
+function installAdminEndpoints(mux: Mux, deps: DiscoveryDebugDeps): void {
+  mux.handle(
+    '/debug/force_disconnect',
+    '?proxyID=: end the proxy\'s xDS streams so it reconnects (ENABLE_ADMIN_ENDPOINTS)',
+    guarded((_req, res, url) => {
+      const info = connectedProxy(deps, url);
+      const ended = deps.xds.disconnect(info.id, 'disconnected by /debug/force_disconnect');
+      sendJson(res, 200, { proxyID: info.id, streamsEnded: ended });
+    }),
+  );
+}
+
 export function installDiscoveryDebug(mux: Mux, deps: DiscoveryDebugDeps): void {
+  if (deps.adminEndpoints) installAdminEndpoints(mux, deps);
   mux
     .handle('/debug/connections', 'connected proxies: id, peer, protocol, since', (_req, res) =>
       sendJson(res, 200, deps.xds.connections().map(({ connectionId, proxyId, peer, protocol, connectedAt }) => ({ connectionId, proxyId, peer, protocol, connectedAt }))),

@@ -15,12 +15,13 @@ import { credentials as grpcCredentials, type ChannelCredentials, type Client, t
 import { AggregatedDiscoveryService } from '../gen/envoy/service/discovery/v3/ads_pb.js';
 import { DiscoveryRequestSchema, type DiscoveryRequest, type DiscoveryResponse } from '../gen/envoy/service/discovery/v3/discovery_pb.js';
 import { NodeSchema } from '../gen/envoy/config/core/v3/base_pb.js';
+import type { ConfigSource } from '../gen/envoy/config/core/v3/config_source_pb.js';
 import { ListenerSchema, type Listener } from '../gen/envoy/config/listener/v3/listener_pb.js';
 import { ClusterSchema, Cluster_DiscoveryType, type Cluster } from '../gen/envoy/config/cluster/v3/cluster_pb.js';
 import { HttpConnectionManagerSchema } from '../gen/envoy/extensions/filters/network/http_connection_manager/v3/http_connection_manager_pb.js';
 import { scope } from '../common/log.js';
 import { grpcClient } from './grpc-service.js';
-import { isWildcardType, shortTypeName, TypeUrl, typeUrlOf, unpackAny } from './types.js';
+import { isWildcardType, shortTypeName, TypeUrl, typeUrlOf, unpack, unpackAny } from './types.js';
 
 const log = scope('adsc');
 
@@ -138,14 +139,21 @@ function resourceName(msg: Message): string {
 
 /** Route configuration names the listeners' HTTP connection managers fetch over RDS. */
 export function routeNames(listeners: Iterable<Listener>): Set<string> {
-  const out = new Set<string>();
+  return new Set(rdsConfigSources(listeners).keys());
+}
+
+/** Each RDS name the listeners' HTTP connection managers carry, with the config sources naming it. */
+export function rdsConfigSources(listeners: Iterable<Listener>): Map<string, (ConfigSource | undefined)[]> {
+  const out = new Map<string, (ConfigSource | undefined)[]>();
   for (const l of listeners) {
     const chains = [...l.filterChains, ...(l.defaultFilterChain ? [l.defaultFilterChain] : [])];
     for (const chain of chains) {
       for (const f of chain.filters) {
         if (f.configType.case !== 'typedConfig' || f.configType.value.typeUrl !== typeUrlOf(HttpConnectionManagerSchema)) continue;
-        const hcm = unpackAny(f.configType.value) as unknown as { routeSpecifier: { case?: string; value?: { routeConfigName?: string } } };
-        if (hcm.routeSpecifier.case === 'rds' && hcm.routeSpecifier.value?.routeConfigName) out.add(hcm.routeSpecifier.value.routeConfigName);
+        const hcm = unpack(f.configType.value, HttpConnectionManagerSchema);
+        if (hcm.routeSpecifier.case !== 'rds' || !hcm.routeSpecifier.value.routeConfigName) continue;
+        const name = hcm.routeSpecifier.value.routeConfigName;
+        out.set(name, [...(out.get(name) ?? []), hcm.routeSpecifier.value.configSource]);
       }
     }
   }

@@ -3,7 +3,7 @@
 // policy routing, then the optional validation.
 import { scope } from '../common/log.js';
 import { buildCapture, type CapturePlan } from './capture.js';
-import { cleanRestoreLines, parseSave, planClean, tproxyRouteTables, type CleanOptions } from './clean.js';
+import { cleanRestoreLines, parseSave, passthroughAddressRemoval, planClean, tproxyRouteTables, type CleanOptions } from './clean.js';
 import type { CaptureConfig } from './config.js';
 import { binaryName, commandLines, restoreLines, restoreText } from './restore.js';
 import { CHAIN_PREFIX, type Family } from './rules.js';
@@ -102,12 +102,20 @@ export function runClean(opts: CleanOptions & { readonly dryRun: boolean }, writ
       continue;
     }
     if (lines.length > 0) restore(backend, lines);
-    for (const c of ipCommands) {
-      const res = ip(c);
-      // Gone already (a route deleted with its rule by someone else) is what cleaning wants.
-      if (!res.ok && !/No such|Cannot find|not exist/i.test(res.stderr)) throw new CaptureError(`ip ${c.join(' ')}: ${res.stderr}`);
-    }
+    runIpRemovals(ipCommands);
     const removed = plan.deletes.length + [...plan.chains.values()].flat().length;
     log.info(removed === 0 ? `IPv${family}: no mesh rules found (${backend.variant}), nothing to clean` : `IPv${family}: removed ${plan.deletes.length} rules and ${removed - plan.deletes.length} chains (${backend.variant})`);
+  }
+  // Outside the family loop: the address is there even where ip6tables is not.
+  const address = passthroughAddressRemoval(ip(['-6', 'addr', 'show', 'dev', 'lo']).stdout);
+  if (opts.dryRun) for (const c of address) write(`ip ${c.join(' ')}\n`);
+  else runIpRemovals(address);
+}
+
+function runIpRemovals(commands: readonly (readonly string[])[]): void {
+  for (const c of commands) {
+    const res = ip(c);
+    // Gone already (a route deleted with its rule by someone else) is what cleaning wants.
+    if (!res.ok && !/No such|Cannot find|not exist|Cannot assign/i.test(res.stderr)) throw new CaptureError(`ip ${c.join(' ')}: ${res.stderr}`);
   }
 }

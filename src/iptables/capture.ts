@@ -19,7 +19,7 @@ export const MESH_TPROXY = 'MESH_TPROXY';
 
 /** The host's loopback address per family, and the address inbound passthrough connects from. */
 const LOOPBACK = { 4: '127.0.0.1/32', 6: '::1/128' } as const;
-const PASSTHROUGH_SOURCE = { 4: '127.0.0.6/32', 6: '::6/128' } as const;
+export const PASSTHROUGH_SOURCE = { 4: '127.0.0.6/32', 6: '::6/128' } as const;
 
 export interface CapturePlan {
   readonly rules: RuleSet;
@@ -170,7 +170,7 @@ function tproxyMarks(rb: RuleSet, cfg: CaptureConfig): void {
 /** Policy routing for TPROXY (marked packets are local, delivered on lo) and IPv6's ::6 source. */
 function routes(cfg: CaptureConfig): string[][] {
   const out: string[][] = [];
-  if (cfg.ipv6) out.push(['-6', 'addr', 'add', '::6/128', 'dev', 'lo']);
+  if (cfg.ipv6) out.push(['-6', 'addr', 'add', PASSTHROUGH_SOURCE[6], 'dev', 'lo']);
   if (cfg.mode !== 'TPROXY' || (cfg.inboundPorts !== '*' && cfg.inboundPorts.length === 0)) return out;
   const families = cfg.ipv6 ? (['-4', '-6'] as const) : (['-4'] as const);
   for (const f of families) out.push([f, 'rule', 'add', 'fwmark', cfg.tproxyMark, 'lookup', cfg.tproxyRouteTable]);

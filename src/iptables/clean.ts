@@ -3,6 +3,7 @@
 // the virtual-interface short-circuits beside those jumps, and TPROXY's mark rules (recognised by the
 // marks the MESH_* chains use). Pure: a dump in, the changes out. Running it twice changes nothing
 // the second time because nothing of ours is left to find.
+import { PASSTHROUGH_SOURCE } from './capture.js';
 import { OUTBOUND_MARK } from './config.js';
 import type { RestoreLine } from './restore.js';
 import { CHAIN_PREFIX, isBuiltIn, jumpTarget, type Table } from './rules.js';
@@ -138,4 +139,13 @@ export function tproxyRouteTables(ipRules: string, marks: ReadonlySet<number>): 
     if (mark !== undefined && marks.has(mark)) out.push({ mark, table: m[2]! });
   }
   return out;
+}
+
+/**
+ * The `ip` command removing the inbound passthrough source mesh-iptables put on lo for an IPv6 pod,
+ * when `ip -6 addr show dev lo` still lists it; nothing once it is gone, so a second clean is a no-op.
+ */
+export function passthroughAddressRemoval(loAddresses: string): string[][] {
+  const listed = loAddresses.split('\n').some((l) => l.trim().startsWith(`inet6 ${PASSTHROUGH_SOURCE[6]} `));
+  return listed ? [['-6', 'addr', 'del', PASSTHROUGH_SOURCE[6], 'dev', 'lo']] : [];
 }

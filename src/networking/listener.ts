@@ -209,14 +209,32 @@ export interface OutboundListenerOptions {
   readonly sniffing?: boolean;
   /** Mesh config pathNormalization of the HTTP chains; default BASE. */
   readonly pathNormalization?: PathNormalization;
+  /**
+   * PILOT_ENABLE_HEADLESS_SERVICE_POD_LISTENERS, under capture: headless services (by
+   * `namespace/hostname`) and their Pods' addresses. Their TCP and sniffed ports get a listener per
+   * Pod address instead of one on the wildcard, as the Go mesh does (HTTP is told apart by the Host
+   * header). A plain record: it is part of the XDS cache's key.
+   */
+  readonly headlessPods?: Readonly<Record<string, readonly string[]>>;
+}
+
+/** Where a service port's outbound listeners go: its Pods' addresses, its VIP, or the bind address. */
+function listenerAddresses(s: Service, protocol: Protocol, opts: OutboundListenerOptions): string[] {
+  const http = isHttpProtocol(protocol);
+  // TCP and sniffed ports only, as the Go mesh.
+  const pods = http || protocol === 'UDP' ? undefined : opts.headlessPods?.[`${s.namespace}/${s.hostname}`];
+  if (pods) return [...pods];
+  const vip = !http && opts.bindToPort === false ? s.addresses.find((a) => !a.includes('/')) : undefined;
+  return [vip ?? opts.bind];
 }
 
 /**
  * One listener per service port. HTTP ports share `<bind>_<port>`, routed by RDS config `<port>`;
  * a TCP port gets `<vip>_<port>` when the service has a VIP, else `<bind>_<port>`, proxying to its
  * cluster. A sniffed port is named and placed like a TCP port (its TCP fallback is the service's
- * own cluster) and adds an HTTP chain in front. When two services claim the same address and
- * port, the first (services come sorted) keeps it; the others are returned in `conflicts`.
+ * own cluster) and adds an HTTP chain in front. A headless service's TCP port may get one
+ * `<pod ip>_<port>` listener per Pod instead (`headlessPods`). When two services claim the same
+ * address and port, the first (services come sorted) keeps it; the others are returned in `conflicts`.
  */
 export function buildOutboundListeners(services: readonly Service[], opts: OutboundListenerOptions): { listeners: Listener[]; conflicts: ListenerConflict[] } {
   const byName = new Map<string, { http: boolean; listener: ListenerInit }>();
@@ -224,35 +242,35 @@ export function buildOutboundListeners(services: readonly Service[], opts: Outbo
   for (const s of services) {
     for (const port of s.ports) {
       const http = isHttpProtocol(port.protocol);
-      const vip = !http && opts.bindToPort === false ? s.addresses.find((a) => !a.includes('/')) : undefined;
-      const address = vip ?? opts.bind;
-      const name = listenerName(address, port.port);
-      const existing = byName.get(name);
-      if (existing) {
-        if (!(existing.http && http)) {
-          const kind = http ? 'http_over_tcp' : existing.http ? 'tcp_over_http' : 'tcp_over_tcp';
-          conflicts.push({ kind, listener: name, service: `${s.hostname}:${port.port}` });
+      for (const address of listenerAddresses(s, port.protocol, opts)) {
+        const name = listenerName(address, port.port);
+        const existing = byName.get(name);
+        if (existing) {
+          if (!(existing.http && http)) {
+            const kind = http ? 'http_over_tcp' : existing.http ? 'tcp_over_http' : 'tcp_over_tcp';
+            conflicts.push({ kind, listener: name, service: `${s.hostname}:${port.port}` });
+          }
+          continue;
         }
-        continue;
+        const httpFilter = (): Filter => hcmFilter(`outbound_${name}`, { rds: outboundRouteName(port.port) }, [...(opts.httpFilters ?? []), ...routeConfiguredFilters()], opts.pathNormalization);
+        const tcpChain = { name, filters: [tcpProxyFilter(outboundClusterName(port.port, s.hostname))] };
+        const sniffed = sniffedProtocol(port.protocol, opts.sniffing);
+        byName.set(name, {
+          http,
+          listener: {
+            name,
+            address: socketAddress(address, port.port),
+            bindToPort: opts.bindToPort,
+            trafficDirection: TrafficDirection.OUTBOUND,
+            ...(sniffed ? { listenerFilters: httpInspector() } : {}),
+            filterChains: http
+              ? [{ name, filters: [httpFilter()] }]
+              : sniffed
+                ? [{ name: `${name}_http`, filterChainMatch: { applicationProtocols: HTTP_APPLICATION_PROTOCOLS }, filters: [httpFilter()] }, tcpChain]
+                : [tcpChain],
+          },
+        });
       }
-      const httpFilter = (): Filter => hcmFilter(`outbound_${name}`, { rds: outboundRouteName(port.port) }, [...(opts.httpFilters ?? []), ...routeConfiguredFilters()], opts.pathNormalization);
-      const tcpChain = { name, filters: [tcpProxyFilter(outboundClusterName(port.port, s.hostname))] };
-      const sniffed = sniffedProtocol(port.protocol, opts.sniffing);
-      byName.set(name, {
-        http,
-        listener: {
-          name,
-          address: socketAddress(address, port.port),
-          bindToPort: opts.bindToPort,
-          trafficDirection: TrafficDirection.OUTBOUND,
-          ...(sniffed ? { listenerFilters: httpInspector() } : {}),
-          filterChains: http
-            ? [{ name, filters: [httpFilter()] }]
-            : sniffed
-              ? [{ name: `${name}_http`, filterChainMatch: { applicationProtocols: HTTP_APPLICATION_PROTOCOLS }, filters: [httpFilter()] }, tcpChain]
-              : [tcpChain],
-        },
-      });
     }
   }
   return { listeners: [...byName.values()].map((e) => create(ListenerSchema, e.listener)), conflicts };

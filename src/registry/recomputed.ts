@@ -59,6 +59,11 @@ export abstract class RecomputedRegistry<S extends RegistrySnapshot> implements 
   protected refresh(): void {
     const before = this.state;
     this.state = this.compute();
-    emitChanges(this.events, this.name, before, this.state);
+    emitChanges(this.events, this.name, before, this.state, (s) => this.instancesShapeListeners(s));
+  }
+
+  /** Whether a service's outbound listeners depend on its instances (then they change with a full push). */
+  protected instancesShapeListeners(_s: Service): boolean {
+    return false;
   }
 }

@@ -1,6 +1,7 @@
 // Services and instances declared with ServiceEntry and WorkloadEntry, computed from the config
-// store. A ServiceEntry's instances are its inline `endpoints` plus the WorkloadEntries of its
-// namespace whose labels match its `workloadSelector`; one Service per host it lists.
+// store. A ServiceEntry's instances are its inline `endpoints` plus the WorkloadEntries (and, with
+// PILOT_ENABLE_SERVICEENTRY_SELECT_PODS, the Pods) of its namespace whose labels match its
+// `workloadSelector`; one Service per host it lists.
 import type { ServiceEntry, WorkloadEntry, WorkloadEntrySpec } from '../api/types.js';
 import type { ConfigEvent, ConfigStore } from '../config/store.js';
 import { gauge } from '../common/metrics.js';
@@ -23,10 +24,11 @@ function servicePorts(se: ServiceEntry): ServicePort[] {
   return (se.spec.ports ?? []).map((p) => ({ name: p.name ?? String(p.number), port: p.number, protocol: portProtocol(p) }));
 }
 
-function instanceOf(
+/** A workload (WorkloadEntry, inline endpoint or Pod) selected by a service, on one of its ports. */
+export function workloadInstance(
   service: Service,
   port: ServicePort,
-  targetPort: number | undefined,
+  endpointPort: number,
   we: WorkloadEntrySpec,
   address: string,
   clusterId: string,
@@ -36,8 +38,7 @@ function instanceOf(
     namespace: service.namespace,
     servicePort: port,
     address,
-    // A WorkloadEntry may map the port name to the port its workload listens on.
-    endpointPort: we.ports?.[port.name] ?? targetPort ?? port.port,
+    endpointPort,
     labels: we.labels ?? {},
     serviceAccount: we.serviceAccount ?? '',
     locality: parseLocality(we.locality),
@@ -47,20 +48,36 @@ function instanceOf(
   };
 }
 
-/** The pure conversion: ServiceEntries + WorkloadEntries -> services and instances. */
+/** A workload a ServiceEntry's workloadSelector may select besides WorkloadEntries: a Pod, say. */
+export interface SelectableWorkload {
+  readonly namespace: string;
+  /** The workload as a WorkloadEntry would describe it (address, labels, ports by name, ...). */
+  readonly spec: WorkloadEntrySpec;
+}
+
+/** Where Pods come from (the orchestrator registry), for PILOT_ENABLE_SERVICEENTRY_SELECT_PODS. */
+export interface PodWorkloads {
+  podWorkloads(): readonly SelectableWorkload[];
+  /** Subscribes to changes of the Pods; returns the function that unsubscribes. */
+  onPodsChanged(handler: () => void): () => void;
+}
+
+/** The pure conversion: ServiceEntries + WorkloadEntries (+ Pods) -> services and instances. */
 export function convertServiceEntries(
   serviceEntries: readonly ServiceEntry[],
   workloadEntries: readonly WorkloadEntry[],
   clusterId: string,
+  pods: readonly SelectableWorkload[] = [],
 ): ServiceEntryState {
   const services = new Map<string, Service>();
   const instances = new Map<string, ServiceInstance[]>();
   const duplicates: string[] = [];
-  const entriesByNamespace = new Map<string, WorkloadEntry[]>();
-  for (const we of workloadEntries) {
-    const list = entriesByNamespace.get(we.metadata.namespace);
-    if (list) list.push(we);
-    else entriesByNamespace.set(we.metadata.namespace, [we]);
+  const entriesByNamespace = new Map<string, WorkloadEntrySpec[]>();
+  const selectable: SelectableWorkload[] = [...workloadEntries.map((we) => ({ namespace: we.metadata.namespace, spec: we.spec })), ...pods];
+  for (const w of selectable) {
+    const list = entriesByNamespace.get(w.namespace);
+    if (list) list.push(w.spec);
+    else entriesByNamespace.set(w.namespace, [w.spec]);
   }
   for (const se of serviceEntries) {
     const ns = se.metadata.namespace;
@@ -70,7 +87,7 @@ export function convertServiceEntries(
     const selector = se.spec.workloadSelector?.labels;
     const workloads: WorkloadEntrySpec[] = [
       ...(se.spec.endpoints ?? []),
-      ...(selector ? (entriesByNamespace.get(ns) ?? []).filter((we) => labelsMatch(selector, we.spec.labels ?? {})).map((we) => we.spec) : []),
+      ...(selector ? (entriesByNamespace.get(ns) ?? []).filter((we) => labelsMatch(selector, we.labels ?? {})) : []),
     ];
     for (const host of se.spec.hosts) {
       const service: Service = {
@@ -96,7 +113,8 @@ export function convertServiceEntries(
       const sources = dnsSelf ? [{ spec: {} as WorkloadEntrySpec, address: host }] : workloads.filter((w) => w.address).map((w) => ({ spec: w, address: w.address! }));
       instances.set(
         key,
-        sources.flatMap(({ spec, address }) => ports.map((p) => instanceOf(service, p, targetPorts.get(p.port), spec, address, clusterId))),
+        // A workload may map the port name to the port it listens on.
+        sources.flatMap(({ spec, address }) => ports.map((p) => workloadInstance(service, p, spec.ports?.[p.name] ?? targetPorts.get(p.port) ?? p.port, spec, address, clusterId))),
       );
     }
   }
@@ -114,6 +132,8 @@ export class ServiceEntryRegistry extends RecomputedRegistry<ServiceEntryState> 
   readonly name = REGISTRY_NAME;
   private readonly unsubscribe: Array<() => void>;
 
+  private pods?: PodWorkloads;
+
   constructor(
     private readonly store: StoreView,
     readonly clusterId: string,
@@ -128,6 +148,13 @@ export class ServiceEntryRegistry extends RecomputedRegistry<ServiceEntryState> 
     this.unsubscribe = [store.onEvent(onEvent), ...(workloads ? [workloads.onEvent(onEvent)] : [])];
   }
 
+  /** PILOT_ENABLE_SERVICEENTRY_SELECT_PODS: workloadSelectors select these Pods too. */
+  selectPods(pods: PodWorkloads): void {
+    this.pods = pods;
+    this.unsubscribe.push(pods.onPodsChanged(() => this.invalidate()));
+    this.invalidate();
+  }
+
   hasSynced(): boolean {
     return this.store.hasSynced();
   }
@@ -138,7 +165,7 @@ export class ServiceEntryRegistry extends RecomputedRegistry<ServiceEntryState> 
 
   protected compute(): ServiceEntryState {
     const entries = [...this.store.list('WorkloadEntry'), ...(this.workloads?.list('WorkloadEntry') ?? [])];
-    const state = convertServiceEntries(this.store.list('ServiceEntry'), entries, this.clusterId);
+    const state = convertServiceEntries(this.store.list('ServiceEntry'), entries, this.clusterId, this.pods?.podWorkloads() ?? []);
     gauge('pilot_duplicate_envoy_clusters').set(state.duplicates.length);
     return state;
   }

@@ -63,9 +63,16 @@ export interface RegistrySnapshot {
 
 /**
  * Emits one event per service that changed between two snapshots: `service` when its definition
- * changed, was added or deleted (a full push), `endpoints` when only its instances did (EDS).
+ * changed, was added or deleted (a full push), `endpoints` when only its instances did (EDS) unless
+ * `instancesShapeListeners` says the service's listeners follow its instances (a full push too).
  */
-export function emitChanges(events: RegistryEvents, registry: string, before: RegistrySnapshot, after: RegistrySnapshot): void {
+export function emitChanges(
+  events: RegistryEvents,
+  registry: string,
+  before: RegistrySnapshot,
+  after: RegistrySnapshot,
+  instancesShapeListeners: (s: Service) => boolean = () => false,
+): void {
   const old = new Map(before.services.map((s) => [serviceKey(s), s]));
   const emit = (kind: 'service' | 'endpoints', event: 'add' | 'update' | 'delete', s: Service): void =>
     events.emit({ kind, event, hostname: s.hostname, namespace: s.namespace, registry });
@@ -75,7 +82,7 @@ export function emitChanges(events: RegistryEvents, registry: string, before: Re
     old.delete(key);
     if (!prev) emit('service', 'add', s);
     else if (JSON.stringify(prev) !== JSON.stringify(s)) emit('service', 'update', s);
-    else if (JSON.stringify(before.instances.get(key)) !== JSON.stringify(after.instances.get(key))) emit('endpoints', 'update', s);
+    else if (JSON.stringify(before.instances.get(key)) !== JSON.stringify(after.instances.get(key))) emit(instancesShapeListeners(s) ? 'service' : 'endpoints', 'update', s);
   }
   for (const s of old.values()) emit('service', 'delete', s);
 }

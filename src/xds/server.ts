@@ -30,6 +30,7 @@ import { XdsStreamError, type DeliveryObserver, type ProxyInfo, type PushRequest
 import { grpcServiceDefinition } from '../envoy/grpc-service.js';
 import { adsDefinition, grpcOptions, Semaphore, type AdsTransportOptions } from './ads-transport.js';
 import { ResponseSizeGuard, sized } from './size-guard.js';
+import { PushHold, type FlowControlOptions } from './flow-control.js';
 import { shortTypeName, TypeUrl } from '../envoy/types.js';
 
 const log = scope('ads');
@@ -51,6 +52,8 @@ export interface XdsServerOptions extends AdsTransportOptions {
   readonly maxResponseBytes?: number;
   /** Told of generations, sends and ACKs (PILOT_ENABLE_CONFIG_DISTRIBUTION_TRACKING). */
   readonly deliveries?: DeliveryObserver;
+  /** PILOT_ENABLE_FLOW_CONTROL / PILOT_FLOW_CONTROL_TIMEOUT (flow-control.ts). */
+  readonly flowControl?: FlowControlOptions;
 }
 
 /** Make-before-break order: clusters before their endpoints, listeners before their routes. */
@@ -82,6 +85,8 @@ interface Session {
   respond(w: Watch, force: boolean, push?: PushRequest, added?: readonly string[]): Promise<void>;
   /** Ends this stream with a status (an XdsStreamError's, else INTERNAL). */
   fail(err: unknown): void;
+  /** Pushes waiting for the proxy's reply to the previous response (flow control on). */
+  hold?: PushHold;
 }
 
 export class XdsServer {
@@ -104,12 +109,14 @@ export class XdsServer {
   /** What SotW responses share across streams (the response tier of the XDS cache, see cache.ts). */
   private readonly responses = new ResponseCache();
   private connectionSeq = 0;
+  private readonly flowControl: FlowControlOptions;
 
   constructor(private readonly options: XdsServerOptions) {
     this.generators = options.generators;
     this.sendTimeoutMs = options.sendTimeoutMs ?? settingDefault('PILOT_XDS_SEND_TIMEOUT');
     this.sizes = new ResponseSizeGuard(options.maxResponseBytes);
     this.sendSlots = new Semaphore(options.pushThrottle ?? settingDefault('PILOT_PUSH_THROTTLE'));
+    this.flowControl = options.flowControl ?? { enabled: settingDefault('PILOT_ENABLE_FLOW_CONTROL'), timeoutMs: settingDefault('PILOT_FLOW_CONTROL_TIMEOUT') };
     this.grpc = new Server(grpcOptions(options));
     this.grpc.addService(adsDefinition(), {
       streamAggregatedResources: (call: ServerDuplexStream<DiscoveryRequest, Uint8Array>) => this.serveSotw(call),
@@ -152,6 +159,16 @@ export class XdsServer {
     );
   }
 
+  /**
+   * Ends every stream of one proxy with UNAVAILABLE, so its client reconnects and resyncs
+   * (/debug/force_disconnect). Returns how many streams were ended.
+   */
+  disconnect(proxyId: string, reason: string): number {
+    const streams = [...this.sessions.values()].filter((s) => s.conn.proxy.id === proxyId);
+    for (const s of streams) s.fail(new XdsStreamError(status.UNAVAILABLE, reason));
+    return streams.length;
+  }
+
   /** A connected proxy by node id (its latest stream, if it has several), for debug views. */
   proxyInfo(proxyId: string): ProxyInfo | undefined {
     let found: ProxyInfo | undefined;
@@ -170,6 +187,7 @@ export class XdsServer {
   }
 
   private async pushOne(s: Session, push: PushRequest, queuedAt: number): Promise<void> {
+    let held = false;
     try {
       await s.conn.enqueue(() =>
         this.sendSlots.run(async () => {
@@ -179,11 +197,12 @@ export class XdsServer {
             .sort((a, b) => pushRank(a.typeUrl) - pushRank(b.typeUrl));
           for (const w of watches) {
             if (s.conn.closed) return;
-            await s.respond(w, false, push);
+            if (s.hold?.hold(w, push)) held = true;
+            else await s.respond(w, false, push);
           }
         }),
       );
-      if (push.triggeredAt !== undefined) histogram('pilot_proxy_convergence_time').observe((Date.now() - push.triggeredAt) / 1000);
+      if (push.triggeredAt !== undefined && !held) histogram('pilot_proxy_convergence_time').observe((Date.now() - push.triggeredAt) / 1000);
     } catch (err) {
       s.fail(err);
     }
@@ -223,6 +242,7 @@ export class XdsServer {
         try {
           const conn = new Connection(this.identify(req.node, call), protocol);
           session = { conn, respond: responder(conn, send), fail };
+          session.hold = this.pushHold(session);
         } catch (err) {
           fail(err);
           return;
@@ -249,6 +269,27 @@ export class XdsServer {
     call.on('cancelled', end);
     call.on('close', end);
     call.on('error', end);
+  }
+
+  private pushHold(s: Session): PushHold | undefined {
+    if (!this.flowControl.enabled) return undefined;
+    return new PushHold(s.conn.proxy.connectionId, this.flowControl.timeoutMs, (typeUrl, push) => {
+      void s.conn.enqueue(() => this.sendHeld(s, typeUrl, push)).catch(s.fail);
+    });
+  }
+
+  /** Sends a push flow control held, once the proxy replied or the wait ran out. */
+  private async sendHeld(s: Session, typeUrl: string, push: PushRequest): Promise<void> {
+    const w = s.conn.watches.get(typeUrl);
+    if (!w || s.conn.closed) return;
+    await this.sendSlots.run(() => s.respond(w, false, push));
+    if (push.triggeredAt !== undefined) histogram('pilot_proxy_convergence_time').observe((Date.now() - push.triggeredAt) / 1000);
+  }
+
+  /** The proxy answered its last response of the type: a push held behind it goes now. */
+  private async releaseHeld(s: Session, typeUrl: string, kind: ReplyKind): Promise<void> {
+    const push = kind === 'stale' ? undefined : s.hold?.release(typeUrl);
+    if (push) await this.sendHeld(s, typeUrl, push);
   }
 
   private serveSotw(call: ServerDuplexStream<DiscoveryRequest, Uint8Array>): void {
@@ -299,6 +340,7 @@ export class XdsServer {
   private dropSession(s: Session): void {
     if (s.conn.closed) return;
     s.conn.closed = true;
+    s.hold?.clear();
     if (!this.sessions.delete(s.conn.proxy.connectionId)) return;
     this.sizes.forget(s.conn.proxy.connectionId);
     gauge('pilot_xds').set(this.sessions.size);
@@ -320,6 +362,7 @@ export class XdsServer {
       case 'stale':
         this.onReply(s.conn, req.typeUrl, decision.kind, req.responseNonce);
         if (decision.kind === 'ack') this.options.deliveries?.acked(s.conn.proxy.connectionId, req.typeUrl, req.responseNonce);
+        await this.releaseHeld(s, req.typeUrl, decision.kind);
         return;
       case 'unsubscribe':
       case 'ignore':
@@ -329,8 +372,11 @@ export class XdsServer {
 
   private async onDeltaRequest(s: Session, req: DeltaDiscoveryRequest): Promise<void> {
     const decision = this.trackRejecting(s.conn, req.typeUrl, () => s.conn.applyDelta(req));
-    if (decision.reply) this.onReply(s.conn, req.typeUrl, decision.reply, req.responseNonce);
-    if (decision.reply === 'ack') this.options.deliveries?.acked(s.conn.proxy.connectionId, req.typeUrl, req.responseNonce);
+    if (decision.reply) {
+      this.onReply(s.conn, req.typeUrl, decision.reply, req.responseNonce);
+      if (decision.reply === 'ack') this.options.deliveries?.acked(s.conn.proxy.connectionId, req.typeUrl, req.responseNonce);
+      await this.releaseHeld(s, req.typeUrl, decision.reply);
+    }
     const w = s.conn.watches.get(req.typeUrl);
     if (w && decision.respond) await this.sendSlots.run(() => s.respond(w, w.sent === undefined, undefined, decision.added));
   }

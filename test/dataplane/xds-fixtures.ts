@@ -73,6 +73,8 @@ export interface HcmOptions {
   readonly statPrefix?: string;
   /** The HCM's server_name (the `server` header of responses): tells configs apart. */
   readonly serverName?: string;
+  /** initial_fetch_timeout of the RDS config source; unset as the discovery server leaves it. */
+  readonly rdsInitialFetchTimeout?: { seconds: bigint; nanos?: number };
 }
 
 export function routeConfig(name: string, cluster: string) {
@@ -97,7 +99,7 @@ export function hcmChain(o: HcmOptions, extra: Partial<ChainInit> = {}): ChainIn
     statPrefix: o.statPrefix ?? 'inbound_test',
     serverName: o.serverName ?? '',
     routeSpecifier: o.rds
-      ? { case: 'rds', value: { routeConfigName: o.rds, configSource: { configSourceSpecifier: { case: 'ads', value: {} } } } }
+      ? { case: 'rds', value: { routeConfigName: o.rds, configSource: { configSourceSpecifier: { case: 'ads', value: {} }, ...(o.rdsInitialFetchTimeout ? { initialFetchTimeout: o.rdsInitialFetchTimeout } : {}) } } }
       : { case: 'routeConfig', value: routeConfig('inline', o.cluster ?? 'app') },
     httpFilters,
   });

@@ -386,3 +386,31 @@ describe('mesh-iptables picks the iptables backend the pod already uses', { skip
     }
   });
 });
+
+describe('mesh-iptables and mesh-clean-iptables in a pod with an IPv6 address', { skip: unavailable }, () => {
+  it('capture adds ip6tables rules and ::6 on lo; clean removes both, and a second clean changes nothing', async () => {
+    const pod = Pod.create('rem-v6', 5 + (process.pid % 15));
+    const saved = () => pod.exec('ip6tables-save').split('\n').filter((l) => !l.startsWith('#')).map((l) => l.replace(/\[\d+:\d+\]/g, '[0:0]')).join('\n');
+    const loAddresses = () => pod.exec('ip', '-6', 'addr', 'show', 'dev', 'lo');
+    try {
+      pod.exec('ip', '-6', 'addr', 'add', 'fd00:213::2/64', 'dev', pod.podIf, 'nodad');
+      // A rule of the pod's own, so the tables exist before capture on either backend.
+      pod.exec('ip6tables', '-t', 'nat', '-A', 'POSTROUTING', '-p', 'udp', '--dport', '9', '-j', 'RETURN');
+      const before = saved();
+      const capture = await run('pilot-agent', ['mesh-iptables', '-u', String(PROXY_UID), '-b', '*', '-i', '*'], { netns: pod.ns });
+      assert.equal(capture.code, 0, capture.stdout + capture.stderr);
+      assert.match(saved(), /-A OUTPUT -j MESH_OUTPUT\n/);
+      assert.match(loAddresses(), /inet6 ::6\/128 /);
+      for (let round = 1; round <= 2; round++) {
+        const clean = await run('pilot-agent', ['mesh-clean-iptables', '-u', String(PROXY_UID)], { netns: pod.ns });
+        assert.equal(clean.code, 0, `clean run ${round}: ${clean.stderr}`);
+        assert.doesNotMatch(loAddresses(), /inet6 ::6\/128 /, `clean run ${round} left ::6 on lo`);
+        assert.equal(saved(), before, `clean run ${round} did not restore ip6tables-save`);
+      }
+      const dry = await run('pilot-agent', ['mesh-clean-iptables', '-n'], { netns: pod.ns });
+      assert.doesNotMatch(dry.stdout, /addr del/, 'a clean with nothing left still plans to remove the address');
+    } finally {
+      pod.destroy();
+    }
+  });
+});

@@ -5,7 +5,7 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { cleanRestoreLines, parseSave, planClean, tproxyRouteTables } from '../../src/iptables/clean.js';
+import { cleanRestoreLines, parseSave, passthroughAddressRemoval, planClean, tproxyRouteTables } from '../../src/iptables/clean.js';
 import { REPO_ROOT } from '../helpers/proc.js';
 
 const dump = readFileSync(join(REPO_ROOT, 'test', 'iptables', 'testdata', 'saved-tproxy-dns-virt.txt'), 'utf8');
@@ -55,4 +55,16 @@ test('nothing of ours left: nothing to do (a second run changes nothing)', () =>
 test("TPROXY's policy rules are found by the mesh's mark", () => {
   const rules = '0:\tfrom all lookup local\n32764:\tfrom all fwmark 0x7 lookup 7\n32765:\tfrom all fwmark 0x539 lookup 133\n32766:\tfrom all lookup main\n';
   assert.deepEqual(tproxyRouteTables(rules, planClean(parseSave(dump), owners).marks), [{ mark: 1337, table: '133' }]);
+});
+
+test('the ::6 inbound passthrough source on lo is removed while `ip -6 addr show dev lo` lists it, and not after', () => {
+  const lo = `1: lo: <LOOPBACK,UP,LOWER_UP> mtu 65536 state UNKNOWN qlen 1000
+    inet6 ::6/128 scope global
+       valid_lft forever preferred_lft forever
+    inet6 ::1/128 scope host
+       valid_lft forever preferred_lft forever
+`;
+  assert.deepEqual(passthroughAddressRemoval(lo), [['-6', 'addr', 'del', '::6/128', 'dev', 'lo']]);
+  assert.deepEqual(passthroughAddressRemoval(lo.replace('::6/128', '::7/128')), []);
+  assert.deepEqual(passthroughAddressRemoval(''), []);
 });

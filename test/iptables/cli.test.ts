@@ -40,6 +40,22 @@ test('ports and excludes default from DATAPLANE_PORT, INBOUND_CAPTURE_PORT, INBO
   assert.ok(flagged.stdout.includes('-A MESH_REDIRECT -p tcp -j REDIRECT --to-ports 17001\n'));
 });
 
+test('--redirect-dns defaults from MESH_META_DNS_CAPTURE (how the injector turns DNS capture on); the flag still wins', async (t) => {
+  if (podFacts().dnsServers.length === 0) return t.skip('/etc/resolv.conf names no name server here, so DNS capture is off whatever the flag says');
+  const dnsRule = '-A MESH_OUTPUT -j MESH_OUTPUT_DNS';
+  const base = ['mesh-iptables', '-n', '-f', ...OWNERS, '-i', '*'];
+  const off = await run('pilot-agent', base);
+  assert.equal(off.code, 0, off.stderr);
+  assert.ok(!off.stdout.includes('MESH_OUTPUT_DNS'), 'DNS captured with neither the flag nor the variable');
+  const on = await run('pilot-agent', base, { env: { MESH_META_DNS_CAPTURE: 'true' } });
+  assert.equal(on.code, 0, on.stderr);
+  assert.ok(on.stdout.includes(`${dnsRule}\n`), `missing ${dnsRule} in:\n${on.stdout}`);
+  const flagged = await run('pilot-agent', [...base, '--redirect-dns=false'], { env: { MESH_META_DNS_CAPTURE: 'true' } });
+  assert.ok(!flagged.stdout.includes('MESH_OUTPUT_DNS'), '--redirect-dns=false did not beat MESH_META_DNS_CAPTURE=true');
+  const help = await run('pilot-agent', ['mesh-iptables', '--help']);
+  assert.match(help.stdout, /--redirect-dns .*\$MESH_META_DNS_CAPTURE/);
+});
+
 test('a bad flag value fails before anything is done, naming the flag and what it expects', async () => {
   const cases: [string[], RegExp][] = [
     [['-m', 'NAT'], /"-m, --mesh-inbound-interception-mode" flag: expected REDIRECT or TPROXY/],

@@ -7,8 +7,12 @@ import { settingDefault } from '../../common/env.js';
 import { scope } from '../../common/log.js';
 import { counter, gauge } from '../../common/metrics.js';
 import { collectionPath, InformerGroup, OrchestratorClient, type InformerGroupOptions, type ObjectMeta, type ResourceType } from '../../config/informer.js';
+import type { WorkloadEntry } from '../../api/types.js';
+import type { Service } from '../../model/service.js';
+import type { ConfigStore } from '../../config/store.js';
 import { RecomputedRegistry } from '../recomputed.js';
-import { convertCluster, objectKey, podsByIp, REGISTRY_NAME, type ConvertOptions, type RegistryState } from './convert.js';
+import type { PodWorkloads, SelectableWorkload } from '../serviceentry.js';
+import { convertCluster, objectKey, podsByIp, podWorkloads, REGISTRY_NAME, type ConvertOptions, type RegistryState } from './convert.js';
 
 const log = scope('orch');
 
@@ -25,6 +29,14 @@ export interface OrchestratorRegistryOptions extends InformerGroupOptions {
   useEndpointSlices?: boolean;
   /** PILOT_ENABLE_EDS_FOR_HEADLESS_SERVICES; defaults to the setting. */
   edsForHeadless?: boolean;
+  /**
+   * PILOT_ENABLE_ORCH_SELECT_WORKLOAD_ENTRIES (defaults to the setting): Services with a selector
+   * select the WorkloadEntries of these sources (the config store, auto-registration).
+   */
+  selectWorkloadEntries?: boolean;
+  /** PILOT_ENABLE_HEADLESS_SERVICE_POD_LISTENERS (defaults to the setting): see instancesShapeListeners. */
+  headlessPodListeners?: boolean;
+  workloadEntrySources?: readonly Pick<ConfigStore, 'list' | 'onEvent'>[];
 }
 
 /** The resource types the registry reads (deploy/ grants exactly these). */
@@ -46,7 +58,7 @@ export interface PodIdentity {
   readonly serviceAccount: string;
 }
 
-export class OrchestratorRegistry extends RecomputedRegistry<RegistryState> {
+export class OrchestratorRegistry extends RecomputedRegistry<RegistryState> implements PodWorkloads {
   readonly name = REGISTRY_NAME;
   readonly clusterId: string;
   private readonly serviceObjects = new Map<string, V1Service>();
@@ -62,6 +74,8 @@ export class OrchestratorRegistry extends RecomputedRegistry<RegistryState> {
   private countedPending = new Set<string>();
   /** Proxies whose Pod was not found, for pilot_no_ip. */
   private readonly proxiesWithoutPod = new Set<string>();
+  private readonly podHandlers = new Set<() => void>();
+  private readonly entrySources: readonly Pick<ConfigStore, 'list' | 'onEvent'>[];
 
   constructor(private readonly options: OrchestratorRegistryOptions) {
     super({ services: [], instances: new Map(), stats: { notReady: 0, noPod: 0, pendingPods: [] } });
@@ -83,6 +97,24 @@ export class OrchestratorRegistry extends RecomputedRegistry<RegistryState> {
     for (const [kind, cache] of namespaced) for (const ns of scopes) this.watch(kind, cache, ns);
     this.watch('Node', this.nodes, undefined);
     this.watch('Namespace', this.namespaceObjects, undefined);
+    const selectEntries = options.selectWorkloadEntries ?? settingDefault('PILOT_ENABLE_ORCH_SELECT_WORKLOAD_ENTRIES');
+    this.entrySources = selectEntries ? (options.workloadEntrySources ?? []) : [];
+    for (const source of this.entrySources) source.onEvent((e) => ((e.new ?? e.old).kind === 'WorkloadEntry' ? this.invalidate() : undefined));
+  }
+
+  /** Headless services have a listener per Pod (PILOT_ENABLE_HEADLESS_SERVICE_POD_LISTENERS): a Pod change is a full push. */
+  protected override instancesShapeListeners(s: Service): boolean {
+    return (this.options.headlessPodListeners ?? settingDefault('PILOT_ENABLE_HEADLESS_SERVICE_POD_LISTENERS')) && s.resolution === 'NONE' && s.addresses.length === 0;
+  }
+
+  /** Ready Pods as workloads a ServiceEntry's workloadSelector may select. */
+  podWorkloads(): readonly SelectableWorkload[] {
+    return podWorkloads(this.pods.values(), this.nodes);
+  }
+
+  onPodsChanged(handler: () => void): () => void {
+    this.podHandlers.add(handler);
+    return () => this.podHandlers.delete(handler);
   }
 
   private watch(kind: CachedKind, cache: Map<string, unknown>, namespace: string | undefined): void {
@@ -91,6 +123,7 @@ export class OrchestratorRegistry extends RecomputedRegistry<RegistryState> {
     const changed = (event: string): void => {
       counter('pilot_orch_reg_events').inc({ type: kind, event });
       if (kind === 'Pod') this.podIps = podsByIp(this.pods.values());
+      if (kind === 'Pod' || kind === 'Node') for (const h of [...this.podHandlers]) h();
       this.invalidate();
     };
     this.informers.add(`${kind} (${type.group || 'core'}/${type.version}${namespace ? `, namespace ${namespace}` : ''})`, collectionPath(type, namespace), {
@@ -150,7 +183,8 @@ export class OrchestratorRegistry extends RecomputedRegistry<RegistryState> {
   }
 
   protected compute(): RegistryState {
-    const state = convertCluster({ services: this.serviceObjects, slices: this.slices, endpoints: this.endpoints, pods: this.pods, nodes: this.nodes }, this.convert);
+    const workloadEntries: WorkloadEntry[] = this.entrySources.flatMap((s) => s.list('WorkloadEntry'));
+    const state = convertCluster({ services: this.serviceObjects, slices: this.slices, endpoints: this.endpoints, pods: this.pods, nodes: this.nodes, workloadEntries }, this.convert);
     const { stats } = state;
     gauge('pilot_endpoint_not_ready').set(stats.notReady);
     gauge('endpoint_no_pod').set(stats.noPod);

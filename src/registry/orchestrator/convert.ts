@@ -2,7 +2,10 @@
 // mesh service (ports and protocols as the Go mesh reads them), its EndpointSlices (or Endpoints)
 // with the Pods and Nodes behind them become instances. No I/O: the controller feeds it its caches.
 import type { V1Endpoints, V1EndpointSlice, V1Node, V1Pod, V1Service, V1ServicePort } from '@kubernetes/client-node';
-import { EMPTY_LOCALITY, portProtocol, type Locality, type Protocol, type Resolution, type Service, type ServiceInstance, type ServicePort } from '../../model/service.js';
+import type { WorkloadEntry } from '../../api/types.js';
+import { labelsMatch } from '../../model/selection.js';
+import { EMPTY_LOCALITY, localityString, portProtocol, type Locality, type Protocol, type Resolution, type Service, type ServiceInstance, type ServicePort } from '../../model/service.js';
+import { workloadInstance, type SelectableWorkload } from '../serviceentry.js';
 import { compareServices, serviceKey } from '../types.js';
 
 export const REGISTRY_NAME = 'Orchestrator';
@@ -34,6 +37,8 @@ export interface ClusterObjects {
   readonly endpoints: ReadonlyMap<string, V1Endpoints>;
   readonly pods: ReadonlyMap<string, V1Pod>;
   readonly nodes: ReadonlyMap<string, V1Node>;
+  /** PILOT_ENABLE_ORCH_SELECT_WORKLOAD_ENTRIES: WorkloadEntries Services select by labels; else empty. */
+  readonly workloadEntries?: readonly WorkloadEntry[];
 }
 
 export interface EndpointStats {
@@ -215,9 +220,62 @@ export function convertCluster(objects: ClusterObjects, opts: ConvertOptions): R
         });
       });
     }
+    list.push(...selectedWorkloadEntries(svc, service, objects.workloadEntries ?? [], opts.clusterId));
     instances.set(serviceKey(service), list);
   }
   return { services: services.sort(compareServices), instances, stats };
+}
+
+/**
+ * The WorkloadEntries of the Service's namespace its selector matches, as instances (the Go mesh's
+ * Services selecting VMs): on each port, a named targetPort is looked up in the entry's `ports`
+ * (a port it does not name is left out), a numeric one (or none: the port) is used as is.
+ */
+function selectedWorkloadEntries(svc: V1Service, service: Service, entries: readonly WorkloadEntry[], clusterId: string): ServiceInstance[] {
+  const selector = svc.spec?.selector;
+  if (!selector || Object.keys(selector).length === 0) return [];
+  const out: ServiceInstance[] = [];
+  for (const we of entries) {
+    if (we.metadata.namespace !== service.namespace || !we.spec.address || !labelsMatch(selector, we.spec.labels ?? {})) continue;
+    (svc.spec?.ports ?? []).forEach((sp, i) => {
+      const target = sp.targetPort;
+      const endpointPort = typeof target === 'string' && !/^\d+$/.test(target) ? we.spec.ports?.[target] : target === undefined ? sp.port : Number(target);
+      if (endpointPort !== undefined) out.push(workloadInstance(service, service.ports[i]!, endpointPort, we.spec, we.spec.address!, clusterId));
+    });
+  }
+  return out;
+}
+
+function podReady(pod: V1Pod): boolean {
+  return pod.status?.phase === 'Running' && !pod.metadata?.deletionTimestamp && pod.status.conditions?.find((c) => c.type === 'Ready')?.status !== 'False';
+}
+
+/**
+ * Running, ready Pods with an address, as ServiceEntry workloadSelectors select them
+ * (PILOT_ENABLE_SERVICEENTRY_SELECT_PODS): labels, service account, the Node's locality, the network
+ * label, and the containers' named ports (so an entry's port name maps to the container's port).
+ */
+export function podWorkloads(pods: Iterable<V1Pod>, nodes: ReadonlyMap<string, V1Node>): SelectableWorkload[] {
+  const out: SelectableWorkload[] = [];
+  for (const pod of pods) {
+    const address = pod.status?.podIP;
+    if (!address || !podReady(pod)) continue;
+    const labels = pod.metadata?.labels ?? {};
+    const ports = Object.fromEntries((pod.spec?.containers ?? []).flatMap((c) => c.ports ?? []).filter((p) => p.name).map((p) => [p.name!, p.containerPort]));
+    const locality = nodeLocality(nodes.get(pod.spec?.nodeName ?? ''));
+    out.push({
+      namespace: pod.metadata?.namespace ?? '',
+      spec: {
+        address,
+        labels,
+        ports,
+        serviceAccount: pod.spec?.serviceAccountName ?? 'default',
+        ...(locality === EMPTY_LOCALITY ? {} : { locality: localityString(locality) }),
+        ...(labels[NETWORK_LABEL] ? { network: labels[NETWORK_LABEL] } : {}),
+      },
+    });
+  }
+  return out;
 }
 
 function externalInstance(service: Service, port: ServicePort, address: string, clusterId: string): ServiceInstance {

@@ -30,6 +30,7 @@ export function createMeshGenerators(options: MeshGeneratorOptions, types: reado
     opts: {
       inboundSniffing: settingDefault('PILOT_ENABLE_PROTOCOL_SNIFFING_FOR_INBOUND'),
       outboundSniffing: settingDefault('PILOT_ENABLE_PROTOCOL_SNIFFING_FOR_OUTBOUND'),
+      headlessPodListeners: settingDefault('PILOT_ENABLE_HEADLESS_SERVICE_POD_LISTENERS'),
       detectionTimeout: settingDefault('PILOT_INBOUND_PROTOCOL_DETECTION_TIMEOUT') / 1000,
       onProblem: oncePerPush(options.pushContext, (message) => log.warn(message)),
       onConflict: (c) => conflicts.record(c),

@@ -1,5 +1,6 @@
 // Envoy-style proxies: the resources of one proxy from a PushContext, per xDS type. Pure functions
 // of (proxy, push, options); the ResourceGenerator adapters are in ./index.ts.
+import { isIP } from 'node:net';
 import type { Cluster } from '../../gen/envoy/config/cluster/v3/cluster_pb.js';
 import type { ClusterLoadAssignment } from '../../gen/envoy/config/endpoint/v3/endpoint_pb.js';
 import type { Listener } from '../../gen/envoy/config/listener/v3/listener_pb.js';
@@ -43,6 +44,21 @@ export interface SidecarOptions {
   readonly onConflict?: (conflict: ListenerConflict) => void;
   /** Built messages kept across snapshots, keyed by their inputs (see ../cache.ts). */
   readonly cache?: XdsCache;
+  /** PILOT_ENABLE_HEADLESS_SERVICE_POD_LISTENERS: an outbound listener per Pod of a headless service. */
+  readonly headlessPodListeners?: boolean;
+}
+
+/**
+ * The Pods' addresses of the orchestrator's headless services (no address, resolution NONE), as the
+ * Go mesh builds per-Pod listeners for them; only IP addresses.
+ */
+function headlessPods(services: readonly Service[], push: PushContext): Record<string, string[]> {
+  const out: Record<string, string[]> = {};
+  for (const s of services) {
+    if (s.registry !== 'Orchestrator' || s.resolution !== 'NONE' || s.addresses.length > 0) continue;
+    out[`${s.namespace}/${s.hostname}`] = [...new Set(push.instances(s).map((i) => i.address).filter((a) => isIP(a) !== 0))].sort();
+  }
+  return out;
 }
 
 /** A subset's instances: those carrying every one of its labels (all of them for the port's own cluster). */
@@ -90,9 +106,16 @@ export function sidecarListeners(proxy: Proxy, push: PushContext, opts: SidecarO
   };
   const cap = captured(proxy);
   const sniffing = opts.outboundSniffing ?? false;
-  const outbound = memo(scope, `lds:${cap}:${sniffing}:${usesAutoAllocation(proxy)}:${opts.pathNormalization ?? ''}`, () => {
+  const perPod = cap && (opts.headlessPodListeners ?? false);
+  const outbound = memo(scope, `lds:${cap}:${sniffing}:${usesAutoAllocation(proxy)}:${opts.pathNormalization ?? ''}:${perPod}`, () => {
     const services = outboundServices(proxy, push);
-    const listenerOpts = { bind: cap ? WILDCARD_ADDRESS : LOCALHOST, bindToPort: !cap, sniffing, ...(opts.pathNormalization ? { pathNormalization: opts.pathNormalization } : {}) };
+    const listenerOpts = {
+      bind: cap ? WILDCARD_ADDRESS : LOCALHOST,
+      bindToPort: !cap,
+      sniffing,
+      ...(opts.pathNormalization ? { pathNormalization: opts.pathNormalization } : {}),
+      ...(perPod ? { headlessPods: headlessPods(services, push) } : {}),
+    };
     return cached(opts.cache, () => ['lds-outbound', services, listenerOpts], () => buildOutboundListeners(services, listenerOpts));
   });
   outbound.conflicts.forEach((c) => opts.onConflict?.(c));
@@ -104,10 +127,13 @@ export function sidecarListeners(proxy: Proxy, push: PushContext, opts: SidecarO
   const redirected = inbound.ports.filter((p) => !bindsOwnListener(p, cap));
   const ingress = own.length > 0 ? cached(opts.cache, () => ['lds-ingress', own, inboundOpts], () => buildIngressListeners(own, inboundOpts)) : [];
   if (!cap) return [...ingress, ...outbound.listeners];
+  // The proxy's own Pod gets no outbound listener of its own address (the inbound side has it), as the Go mesh.
+  const ownIp = proxy.ipAddresses[0];
+  const outboundListeners = perPod && ownIp ? outbound.listeners.filter((l) => !l.name.startsWith(`${ownIp}_`)) : outbound.listeners;
   const mode = scope.outboundTrafficPolicy;
   const tproxy = proxy.interceptionMode === 'TPROXY';
   const virtualOutbound = memo(scope, `virtualOutbound:${tproxy}`, () => cached(opts.cache, () => ['virtualOutbound', mode, tproxy], () => buildVirtualOutbound(mode, tproxy)));
-  return [virtualOutbound, cached(opts.cache, () => ['virtualInbound', redirected, inboundOpts], () => buildVirtualInbound(redirected, inboundOpts)), ...ingress, ...outbound.listeners];
+  return [virtualOutbound, cached(opts.cache, () => ['virtualInbound', redirected, inboundOpts], () => buildVirtualInbound(redirected, inboundOpts)), ...ingress, ...outboundListeners];
 }
 
 /**
