@@ -11,6 +11,13 @@ import { JWT_AUTHN_FILTER_NAME, RBAC_FILTER_NAME } from '../envoy/names.js';
 import { buildJwtAuthn, type JwksLookup } from './authn/builder.js';
 import { buildRbacFilters, type RbacFilter } from './authz/builder.js';
 import { selectPolicies, type WorkloadRef } from '../model/selection.js';
+import { perObject, sameInputs } from '../common/same-inputs.js';
+
+/**
+ * The rbac filters of a list of policies, built once for every proxy the same policies select
+ * (a mesh-wide policy: all of them); stored policies are frozen and replaced when edited.
+ */
+const rbacFiltersOf = sameInputs(buildRbacFilters);
 
 export interface WorkloadSecurity {
   readonly requestAuthentications: RequestAuthentication[];
@@ -34,9 +41,12 @@ export function buildWorkloadSecurity(
   const authorizationPolicies = selectPolicies(workload, allAuthorizationPolicies, rootNamespace);
   const warnings: string[] = [];
   const jwtAuthn = buildJwtAuthn(requestAuthentications, lookup, warnings);
-  const rbac = buildRbacFilters(authorizationPolicies);
+  const rbac = rbacFiltersOf(authorizationPolicies);
   return { requestAuthentications, authorizationPolicies, jwtAuthn, rbac: rbac.filters, warnings: [...warnings, ...rbac.warnings] };
 }
+
+/** An rbac filter as an HttpFilter, packed once per filter (shared by the proxies given it). */
+const rbacHttpFilter = perObject((r: RbacFilter) => create(HttpFilterSchema, { name: r.name, configType: { case: 'typedConfig', value: anyPack(RBACSchema, r.config) } }));
 
 /** The HTTP filters for the inbound chain's security slot: jwt_authn (if any), then the rbac filters. */
 export function securityHttpFilters(sec: WorkloadSecurity): HttpFilter[] {
@@ -44,9 +54,7 @@ export function securityHttpFilters(sec: WorkloadSecurity): HttpFilter[] {
   if (sec.jwtAuthn) {
     filters.push(create(HttpFilterSchema, { name: JWT_AUTHN_FILTER_NAME, configType: { case: 'typedConfig', value: anyPack(JwtAuthenticationSchema, sec.jwtAuthn) } }));
   }
-  for (const r of sec.rbac) {
-    filters.push(create(HttpFilterSchema, { name: r.name, configType: { case: 'typedConfig', value: anyPack(RBACSchema, r.config) } }));
-  }
+  for (const r of sec.rbac) filters.push(rbacHttpFilter(r));
   return filters;
 }
 

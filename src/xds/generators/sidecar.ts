@@ -20,7 +20,8 @@ import { clusterVariants, routeHashPolicy, ruleTraffic } from '../../networking/
 import type { HashPolicyInit } from '../../networking/http-route.js';
 import { labelsMatch } from '../../model/selection.js';
 import type { PathNormalization } from '../../networking/common.js';
-import { memo, type XdsCache } from '../cache.js';
+import { cacheKey, memo, type XdsCache } from '../cache.js';
+import { perObject } from '../../common/same-inputs.js';
 
 export interface SidecarOptions {
   /** The security filters of the proxy's inbound HTTP chains, in order (jwt_authn, rbac). */
@@ -58,6 +59,13 @@ export function toEndpoints(instances: readonly ServiceInstance[]): EndpointInpu
 function cached<T>(cache: XdsCache | undefined, key: () => [kind: string, ...inputs: unknown[]], build: () => T): T {
   return cache ? cache.cached(key, build) : build();
 }
+
+/**
+ * An HTTP filter's part of a dependency key, hashed once per filter object: the security filters
+ * are shared by the proxies the same policies select, and their packed configs (a large RBAC
+ * config, say) would otherwise be serialized into every proxy's inbound listener key.
+ */
+const filterKey = perObject((f: HttpFilter) => cacheKey('http-filter', f));
 
 function captured(proxy: Proxy): boolean {
   return proxy.interceptionMode !== 'NONE';
@@ -102,12 +110,13 @@ export function sidecarListeners(proxy: Proxy, push: PushContext, opts: SidecarO
   // reached through capture (virtualInbound's chains).
   const own = inbound.ports.filter((p) => bindsOwnListener(p, cap));
   const redirected = inbound.ports.filter((p) => !bindsOwnListener(p, cap));
-  const ingress = own.length > 0 ? cached(opts.cache, () => ['lds-ingress', own, inboundOpts], () => buildIngressListeners(own, inboundOpts)) : [];
+  const inboundKey = (): object => ({ ...inboundOpts, httpFilters: (inboundOpts.httpFilters ?? []).map(filterKey) });
+  const ingress = own.length > 0 ? cached(opts.cache, () => ['lds-ingress', own, inboundKey()], () => buildIngressListeners(own, inboundOpts)) : [];
   if (!cap) return [...ingress, ...outbound.listeners];
   const mode = scope.outboundTrafficPolicy;
   const tproxy = proxy.interceptionMode === 'TPROXY';
   const virtualOutbound = memo(scope, `virtualOutbound:${tproxy}`, () => cached(opts.cache, () => ['virtualOutbound', mode, tproxy], () => buildVirtualOutbound(mode, tproxy)));
-  return [virtualOutbound, cached(opts.cache, () => ['virtualInbound', redirected, inboundOpts], () => buildVirtualInbound(redirected, inboundOpts)), ...ingress, ...outbound.listeners];
+  return [virtualOutbound, cached(opts.cache, () => ['virtualInbound', redirected, inboundKey()], () => buildVirtualInbound(redirected, inboundOpts)), ...ingress, ...outbound.listeners];
 }
 
 /**
