@@ -55,7 +55,8 @@ export class OutgoingResponse {
  * `write()`, so the joined bytes are garbage at once. With 2000 proxies each sent 0.5 MB, a fresh
  * buffer per response was most of what the garbage collector had to deal with. Should gRPC ever
  * serialize later (a write queued behind metadata, say), the response is given a copy of its own
- * before the buffer is reused, so the bytes sent are always the ones written.
+ * before the buffer is reused, so the bytes sent are always the ones written. The buffer keeps the
+ * size of the largest response written (at most the size guard's limit, 4 MiB by default).
  */
 export class ResponseJoiner {
   private scratch = new Uint8Array(64 * 1024);
