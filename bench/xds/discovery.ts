@@ -8,6 +8,8 @@
 // pilot_proxy_queue_time p50/p99 over that step. Prints a table.
 //
 //   npm run bench -- xds          # SERVICES=1000 PROXIES=2000 NAMESPACES=10 PROTOCOLS=sotw,delta by default
+//   PROFILE_DIR=/tmp/p npm run bench -- xds   # also a CPU profile of the server per step (<dir>/<n>-<step>.cpuprofile);
+//                                             # node dist/bench/profile-summary.js <file> prints its top functions
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -16,13 +18,15 @@ import { loadSettings, setting } from '../../src/common/env.js';
 import { setScopeLevel } from '../../src/common/log.js';
 import { TypeUrl } from '../../src/envoy/types.js';
 import { localDiscoveryOptions } from '../../test/security/fixtures.js';
-import { cpuMs, printTable, RssSampler, SimulatedProxies } from './clients.js';
+import { cpuMs, printTable, PeakRss, SimulatedProxies } from './clients.js';
 import { quantileMs, snapshot } from './metrics.js';
+import { StepProfiler } from '../profiler.js';
 
 const SERVICES = Number(process.env.SERVICES ?? 1000);
 const PROXIES = Number(process.env.PROXIES ?? 2000);
 const NAMESPACES = Number(process.env.NAMESPACES ?? 10);
 const PROTOCOLS = (process.env.PROTOCOLS ?? 'sotw,delta').split(',') as Array<'sotw' | 'delta'>;
+const profiler = process.env.PROFILE_DIR ? await StepProfiler.start(process.env.PROFILE_DIR) : undefined;
 const DOMAIN = 'cluster.local';
 
 loadSettings('discovery', process.env);
@@ -78,7 +82,7 @@ writeFileSync(join(dir, 'mesh-system.yaml'), rootPolicy(['/api/*']));
 
 // The flags of a local `pilot-discovery discovery --configDir` on ephemeral ports.
 const server = new DiscoveryServer({ ...localDiscoveryOptions(dir), domain: DOMAIN });
-const rss = new RssSampler();
+const rss = new PeakRss();
 let peakRss = 0;
 const cpuStart = process.cpuUsage();
 await server.start();
@@ -109,11 +113,13 @@ async function step(clients: SimulatedProxies, label: string, expect: Record<str
   const [convergence, queue] = [await snapshot('pilot_proxy_convergence_time'), await snapshot('pilot_proxy_queue_time')];
   const cpu = process.cpuUsage();
   const start = performance.now();
+  await profiler?.begin();
   const done = expect ? clients.expect(expect) : undefined;
   await change();
   const received = done ? await done : {};
   const elapsed = performance.now() - start;
   const used = cpuMs(process.cpuUsage(cpu));
+  await profiler?.end(label);
   const peak = rss.peak();
   peakRss = Math.max(peakRss, peak);
   rows.push([
@@ -150,6 +156,6 @@ printTable(
   rows,
 );
 console.log(`server total: ${total.toFixed(0)} ms CPU over ${(process.uptime() * 1000).toFixed(0)} ms, peak RSS ${mb(peakRss)} MB, heap used ${mb(process.memoryUsage().heapUsed)} MB`);
-rss.stop();
+await profiler?.stop();
 await server.stop();
 rmSync(dir, { recursive: true, force: true });

@@ -35,6 +35,7 @@ import type { CallerAuthenticator } from '../security/ca/authenticate.js';
 import type { XdsAuthorizer } from '../security/ca/xds-auth.js';
 import { PlaintextCredentials } from '../security/ca/transport.js';
 import { buildWorkloadSecurity, grpcServerHttpFilters, securityHttpFilters, type SecurityOptions, type WorkloadSecurity } from '../security/filters.js';
+import { perObject } from '../common/same-inputs.js';
 import { SECURITY_PLUGINS, securityOptionsFor, type SecurityPlugin } from '../security/plugins.js';
 import { DEFAULT_MESH_CONFIG } from '../model/mesh-config.js';
 import type { ExtensionProviders } from '../model/extension-providers.js';
@@ -251,10 +252,12 @@ export class DiscoveryServer {
     return securityHttpFilters(this.workloadSecurity(proxy, push));
   }
 
-  /** --plugins and the mesh config's providers, resolved against the push's services. */
-  private securityOptions(push: PushContext): SecurityOptions {
-    return securityOptionsFor(push, this.opts.plugins ?? new Set(SECURITY_PLUGINS), this.opts.extensionProviders ?? DEFAULT_MESH_CONFIG.extensionProviders);
-  }
+  /**
+   * --plugins and the mesh config's providers, resolved against the push's services; one object
+   * per push, so that proxies selected by the same policies share their built filters.
+   */
+  private readonly securityOptions = perObject((push: PushContext): SecurityOptions =>
+    securityOptionsFor(push, this.opts.plugins ?? new Set(SECURITY_PLUGINS), this.opts.extensionProviders ?? DEFAULT_MESH_CONFIG.extensionProviders));
 
   /** Selection and both builders for a proxy; untranslatable values are logged (they failed closed). */
   private workloadSecurity(proxy: Proxy, push: PushContext): WorkloadSecurity {

@@ -51,6 +51,8 @@ function removeDotSegments(path: string): string {
  */
 export function canonicalPath(path: string): string | undefined {
   if (CONTROL.test(path) || !path.startsWith('/')) return undefined;
+  // Most paths have nothing to change: no escape to decode, no backslash, no dot segment.
+  if (!path.includes('%') && !path.includes('\\') && !path.includes('/.')) return path;
   return removeDotSegments(decodeUnreserved(path).replaceAll('\\', '/'));
 }
 

@@ -15,6 +15,13 @@ import { buildRbacFilters, type RbacFilter } from './authz/builder.js';
 import { NO_AUTHORIZERS, type AuthorizerLookup } from './authz/ext-authz.js';
 import { customRulesDenied } from './authz/custom.js';
 import { selectPolicies, type WorkloadRef } from '../model/selection.js';
+import { perObject, sameInputs } from '../common/same-inputs.js';
+
+/**
+ * The rbac filters of a list of policies, built once for every proxy the same policies select
+ * (a mesh-wide policy: all of them); stored policies are frozen and replaced when edited.
+ */
+const rbacFiltersOf = sameInputs(buildRbacFilters);
 
 export interface WorkloadSecurity {
   readonly requestAuthentications: RequestAuthentication[];
@@ -50,9 +57,15 @@ export function buildWorkloadSecurity(
   const authorizationPolicies = options.authz === false ? selected.filter((p) => p.spec.action === 'CUSTOM') : selected;
   const warnings: string[] = [];
   const jwtAuthn = buildJwtAuthn(requestAuthentications, lookup, warnings);
-  const rbac = buildRbacFilters(authorizationPolicies, options.authorizers ?? NO_AUTHORIZERS);
+  const rbac = rbacFiltersOf(authorizationPolicies, options.authorizers ?? NO_AUTHORIZERS);
   return { requestAuthentications, authorizationPolicies, jwtAuthn, rbac: rbac.filters, warnings: [...warnings, ...rbac.warnings] };
 }
+
+/** An rbac filter as an HttpFilter, packed once per filter (shared by the proxies given it). */
+const rbacHttpFilter = perObject((r: RbacFilter) => create(HttpFilterSchema, { name: r.name, configType: { case: 'typedConfig', value: anyPack(RBACSchema, r.config) } }));
+
+/** A CUSTOM filter's ext_authz as an HttpFilter, packed once likewise. */
+const extAuthzHttpFilter = perObject((e: NonNullable<RbacFilter['extAuthz']>) => create(HttpFilterSchema, { name: EXT_AUTHZ_FILTER_NAME, configType: { case: 'typedConfig', value: anyPack(ExtAuthzSchema, e.config) } }));
 
 /** The HTTP filters for the inbound chain's security slot: jwt_authn (if any), then the rbac filters. */
 export function securityHttpFilters(sec: WorkloadSecurity): HttpFilter[] {
@@ -61,8 +74,8 @@ export function securityHttpFilters(sec: WorkloadSecurity): HttpFilter[] {
     filters.push(create(HttpFilterSchema, { name: JWT_AUTHN_FILTER_NAME, configType: { case: 'typedConfig', value: anyPack(JwtAuthenticationSchema, sec.jwtAuthn) } }));
   }
   for (const r of sec.rbac) {
-    filters.push(create(HttpFilterSchema, { name: r.name, configType: { case: 'typedConfig', value: anyPack(RBACSchema, r.config) } }));
-    if (r.extAuthz) filters.push(create(HttpFilterSchema, { name: EXT_AUTHZ_FILTER_NAME, configType: { case: 'typedConfig', value: anyPack(ExtAuthzSchema, r.extAuthz.config) } }));
+    filters.push(rbacHttpFilter(r));
+    if (r.extAuthz) filters.push(extAuthzHttpFilter(r.extAuthz));
   }
   return filters;
 }

@@ -6,6 +6,7 @@ import { DeltaDiscoveryResponseSchema, DiscoveryResponseSchema } from '../gen/en
 import { isWildcardType } from '../envoy/types.js';
 import { concatBytes, encodedDelta, encodedSotw, setDiff, type ResourceSet, type ResponseCache, type SetDiff } from './cache.js';
 import type { Delivery, VersionedResource, Watch } from './connection.js';
+import type { ResponseBytes } from './ads-transport.js';
 
 type ControlPlane = { identifier: string } | undefined;
 
@@ -27,9 +28,9 @@ export function incrementalBase(w: Watch): Delivery | undefined {
  * delivery. Its resources are most of them and are the same for every proxy given the same
  * version, so the list is put together once per type and version (kept in `cache`) from the
  * resources' encoded entries; the per-stream fields (nonce, ...) are encoded alone and put in
- * front, which protobuf parses as one message.
+ * front (written without joining them: see ResponseJoiner).
  */
-export function encodeSotw(cache: ResponseCache, typeUrl: string, d: Delivery, since: Delivery | undefined, controlPlane: ControlPlane): Uint8Array {
+export function encodeSotw(cache: ResponseCache, typeUrl: string, d: Delivery, since: Delivery | undefined, controlPlane: ControlPlane): ResponseBytes {
   const key = since ? `${typeUrl} ${d.version} since ${since.version}` : `${typeUrl} ${d.version}`;
   const body = cache.encoded.remember(key, () => {
     const entries: Uint8Array[] = [];
@@ -37,7 +38,7 @@ export function encodeSotw(cache: ResponseCache, typeUrl: string, d: Delivery, s
     return concatBytes(entries);
   });
   const head = toBinary(DiscoveryResponseSchema, create(DiscoveryResponseSchema, { versionInfo: d.version, typeUrl, nonce: d.nonce, controlPlane }));
-  return concatBytes([head, body]);
+  return [head, body];
 }
 
 /**
@@ -45,10 +46,10 @@ export function encodeSotw(cache: ResponseCache, typeUrl: string, d: Delivery, s
  * each encoded once. A response carrying the whole set (a stream's first) shares its list of
  * entries with the streams given the same set.
  */
-export function encodeDelta(cache: ResponseCache, init: MessageInitShape<typeof DeltaDiscoveryResponseSchema>, set: ResourceSet, updated: readonly VersionedResource[]): Uint8Array {
+export function encodeDelta(cache: ResponseCache, init: MessageInitShape<typeof DeltaDiscoveryResponseSchema>, set: ResourceSet, updated: readonly VersionedResource[]): ResponseBytes {
   const entries = (): Uint8Array => concatBytes(updated.map(encodedDelta));
   const body = updated.length === set.resources.size ? cache.encoded.remember(`delta ${init.typeUrl} ${set.version}`, entries) : entries();
-  return concatBytes([toBinary(DeltaDiscoveryResponseSchema, create(DeltaDiscoveryResponseSchema, init)), body]);
+  return [toBinary(DeltaDiscoveryResponseSchema, create(DeltaDiscoveryResponseSchema, init)), body];
 }
 
 /** What a Delta response carries: resources the proxy lacks or holds in another version, names gone. */

@@ -28,7 +28,7 @@ import { applyDelta, deltaDiff, encodeDelta, encodeSotw, incrementalBase } from 
 import { clientStatus } from './csds.js';
 import { XdsStreamError, type DeliveryObserver, type ProxyInfo, type PushRequest, type ResourceGenerator } from './generator.js';
 import { grpcServiceDefinition } from '../envoy/grpc-service.js';
-import { adsDefinition, grpcOptions, Semaphore, type AdsTransportOptions } from './ads-transport.js';
+import { adsDefinition, grpcOptions, ResponseJoiner, responseSize, Semaphore, type AdsTransportOptions, type OutgoingResponse, type ResponseBytes } from './ads-transport.js';
 import { ResponseSizeGuard, sized } from './size-guard.js';
 import { PushHold, type FlowControlOptions } from './flow-control.js';
 import { shortTypeName, TypeUrl } from '../envoy/types.js';
@@ -108,6 +108,7 @@ export class XdsServer {
   private nonceSeq = 0;
   /** What SotW responses share across streams (the response tier of the XDS cache, see cache.ts). */
   private readonly responses = new ResponseCache();
+  private readonly joiner = new ResponseJoiner();
   private connectionSeq = 0;
   private readonly flowControl: FlowControlOptions;
 
@@ -119,8 +120,8 @@ export class XdsServer {
     this.flowControl = options.flowControl ?? { enabled: settingDefault('PILOT_ENABLE_FLOW_CONTROL'), timeoutMs: settingDefault('PILOT_FLOW_CONTROL_TIMEOUT') };
     this.grpc = new Server(grpcOptions(options));
     this.grpc.addService(adsDefinition(), {
-      streamAggregatedResources: (call: ServerDuplexStream<DiscoveryRequest, Uint8Array>) => this.serveSotw(call),
-      deltaAggregatedResources: (call: ServerDuplexStream<DeltaDiscoveryRequest, Uint8Array>) =>
+      streamAggregatedResources: (call: ServerDuplexStream<DiscoveryRequest, OutgoingResponse>) => this.serveSotw(call),
+      deltaAggregatedResources: (call: ServerDuplexStream<DeltaDiscoveryRequest, OutgoingResponse>) =>
         this.serveDelta(call),
     });
     this.grpc.addService(grpcServiceDefinition(ClientStatusDiscoveryService), {
@@ -214,11 +215,11 @@ export class XdsServer {
    * The lifecycle shared by SotW and Delta streams: the first request identifies the proxy, every
    * request is validated and handled in order, and an XdsStreamError ends only this stream.
    */
-  private serve<Req extends { node?: Node; typeUrl: string }, Out>(
-    call: ServerDuplexStream<Req, Out>,
+  private serve<Req extends { node?: Node; typeUrl: string }>(
+    call: ServerDuplexStream<Req, OutgoingResponse>,
     protocol: 'sotw' | 'delta',
     handle: (s: Session, req: Req) => Promise<void>,
-    responder: (conn: Connection, send: (msg: Out) => Promise<void>) => Session['respond'],
+    responder: (conn: Connection, send: (msg: ResponseBytes) => Promise<void>) => Session['respond'],
   ): void {
     let session: Session | undefined;
     // Set once the stream is failed: requests already in flight behind the bad one are dropped.
@@ -235,7 +236,7 @@ export class XdsServer {
       if (session) this.dropSession(session);
       call.emit('error', e);
     };
-    const send = (msg: Out): Promise<void> => this.write(call, msg);
+    const send = (msg: ResponseBytes): Promise<void> => this.write(call, msg);
     call.on('data', (req: Req) => {
       if (failed) return;
       if (!session) {
@@ -292,13 +293,13 @@ export class XdsServer {
     if (push) await this.sendHeld(s, typeUrl, push);
   }
 
-  private serveSotw(call: ServerDuplexStream<DiscoveryRequest, Uint8Array>): void {
+  private serveSotw(call: ServerDuplexStream<DiscoveryRequest, OutgoingResponse>): void {
     this.serve(call, 'sotw', (s, req) => this.onSotwRequest(s, req), (conn, send) => (w, force, push) =>
       this.respondSotw(conn, send, w, force, push),
     );
   }
 
-  private serveDelta(call: ServerDuplexStream<DeltaDiscoveryRequest, Uint8Array>): void {
+  private serveDelta(call: ServerDuplexStream<DeltaDiscoveryRequest, OutgoingResponse>): void {
     this.serve(call, 'delta', (s, req) => this.onDeltaRequest(s, req), (conn, send) => (w, force, push, added) =>
       this.respondDelta(conn, send, w, force, push, added ?? []),
     );
@@ -442,7 +443,7 @@ export class XdsServer {
 
   private async respondSotw(
     conn: Connection,
-    send: (msg: Uint8Array) => Promise<void>,
+    send: (msg: ResponseBytes) => Promise<void>,
     w: Watch,
     force: boolean,
     push?: PushRequest,
@@ -454,7 +455,7 @@ export class XdsServer {
     const delivery: Delivery = { version: set.version, nonce: this.nextNonce(), time: new Date(), resources: set.resources };
     const since = push ? incrementalBase(w) : undefined;
     const encoded = encodeSotw(this.responses, w.typeUrl, delivery, since, this.controlPlane());
-    if (!this.sizes.admit(conn.proxy, w.typeUrl, set.version, encoded.length, () => sized(set.resources.values()))) return;
+    if (!this.sizes.admit(conn.proxy, w.typeUrl, set.version, responseSize(encoded), () => sized(set.resources.values()))) return;
     w.sent = delivery;
     this.options.deliveries?.sent(conn.proxy.connectionId, w.typeUrl, delivery.nonce, delivery.version);
     await this.sendTimed(conn, w.typeUrl, start, () => send(encoded));
@@ -462,7 +463,7 @@ export class XdsServer {
 
   private async respondDelta(
     conn: Connection,
-    send: (msg: Uint8Array) => Promise<void>,
+    send: (msg: ResponseBytes) => Promise<void>,
     w: Watch,
     force: boolean,
     push: PushRequest | undefined,
@@ -476,7 +477,7 @@ export class XdsServer {
     const nonce = this.nextNonce();
     const head = { systemVersionInfo: set.version, typeUrl: w.typeUrl, nonce, removedResources: [...diff.removed, ...diff.missing], controlPlane: this.controlPlane() };
     const encoded = encodeDelta(this.responses, head, set, diff.updated);
-    if (!this.sizes.admit(conn.proxy, w.typeUrl, set.version, encoded.length, () => sized(diff.updated))) return;
+    if (!this.sizes.admit(conn.proxy, w.typeUrl, set.version, responseSize(encoded), () => sized(diff.updated))) return;
     const delivery: Delivery = { version: set.version, nonce, time: new Date(), resources: applyDelta(w, set, diff) };
     w.sent = delivery;
     w.pending.set(delivery.nonce, delivery);
@@ -505,8 +506,8 @@ export class XdsServer {
     log.debug(`${conn.proxy.connectionId}: sent ${type}`);
   }
 
-  /** Writes one message; resolves once gRPC has taken it, or rejects after the send timeout. */
-  private write<T>(call: { write(msg: T, cb: (err?: Error | null) => void): boolean }, msg: T): Promise<void> {
+  /** Writes one response; resolves once gRPC has taken it, or rejects after the send timeout. */
+  private write(call: { write(msg: OutgoingResponse, cb: (err?: Error | null) => void): boolean }, msg: ResponseBytes): Promise<void> {
     return new Promise((resolve, reject) => {
       let timer: NodeJS.Timeout | undefined;
       if (this.sendTimeoutMs > 0) {
@@ -515,11 +516,13 @@ export class XdsServer {
           reject(new XdsStreamError(status.DEADLINE_EXCEEDED, `send did not complete within ${this.sendTimeoutMs}ms`));
         }, this.sendTimeoutMs);
       }
-      call.write(msg, (err) => {
-        clearTimeout(timer);
-        if (err) reject(err);
-        else resolve();
-      });
+      this.joiner.write(msg, (r) =>
+        call.write(r, (err) => {
+          clearTimeout(timer);
+          if (err) reject(err);
+          else resolve();
+        }),
+      );
     });
   }
 

@@ -11,7 +11,8 @@ import { DeltaDiscoveryResponseSchema, DiscoveryResponseSchema } from '../../src
 import { setScopeLevel } from '../../src/common/log.js';
 import { PushContext } from '../../src/model/push-context.js';
 import { ServiceEntryRegistry } from '../../src/registry/serviceentry.js';
-import { encodedDelta, encodedSotw, ResponseCache, XdsCache } from '../../src/xds/cache.js';
+import { concatBytes, encodedDelta, encodedSotw, ResponseCache, XdsCache } from '../../src/xds/cache.js';
+import { ResponseJoiner, type OutgoingResponse, type ResponseBytes } from '../../src/xds/ads-transport.js';
 import { Watch, type Delivery, type VersionedResource } from '../../src/xds/connection.js';
 import type { ProxyInfo } from '../../src/xds/generator.js';
 import { createMeshGenerators } from '../../src/xds/generators/index.js';
@@ -55,7 +56,7 @@ test('proxies with identical clusters share one set and the same encoded bytes; 
 
   // SotW: both clients' responses carry the one encoded list; each decodes to its proxy's clusters.
   const delivery = (set: typeof a, nonce: string): Delivery => ({ version: set.version, nonce, time: new Date(), resources: set.resources });
-  const decode = (bytes: Uint8Array) => fromBinary(DiscoveryResponseSchema, bytes);
+  const decode = (parts: ResponseBytes) => fromBinary(DiscoveryResponseSchema, concatBytes(parts));
   const ra = decode(encodeSotw(responses, TypeUrl.Cluster, delivery(a, 'n1'), undefined, undefined));
   const rb = decode(encodeSotw(responses, TypeUrl.Cluster, delivery(b, 'n2'), undefined, undefined));
   const re = decode(encodeSotw(responses, TypeUrl.Cluster, delivery(echo, 'n3'), undefined, { identifier: 'meshd-1' }));
@@ -72,7 +73,7 @@ test('proxies with identical clusters share one set and the same encoded bytes; 
   const [first] = a.resources.values();
   assert.equal(encodedDelta(b.resources.get(first!.name)!), encodedDelta(first!));
   const deltaOf = (updated: VersionedResource[], nonce: string) =>
-    fromBinary(DeltaDiscoveryResponseSchema, encodeDelta(responses, { systemVersionInfo: echo.version, typeUrl: TypeUrl.Cluster, nonce, removedResources: ['gone'] }, echo, updated));
+    fromBinary(DeltaDiscoveryResponseSchema, concatBytes(encodeDelta(responses, { systemVersionInfo: echo.version, typeUrl: TypeUrl.Cluster, nonce, removedResources: ['gone'] }, echo, updated)));
   const delta = deltaOf([...echo.resources.values()], 'd1');
   assert.deepEqual(
     delta.resources.map((r) => [r.name, r.version, unpack(r.resource!, ClusterSchema).name]),
@@ -96,4 +97,31 @@ test('proxies with identical clusters share one set and the same encoded bytes; 
   assert.deepEqual(Object.fromEntries(watches[1]!.clientVersions), Object.fromEntries([...echo.resources.values()].map((r) => [r.name, r.version])));
   assert.equal(deltaDiff(watches[0]!, echo, [], false), undefined, 'nothing new: nothing sent');
   registry.close();
+});
+
+test('responses are joined in one reused buffer; one that gRPC did not take during the write keeps its own bytes', () => {
+  const joiner = new ResponseJoiner();
+  const bytes = (...b: number[]) => new Uint8Array(b);
+  const taken: Uint8Array[] = [];
+  // Taken during the write, as grpc-js serializes: the bytes are copied out at once.
+  const take = (r: OutgoingResponse) => {
+    r.taken = true;
+    taken.push(Uint8Array.from(r.bytes));
+  };
+  joiner.write([bytes(1, 2), bytes(3)], take);
+  joiner.write([bytes(9), bytes(8, 7, 6)], take);
+  assert.deepEqual(taken, [bytes(1, 2, 3), bytes(9, 8, 7, 6)]);
+
+  // Not taken during the write (gRPC queued it): later writes must not change what it will send.
+  let queued: OutgoingResponse | undefined;
+  joiner.write([bytes(4, 4), bytes(5, 5)], (r) => (queued = r));
+  joiner.write([bytes(0, 0), bytes(0, 0)], take);
+  assert.deepEqual(queued!.bytes, bytes(4, 4, 5, 5));
+
+  // Larger than the buffer: it grows, the content is whole.
+  const big = new Uint8Array(200_000).fill(7);
+  joiner.write([bytes(1), big], take);
+  assert.equal(taken.at(-1)!.length, 200_001);
+  assert.equal(taken.at(-1)![0], 1);
+  assert.ok(taken.at(-1)!.subarray(1).every((b) => b === 7));
 });

@@ -21,7 +21,8 @@ import { clusterVariants, routeHashPolicy, ruleTraffic } from '../../networking/
 import type { HashPolicyInit } from '../../networking/http-route.js';
 import { labelsMatch } from '../../model/selection.js';
 import type { PathNormalization } from '../../networking/common.js';
-import { memo, type XdsCache } from '../cache.js';
+import { cacheKey, memo, type XdsCache } from '../cache.js';
+import { perObject } from '../../common/same-inputs.js';
 
 export interface SidecarOptions {
   /** The security filters of the proxy's inbound HTTP chains, in order (jwt_authn, rbac). */
@@ -75,6 +76,13 @@ function cached<T>(cache: XdsCache | undefined, key: () => [kind: string, ...inp
   return cache ? cache.cached(key, build) : build();
 }
 
+/**
+ * An HTTP filter's part of a dependency key, hashed once per filter object: the security filters
+ * are shared by the proxies the same policies select, and their packed configs (a large RBAC
+ * config, say) would otherwise be serialized into every proxy's inbound listener key.
+ */
+const filterKey = perObject((f: HttpFilter) => cacheKey('http-filter', f));
+
 function captured(proxy: Proxy): boolean {
   return proxy.interceptionMode !== 'NONE';
 }
@@ -125,7 +133,8 @@ export function sidecarListeners(proxy: Proxy, push: PushContext, opts: SidecarO
   // reached through capture (virtualInbound's chains).
   const own = inbound.ports.filter((p) => bindsOwnListener(p, cap));
   const redirected = inbound.ports.filter((p) => !bindsOwnListener(p, cap));
-  const ingress = own.length > 0 ? cached(opts.cache, () => ['lds-ingress', own, inboundOpts], () => buildIngressListeners(own, inboundOpts)) : [];
+  const inboundKey = (): object => ({ ...inboundOpts, httpFilters: (inboundOpts.httpFilters ?? []).map(filterKey) });
+  const ingress = own.length > 0 ? cached(opts.cache, () => ['lds-ingress', own, inboundKey()], () => buildIngressListeners(own, inboundOpts)) : [];
   if (!cap) return [...ingress, ...outbound.listeners];
   // The proxy's own Pod gets no outbound listener of its own address (the inbound side has it), as the Go mesh.
   const ownIp = proxy.ipAddresses[0];
@@ -133,7 +142,7 @@ export function sidecarListeners(proxy: Proxy, push: PushContext, opts: SidecarO
   const mode = scope.outboundTrafficPolicy;
   const tproxy = proxy.interceptionMode === 'TPROXY';
   const virtualOutbound = memo(scope, `virtualOutbound:${tproxy}`, () => cached(opts.cache, () => ['virtualOutbound', mode, tproxy], () => buildVirtualOutbound(mode, tproxy)));
-  return [virtualOutbound, cached(opts.cache, () => ['virtualInbound', redirected, inboundOpts], () => buildVirtualInbound(redirected, inboundOpts)), ...ingress, ...outboundListeners];
+  return [virtualOutbound, cached(opts.cache, () => ['virtualInbound', redirected, inboundKey()], () => buildVirtualInbound(redirected, inboundOpts)), ...ingress, ...outboundListeners];
 }
 
 /**
