@@ -17,7 +17,7 @@ export class PluginsError extends Error {}
 export function parsePlugins(list: readonly string[]): ReadonlySet<SecurityPlugin> {
   const out = new Set<SecurityPlugin>();
   for (const name of list) {
-    if (!(SECURITY_PLUGINS as readonly string[]).includes(name)) throw new PluginsError(`unknown plugin ${JSON.stringify(name)} in --plugins (expected some of ${SECURITY_PLUGINS.join(', ')})`);
+    if (!(SECURITY_PLUGINS as readonly string[]).includes(name)) throw new PluginsError(`invalid argument ${JSON.stringify(name)} for "--plugins" flag: expected some of ${SECURITY_PLUGINS.join(', ')}`);
     out.add(name as SecurityPlugin);
   }
   return out;

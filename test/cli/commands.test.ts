@@ -31,6 +31,7 @@ test('flag values are type-checked, naming the flag, the value and what is expec
     [['pilot-discovery', ['discovery', '--orchestratorApiBurst', '1.5']], /invalid argument "1.5" for "--orchestratorApiBurst" flag: expected an integer/],
     [['pilot-discovery', ['discovery', '--profile=maybe']], /invalid argument "maybe" for "--profile" flag: expected a boolean/],
     [['pilot-discovery', ['discovery', '--registries', 'Consul']], /invalid argument "Consul" for "--registries" flag: expected one of Orchestrator, Mock/],
+    [['pilot-discovery', ['discovery', '--plugins', 'authz,mixer']], /invalid argument "mixer" for "--plugins" flag: expected some of ext_authz, authn, authz/],
     [['pilot-discovery', ['discovery', '--log_output_level', 'ads:loud']], /unknown level "loud"/],
     [['pilot-discovery', ['discovery', '--log_output_level', 'nosuch:debug']], /unknown scope "nosuch"/],
     [['pilot-agent', ['wait', '--periodMillis', 'x']], /invalid argument "x" for "--periodMillis" flag: expected an integer/],
