@@ -26,6 +26,8 @@ export interface DiscoverySettings {
   /** The webhook configurations whose caBundle the server keeps (see webhooks/ca-bundle.ts). */
   readonly webhookConfigs: { readonly namespace: string; readonly injection: string; readonly validation: string };
   readonly orchestratorRegistry: { readonly edsForHeadless: boolean; readonly useEndpointSlices: boolean };
+  /** Mesh mTLS settings from the environment (mesh config adds auto mTLS and the aliases). */
+  readonly mtls: { readonly trustDomain: string; readonly skipValidation: boolean; readonly inboundTlsV2: boolean };
 }
 
 export function discoverySettings(): DiscoverySettings {
@@ -51,5 +53,6 @@ export function discoverySettings(): DiscoverySettings {
     injection: { enabled: setting('INJECT_ENABLED'), legacyFsGroup: setting('ENABLE_LEGACY_FSGROUP_INJECTION') },
     webhookConfigs: { namespace: setting('POD_NAMESPACE'), injection: setting('INJECTION_WEBHOOK_CONFIG_NAME'), validation: setting('VALIDATION_WEBHOOK_CONFIG_NAME') },
     orchestratorRegistry: { edsForHeadless: setting('PILOT_ENABLE_EDS_FOR_HEADLESS_SERVICES'), useEndpointSlices: setting('PILOT_USE_ENDPOINT_SLICE') },
+    mtls: { trustDomain: setting('TRUST_DOMAIN'), skipValidation: setting('PILOT_SKIP_VALIDATE_TRUST_DOMAIN'), inboundTlsV2: setting('PILOT_SIDECAR_ENABLE_INBOUND_TLS_V2') },
   };
 }

@@ -1,6 +1,6 @@
 // The discovery server's mesh config file (`--meshConfig`): the fields it applies, read purely
-// from the file's text. Only `pathNormalization` is effective yet; the other fields are reported
-// so that the program can say they are not.
+// from the file's text. `pathNormalization`, `enableAutoMtls` and `trustDomainAliases` are
+// effective; the other fields are reported so that the program can say they are not.
 import { parse as parseYaml, YAMLParseError } from 'yaml';
 import { PATH_NORMALIZATIONS, type PathNormalization } from '../networking/common.js';
 
@@ -9,11 +9,27 @@ export class MeshConfigError extends Error {}
 export interface MeshConfig {
   /** `pathNormalization.normalization`; DEFAULT and an absent field are BASE. */
   readonly pathNormalization: PathNormalization;
+  /** `enableAutoMtls` (default true): clients use mesh mTLS to endpoints with a sidecar unless a DestinationRule says otherwise. */
+  readonly enableAutoMtls: boolean;
+  /** `trustDomainAliases`: other trust domains that name the same workloads (SAN checks, AuthorizationPolicy principals). */
+  readonly trustDomainAliases: readonly string[];
   /** Top-level fields present in the file that have no effect yet. */
   readonly notEffective: readonly string[];
 }
 
-export const DEFAULT_MESH_CONFIG: MeshConfig = { pathNormalization: 'BASE', notEffective: [] };
+export const DEFAULT_MESH_CONFIG: MeshConfig = { pathNormalization: 'BASE', enableAutoMtls: true, trustDomainAliases: [], notEffective: [] };
+
+const EFFECTIVE_FIELDS = new Set(['pathNormalization', 'enableAutoMtls', 'trustDomainAliases']);
+
+function readMtlsFields(doc: Record<string, unknown>, file: string): Pick<MeshConfig, 'enableAutoMtls' | 'trustDomainAliases'> {
+  const auto = doc['enableAutoMtls'] ?? true;
+  if (typeof auto !== 'boolean') throw new MeshConfigError(`${file}: enableAutoMtls: expected true or false, got ${JSON.stringify(auto)}`);
+  const aliases = doc['trustDomainAliases'] ?? [];
+  if (!Array.isArray(aliases) || aliases.some((a) => typeof a !== 'string' || a === '' || a.includes('/'))) {
+    throw new MeshConfigError(`${file}: trustDomainAliases: expected a list of trust domain names (no "/"), got ${JSON.stringify(aliases)}`);
+  }
+  return { enableAutoMtls: auto, trustDomainAliases: aliases as string[] };
+}
 
 const isRecord = (v: unknown): v is Record<string, unknown> => typeof v === 'object' && v !== null && !Array.isArray(v);
 
@@ -40,5 +56,5 @@ export function parseMeshConfig(text: string, file: string): MeshConfig {
       pathNormalization = mode as PathNormalization;
     }
   }
-  return { pathNormalization, notEffective: Object.keys(doc).filter((k) => k !== 'pathNormalization').sort() };
+  return { pathNormalization, ...readMtlsFields(doc, file), notEffective: Object.keys(doc).filter((k) => !EFFECTIVE_FIELDS.has(k)).sort() };
 }

@@ -8,12 +8,20 @@ import { HttpConnectionManagerSchema } from '../../src/gen/envoy/extensions/filt
 import { toEnvoyJson, unpack } from '../../src/envoy/types.js';
 
 test('pathNormalization: absent, DEFAULT and each mode; other fields are reported as not effective', () => {
-  assert.deepEqual(parseMeshConfig('', 'mesh'), { pathNormalization: 'BASE', notEffective: [] });
+  assert.deepEqual(parseMeshConfig('', 'mesh'), { pathNormalization: 'BASE', enableAutoMtls: true, trustDomainAliases: [], notEffective: [] });
   assert.equal(parseMeshConfig('pathNormalization: {normalization: DEFAULT}', 'mesh').pathNormalization, 'BASE');
   for (const mode of ['NONE', 'BASE', 'MERGE_SLASHES', 'DECODE_AND_MERGE_SLASHES']) {
     assert.equal(parseMeshConfig(`pathNormalization:\n  normalization: ${mode}\n`, 'mesh').pathNormalization, mode);
   }
   assert.deepEqual(parseMeshConfig('enableTracing: true\naccessLogFile: /dev/stdout\n', 'mesh').notEffective, ['accessLogFile', 'enableTracing']);
+});
+
+test('enableAutoMtls (default true) and trustDomainAliases are read and effective; bad values name the field', () => {
+  const m = parseMeshConfig('enableAutoMtls: false\ntrustDomainAliases: [old.example, legacy]\n', 'mesh');
+  assert.deepEqual({ auto: m.enableAutoMtls, aliases: m.trustDomainAliases, notEffective: m.notEffective }, { auto: false, aliases: ['old.example', 'legacy'], notEffective: [] });
+  assert.throws(() => parseMeshConfig('enableAutoMtls: "yes"', 'm'), /m: enableAutoMtls: expected true or false, got "yes"/);
+  assert.throws(() => parseMeshConfig('trustDomainAliases: old.example', 'm'), /m: trustDomainAliases: expected a list of trust domain names/);
+  assert.throws(() => parseMeshConfig('trustDomainAliases: ["spiffe://x/y"]', 'm'), /trustDomainAliases: expected a list/);
 });
 
 test('an invalid mesh config is an error naming the file, the field and the value', () => {
