@@ -9,11 +9,13 @@ import { X509Certificate } from 'node:crypto';
 import { Agent, request } from 'node:https';
 import { connect as tlsConnect, type TLSSocket } from 'node:tls';
 import { Cluster_DiscoveryType, ClusterSchema } from '../../src/gen/envoy/config/cluster/v3/cluster_pb.js';
-import { pack, TypeUrl } from '../../src/envoy/types.js';
+import { pack, TypeUrl, unpack } from '../../src/envoy/types.js';
+import { HttpProtocolOptionsSchema } from '../../src/gen/envoy/extensions/upstreams/http/v3/http_protocol_options_pb.js';
+import { connect as netConnect, createServer as createNetServer } from 'node:net';
 import { freePort } from '../../samples/local-mesh.js';
 import { eventually } from '../helpers/proc.js';
 import { downstreamTls, echo, meshCa, meshTls, sidecar, spiffe, tlsInspector, tlsModeMetadata, upstreamTls, workload, type MeshCa, type Workload } from './tls-fixtures.js';
-import { hcmChain, listener, staticCluster } from './xds-fixtures.js';
+import { hcmChain, listener, staticCluster, tcpChain } from './xds-fixtures.js';
 import type { TestContext } from 'node:test';
 
 const SNI = 'outbound_.8080_._.server.default.svc.cluster.local';
@@ -136,4 +138,48 @@ test('a certificate renewed over SDS: a keep-alive connection keeps working, new
   });
   t.after(() => fresh.destroy());
   assert.equal(fresh.getPeerX509Certificate()!.serialNumber, renewed.serialNumber, 'a new handshake gets the renewed certificate');
+});
+
+test('TCP proxy and HTTP/2 (h2c inside TLS) upstreams over mTLS', async (t) => {
+  const ca = await meshCa();
+  const sw = await workload(t, ca, 'server');
+  const s = await sidecar(t, sw);
+  const app = await echo(t, 'h2-app');
+  const tcpApp = createNetServer((c) => c.pipe(c));
+  await new Promise<void>((resolve) => tcpApp.listen(0, '127.0.0.1', resolve));
+  t.after(() => tcpApp.close());
+  const [httpPort, tcpPort] = [await freePort(), await freePort()];
+  const inbound = { filterChainMatch: { transportProtocol: 'tls' }, transportSocket: downstreamTls(meshTls([spiffe('client')], ['h2', 'http/1.1'])) };
+  s.ads.set(TypeUrl.Cluster, [staticCluster('app', [app]), staticCluster('tcp-app', [(tcpApp.address() as { port: number }).port])]);
+  s.ads.set(TypeUrl.Listener, [
+    listener('in-http', httpPort, [hcmChain({ cluster: 'app' }, inbound)], { listenerFilters: [tlsInspector] }),
+    listener('in-tcp', tcpPort, [tcpChain('tcp-app', inbound)], { listenerFilters: [tlsInspector] }),
+  ]);
+  await s.ads.push(TypeUrl.Cluster, TypeUrl.Listener);
+
+  const cw = await workload(t, ca, 'client');
+  const c = await sidecar(t, cw);
+  const [outHttp, outTcp] = [await freePort(), await freePort()];
+  const h2 = meshCluster('to-http', httpPort, spiffe('server'));
+  const h2Cluster = unpack(h2.any, ClusterSchema);
+  h2Cluster.typedExtensionProtocolOptions['envoy.extensions.upstreams.http.v3.HttpProtocolOptions'] = pack(HttpProtocolOptionsSchema, { upstreamProtocolOptions: { case: 'explicitHttpConfig', value: { protocolConfig: { case: 'http2ProtocolOptions', value: {} } } } });
+  c.ads.set(TypeUrl.Cluster, [{ name: 'to-http', any: pack(ClusterSchema, h2Cluster) }, meshCluster('to-tcp', tcpPort, spiffe('server'))]);
+  c.ads.set(TypeUrl.Listener, [listener('out-http', outHttp, [hcmChain({ cluster: 'to-http' })]), listener('out-tcp', outTcp, [tcpChain('to-tcp')])]);
+  await c.ads.push(TypeUrl.Cluster, TypeUrl.Listener);
+  for (const admin of [s.admin, c.admin]) await eventually(async () => assert.equal((await fetch(`${admin}/ready`)).status, 200), 15_000);
+
+  const r = await fetch(`http://127.0.0.1:${outHttp}/h2`);
+  assert.equal(r.status, 200);
+  assert.equal(((await r.json()) as { who: string }).who, 'h2-app');
+  const echoed = await new Promise<string>((resolve, reject) => {
+    const sock = netConnect(outTcp, '127.0.0.1', () => sock.write('ping over mtls'));
+    sock.on('data', (d: Buffer) => {
+      resolve(d.toString());
+      sock.destroy();
+    });
+    sock.on('error', reject);
+  });
+  assert.equal(echoed, 'ping over mtls');
+  assert.ok((await stat(c.admin, 'cluster.to-tcp.ssl.handshake')) >= 1);
+  assert.ok((await stat(c.admin, 'cluster.to-http.ssl.handshake')) >= 1);
 });
