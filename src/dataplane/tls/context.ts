@@ -120,6 +120,7 @@ export function compileValidation(v: CertificateValidationContext, field: string
 function certificateOf(c: TlsCertificate, field: string): { cert: string; key: string } {
   if (c.privateKeyProvider) throw new ConfigError(`${field}.private_key_provider`, 'is not supported by this proxy');
   if (c.password) throw new ConfigError(`${field}.password`, 'encrypted private keys are not supported');
+  if (c.pkcs12) throw new ConfigError(`${field}.pkcs12`, 'PKCS#12 is not supported; use certificate_chain and private_key');
   if (c.watchedDirectory || c.ocspStaple || c.signedCertificateTimestamp.length > 0) log.warn(`${field}: watched_directory, ocsp_staple and signed_certificate_timestamp are accepted but not applied`);
   return { cert: readDataSource(c.certificateChain, `${field}.certificate_chain`), key: readDataSource(c.privateKey, `${field}.private_key`) };
 }
