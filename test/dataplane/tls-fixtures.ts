@@ -126,10 +126,9 @@ export function tlsModeMetadata(mode: string): { filterMetadata: Record<string, 
   return { filterMetadata: { 'envoy.transport_socket_match': { tlsMode: mode } } };
 }
 
-/** An in-process mesh-proxy with its own ADS fixture and the workload's SDS socket as `sds-grpc`. */
-export async function sidecar(t: TestContext, w: Workload): Promise<{ proxy: MeshProxy; ads: FixtureAds; admin: string }> {
-  const ads = await new FixtureAds().listen();
-  const b = bootstrapJson(ads.port, 0) as { static_resources: { clusters: object[] } };
+/** The sidecar bootstrap (as the agent writes it) with the workload's SDS socket as `sds-grpc`; returns its path. */
+export function sidecarBootstrap(w: Workload, adsPort: number, adminPort: number): string {
+  const b = bootstrapJson(adsPort, adminPort) as { static_resources: { clusters: object[] } };
   b.static_resources.clusters.push({
     name: 'sds-grpc',
     type: 'STATIC',
@@ -139,9 +138,15 @@ export async function sidecar(t: TestContext, w: Workload): Promise<{ proxy: Mes
     },
     load_assignment: { cluster_name: 'sds-grpc', endpoints: [{ lb_endpoints: [{ endpoint: { address: { pipe: { path: w.socket } } } }] }] },
   });
-  const file = join(w.dir, 'bootstrap.json');
+  const file = join(w.dir, `bootstrap-${adsPort}.json`);
   writeFileSync(file, JSON.stringify(b));
-  const proxy = new MeshProxy({ bootstrap: loadBootstrap({ path: file }), drainTimeMs: 500, initialBackoffMs: 50 });
+  return file;
+}
+
+/** An in-process mesh-proxy with its own ADS fixture and the workload's SDS socket as `sds-grpc`. */
+export async function sidecar(t: TestContext, w: Workload): Promise<{ proxy: MeshProxy; ads: FixtureAds; admin: string }> {
+  const ads = await new FixtureAds().listen();
+  const proxy = new MeshProxy({ bootstrap: loadBootstrap({ path: sidecarBootstrap(w, ads.port, 0) }), drainTimeMs: 500, initialBackoffMs: 50 });
   await proxy.start();
   t.after(async () => {
     await proxy.stop(200);
