@@ -21,6 +21,7 @@ import { ConfigError, withinResource } from '../envoy/config-error.js';
 import type { ListenerManager, ListenerPlan } from './listener-manager.js';
 import { compileRouteConfiguration, type RouteTable } from './route-table.js';
 import { statName, type StatCounter, type StatsStore } from './stats.js';
+import { SecretManager } from './tls/secrets.js';
 
 const log = scope('config');
 
@@ -52,6 +53,7 @@ const STAT_FAMILY: Record<string, string> = {
   [TypeUrl.Cluster]: 'cluster_manager.cds',
   [TypeUrl.RouteConfiguration]: 'http.rds',
   [TypeUrl.ClusterLoadAssignment]: 'cluster_manager.eds',
+  [TypeUrl.Secret]: 'sds',
 };
 
 function sameAny(a: Any, b: Any): boolean {
@@ -68,6 +70,8 @@ export interface XdsOptions {
   readonly clusters: DynamicClusterManager;
   readonly listeners: ListenerManager;
   readonly stats: StatsStore;
+  /** The secrets listeners and clusters share; SDS updates (ADS or an SDS server) apply to it. */
+  readonly secrets?: SecretManager;
   readonly initialBackoffMs?: number;
   /**
    * Called with each update once this process applied it: the proxy's workers apply it too. The
@@ -80,11 +84,11 @@ export interface XdsOptions {
 /** How long listeners wait for the route configurations they name (Envoy's initial_fetch_timeout). */
 const WARMING_TIMEOUT_MS = 15_000;
 
-/** An accepted listener set that waits for its route configurations before it serves. */
+/** An accepted listener set that waits for its route configurations and secrets before it serves. */
 interface Warming {
   readonly plan: ListenerPlan;
   readonly listeners: readonly Listener[];
-  readonly timer: NodeJS.Timeout;
+  readonly timer?: NodeJS.Timeout;
 }
 
 /**
@@ -109,11 +113,28 @@ export class ResourceApplier {
   constructor(
     private readonly clusters: DynamicClusterManager,
     private readonly listeners: ListenerManager,
+    readonly secrets: SecretManager = new SecretManager(),
   ) {}
 
-  /** The route configurations warming listeners wait for (empty when none). */
+  /** What warming listeners wait for: route configurations and secrets (empty when none). */
   warmingFor(): string[] {
-    return this.warming ? this.missingRoutes(this.warming.listeners) : [];
+    return this.warming ? this.missing(this.warming) : [];
+  }
+
+  private missing(w: { plan: ListenerPlan; listeners: readonly Listener[] }): string[] {
+    const secrets = this.secrets.missing([...w.plan.listeners.values()].flatMap((l) => l.secretRefs()));
+    return [...this.missingRoutes(w.listeners).map((n) => `route configuration ${n}`), ...secrets.map((n) => `secret ${n}`)];
+  }
+
+  /**
+   * How long warming may wait: Envoy's initial_fetch_timeout of each missing resource (15 s for
+   * routes, the SdsSecretConfig's for secrets); undefined when a secret's is 0 (wait for it).
+   */
+  private warmingTimeoutMs(w: { plan: ListenerPlan; listeners: readonly Listener[] }): number | undefined {
+    const secrets = this.secrets.missing([...w.plan.listeners.values()].flatMap((l) => l.secretRefs()));
+    const forSecrets = this.secrets.remainingWaitMs(secrets);
+    if (forSecrets === undefined) return undefined;
+    return this.missingRoutes(w.listeners).length > 0 ? Math.max(WARMING_TIMEOUT_MS, forSecrets) : forSecrets;
   }
 
   /** Drops a warming listener set (shutdown). */
@@ -149,16 +170,17 @@ export class ResourceApplier {
         this.cancelWarming();
         const plan = await this.listeners.prepare(msgs<Listener>());
         const listeners = [...plan.listeners.values()].map((l) => l.message);
-        const missing = this.missingRoutes(listeners);
+        const missing = this.missing({ plan, listeners });
         if (missing.length === 0) this.activate(plan, listeners);
         else {
-          log.info(`listeners warming until route configuration ${missing.join(', ')} arrives`);
-          const timer = setTimeout(() => {
-            log.warn(`route configuration ${this.warmingFor().join(', ')} did not arrive in ${WARMING_TIMEOUT_MS / 1000}s; the listeners serve without it`);
+          log.info(`listeners warming until ${missing.join(', ')} arrives`);
+          const ms = this.warmingTimeoutMs({ plan, listeners });
+          const timer = ms === undefined ? undefined : setTimeout(() => {
+            log.warn(`${this.warmingFor().join(', ')} did not arrive in ${Math.round(ms / 1000)}s; the listeners serve without it (TLS chains without their secrets refuse connections)`);
             this.activate(plan, listeners);
-          }, WARMING_TIMEOUT_MS);
-          timer.unref();
-          this.warming = { plan, listeners, timer };
+          }, ms);
+          timer?.unref();
+          this.warming = { plan, listeners, ...(timer ? { timer } : {}) };
         }
         this.listenerResources = this.appliedListeners(u, plan.failures);
         if (plan.failures.size > 0) {
@@ -188,10 +210,13 @@ export class ResourceApplier {
         for (const [n, r] of this.routes) if (!next.has(n) && serving.has(n)) next.set(n, r);
         this.routes.clear();
         for (const [n, r] of next) this.routes.set(n, r);
-        const w = this.warming;
-        if (w && this.missingRoutes(w.listeners).length === 0) this.activate(w.plan, w.listeners);
+        this.activateWarmed();
         return;
       }
+      case TypeUrl.Secret:
+        this.secrets.apply(u);
+        this.activateWarmed();
+        return;
       default:
         throw new Error(`resource type ${u.typeUrl} is not supported by this proxy`);
     }
@@ -209,6 +234,12 @@ export class ResourceApplier {
 
   private missingRoutes(listeners: readonly Listener[]): string[] {
     return [...routeNames(listeners)].filter((n) => !this.routes.has(n));
+  }
+
+  /** Activates the warming set once nothing it waits for is missing. */
+  private activateWarmed(): void {
+    const w = this.warming;
+    if (w && this.missing(w).length === 0) this.activate(w.plan, w.listeners);
   }
 
   private activate(plan: ListenerPlan, listeners: readonly Listener[]): void {
@@ -243,7 +274,7 @@ export class XdsApplier {
   private wasReady = false;
 
   constructor(private readonly o: XdsOptions) {
-    this.applier = new ResourceApplier(o.clusters, o.listeners);
+    this.applier = new ResourceApplier(o.clusters, o.listeners, o.secrets);
     const wildcard = [...(o.cds ? [TypeUrl.Cluster] : []), ...(o.lds ? [TypeUrl.Listener] : [])];
     this.client = new AdsClient({
       address: o.address,
@@ -273,6 +304,11 @@ export class XdsApplier {
   /** The route table the HTTP connection managers look up by RDS name. */
   readonly route = (name: string): RouteTable | undefined => this.applier.route(name);
 
+  /** The proxy's secrets (config_dump). */
+  get secrets(): SecretManager {
+    return this.applier.secrets;
+  }
+
   /**
    * Ready once the initial listeners and clusters are applied and every route configuration the
    * listeners name has arrived (Envoy's listener warming, seen from outside).
@@ -288,7 +324,9 @@ export class XdsApplier {
     if (!this.wasReady && this.replicating) return { ready: false, reason: `workers applying ${this.replicating}` };
     if (this.o.cds && !this.applied.has(TypeUrl.Cluster)) return { ready: false, reason: 'initial CDS not applied yet' };
     if (this.o.lds && !this.applied.has(TypeUrl.Listener)) return { ready: false, reason: 'initial LDS not applied yet' };
-    if (this.o.lds && !this.applier.activated) return { ready: false, reason: `listeners warming: waiting for route configuration ${this.applier.warmingFor().join(', ')}` };
+    if (this.o.lds && !this.applier.activated) return { ready: false, reason: `listeners warming: waiting for ${this.applier.warmingFor().join(', ')}` };
+    const secrets = this.applier.secrets.pending();
+    if (secrets.length > 0) return { ready: false, reason: `waiting for secret ${secrets.join(', ')}` };
     const missing = [...routeNames(this.o.listeners.messages())].filter((n) => !this.applier.hasRoute(n));
     if (missing.length > 0) return { ready: false, reason: `waiting for route configuration ${missing.join(', ')}` };
     return { ready: true, reason: '' };
@@ -322,7 +360,9 @@ export class XdsApplier {
    * Applies one update; throws (-> NACK) leaving everything as it was, or, for listeners that
    * applied in part, having applied (here and on the workers) and recorded the part that did.
    */
-  async apply(u: AdsUpdate): Promise<void> {
+  async apply(update: AdsUpdate): Promise<void> {
+    // Secrets from every SDS stream are one set by name: an update adds to what is held.
+    const u = update.typeUrl === TypeUrl.Secret ? this.applier.secrets.merged(update) : update;
     const stats = this.statsOf(u.typeUrl);
     stats.attempt.inc();
     const type = shortTypeName(u.typeUrl);
