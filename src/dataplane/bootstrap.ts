@@ -11,7 +11,8 @@ import { BootstrapSchema, type Bootstrap } from '../gen/envoy/config/bootstrap/v
 import type { Cluster } from '../gen/envoy/config/cluster/v3/cluster_pb.js';
 import type { Secret } from '../gen/envoy/extensions/transport_sockets/tls/v3/secret_pb.js';
 import { ApiConfigSource_ApiType, type ConfigSource } from '../gen/envoy/config/core/v3/config_source_pb.js';
-import { NodeSchema, type Node } from '../gen/envoy/config/core/v3/base_pb.js';
+import { ExtensionSchema, NodeSchema, type Node } from '../gen/envoy/config/core/v3/base_pb.js';
+import { TRANSPORT_SOCKET_EXTENSIONS } from './tls/transport-sockets.js';
 import { fromEnvoyJson } from '../envoy/types.js';
 import { compileCluster, socketAddressOf } from './clusters.js';
 import { ConfigError } from '../envoy/config-error.js';
@@ -123,6 +124,7 @@ function validate(b: Bootstrap, o: BootstrapOptions): ProxyBootstrap {
   if (o.serviceNode) b.node!.id = o.serviceNode;
   const node = b.node;
   if (!node?.id) throw new ConfigError('node.id', 'required (the proxy identifies itself to the xDS server with it)');
+  node.extensions = [...node.extensions, ...TRANSPORT_SOCKET_EXTENSIONS.map((e) => create(ExtensionSchema, e))];
   const admin = socketAddressOf(b.admin?.address, 'admin.address');
   if (b.staticResources?.listeners.length) throw new ConfigError('static_resources.listeners', 'static listeners are not supported; listeners come over LDS');
   const all = b.staticResources?.clusters ?? [];

@@ -79,12 +79,20 @@ export class DownstreamTls {
     server.emit('connection', raw);
   }
 
+  /**
+   * The first of the context's protocols the client offers (server preference, as BoringSSL). With
+   * none in common Envoy completes the handshake without ALPN, where node:tls would end it with
+   * no_application_protocol; the client's first offer is accepted instead, so that a mesh client
+   * offering only the mesh tokens (`mesh-peer-exchange`, `mesh`) still connects.
+   */
+  private readonly selectAlpn = ({ protocols }: { protocols: string[] }): string | undefined => this.tls.alpn.find((p) => protocols.includes(p)) ?? protocols[0];
+
   /** The TLS server with the context of the current secrets, or why there is none. */
   private currentServer(): TlsServer | string {
     const o = this.tls.options();
     if (typeof o === 'string') return o;
     if (this.server && this.built === o) return this.server;
-    const options = { ...o.context, requestCert: o.verifies, rejectUnauthorized: false, ...(this.tls.alpn.length ? { ALPNProtocols: [...this.tls.alpn] } : {}) };
+    const options = { ...o.context, requestCert: o.verifies, rejectUnauthorized: false, ...(this.tls.alpn.length ? { ALPNCallback: this.selectAlpn } : {}) };
     if (this.server) this.server.setSecureContext(options);
     else {
       this.server = new TlsServer(options);

@@ -15,6 +15,14 @@ import { SecretManager } from './secrets.js';
 import { UpstreamTls } from './upstream.js';
 
 const RAW_BUFFER = 'envoy.extensions.transport_sockets.raw_buffer.v3.RawBuffer';
+/**
+ * What the node announces in node.extensions, as Envoy lists its compiled extensions there: the
+ * discovery server sends TLS transport sockets only to proxies that have them.
+ */
+export const TRANSPORT_SOCKET_EXTENSIONS = ['downstream', 'upstream'].flatMap((side) =>
+  ['envoy.transport_sockets.tls', 'envoy.transport_sockets.raw_buffer'].map((name) => ({ name, category: `envoy.transport_sockets.${side}` })),
+);
+
 /** The endpoint metadata key transport_socket_matches read. */
 export const TRANSPORT_SOCKET_MATCH = 'envoy.transport_socket_match';
 
