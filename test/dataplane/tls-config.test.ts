@@ -5,6 +5,7 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { X509Certificate } from 'node:crypto';
 import { createServer, type Socket } from 'node:net';
+import { connect as http2Connect } from 'node:http2';
 import { connect as tlsConnect } from 'node:tls';
 import { create } from '@bufbuild/protobuf';
 import { AnySchema } from '@bufbuild/protobuf/wkt';
@@ -34,7 +35,7 @@ test('secrets over ADS: the TLS listener warms until its certificate arrives, th
   const { ads, admin } = await sidecar(t, w);
   const app = await echo(t, 'app');
   const port = await freePort();
-  const tls = pack(DownstreamTlsContextSchema, { commonTlsContext: { tlsCertificateSdsSecretConfigs: [{ name: 'gateway-cert', sdsConfig: ADS_SOURCE }] } });
+  const tls = pack(DownstreamTlsContextSchema, { commonTlsContext: { tlsCertificateSdsSecretConfigs: [{ name: 'gateway-cert', sdsConfig: ADS_SOURCE }], alpnProtocols: ['h2', 'http/1.1'] } });
   const chain = hcmChain({ cluster: 'app' }, { transportSocket: { name: 'envoy.transport_sockets.tls', configType: { case: 'typedConfig', value: tls } } });
   ads.set(TypeUrl.Cluster, [staticCluster('app', [app])]);
   ads.set(TypeUrl.Listener, [listener('gateway', port, [chain], { listenerFilters: [tlsInspector] })]);
@@ -67,6 +68,22 @@ test('secrets over ADS: the TLS listener warms until its certificate arrives, th
   });
   assert.equal(served.serial, new X509Certificate(chainPem).serialNumber);
   assert.match(served.text, /^HTTP\/1\.1 200/);
+
+  // HTTP/2 over TLS: ALPN h2 from alpn_protocols, the HCM's codec AUTO sees the h2 preface.
+  const session = http2Connect(`https://127.0.0.1:${port}`, { ca: ca.rootPem, servername: 'gateway.example.com' });
+  t.after(() => session.close());
+  const h2 = await new Promise<{ status: number; alpn: string | false | undefined; body: string }>((resolve, reject) => {
+    const req = session.request({ ':path': '/h2', ':authority': 'gateway.example.com' });
+    let body = '';
+    req.on('response', (h) => {
+      req.on('data', (d: Buffer) => (body += d.toString()));
+      req.on('end', () => resolve({ status: Number(h[':status']), alpn: session.alpnProtocol, body }));
+    });
+    req.on('error', reject);
+  });
+  assert.equal(h2.alpn, 'h2');
+  assert.equal(h2.status, 200);
+  assert.equal((JSON.parse(h2.body) as { who: string }).who, 'app');
 });
 
 test('TLS settings the proxy does not apply are NACKed naming the field; the last good config stays', async (t) => {

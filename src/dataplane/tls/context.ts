@@ -232,6 +232,8 @@ export function compileCommonTls(c: CommonTlsContext | undefined, field: string,
       const trustedCa = dynamic.trustedCa ?? inlineValidation?.trustedCa;
       validation = { ...(trustedCa !== undefined ? { trustedCa } : {}), checks: [...(inlineValidation?.checks ?? []), ...dynamic.checks] };
     }
+    // Checks without a trust chain would verify nothing: the context is unusable (fail closed).
+    if (validation && !validation.trustedCa && validation.checks.length > 0) throw new ConfigError(`${f}`, 'SAN or certificate pin checks without a trusted CA (the validation secret has no trusted_ca)');
     return {
       context: {
         ...params,

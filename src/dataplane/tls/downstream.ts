@@ -13,7 +13,7 @@ import { inheritDestination } from '../original-dst.js';
 import { statName, type StatCounter, type StatsStore } from '../stats.js';
 import { compileCommonTls, failedCheck, peerCertOf, type CompiledTls, type VerifyFailure } from './context.js';
 import { rememberPeer } from './peer.js';
-import type { SecretManager } from './secrets.js';
+import type { SecretManager, SecretRef } from './secrets.js';
 
 const log = scope('connection');
 
@@ -61,7 +61,7 @@ export class DownstreamTls {
   }
 
   /** Dynamic secret references of this context (listener warming waits for them). */
-  get refs() {
+  get refs(): readonly SecretRef[] {
     return this.tls.refs;
   }
 

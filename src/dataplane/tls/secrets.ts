@@ -11,7 +11,7 @@ import { DataSourceSchema } from '../../gen/envoy/config/core/v3/base_pb.js';
 import { ApiConfigSource_ApiType } from '../../gen/envoy/config/core/v3/config_source_pb.js';
 import { SecretSchema, type SdsSecretConfig, type Secret } from '../../gen/envoy/extensions/transport_sockets/tls/v3/secret_pb.js';
 import { durationMs } from '../../common/duration.js';
-import type { AdsUpdate } from '../../envoy/ads-client.js';
+import type { AdsResource, AdsUpdate } from '../../envoy/ads-client.js';
 import { ConfigError } from '../../envoy/config-error.js';
 import { pack } from '../../envoy/types.js';
 
@@ -132,7 +132,7 @@ export class SecretManager {
    * them, so an update adds to (or replaces) what is held rather than removing the others.
    */
   merged(u: AdsUpdate): AdsUpdate {
-    const resources = new Map<string, AdsUpdate['resources'] extends ReadonlyMap<string, infer R> ? R : never>();
+    const resources = new Map<string, AdsResource>();
     for (const [name, d] of this.dynamic) resources.set(name, { name, any: pack(SecretSchema, d.secret), message: d.secret as Message });
     for (const [name, r] of u.resources) resources.set(name, r);
     return { ...u, resources };

@@ -68,7 +68,6 @@ export interface UpstreamTransports {
   readonly forEndpoint: (metadata: JsonObject | undefined) => UpstreamTls | undefined;
   /** The cluster's own transport socket (endpoints without metadata, ORIGINAL_DST destinations). */
   readonly fallback: UpstreamTls | undefined;
-  readonly refs: readonly { name: string }[];
 }
 
 export function compileUpstreamTransports(c: Cluster, field: string, deps: TlsDeps): UpstreamTransports {
@@ -78,14 +77,12 @@ export function compileUpstreamTransports(c: Cluster, field: string, deps: TlsDe
     if (!m.name) throw new ConfigError(`${f}.name`, 'a name is required');
     return { criteria: Object.entries(m.match ?? {}), transport: compileUpstream(m.transportSocket, `${f}.transport_socket`, c.name, deps) };
   });
-  const refs = [fallback, ...matches.map((m) => m.transport)].flatMap((t) => t?.refs ?? []);
-  if (matches.length === 0) return { forEndpoint: () => fallback, fallback, refs };
+  if (matches.length === 0) return { forEndpoint: () => fallback, fallback };
   return {
     forEndpoint: (md) => {
       const found = matches.find((m) => m.criteria.every(([k, v]) => sameJson(md?.[k], v)));
       return found ? found.transport : fallback;
     },
     fallback,
-    refs,
   };
 }

@@ -35,10 +35,6 @@ export class UpstreamTls {
     if (unapplied.length > 0) log.warn(`${field}: accepted but not applied: ${unapplied.join(', ')}`);
   }
 
-  get refs() {
-    return this.tls.refs;
-  }
-
   /**
    * The TLS client over `tcp` (connecting or connected). It emits `secureConnect` once the server
    * is verified; a refused server, or a secret not there yet, destroys it with the reason.
