@@ -77,7 +77,8 @@ const viaAds = (initialFetchTimeoutMs = 0): MessageInitShape<typeof ConfigSource
 /** Pure: the bootstrap for one proxy. */
 export function buildBootstrap(i: BootstrapInputs): Bootstrap {
   return create(BootstrapSchema, {
-    node: { id: i.node.id, cluster: i.node.cluster, metadata: i.node.metadata },
+    // SDS tells the discovery server that this proxy has a workload certificate to do mesh mTLS with.
+    node: { id: i.node.id, cluster: i.node.cluster, metadata: i.sdsSocket ? { ...i.node.metadata, SDS: 'true' } : i.node.metadata },
     admin: {
       address: { address: { case: 'socketAddress', value: { address: '127.0.0.1', portSpecifier: { case: 'portValue', value: i.proxyConfig.proxyAdminPort } } } },
     },

@@ -40,6 +40,8 @@ import { SECURITY_PLUGINS, securityOptionsFor, type SecurityPlugin } from '../se
 import { DEFAULT_MESH_CONFIG } from '../model/mesh-config.js';
 import type { ExtensionProviders } from '../model/extension-providers.js';
 import { XdsCache } from '../xds/cache.js';
+import type { MeshMtlsSettings } from '../xds/generators/mtls.js';
+import { policyWithAliases } from '../security/mtls/trust-domain.js';
 import { Debouncer } from '../xds/debounce.js';
 import { XdsStreamError, type ProxyInfo, type PushRequest } from '../xds/generator.js';
 import type { PathNormalization } from '../networking/common.js';
@@ -88,6 +90,8 @@ export interface DiscoveryOptions {
   extensionProviders?: ExtensionProviders;
   /** --plugins; default all of them. */
   plugins?: ReadonlySet<SecurityPlugin>;
+  /** Mesh config enableAutoMtls (default true) and trustDomainAliases (default none). */
+  meshMtls?: { autoMtls: boolean; trustDomainAliases: readonly string[] };
 }
 
 /** Where the deployment mounts the injection template ConfigMap. */
@@ -130,6 +134,8 @@ export class DiscoveryServer {
   private push: PushContext;
   private readonly authenticator: CallerAuthenticator;
   private readonly xdsAuth: XdsAuthorizer;
+  /** Mesh mTLS: trust domain and aliases, auto mTLS, inbound TLS parameters. */
+  private readonly mtls: MeshMtlsSettings;
   /** The CA and the secured port's credentials, once made (start() does not wait for them). */
   ca: MeshCa | undefined;
   /** Live streams, for pushes aimed at the proxies of one workload. */
@@ -166,6 +172,7 @@ export class DiscoveryServer {
       }
     }
     this.registry = new AggregateRegistry(registries, opts.clusterId);
+    this.mtls = { ...settings.mtls, autoMtls: opts.meshMtls?.autoMtls ?? true, aliases: opts.meshMtls?.trustDomainAliases ?? [] };
     this.status = this.statusReporting();
     this.push = this.buildPush();
     this.authenticator = callerAuthenticator();
@@ -182,6 +189,7 @@ export class DiscoveryServer {
       detectionTimeout: settings.detectionTimeout,
       defaultRequestTimeout: settings.defaultRequestTimeout,
       ...(opts.pathNormalization ? { pathNormalization: opts.pathNormalization } : {}),
+      mtls: this.mtls,
       cache: new XdsCache(settings.cache),
     });
     this.xds = new XdsServer({
@@ -261,7 +269,8 @@ export class DiscoveryServer {
 
   /** Selection and both builders for a proxy; untranslatable values are logged (they failed closed). */
   private workloadSecurity(proxy: Proxy, push: PushContext): WorkloadSecurity {
-    const sec = buildWorkloadSecurity(proxy, push.policiesFor('RequestAuthentication', proxy), push.policiesFor('AuthorizationPolicy', proxy), this.resolver.lookup, push.rootNamespace, this.securityOptions(push));
+    const policies = push.policiesFor('AuthorizationPolicy', proxy).map((p) => policyWithAliases(p, this.mtls));
+    const sec = buildWorkloadSecurity(proxy, push.policiesFor('RequestAuthentication', proxy), policies, this.resolver.lookup, push.rootNamespace, this.securityOptions(push));
     for (const w of sec.warnings) log.warn(w);
     return sec;
   }

@@ -40,6 +40,8 @@ export interface DiscoverySettings {
   readonly revision: string;
   /** PILOT_ENABLE_STATUS and its pacing; distribution tracking (status/). */
   readonly status: { readonly enabled: boolean; readonly qps: number; readonly burst: number; readonly workers: number; readonly distribution: boolean; readonly retentionMs: number };
+  /** Mesh mTLS settings from the environment (mesh config adds auto mTLS and the aliases). */
+  readonly mtls: { readonly trustDomain: string; readonly skipValidation: boolean; readonly inboundTlsV2: boolean };
 }
 
 export function discoverySettings(): DiscoverySettings {
@@ -82,5 +84,6 @@ export function discoverySettings(): DiscoverySettings {
       distribution: setting('PILOT_ENABLE_CONFIG_DISTRIBUTION_TRACKING'),
       retentionMs: setting('PILOT_DISTRIBUTION_HISTORY_RETENTION'),
     },
+    mtls: { trustDomain: setting('TRUST_DOMAIN'), skipValidation: setting('PILOT_SKIP_VALIDATE_TRUST_DOMAIN'), inboundTlsV2: setting('PILOT_SIDECAR_ENABLE_INBOUND_TLS_V2') },
   };
 }

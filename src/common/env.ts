@@ -196,6 +196,9 @@ export const WIRED_SETTINGS: ReadonlySet<SettingName> = new Set<SettingName>([
   'TRUST_DOMAIN',
   'XDS_AUTH',
   'XDS_AUTH_PLAINTEXT',
+  // xds/generators/mtls.ts (PeerAuthentication, auto mTLS)
+  'PILOT_SIDECAR_ENABLE_INBOUND_TLS_V2',
+  'PILOT_SKIP_VALIDATE_TRUST_DOMAIN',
   // webhooks/validation.ts, webhooks/server.ts, config/orchestrator.ts
   'VALIDATION_ENABLED',
   'MESHD_CUSTOM_HOST',

@@ -8,7 +8,7 @@ import { listScopes, scope, setScopeLevel } from '../common/log.js';
 import { buildInfo } from '../common/version.js';
 import { httpServer, listen, Mux, sendJson, sendText } from '../debug/http.js';
 import { ClustersSchema } from '../gen/envoy/admin/v3/clusters_pb.js';
-import { BootstrapConfigDumpSchema, ConfigDumpSchema } from '../gen/envoy/admin/v3/config_dump_pb.js';
+import { BootstrapConfigDumpSchema, ConfigDumpSchema, SecretsConfigDumpSchema } from '../gen/envoy/admin/v3/config_dump_pb.js';
 import {
   ClientResourceStatus,
   ClustersConfigDumpSchema,
@@ -100,7 +100,7 @@ function configDump(t: AdminTarget, includeEds: boolean): Any[] {
   const routes = pack(RoutesConfigDumpSchema, {
     dynamicRouteConfigs: xds.resources(TypeUrl.RouteConfiguration).map((r) => ({ versionInfo: r.version, routeConfig: r.any, lastUpdated: ts(r.lastUpdated), ...errorState(rdsReject, r.name) })),
   });
-  const out = [bootstrap, clusters, listeners, routes];
+  const out = [bootstrap, clusters, listeners, routes, anyPack(SecretsConfigDumpSchema, xds.secrets.dump())];
   if (includeEds) {
     const edsReject = xds.rejection(TypeUrl.ClusterLoadAssignment);
     out.push(

@@ -9,9 +9,11 @@ import { parse as parseYaml } from 'yaml';
 import { scope } from '../common/log.js';
 import { BootstrapSchema, type Bootstrap } from '../gen/envoy/config/bootstrap/v3/bootstrap_pb.js';
 import type { Cluster } from '../gen/envoy/config/cluster/v3/cluster_pb.js';
+import type { Secret } from '../gen/envoy/extensions/transport_sockets/tls/v3/secret_pb.js';
 import { ApiConfigSource_ApiType, type ConfigSource } from '../gen/envoy/config/core/v3/config_source_pb.js';
 import { initialFetchTimeoutMs } from './initial-fetch.js';
-import { NodeSchema, type Node } from '../gen/envoy/config/core/v3/base_pb.js';
+import { ExtensionSchema, NodeSchema, type Node } from '../gen/envoy/config/core/v3/base_pb.js';
+import { TRANSPORT_SOCKET_EXTENSIONS } from './tls/transport-sockets.js';
 import { fromEnvoyJson } from '../envoy/types.js';
 import { compileCluster, socketAddressOf } from './clusters.js';
 import { ConfigError } from '../envoy/config-error.js';
@@ -39,6 +41,13 @@ export interface ProxyBootstrap {
   readonly xdsAddress: string;
   readonly xdsCluster: string;
   readonly staticClusters: readonly Cluster[];
+  /** static_resources.secrets, for SdsSecretConfigs without sds_config. */
+  readonly staticSecrets: readonly Secret[];
+  /**
+   * gRPC targets of the static clusters, by name (`host:port`, or `unix:<path>` for a pipe): where
+   * an SDS config's envoy_grpc cluster (the agent's `sds-grpc`) is reached.
+   */
+  readonly grpcTargets: ReadonlyMap<string, string>;
   /** Whether listeners / clusters come over ADS (lds_config / cds_config). */
   readonly lds: boolean;
   readonly cds: boolean;
@@ -100,19 +109,36 @@ function isPipeCluster(c: Cluster): boolean {
   return lb?.hostIdentifier.case === 'endpoint' && lb.hostIdentifier.value.address?.address.case === 'pipe';
 }
 
+/** The gRPC target of a static cluster's first endpoint, if it has one. */
+function grpcTarget(c: Cluster): string | undefined {
+  const lb = c.loadAssignment?.endpoints[0]?.lbEndpoints[0];
+  const a = lb?.hostIdentifier.case === 'endpoint' ? lb.hostIdentifier.value.address?.address : undefined;
+  if (a?.case === 'pipe') return `unix:${a.value.path}`;
+  if (a?.case === 'socketAddress' && a.value.portSpecifier.case === 'portValue') {
+    const host = a.value.address.includes(':') ? `[${a.value.address}]` : a.value.address;
+    return `${host}:${a.value.portSpecifier.value}`;
+  }
+  return undefined;
+}
+
 function validate(b: Bootstrap, o: BootstrapOptions): ProxyBootstrap {
   if (o.serviceCluster || o.serviceNode) b.node ??= create(NodeSchema);
   if (o.serviceCluster) b.node!.cluster = o.serviceCluster;
   if (o.serviceNode) b.node!.id = o.serviceNode;
   const node = b.node;
   if (!node?.id) throw new ConfigError('node.id', 'required (the proxy identifies itself to the xDS server with it)');
+  node.extensions = [...node.extensions, ...TRANSPORT_SOCKET_EXTENSIONS.map((e) => create(ExtensionSchema, e))];
   const admin = socketAddressOf(b.admin?.address, 'admin.address');
   if (b.staticResources?.listeners.length) throw new ConfigError('static_resources.listeners', 'static listeners are not supported; listeners come over LDS');
   const all = b.staticResources?.clusters ?? [];
-  // A Unix-socket cluster (the agent's SDS server, sds-grpc) has no consumer here yet: the proxy
-  // has no upstream over pipes and no TLS transport sockets, so it is set aside, not refused.
+  // A Unix-socket cluster (the agent's SDS server, sds-grpc) is only a gRPC target (SDS): the
+  // cluster manager has no upstreams over pipes, so it is not one of its clusters.
   const staticClusters = all.filter((c) => !isPipeCluster(c));
-  for (const c of all) if (isPipeCluster(c)) log.info(`static cluster ${c.name}: Unix socket clusters are not used yet (no SDS consumer in the proxy)`);
+  for (const c of all) if (isPipeCluster(c)) log.info(`static cluster ${c.name}: a Unix socket cluster, used as a gRPC target (SDS) only`);
+  const grpcTargets = new Map(all.flatMap((c) => {
+    const t = grpcTarget(c);
+    return t ? [[c.name, t] as const] : [];
+  }));
   staticClusters.forEach((c) => compileCluster(c, new Map(), `static_resources.clusters[${all.indexOf(c)}]`));
   const ads = b.dynamicResources?.adsConfig;
   if (!ads) throw new ConfigError('dynamic_resources.ads_config', 'required (everything but the bootstrap arrives over ADS)');
@@ -145,5 +171,5 @@ function validate(b: Bootstrap, o: BootstrapOptions): ProxyBootstrap {
   const cds = viaAds(b.dynamicResources?.cdsConfig, 'dynamic_resources.cds_config');
   if (!lds && !cds) throw new ConfigError('dynamic_resources', 'lds_config or cds_config (ads) is required');
   const fetchTimeouts = { lds: initialFetchTimeoutMs(b.dynamicResources?.ldsConfig), cds: initialFetchTimeoutMs(b.dynamicResources?.cdsConfig) };
-  return { bootstrap: b, node, admin, xdsAddress, xdsCluster, staticClusters, lds, cds, initialFetchTimeoutMs: fetchTimeouts };
+  return { bootstrap: b, node, admin, xdsAddress, xdsCluster, staticClusters, staticSecrets: b.staticResources?.secrets ?? [], grpcTargets, lds, cds, initialFetchTimeoutMs: fetchTimeouts };
 }

@@ -21,11 +21,14 @@ import type { ClusterLoadAssignment } from '../gen/envoy/config/endpoint/v3/endp
 import { HttpProtocolOptionsSchema } from '../gen/envoy/extensions/upstreams/http/v3/http_protocol_options_pb.js';
 import { CircuitBreaker, compileCircuitBreakers, compileOutlierDetection, OutlierDetector, type CircuitLimits, type OutlierSpec } from './cluster-health.js';
 import { Http1Pool, Http2Pool, type Endpoint, type UpstreamCluster } from './upstream-pools.js';
+import { compileUpstreamTransports, TRANSPORT_SOCKET_MATCH, type TlsDeps, type UpstreamTransports } from './tls/transport-sockets.js';
+import { SecretManager } from './tls/secrets.js';
+import type { UpstreamTls } from './tls/upstream.js';
 import { ConfigError, unappliedFields } from '../envoy/config-error.js';
 import { typeNameOf } from '../envoy/types.js';
 import type { RequestView } from '../envoy/request.js';
 import { durationMs } from '../common/duration.js';
-import { statName, type StatCounter, type StatSample, type StatsStore } from './stats.js';
+import { statName, StatsStore, type StatCounter, type StatSample } from './stats.js';
 
 /** How the router and the TCP proxy reach upstreams: by cluster name. */
 export interface ClusterManager {
@@ -42,7 +45,7 @@ const HTTP_PROTOCOL_OPTIONS = 'envoy.extensions.upstreams.http.v3.HttpProtocolOp
 
 /** Set fields of a Cluster this proxy accepts without applying them (logged, never dropped silently). */
 const UNAPPLIED_CLUSTER = [
-  'transportSocket', 'transportSocketMatches', 'healthChecks', 'commonLbConfig',
+  'healthChecks', 'commonLbConfig',
   'upstreamConnectionOptions', 'dnsLookupFamily', 'dnsRefreshRate', 'perConnectionBufferLimitBytes',
   'maxRequestsPerConnection', 'lrsServer', 'filters', 'loadBalancingPolicy',
 ];
@@ -51,6 +54,8 @@ export interface WeightedEndpoint extends Endpoint {
   readonly weight: number;
   readonly health: 'healthy' | 'unknown';
   readonly priority: number;
+  /** From the cluster's transport_socket_matches on the endpoint's metadata, else its transport_socket. */
+  readonly transport?: UpstreamTls;
 }
 
 /** A cluster as compiled from its message, before it serves. */
@@ -71,6 +76,7 @@ interface ClusterSpec {
   readonly allEndpoints: readonly WeightedEndpoint[];
   readonly circuit: CircuitLimits;
   readonly outlier?: OutlierSpec;
+  readonly transports: UpstreamTransports;
 }
 
 /** The output of `prepare`: the complete next cluster set. */
@@ -91,7 +97,7 @@ export function socketAddressOf(a: EnvoyAddress | undefined, field: string): End
  * The endpoints of an assignment: HEALTHY and UNKNOWN ones only (what Envoy load balances to
  * without active health checks), with their weights; `usable` is the lowest priority that has any.
  */
-export function compileAssignment(cla: ClusterLoadAssignment | undefined, field: string): { all: WeightedEndpoint[]; usable: WeightedEndpoint[] } {
+export function compileAssignment(cla: ClusterLoadAssignment | undefined, field: string, transports?: UpstreamTransports): { all: WeightedEndpoint[]; usable: WeightedEndpoint[] } {
   const all: WeightedEndpoint[] = [];
   (cla?.endpoints ?? []).forEach((locality, li) => {
     locality.lbEndpoints.forEach((lb, ei) => {
@@ -102,7 +108,8 @@ export function compileAssignment(cla: ClusterLoadAssignment | undefined, field:
       if (weight < 1) throw new ConfigError(`${f}.load_balancing_weight`, `must be at least 1, got ${weight}`);
       const status = lb.healthStatus;
       if (status !== HealthStatus.HEALTHY && status !== HealthStatus.UNKNOWN) return;
-      all.push({ ...at, weight, health: status === HealthStatus.HEALTHY ? 'healthy' : 'unknown', priority: locality.priority });
+      const transport = transports?.forEndpoint(lb.metadata?.filterMetadata[TRANSPORT_SOCKET_MATCH]);
+      all.push({ ...at, weight, health: status === HealthStatus.HEALTHY ? 'healthy' : 'unknown', priority: locality.priority, ...(transport ? { transport } : {}) });
     });
   });
   const best = Math.min(...all.map((e) => e.priority));
@@ -136,8 +143,11 @@ function upstreamProtocol(c: Cluster, field: string): 'http1' | 'http2' {
   return protocol;
 }
 
-/** Compiles one Cluster; `assignments` are the accepted ClusterLoadAssignments by name (EDS). */
-export function compileCluster(c: Cluster, assignments: ReadonlyMap<string, ClusterLoadAssignment>, field: string): ClusterSpec {
+/**
+ * Compiles one Cluster; `assignments` are the accepted ClusterLoadAssignments by name (EDS); `tls`
+ * the secrets and stats its transport sockets use (absent: a validation without them).
+ */
+export function compileCluster(c: Cluster, assignments: ReadonlyMap<string, ClusterLoadAssignment>, field: string, tls?: TlsDeps): ClusterSpec {
   if (!c.name) throw new ConfigError(`${field}.name`, 'a cluster name is required');
   if (c.clusterDiscoveryType.case === 'clusterType') throw new ConfigError(`${field}.cluster_type`, 'custom cluster types are not supported; use type');
   // An unset `type` is its proto default, STATIC.
@@ -151,7 +161,9 @@ export function compileCluster(c: Cluster, assignments: ReadonlyMap<string, Clus
   const unapplied = unappliedFields(ClusterSchema, c, UNAPPLIED_CLUSTER);
   if (unapplied.length > 0) log.warn(`cluster ${c.name}: accepted but not applied yet: ${unapplied.join(', ')}`);
   const protocol = upstreamProtocol(c, field);
+  const transports = compileUpstreamTransports(c, field, tls ?? { stats: new StatsStore() });
   const base = {
+    transports,
     name: c.name,
     message: c,
     connectTimeoutMs,
@@ -165,7 +177,7 @@ export function compileCluster(c: Cluster, assignments: ReadonlyMap<string, Clus
     case Cluster_DiscoveryType.STRICT_DNS:
     case Cluster_DiscoveryType.LOGICAL_DNS: {
       // A DNS cluster's host name is resolved by the socket on each new connection.
-      const { all, usable } = compileAssignment(c.loadAssignment, `${field}.load_assignment`);
+      const { all, usable } = compileAssignment(c.loadAssignment, `${field}.load_assignment`, transports);
       return { ...base, kind: 'static', endpoints: usable, allEndpoints: all };
     }
     case Cluster_DiscoveryType.EDS: {
@@ -173,7 +185,7 @@ export function compileCluster(c: Cluster, assignments: ReadonlyMap<string, Clus
         throw new ConfigError(`${field}.eds_cluster_config.eds_config`, 'only ads is supported as the EDS config source');
       }
       const edsName = c.edsClusterConfig?.serviceName || c.name;
-      const { all, usable } = compileAssignment(assignments.get(edsName), `ClusterLoadAssignment ${edsName}`);
+      const { all, usable } = compileAssignment(assignments.get(edsName), `ClusterLoadAssignment ${edsName}`, transports);
       return { ...base, kind: 'eds', edsName, endpoints: usable, allEndpoints: all };
     }
     case Cluster_DiscoveryType.ORIGINAL_DST: {
@@ -221,7 +233,7 @@ class LiveCluster implements UpstreamCluster {
     public spec: ClusterSpec,
     private readonly stats: ClusterStats,
   ) {
-    this.http1 = new Http1Pool(spec.connectTimeoutMs, () => stats.cx.inc(), () => stats.connectTimeout.inc());
+    this.http1 = new Http1Pool(spec.connectTimeoutMs, () => stats.cx.inc(), () => stats.connectTimeout.inc(), (ep) => this.transportOf(ep));
     this.breaker = new CircuitBreaker(spec.circuit);
     this.setOutlier(spec.outlier);
   }
@@ -239,8 +251,14 @@ class LiveCluster implements UpstreamCluster {
   /** The HTTP/2 sessions, made on first use; undefined while the cluster speaks HTTP/1.1. */
   get http2(): Http2Pool | undefined {
     if (this.spec.protocol !== 'http2') return undefined;
-    this.pool ??= new Http2Pool(this.spec.connectTimeoutMs, () => this.stats.cx.inc(), () => this.stats.connectTimeout.inc());
+    this.pool ??= new Http2Pool(this.spec.connectTimeoutMs, () => this.stats.cx.inc(), () => this.stats.connectTimeout.inc(), (ep) => this.transportOf(ep));
     return this.pool;
+  }
+
+  /** The current transport of an endpoint: its match among the cluster's endpoints, else the cluster's own. */
+  transportOf(ep: Endpoint): UpstreamTls | undefined {
+    const known = this.spec.allEndpoints.find((e) => e.host === ep.host && e.port === ep.port);
+    return known ? known.transport : this.spec.transports.fallback;
   }
 
   /** Lets in-flight requests finish and keeps no connection. */
@@ -323,7 +341,10 @@ export class DynamicClusterManager implements ClusterManager {
   private readonly live = new Map<string, LiveCluster>();
   private readonly staticNames = new Set<string>();
 
-  constructor(private readonly stats: StatsStore) {
+  constructor(
+    private readonly stats: StatsStore,
+    private readonly secrets: SecretManager = new SecretManager(),
+  ) {
     stats.addSource(() => this.gauges());
   }
 
@@ -334,7 +355,7 @@ export class DynamicClusterManager implements ClusterManager {
   /** Installs the bootstrap's static clusters; they never change and CDS cannot replace them. */
   addStatic(clusters: readonly Cluster[]): void {
     clusters.forEach((c, i) => {
-      const spec = compileCluster(c, new Map(), `static_resources.clusters[${i}]`);
+      const spec = compileCluster(c, new Map(), `static_resources.clusters[${i}]`, { stats: this.stats, secrets: this.secrets });
       this.live.set(spec.name, new LiveCluster(spec, this.clusterStats(spec.name)));
       this.staticNames.add(spec.name);
     });
@@ -347,7 +368,7 @@ export class DynamicClusterManager implements ClusterManager {
       const field = `cluster ${c.name || `[${i}]`}`;
       if (this.staticNames.has(c.name)) throw new ConfigError(`${field}.name`, 'a static cluster of the bootstrap has this name');
       if (specs.has(c.name)) throw new ConfigError(`${field}.name`, 'duplicate cluster name');
-      specs.set(c.name, compileCluster(c, assignments, field));
+      specs.set(c.name, compileCluster(c, assignments, field, { stats: this.stats, secrets: this.secrets }));
     });
     return { specs };
   }

@@ -40,6 +40,8 @@ import {
   type DownstreamResponse,
 } from './http-codec.js';
 import { connectionDestination } from './original-dst.js';
+import { peerIdentityOf } from './tls/peer.js';
+import { compileXfcc } from './tls/xfcc.js';
 import { closeUnreadRequest, absoluteTarget, refuseHead, requestLimits, type RequestLimits } from './request-guards.js';
 import { compileRouteConfiguration, stripHostPort, type RouteTable } from './route-table.js';
 import { compilePathNormalization } from './path-normalization.js';
@@ -62,7 +64,7 @@ function isInternal(ip: string): boolean {
 /** Set fields of the HCM that this proxy does not apply yet (logged when present). */
 const UNAPPLIED_HCM = [
   'tracing', 'accessLog', 'accessLogOptions', 'http2ProtocolOptions', 'httpProtocolOptions', 'streamIdleTimeout', 'requestTimeout', 'requestHeadersTimeout',
-  'drainTimeout', 'localReplyConfig', 'forwardClientCertDetails', 'setCurrentClientCertDetails',
+  'drainTimeout', 'localReplyConfig',
   'internalAddressConfig', 'originalIpDetectionExtensions', 'via',
 ];
 
@@ -179,6 +181,7 @@ export function buildHttpConnectionManager(hcm: HttpConnectionManager, deps: Hcm
   const limits = requestLimits(hcm);
   const chain = compileHttpFilters(hcm, deps);
   const unapplied = unappliedFields(HttpConnectionManagerSchema, hcm, UNAPPLIED_HCM);
+  const xfcc = compileXfcc(hcm);
   if (unapplied.length > 0) log.warn(`connection manager ${JSON.stringify(hcm.statPrefix)}: accepted but not applied yet: ${unapplied.join(', ')}`);
   const stripPort: 'any' | number | undefined =
     hcm.stripPortMode.case === 'stripAnyHostPort' && hcm.stripPortMode.value
@@ -274,6 +277,7 @@ export function buildHttpConnectionManager(hcm: HttpConnectionManager, deps: Hcm
     }
     if (useRemoteAddress && !hcm.skipXffAppend) headers.set('x-forwarded-for', xff ? `${xff},${source.address}` : source.address);
     if (trustedHops === 0 || !headers.has('x-forwarded-proto')) headers.set('x-forwarded-proto', scheme);
+    xfcc(headers, socket);
     if (generateRequestId) {
       const external = useRemoteAddress && !isInternal(remote.address);
       if (!headers.has('x-request-id') || (external && !hcm.preserveExternalRequestId)) headers.set('x-request-id', randomUUID());
@@ -282,7 +286,7 @@ export function buildHttpConnectionManager(hcm: HttpConnectionManager, deps: Hcm
     const absolute = absoluteTarget(req.url ?? '/');
     let authority = absolute?.authority ?? requestAuthority(req);
     if (stripPort !== undefined) authority = stripHostPort(authority, stripPort === 'any' ? undefined : stripPort);
-    return new StreamRequest(req.method ?? 'GET', absolute?.path ?? req.url ?? '/', authority, scheme, headers, source, remote, destination, tls ? ((socket as TLSSocket).servername || '') : '');
+    return new StreamRequest(req.method ?? 'GET', absolute?.path ?? req.url ?? '/', authority, scheme, headers, source, remote, destination, tls ? ((socket as TLSSocket).servername || '') : '', peerIdentityOf(socket));
   }
 
   /**

@@ -71,6 +71,12 @@ export function restoreOriginalDst(socket: Socket): Destination | undefined {
   return d;
 }
 
+/** A socket layered on another (TLS over TCP) has the original destination of the one below. */
+export function inheritDestination(from: Socket, to: Socket): void {
+  const d = restored.get(from);
+  if (d) restored.set(to, d);
+}
+
 /** The restored original destination of the connection, else its local address. */
 export function connectionDestination(socket: Socket): Destination {
   return restored.get(socket) ?? { address: normalizeIp(socket.localAddress ?? ''), port: socket.localPort ?? 0 };

@@ -14,6 +14,8 @@ import { JwksRefresher } from './jwks-refresh.js';
 import { ListenerManager } from './listener-manager.js';
 import { PROXY_COMPONENTS } from './logging.js';
 import { statName, StatsStore } from './stats.js';
+import { SdsFetcher } from './tls/sds.js';
+import { SecretManager } from './tls/secrets.js';
 import { WorkerPool } from './workers.js';
 import { XdsApplier } from './xds-applier.js';
 
@@ -38,6 +40,7 @@ export class MeshProxy implements AdminTarget {
   readonly bootstrap: ProxyBootstrap;
   readonly concurrency: number;
   private readonly jwksRefresher: JwksRefresher;
+  private readonly sds: SdsFetcher;
   private readonly workers?: WorkerPool;
   healthCheckFailed = false;
   private draining = false;
@@ -52,10 +55,12 @@ export class MeshProxy implements AdminTarget {
     registerScopes(PROXY_COMPONENTS);
     this.bootstrap = o.bootstrap;
     this.concurrency = (o.workerProcesses ?? 0) + 1;
-    this.clusters = new DynamicClusterManager(this.stats);
+    const secrets = new SecretManager();
+    secrets.addStatic(o.bootstrap.staticSecrets);
+    this.clusters = new DynamicClusterManager(this.stats, secrets);
     this.jwksRefresher = new JwksRefresher(o.bootstrap.xdsAddress, this.stats);
     const workers = (o.workerProcesses ?? 0) > 0
-      ? new WorkerPool({ count: o.workerProcesses!, staticClusters: o.bootstrap.staticClusters, drainTimeMs: o.drainTimeMs, onUnknownKid: this.jwksRefresher.onUnknownKid })
+      ? new WorkerPool({ count: o.workerProcesses!, staticClusters: o.bootstrap.staticClusters, staticSecrets: o.bootstrap.staticSecrets, drainTimeMs: o.drainTimeMs, onUnknownKid: this.jwksRefresher.onUnknownKid })
       : undefined;
     this.workers = workers;
     let routes: XdsApplier | undefined;
@@ -64,6 +69,7 @@ export class MeshProxy implements AdminTarget {
       routes: (name) => routes?.route(name),
       jwt: { onUnknownKid: this.jwksRefresher.onUnknownKid },
       stats: this.stats,
+      secrets,
       drainTimeMs: o.drainTimeMs,
       ...(workers ? { distribute: workers.distribute } : {}),
     });
@@ -76,8 +82,18 @@ export class MeshProxy implements AdminTarget {
       clusters: this.clusters,
       listeners: this.listeners,
       stats: this.stats,
+      secrets,
       ...(o.initialBackoffMs !== undefined ? { initialBackoffMs: o.initialBackoffMs } : {}),
       ...(workers ? { onApplied: (u: AdsUpdate) => workers.replicate(u) } : {}),
+    });
+    const xds = this.xds;
+    this.sds = new SdsFetcher({
+      secrets,
+      ads: xds.client,
+      node: o.bootstrap.node,
+      targets: o.bootstrap.grpcTargets,
+      apply: (u) => xds.apply(u),
+      ...(o.initialBackoffMs !== undefined ? { initialBackoffMs: o.initialBackoffMs } : {}),
     });
     if (workers) this.stats.addSource(() => workers.samples());
     this.stats.addSource(() => [{ ...statName('server', 'state'), kind: 'gauge', value: { LIVE: 0, DRAINING: 1, PRE_INITIALIZING: 2 }[this.state().state] }]);
@@ -128,6 +144,7 @@ export class MeshProxy implements AdminTarget {
   stop(drainTimeMs = this.o.drainTimeMs): Promise<void> {
     this.stopping ??= (async () => {
       this.xds.close();
+      this.sds.close();
       this.jwksRefresher.close();
       await Promise.all([this.listeners.shutdown(drainTimeMs), this.workers?.stop(drainTimeMs)]);
       this.listeners.destroy();

@@ -8,6 +8,7 @@ import type { Duplex } from 'node:stream';
 import { Pool, type buildConnector } from 'undici';
 import type { RequestView } from '../envoy/request.js';
 import type { CircuitBreaker } from './cluster-health.js';
+import type { UpstreamTls } from './tls/upstream.js';
 
 export interface Endpoint {
   readonly host: string;
@@ -28,6 +29,21 @@ export interface UpstreamCluster {
   readonly breaker?: CircuitBreaker;
   /** An attempt's outcome for outlier detection: its HTTP status, or 'failure' (no response). */
   report?(endpoint: Endpoint, outcome: number | 'failure'): void;
+  /** The endpoint's transport socket (TLS), from the cluster's transport_socket(_matches); undefined: plaintext. */
+  transportOf?(endpoint: Endpoint): UpstreamTls | undefined;
+}
+
+/** How an endpoint's connections are secured; undefined: plaintext. */
+export type TransportOf = (endpoint: Endpoint) => UpstreamTls | undefined;
+
+/**
+ * A connection to `ep` with its transport: the TCP socket, or the TLS client over it. `ready` is
+ * the event that says it can carry requests (`connect`, or `secureConnect` once verified).
+ */
+export function openUpstream(ep: Endpoint, transport: UpstreamTls | undefined, ms: number, onTimeout: () => void, options: Partial<NetConnectOpts> = {}): { socket: Socket; ready: 'connect' | 'secureConnect' } {
+  const tcp = connectWithin({ ...options, host: ep.host, port: ep.port } as NetConnectOpts, ms, onTimeout);
+  tcp.setNoDelay(true);
+  return transport ? { socket: transport.wrap(tcp), ready: 'secureConnect' } : { socket: tcp, ready: 'connect' };
 }
 
 /** A TCP connection that fails (and calls `onTimeout`) unless it connects within `ms` (0 = no limit). */
@@ -82,8 +98,9 @@ export class Http1Pool {
     public connectTimeoutMs = 0,
     private readonly onConnection: () => void = () => {},
     private readonly onConnectTimeout: () => void = () => {},
+    private readonly transportOf: TransportOf = () => undefined,
   ) {
-    this.agent = new UpstreamAgent((options) => this.connect(options));
+    this.agent = new UpstreamAgent((options) => this.connect(options).socket);
   }
 
   /** The undici pool of an endpoint, made on first use. */
@@ -112,24 +129,23 @@ export class Http1Pool {
     this.pools.clear();
   }
 
-  private connect(options: NetConnectOpts): Socket {
+  private connect(options: NetConnectOpts): { socket: Socket; ready: 'connect' | 'secureConnect' } {
     this.onConnection();
-    const socket = connectWithin(options, this.connectTimeoutMs, this.onConnectTimeout);
-    socket.setNoDelay(true);
-    return socket;
+    const ep = { host: (options as { host?: string }).host ?? 'localhost', port: Number((options as { port?: number | string }).port) };
+    return openUpstream(ep, this.transportOf(ep), this.connectTimeoutMs, this.onConnectTimeout, options);
   }
 
-  /** undici's connector: our socket (counted, connect timeout), handed over once connected. */
+  /** undici's connector: our socket (counted, connect timeout, TLS when the endpoint's transport says so), handed over once ready. */
   private connector(ep: Endpoint): buildConnector.connector {
     return (_options, callback) => {
-      const socket = this.connect({ host: ep.host, port: ep.port });
+      const { socket, ready } = this.connect({ host: ep.host, port: ep.port });
       const settle = (e?: Error): void => {
-        socket.off('connect', settle);
+        socket.off(ready, settle);
         socket.off('error', settle);
         if (e) callback(e, null);
         else callback(null, socket.setKeepAlive(true, 60_000));
       };
-      socket.once('connect', settle);
+      socket.once(ready, settle);
       socket.once('error', settle);
     };
   }
@@ -147,6 +163,7 @@ export class Http2Pool {
     public connectTimeoutMs = 0,
     private readonly onConnection: () => void = () => {},
     private readonly onConnectTimeout: () => void = () => {},
+    private readonly transportOf: TransportOf = () => undefined,
   ) {}
 
   session(ep: Endpoint): ClientHttp2Session {
@@ -155,7 +172,7 @@ export class Http2Pool {
     if (existing && !existing.closed && !existing.destroyed) return existing;
     const ms = this.connectTimeoutMs;
     const session = h2connect(`http://${hostPort(ep)}`, {
-      createConnection: () => connectWithin({ host: ep.host, port: ep.port }, ms, this.onConnectTimeout),
+      createConnection: () => openUpstream(ep, this.transportOf(ep), ms, this.onConnectTimeout).socket,
     });
     this.onConnection();
     const forget = (): void => {

@@ -1,6 +1,8 @@
 // A worker process of mesh-proxy (see workers.ts): listeners, clusters and routes like the main
 // process's, on the sockets the main process binds, applying the updates it accepted. It has no
 // xDS client and no admin API, and it stops when the main process tells it to or goes away.
+import { SecretSchema } from '../gen/envoy/extensions/transport_sockets/tls/v3/secret_pb.js';
+import { SecretManager } from './tls/secrets.js';
 import { createServer, type Server, type Socket } from 'node:net';
 import { create, fromBinary } from '@bufbuild/protobuf';
 import { AnySchema } from '@bufbuild/protobuf/wkt';
@@ -80,7 +82,8 @@ function applyLevels(levels: ReadonlyArray<readonly [string, Level]>): void {
 
 class DataplaneWorker {
   private readonly stats = new StatsStore();
-  private readonly clusters = new DynamicClusterManager(this.stats);
+  private readonly secrets = new SecretManager();
+  private readonly clusters = new DynamicClusterManager(this.stats, this.secrets);
   private readonly listeners: ListenerManager;
   private readonly applier: ResourceApplier;
   /** Updates apply one at a time, in the order they came. */
@@ -90,6 +93,7 @@ class DataplaneWorker {
     private readonly init: WorkerInit,
     connections: HandedConnections,
   ) {
+    this.secrets.addStatic(init.staticSecrets.map((b) => fromBinary(SecretSchema, b)));
     this.clusters.addStatic(init.staticClusters.map((b) => fromBinary(ClusterSchema, b)));
     let applier: ResourceApplier | undefined;
     this.listeners = new ListenerManager({
@@ -97,11 +101,12 @@ class DataplaneWorker {
       routes: (name) => applier?.route(name),
       jwt: { onUnknownKid: (issuer, kid) => send({ t: 'unknown-kid', issuer, kid }) },
       stats: this.stats,
+      secrets: this.secrets,
       drainTimeMs: init.drainTimeMs,
       handedSocket: connections.claim,
       workerIndex: init.index,
     });
-    this.applier = applier = new ResourceApplier(this.clusters, this.listeners);
+    this.applier = applier = new ResourceApplier(this.clusters, this.listeners, this.secrets);
   }
 
   /** Applies an update and tells the main process, which ACKs it only once every worker did. */

@@ -15,6 +15,7 @@
 //     worker, an unknown kid a worker meets is reported by the main process, log level changes
 //     follow;
 //   - a worker that dies is replaced, and gets the current config before any connection.
+import { SecretSchema, type Secret } from '../gen/envoy/extensions/transport_sockets/tls/v3/secret_pb.js';
 import { fork, type ChildProcess } from 'node:child_process';
 import type { Socket } from 'node:net';
 import { fileURLToPath } from 'node:url';
@@ -51,6 +52,8 @@ export interface WireUpdate {
 export interface WorkerInit {
   readonly index: number;
   readonly staticClusters: readonly Uint8Array[];
+  /** The bootstrap's static secrets (the dynamic ones come as updates). */
+  readonly staticSecrets: readonly Uint8Array[];
   readonly drainTimeMs: number;
   readonly levels: ReadonlyArray<readonly [string, Level]>;
 }
@@ -85,6 +88,7 @@ export function workerCount(concurrency: number, cores: number): number {
 interface WorkerOptions {
   readonly count: number;
   readonly staticClusters: readonly Cluster[];
+  readonly staticSecrets: readonly Secret[];
   readonly drainTimeMs: number;
   readonly onUnknownKid: (issuer: string, kid: string) => void;
 }
@@ -250,7 +254,7 @@ export class WorkerPool {
     this.workers.set(index, w);
     w.send({
       t: 'init',
-      init: { index, staticClusters: this.o.staticClusters.map((c) => toBinary(ClusterSchema, c)), drainTimeMs: this.o.drainTimeMs, levels: currentLevels() },
+      init: { index, staticClusters: this.o.staticClusters.map((c) => toBinary(ClusterSchema, c)), staticSecrets: this.o.staticSecrets.map((c) => toBinary(SecretSchema, c)), drainTimeMs: this.o.drainTimeMs, levels: currentLevels() },
     });
     // The current config, in an order that applies.
     for (const type of TYPE_ORDER) {

@@ -22,6 +22,7 @@ import type { ListenerManager, ListenerPlan } from './listener-manager.js';
 import { compileRouteConfiguration, type RouteTable } from './route-table.js';
 import { statName, type StatCounter, type StatsStore } from './stats.js';
 import { DEFAULT_INITIAL_FETCH_TIMEOUT_MS, routeWarmingTimeoutMs } from './initial-fetch.js';
+import { SecretManager } from './tls/secrets.js';
 
 const log = scope('config');
 
@@ -53,6 +54,7 @@ const STAT_FAMILY: Record<string, string> = {
   [TypeUrl.Cluster]: 'cluster_manager.cds',
   [TypeUrl.RouteConfiguration]: 'http.rds',
   [TypeUrl.ClusterLoadAssignment]: 'cluster_manager.eds',
+  [TypeUrl.Secret]: 'sds',
 };
 
 function sameAny(a: Any, b: Any): boolean {
@@ -69,6 +71,8 @@ export interface XdsOptions {
   readonly clusters: DynamicClusterManager;
   readonly listeners: ListenerManager;
   readonly stats: StatsStore;
+  /** The secrets listeners and clusters share; SDS updates (ADS or an SDS server) apply to it. */
+  readonly secrets?: SecretManager;
   readonly initialBackoffMs?: number;
   /** The bootstrap's initial_fetch_timeout for LDS and CDS, ms; 0 = wait without limit; default 15 s. */
   readonly initialFetchTimeoutMs?: { readonly lds: number; readonly cds: number };
@@ -80,11 +84,11 @@ export interface XdsOptions {
   readonly onApplied?: (u: AdsUpdate) => Promise<void>;
 }
 
-/** An accepted listener set that waits for its route configurations before it serves. */
+/** An accepted listener set that waits for its route configurations and secrets before it serves. */
 interface Warming {
   readonly plan: ListenerPlan;
   readonly listeners: readonly Listener[];
-  /** Absent when the HCMs' initial_fetch_timeout is 0: the set waits for its routes without limit. */
+  /** Absent when an initial_fetch_timeout of what it waits for is 0: it waits without limit. */
   readonly timer?: NodeJS.Timeout;
 }
 
@@ -112,11 +116,32 @@ export class ResourceApplier {
   constructor(
     private readonly clusters: DynamicClusterManager,
     private readonly listeners: ListenerManager,
+    readonly secrets: SecretManager = new SecretManager(),
   ) {}
 
-  /** The route configurations warming listeners wait for (empty when none). */
+  /** What warming listeners wait for: route configurations and secrets (empty when none). */
   warmingFor(): string[] {
-    return this.warming ? this.missingRoutes(this.warming.listeners) : [];
+    return this.warming ? this.missing(this.warming) : [];
+  }
+
+  private missing(w: { plan: ListenerPlan; listeners: readonly Listener[] }): string[] {
+    const secrets = this.secrets.missing([...w.plan.listeners.values()].flatMap((l) => l.secretRefs()));
+    return [...this.missingRoutes(w.listeners).map((n) => `route configuration ${n}`), ...secrets.map((n) => `secret ${n}`)];
+  }
+
+  /**
+   * How long warming may wait: Envoy's initial_fetch_timeout of each missing resource (the RDS
+   * config source of the HCMs naming a route configuration, the SdsSecretConfig's for a secret);
+   * undefined when one of them is 0 (wait without limit).
+   */
+  private warmingTimeoutMs(w: { plan: ListenerPlan; listeners: readonly Listener[] }): number | undefined {
+    const secrets = this.secrets.missing([...w.plan.listeners.values()].flatMap((l) => l.secretRefs()));
+    const forSecrets = this.secrets.remainingWaitMs(secrets);
+    if (forSecrets === undefined) return undefined;
+    const routes = this.missingRoutes(w.listeners);
+    if (routes.length === 0) return forSecrets;
+    const forRoutes = routeWarmingTimeoutMs(w.listeners, routes);
+    return forRoutes === 0 ? undefined : Math.max(forRoutes, forSecrets);
   }
 
   /** Drops a warming listener set (shutdown). */
@@ -157,7 +182,7 @@ export class ResourceApplier {
         this.cancelWarming();
         const plan = await this.listeners.prepare(msgs<Listener>());
         const listeners = [...plan.listeners.values()].map((l) => l.message);
-        const missing = this.missingRoutes(listeners);
+        const missing = this.missing({ plan, listeners });
         if (missing.length === 0) this.activate(plan, listeners);
         else this.warm(plan, listeners, missing);
         this.listenerResources = this.appliedListeners(u, plan.failures);
@@ -189,10 +214,13 @@ export class ResourceApplier {
         this.routes.clear();
         for (const [n, r] of next) this.routes.set(n, r);
         for (const n of next.keys()) this.routesGivenUp.delete(n);
-        const w = this.warming;
-        if (w && this.missingRoutes(w.listeners).length === 0) this.activate(w.plan, w.listeners);
+        this.activateWarmed();
         return;
       }
+      case TypeUrl.Secret:
+        this.secrets.apply(u);
+        this.activateWarmed();
+        return;
       default:
         throw new Error(`resource type ${u.typeUrl} is not supported by this proxy`);
     }
@@ -209,16 +237,15 @@ export class ResourceApplier {
   }
 
   private warm(plan: ListenerPlan, listeners: readonly Listener[], missing: readonly string[]): void {
-    const waitMs = routeWarmingTimeoutMs(listeners, missing);
-    log.info(`listeners warming until route configuration ${missing.join(', ')} arrives${waitMs > 0 ? ` (at most ${waitMs}ms)` : ' (initial_fetch_timeout 0: without limit)'}`);
-    if (waitMs === 0) {
+    const waitMs = this.warmingTimeoutMs({ plan, listeners });
+    log.info(`listeners warming until ${missing.join(', ')} arrives${waitMs === undefined ? ' (initial_fetch_timeout 0: without limit)' : ` (at most ${waitMs}ms)`}`);
+    if (waitMs === undefined) {
       this.warming = { plan, listeners };
       return;
     }
     const timer = setTimeout(() => {
-      const late = this.warmingFor();
-      log.warn(`route configuration ${late.join(', ')} did not arrive within its initial_fetch_timeout (${waitMs}ms); the listeners serve without it`);
-      for (const n of late) this.routesGivenUp.add(n);
+      log.warn(`${this.warmingFor().join(', ')} did not arrive within its initial_fetch_timeout (${waitMs}ms); the listeners serve without it (TLS chains without their secrets refuse connections)`);
+      for (const n of this.missingRoutes(listeners)) this.routesGivenUp.add(n);
       this.activate(plan, listeners);
     }, waitMs);
     timer.unref();
@@ -227,6 +254,12 @@ export class ResourceApplier {
 
   private missingRoutes(listeners: readonly Listener[]): string[] {
     return [...routeNames(listeners)].filter((n) => !this.routes.has(n));
+  }
+
+  /** Activates the warming set once nothing it waits for is missing. */
+  private activateWarmed(): void {
+    const w = this.warming;
+    if (w && this.missing(w).length === 0) this.activate(w.plan, w.listeners);
   }
 
   private activate(plan: ListenerPlan, listeners: readonly Listener[]): void {
@@ -264,7 +297,7 @@ export class XdsApplier {
   private readonly fetchTimers: NodeJS.Timeout[] = [];
 
   constructor(private readonly o: XdsOptions) {
-    this.applier = new ResourceApplier(o.clusters, o.listeners);
+    this.applier = new ResourceApplier(o.clusters, o.listeners, o.secrets);
     const wildcard = [...(o.cds ? [TypeUrl.Cluster] : []), ...(o.lds ? [TypeUrl.Listener] : [])];
     this.client = new AdsClient({
       address: o.address,
@@ -310,6 +343,11 @@ export class XdsApplier {
   /** The route table the HTTP connection managers look up by RDS name. */
   readonly route = (name: string): RouteTable | undefined => this.applier.route(name);
 
+  /** The proxy's secrets (config_dump). */
+  get secrets(): SecretManager {
+    return this.applier.secrets;
+  }
+
   /**
    * Ready once the initial listeners and clusters are applied and every route configuration the
    * listeners name has arrived (Envoy's listener warming, seen from outside).
@@ -326,7 +364,9 @@ export class XdsApplier {
     const waiting = (typeUrl: string) => !this.applied.has(typeUrl) && !this.fetchTimedOut.has(typeUrl);
     if (this.o.cds && waiting(TypeUrl.Cluster)) return { ready: false, reason: 'initial CDS not applied yet' };
     if (this.o.lds && waiting(TypeUrl.Listener)) return { ready: false, reason: 'initial LDS not applied yet' };
-    if (this.o.lds && this.applied.has(TypeUrl.Listener) && !this.applier.activated) return { ready: false, reason: `listeners warming: waiting for route configuration ${this.applier.warmingFor().join(', ')}` };
+    if (this.o.lds && this.applied.has(TypeUrl.Listener) && !this.applier.activated) return { ready: false, reason: `listeners warming: waiting for ${this.applier.warmingFor().join(', ')}` };
+    const secrets = this.applier.secrets.pending();
+    if (secrets.length > 0) return { ready: false, reason: `waiting for secret ${secrets.join(', ')}` };
     const missing = [...routeNames(this.o.listeners.messages())].filter((n) => !this.applier.hasRoute(n) && !this.applier.gaveUpOn(n));
     if (missing.length > 0) return { ready: false, reason: `waiting for route configuration ${missing.join(', ')}` };
     return { ready: true, reason: '' };
@@ -360,7 +400,9 @@ export class XdsApplier {
    * Applies one update; throws (-> NACK) leaving everything as it was, or, for listeners that
    * applied in part, having applied (here and on the workers) and recorded the part that did.
    */
-  async apply(u: AdsUpdate): Promise<void> {
+  async apply(update: AdsUpdate): Promise<void> {
+    // Secrets from every SDS stream are one set by name: an update adds to what is held.
+    const u = update.typeUrl === TypeUrl.Secret ? this.applier.secrets.merged(update) : update;
     const stats = this.statsOf(u.typeUrl);
     stats.attempt.inc();
     const type = shortTypeName(u.typeUrl);

@@ -13,6 +13,7 @@ import { create, type Message, type MessageInitShape } from '@bufbuild/protobuf'
 import type { Any } from '@bufbuild/protobuf/wkt';
 import { credentials as grpcCredentials, type ChannelCredentials, type Client, type ClientDuplexStream, type ServiceError, type StatusObject } from '@grpc/grpc-js';
 import { AggregatedDiscoveryService } from '../gen/envoy/service/discovery/v3/ads_pb.js';
+import { SecretDiscoveryService } from '../gen/envoy/service/secret/v3/sds_pb.js';
 import { DiscoveryRequestSchema, type DiscoveryRequest, type DiscoveryResponse } from '../gen/envoy/service/discovery/v3/discovery_pb.js';
 import { NodeSchema } from '../gen/envoy/config/core/v3/base_pb.js';
 import type { ConfigSource } from '../gen/envoy/config/core/v3/config_source_pb.js';
@@ -94,6 +95,8 @@ export interface AdsClientOptions {
   followDependencies?: boolean;
   initialBackoffMs?: number;
   maxBackoffMs?: number;
+  /** The service: ADS (default), or SDS's StreamSecrets (same protocol, one type) on an SDS server. */
+  service?: 'ads' | 'sds';
 }
 
 export interface AdsClientEvents {
@@ -108,6 +111,11 @@ export interface AdsClientEvents {
 /** The grpc-js client of the ADS service, typed for the SotW method. */
 export interface AdsGrpcClient extends Client {
   streamAggregatedResources(): ClientDuplexStream<DiscoveryRequest, DiscoveryResponse>;
+}
+
+/** The grpc-js client of the SDS service, typed for the SotW method. */
+interface SdsGrpcClient extends Client {
+  streamSecrets(): ClientDuplexStream<DiscoveryRequest, DiscoveryResponse>;
 }
 
 interface TypeState {
@@ -176,7 +184,8 @@ function messages<T>(state: TypeState | undefined, typeName: string): T[] {
 }
 
 export class AdsClient extends EventEmitter<AdsClientEvents> {
-  private readonly grpc: AdsGrpcClient;
+  private readonly grpc: Client;
+  private readonly openStream: () => ClientDuplexStream<DiscoveryRequest, DiscoveryResponse>;
   private readonly states = new Map<string, TypeState>();
   private readonly backoff: Backoff;
   private call?: ClientDuplexStream<DiscoveryRequest, DiscoveryResponse>;
@@ -187,7 +196,16 @@ export class AdsClient extends EventEmitter<AdsClientEvents> {
 
   constructor(private readonly opts: AdsClientOptions) {
     super();
-    this.grpc = grpcClient(AggregatedDiscoveryService, opts.address, opts.credentials ?? grpcCredentials.createInsecure()) as AdsGrpcClient;
+    const creds = opts.credentials ?? grpcCredentials.createInsecure();
+    if (opts.service === 'sds') {
+      const sds = grpcClient(SecretDiscoveryService, opts.address, creds) as unknown as SdsGrpcClient;
+      this.openStream = () => sds.streamSecrets();
+      this.grpc = sds;
+    } else {
+      const ads = grpcClient(AggregatedDiscoveryService, opts.address, creds) as AdsGrpcClient;
+      this.openStream = () => ads.streamAggregatedResources();
+      this.grpc = ads;
+    }
     this.backoff = new Backoff(opts.initialBackoffMs, opts.maxBackoffMs);
     for (const t of opts.wildcardTypes ?? [TypeUrl.Cluster, TypeUrl.Listener]) this.stateOf(t).wildcard = true;
   }
@@ -233,7 +251,7 @@ export class AdsClient extends EventEmitter<AdsClientEvents> {
 
   private connect(): void {
     if (this.closed) return;
-    const call = this.grpc.streamAggregatedResources();
+    const call = this.openStream();
     this.call = call;
     let established = false;
     let ended = false;
@@ -247,7 +265,7 @@ export class AdsClient extends EventEmitter<AdsClientEvents> {
       this.emit('disconnected', why, established);
       if (this.closed) return;
       const delay = this.backoff.next();
-      log.warn(`ADS stream to ${this.opts.address} ended (${why}); reconnecting in ${delay}ms`);
+      log.warn(`${this.opts.service === 'sds' ? 'SDS' : 'ADS'} stream to ${this.opts.address} ended (${why}); reconnecting in ${delay}ms`);
       this.retryTimer = setTimeout(() => this.connect(), delay);
     };
     call.on('data', (res: DiscoveryResponse) => {

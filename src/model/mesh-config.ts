@@ -1,6 +1,7 @@
 // The discovery server's mesh config file (`--meshConfig`): the fields it applies, read purely
-// from the file's text. `pathNormalization` and the ext_authz `extensionProviders` are effective;
-// the other fields are reported so that the program can say they are not.
+// from the file's text. `pathNormalization`, the ext_authz `extensionProviders`, `enableAutoMtls`
+// and `trustDomainAliases` are effective; the other fields are reported so that the program can say
+// they are not.
 import { parse as parseYaml, YAMLParseError } from 'yaml';
 import { PATH_NORMALIZATIONS, type PathNormalization } from '../networking/common.js';
 import { ExtensionProviderError, parseExtensionProviders, type ExtensionProviders } from './extension-providers.js';
@@ -12,13 +13,27 @@ export interface MeshConfig {
   readonly pathNormalization: PathNormalization;
   /** `extensionProviders`: the external authorizers of CUSTOM AuthorizationPolicies. */
   readonly extensionProviders: ExtensionProviders;
+  /** `enableAutoMtls` (default true): clients use mesh mTLS to endpoints with a sidecar unless a DestinationRule says otherwise. */
+  readonly enableAutoMtls: boolean;
+  /** `trustDomainAliases`: other trust domains that name the same workloads (SAN checks, AuthorizationPolicy principals). */
+  readonly trustDomainAliases: readonly string[];
   /** Top-level fields present in the file that have no effect yet. */
   readonly notEffective: readonly string[];
 }
 
-export const DEFAULT_MESH_CONFIG: MeshConfig = { pathNormalization: 'BASE', extensionProviders: { authorizers: new Map(), notEffective: [] }, notEffective: [] };
+export const DEFAULT_MESH_CONFIG: MeshConfig = { pathNormalization: 'BASE', extensionProviders: { authorizers: new Map(), notEffective: [] }, enableAutoMtls: true, trustDomainAliases: [], notEffective: [] };
 
-const EFFECTIVE_FIELDS = ['pathNormalization', 'extensionProviders'];
+const EFFECTIVE_FIELDS = new Set(['pathNormalization', 'extensionProviders', 'enableAutoMtls', 'trustDomainAliases']);
+
+function readMtlsFields(doc: Record<string, unknown>, file: string): Pick<MeshConfig, 'enableAutoMtls' | 'trustDomainAliases'> {
+  const auto = doc['enableAutoMtls'] ?? true;
+  if (typeof auto !== 'boolean') throw new MeshConfigError(`${file}: enableAutoMtls: expected true or false, got ${JSON.stringify(auto)}`);
+  const aliases = doc['trustDomainAliases'] ?? [];
+  if (!Array.isArray(aliases) || aliases.some((a) => typeof a !== 'string' || a === '' || a.includes('/'))) {
+    throw new MeshConfigError(`${file}: trustDomainAliases: expected a list of trust domain names (no "/"), got ${JSON.stringify(aliases)}`);
+  }
+  return { enableAutoMtls: auto, trustDomainAliases: aliases as string[] };
+}
 
 const isRecord = (v: unknown): v is Record<string, unknown> => typeof v === 'object' && v !== null && !Array.isArray(v);
 
@@ -52,7 +67,7 @@ export function parseMeshConfig(text: string, file: string): MeshConfig {
     if (e instanceof ExtensionProviderError) throw new MeshConfigError(`${file}: ${e.message}`);
     throw e;
   }
-  const notEffective = Object.keys(doc).filter((k) => !EFFECTIVE_FIELDS.includes(k)).sort();
+  const notEffective = Object.keys(doc).filter((k) => !EFFECTIVE_FIELDS.has(k)).sort();
   notEffective.push(...extensionProviders.notEffective.map((p) => `extensionProviders: ${p}`));
-  return { pathNormalization, extensionProviders, notEffective };
+  return { pathNormalization, extensionProviders, ...readMtlsFields(doc, file), notEffective };
 }

@@ -34,6 +34,12 @@ export interface Proxy {
   readonly dnsCapture: boolean;
   /** DNS_AUTO_ALLOCATE: with DNS capture, ServiceEntries without addresses get allocated ones. */
   readonly dnsAutoAllocate: boolean;
+  /**
+   * The proxy can take mesh mTLS config: its agent serves the workload certificate over SDS
+   * (metadata SDS=true) and it announces Envoy's TLS transport socket among its node extensions.
+   * Without both, TLS config would reference a secret or a socket it does not have.
+   */
+  readonly meshMtls?: boolean;
   readonly metadata: JsonObject;
 }
 
@@ -76,7 +82,10 @@ function metaLabels(value: JsonValue | undefined): Record<string, string> {
  * Parses `<type>~<ip>~<pod>.<namespace>~<namespace>.svc.<domain>` and the metadata the agent sets.
  * Throws ProxyParseError naming the offending part.
  */
-export function parseProxy(nodeId: string, metadata: JsonObject = {}): Proxy {
+/** The extension a proxy must list in node.extensions to be sent TLS transport sockets. */
+export const TLS_TRANSPORT_EXTENSION = 'envoy.transport_sockets.tls';
+
+export function parseProxy(nodeId: string, metadata: JsonObject = {}, extensions: readonly string[] = []): Proxy {
   const parts = nodeId.split('~');
   if (parts.length !== 4) {
     throw new ProxyParseError(`node.id "${nodeId}": expected 4 parts "<type>~<ip>~<pod>.<namespace>~<namespace>.svc.<domain>", got ${parts.length}`);
@@ -119,6 +128,7 @@ export function parseProxy(nodeId: string, metadata: JsonObject = {}): Proxy {
     autoRegisterGroup: metaString(metadata, 'AUTO_REGISTER_GROUP'),
     dnsCapture: metaBool(metadata, 'DNS_CAPTURE'),
     dnsAutoAllocate: metaBool(metadata, 'DNS_AUTO_ALLOCATE'),
+    meshMtls: metaBool(metadata, 'SDS') && extensions.includes(TLS_TRANSPORT_EXTENSION),
     metadata,
   };
 }

@@ -87,7 +87,6 @@ function unsupportedValues(spec: unknown, path = ''): string[] {
   for (const [k, v] of Object.entries(spec as Record<string, unknown>)) {
     const p = path ? `${path}.${k}` : k;
     if (k === 'simple' && typeof v === 'string' && !SUPPORTED_LB.has(v)) out.push(`${p} ${v} is not effective yet`);
-    else if (k === 'mode' && v === 'ISTIO_MUTUAL') out.push(`${p} ISTIO_MUTUAL is not effective yet: it needs workload identity (certificates from the mesh's CA), which is not served yet; traffic to this host stays plain text`);
     else out.push(...unsupportedValues(v, p));
   }
   return out;

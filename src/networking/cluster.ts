@@ -9,6 +9,7 @@ import { adsConfigSource, seconds } from './common.js';
 import { buildLoadAssignment, type EndpointInput } from './endpoint.js';
 import { BLACKHOLE_CLUSTER, inboundClusterName, outboundClusterName, PASSTHROUGH_CLUSTER } from './names.js';
 import { clusterPolicy, commonHttpOptions, type TrafficPolicy } from './traffic-policy.js';
+import { meshMtlsFields, type ClusterMtls } from './outbound-mtls.js';
 
 export interface ClusterOptions {
   /** Seconds; 10 unless set. */
@@ -20,6 +21,8 @@ export interface ClusterTraffic {
   /** Subset name; '' for the service port's own cluster. */
   readonly subset: string;
   readonly policy: TrafficPolicy;
+  /** Mesh mTLS of the cluster (auto mTLS, ISTIO_MUTUAL); absent for a proxy without a workload certificate. */
+  readonly mtls?: ClusterMtls;
 }
 
 type ClusterInit = Exclude<MessageInitShape<typeof ClusterSchema>, Cluster>;
@@ -70,7 +73,7 @@ export function buildOutboundCluster(
   traffic: ClusterTraffic = { subset: '', policy: {} },
 ): Cluster {
   const name = outboundClusterName(port.port, service.hostname, traffic.subset);
-  const proto = { ...protocolOptions(port.protocol, traffic.policy), ...clusterPolicy(traffic.policy, service.hostname) };
+  const proto = { ...protocolOptions(port.protocol, traffic.policy), ...clusterPolicy(traffic.policy, service.hostname), ...meshMtlsFields(service, port, traffic.subset, traffic.policy, traffic.mtls) };
   switch (service.resolution) {
     case 'STATIC':
       return cluster(name, Cluster_DiscoveryType.EDS, opts, {

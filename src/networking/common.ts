@@ -91,9 +91,11 @@ export function httpConnectionManager(
   routes: RouteSource,
   extraFilters: readonly HttpFilter[] = [],
   pathNormalization: PathNormalization = 'BASE',
+  extras: InboundHcmExtras = {},
 ): Any {
   return pack(HttpConnectionManagerSchema, {
     statPrefix,
+    ...extras,
     codecType: HttpConnectionManager_CodecType.AUTO,
     ...pathNormalizationFields(pathNormalization),
     routeSpecifier:
@@ -106,8 +108,11 @@ export function httpConnectionManager(
   });
 }
 
-export function hcmFilter(statPrefix: string, routes: RouteSource, extraFilters: readonly HttpFilter[] = [], pathNormalization?: PathNormalization): Filter {
-  const hcm = httpConnectionManager(statPrefix, routes, extraFilters, pathNormalization);
+/** Client certificate handling (x-forwarded-client-cert) of an inbound connection manager. */
+export type InboundHcmExtras = Pick<MessageInitShape<typeof HttpConnectionManagerSchema>, 'forwardClientCertDetails' | 'setCurrentClientCertDetails'>;
+
+export function hcmFilter(statPrefix: string, routes: RouteSource, extraFilters: readonly HttpFilter[] = [], pathNormalization?: PathNormalization, extras?: InboundHcmExtras): Filter {
+  const hcm = httpConnectionManager(statPrefix, routes, extraFilters, pathNormalization, extras);
   return create(FilterSchema, { name: HCM_FILTER_NAME, configType: { case: 'typedConfig', value: hcm } });
 }
 

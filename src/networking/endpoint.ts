@@ -5,6 +5,7 @@ import { create } from '@bufbuild/protobuf';
 import { ClusterLoadAssignmentSchema, type ClusterLoadAssignment } from '../gen/envoy/config/endpoint/v3/endpoint_pb.js';
 import { localityString, type Locality } from '../model/service.js';
 import { socketAddress } from './common.js';
+import { tlsModeMetadata } from './outbound-mtls.js';
 
 /** What an endpoint contributes to a load assignment. */
 export interface EndpointInput {
@@ -12,6 +13,8 @@ export interface EndpointInput {
   readonly port: number;
   readonly locality: Locality;
   readonly weight: number;
+  /** The workload's security.mesh.io/tlsMode label: `mesh` when it has a sidecar (auto mTLS). */
+  readonly tlsMode?: string;
 }
 
 export function buildLoadAssignment(clusterName: string, endpoints: readonly EndpointInput[]): ClusterLoadAssignment {
@@ -33,10 +36,10 @@ export function buildLoadAssignment(clusterName: string, endpoints: readonly End
     endpoints: groups.map((g) => ({
       locality: { region: g.locality.region, zone: g.locality.zone, subZone: g.locality.subZone },
       loadBalancingWeight: g.endpoints.reduce((sum, e) => sum + e.weight, 0),
-      lbEndpoints: g.endpoints.map((e) => ({
-        hostIdentifier: { case: 'endpoint' as const, value: { address: socketAddress(e.address, e.port) } },
-        loadBalancingWeight: e.weight,
-      })),
+      lbEndpoints: g.endpoints.map((e) => {
+        const metadata = tlsModeMetadata(e.tlsMode);
+        return { hostIdentifier: { case: 'endpoint' as const, value: { address: socketAddress(e.address, e.port) } }, loadBalancingWeight: e.weight, ...(metadata ? { metadata } : {}) };
+      }),
     })),
   });
 }

@@ -4,15 +4,15 @@
 import { create, type MessageInitShape } from '@bufbuild/protobuf';
 import { TrafficDirection } from '../gen/envoy/config/core/v3/base_pb.js';
 import { ListenerSchema, type Listener } from '../gen/envoy/config/listener/v3/listener_pb.js';
-import { FilterChainSchema, ListenerFilterSchema, type Filter, type FilterChain } from '../gen/envoy/config/listener/v3/listener_components_pb.js';
+import { FilterChainSchema, ListenerFilterSchema, type Filter, type FilterChain, type ListenerFilter } from '../gen/envoy/config/listener/v3/listener_components_pb.js';
 import { HttpInspectorSchema } from '../gen/envoy/extensions/filters/listener/http_inspector/v3/http_inspector_pb.js';
-import type { HttpFilter } from '../gen/envoy/extensions/filters/network/http_connection_manager/v3/http_connection_manager_pb.js';
+import { HttpConnectionManager_ForwardClientCertDetails, type HttpFilter } from '../gen/envoy/extensions/filters/network/http_connection_manager/v3/http_connection_manager_pb.js';
 import type { CaptureMode } from '../api/types.js';
 import type { OutboundTrafficMode } from '../model/push-context.js';
 import { isHttpProtocol, type Protocol, type Service } from '../model/service.js';
 import { HTTP_INSPECTOR_FILTER_NAME } from '../envoy/names.js';
 import { pack } from '../envoy/types.js';
-import { hcmFilter, routeConfiguredFilters, seconds, socketAddress, tcpProxyFilter, type PathNormalization } from './common.js';
+import { hcmFilter, routeConfiguredFilters, seconds, socketAddress, tcpProxyFilter, type InboundHcmExtras, type PathNormalization } from './common.js';
 import {
   BLACKHOLE_CLUSTER,
   inboundClusterName,
@@ -27,6 +27,8 @@ import {
   WILDCARD_ADDRESS,
 } from './names.js';
 import { buildInboundRouteConfig } from './route.js';
+import { needsTlsInspector, securedChains, tlsInspector, type ChainKind, type InboundMtlsOptions } from './inbound-mtls.js';
+import type { EffectiveMtlsMode } from '../security/mtls/peer-authentication.js';
 
 /** What http_inspector reports for plaintext HTTP. */
 const HTTP_APPLICATION_PROTOCOLS = ['http/1.0', 'http/1.1', 'h2c'];
@@ -45,6 +47,8 @@ export interface InboundPort {
    * proxy mode, `IPTABLES` is reached through capture; unset or `DEFAULT` follows the proxy's mode.
    */
   readonly captureMode?: CaptureMode;
+  /** The port's PeerAuthentication mode; unset takes InboundOptions.mtls.mode. */
+  readonly mtls?: EffectiveMtlsMode;
 }
 
 export interface InboundOptions {
@@ -58,6 +62,16 @@ export interface InboundOptions {
   readonly transparent?: boolean;
   /** Mesh config pathNormalization of the HTTP chains; default BASE. */
   readonly pathNormalization?: PathNormalization;
+  /** PeerAuthentication: the chains of each port's mTLS mode (see inbound-mtls.ts); absent = plaintext only. */
+  readonly mtls?: InboundMtlsOptions;
+}
+
+/**
+ * As the Go mesh's sidecar inbound connection managers: the client certificate's details are
+ * appended to x-forwarded-client-cert (subject, URI and DNS SANs) and the header forwarded.
+ */
+function clientCertDetails(opts: InboundOptions): InboundHcmExtras | undefined {
+  return opts.mtls?.tls ? { forwardClientCertDetails: HttpConnectionManager_ForwardClientCertDetails.APPEND_FORWARD, setCurrentClientCertDetails: { subject: true, uri: true, dns: true } } : undefined;
 }
 
 function httpChain(p: InboundPort, opts: InboundOptions, matchPort: boolean, sniffed: boolean): FilterChain {
@@ -68,7 +82,7 @@ function httpChain(p: InboundPort, opts: InboundOptions, matchPort: boolean, sni
       ...(matchPort ? { destinationPort: p.port } : {}),
       ...(sniffed ? { applicationProtocols: HTTP_APPLICATION_PROTOCOLS } : {}),
     },
-    filters: [hcmFilter(`inbound_${listenerName(WILDCARD_ADDRESS, p.port)}`, { inline: buildInboundRouteConfig(cluster, cluster) }, opts.httpFilters, opts.pathNormalization)],
+    filters: [hcmFilter(`inbound_${listenerName(WILDCARD_ADDRESS, p.port)}`, { inline: buildInboundRouteConfig(cluster, cluster) }, opts.httpFilters, opts.pathNormalization, clientCertDetails(opts))],
   });
 }
 
@@ -89,7 +103,7 @@ function sniffs(p: InboundPort, opts: InboundOptions): boolean {
   return sniffedProtocol(p.protocol, opts.sniffing);
 }
 
-function httpInspector(): ListenerInit['listenerFilters'] {
+function httpInspector(): ListenerFilter[] {
   return [create(ListenerFilterSchema, { name: HTTP_INSPECTOR_FILTER_NAME, configType: { case: 'typedConfig', value: pack(HttpInspectorSchema, {}) } })];
 }
 
@@ -98,18 +112,28 @@ function httpInspector(): ListenerInit['listenerFilters'] {
  * protocols, a TCP proxy otherwise, and both (HTTP first) when the protocol is sniffed.
  */
 export function buildInboundFilterChains(p: InboundPort, opts: InboundOptions, matchPort = true): FilterChain[] {
-  if (isHttpProtocol(p.protocol)) return [httpChain(p, opts, matchPort, false)];
-  if (sniffs(p, opts)) return [httpChain(p, opts, matchPort, true), tcpChain(p, matchPort)];
-  return [tcpChain(p, matchPort)];
+  const plain: { kind: ChainKind; chain: FilterChain }[] = isHttpProtocol(p.protocol)
+    ? [{ kind: 'http', chain: httpChain(p, opts, matchPort, false) }]
+    : sniffs(p, opts)
+      ? [
+          { kind: 'sniffed-http', chain: httpChain(p, opts, matchPort, true) },
+          { kind: 'sniffed-tcp', chain: tcpChain(p, matchPort) },
+        ]
+      : [{ kind: 'tcp', chain: tcpChain(p, matchPort) }];
+  return securedChains(plain, p.mtls, opts.mtls);
 }
 
 type ListenerInit = Exclude<MessageInitShape<typeof ListenerSchema>, Listener>;
 
-/** http_inspector when some port's protocol is sniffed, bounded by the detection timeout. */
-function sniffingFilters(ports: readonly InboundPort[], opts: InboundOptions): Pick<ListenerInit, 'listenerFilters' | 'listenerFiltersTimeout'> {
-  if (!ports.some((p) => sniffs(p, opts))) return {};
+/**
+ * tls_inspector when some chain matches on TLS, then http_inspector when some port's protocol is
+ * sniffed, bounded by the detection timeout. `passthroughMode`: virtualInbound's own chains.
+ */
+function sniffingFilters(ports: readonly InboundPort[], opts: InboundOptions, passthroughMode?: EffectiveMtlsMode): Pick<ListenerInit, 'listenerFilters' | 'listenerFiltersTimeout'> {
+  const tls = needsTlsInspector([...ports.map((p) => p.mtls), ...(passthroughMode ? [passthroughMode] : [])], opts.mtls) ? [tlsInspector()] : [];
+  if (!ports.some((p) => sniffs(p, opts))) return tls.length > 0 ? { listenerFilters: tls } : {};
   return {
-    listenerFilters: httpInspector(),
+    listenerFilters: [...tls, ...httpInspector()],
     ...(opts.detectionTimeout !== undefined ? { listenerFiltersTimeout: seconds(opts.detectionTimeout) } : {}),
   };
 }
@@ -126,8 +150,9 @@ function sniffingFilters(ports: readonly InboundPort[], opts: InboundOptions): P
 function passthroughChains(opts: InboundOptions): FilterChain[] {
   const secured = (opts.httpFilters?.length ?? 0) > 0;
   const filters = secured
-    ? [hcmFilter('InboundPassthroughCluster', { inline: buildInboundRouteConfig('InboundPassthroughCluster', PASSTHROUGH_CLUSTER) }, opts.httpFilters)]
+    ? [hcmFilter('InboundPassthroughCluster', { inline: buildInboundRouteConfig('InboundPassthroughCluster', PASSTHROUGH_CLUSTER) }, opts.httpFilters, undefined, clientCertDetails(opts))]
     : [tcpProxyFilter(PASSTHROUGH_CLUSTER)];
+  const kind: ChainKind = secured ? 'http' : 'tcp';
   return [
     create(FilterChainSchema, { name: `${VIRTUAL_INBOUND}-blackhole`, filterChainMatch: { destinationPort: VIRTUAL_INBOUND_PORT }, filters: [tcpProxyFilter(BLACKHOLE_CLUSTER)] }),
     ...(
@@ -135,8 +160,9 @@ function passthroughChains(opts: InboundOptions): FilterChain[] {
         ['ipv4', '0.0.0.0'],
         ['ipv6', '::'],
       ] as const
-    ).map(([family, prefix]) =>
-      create(FilterChainSchema, { name: `${VIRTUAL_INBOUND}-${family}-passthrough`, filterChainMatch: { prefixRanges: [{ addressPrefix: prefix, prefixLen: 0 }] }, filters }),
+    ).flatMap(([family, prefix]) =>
+      // Undeclared ports take the workload's mode: STRICT must not be bypassed through them.
+      securedChains([{ kind, chain: create(FilterChainSchema, { name: `${VIRTUAL_INBOUND}-${family}-passthrough`, filterChainMatch: { prefixRanges: [{ addressPrefix: prefix, prefixLen: 0 }] }, filters }) }], undefined, opts.mtls),
     ),
   ];
 }
@@ -152,7 +178,7 @@ export function buildVirtualInbound(ports: readonly InboundPort[], opts: Inbound
     useOriginalDst: true,
     ...(opts.transparent ? { transparent: true } : {}),
     trafficDirection: TrafficDirection.INBOUND,
-    ...sniffingFilters(ports, opts),
+    ...sniffingFilters(ports, opts, opts.mtls?.mode),
     filterChains: [...ports.flatMap((p) => buildInboundFilterChains(p, opts)), ...passthroughChains(opts)],
   });
 }

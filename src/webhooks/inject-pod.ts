@@ -24,7 +24,8 @@ import { DEFAULT_REVISION, REVISION_LABEL } from '../config/revision.js';
 export const PROXY_CONTAINER = 'mesh-proxy';
 export const INIT_CONTAINER = 'mesh-init';
 /** The label telling peers the workload speaks mutual TLS through its sidecar. */
-export const TLS_MODE_LABEL = 'security.mesh.io/tlsMode';
+import { MESH_TLS_MODE, TLS_MODE_LABEL } from '../networking/outbound-mtls.js';
+export { TLS_MODE_LABEL };
 /** The audience of the workload token the agent presents to the certificate authority (TOKEN_AUDIENCES' default). */
 export const TOKEN_AUDIENCE = 'mesh-ca';
 /** The fsGroup of ENABLE_LEGACY_FSGROUP_INJECTION: the proxy's gid, so it can read the token. */
@@ -219,7 +220,7 @@ export function injectionPatch(pod: V1Pod, ctx: InjectionContext): JsonPatchOper
   if (ctx.legacyFsGroup && pod.spec?.securityContext?.fsGroup === undefined) {
     ops.push(addKey('/spec/securityContext', pod.spec?.securityContext, 'fsGroup', LEGACY_FS_GROUP));
   }
-  ops.push(addKey('/metadata/labels', pod.metadata?.labels, TLS_MODE_LABEL, 'mesh'));
+  ops.push(addKey('/metadata/labels', pod.metadata?.labels, TLS_MODE_LABEL, MESH_TLS_MODE));
   // The labels object exists after the first add.
   ops.push(addKey('/metadata/labels', {}, REVISION_LABEL, ctx.revision ?? DEFAULT_REVISION));
   ops.push(addKey('/metadata/annotations', pod.metadata?.annotations, STATUS_ANNOTATION, JSON.stringify(status)));

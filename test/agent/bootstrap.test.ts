@@ -113,3 +113,10 @@ test('PILOT_INITIAL_FETCH_TIMEOUT is the initial_fetch_timeout of listeners and 
   assert.equal(json(2500).lds_config.initial_fetch_timeout, '2.500s');
   assert.equal(json(2500).cds_config.initial_fetch_timeout, '2.500s');
 });
+
+test('with an SDS socket the bootstrap has the sds-grpc cluster and tells the discovery server so (node metadata SDS)', () => {
+  const b = buildBootstrap(inputs('127.0.0.1:15011', { sdsSocket: '/var/run/sds.sock' }));
+  assert.equal(b.node?.metadata?.['SDS'], 'true');
+  assert.ok(b.staticResources?.clusters.some((c) => c.name === 'sds-grpc'));
+  assert.equal(buildBootstrap(inputs('127.0.0.1:15011')).node?.metadata?.['SDS'], undefined);
+});

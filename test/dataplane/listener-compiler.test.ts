@@ -6,7 +6,6 @@ import { ListenerSchema, type Listener } from '../../src/gen/envoy/config/listen
 import { fromEnvoyJson } from '../../src/envoy/types.js';
 import { ConfigError } from '../../src/envoy/config-error.js';
 import { compileListener, type ActiveListener } from '../../src/dataplane/listener/compiler.js';
-import { RefusingChain } from '../../src/dataplane/listener/chain.js';
 import { HttpChain } from '../../src/dataplane/listener/http-hosting.js';
 import { StatsStore } from '../../src/dataplane/stats.js';
 import { StaticClusterManager } from './static-cluster-manager.js';
@@ -39,7 +38,9 @@ test('an Envoy JSON listener compiles into its chains, inspection and hand-off s
     assert.deepEqual(l.chains.map((c) => c.name), ['inbound|8080|http', 'inbound|9000|tcp', 'inbound|8443|tls']);
     assert.ok(l.chains[0] instanceof HttpChain, 'the HCM chain is hosted on node:http/http2');
     assert.equal(l.chains[1]!.constructor.name, 'TcpChain');
-    assert.ok(l.chains[2] instanceof RefusingChain, 'a TLS transport socket is refused, not ignored');
+    assert.ok(l.chains[2]!.transport, 'the TLS chain terminates TLS');
+    assert.deepEqual(l.secretRefs().map((r) => r.name), ['default', 'ROOTCA'], 'listener warming waits for its SDS secrets');
+    assert.equal(l.chains[0]!.transport, undefined);
     assert.equal(l.defaultChain, undefined);
     const facts = { destinationIp: '10.0.0.1', sourceIp: '10.0.0.2', sourcePort: 5000, serverName: '', transportProtocol: 'raw_buffer' };
     assert.equal(l.select({ ...facts, destinationPort: 8080, applicationProtocols: ['http/1.1'] })?.name, 'inbound|8080|http');

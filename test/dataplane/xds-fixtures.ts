@@ -32,7 +32,7 @@ export class FixtureAds {
 
   constructor() {
     const generators = new Map(
-      [TypeUrl.Listener, TypeUrl.Cluster, TypeUrl.RouteConfiguration, TypeUrl.ClusterLoadAssignment].map((t) => [t, { generate: () => this.state.get(t) ?? [] }] as const),
+      [TypeUrl.Listener, TypeUrl.Cluster, TypeUrl.RouteConfiguration, TypeUrl.ClusterLoadAssignment, TypeUrl.Secret].map((t) => [t, { generate: () => this.state.get(t) ?? [] }] as const),
     );
     this.server = new XdsServer({ generators, sendTimeoutMs: 0 });
   }

@@ -41,9 +41,9 @@ export interface CaDiscovery {
   metric(name: string): Promise<number>;
 }
 
-/** Starts pilot-discovery with its CA kept in `caDir` (a new temp dir unless given). */
-export async function startCaDiscovery(env: NodeJS.ProcessEnv, caDir = mkdtempSync(join(tmpdir(), 'mesh-ca-'))): Promise<CaDiscovery> {
-  const proc = new Running(start('pilot-discovery', discoveryArgs(), { env: { AUTHORITY_SELF_SIGNED_CA_DIR: caDir, ...env } }));
+/** Starts pilot-discovery (`args`: discoveryArgs() unless given) with its CA kept in `caDir` (a new temp dir unless given). */
+export async function startCaDiscovery(env: NodeJS.ProcessEnv, caDir = mkdtempSync(join(tmpdir(), 'mesh-ca-')), args = discoveryArgs()): Promise<CaDiscovery> {
+  const proc = new Running(start('pilot-discovery', args, { env: { AUTHORITY_SELF_SIGNED_CA_DIR: caDir, ...env } }));
   const [, secure] = await proc.waitFor(/secured gRPC server \(xDS and CA, TLS\) listening on (\S+)/, 30_000);
   const [, grpc] = await proc.waitFor(/gRPC xDS server listening on (\S+)/);
   const [, monitoring] = await proc.waitFor(/monitoring server listening on (\S+)/);
@@ -76,9 +76,9 @@ export async function issue(d: Pick<CaDiscovery, 'secureAddress' | 'rootPem'>, u
 }
 
 /** The sample issuer and a discovery server trusting it (plus `env`), both stopped after the test. */
-export async function caFixture(t: { after(fn: () => Promise<void> | void): void }, env: NodeJS.ProcessEnv = {}): Promise<{ issuer: Issuer; d: CaDiscovery }> {
+export async function caFixture(t: { after(fn: () => Promise<void> | void): void }, env: NodeJS.ProcessEnv = {}, args?: string[]): Promise<{ issuer: Issuer; d: CaDiscovery }> {
   const issuer = await sampleIssuer();
-  const d = await startCaDiscovery({ TOKEN_ISSUER: issuer.url, ...env });
+  const d = await startCaDiscovery({ TOKEN_ISSUER: issuer.url, ...env }, undefined, args);
   t.after(async () => {
     await d.proc.stop();
     issuer.server.close();

@@ -5,6 +5,7 @@ import assert from 'node:assert/strict';
 import { ROOT_NAMESPACE, type AnyResource, type Kind, type ResourceOf, type SpecByKind } from '../../src/api/types.js';
 import { analyze } from '../../src/model/analysis/index.js';
 import { gatewaySelector } from '../../src/model/analysis/gateway-selector.js';
+import { mtlsDestinationRule } from '../../src/model/analysis/mtls-destination-rule.js';
 import { peerAuthenticationConflict } from '../../src/model/analysis/peerauthentication-conflict.js';
 import { requestPrincipalIssuer } from '../../src/model/analysis/request-principal-issuer.js';
 import { selectorNoWorkload } from '../../src/model/analysis/selector-no-workload.js';
@@ -136,6 +137,31 @@ test('conflicting PeerAuthentications: quiet for one per level (mesh, namespace,
     res('PeerAuthentication', 'default', 'other-app', { selector: { matchLabels: { app: 'ratings' } } }),
   ]);
   assert.deepEqual(brief(peerAuthenticationConflict, i), []);
+});
+
+test('DestinationRule disabling TLS to a STRICT namespace: fires per place it disables, for services and ServiceEntry hosts', () => {
+  const i = input([
+    res('PeerAuthentication', ROOT_NAMESPACE, 'mesh', { mtls: { mode: 'STRICT' } }),
+    res('DestinationRule', 'default', 'httpbin', { host: 'httpbin', trafficPolicy: { tls: { mode: 'DISABLE' } }, subsets: [{ name: 'v1', labels: { version: 'v1' }, trafficPolicy: { portLevelSettings: [{ port: { number: 80 }, tls: { mode: 'DISABLE' } }] } }] }),
+    res('ServiceEntry', 'shop', 'db', { hosts: ['db.internal'], ports: [{ number: 5432, name: 'tcp', protocol: 'TCP' }] }),
+    res('DestinationRule', 'other', 'db', { host: 'db.internal', trafficPolicy: { tls: { mode: 'DISABLE' } } }),
+  ]);
+  assert.deepEqual(brief(mtlsDestinationRule, i), [
+    'MSH0202 DestinationRule/default/httpbin spec.trafficPolicy.tls.mode',
+    'MSH0202 DestinationRule/default/httpbin spec.subsets[0].trafficPolicy.portLevelSettings[0].tls.mode',
+    'MSH0202 DestinationRule/other/db spec.trafficPolicy.tls.mode',
+  ]);
+  assert.match(mtlsDestinationRule.analyze(i)[2]!.message, /TLS is disabled for db.internal, but PeerAuthentication requires mutual TLS \(STRICT\) in namespace shop/);
+});
+
+test('DestinationRule disabling TLS: quiet where the namespace is PERMISSIVE or the rule keeps TLS', () => {
+  const i = input([
+    res('PeerAuthentication', ROOT_NAMESPACE, 'mesh', { mtls: { mode: 'STRICT' } }),
+    res('PeerAuthentication', 'default', 'ns', { mtls: { mode: 'PERMISSIVE' } }),
+    res('DestinationRule', 'default', 'httpbin', { host: 'httpbin', trafficPolicy: { tls: { mode: 'DISABLE' } } }),
+    res('DestinationRule', 'default', 'ratings', { host: 'ratings.prod.svc.cluster.local', trafficPolicy: { tls: { mode: 'ISTIO_MUTUAL' } } }),
+  ]);
+  assert.deepEqual(brief(mtlsDestinationRule, i), []);
 });
 
 test('analyze runs every analyzer and sorts by resource and path', () => {

@@ -12,11 +12,21 @@ test('pathNormalization: absent, DEFAULT and each mode; other fields are reporte
   assert.equal(empty.pathNormalization, 'BASE');
   assert.deepEqual(empty.notEffective, []);
   assert.equal(empty.extensionProviders.authorizers.size, 0);
+  assert.equal(empty.enableAutoMtls, true);
+  assert.deepEqual(empty.trustDomainAliases, []);
   assert.equal(parseMeshConfig('pathNormalization: {normalization: DEFAULT}', 'mesh').pathNormalization, 'BASE');
   for (const mode of ['NONE', 'BASE', 'MERGE_SLASHES', 'DECODE_AND_MERGE_SLASHES']) {
     assert.equal(parseMeshConfig(`pathNormalization:\n  normalization: ${mode}\n`, 'mesh').pathNormalization, mode);
   }
   assert.deepEqual(parseMeshConfig('enableTracing: true\naccessLogFile: /dev/stdout\n', 'mesh').notEffective, ['accessLogFile', 'enableTracing']);
+});
+
+test('enableAutoMtls (default true) and trustDomainAliases are read and effective; bad values name the field', () => {
+  const m = parseMeshConfig('enableAutoMtls: false\ntrustDomainAliases: [old.example, legacy]\n', 'mesh');
+  assert.deepEqual({ auto: m.enableAutoMtls, aliases: m.trustDomainAliases, notEffective: m.notEffective }, { auto: false, aliases: ['old.example', 'legacy'], notEffective: [] });
+  assert.throws(() => parseMeshConfig('enableAutoMtls: "yes"', 'm'), /m: enableAutoMtls: expected true or false, got "yes"/);
+  assert.throws(() => parseMeshConfig('trustDomainAliases: old.example', 'm'), /m: trustDomainAliases: expected a list of trust domain names/);
+  assert.throws(() => parseMeshConfig('trustDomainAliases: ["spiffe://x/y"]', 'm'), /trustDomainAliases: expected a list/);
 });
 
 test('an invalid mesh config is an error naming the file, the field and the value', () => {

@@ -57,3 +57,11 @@ test('bad node ids and metadata are refused with the field named', () => {
     assert.throws(() => parseProxy(id, meta as never), (e: unknown) => e instanceof ProxyParseError && re.test(e.message), `${id} ${JSON.stringify(meta)}`);
   }
 });
+
+test('mesh mTLS only for a proxy with SDS (metadata SDS=true) that lists the TLS transport socket among its extensions', () => {
+  const tls = ['envoy.transport_sockets.tls'];
+  assert.equal(parseProxy(ID, { SDS: 'true' }, tls).meshMtls, true);
+  assert.equal(parseProxy(ID, { SDS: 'true' }, []).meshMtls, false, 'a proxy without TLS transport sockets');
+  assert.equal(parseProxy(ID, {}, tls).meshMtls, false, 'no workload certificate to use');
+  assert.equal(parseProxy(ID, { SDS: 'false' }, tls).meshMtls, false);
+});

@@ -34,9 +34,9 @@ test('LDS: policies, JWKS, services and other config; not endpoints nor registry
   assert.deepEqual(pushedBy(lds), ['AuthorizationPolicy', 'RequestAuthentication', 'PeerAuthentication', 'Sidecar', 'service', 'jwks']);
 });
 
-test('RDS and CDS: services and non-policy config', () => {
+test('RDS and CDS: services and non-policy config; CDS also PeerAuthentication (auto mTLS follows it)', () => {
   assert.deepEqual(pushedBy(rds), ['Sidecar', 'service']);
-  assert.deepEqual(pushedBy(cds), ['Sidecar', 'service']);
+  assert.deepEqual(pushedBy(cds), ['PeerAuthentication', 'Sidecar', 'service']);
 });
 
 test('EDS: services, non-policy config and endpoint changes', () => {

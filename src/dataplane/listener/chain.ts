@@ -1,14 +1,14 @@
 // A compiled filter chain: the connections it serves and how they drain. The network filter at
 // the end of the chain (http-hosting.ts, tcp-proxy.ts) decides what a connection is served with.
 import type { Socket } from 'node:net';
-import { scope } from '../../common/log.js';
 import type { CompiledChainMatch } from '../filter-chain-match.js';
 import type { StatCounter, StatSample } from '../stats.js';
-
-const log = scope('conn_handler');
+import type { DownstreamTls } from '../tls/downstream.js';
 
 /** A listener's counters, shared by its chains. */
 export interface ListenerCounters {
+  /** The listener's stat name (`<ip>_<port>`), for the counters of its chains' transport sockets. */
+  readonly address: string;
   readonly cx: StatCounter;
   /** Envoy's `listener.<address>.worker_<N>.downstream_cx_total`: the connections this process took. */
   readonly workerCx: StatCounter;
@@ -21,6 +21,8 @@ export interface ListenerCounters {
 export abstract class Chain {
   readonly connections = new Set<Socket>();
   draining = false;
+  /** The chain's transport socket (TLS); absent: plaintext (raw_buffer). */
+  transport?: DownstreamTls;
   protected closingIdle = false;
   private closeTimer?: NodeJS.Timeout;
 
@@ -33,7 +35,8 @@ export abstract class Chain {
     if (socket.destroyed) return;
     this.connections.add(socket);
     socket.once('close', () => this.connections.delete(socket));
-    this.accept(socket);
+    if (this.transport) this.transport.handshake(socket, (s) => this.accept(s));
+    else this.accept(socket);
   }
 
   protected abstract accept(socket: Socket): void;
@@ -76,13 +79,5 @@ export abstract class Chain {
       await new Promise<void>((resolve) => [...this.connections][0]!.once('close', () => resolve()));
     }
     clearTimeout(this.closeTimer);
-  }
-}
-
-/** A chain whose transport socket (TLS) this proxy cannot terminate: matched, then closed. */
-export class RefusingChain extends Chain {
-  protected accept(socket: Socket): void {
-    log.debug(`filter chain ${this.name} needs a transport socket this proxy does not support; closing the connection`);
-    socket.destroy();
   }
 }

@@ -13,7 +13,9 @@ import { socketAddressOf } from '../clusters.js';
 import { compileChainMatch, selectChain, type ConnectionFacts } from '../filter-chain-match.js';
 import { originalDstUnavailable } from '../original-dst.js';
 import { statName, type StatName } from '../stats.js';
-import { RefusingChain, type Chain, type ListenerCounters } from './chain.js';
+import type { Chain, ListenerCounters } from './chain.js';
+import { compileDownstreamTransport } from '../tls/transport-sockets.js';
+import type { SecretRef } from '../tls/secrets.js';
 import { listenerFilterOf, type ListenerFilterNeeds } from './listener-filters.js';
 import { buildNetworkFilter, networkFilterOf, type ChainDeps, type NetworkFilter } from './network-filters.js';
 import type { Inspection } from './sniffers.js';
@@ -58,6 +60,11 @@ export class ActiveListener {
     return [...this.chains, ...(this.defaultChain ? [this.defaultChain] : [])];
   }
 
+  /** The secrets its TLS chains need (listener warming waits for the dynamic ones). */
+  secretRefs(): SecretRef[] {
+    return this.allChains().flatMap((c) => c.transport?.refs ?? []);
+  }
+
   select(f: ConnectionFacts): Chain | undefined {
     return selectChain(this.chains, f) ?? this.defaultChain;
   }
@@ -94,6 +101,7 @@ export function compileListener(l: Listener, deps: ListenerCompileDeps): ActiveL
   const tag = { name: 'envoy_listener_address', value: listenerStatName(address) };
   const c = (stat: string) => deps.stats.counter(statName('listener', stat, tag));
   const counters: ListenerCounters = {
+    address: tag.value,
     cx: c('downstream_cx_total'),
     workerCx: deps.stats.counter(workerStatName(tag.value, deps.workerIndex ?? 0, 'downstream_cx_total')),
     noChain: c('no_filter_chain_match'),
@@ -117,10 +125,7 @@ export function compileListener(l: Listener, deps: ListenerCompileDeps): ActiveL
 function compileChain(fc: FilterChain, field: string, port: number, counters: ListenerCounters, deps: ChainDeps): Chain {
   const match = compileChainMatch(fc.filterChainMatch, `${field}.filter_chain_match`);
   const name = fc.name || field;
-  if (fc.transportSocket) {
-    log.warn(`${field} (${name}): transport socket ${fc.transportSocket.name} is not supported yet; connections matching this chain are closed`);
-    return new RefusingChain(name, match);
-  }
+  const transport = fc.transportSocket ? compileDownstreamTransport(fc.transportSocket, `${field}.transport_socket`, counters.address, deps) : undefined;
   if (fc.filters.length === 0) throw new ConfigError(`${field}.filters`, 'at least one network filter is required');
   const last = fc.filters.length - 1;
   const filters = fc.filters.map((f, i): { filter: NetworkFilter; config: Any } => {
@@ -135,7 +140,9 @@ function compileChain(fc: FilterChain, field: string, port: number, counters: Li
   const { filter, config } = filters[last]!;
   const filterField = `filters[${last}].typed_config`;
   try {
-    return buildNetworkFilter(filter, config, { name, match, field: filterField, listenerPort: port, counters, deps });
+    const chain = buildNetworkFilter(filter, config, { name, match, field: filterField, listenerPort: port, counters, deps });
+    if (transport) chain.transport = transport;
+    return chain;
   } catch (e) {
     throw withinResource(`${field}.${filterField}`, e);
   }

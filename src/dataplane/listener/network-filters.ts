@@ -8,6 +8,7 @@ import { ExtensionRegistry, unpackConfig } from '../extensions.js';
 import type { CompiledChainMatch } from '../filter-chain-match.js';
 import type { RouteTable } from '../route-table.js';
 import type { StatsStore } from '../stats.js';
+import type { SecretManager } from '../tls/secrets.js';
 import type { Chain, ListenerCounters } from './chain.js';
 
 /** What the compiled chains of a listener reach: upstreams, route tables, stats. */
@@ -17,6 +18,8 @@ export interface ChainDeps {
   readonly routes: (name: string) => RouteTable | undefined;
   readonly jwt?: JwtAuthnOptions;
   readonly stats: StatsStore;
+  /** The proxy's secrets, for the chains' TLS transport sockets. */
+  readonly secrets?: SecretManager;
 }
 
 /** One filter chain being compiled. */

@@ -61,10 +61,10 @@ export function sniffH2Preface(socket: Socket, timeoutMs: number): Promise<boole
  * `http/1.0`, `http/1.1` or `h2c`). The bytes read are put back for the chain. Resolves undefined
  * when the connection should be closed (timeout without continue_on_listener_filters_timeout).
  */
-export function inspectConnection(socket: Socket, how: Inspection): Promise<{ transport: string; protocols: string[] } | undefined> {
+export function inspectConnection(socket: Socket, how: Inspection): Promise<Inspected | undefined> {
   return new Promise((resolve) => {
     let buf = Buffer.alloc(0);
-    const finish = (result: { transport: string; protocols: string[] } | undefined) => {
+    const finish = (result: Inspected | undefined) => {
       clearTimeout(timer);
       socket.off('data', onData);
       socket.off('end', onEnd);
@@ -94,9 +94,56 @@ export function inspectConnection(socket: Socket, how: Inspection): Promise<{ tr
   });
 }
 
-/** What the first bytes say, or undefined while they could still be the HTTP/2 preface or an unfinished request line. */
-export function classify(buf: Buffer, how: Inspection): { transport: string; protocols: string[] } | undefined {
-  if (how.tls && buf[0] === 0x16) return { transport: 'tls', protocols: [] };
+/** What listener inspection found: the transport, application protocols, and a TLS client's SNI. */
+export interface Inspected {
+  readonly transport: string;
+  readonly protocols: string[];
+  readonly serverName?: string;
+}
+
+/** TLS record and handshake types of a ClientHello, and the extensions tls_inspector reads. */
+const TLS_HANDSHAKE = 0x16;
+const CLIENT_HELLO = 1;
+const EXT_SERVER_NAME = 0;
+const EXT_ALPN = 16;
+
+/**
+ * tls_inspector: a TLS ClientHello's SNI and ALPN list (the application protocols filter chain
+ * match sees). Undefined while the first record is incomplete; a record that is not a ClientHello
+ * is plain TLS without either.
+ */
+export function parseClientHello(buf: Buffer): Inspected | undefined {
+  if (buf.length < 5) return undefined;
+  const end = 5 + buf.readUInt16BE(3);
+  if (buf.length < end) return buf.length >= 5 + 16384 + 2048 ? { transport: 'tls', protocols: [] } : undefined;
+  const found = { transport: 'tls', protocols: [] as string[], serverName: '' };
+  try {
+    if (buf[5] !== CLIENT_HELLO) return found;
+    let at = 9 + 2 + 32; // handshake header, client version, random
+    at += 1 + buf[at]!; // session id
+    at += 2 + buf.readUInt16BE(at); // cipher suites
+    at += 1 + buf[at]!; // compression methods
+    const extEnd = Math.min(end, at + 2 + buf.readUInt16BE(at));
+    at += 2;
+    while (at + 4 <= extEnd) {
+      const type = buf.readUInt16BE(at);
+      const len = buf.readUInt16BE(at + 2);
+      const body = buf.subarray(at + 4, at + 4 + len);
+      if (type === EXT_SERVER_NAME && body.length >= 5 && body[2] === 0) found.serverName = body.subarray(5, 5 + body.readUInt16BE(3)).toString('latin1').toLowerCase();
+      if (type === EXT_ALPN) {
+        for (let p = 2; p < body.length; p += 1 + body[p]!) found.protocols.push(body.subarray(p + 1, p + 1 + body[p]!).toString('latin1'));
+      }
+      at += 4 + len;
+    }
+  } catch {
+    // A malformed ClientHello: TLS without SNI/ALPN; the handshake will refuse it.
+  }
+  return found;
+}
+
+/** What the first bytes say, or undefined while they could still be the HTTP/2 preface, an unfinished request line or ClientHello. */
+export function classify(buf: Buffer, how: Inspection): Inspected | undefined {
+  if (how.tls && buf[0] === TLS_HANDSHAKE) return parseClientHello(buf);
   if (!how.http) return { transport: 'raw_buffer', protocols: [] };
   const text = buf.subarray(0, MAX_INSPECT_BYTES).toString('latin1');
   if (H2_PREFACE_LINE.startsWith(text)) return undefined; // could still be the preface

@@ -1,11 +1,12 @@
 // The tcp_proxy network filter: each connection is spliced to an endpoint of a (weighted) cluster.
-import { connect, type Socket } from 'node:net';
+import type { Socket } from 'node:net';
 import { scope } from '../../common/log.js';
 import { TcpProxySchema, type TcpProxy } from '../../gen/envoy/extensions/filters/network/tcp_proxy/v3/tcp_proxy_pb.js';
 import { ConfigError, unappliedFields } from '../../envoy/config-error.js';
 import { normalizeIp } from '../../envoy/matchers.js';
 import { requestView } from '../../envoy/request.js';
 import type { ClusterManager } from '../clusters.js';
+import { openUpstream } from '../upstream-pools.js';
 import type { CompiledChainMatch } from '../filter-chain-match.js';
 import { connectionDestination } from '../original-dst.js';
 import { statName, type StatCounter, type StatsStore } from '../stats.js';
@@ -77,18 +78,16 @@ class TcpChain extends Chain {
       return;
     }
     down.pause();
-    const up = connect({ host: endpoint.host, port: endpoint.port, allowHalfOpen: true });
-    const timeoutMs = cluster.connectTimeoutMs ?? 0;
-    const timer = timeoutMs > 0 ? setTimeout(() => up.destroy(new Error(`connect timeout after ${timeoutMs}ms`)), timeoutMs) : undefined;
-    up.once('connect', () => {
-      clearTimeout(timer);
+    const { socket: up, ready } = openUpstream(endpoint, cluster.transportOf?.(endpoint), cluster.connectTimeoutMs ?? 0, () => undefined, { allowHalfOpen: true });
+    let connected = false;
+    up.once(ready, () => {
+      connected = true;
       down.pipe(up);
       up.pipe(down);
       down.resume();
     });
     up.on('error', (e) => {
-      clearTimeout(timer);
-      if (up.connecting || !up.remoteAddress) this.connectFail.inc();
+      if (!connected) this.connectFail.inc();
       log.debug(`tcp_proxy to ${name} ${endpoint.host}:${endpoint.port}: ${e.message}`);
       down.destroy();
     });

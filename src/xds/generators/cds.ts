@@ -9,6 +9,7 @@ import { sidecarClusters } from './sidecar.js';
 
 export const cds: XdsType = {
   typeUrl: TypeUrl.Cluster,
-  pushedBy: (t: PushTrigger) => t.source === 'service' || isNonSecurityConfigChange(t),
-  generator: (ctx) => generatorOf(ctx, (proxy, push) => resources(ClusterSchema, sidecarClusters(proxy, push, !isGrpc(proxy), ctx.opts.cache), (c) => c.name)),
+  // PeerAuthentication too: auto mTLS follows the destination namespace's mode.
+  pushedBy: (t: PushTrigger) => t.source === 'service' || isNonSecurityConfigChange(t) || (t.source === 'config' && t.kind === 'PeerAuthentication'),
+  generator: (ctx) => generatorOf(ctx, (proxy, push) => resources(ClusterSchema, sidecarClusters(proxy, push, !isGrpc(proxy), ctx.opts.cache, ctx.opts.mtls), (c) => c.name)),
 };

@@ -54,7 +54,7 @@ export function proxyOf(info: ProxyInfo): Proxy {
   let proxy = proxies.get(info);
   if (!proxy) {
     try {
-      proxy = workloadIdentity(parseProxy(info.id, info.metadata));
+      proxy = workloadIdentity(parseProxy(info.id, info.metadata, info.node.extensions.map((e) => e.name)));
     } catch (e) {
       if (e instanceof ProxyParseError) throw new XdsStreamError(status.INVALID_ARGUMENT, e.message);
       throw e;

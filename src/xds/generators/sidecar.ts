@@ -23,6 +23,9 @@ import { labelsMatch } from '../../model/selection.js';
 import type { PathNormalization } from '../../networking/common.js';
 import { cacheKey, memo, type XdsCache } from '../cache.js';
 import { perObject } from '../../common/same-inputs.js';
+import { clusterMtls, inboundMtls, type MeshMtlsSettings } from './mtls.js';
+import { portMtlsMode } from '../../security/mtls/peer-authentication.js';
+import { TLS_MODE_LABEL } from '../../networking/outbound-mtls.js';
 
 export interface SidecarOptions {
   /** The security filters of the proxy's inbound HTTP chains, in order (jwt_authn, rbac). */
@@ -47,6 +50,8 @@ export interface SidecarOptions {
   readonly cache?: XdsCache;
   /** PILOT_ENABLE_HEADLESS_SERVICE_POD_LISTENERS: an outbound listener per Pod of a headless service. */
   readonly headlessPodListeners?: boolean;
+  /** Mesh mTLS: PeerAuthentication on inbound chains, auto mTLS on outbound clusters; absent = plaintext. */
+  readonly mtls?: MeshMtlsSettings;
 }
 
 /**
@@ -68,7 +73,7 @@ function subsetInstances(instances: readonly ServiceInstance[], labels: Readonly
 }
 
 export function toEndpoints(instances: readonly ServiceInstance[]): EndpointInput[] {
-  return instances.map((i) => ({ address: i.address, port: i.endpointPort, locality: i.locality, weight: i.weight }));
+  return instances.map((i) => ({ address: i.address, port: i.endpointPort, locality: i.locality, weight: i.weight, ...(i.labels[TLS_MODE_LABEL] ? { tlsMode: i.labels[TLS_MODE_LABEL] } : {}) }));
 }
 
 /** Through the XDS cache's dependency tier when there is a cache (see ../cache.ts). */
@@ -105,12 +110,15 @@ export function sidecarListeners(proxy: Proxy, push: PushContext, opts: SidecarO
   const inbound = inboundPorts(proxy, push);
   inbound.problems.forEach((p) => opts.onProblem?.(p));
   inbound.conflicts.forEach((c) => opts.onInboundConflict?.(c));
+  const mtls = opts.mtls ? inboundMtls(proxy, push, opts.mtls) : undefined;
+  const inboundPortList = mtls ? inbound.ports.map((p) => ({ ...p, mtls: portMtlsMode(mtls.modes, p.port) })) : inbound.ports;
   const inboundOpts: InboundOptions = {
     httpFilters: opts.inboundHttpFilters?.(proxy, push) ?? [],
     sniffing: opts.inboundSniffing ?? false,
     ...(opts.detectionTimeout !== undefined ? { detectionTimeout: opts.detectionTimeout } : {}),
     ...(proxy.interceptionMode === 'TPROXY' ? { transparent: true } : {}),
     ...(opts.pathNormalization !== undefined ? { pathNormalization: opts.pathNormalization } : {}),
+    ...(mtls ? { mtls: mtls.options } : {}),
   };
   const cap = captured(proxy);
   const sniffing = opts.outboundSniffing ?? false;
@@ -131,8 +139,8 @@ export function sidecarListeners(proxy: Proxy, push: PushContext, opts: SidecarO
   // through the cache so that proxies with equal inputs share one message.
   // Ports bound by a listener of their own (a Sidecar ingress listener decides per port) and those
   // reached through capture (virtualInbound's chains).
-  const own = inbound.ports.filter((p) => bindsOwnListener(p, cap));
-  const redirected = inbound.ports.filter((p) => !bindsOwnListener(p, cap));
+  const own = inboundPortList.filter((p) => bindsOwnListener(p, cap));
+  const redirected = inboundPortList.filter((p) => !bindsOwnListener(p, cap));
   const inboundKey = (): object => ({ ...inboundOpts, httpFilters: (inboundOpts.httpFilters ?? []).map(filterKey) });
   const ingress = own.length > 0 ? cached(opts.cache, () => ['lds-ingress', own, inboundKey()], () => buildIngressListeners(own, inboundOpts)) : [];
   if (!cap) return [...ingress, ...outbound.listeners];
@@ -197,16 +205,19 @@ function hashPolicies(proxy: Proxy, push: PushContext): Record<string, HashPolic
 }
 
 /** Outbound clusters of every visible service port, inbound clusters, BlackHole and Passthrough. */
-export function sidecarClusters(proxy: Proxy, push: PushContext, withInbound = true, cache?: XdsCache): Cluster[] {
-  const outbound = memo(push.sidecarScope(proxy), `cds:${push.traffic.selectorKey(proxy)}`, () =>
+export function sidecarClusters(proxy: Proxy, push: PushContext, withInbound = true, cache?: XdsCache, mtlsSettings?: MeshMtlsSettings): Cluster[] {
+  const outbound = memo(push.sidecarScope(proxy), `cds:${push.traffic.selectorKey(proxy)}:${!!(mtlsSettings && proxy.meshMtls)}`, () =>
     push.sidecarScope(proxy).services.flatMap((s) =>
       s.ports.flatMap((p) =>
         clusterVariants(ruleTraffic(push.traffic.destinationRule(proxy, s.hostname, s.namespace)), p.port).map((v) => {
-          const endpoints = toEndpoints(subsetInstances(push.instances(s, p.port), v.labels));
+          const instances = subsetInstances(push.instances(s, p.port), v.labels);
+          const endpoints = toEndpoints(instances);
           // EDS clusters do not carry their endpoints: leaving them out of the key keeps the
           // cluster (and its version) when only endpoints change.
           const keyEndpoints = s.resolution === 'STATIC' ? [] : endpoints;
-          return cached(cache, () => ['cds', s, p, keyEndpoints, v.subset, v.policy], () => buildOutboundCluster(s, p, endpoints, {}, v));
+          const mtls = mtlsSettings ? clusterMtls(proxy, push, s, instances, mtlsSettings) : undefined;
+          const traffic = { ...v, ...(mtls ? { mtls } : {}) };
+          return cached(cache, () => ['cds', s, p, keyEndpoints, v.subset, v.policy, mtls], () => buildOutboundCluster(s, p, endpoints, {}, traffic));
         }),
       ),
     ),

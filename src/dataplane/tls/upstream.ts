@@ -1,0 +1,81 @@
+// A cluster's UpstreamTlsContext: the TLS client side of each new upstream connection (HTTP/1.1
+// pools, HTTP/2 sessions, the TCP proxy). As in Envoy, the server certificate is verified only when
+// a validation context gives a trusted CA; then its SAN and pin checks apply, and the host name is
+// not checked (`sni` is only what the client sends). Each connection reads the current secrets.
+import { X509Certificate } from 'node:crypto';
+import type { Socket } from 'node:net';
+import { connect as tlsConnect, type PeerCertificate, type TLSSocket } from 'node:tls';
+import { scope } from '../../common/log.js';
+import { UpstreamTlsContextSchema, type UpstreamTlsContext } from '../../gen/envoy/extensions/transport_sockets/tls/v3/tls_pb.js';
+import { unappliedFields } from '../../envoy/config-error.js';
+import { compileCommonTls, failedCheck, peerCertOf, type CompiledTls } from './context.js';
+import type { SslStats } from './downstream.js';
+import type { SecretManager } from './secrets.js';
+
+const log = scope('upstream');
+
+const UNAPPLIED_UPSTREAM = ['allowRenegotiation', 'maxSessionKeys', 'enforceRsaKeyUsage'];
+
+/** OpenSSL's chain verification failures (node's error codes), counted as ssl.fail_verify_error. */
+const VERIFY_ERRORS = /CERT|UNABLE_TO_|SELF_SIGNED|DEPTH_ZERO|CHAIN|SIGNATURE/;
+
+export class UpstreamTls {
+  private readonly tls: CompiledTls;
+  private readonly sni: string;
+
+  constructor(
+    ctx: UpstreamTlsContext,
+    field: string,
+    secrets: SecretManager,
+    private readonly stats: SslStats,
+  ) {
+    this.tls = compileCommonTls(ctx.commonTlsContext, field, 'client', secrets);
+    this.sni = ctx.sni;
+    const unapplied = unappliedFields(UpstreamTlsContextSchema, ctx, UNAPPLIED_UPSTREAM);
+    if (unapplied.length > 0) log.warn(`${field}: accepted but not applied: ${unapplied.join(', ')}`);
+  }
+
+  /**
+   * The TLS client over `tcp` (connecting or connected). It emits `secureConnect` once the server
+   * is verified; a refused server, or a secret not there yet, destroys it with the reason.
+   */
+  wrap(tcp: Socket): Socket | TLSSocket {
+    const o = this.tls.options();
+    if (typeof o === 'string') {
+      this.stats.connection_error.inc();
+      tcp.destroy(new Error(`upstream TLS: ${o}`));
+      return tcp;
+    }
+    let sanRefused = false;
+    const s = tlsConnect({
+      socket: tcp,
+      ...o.context,
+      ...(this.sni ? { servername: this.sni } : {}),
+      ...(this.tls.alpn.length ? { ALPNProtocols: [...this.tls.alpn] } : {}),
+      rejectUnauthorized: o.verifies,
+      // Called (by node) only once the chain verified: the validation context's checks, never the host name.
+      checkServerIdentity: (_host: string, cert: PeerCertificate) => {
+        const failed = failedCheck(o, peerCertOf(new X509Certificate(cert.raw)));
+        if (!failed) return undefined;
+        sanRefused = true;
+        this.stats[failed].inc();
+        return new Error(`upstream TLS: server certificate refused (${failed})`);
+      },
+    });
+    let connected = !tcp.connecting;
+    let secured = false;
+    tcp.once('connect', () => (connected = true));
+    s.once('secureConnect', () => {
+      secured = true;
+      this.stats.handshake.inc();
+    });
+    // A failure of the handshake itself (not of the TCP connect, not after it).
+    s.on('error', (e: NodeJS.ErrnoException) => {
+      if (connected && !secured && !sanRefused) {
+        if (VERIFY_ERRORS.test(e.code ?? '')) this.stats.fail_verify_error.inc();
+        else this.stats.connection_error.inc();
+      }
+    });
+    return s;
+  }
+}

@@ -1,0 +1,61 @@
+// Trust domains and their aliases (mesh config `trustDomainAliases`): a workload renamed into a new
+// trust domain keeps being recognised under the old one, as in the Go mesh. Pure.
+import type { AuthorizationPolicy, Condition, Rule } from '../../api/types.js';
+import { parseSpiffeId, spiffeId } from '../spiffe.js';
+
+export interface TrustDomains {
+  /** TRUST_DOMAIN. */
+  readonly trustDomain: string;
+  /** Mesh config trustDomainAliases. */
+  readonly aliases: readonly string[];
+  /** PILOT_SKIP_VALIDATE_TRUST_DOMAIN: servers accept any peer the roots verify, whatever its trust domain. */
+  readonly skipValidation: boolean;
+}
+
+const dedup = (list: readonly string[]) => [...new Set(list.filter((s) => s !== ''))];
+
+/** The trust domains a server accepts peers from; empty when the check is skipped. */
+export function trustDomainsForValidation(t: TrustDomains): string[] {
+  return t.skipValidation ? [] : dedup([t.trustDomain, ...t.aliases]);
+}
+
+/** SPIFFE ids with the same workload under each alias too (the client's SAN list). */
+export function expandWithAliases(ids: readonly string[], aliases: readonly string[]): string[] {
+  const out = [...ids];
+  for (const id of ids) {
+    const parsed = parseSpiffeId(id);
+    if (!parsed) continue;
+    for (const td of aliases) out.push(spiffeId({ ...parsed, trustDomain: td }));
+  }
+  return dedup(out);
+}
+
+/**
+ * An AuthorizationPolicy principal (`<td>/ns/<ns>/sa/<sa>`) written for the trust domain, one of its
+ * aliases or `cluster.local` becomes one principal per trust domain, so it matches the workload
+ * whichever of them its certificate names. `*` trust domains, other forms and foreign trust domains
+ * are kept as written.
+ */
+export function principalsWithAliases(principal: string, t: TrustDomains): string[] {
+  const parts = principal.split('/');
+  if (parts.length !== 5 || parts[0] === '*' || t.aliases.length === 0) return [principal];
+  const all = dedup([t.trustDomain, ...t.aliases]);
+  if (!all.includes(parts[0]!) && parts[0] !== 'cluster.local') return [principal];
+  return dedup(all.map((td) => [td, ...parts.slice(1)].join('/')));
+}
+
+const expand = (values: string[] | undefined, t: TrustDomains) => (values ? [...new Set(values.flatMap((v) => principalsWithAliases(v, t)))] : undefined);
+const withValues = <T extends object, K extends keyof T>(obj: T, key: K, values: T[K] | undefined): T => (values === undefined ? obj : { ...obj, [key]: values });
+
+/** The policy with every `principals`, `notPrincipals` and `source.principal` value expanded to the aliases. */
+export function policyWithAliases(policy: AuthorizationPolicy, t: TrustDomains): AuthorizationPolicy {
+  if (t.aliases.length === 0 || !policy.spec.rules) return policy;
+  const rules = policy.spec.rules.map((r): Rule => ({
+    ...r,
+    ...(r.from ? { from: r.from.map((f) => ({ source: withValues(withValues(f.source, 'principals', expand(f.source.principals, t)), 'notPrincipals', expand(f.source.notPrincipals, t)) })) } : {}),
+    ...(r.when
+      ? { when: r.when.map((c): Condition => (c.key === 'source.principal' ? withValues(withValues(c, 'values', expand(c.values, t)), 'notValues', expand(c.notValues, t)) : c)) }
+      : {}),
+  }));
+  return { ...policy, spec: { ...policy.spec, rules } };
+}

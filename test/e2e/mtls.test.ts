@@ -1,0 +1,196 @@
+// Mutual TLS between two sidecars, end to end: pilot-discovery with its CA, two `pilot-agent proxy`
+// workloads (client and server, each with its certificate over SDS) and the sample app behind the
+// server. PeerAuthentication decides what the server's inbound port accepts; auto mTLS makes the
+// client's sidecar speak mesh mTLS to it; an AuthorizationPolicy names the caller's SPIFFE id.
+import { test, type TestContext } from 'node:test';
+import assert from 'node:assert/strict';
+import { mkdirSync, mkdtempSync, writeFileSync } from 'node:fs';
+import { request as httpRequest } from 'node:http';
+import { request, type RequestOptions } from 'node:https';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { freePort } from '../../samples/local-mesh.js';
+import { startHttpbin } from '../../samples/apps/httpbin.js';
+import { caFixture, issue, type CaDiscovery, type Issued } from '../helpers/mesh-ca.js';
+import { discoveryArgs, eventually, Running, start } from '../helpers/proc.js';
+
+const HOST = 'server.default.svc.cluster.local';
+
+interface Mesh {
+  readonly configDir: string;
+  /** The client sidecar's outbound listener for the server's service port. */
+  readonly outbound: string;
+  /** The server sidecar's inbound port (what the WorkloadEntry advertises). */
+  readonly inbound: number;
+  readonly d: CaDiscovery;
+  /** A certificate of the mesh CA for another workload (`sa/other`), for a caller without a sidecar. */
+  readonly other: Issued;
+  /** Both agents' and the discovery server's output, for failure messages. */
+  logs(): Promise<string>;
+}
+
+function workloads(p: { app: number; inbound: number; service: number; unused: number }): string {
+  return `
+apiVersion: networking.mesh.io/v1
+kind: WorkloadEntry
+metadata: {namespace: default, name: server-1}
+spec: {address: 127.0.0.1, ports: {http: ${p.inbound}}, labels: {app: server, security.mesh.io/tlsMode: mesh}, serviceAccount: server}
+---
+apiVersion: networking.mesh.io/v1
+kind: ServiceEntry
+metadata: {namespace: default, name: server}
+spec:
+  hosts: [${HOST}]
+  location: MESH_INTERNAL
+  resolution: STATIC
+  ports: [{number: ${p.service}, name: http, protocol: HTTP}]
+  workloadSelector: {labels: {app: server}}
+---
+apiVersion: networking.mesh.io/v1
+kind: Sidecar
+metadata: {namespace: default, name: server}
+spec:
+  workloadSelector: {labels: {app: server}}
+  ingress: [{port: {number: ${p.inbound}, protocol: HTTP, name: http}, defaultEndpoint: "127.0.0.1:${p.app}", captureMode: NONE}]
+  # Its outbound listeners elsewhere than the client's (both proxies share the loopback).
+  egress: [{port: {number: ${p.unused}, protocol: HTTP, name: http}, hosts: ["./*"]}]
+`;
+}
+
+/** An agent with its token, trusting the CA on the secured port. */
+async function agent(t: TestContext, d: CaDiscovery, token: string, name: string, ip: string): Promise<Running> {
+  const dir = mkdtempSync(join(tmpdir(), `mesh-mtls-${name}-`));
+  mkdirSync(join(dir, 'etc', 'mesh', 'pod'), { recursive: true });
+  writeFileSync(join(dir, 'etc', 'mesh', 'pod', 'labels'), `app="${name}"\n`);
+  mkdirSync(join(dir, 'var', 'run', 'secrets', 'tokens'), { recursive: true });
+  writeFileSync(join(dir, 'var', 'run', 'secrets', 'tokens', 'mesh-token'), token, { mode: 0o600 });
+  const port = d.secureAddress.split(':').pop();
+  const status = await freePort();
+  const admin = await freePort();
+  const pc = { discoveryAddress: `localhost:${port}`, proxyAdminPort: admin, statusPort: status, metricsPort: 0, xdsProxyPort: 0, interceptionMode: 'NONE', configPath: join(dir, 'proxy'), concurrency: 1, terminationDrainDuration: '1s' };
+  const a = new Running(
+    start('pilot-agent', ['proxy'], {
+      cwd: dir,
+      env: { POD_NAME: `${name}-1`, POD_NAMESPACE: 'default', SERVICE_ACCOUNT: name, INSTANCE_IP: ip, XDS_ROOT_CA: join(d.caDir, 'root-cert.pem'), PROXY_CONFIG: JSON.stringify(pc) },
+    }),
+  );
+  t.after(() => a.stop());
+  await eventually(async () => assert.equal((await fetch(`http://127.0.0.1:${status}/healthz/ready`)).status, 200), 60_000).catch((e: Error) => {
+    throw new Error(`${name} agent not ready: ${e.message}\n${a.output}`);
+  });
+  admins.set(a, admin);
+  return a;
+}
+
+const admins = new Map<Running, number>();
+
+/** An agent's output and its proxy's clusters and TLS stats, for failure messages. */
+async function state(name: string, a: Running): Promise<string> {
+  const admin = admins.get(a);
+  const get = async (path: string) => (await fetch(`http://127.0.0.1:${admin}${path}`).then((r) => r.text()).catch((e: Error) => e.message)).split('\n').filter((l) => /ssl|cx_connect_fail|tls|outbound\|/.test(l)).join('\n');
+  return `--- ${name}\n${a.output}\n${await get('/clusters')}\n${await get('/stats')}`;
+}
+
+async function startMesh(t: TestContext): Promise<Mesh> {
+  const configDir = mkdtempSync(join(tmpdir(), 'mesh-mtls-config-'));
+  const p = { app: await freePort(), inbound: await freePort(), service: await freePort(), unused: await freePort() };
+  writeFileSync(join(configDir, 'workloads.yaml'), workloads(p));
+  const app = await startHttpbin(p.app);
+  t.after(() => new Promise((r) => app.server.close(r)));
+  const { issuer, d } = await caFixture(t, { MESHD_CUSTOM_HOST: 'localhost' }, discoveryArgs(configDir));
+  const server = await agent(t, d, await issuer.token('default', 'server'), 'server', '127.0.0.1');
+  // Another address, so that the server's WorkloadEntry is not the client's own instance.
+  const client = await agent(t, d, await issuer.token('default', 'client'), 'client', '127.0.0.2');
+  const other = await issue(d, 'spiffe://cluster.local/ns/default/sa/other', { token: await issuer.token('default', 'other') });
+  const logs = async () => `${await state('server', server)}\n${await state('client', client)}\n--- discovery\n${d.proc.output}`;
+  return { configDir, outbound: `http://127.0.0.1:${p.service}`, inbound: p.inbound, d, other, logs };
+}
+
+/** Through the client's sidecar: its outbound listener (Host names the service), mTLS to the server's sidecar. */
+function viaSidecar(m: Mesh, path = '/headers'): Promise<{ status: number; headers: Record<string, string> }> {
+  return new Promise((resolve, reject) => {
+    const req = httpRequest(`${m.outbound}${path}`, { headers: { host: HOST } }, (res) => {
+      let body = '';
+      res.on('data', (d: Buffer) => (body += d.toString()));
+      res.on('end', () => resolve({ status: res.statusCode!, headers: res.statusCode === 200 ? (JSON.parse(body) as { headers: Record<string, string> }).headers : {} }));
+    });
+    req.on('error', reject);
+    req.end();
+  });
+}
+
+/** The x-forwarded-client-cert the app saw (httpbin echoes header names capitalized). */
+function xfcc(headers: Record<string, string>): string {
+  return Object.entries(headers).find(([k]) => k.toLowerCase() === 'x-forwarded-client-cert')?.[1] ?? '';
+}
+
+/** Straight to the server's inbound port in plaintext, as a client without a sidecar. */
+async function plaintext(m: Mesh): Promise<number | string> {
+  try {
+    const res = await fetch(`http://127.0.0.1:${m.inbound}/headers`, { signal: AbortSignal.timeout(5000) });
+    await res.body?.cancel();
+    return res.status;
+  } catch (e) {
+    return `refused (${((e as Error).cause as Error | undefined)?.message ?? (e as Error).message})`;
+  }
+}
+
+/** Mesh mTLS without a sidecar: the certificate of `sa/other`, offering the mesh ALPN. */
+function asOther(m: Mesh): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const req = request(
+      <RequestOptions & { ALPNProtocols: string[] }>{
+        host: '127.0.0.1',
+        port: m.inbound,
+        path: '/headers',
+        key: m.other.keys.pem,
+        cert: m.other.chain.slice(0, -1).join(''),
+        ca: m.d.rootPem(),
+        ALPNProtocols: ['mesh'],
+        checkServerIdentity: () => undefined,
+      },
+      (res) => {
+        res.resume();
+        resolve(res.statusCode!);
+      },
+    );
+    req.on('error', reject);
+    req.end();
+  });
+}
+
+function apply(m: Mesh, file: string, yaml: string): void {
+  writeFileSync(join(m.configDir, file), yaml);
+}
+
+test('mesh mTLS between two sidecars: PERMISSIVE by default, STRICT refuses plaintext, source.principals allows one caller', async (t) => {
+  const m = await startMesh(t);
+
+  // Default PERMISSIVE: the client's sidecar uses mTLS (the app sees the caller's SPIFFE id in
+  // x-forwarded-client-cert), and a plaintext client is served too.
+  const first = await eventually(async () => {
+    const r = await viaSidecar(m);
+    if (r.status !== 200) assert.fail(`${r.status} through the client's sidecar\n${await m.logs()}`);
+    return r;
+  }, 30_000);
+  assert.match(xfcc(first.headers), /URI=spiffe:\/\/cluster\.local\/ns\/default\/sa\/client/, `${JSON.stringify(first.headers)}\n${await m.logs()}`);
+  assert.equal(await plaintext(m), 200);
+
+  // STRICT: plaintext is refused at the TLS chain, the sidecar's mTLS still works.
+  apply(m, 'strict.yaml', 'apiVersion: security.mesh.io/v1\nkind: PeerAuthentication\nmetadata: {namespace: default, name: strict}\nspec: {mtls: {mode: STRICT}}\n');
+  await eventually(async () => assert.match(String(await plaintext(m)), /^refused/), 30_000);
+  const strict = await viaSidecar(m);
+  assert.equal(strict.status, 200);
+  assert.match(xfcc(strict.headers), /URI=spiffe:\/\/cluster\.local\/ns\/default\/sa\/client/);
+
+  // source.principals: the client's identity is allowed, another mesh identity is denied (403).
+  apply(m, 'authz.yaml', 'apiVersion: security.mesh.io/v1\nkind: AuthorizationPolicy\nmetadata: {namespace: default, name: only-client}\nspec:\n  selector: {matchLabels: {app: server}}\n  rules: [{from: [{source: {principals: [cluster.local/ns/default/sa/client]}}]}]\n');
+  await eventually(async () => assert.equal(await asOther(m), 403), 30_000);
+  assert.equal((await viaSidecar(m)).status, 200);
+
+  // Back to PERMISSIVE: plaintext reaches the proxy again, but without a peer identity the
+  // principals rule cannot match: denied, fail closed.
+  apply(m, 'strict.yaml', 'apiVersion: security.mesh.io/v1\nkind: PeerAuthentication\nmetadata: {namespace: default, name: strict}\nspec: {mtls: {mode: PERMISSIVE}}\n');
+  await eventually(async () => assert.equal(await plaintext(m), 403), 30_000);
+  assert.equal((await viaSidecar(m)).status, 200);
+});
