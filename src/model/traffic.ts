@@ -101,7 +101,8 @@ export class TrafficIndex {
 
   /** The proxy's labels when a VirtualService it sees matches on `sourceLabels`, else ''. Part of route memo keys. */
   sourceLabelsKey(proxy: Proxy): string {
-    const uses = this.virtualServicesFor(proxy.namespace).some(({ vs }) => (vs.spec.http ?? []).some((r) => (r.match ?? []).some((m) => m['sourceLabels'] !== undefined)));
+    const routes = ({ vs }: ResolvedVirtualService) => [...(vs.spec.http ?? []), ...(vs.spec.tcp ?? []), ...(vs.spec.tls ?? [])] as { match?: unknown[] }[];
+    const uses = this.virtualServicesFor(proxy.namespace).some((v) => routes(v).some((r) => (r.match ?? []).some((m) => (m as Record<string, unknown>)['sourceLabels'] !== undefined)));
     return uses ? JSON.stringify(Object.entries(proxy.labels).sort()) : '';
   }
 

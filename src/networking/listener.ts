@@ -6,11 +6,12 @@ import { TrafficDirection } from '../gen/envoy/config/core/v3/base_pb.js';
 import { ListenerSchema, type Listener } from '../gen/envoy/config/listener/v3/listener_pb.js';
 import { FilterChainSchema, ListenerFilterSchema, type Filter, type FilterChain } from '../gen/envoy/config/listener/v3/listener_components_pb.js';
 import { HttpInspectorSchema } from '../gen/envoy/extensions/filters/listener/http_inspector/v3/http_inspector_pb.js';
+import { TlsInspectorSchema } from '../gen/envoy/extensions/filters/listener/tls_inspector/v3/tls_inspector_pb.js';
 import type { HttpFilter } from '../gen/envoy/extensions/filters/network/http_connection_manager/v3/http_connection_manager_pb.js';
 import type { CaptureMode } from '../api/types.js';
 import type { OutboundTrafficMode } from '../model/push-context.js';
 import { isHttpProtocol, type Protocol, type Service } from '../model/service.js';
-import { HTTP_INSPECTOR_FILTER_NAME } from '../envoy/names.js';
+import { HTTP_INSPECTOR_FILTER_NAME, TLS_INSPECTOR_FILTER_NAME } from '../envoy/names.js';
 import { pack } from '../envoy/types.js';
 import { hcmFilter, routeConfiguredFilters, seconds, socketAddress, tcpProxyFilter, type PathNormalization } from './common.js';
 import {
@@ -27,6 +28,7 @@ import {
   WILDCARD_ADDRESS,
 } from './names.js';
 import { buildInboundRouteConfig } from './route.js';
+import { l4RouteChains, type L4RouteContext } from './tcp-route.js';
 
 /** What http_inspector reports for plaintext HTTP. */
 const HTTP_APPLICATION_PROTOCOLS = ['http/1.0', 'http/1.1', 'h2c'];
@@ -209,6 +211,12 @@ export interface OutboundListenerOptions {
   readonly sniffing?: boolean;
   /** Mesh config pathNormalization of the HTTP chains; default BASE. */
   readonly pathNormalization?: PathNormalization;
+  /** VirtualService `tcp`/`tls` routes of TCP and TLS ports (see tcp-route.ts). */
+  readonly l4Routes?: L4RouteContext;
+}
+
+function tlsInspector(): ListenerInit['listenerFilters'] {
+  return [create(ListenerFilterSchema, { name: TLS_INSPECTOR_FILTER_NAME, configType: { case: 'typedConfig', value: pack(TlsInspectorSchema, {}) } })];
 }
 
 /**
@@ -238,6 +246,11 @@ export function buildOutboundListeners(services: readonly Service[], opts: Outbo
       const httpFilter = (): Filter => hcmFilter(`outbound_${name}`, { rds: outboundRouteName(port.port) }, [...(opts.httpFilters ?? []), ...routeConfiguredFilters()], opts.pathNormalization);
       const tcpChain = { name, filters: [tcpProxyFilter(outboundClusterName(port.port, s.hostname))] };
       const sniffed = sniffedProtocol(port.protocol, opts.sniffing);
+      const routed = !http && !sniffed && opts.l4Routes ? l4RouteChains(s, port.port, name, vip !== undefined, { ...opts.l4Routes, port: port.port }) : undefined;
+      if (routed) {
+        byName.set(name, { http, listener: { name, address: socketAddress(address, port.port), bindToPort: opts.bindToPort, trafficDirection: TrafficDirection.OUTBOUND, ...(routed.tls ? { listenerFilters: tlsInspector() } : {}), filterChains: routed.chains } });
+        continue;
+      }
       byName.set(name, {
         http,
         listener: {

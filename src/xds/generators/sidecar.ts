@@ -20,6 +20,7 @@ import { clusterVariants, routeHashPolicy, ruleTraffic } from '../../networking/
 import type { HashPolicyInit } from '../../networking/http-route.js';
 import { labelsMatch } from '../../model/selection.js';
 import type { PathNormalization } from '../../networking/common.js';
+import type { L4RouteContext } from '../../networking/tcp-route.js';
 import { memo, type XdsCache } from '../cache.js';
 
 export interface SidecarOptions {
@@ -90,9 +91,9 @@ export function sidecarListeners(proxy: Proxy, push: PushContext, opts: SidecarO
   };
   const cap = captured(proxy);
   const sniffing = opts.outboundSniffing ?? false;
-  const outbound = memo(scope, `lds:${cap}:${sniffing}:${usesAutoAllocation(proxy)}:${opts.pathNormalization ?? ''}`, () => {
+  const outbound = memo(scope, `lds:${cap}:${sniffing}:${usesAutoAllocation(proxy)}:${opts.pathNormalization ?? ''}:${push.traffic.sourceLabelsKey(proxy)}`, () => {
     const services = outboundServices(proxy, push);
-    const listenerOpts = { bind: cap ? WILDCARD_ADDRESS : LOCALHOST, bindToPort: !cap, sniffing, ...(opts.pathNormalization ? { pathNormalization: opts.pathNormalization } : {}) };
+    const listenerOpts = { bind: cap ? WILDCARD_ADDRESS : LOCALHOST, bindToPort: !cap, sniffing, ...(opts.pathNormalization ? { pathNormalization: opts.pathNormalization } : {}), l4Routes: l4RouteContext(proxy, push) };
     return cached(opts.cache, () => ['lds-outbound', services, listenerOpts], () => buildOutboundListeners(services, listenerOpts));
   });
   outbound.conflicts.forEach((c) => opts.onConflict?.(c));
@@ -108,6 +109,18 @@ export function sidecarListeners(proxy: Proxy, push: PushContext, opts: SidecarO
   const tproxy = proxy.interceptionMode === 'TPROXY';
   const virtualOutbound = memo(scope, `virtualOutbound:${tproxy}`, () => cached(opts.cache, () => ['virtualOutbound', mode, tproxy], () => buildVirtualOutbound(mode, tproxy)));
   return [virtualOutbound, cached(opts.cache, () => ['virtualInbound', redirected, inboundOpts], () => buildVirtualInbound(redirected, inboundOpts)), ...ingress, ...outbound.listeners];
+}
+
+/** What the `tcp`/`tls` routes of the VirtualServices the proxy sees need (a port is set per listener). */
+function l4RouteContext(proxy: Proxy, push: PushContext): L4RouteContext {
+  return {
+    port: 0,
+    proxyNamespace: proxy.namespace,
+    proxyLabels: proxy.labels,
+    virtualServices: push.traffic.virtualServicesFor(proxy.namespace).filter((v) => v.vs.spec.tcp || v.vs.spec.tls),
+    domain: push.domain,
+    servicePorts: Object.fromEntries(push.sidecarScope(proxy).services.map((s) => [s.hostname, s.ports.map((p) => p.port)])),
+  };
 }
 
 /**
