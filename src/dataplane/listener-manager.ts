@@ -295,21 +295,21 @@ export class ListenerManager {
     }
     inspectConnection(socket, l.inspection).then(
       (found) => {
-        if (found) this.dispatch(l, socket, found.transport, found.protocols);
+        if (found) this.dispatch(l, socket, found.transport, found.protocols, found.serverName);
         else socket.destroy();
       },
       () => socket.destroy(),
     );
   }
 
-  private dispatch(l: ActiveListener, socket: Socket, transportProtocol: string, applicationProtocols: string[]): void {
+  private dispatch(l: ActiveListener, socket: Socket, transportProtocol: string, applicationProtocols: string[], serverName = ''): void {
     const destination = connectionDestination(socket);
     const chain = l.select({
       destinationIp: destination.address,
       destinationPort: destination.port,
       sourceIp: normalizeIp(socket.remoteAddress ?? ''),
       sourcePort: socket.remotePort ?? 0,
-      serverName: '',
+      serverName,
       transportProtocol,
       applicationProtocols,
     });

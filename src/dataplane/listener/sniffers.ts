@@ -2,6 +2,7 @@
 // chain, and the codec AUTO check for the HTTP/2 preface. Both read the first bytes of a
 // connection, put them back and leave the socket paused for whoever serves it.
 import type { Socket } from 'node:net';
+import { parseClientHello } from './client-hello.js';
 
 /** The whole HTTP/2 client connection preface (RFC 9113 3.4). */
 const H2_CLIENT_PREFACE = Buffer.from('PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n', 'latin1');
@@ -61,10 +62,10 @@ export function sniffH2Preface(socket: Socket, timeoutMs: number): Promise<boole
  * `http/1.0`, `http/1.1` or `h2c`). The bytes read are put back for the chain. Resolves undefined
  * when the connection should be closed (timeout without continue_on_listener_filters_timeout).
  */
-export function inspectConnection(socket: Socket, how: Inspection): Promise<{ transport: string; protocols: string[] } | undefined> {
+export function inspectConnection(socket: Socket, how: Inspection): Promise<Inspected | undefined> {
   return new Promise((resolve) => {
     let buf = Buffer.alloc(0);
-    const finish = (result: { transport: string; protocols: string[] } | undefined) => {
+    const finish = (result: Inspected | undefined) => {
       clearTimeout(timer);
       socket.off('data', onData);
       socket.off('end', onEnd);
@@ -94,9 +95,23 @@ export function inspectConnection(socket: Socket, how: Inspection): Promise<{ tr
   });
 }
 
-/** What the first bytes say, or undefined while they could still be the HTTP/2 preface or an unfinished request line. */
-export function classify(buf: Buffer, how: Inspection): { transport: string; protocols: string[] } | undefined {
-  if (how.tls && buf[0] === 0x16) return { transport: 'tls', protocols: [] };
+/** What listener inspection found: transport, application protocols (ALPN or HTTP), and SNI. */
+export interface Inspected {
+  readonly transport: string;
+  readonly protocols: string[];
+  readonly serverName?: string;
+}
+
+/**
+ * What the first bytes say, or undefined while they could still be the HTTP/2 preface, an
+ * unfinished request line or an incomplete ClientHello. A TLS handshake gives its SNI and ALPN.
+ */
+export function classify(buf: Buffer, how: Inspection): Inspected | undefined {
+  if (how.tls && buf[0] === 0x16) {
+    const hello = parseClientHello(buf);
+    if (hello === undefined) return undefined;
+    return hello === 'invalid' ? { transport: 'tls', protocols: [] } : { transport: 'tls', protocols: [...hello.alpn], serverName: hello.serverName };
+  }
   if (!how.http) return { transport: 'raw_buffer', protocols: [] };
   const text = buf.subarray(0, MAX_INSPECT_BYTES).toString('latin1');
   if (H2_PREFACE_LINE.startsWith(text)) return undefined; // could still be the preface
