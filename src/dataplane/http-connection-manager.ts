@@ -20,7 +20,7 @@ import { unpackConfig } from './extensions.js';
 import { ConfigError, unappliedFields } from '../envoy/config-error.js';
 import { HCM_FILTER_NAME } from '../envoy/names.js';
 import { typeNameOf, typeUrlOf } from '../envoy/types.js';
-import type { HttpFilter, LocalReply } from '../envoy/filter.js';
+import type { HttpFilter, LocalReply, ResponseHeaderMap } from '../envoy/filter.js';
 import type { JwtAuthnOptions } from '../envoy/jwt-authn.js';
 import { normalizeIp } from '../envoy/matchers.js';
 import { RequestHeaders, StreamRequest, type Address } from '../envoy/request.js';
@@ -45,6 +45,8 @@ import { compileRouteConfiguration, stripHostPort, type RouteTable } from './rou
 import { compilePathNormalization } from './path-normalization.js';
 
 const log = scope('http');
+
+const NO_PER_ROUTE: readonly unknown[] = [];
 
 
 /** Private, loopback and link-local ranges: Envoy's default notion of an internal client. */
@@ -302,14 +304,26 @@ export function buildHttpConnectionManager(hcm: HttpConnectionManager, deps: Hcm
     sreq.path = normalized.path;
     const route = router.route(sreq);
     if (upgrade !== undefined && !router.admitUpgrade(route, upgrade, reply)) return undefined;
+    // The encoder sides of the filters passed so far edit whatever response follows, the last filter's first (Envoy's encoder order).
+    const encoders: ((h: ResponseHeaderMap) => void)[] = [];
+    const encode = (h: ResponseHeaderMap): void => {
+      for (let i = encoders.length - 1; i >= 0; i--) encoders[i]!(h);
+    };
+    const replyEncoded = (r: LocalReply): void => {
+      const headers = { ...r.headers };
+      encode(headers);
+      reply({ ...r, headers });
+    };
     for (const f of chain.filters) {
-      const outcome = await f.decodeHeaders(sreq);
+      const outcome = await f.decodeHeaders(sreq, route?.perFilter.get(f.name) ?? NO_PER_ROUTE);
       if (outcome.kind === 'reply') {
-        reply(outcome.reply);
+        replyEncoded(outcome.reply);
         return undefined;
       }
+      if (outcome.encodeHeaders) encoders.push(outcome.encodeHeaders);
     }
-    return router.target(sreq, route, reply);
+    const target = router.target(sreq, route, encoders.length > 0 ? replyEncoded : reply);
+    return target && encoders.length > 0 ? { ...target, encode } : target;
   }
 
   async function run(req: DownstreamRequest, res: DownstreamResponse, connection?: Socket): Promise<void> {

@@ -50,13 +50,12 @@ export function routerFilter(): HttpFilter {
 
 /**
  * The fault and CORS filters, placed before the router as the Go mesh does, with empty configs: the
- * VirtualService's per-route configs switch them on. Marked optional so that a proxy lacking one
- * still takes the listener (it logs the filter it skips) rather than rejecting every outbound port.
+ * VirtualService's per-route configs switch them on.
  */
 export function routeConfiguredFilters(): HttpFilter[] {
   return [
-    create(HttpFilterSchema, { name: FAULT_FILTER_NAME, isOptional: true, configType: { case: 'typedConfig', value: pack(HTTPFaultSchema, {}) } }),
-    create(HttpFilterSchema, { name: CORS_FILTER_NAME, isOptional: true, configType: { case: 'typedConfig', value: pack(CorsSchema, {}) } }),
+    create(HttpFilterSchema, { name: FAULT_FILTER_NAME, configType: { case: 'typedConfig', value: pack(HTTPFaultSchema, {}) } }),
+    create(HttpFilterSchema, { name: CORS_FILTER_NAME, configType: { case: 'typedConfig', value: pack(CorsSchema, {}) } }),
   ];
 }
 

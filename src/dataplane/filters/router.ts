@@ -5,7 +5,7 @@ import { request as httpRequest, type IncomingMessage, type OutgoingHttpHeaders 
 import type { Duplex } from 'node:stream';
 import { scope } from '../../common/log.js';
 import { RouterSchema } from '../../gen/envoy/extensions/filters/http/router/v3/router_pb.js';
-import type { LocalReply } from '../../envoy/filter.js';
+import type { LocalReply, ResponseHeaderMap } from '../../envoy/filter.js';
 import type { StreamRequest } from '../../envoy/request.js';
 import type { ClusterManager } from '../clusters.js';
 import type { Endpoint, UpstreamCluster } from '../upstream-pools.js';
@@ -87,6 +87,14 @@ export interface Target {
   readonly timeoutMs: number;
   readonly retry?: RetrySpec;
   readonly attemptCount: { readonly request: boolean; readonly response: boolean };
+  /** The encoder sides of the HTTP filters the request passed (e.g. CORS headers), for its response. */
+  readonly encode?: (headers: ResponseHeaderMap) => void;
+}
+
+/** The grpc-status of a trailers-only gRPC response head, if it carries one. */
+function grpcStatusOf(v: string | string[] | number | undefined): number | undefined {
+  const n = Number(Array.isArray(v) ? v[0] : v);
+  return v === undefined || !Number.isInteger(n) ? undefined : n;
 }
 
 /** A response's headers without the hop-by-hop ones. */
@@ -223,7 +231,9 @@ export class Router {
     };
     const reply = (r: LocalReply): void => {
       finish();
-      sendLocal(res, r, requestId, grpc);
+      const encoded = target.encode ? { ...r, headers: { ...r.headers } } : r;
+      target.encode?.(encoded.headers as ResponseHeaderMap);
+      sendLocal(res, encoded, requestId, grpc);
     };
     const mayRetry = (): boolean => retry !== undefined && attempts <= retry.numRetries && !answered;
     const again = (): boolean => {
@@ -265,7 +275,7 @@ export class Router {
           }
           clearTimeout(tryTimer);
           cluster.report?.(endpoint, up.status);
-          if (mayRetry() && retry!.retriableStatus(up.status) && again()) {
+          if (mayRetry() && retry!.retriableStatus(up.status, grpcStatusOf(up.headers['grpc-status'])) && again()) {
             state = 'abandoned';
             body.discard();
             return;
@@ -277,6 +287,7 @@ export class Router {
           if (attemptCount.response) out['x-envoy-attempt-count'] = String(attempts);
           if (requestId && alwaysSetRequestIdInResponse) out['x-request-id'] = requestId;
           applyMutations(new ResponseHeaderSet(out), route.responseHeaders);
+          target.encode?.(out);
           if (up.endStream) {
             finish();
             respondHeadersOnly(res, up.status, out);
