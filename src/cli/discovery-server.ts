@@ -166,6 +166,7 @@ export class DiscoveryServer {
       outboundSniffing: settings.outboundSniffing,
       detectionTimeout: settings.detectionTimeout,
       defaultRequestTimeout: settings.defaultRequestTimeout,
+      http10: settings.http10,
       ...(opts.pathNormalization ? { pathNormalization: opts.pathNormalization } : {}),
       cache: new XdsCache(settings.cache),
     });
@@ -335,7 +336,7 @@ export class DiscoveryServer {
   }
 
   private buildPush(): PushContext {
-    return PushContext.build({ config: this.store, registry: this.registry, domain: this.opts.domain, clusterId: this.opts.clusterId });
+    return PushContext.build({ config: this.store, registry: this.registry, domain: this.opts.domain, clusterId: this.opts.clusterId, traffic: this.settings.traffic });
   }
 
   /**

@@ -15,6 +15,10 @@ export interface DiscoverySettings {
   readonly detectionTimeout: number;
   /** MESH_DEFAULT_REQUEST_TIMEOUT, seconds; 0 = none. */
   readonly defaultRequestTimeout: number;
+  /** PILOT_HTTP10. */
+  readonly http10: boolean;
+  /** PILOT_ENABLE_VIRTUAL_SERVICE_DELEGATE, PILOT_ENABLE_DESTINATION_RULE_INHERITANCE. */
+  readonly traffic: { readonly virtualServiceDelegate: boolean; readonly destinationRuleInheritance: boolean };
   readonly debugOnHttp: boolean;
   readonly crdValidation: boolean;
   readonly autoRegistration: { readonly enabled: boolean; readonly gracePeriodMs: number };
@@ -42,6 +46,8 @@ export function discoverySettings(): DiscoverySettings {
     outboundSniffing: setting('PILOT_ENABLE_PROTOCOL_SNIFFING_FOR_OUTBOUND'),
     detectionTimeout: setting('PILOT_INBOUND_PROTOCOL_DETECTION_TIMEOUT') / 1000,
     defaultRequestTimeout: setting('MESH_DEFAULT_REQUEST_TIMEOUT') / 1000,
+    http10: setting('PILOT_HTTP10'),
+    traffic: { virtualServiceDelegate: setting('PILOT_ENABLE_VIRTUAL_SERVICE_DELEGATE'), destinationRuleInheritance: setting('PILOT_ENABLE_DESTINATION_RULE_INHERITANCE') },
     debugOnHttp: setting('ENABLE_DEBUG_ON_HTTP'),
     crdValidation: setting('PILOT_ENABLE_CRD_VALIDATION'),
     autoRegistration: { enabled: setting('PILOT_ENABLE_WORKLOAD_ENTRY_AUTOREGISTRATION'), gracePeriodMs: setting('PILOT_WORKLOAD_ENTRY_GRACE_PERIOD') },

@@ -10,6 +10,7 @@ import type { Duplex } from 'node:stream';
 import type { TLSSocket } from 'node:tls';
 import { scope } from '../common/log.js';
 import type { FilterChain } from '../gen/envoy/config/listener/v3/listener_components_pb.js';
+import { Http1ProtocolOptionsSchema } from '../gen/envoy/config/core/v3/protocol_pb.js';
 import {
   HttpConnectionManager_CodecType,
   HttpConnectionManagerSchema,
@@ -63,10 +64,13 @@ function isInternal(ip: string): boolean {
 
 /** Set fields of the HCM that this proxy does not apply yet (logged when present). */
 const UNAPPLIED_HCM = [
-  'tracing', 'accessLog', 'accessLogOptions', 'http2ProtocolOptions', 'httpProtocolOptions', 'streamIdleTimeout', 'requestTimeout', 'requestHeadersTimeout',
+  'tracing', 'accessLog', 'accessLogOptions', 'http2ProtocolOptions', 'streamIdleTimeout', 'requestTimeout', 'requestHeadersTimeout',
   'drainTimeout', 'localReplyConfig', 'forwardClientCertDetails', 'setCurrentClientCertDetails',
   'internalAddressConfig', 'originalIpDetectionExtensions', 'via',
 ];
+
+/** http_protocol_options fields not honoured (accept_http_10 is, in request-guards.ts). */
+const UNAPPLIED_HTTP1 = ['allowAbsoluteUrl', 'defaultHostForHttp10', 'headerKeyFormat', 'enableTrailers', 'allowChunkedLength', 'overrideStreamErrorOnInvalidHttpMessage', 'sendFullyQualifiedUrl', 'useBalsaParser', 'allowCustomMethods'];
 
 export interface HcmDeps {
   readonly clusters: ClusterManager;
@@ -181,6 +185,7 @@ export function buildHttpConnectionManager(hcm: HttpConnectionManager, deps: Hcm
   const limits = requestLimits(hcm);
   const chain = compileHttpFilters(hcm, deps);
   const unapplied = unappliedFields(HttpConnectionManagerSchema, hcm, UNAPPLIED_HCM);
+  if (hcm.httpProtocolOptions) unapplied.push(...unappliedFields(Http1ProtocolOptionsSchema, hcm.httpProtocolOptions, UNAPPLIED_HTTP1).map((f) => `http_protocol_options.${f}`));
   if (unapplied.length > 0) log.warn(`connection manager ${JSON.stringify(hcm.statPrefix)}: accepted but not applied yet: ${unapplied.join(', ')}`);
   const stripPort: 'any' | number | undefined =
     hcm.stripPortMode.case === 'stripAnyHostPort' && hcm.stripPortMode.value

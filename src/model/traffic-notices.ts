@@ -62,6 +62,7 @@ const HTTP_ROUTE: Shape = {
   mirrorPercentage: PERCENT,
   headers: { request: HEADER_OPS, response: HEADER_OPS },
   corsPolicy: { allowOrigins: STRING_MATCH, allowMethods: true, allowHeaders: true, exposeHeaders: true, maxAge: true, allowCredentials: true },
+  delegate: { name: true, namespace: true },
 };
 
 const L4_MATCH = { destinationSubnets: true, port: true, sourceLabels: true, sourceNamespace: true, gateways: true } as const;

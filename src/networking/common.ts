@@ -90,10 +90,13 @@ export function httpConnectionManager(
   routes: RouteSource,
   extraFilters: readonly HttpFilter[] = [],
   pathNormalization: PathNormalization = 'BASE',
+  acceptHttp10 = false,
 ): Any {
   return pack(HttpConnectionManagerSchema, {
     statPrefix,
     codecType: HttpConnectionManager_CodecType.AUTO,
+    // PILOT_HTTP10 (or the proxy's HTTP10 metadata): HTTP/1.0 clients are served instead of getting 426.
+    ...(acceptHttp10 ? { httpProtocolOptions: { acceptHttp10: true } } : {}),
     ...pathNormalizationFields(pathNormalization),
     routeSpecifier:
       'rds' in routes
@@ -105,8 +108,8 @@ export function httpConnectionManager(
   });
 }
 
-export function hcmFilter(statPrefix: string, routes: RouteSource, extraFilters: readonly HttpFilter[] = [], pathNormalization?: PathNormalization): Filter {
-  const hcm = httpConnectionManager(statPrefix, routes, extraFilters, pathNormalization);
+export function hcmFilter(statPrefix: string, routes: RouteSource, extraFilters: readonly HttpFilter[] = [], pathNormalization?: PathNormalization, acceptHttp10?: boolean): Filter {
+  const hcm = httpConnectionManager(statPrefix, routes, extraFilters, pathNormalization, acceptHttp10);
   return create(FilterSchema, { name: HCM_FILTER_NAME, configType: { case: 'typedConfig', value: hcm } });
 }
 

@@ -60,6 +60,8 @@ export interface InboundOptions {
   readonly transparent?: boolean;
   /** Mesh config pathNormalization of the HTTP chains; default BASE. */
   readonly pathNormalization?: PathNormalization;
+  /** PILOT_HTTP10: the HTTP chains accept HTTP/1.0. */
+  readonly acceptHttp10?: boolean;
 }
 
 function httpChain(p: InboundPort, opts: InboundOptions, matchPort: boolean, sniffed: boolean): FilterChain {
@@ -70,7 +72,7 @@ function httpChain(p: InboundPort, opts: InboundOptions, matchPort: boolean, sni
       ...(matchPort ? { destinationPort: p.port } : {}),
       ...(sniffed ? { applicationProtocols: HTTP_APPLICATION_PROTOCOLS } : {}),
     },
-    filters: [hcmFilter(`inbound_${listenerName(WILDCARD_ADDRESS, p.port)}`, { inline: buildInboundRouteConfig(cluster, cluster) }, opts.httpFilters, opts.pathNormalization)],
+    filters: [hcmFilter(`inbound_${listenerName(WILDCARD_ADDRESS, p.port)}`, { inline: buildInboundRouteConfig(cluster, cluster) }, opts.httpFilters, opts.pathNormalization, opts.acceptHttp10)],
   });
 }
 
@@ -211,6 +213,8 @@ export interface OutboundListenerOptions {
   readonly sniffing?: boolean;
   /** Mesh config pathNormalization of the HTTP chains; default BASE. */
   readonly pathNormalization?: PathNormalization;
+  /** PILOT_HTTP10: the HTTP chains accept HTTP/1.0. */
+  readonly acceptHttp10?: boolean;
   /** VirtualService `tcp`/`tls` routes of TCP and TLS ports (see tcp-route.ts). */
   readonly l4Routes?: L4RouteContext;
 }
@@ -243,7 +247,7 @@ export function buildOutboundListeners(services: readonly Service[], opts: Outbo
         }
         continue;
       }
-      const httpFilter = (): Filter => hcmFilter(`outbound_${name}`, { rds: outboundRouteName(port.port) }, [...(opts.httpFilters ?? []), ...routeConfiguredFilters()], opts.pathNormalization);
+      const httpFilter = (): Filter => hcmFilter(`outbound_${name}`, { rds: outboundRouteName(port.port) }, [...(opts.httpFilters ?? []), ...routeConfiguredFilters()], opts.pathNormalization, opts.acceptHttp10);
       const tcpChain = { name, filters: [tcpProxyFilter(outboundClusterName(port.port, s.hostname))] };
       const sniffed = sniffedProtocol(port.protocol, opts.sniffing);
       const routed = !http && !sniffed && opts.l4Routes ? l4RouteChains(s, port.port, name, vip !== undefined, { ...opts.l4Routes, port: port.port }) : undefined;

@@ -36,6 +36,8 @@ export interface SidecarOptions {
   readonly defaultRequestTimeout?: number;
   /** Mesh config pathNormalization of every HTTP connection manager; default BASE. */
   readonly pathNormalization?: PathNormalization;
+  /** PILOT_HTTP10: HTTP connection managers accept HTTP/1.0 (a proxy's HTTP10 metadata "1" asks the same). */
+  readonly http10?: boolean;
   /** Reports user errors found while generating (bad Sidecar fields). */
   readonly onProblem?: (message: string) => void;
   /** An ingress listener that loses to an earlier one on the same port. */
@@ -88,12 +90,21 @@ export function sidecarListeners(proxy: Proxy, push: PushContext, opts: SidecarO
     ...(opts.detectionTimeout !== undefined ? { detectionTimeout: opts.detectionTimeout } : {}),
     ...(proxy.interceptionMode === 'TPROXY' ? { transparent: true } : {}),
     ...(opts.pathNormalization !== undefined ? { pathNormalization: opts.pathNormalization } : {}),
+    ...(http10(proxy, opts) ? { acceptHttp10: true } : {}),
   };
   const cap = captured(proxy);
   const sniffing = opts.outboundSniffing ?? false;
-  const outbound = memo(scope, `lds:${cap}:${sniffing}:${usesAutoAllocation(proxy)}:${opts.pathNormalization ?? ''}:${push.traffic.sourceLabelsKey(proxy)}`, () => {
+  const accept10 = http10(proxy, opts);
+  const outbound = memo(scope, `lds:${cap}:${sniffing}:${usesAutoAllocation(proxy)}:${opts.pathNormalization ?? ''}:${push.traffic.sourceLabelsKey(proxy)}:${accept10}`, () => {
     const services = outboundServices(proxy, push);
-    const listenerOpts = { bind: cap ? WILDCARD_ADDRESS : LOCALHOST, bindToPort: !cap, sniffing, ...(opts.pathNormalization ? { pathNormalization: opts.pathNormalization } : {}), l4Routes: l4RouteContext(proxy, push) };
+    const listenerOpts = {
+      bind: cap ? WILDCARD_ADDRESS : LOCALHOST,
+      bindToPort: !cap,
+      sniffing,
+      ...(opts.pathNormalization ? { pathNormalization: opts.pathNormalization } : {}),
+      ...(accept10 ? { acceptHttp10: true } : {}),
+      l4Routes: l4RouteContext(proxy, push),
+    };
     return cached(opts.cache, () => ['lds-outbound', services, listenerOpts], () => buildOutboundListeners(services, listenerOpts));
   });
   outbound.conflicts.forEach((c) => opts.onConflict?.(c));
@@ -109,6 +120,11 @@ export function sidecarListeners(proxy: Proxy, push: PushContext, opts: SidecarO
   const tproxy = proxy.interceptionMode === 'TPROXY';
   const virtualOutbound = memo(scope, `virtualOutbound:${tproxy}`, () => cached(opts.cache, () => ['virtualOutbound', mode, tproxy], () => buildVirtualOutbound(mode, tproxy)));
   return [virtualOutbound, cached(opts.cache, () => ['virtualInbound', redirected, inboundOpts], () => buildVirtualInbound(redirected, inboundOpts)), ...ingress, ...outbound.listeners];
+}
+
+/** PILOT_HTTP10, or the proxy's own HTTP10 metadata set to "1", as the Go mesh reads them. */
+function http10(proxy: Proxy, opts: SidecarOptions): boolean {
+  return (opts.http10 ?? false) || proxy.metadata['HTTP10'] === '1';
 }
 
 /** What the `tcp`/`tls` routes of the VirtualServices the proxy sees need (a port is set per listener). */
