@@ -6,6 +6,7 @@
 import assert from 'node:assert/strict';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { createServer, request, type Server } from 'node:http';
+import { connect } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
@@ -78,6 +79,7 @@ describe('fault and CORS per-route configs through mesh-proxy', () => {
   let proxy: MeshProxy;
   let upstream: Server;
   let port: number;
+  let push: ReturnType<typeof pushOf>;
   /** Requests the upstream saw: method and path. */
   const seen: string[] = [];
 
@@ -89,7 +91,7 @@ describe('fault and CORS per-route configs through mesh-proxy', () => {
     });
     await new Promise<void>((r) => upstream.listen(0, '127.0.0.1', r));
     port = await freePort();
-    const push = pushOf([serviceEntry('foo', 'web', { hosts: ['web.foo.svc.cluster.local'], location: 'MESH_INTERNAL', resolution: 'STATIC', ports: [{ number: port, name: 'http', protocol: 'HTTP' }] }), VS]);
+    push = pushOf([serviceEntry('foo', 'web', { hosts: ['web.foo.svc.cluster.local'], location: 'MESH_INTERNAL', resolution: 'STATIC', ports: [{ number: port, name: 'http', protocol: 'HTTP' }] }), VS]);
     const client = sidecarProxy('127.0.0.1', 'client', 'foo', { INTERCEPTION_MODE: 'NONE' });
     const listeners = sidecarListeners(client, push).filter((l) => l.name === `127.0.0.1_${port}`);
     const routes = sidecarRoutes(client, push, new Set([String(port)]));
@@ -109,6 +111,24 @@ describe('fault and CORS per-route configs through mesh-proxy', () => {
     upstream.closeAllConnections();
     upstream.close();
     rmSync(dir, { recursive: true, force: true });
+  });
+
+  it('answers HTTP/1.0 with 426 until PILOT_HTTP10 sets accept_http_10 on the listener, then serves it', async () => {
+    const http10 = () =>
+      new Promise<string>((resolve, reject) => {
+        const s = connect({ host: '127.0.0.1', port }, () => s.write('GET /other HTTP/1.0\r\nHost: web.foo.svc.cluster.local\r\n\r\n'));
+        let out = '';
+        s.setEncoding('latin1');
+        s.on('data', (d: string) => (out += d));
+        s.on('end', () => resolve(out.split('\r\n')[0]!));
+        s.on('error', reject);
+      });
+    assert.match(await http10(), /^HTTP\/1\.[01] 426 /);
+    const client = sidecarProxy('127.0.0.1', 'client', 'foo', { INTERCEPTION_MODE: 'NONE' });
+    const [l] = sidecarListeners(client, push, { http10: true }).filter((x) => x.name === `127.0.0.1_${port}`);
+    ads.set(TypeUrl.Listener, [{ name: l!.name, any: pack(ListenerSchema, l!) }]);
+    await ads.push(TypeUrl.Listener);
+    await eventually(async () => assert.match(await http10(), /^HTTP\/1\.[01] 200 /), 10_000);
   });
 
   it("aborts only on the route whose per-route fault config asks for it, counted in the filter's stats", async () => {
