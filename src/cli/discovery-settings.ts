@@ -17,8 +17,8 @@ export interface DiscoverySettings {
   readonly defaultRequestTimeout: number;
   /** PILOT_HTTP10. */
   readonly http10: boolean;
-  /** PILOT_ENABLE_VIRTUAL_SERVICE_DELEGATE, PILOT_ENABLE_DESTINATION_RULE_INHERITANCE. */
-  readonly traffic: { readonly virtualServiceDelegate: boolean; readonly destinationRuleInheritance: boolean };
+  /** PILOT_ENABLE_VIRTUAL_SERVICE_DELEGATE. */
+  readonly traffic: { readonly virtualServiceDelegate: boolean };
   readonly debugOnHttp: boolean;
   readonly crdValidation: boolean;
   readonly autoRegistration: { readonly enabled: boolean; readonly gracePeriodMs: number };
@@ -47,7 +47,7 @@ export function discoverySettings(): DiscoverySettings {
     detectionTimeout: setting('PILOT_INBOUND_PROTOCOL_DETECTION_TIMEOUT') / 1000,
     defaultRequestTimeout: setting('MESH_DEFAULT_REQUEST_TIMEOUT') / 1000,
     http10: setting('PILOT_HTTP10'),
-    traffic: { virtualServiceDelegate: setting('PILOT_ENABLE_VIRTUAL_SERVICE_DELEGATE'), destinationRuleInheritance: setting('PILOT_ENABLE_DESTINATION_RULE_INHERITANCE') },
+    traffic: { virtualServiceDelegate: setting('PILOT_ENABLE_VIRTUAL_SERVICE_DELEGATE') },
     debugOnHttp: setting('ENABLE_DEBUG_ON_HTTP'),
     crdValidation: setting('PILOT_ENABLE_CRD_VALIDATION'),
     autoRegistration: { enabled: setting('PILOT_ENABLE_WORKLOAD_ENTRY_AUTOREGISTRATION'), gracePeriodMs: setting('PILOT_WORKLOAD_ENTRY_GRACE_PERIOD') },
