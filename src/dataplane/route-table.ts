@@ -22,11 +22,12 @@ import { compileRouteMatch } from '../envoy/route-match.js';
 import { compileRedirect, compileRegexRewrite, prefixRewrite, type PathRewrite, type RedirectSpec } from './redirect.js';
 import { compileRetryPolicy, type RetrySpec } from './retry-policy.js';
 import { compilePerRouteConfig } from './filters/registry.js';
+import { compileHashPolicies, type RequestHasher } from './load-balancers.js';
 import type { Any } from '@bufbuild/protobuf/wkt';
 
 const log = scope('router');
 
-const UNAPPLIED_ROUTE_ACTION = ['retryPolicyTypedConfig', 'hashPolicy', 'rateLimits', 'cors', 'maxGrpcTimeout', 'grpcTimeoutOffset', 'idleTimeout', 'maxStreamDuration', 'hedgePolicy', 'metadataMatch', 'internalRedirectPolicy'];
+const UNAPPLIED_ROUTE_ACTION = ['retryPolicyTypedConfig', 'rateLimits', 'cors', 'maxGrpcTimeout', 'grpcTimeoutOffset', 'idleTimeout', 'maxStreamDuration', 'hedgePolicy', 'metadataMatch', 'internalRedirectPolicy'];
 const UNAPPLIED_VHOST = ['retryPolicyTypedConfig', 'cors', 'rateLimits', 'virtualClusters', 'hedgePolicy', 'requestMirrorPolicies'];
 const UNAPPLIED_ROUTE = ['decorator', 'tracing'];
 
@@ -77,6 +78,8 @@ export type RouteActionSpec =
       readonly attemptCount: { readonly request: boolean; readonly response: boolean };
       /** Per-route upgrade overrides (upgrade type, lower case -> enabled) of the HCM's upgrade_configs. */
       readonly upgrades: ReadonlyMap<string, boolean>;
+      /** hash_policy: the request's hash for RING_HASH / MAGLEV clusters. */
+      readonly hash?: RequestHasher;
     }
   | { readonly kind: 'direct'; readonly status: number; readonly body: string }
   | { readonly kind: 'redirect'; readonly redirect: RedirectSpec };
@@ -225,7 +228,9 @@ function compileAction(r: Route, field: string, unapplied: Unapplied, vhost: Vho
       if (ra.prefixRewrite && ra.regexRewrite) throw new ConfigError(`${field}.route`, 'prefix_rewrite and regex_rewrite are mutually exclusive');
       const pathRewrite = ra.regexRewrite ? compileRegexRewrite(ra.regexRewrite, `${field}.route.regex_rewrite`) : ra.prefixRewrite ? prefixRewrite(ra.prefixRewrite) : undefined;
       const retry = ra.retryPolicy ? compileRetryPolicy(ra.retryPolicy, `${field}.route.retry_policy`) : vhost.retry;
+      const hash = compileHashPolicies(ra.hashPolicy, `${field}.route.hash_policy`);
       return {
+        ...(hash ? { hash } : {}),
         kind: 'route',
         cluster: compileClusterSpecifier(ra, `${field}.route`),
         clusterNotFoundStatus: NOT_FOUND_STATUS[ra.clusterNotFoundResponseCode] ?? 503,

@@ -87,6 +87,8 @@ export interface Target {
   readonly timeoutMs: number;
   readonly retry?: RetrySpec;
   readonly attemptCount: { readonly request: boolean; readonly response: boolean };
+  /** The request's hash (route hash_policy), kept for the endpoint picks of retries. */
+  readonly hash?: bigint;
   /** The encoder sides of the HTTP filters the request passed (e.g. CORS headers), for its response. */
   readonly encode?: (headers: ResponseHeaderMap) => void;
 }
@@ -179,7 +181,8 @@ export class Router {
       reply({ status: action.clusterNotFoundStatus, body: '', headers: {}, details: 'cluster_not_found' });
       return undefined;
     }
-    const endpoint = cluster.pick(sreq);
+    const hash = action.hash?.(sreq);
+    const endpoint = cluster.pick(sreq, hash);
     if (!endpoint) {
       reply(NO_HEALTHY_UPSTREAM);
       return undefined;
@@ -193,7 +196,7 @@ export class Router {
     const expected = perTry > 0 && (action.timeoutMs === 0 || perTry < action.timeoutMs) ? perTry : action.timeoutMs;
     if (expected > 0) headers['x-envoy-expected-rq-timeout-ms'] = String(expected);
     if (action.mirrors.length > 0) mirror(this.clusters, action.mirrors, sreq, path, headers);
-    return { route, cluster, endpoint, path, headers, timeoutMs: action.timeoutMs, attemptCount: action.attemptCount, ...(action.retry ? { retry: action.retry } : {}) };
+    return { route, cluster, endpoint, path, headers, timeoutMs: action.timeoutMs, attemptCount: action.attemptCount, ...(action.retry ? { retry: action.retry } : {}), ...(hash !== undefined ? { hash } : {}) };
   }
 
   /**
@@ -242,7 +245,7 @@ export class Router {
       if (!slot) return false;
       releases.push(slot);
       setTimeout(() => {
-        if (!answered) attempt(cluster.pick(sreq));
+        if (!answered) attempt(cluster.pick(sreq, target.hash));
       }, retry!.backOffMs(attempts));
       return true;
     };
