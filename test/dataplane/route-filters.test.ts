@@ -5,7 +5,7 @@
 // itself and adds Access-Control-* headers to the responses of allowed origins.
 import assert from 'node:assert/strict';
 import { mkdtempSync, rmSync } from 'node:fs';
-import { createServer, request, type Server } from 'node:http';
+import { createServer, type Server } from 'node:http';
 import { connect } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -25,27 +25,12 @@ import { pack, TypeUrl } from '../../src/envoy/types.js';
 import { sidecarListeners, sidecarRoutes } from '../../src/xds/generators/sidecar.js';
 import { freePort } from '../../samples/local-mesh.js';
 import { eventually, statValue } from '../helpers/proc.js';
+import { get } from '../helpers/http.js';
 import { pushOf, serviceEntry, sidecarProxy } from '../networking/fixtures.js';
 import { FixtureAds, staticCluster, writeBootstrap } from './xds-fixtures.js';
 
-interface Reply {
-  status: number;
-  body: string;
-  headers: Record<string, string | string[] | undefined>;
-}
-
-function send(port: number, path: string, method = 'GET', headers: Record<string, string> = {}): Promise<Reply> {
-  return new Promise((resolve, reject) => {
-    const req = request({ host: '127.0.0.1', port, path, method, headers: { host: 'web.foo.svc.cluster.local', ...headers }, agent: false }, (res) => {
-      let body = '';
-      res.setEncoding('utf8');
-      res.on('data', (d: string) => (body += d));
-      res.on('end', () => resolve({ status: res.statusCode ?? 0, body, headers: res.headers }));
-    });
-    req.on('error', reject);
-    req.end();
-  });
-}
+/** A request to the outbound listener for the web service. */
+const send = (port: number, path: string, method = 'GET', headers: Record<string, string> = {}) => get(false, port, path, { host: 'web.foo.svc.cluster.local', ...headers }, method);
 
 const VS = {
   apiVersion: 'networking.mesh.io/v1',
