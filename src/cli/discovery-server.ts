@@ -188,6 +188,7 @@ export class DiscoveryServer {
       headlessPodListeners: settings.orchestratorRegistry.headlessPodListeners,
       detectionTimeout: settings.detectionTimeout,
       defaultRequestTimeout: settings.defaultRequestTimeout,
+      http10: settings.http10,
       ...(opts.pathNormalization ? { pathNormalization: opts.pathNormalization } : {}),
       mtls: this.mtls,
       cache: new XdsCache(settings.cache),
@@ -384,7 +385,7 @@ export class DiscoveryServer {
   }
 
   private buildPush(): PushContext {
-    return PushContext.build({ config: this.store, registry: this.registry, domain: this.opts.domain, clusterId: this.opts.clusterId });
+    return PushContext.build({ config: this.store, registry: this.registry, domain: this.opts.domain, clusterId: this.opts.clusterId, traffic: this.settings.traffic });
   }
 
   /**

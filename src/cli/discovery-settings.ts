@@ -15,6 +15,10 @@ export interface DiscoverySettings {
   readonly detectionTimeout: number;
   /** MESH_DEFAULT_REQUEST_TIMEOUT, seconds; 0 = none. */
   readonly defaultRequestTimeout: number;
+  /** PILOT_HTTP10. */
+  readonly http10: boolean;
+  /** PILOT_ENABLE_VIRTUAL_SERVICE_DELEGATE. */
+  readonly traffic: { readonly virtualServiceDelegate: boolean };
   readonly debugOnHttp: boolean;
   /** ENABLE_ADMIN_ENDPOINTS: /debug/force_disconnect. */
   readonly adminEndpoints: boolean;
@@ -59,6 +63,8 @@ export function discoverySettings(): DiscoverySettings {
     outboundSniffing: setting('PILOT_ENABLE_PROTOCOL_SNIFFING_FOR_OUTBOUND'),
     detectionTimeout: setting('PILOT_INBOUND_PROTOCOL_DETECTION_TIMEOUT') / 1000,
     defaultRequestTimeout: setting('MESH_DEFAULT_REQUEST_TIMEOUT') / 1000,
+    http10: setting('PILOT_HTTP10'),
+    traffic: { virtualServiceDelegate: setting('PILOT_ENABLE_VIRTUAL_SERVICE_DELEGATE') },
     debugOnHttp: setting('ENABLE_DEBUG_ON_HTTP'),
     adminEndpoints: setting('ENABLE_ADMIN_ENDPOINTS'),
     crdValidation: setting('PILOT_ENABLE_CRD_VALIDATION'),

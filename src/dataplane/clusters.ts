@@ -7,6 +7,7 @@
 // compiles everything (throwing ConfigError, which the xDS client turns into a NACK) without
 // touching what serves traffic; `commit` swaps it in. Pools of clusters that survive an update are
 // kept (their connections stay warm); the pools of removed clusters let in-flight requests finish.
+import { maglev, MAGLEV_TABLE_SIZE, RING_DEFAULTS, ringHash, type HashTable } from './load-balancers.js';
 import { unpackConfig } from './extensions.js';
 import { scope } from '../common/log.js';
 import {
@@ -66,6 +67,8 @@ interface ClusterSpec {
   readonly edsName?: string;
   readonly connectTimeoutMs: number;
   readonly random: boolean;
+  /** RING_HASH or MAGLEV: requests with a hash (the route's hash_policy) map to an endpoint consistently. */
+  readonly consistent?: { readonly kind: 'ring'; readonly min: number; readonly max: number } | { readonly kind: 'maglev'; readonly size: number };
   /** The upstream HTTP protocol (HTTP/2 = h2c with prior knowledge; upstream TLS is not done yet). */
   readonly protocol: 'http1' | 'http2';
   /** For ORIGINAL_DST: the header naming the destination, when use_http_header is on. */
@@ -143,6 +146,14 @@ function upstreamProtocol(c: Cluster, field: string): 'http1' | 'http2' {
   return protocol;
 }
 
+/** A RING_HASH or MAGLEV cluster's table settings (Envoy's defaults when unset). */
+function consistentHash(c: Cluster): NonNullable<ClusterSpec['consistent']> {
+  const cfg = c.lbConfig;
+  if (c.lbPolicy === Cluster_LbPolicy.MAGLEV) return { kind: 'maglev', size: Number(cfg.case === 'maglevLbConfig' ? (cfg.value.tableSize ?? BigInt(MAGLEV_TABLE_SIZE)) : MAGLEV_TABLE_SIZE) };
+  const ring = cfg.case === 'ringHashLbConfig' ? cfg.value : undefined;
+  return { kind: 'ring', min: Number(ring?.minimumRingSize ?? BigInt(RING_DEFAULTS.min)), max: Number(ring?.maximumRingSize ?? BigInt(RING_DEFAULTS.max)) };
+}
+
 /**
  * Compiles one Cluster; `assignments` are the accepted ClusterLoadAssignments by name (EDS); `tls`
  * the secrets and stats its transport sockets use (absent: a validation without them).
@@ -154,8 +165,10 @@ export function compileCluster(c: Cluster, assignments: ReadonlyMap<string, Clus
   const dt = { value: c.clusterDiscoveryType.case === 'type' ? c.clusterDiscoveryType.value : Cluster_DiscoveryType.STATIC };
   const connectTimeoutMs = durationMs(c.connectTimeout, DEFAULT_CONNECT_TIMEOUT_MS);
   let random = false;
+  let consistent: ClusterSpec['consistent'];
   if (dt.value !== Cluster_DiscoveryType.ORIGINAL_DST) {
     if (c.lbPolicy === Cluster_LbPolicy.RANDOM) random = true;
+    else if (c.lbPolicy === Cluster_LbPolicy.RING_HASH || c.lbPolicy === Cluster_LbPolicy.MAGLEV) consistent = consistentHash(c);
     else if (c.lbPolicy !== Cluster_LbPolicy.ROUND_ROBIN) log.warn(`${field} (${c.name}): lb_policy ${Cluster_LbPolicy[c.lbPolicy]} is not supported yet; using round robin`);
   }
   const unapplied = unappliedFields(ClusterSchema, c, UNAPPLIED_CLUSTER);
@@ -168,6 +181,7 @@ export function compileCluster(c: Cluster, assignments: ReadonlyMap<string, Clus
     message: c,
     connectTimeoutMs,
     random,
+    ...(consistent ? { consistent } : {}),
     protocol,
     circuit: compileCircuitBreakers(c.circuitBreakers, protocol === 'http1'),
     ...(c.outlierDetection ? { outlier: compileOutlierDetection(c.outlierDetection) } : {}),
@@ -294,14 +308,24 @@ class LiveCluster implements UpstreamCluster {
     this.current = [];
   }
 
-  pick(req: RequestView): Endpoint | undefined {
-    const ep = this.choose(req);
+  pick(req: RequestView, hash?: bigint): Endpoint | undefined {
+    const ep = this.choose(req, hash);
     if (ep) this.stats.rq.inc();
     else this.stats.noneHealthy.inc();
     return ep;
   }
 
-  private choose(req: RequestView): Endpoint | undefined {
+  /** The consistent-hash table of the current endpoint set, rebuilt when the set changes. */
+  private table?: { key: string; lookup: HashTable };
+
+  private consistentPick(eps: readonly WeightedEndpoint[], hash: bigint): Endpoint {
+    const c = this.spec.consistent!;
+    const key = eps.map((e) => `${e.host}:${e.port}/${e.weight}`).join(',');
+    if (this.table?.key !== key) this.table = { key, lookup: c.kind === 'ring' ? ringHash(eps, c.min, c.max) : maglev(eps, c.size) };
+    return eps[this.table.lookup(hash)]!;
+  }
+
+  private choose(req: RequestView, hash: bigint | undefined): Endpoint | undefined {
     const s = this.spec;
     if (s.kind === 'original_dst') {
       // The header when the cluster reads one, else where the client sent the connection, as
@@ -313,7 +337,8 @@ class LiveCluster implements UpstreamCluster {
     }
     const eps = this.outlier ? this.outlier.filter(s.endpoints) : s.endpoints;
     if (eps.length === 0) return undefined;
-    if (s.random) return eps[Math.floor(Math.random() * eps.length)];
+    if (s.consistent && hash !== undefined) return this.consistentPick(eps, hash);
+    if (s.random || s.consistent) return eps[Math.floor(Math.random() * eps.length)];
     if (eps.every((e) => e.weight === eps[0]!.weight)) return eps[this.rr++ % eps.length];
     // Smooth weighted round robin: each endpoint gets its weight's share, interleaved.
     if (this.current.length !== eps.length) this.current = eps.map(() => 0);

@@ -10,6 +10,7 @@ import type { Duplex } from 'node:stream';
 import type { TLSSocket } from 'node:tls';
 import { scope } from '../common/log.js';
 import type { FilterChain } from '../gen/envoy/config/listener/v3/listener_components_pb.js';
+import { Http1ProtocolOptionsSchema } from '../gen/envoy/config/core/v3/protocol_pb.js';
 import {
   HttpConnectionManager_CodecType,
   HttpConnectionManagerSchema,
@@ -20,7 +21,7 @@ import { unpackConfig } from './extensions.js';
 import { ConfigError, unappliedFields } from '../envoy/config-error.js';
 import { HCM_FILTER_NAME } from '../envoy/names.js';
 import { typeNameOf, typeUrlOf } from '../envoy/types.js';
-import type { HttpFilter, LocalReply } from '../envoy/filter.js';
+import type { HttpFilter, LocalReply, ResponseHeaderMap } from '../envoy/filter.js';
 import type { JwtAuthnOptions } from '../envoy/jwt-authn.js';
 import { normalizeIp } from '../envoy/matchers.js';
 import { RequestHeaders, StreamRequest, type Address } from '../envoy/request.js';
@@ -48,6 +49,8 @@ import { compilePathNormalization } from './path-normalization.js';
 
 const log = scope('http');
 
+const NO_PER_ROUTE: readonly unknown[] = [];
+
 
 /** Private, loopback and link-local ranges: Envoy's default notion of an internal client. */
 const INTERNAL = (() => {
@@ -63,10 +66,13 @@ function isInternal(ip: string): boolean {
 
 /** Set fields of the HCM that this proxy does not apply yet (logged when present). */
 const UNAPPLIED_HCM = [
-  'tracing', 'accessLog', 'accessLogOptions', 'http2ProtocolOptions', 'httpProtocolOptions', 'streamIdleTimeout', 'requestTimeout', 'requestHeadersTimeout',
+  'tracing', 'accessLog', 'accessLogOptions', 'http2ProtocolOptions', 'streamIdleTimeout', 'requestTimeout', 'requestHeadersTimeout',
   'drainTimeout', 'localReplyConfig',
   'internalAddressConfig', 'originalIpDetectionExtensions', 'via',
 ];
+
+/** http_protocol_options fields not honoured (accept_http_10 is, in request-guards.ts). */
+const UNAPPLIED_HTTP1 = ['allowAbsoluteUrl', 'defaultHostForHttp10', 'headerKeyFormat', 'enableTrailers', 'allowChunkedLength', 'overrideStreamErrorOnInvalidHttpMessage', 'sendFullyQualifiedUrl', 'useBalsaParser', 'allowCustomMethods'];
 
 export interface HcmDeps {
   readonly clusters: ClusterManager;
@@ -182,6 +188,7 @@ export function buildHttpConnectionManager(hcm: HttpConnectionManager, deps: Hcm
   const chain = compileHttpFilters(hcm, deps);
   const unapplied = unappliedFields(HttpConnectionManagerSchema, hcm, UNAPPLIED_HCM);
   const xfcc = compileXfcc(hcm);
+  if (hcm.httpProtocolOptions) unapplied.push(...unappliedFields(Http1ProtocolOptionsSchema, hcm.httpProtocolOptions, UNAPPLIED_HTTP1).map((f) => `http_protocol_options.${f}`));
   if (unapplied.length > 0) log.warn(`connection manager ${JSON.stringify(hcm.statPrefix)}: accepted but not applied yet: ${unapplied.join(', ')}`);
   const stripPort: 'any' | number | undefined =
     hcm.stripPortMode.case === 'stripAnyHostPort' && hcm.stripPortMode.value
@@ -306,14 +313,26 @@ export function buildHttpConnectionManager(hcm: HttpConnectionManager, deps: Hcm
     sreq.path = normalized.path;
     const route = router.route(sreq);
     if (upgrade !== undefined && !router.admitUpgrade(route, upgrade, reply)) return undefined;
+    // The encoder sides of the filters passed so far edit whatever response follows, the last filter's first (Envoy's encoder order).
+    const encoders: ((h: ResponseHeaderMap) => void)[] = [];
+    const encode = (h: ResponseHeaderMap): void => {
+      for (let i = encoders.length - 1; i >= 0; i--) encoders[i]!(h);
+    };
+    const replyEncoded = (r: LocalReply): void => {
+      const headers = { ...r.headers };
+      encode(headers);
+      reply({ ...r, headers });
+    };
     for (const f of chain.filters) {
-      const outcome = await f.decodeHeaders(sreq);
+      const outcome = await f.decodeHeaders(sreq, route?.perFilter.get(f.name) ?? NO_PER_ROUTE);
       if (outcome.kind === 'reply') {
-        reply(outcome.reply);
+        replyEncoded(outcome.reply);
         return undefined;
       }
+      if (outcome.encodeHeaders) encoders.push(outcome.encodeHeaders);
     }
-    return router.target(sreq, route, reply);
+    const target = router.target(sreq, route, encoders.length > 0 ? replyEncoded : reply);
+    return target && encoders.length > 0 ? { ...target, encode } : target;
   }
 
   async function run(req: DownstreamRequest, res: DownstreamResponse, connection?: Socket): Promise<void> {

@@ -24,6 +24,8 @@ export interface RequestLimits {
   readonly maxHeadersCount: number;
   /** After a local reply to a request whose body is still coming: how long until the close. */
   readonly delayedCloseMs: number;
+  /** http_protocol_options.accept_http_10: without it an HTTP/1.0 request gets 426, as in Envoy. */
+  readonly acceptHttp10: boolean;
 }
 
 export function requestLimits(hcm: HttpConnectionManager): RequestLimits {
@@ -31,6 +33,7 @@ export function requestLimits(hcm: HttpConnectionManager): RequestLimits {
     maxHeaderBytes: (hcm.maxRequestHeadersKb ?? DEFAULT_MAX_HEADERS_KB) * 1024,
     maxHeadersCount: hcm.commonHttpProtocolOptions?.maxHeadersCount ?? DEFAULT_MAX_HEADERS_COUNT,
     delayedCloseMs: durationMs(hcm.delayedCloseTimeout, DEFAULT_DELAYED_CLOSE_MS),
+    acceptHttp10: hcm.httpProtocolOptions?.acceptHttp10 ?? false,
   };
 }
 
@@ -52,6 +55,7 @@ function headerNames(req: DownstreamRequest): string[] {
  * Host is 400. Undefined when the head is acceptable.
  */
 export function refuseHead(req: DownstreamRequest, limits: RequestLimits): LocalReply | undefined {
+  if (req.httpVersion === '1.0' && !limits.acceptHttp10) return reply(426, '', 'low_version');
   const names = headerNames(req);
   if (names.length > limits.maxHeadersCount) return reply(431, 'Request Header Fields Too Large', 'http1.too_many_headers');
   if (names.filter((n) => n === 'host').length > 1) return reply(400, 'Bad Request', 'http1.multiple_host_headers');

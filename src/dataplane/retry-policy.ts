@@ -15,16 +15,24 @@ export interface RetrySpec {
   readonly numRetries: number;
   /** 0 = none (the route timeout alone). */
   readonly perTryTimeoutMs: number;
-  /** Whether a response with this status is retried. */
-  retriableStatus(status: number): boolean;
+  /** Whether a response with this status (and the grpc-status of a trailers-only gRPC response) is retried. */
+  retriableStatus(status: number, grpcStatus?: number): boolean;
   /** Whether an attempt that ended without a response is retried. */
   retriableFailure(f: AttemptFailure): boolean;
   /** The wait before retry number `n` (1-based): full jitter over an exponential ceiling. */
   backOffMs(n: number): number;
 }
 
-/** retry_on conditions this proxy evaluates (gRPC ones and http3-post-connect-failure are not). */
-const KNOWN = new Set(['5xx', 'gateway-error', 'connect-failure', 'retriable-4xx', 'reset', 'retriable-status-codes', 'refused-stream']);
+/** Envoy's gRPC retry conditions (x-envoy-retry-grpc-on), by the grpc-status they retry. */
+const GRPC_CONDITIONS: ReadonlyMap<string, number> = new Map([
+  ['cancelled', 1],
+  ['deadline-exceeded', 4],
+  ['resource-exhausted', 8],
+  ['internal', 13],
+  ['unavailable', 14],
+]);
+/** retry_on conditions this proxy evaluates (http3-post-connect-failure and the like are not). */
+const KNOWN = new Set(['5xx', 'gateway-error', 'connect-failure', 'retriable-4xx', 'reset', 'retriable-status-codes', 'refused-stream', ...GRPC_CONDITIONS.keys()]);
 const UNAPPLIED_RETRY = ['retryPriority', 'retryHostPredicate', 'hostSelectionRetryMaxAttempts', 'retriableHeaders', 'retriableRequestHeaders', 'rateLimitedRetryBackOff', 'retryOptionsPredicates', 'perTryIdleTimeout'];
 
 const DEFAULT_BASE_MS = 25;
@@ -42,10 +50,12 @@ export function compileRetryPolicy(p: RetryPolicy, field: string): RetrySpec {
   if (maxMs < baseMs) throw new ConfigError(`${field}.retry_back_off.max_interval`, 'must not be less than base_interval');
   const fiveXx = on.has('5xx');
   const gateway = on.has('gateway-error');
+  const grpcStatuses = new Set([...on].flatMap((c) => (GRPC_CONDITIONS.has(c) ? [GRPC_CONDITIONS.get(c)!] : [])));
   return {
     numRetries: p.numRetries ?? 1,
     perTryTimeoutMs: durationMs(p.perTryTimeout, 0),
-    retriableStatus(status) {
+    retriableStatus(status, grpcStatus) {
+      if (grpcStatus !== undefined && grpcStatuses.has(grpcStatus)) return true;
       if (fiveXx && status >= 500) return true;
       if (gateway && (status === 502 || status === 503 || status === 504)) return true;
       if (on.has('retriable-4xx') && status === 409) return true;

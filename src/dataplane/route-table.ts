@@ -21,10 +21,13 @@ import type { RequestView } from '../envoy/request.js';
 import { compileRouteMatch } from '../envoy/route-match.js';
 import { compileRedirect, compileRegexRewrite, prefixRewrite, type PathRewrite, type RedirectSpec } from './redirect.js';
 import { compileRetryPolicy, type RetrySpec } from './retry-policy.js';
+import { compilePerRouteConfig } from './filters/registry.js';
+import { compileHashPolicies, type RequestHasher } from './load-balancers.js';
+import type { Any } from '@bufbuild/protobuf/wkt';
 
 const log = scope('router');
 
-const UNAPPLIED_ROUTE_ACTION = ['retryPolicyTypedConfig', 'hashPolicy', 'rateLimits', 'cors', 'maxGrpcTimeout', 'grpcTimeoutOffset', 'idleTimeout', 'maxStreamDuration', 'hedgePolicy', 'metadataMatch', 'internalRedirectPolicy'];
+const UNAPPLIED_ROUTE_ACTION = ['retryPolicyTypedConfig', 'rateLimits', 'cors', 'maxGrpcTimeout', 'grpcTimeoutOffset', 'idleTimeout', 'maxStreamDuration', 'hedgePolicy', 'metadataMatch', 'internalRedirectPolicy'];
 const UNAPPLIED_VHOST = ['retryPolicyTypedConfig', 'cors', 'rateLimits', 'virtualClusters', 'hedgePolicy', 'requestMirrorPolicies'];
 const UNAPPLIED_ROUTE = ['decorator', 'tracing'];
 
@@ -75,6 +78,8 @@ export type RouteActionSpec =
       readonly attemptCount: { readonly request: boolean; readonly response: boolean };
       /** Per-route upgrade overrides (upgrade type, lower case -> enabled) of the HCM's upgrade_configs. */
       readonly upgrades: ReadonlyMap<string, boolean>;
+      /** hash_policy: the request's hash for RING_HASH / MAGLEV clusters. */
+      readonly hash?: RequestHasher;
     }
   | { readonly kind: 'direct'; readonly status: number; readonly body: string }
   | { readonly kind: 'redirect'; readonly redirect: RedirectSpec };
@@ -92,6 +97,13 @@ function compileMirror(m: RouteAction_RequestMirrorPolicy, field: string): Mirro
   return { cluster: m.cluster, fraction: m.runtimeFraction ? fractionOf(m.runtimeFraction.defaultValue) : 1 };
 }
 
+/** What every route inherits from its route configuration. */
+interface RootLevel {
+  readonly req: HeaderMutation;
+  readonly res: HeaderMutation;
+  readonly perFilter: PerFilterConfigs;
+}
+
 /** What a route inherits from its virtual host. */
 interface VhostDefaults {
   readonly retry?: RetrySpec;
@@ -105,6 +117,8 @@ export interface CompiledRoute {
   /** The literal prefix the route matched on, for prefix_rewrite. */
   readonly matchedPrefix?: string;
   readonly action: RouteActionSpec;
+  /** Compiled typed_per_filter_config by filter name, most specific level first. */
+  readonly perFilter: ReadonlyMap<string, readonly unknown[]>;
   /** Request mutations, outermost (route config) first. */
   readonly requestHeaders: readonly HeaderMutation[];
   readonly responseHeaders: readonly HeaderMutation[];
@@ -214,7 +228,9 @@ function compileAction(r: Route, field: string, unapplied: Unapplied, vhost: Vho
       if (ra.prefixRewrite && ra.regexRewrite) throw new ConfigError(`${field}.route`, 'prefix_rewrite and regex_rewrite are mutually exclusive');
       const pathRewrite = ra.regexRewrite ? compileRegexRewrite(ra.regexRewrite, `${field}.route.regex_rewrite`) : ra.prefixRewrite ? prefixRewrite(ra.prefixRewrite) : undefined;
       const retry = ra.retryPolicy ? compileRetryPolicy(ra.retryPolicy, `${field}.route.retry_policy`) : vhost.retry;
+      const hash = compileHashPolicies(ra.hashPolicy, `${field}.route.hash_policy`);
       return {
+        ...(hash ? { hash } : {}),
         kind: 'route',
         cluster: compileClusterSpecifier(ra, `${field}.route`),
         clusterNotFoundStatus: NOT_FOUND_STATUS[ra.clusterNotFoundResponseCode] ?? 503,
@@ -292,16 +308,23 @@ export function stripHostPort(host: string, only?: number): string {
   return m[1];
 }
 
-function rejectPerFilterConfig(config: Record<string, unknown>, field: string): void {
-  // A per-route filter config can disable or replace jwt_authn/rbac: not applying it would change
-  // who gets in, so it is refused rather than ignored.
-  const names = Object.keys(config);
-  if (names.length > 0) throw new ConfigError(`${field}.typed_per_filter_config`, `per-route filter configs (${names.join(', ')}) are not supported`);
+/** typed_per_filter_config compiled by filter name (see filters/registry.ts). */
+type PerFilterConfigs = ReadonlyMap<string, unknown>;
+
+function compilePerFilterConfigs(config: Record<string, Any>, field: string): PerFilterConfigs {
+  return new Map(Object.entries(config).map(([name, any]) => [name, compilePerRouteConfig(any, `${field}.typed_per_filter_config[${JSON.stringify(name)}]`)]));
 }
 
-function compileVirtualHost(vh: VirtualHost, rootMutations: { req: HeaderMutation; res: HeaderMutation }, field: string, unapplied: Unapplied): CompiledVhost {
+/** Each filter name's configs of the levels that have one, most specific level first. */
+function mergePerFilter(levels: readonly PerFilterConfigs[]): ReadonlyMap<string, readonly unknown[]> {
+  const out = new Map<string, unknown[]>();
+  for (const level of levels) for (const [name, c] of level) out.set(name, [...(out.get(name) ?? []), c]);
+  return out;
+}
+
+function compileVirtualHost(vh: VirtualHost, root: RootLevel, field: string, unapplied: Unapplied): CompiledVhost {
   if (vh.matcher) throw new ConfigError(`${field}.matcher`, 'the generic matcher API is not supported; use routes');
-  rejectPerFilterConfig(vh.typedPerFilterConfig, field);
+  const vhFilters = compilePerFilterConfigs(vh.typedPerFilterConfig, field);
   unapplied.note(unappliedFields(VirtualHostSchema, vh, UNAPPLIED_VHOST), field);
   const vreq = compileMutation(vh.requestHeadersToAdd, vh.requestHeadersToRemove, `${field}.request_headers_to_add`);
   const vres = compileMutation(vh.responseHeadersToAdd, vh.responseHeadersToRemove, `${field}.response_headers_to_add`);
@@ -311,7 +334,7 @@ function compileVirtualHost(vh: VirtualHost, rootMutations: { req: HeaderMutatio
   };
   const routes = vh.routes.map((r, i): CompiledRoute => {
     const rf = `${field}.routes[${i}]`;
-    rejectPerFilterConfig(r.typedPerFilterConfig, rf);
+    const perFilter = mergePerFilter([compilePerFilterConfigs(r.typedPerFilterConfig, rf), vhFilters, root.perFilter]);
     unapplied.note(unappliedFields(RouteSchema, r, UNAPPLIED_ROUTE), rf);
     const match = compileRouteMatch(r.match, `${rf}.match`);
     return {
@@ -320,8 +343,9 @@ function compileVirtualHost(vh: VirtualHost, rootMutations: { req: HeaderMutatio
       match: match.test,
       ...(match.prefix !== undefined ? { matchedPrefix: match.prefix } : {}),
       action: compileAction(r, rf, unapplied, defaults),
-      requestHeaders: [rootMutations.req, vreq, compileMutation(r.requestHeadersToAdd, r.requestHeadersToRemove, `${rf}.request_headers_to_add`)],
-      responseHeaders: [rootMutations.res, vres, compileMutation(r.responseHeadersToAdd, r.responseHeadersToRemove, `${rf}.response_headers_to_add`)],
+      perFilter,
+      requestHeaders: [root.req, vreq, compileMutation(r.requestHeadersToAdd, r.requestHeadersToRemove, `${rf}.request_headers_to_add`)],
+      responseHeaders: [root.res, vres, compileMutation(r.responseHeadersToAdd, r.responseHeadersToRemove, `${rf}.response_headers_to_add`)],
     };
   });
   return { name: vh.name, routes };
@@ -330,9 +354,9 @@ function compileVirtualHost(vh: VirtualHost, rootMutations: { req: HeaderMutatio
 /** Compiles a RouteConfiguration; throws ConfigError (-> NACK) on what it cannot honour. */
 export function compileRouteConfiguration(rc: RouteConfiguration, opts: RouteTableOptions = {}): RouteTable {
   if (rc.vhds) throw new ConfigError('vhds', 'VHDS is not supported');
-  rejectPerFilterConfig(rc.typedPerFilterConfig, 'route_configuration');
   const unapplied = new Unapplied();
-  const root = {
+  const root: RootLevel = {
+    perFilter: compilePerFilterConfigs(rc.typedPerFilterConfig, 'route_configuration'),
     req: compileMutation(rc.requestHeadersToAdd, rc.requestHeadersToRemove, 'request_headers_to_add'),
     res: compileMutation(rc.responseHeadersToAdd, rc.responseHeadersToRemove, 'response_headers_to_add'),
   };

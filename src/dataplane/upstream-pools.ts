@@ -18,7 +18,7 @@ export interface Endpoint {
 export interface UpstreamCluster {
   readonly name: string;
   /** The endpoint for this request (the cluster's load balancing), or undefined: no healthy upstream. */
-  pick(req: RequestView): Endpoint | undefined;
+  pick(req: RequestView, hash?: bigint): Endpoint | undefined;
   /** The cluster's HTTP/1.1 connections; keep-alive, so upstream connections are reused. */
   readonly http1: Http1Pool;
   /** Connect timeout for raw (TCP proxy) upstream connections; absent = none. */

@@ -10,10 +10,23 @@ export interface LocalReply {
   readonly details: string;
 }
 
-export type FilterOutcome = { readonly kind: 'continue' } | { readonly kind: 'reply'; readonly reply: LocalReply };
+/** Response headers by lower-case name, as an encoder filter edits them. */
+export type ResponseHeaderMap = Record<string, string | string[]>;
+
+/**
+ * `continue` may carry the filter's encoder side (Envoy's encodeHeaders): it edits the headers of
+ * the response this request gets, upstream or local, if it gets past this filter.
+ */
+export type FilterOutcome =
+  | { readonly kind: 'continue'; readonly encodeHeaders?: (headers: ResponseHeaderMap) => void }
+  | { readonly kind: 'reply'; readonly reply: LocalReply };
 
 /** A decoder filter instance compiled from one http_filters entry. */
 export interface HttpFilter {
   readonly name: string;
-  decodeHeaders(req: StreamRequest): FilterOutcome | Promise<FilterOutcome>;
+  /**
+   * `perRoute`: the compiled typed_per_filter_config entries under this filter's name of the
+   * request's route, most specific first (route, virtual host, route configuration); empty when none.
+   */
+  decodeHeaders(req: StreamRequest, perRoute: readonly unknown[]): FilterOutcome | Promise<FilterOutcome>;
 }

@@ -7,7 +7,7 @@ import { gauge } from '../common/metrics.js';
 import type { Proxy } from './proxy.js';
 import { hostMatches, labelsMatch, selectPolicies } from './selection.js';
 import { visibleTo, type Service, type ServiceInstance } from './service.js';
-import { TrafficIndex } from './traffic.js';
+import { TrafficIndex, type TrafficOptions } from './traffic.js';
 import { destinationRuleNotices, virtualServiceNotices } from './traffic-notices.js';
 import { scope } from '../common/log.js';
 
@@ -43,6 +43,8 @@ export interface PushContextOptions {
   readonly clusterId?: string;
   /** Namespace whose policies and Sidecar apply mesh-wide. */
   readonly rootNamespace?: string;
+  /** Settings of the networking API (VirtualService delegation). */
+  readonly traffic?: Omit<TrafficOptions, 'warn'>;
 }
 
 export type PolicyKind = 'AuthorizationPolicy' | 'RequestAuthentication' | 'PeerAuthentication';
@@ -128,7 +130,7 @@ export class PushContext {
     this.sidecarsByNamespace = groupBy(opts.config.list('Sidecar'), (r) => r.metadata.namespace);
     const virtualServices = opts.config.list('VirtualService');
     this.virtualServiceCount = virtualServices.length;
-    this.traffic = new TrafficIndex(opts.config.list('DestinationRule'), virtualServices, this.domain, this.rootNamespace);
+    this.traffic = new TrafficIndex(opts.config.list('DestinationRule'), virtualServices, this.domain, this.rootNamespace, { ...opts.traffic, warn: (m) => logNotices(`delegation/${m}`, [m]) });
   }
 
   /** Builds a snapshot and sets the gauges that describe it. */

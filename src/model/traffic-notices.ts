@@ -62,9 +62,15 @@ const HTTP_ROUTE: Shape = {
   mirrorPercentage: PERCENT,
   headers: { request: HEADER_OPS, response: HEADER_OPS },
   corsPolicy: { allowOrigins: STRING_MATCH, allowMethods: true, allowHeaders: true, exposeHeaders: true, maxAge: true, allowCredentials: true },
+  delegate: { name: true, namespace: true },
 };
 
-const VIRTUAL_SERVICE: Shape = { hosts: true, gateways: true, exportTo: true, http: HTTP_ROUTE };
+const L4_MATCH = { destinationSubnets: true, port: true, sourceLabels: true, sourceNamespace: true, gateways: true } as const;
+const L4_ROUTE: Shape = { destination: DESTINATION, weight: true };
+const TCP_ROUTE: Shape = { match: L4_MATCH, route: L4_ROUTE };
+const TLS_ROUTE: Shape = { match: { ...L4_MATCH, sniHosts: true }, route: L4_ROUTE };
+
+const VIRTUAL_SERVICE: Shape = { hosts: true, gateways: true, exportTo: true, http: HTTP_ROUTE, tcp: TCP_ROUTE, tls: TLS_ROUTE };
 
 /** Paths under `value` that `shape` does not cover. */
 function untranslated(value: unknown, shape: Shape, path: string): string[] {

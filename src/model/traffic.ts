@@ -4,6 +4,7 @@
 import type { DestinationRule, Subset, VirtualService } from '../api/types.js';
 import type { Proxy } from './proxy.js';
 import { hostMatches, labelsMatch } from './selection.js';
+import { mergeDelegates } from './delegate.js';
 
 /** A DestinationRule merged for one host, as a proxy sees it. */
 export interface EffectiveRule {
@@ -51,6 +52,14 @@ export function boundToMesh(vs: VirtualService): boolean {
   return gws.length === 0 || gws.includes('mesh');
 }
 
+/** Settings of the networking API's semantics. */
+export interface TrafficOptions {
+  /** PILOT_ENABLE_VIRTUAL_SERVICE_DELEGATE (default true). */
+  readonly virtualServiceDelegate?: boolean;
+  /** Reports problems found while indexing (a delegate not found, conflicting matches). */
+  readonly warn?: (message: string) => void;
+}
+
 export class TrafficIndex {
   readonly stats: TrafficStats;
   private readonly rules: readonly DestinationRule[];
@@ -61,9 +70,11 @@ export class TrafficIndex {
     virtualServices: readonly VirtualService[],
     private readonly domain: string,
     private readonly rootNamespace: string,
+    opts: TrafficOptions = {},
   ) {
     this.rules = [...rules].sort(cmpMeta);
-    this.services = [...virtualServices]
+    const delegation = { enabled: opts.virtualServiceDelegate ?? true, domain, warn: opts.warn ?? (() => undefined) };
+    this.services = mergeDelegates(virtualServices, delegation)
       .filter(boundToMesh)
       .sort(cmpMeta)
       .map((vs) => ({ vs, hosts: (vs.spec.hosts ?? []).map((h) => resolveHost(h, vs.metadata.namespace, domain)) }));
@@ -101,7 +112,8 @@ export class TrafficIndex {
 
   /** The proxy's labels when a VirtualService it sees matches on `sourceLabels`, else ''. Part of route memo keys. */
   sourceLabelsKey(proxy: Proxy): string {
-    const uses = this.virtualServicesFor(proxy.namespace).some(({ vs }) => (vs.spec.http ?? []).some((r) => (r.match ?? []).some((m) => m['sourceLabels'] !== undefined)));
+    const routes = ({ vs }: ResolvedVirtualService) => [...(vs.spec.http ?? []), ...(vs.spec.tcp ?? []), ...(vs.spec.tls ?? [])] as { match?: unknown[] }[];
+    const uses = this.virtualServicesFor(proxy.namespace).some((v) => routes(v).some((r) => (r.match ?? []).some((m) => (m as Record<string, unknown>)['sourceLabels'] !== undefined)));
     return uses ? JSON.stringify(Object.entries(proxy.labels).sort()) : '';
   }
 

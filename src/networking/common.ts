@@ -50,13 +50,12 @@ export function routerFilter(): HttpFilter {
 
 /**
  * The fault and CORS filters, placed before the router as the Go mesh does, with empty configs: the
- * VirtualService's per-route configs switch them on. Marked optional so that a proxy lacking one
- * still takes the listener (it logs the filter it skips) rather than rejecting every outbound port.
+ * VirtualService's per-route configs switch them on.
  */
 export function routeConfiguredFilters(): HttpFilter[] {
   return [
-    create(HttpFilterSchema, { name: FAULT_FILTER_NAME, isOptional: true, configType: { case: 'typedConfig', value: pack(HTTPFaultSchema, {}) } }),
-    create(HttpFilterSchema, { name: CORS_FILTER_NAME, isOptional: true, configType: { case: 'typedConfig', value: pack(CorsSchema, {}) } }),
+    create(HttpFilterSchema, { name: FAULT_FILTER_NAME, configType: { case: 'typedConfig', value: pack(HTTPFaultSchema, {}) } }),
+    create(HttpFilterSchema, { name: CORS_FILTER_NAME, configType: { case: 'typedConfig', value: pack(CorsSchema, {}) } }),
   ];
 }
 
@@ -91,7 +90,7 @@ export function httpConnectionManager(
   routes: RouteSource,
   extraFilters: readonly HttpFilter[] = [],
   pathNormalization: PathNormalization = 'BASE',
-  extras: InboundHcmExtras = {},
+  extras: HcmExtras = {},
 ): Any {
   return pack(HttpConnectionManagerSchema, {
     statPrefix,
@@ -108,10 +107,18 @@ export function httpConnectionManager(
   });
 }
 
-/** Client certificate handling (x-forwarded-client-cert) of an inbound connection manager. */
-export type InboundHcmExtras = Pick<MessageInitShape<typeof HttpConnectionManagerSchema>, 'forwardClientCertDetails' | 'setCurrentClientCertDetails'>;
+/**
+ * Per-listener fields of a connection manager: client certificate handling (x-forwarded-client-cert)
+ * of inbound ones, and HTTP/1.0 (http10Fields).
+ */
+export type HcmExtras = Pick<MessageInitShape<typeof HttpConnectionManagerSchema>, 'forwardClientCertDetails' | 'setCurrentClientCertDetails' | 'httpProtocolOptions'>;
 
-export function hcmFilter(statPrefix: string, routes: RouteSource, extraFilters: readonly HttpFilter[] = [], pathNormalization?: PathNormalization, extras?: InboundHcmExtras): Filter {
+/** PILOT_HTTP10 (or the proxy's HTTP10 metadata): HTTP/1.0 clients are served instead of getting 426. */
+export function http10Fields(accept: boolean | undefined): HcmExtras {
+  return accept ? { httpProtocolOptions: { acceptHttp10: true } } : {};
+}
+
+export function hcmFilter(statPrefix: string, routes: RouteSource, extraFilters: readonly HttpFilter[] = [], pathNormalization?: PathNormalization, extras?: HcmExtras): Filter {
   const hcm = httpConnectionManager(statPrefix, routes, extraFilters, pathNormalization, extras);
   return create(FilterSchema, { name: HCM_FILTER_NAME, configType: { case: 'typedConfig', value: hcm } });
 }

@@ -10,9 +10,9 @@ import { HttpConnectionManager_ForwardClientCertDetails, type HttpFilter } from 
 import type { CaptureMode } from '../api/types.js';
 import type { OutboundTrafficMode } from '../model/push-context.js';
 import { isHttpProtocol, type Protocol, type Service } from '../model/service.js';
-import { HTTP_INSPECTOR_FILTER_NAME } from '../envoy/names.js';
+import { HTTP_INSPECTOR_FILTER_NAME, TLS_INSPECTOR_FILTER_NAME } from '../envoy/names.js';
 import { pack } from '../envoy/types.js';
-import { hcmFilter, routeConfiguredFilters, seconds, socketAddress, tcpProxyFilter, type InboundHcmExtras, type PathNormalization } from './common.js';
+import { hcmFilter, http10Fields, routeConfiguredFilters, seconds, socketAddress, tcpProxyFilter, type HcmExtras, type PathNormalization } from './common.js';
 import {
   BLACKHOLE_CLUSTER,
   inboundClusterName,
@@ -29,6 +29,7 @@ import {
 import { buildInboundRouteConfig } from './route.js';
 import { needsTlsInspector, securedChains, tlsInspector, type ChainKind, type InboundMtlsOptions } from './inbound-mtls.js';
 import type { EffectiveMtlsMode } from '../security/mtls/peer-authentication.js';
+import { l4RouteChains, type L4RouteContext } from './tcp-route.js';
 
 /** What http_inspector reports for plaintext HTTP. */
 const HTTP_APPLICATION_PROTOCOLS = ['http/1.0', 'http/1.1', 'h2c'];
@@ -64,14 +65,16 @@ export interface InboundOptions {
   readonly pathNormalization?: PathNormalization;
   /** PeerAuthentication: the chains of each port's mTLS mode (see inbound-mtls.ts); absent = plaintext only. */
   readonly mtls?: InboundMtlsOptions;
+  /** PILOT_HTTP10: the HTTP chains accept HTTP/1.0. */
+  readonly acceptHttp10?: boolean;
 }
 
 /**
  * As the Go mesh's sidecar inbound connection managers: the client certificate's details are
  * appended to x-forwarded-client-cert (subject, URI and DNS SANs) and the header forwarded.
  */
-function clientCertDetails(opts: InboundOptions): InboundHcmExtras | undefined {
-  return opts.mtls?.tls ? { forwardClientCertDetails: HttpConnectionManager_ForwardClientCertDetails.APPEND_FORWARD, setCurrentClientCertDetails: { subject: true, uri: true, dns: true } } : undefined;
+function clientCertDetails(opts: InboundOptions): HcmExtras {
+  return opts.mtls?.tls ? { forwardClientCertDetails: HttpConnectionManager_ForwardClientCertDetails.APPEND_FORWARD, setCurrentClientCertDetails: { subject: true, uri: true, dns: true } } : {};
 }
 
 function httpChain(p: InboundPort, opts: InboundOptions, matchPort: boolean, sniffed: boolean): FilterChain {
@@ -82,7 +85,7 @@ function httpChain(p: InboundPort, opts: InboundOptions, matchPort: boolean, sni
       ...(matchPort ? { destinationPort: p.port } : {}),
       ...(sniffed ? { applicationProtocols: HTTP_APPLICATION_PROTOCOLS } : {}),
     },
-    filters: [hcmFilter(`inbound_${listenerName(WILDCARD_ADDRESS, p.port)}`, { inline: buildInboundRouteConfig(cluster, cluster) }, opts.httpFilters, opts.pathNormalization, clientCertDetails(opts))],
+    filters: [hcmFilter(`inbound_${listenerName(WILDCARD_ADDRESS, p.port)}`, { inline: buildInboundRouteConfig(cluster, cluster) }, opts.httpFilters, opts.pathNormalization, { ...clientCertDetails(opts), ...http10Fields(opts.acceptHttp10) })],
   });
 }
 
@@ -242,6 +245,10 @@ export interface OutboundListenerOptions {
    * header). A plain record: it is part of the XDS cache's key.
    */
   readonly headlessPods?: Readonly<Record<string, readonly string[]>>;
+  /** PILOT_HTTP10: the HTTP chains accept HTTP/1.0. */
+  readonly acceptHttp10?: boolean;
+  /** VirtualService `tcp`/`tls` routes of TCP and TLS ports (see tcp-route.ts). */
+  readonly l4Routes?: L4RouteContext;
 }
 
 /** Where a service port's outbound listeners go: its Pods' addresses, its VIP, or the bind address. */
@@ -278,9 +285,14 @@ export function buildOutboundListeners(services: readonly Service[], opts: Outbo
           }
           continue;
         }
-        const httpFilter = (): Filter => hcmFilter(`outbound_${name}`, { rds: outboundRouteName(port.port) }, [...(opts.httpFilters ?? []), ...routeConfiguredFilters()], opts.pathNormalization);
+        const httpFilter = (): Filter => hcmFilter(`outbound_${name}`, { rds: outboundRouteName(port.port) }, [...(opts.httpFilters ?? []), ...routeConfiguredFilters()], opts.pathNormalization, http10Fields(opts.acceptHttp10));
         const tcpChain = { name, filters: [tcpProxyFilter(outboundClusterName(port.port, s.hostname))] };
         const sniffed = sniffedProtocol(port.protocol, opts.sniffing);
+        const routed = !http && !sniffed && opts.l4Routes ? l4RouteChains(s, port.port, name, address !== opts.bind, { ...opts.l4Routes, port: port.port }) : undefined;
+        if (routed) {
+          byName.set(name, { http, listener: { name, address: socketAddress(address, port.port), bindToPort: opts.bindToPort, trafficDirection: TrafficDirection.OUTBOUND, ...(routed.tls ? { listenerFilters: [tlsInspector()] } : {}), filterChains: routed.chains } });
+          continue;
+        }
         byName.set(name, {
           http,
           listener: {

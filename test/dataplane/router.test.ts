@@ -115,7 +115,7 @@ describe('router: routes', () => {
     );
   });
 
-  it('refuses per-route filter configs rather than ignoring them', () => {
+  it('refuses per-route filter configs of a type no filter honours rather than ignoring them', () => {
     assert.throws(
       () =>
         compileRouteConfiguration(
@@ -123,7 +123,7 @@ describe('router: routes', () => {
             virtualHosts: [{ name: 'a', domains: ['*'], routes: [{ ...toCluster('r', 'c', { pathSpecifier: { case: 'prefix', value: '/' } }), typedPerFilterConfig: { 'envoy.filters.http.rbac': create(AnySchema, { typeUrl: 'x' }) } }] }],
           }),
         ),
-      /virtual_hosts\[0\]\.routes\[0\]\.typed_per_filter_config: per-route filter configs \(envoy.filters.http.rbac\) are not supported/,
+      /virtual_hosts\[0\]\.routes\[0\]\.typed_per_filter_config\["envoy\.filters\.http\.rbac"\]: per-route configs of type x are not supported/,
     );
   });
 });

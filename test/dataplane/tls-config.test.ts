@@ -18,7 +18,7 @@ import {
 } from '../../src/gen/envoy/extensions/filters/network/http_connection_manager/v3/http_connection_manager_pb.js';
 import { pack, TypeUrl } from '../../src/envoy/types.js';
 import { RequestHeaders } from '../../src/envoy/request.js';
-import { parseClientHello } from '../../src/dataplane/listener/sniffers.js';
+import { classify } from '../../src/dataplane/listener/sniffers.js';
 import { peerCertOf } from '../../src/dataplane/tls/context.js';
 import { rememberPeer } from '../../src/dataplane/tls/peer.js';
 import { compileXfcc } from '../../src/dataplane/tls/xfcc.js';
@@ -110,13 +110,16 @@ test('TLS settings the proxy does not apply are NACKed naming the field; the las
   assert.equal(proxy.listeners.info().length, 0, 'no listener was applied from the rejected updates');
 });
 
+/** tls_inspector alone. */
+const TLS_ONLY = { tls: true, http: false, timeoutMs: 1000, continueOnTimeout: false };
+
 test('tls_inspector reads SNI and ALPN from a real ClientHello', async (t) => {
   const first = await new Promise<Buffer>((resolve, reject) => {
     const server = createServer((s: Socket) => {
       let buf = Buffer.alloc(0);
       s.on('data', (d: Buffer) => {
         buf = Buffer.concat([buf, d]);
-        if (parseClientHello(buf)) {
+        if (classify(buf, TLS_ONLY)) {
           resolve(buf);
           s.destroy();
         }
@@ -129,8 +132,8 @@ test('tls_inspector reads SNI and ALPN from a real ClientHello', async (t) => {
     });
     server.on('error', reject);
   });
-  assert.equal(parseClientHello(first.subarray(0, 10)), undefined, 'an incomplete record: keep reading');
-  assert.deepEqual(parseClientHello(first), { transport: 'tls', protocols: ['istio-peer-exchange', 'h2', 'http/1.1'], serverName: 'reviews.default.svc' });
+  assert.equal(classify(first.subarray(0, 10), TLS_ONLY), undefined, 'an incomplete record: keep reading');
+  assert.deepEqual(classify(first, TLS_ONLY), { transport: 'tls', protocols: ['istio-peer-exchange', 'h2', 'http/1.1'], serverName: 'reviews.default.svc' });
 });
 
 test('x-forwarded-client-cert in each forward_client_cert_details mode, in Envoy format', async () => {

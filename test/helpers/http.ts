@@ -20,9 +20,9 @@ export async function close(server: Server): Promise<void> {
  * (fetch would resolve `.`/`..` segments and escapes itself) and headers possibly repeated: status,
  * headers and the body as text.
  */
-export function get(agent: Agent | false, port: number, path: string, headers: Record<string, string | string[]> = {}): Promise<{ status: number; headers: IncomingHttpHeaders; body: string }> {
+export function get(agent: Agent | false, port: number, path: string, headers: Record<string, string | string[]> = {}, method = 'GET'): Promise<{ status: number; headers: IncomingHttpHeaders; body: string }> {
   return new Promise((resolve, reject) => {
-    const req = request({ host: '127.0.0.1', port, path, headers, agent }, (res) => {
+    const req = request({ host: '127.0.0.1', port, path, method, headers, agent }, (res) => {
       const chunks: Buffer[] = [];
       res.on('data', (c: Buffer) => chunks.push(c));
       res.on('end', () => resolve({ status: res.statusCode ?? 0, headers: res.headers, body: Buffer.concat(chunks).toString() }));

@@ -12,7 +12,9 @@ import { ClusterLoadAssignmentSchema } from '../../src/gen/envoy/config/endpoint
 import { RouteConfigurationSchema } from '../../src/gen/envoy/config/route/v3/route_pb.js';
 import { toEnvoyJson } from '../../src/envoy/types.js';
 import { destinationRuleNotices, virtualServiceNotices } from '../../src/model/traffic-notices.js';
-import { clusterLoadAssignments, sidecarClusters, sidecarRoutes } from '../../src/xds/generators/sidecar.js';
+import { clusterLoadAssignments, sidecarClusters, sidecarListeners, sidecarRoutes } from '../../src/xds/generators/sidecar.js';
+import { ListenerSchema } from '../../src/gen/envoy/config/listener/v3/listener_pb.js';
+import { TrafficDirection } from '../../src/gen/envoy/config/core/v3/base_pb.js';
 import { setScopeLevel } from '../../src/common/log.js';
 import { goldenCases } from '../helpers/golden.js';
 import { pushOf, sidecarProxy } from './fixtures.js';
@@ -36,11 +38,14 @@ for (const c of goldenCases('test/networking/testdata/traffic')) {
     const clusters = sidecarClusters(proxy, push, false).filter((cl) => cl.name.startsWith('outbound|'));
     const eds = clusterLoadAssignments(proxy, push);
     const routes = sidecarRoutes(proxy, push);
+    // Outbound listeners of TCP and TLS ports: where `tcp` and `tls` routes land.
+    const l4 = sidecarListeners(proxy, push).filter((l) => l.trafficDirection === TrafficDirection.OUTBOUND && !l.useOriginalDst && l.filterChains.every((fc) => fc.filters.every((f) => f.name.endsWith('tcp_proxy'))));
     const notices = resources.flatMap((r) => (r.kind === 'DestinationRule' ? destinationRuleNotices(r) : r.kind === 'VirtualService' ? virtualServiceNotices(r) : []));
     const out: JsonValue = {
       clusters: clusters.map((cl) => toEnvoyJson(ClusterSchema, cl)),
       endpoints: eds.map((e) => toEnvoyJson(ClusterLoadAssignmentSchema, e)),
       routes: routes.map((r) => toEnvoyJson(RouteConfigurationSchema, r)),
+      tcpListeners: l4.map((l) => toEnvoyJson(ListenerSchema, l)),
       notices,
     };
     c.check(out);

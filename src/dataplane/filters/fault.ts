@@ -11,7 +11,7 @@ import { ConfigError, unappliedFields } from '../../envoy/config-error.js';
 import type { FilterOutcome } from '../../envoy/filter.js';
 import { compileHeaderMatcher, fractionOf } from '../../envoy/matchers.js';
 import type { StreamRequest } from '../../envoy/request.js';
-import { registerHttpFilter } from './registry.js';
+import { registerHttpFilter, registerPerRouteConfig } from './registry.js';
 
 const log = scope('http');
 
@@ -82,39 +82,58 @@ function compileAbort(c: HTTPFault, field: string): (req: StreamRequest) => numb
   throw new ConfigError(`${field}.abort`, e.case === 'grpcStatus' ? 'grpc_status aborts are not supported yet; use http_status' : 'http_status or header_abort is required');
 }
 
-export function compileFault(c: HTTPFault, name: string): { decodeHeaders(req: StreamRequest): Promise<FilterOutcome> | FilterOutcome; stats: FaultStats } {
-  const field = name;
+/** One fault configuration: the filter's own, or a route's typed_per_filter_config that replaces it. */
+interface FaultSettings {
+  readonly headers: readonly ((h: StreamRequest['header']) => boolean)[];
+  readonly nodes: ReadonlySet<string>;
+  readonly delay: (req: StreamRequest) => number;
+  readonly abort: (req: StreamRequest) => number | undefined;
+  readonly maxActive: number | undefined;
+}
+
+function compileSettings(c: HTTPFault, field: string): FaultSettings {
   if (c.upstreamCluster) throw new ConfigError(`${field}.upstream_cluster`, 'faults limited to an upstream cluster are not supported');
   const unapplied = unappliedFields(HTTPFaultSchema, c, UNAPPLIED);
-  if (unapplied.length > 0) log.warn(`fault filter ${name}: accepted but not applied yet: ${unapplied.join(', ')}`);
-  const headers = c.headers.map((h, i) => compileHeaderMatcher(h, `${field}.headers[${i}]`));
-  const nodes = new Set(c.downstreamNodes);
-  const delay = compileDelay(c, field);
-  const abort = compileAbort(c, field);
-  const maxActive = c.maxActiveFaults;
+  if (unapplied.length > 0) log.warn(`fault config ${field}: accepted but not applied yet: ${unapplied.join(', ')}`);
+  return {
+    headers: c.headers.map((h, i) => compileHeaderMatcher(h, `${field}.headers[${i}]`)),
+    nodes: new Set(c.downstreamNodes),
+    delay: compileDelay(c, field),
+    abort: compileAbort(c, field),
+    maxActive: c.maxActiveFaults,
+  };
+}
+
+/**
+ * The fault filter: the most specific per-route config, when the route has one, replaces the
+ * filter's own whole (as Envoy resolves it); the counters are the filter's either way.
+ */
+export function compileFault(c: HTTPFault, name: string): { decodeHeaders(req: StreamRequest, perRoute: readonly unknown[]): Promise<FilterOutcome> | FilterOutcome; stats: FaultStats } {
+  const own = compileSettings(c, name);
   const stats: FaultStats = { delays_injected: 0, aborts_injected: 0, faults_overflow: 0 };
   let active = 0;
-  const abortOutcome = (req: StreamRequest): FilterOutcome => {
-    const status = abort(req);
+  const abortOutcome = (settings: FaultSettings, req: StreamRequest): FilterOutcome => {
+    const status = settings.abort(req);
     if (status === undefined) return { kind: 'continue' };
     stats.aborts_injected++;
     return { kind: 'reply', reply: { status, body: 'fault filter abort', headers: {}, details: 'fault_filter_abort' } };
   };
   return {
     stats,
-    decodeHeaders(req) {
-      for (const h of headers) if (!h(req.header)) return { kind: 'continue' };
-      if (nodes.size > 0 && !nodes.has(req.header(DOWNSTREAM_NODE_HEADER) ?? '')) return { kind: 'continue' };
-      if (maxActive !== undefined && active >= maxActive) {
+    decodeHeaders(req, perRoute) {
+      const settings = (perRoute[0] as FaultSettings | undefined) ?? own;
+      for (const h of settings.headers) if (!h(req.header)) return { kind: 'continue' };
+      if (settings.nodes.size > 0 && !settings.nodes.has(req.header(DOWNSTREAM_NODE_HEADER) ?? '')) return { kind: 'continue' };
+      if (settings.maxActive !== undefined && active >= settings.maxActive) {
         stats.faults_overflow++;
         return { kind: 'continue' };
       }
-      const ms = delay(req);
-      if (ms <= 0) return abortOutcome(req);
+      const ms = settings.delay(req);
+      if (ms <= 0) return abortOutcome(settings, req);
       stats.delays_injected++;
       active++;
       return sleep(ms)
-        .then(() => abortOutcome(req))
+        .then(() => abortOutcome(settings, req))
         .finally(() => active--);
     },
   };
@@ -124,6 +143,8 @@ registerHttpFilter({
   schema: HTTPFaultSchema,
   compile(config, name) {
     const compiled = compileFault(config, name);
-    return { filter: { name, decodeHeaders: (r) => compiled.decodeHeaders(r) }, stats: { name, fault: compiled.stats } };
+    return { filter: { name, decodeHeaders: (r, perRoute) => compiled.decodeHeaders(r, perRoute) }, stats: { name, fault: compiled.stats } };
   },
 });
+
+registerPerRouteConfig({ schema: HTTPFaultSchema, compile: (config, field): FaultSettings => compileSettings(config, field) });

@@ -1,5 +1,6 @@
 // The HTTP filters this proxy runs: one import per filter file, each registers itself.
 import './ext-authz.js';
+import './cors.js';
 import './fault.js';
 import './jwt-authn.js';
 import './rbac.js';

@@ -6,6 +6,8 @@ import type { Any } from '@bufbuild/protobuf/wkt';
 import type { HttpFilter } from '../../envoy/filter.js';
 import type { JwtAuthnOptions } from '../../envoy/jwt-authn.js';
 import type { ClusterManager } from '../clusters.js';
+import { ConfigError } from '../../envoy/config-error.js';
+import { typeNameOf } from '../../envoy/types.js';
 import { ExtensionRegistry, unpackConfig } from '../extensions.js';
 
 /**
@@ -40,6 +42,31 @@ export interface HttpFilterFactory<Desc extends DescMessage = DescMessage> {
 }
 
 const registry = new ExtensionRegistry<HttpFilterFactory>();
+
+/**
+ * A typed_per_filter_config type a filter honours (HTTPFault for the fault filter, CorsPolicy for
+ * CORS): compiled once with the route table, handed to the filter of that name per request.
+ */
+export interface PerRouteConfigFactory<Desc extends DescMessage = DescMessage> {
+  readonly schema: Desc;
+  compile(config: MessageShape<Desc>, field: string): unknown;
+}
+
+const perRouteRegistry = new ExtensionRegistry<PerRouteConfigFactory>();
+
+export function registerPerRouteConfig<Desc extends DescMessage>(factory: PerRouteConfigFactory<Desc>): void {
+  perRouteRegistry.register(factory as unknown as PerRouteConfigFactory);
+}
+
+/**
+ * Compiles a per-route filter config; a type no filter registered is a ConfigError: such a config
+ * could disable or replace a security filter (jwt_authn, rbac), so it is refused, not ignored.
+ */
+export function compilePerRouteConfig(any: Any, field: string): unknown {
+  const factory = perRouteRegistry.of(any.typeUrl);
+  if (!factory) throw new ConfigError(field, `per-route configs of type ${typeNameOf(any.typeUrl)} are not supported`);
+  return factory.compile(unpackConfig(any, factory.schema, field), field);
+}
 
 export function registerHttpFilter<Desc extends DescMessage>(factory: HttpFilterFactory<Desc>): void {
   registry.register(factory as unknown as HttpFilterFactory);

@@ -5,7 +5,7 @@ import { request as httpRequest, type IncomingMessage, type OutgoingHttpHeaders 
 import type { Duplex } from 'node:stream';
 import { scope } from '../../common/log.js';
 import { RouterSchema } from '../../gen/envoy/extensions/filters/http/router/v3/router_pb.js';
-import type { LocalReply } from '../../envoy/filter.js';
+import type { LocalReply, ResponseHeaderMap } from '../../envoy/filter.js';
 import type { StreamRequest } from '../../envoy/request.js';
 import type { ClusterManager } from '../clusters.js';
 import type { Endpoint, UpstreamCluster } from '../upstream-pools.js';
@@ -87,6 +87,16 @@ export interface Target {
   readonly timeoutMs: number;
   readonly retry?: RetrySpec;
   readonly attemptCount: { readonly request: boolean; readonly response: boolean };
+  /** The request's hash (route hash_policy), kept for the endpoint picks of retries. */
+  readonly hash?: bigint;
+  /** The encoder sides of the HTTP filters the request passed (e.g. CORS headers), for its response. */
+  readonly encode?: (headers: ResponseHeaderMap) => void;
+}
+
+/** The grpc-status of a trailers-only gRPC response head, if it carries one. */
+function grpcStatusOf(v: string | string[] | number | undefined): number | undefined {
+  const n = Number(Array.isArray(v) ? v[0] : v);
+  return v === undefined || !Number.isInteger(n) ? undefined : n;
 }
 
 /** A response's headers without the hop-by-hop ones. */
@@ -171,7 +181,8 @@ export class Router {
       reply({ status: action.clusterNotFoundStatus, body: '', headers: {}, details: 'cluster_not_found' });
       return undefined;
     }
-    const endpoint = cluster.pick(sreq);
+    const hash = action.hash?.(sreq);
+    const endpoint = cluster.pick(sreq, hash);
     if (!endpoint) {
       reply(NO_HEALTHY_UPSTREAM);
       return undefined;
@@ -185,7 +196,7 @@ export class Router {
     const expected = perTry > 0 && (action.timeoutMs === 0 || perTry < action.timeoutMs) ? perTry : action.timeoutMs;
     if (expected > 0) headers['x-envoy-expected-rq-timeout-ms'] = String(expected);
     if (action.mirrors.length > 0) mirror(this.clusters, action.mirrors, sreq, path, headers);
-    return { route, cluster, endpoint, path, headers, timeoutMs: action.timeoutMs, attemptCount: action.attemptCount, ...(action.retry ? { retry: action.retry } : {}) };
+    return { route, cluster, endpoint, path, headers, timeoutMs: action.timeoutMs, attemptCount: action.attemptCount, ...(action.retry ? { retry: action.retry } : {}), ...(hash !== undefined ? { hash } : {}) };
   }
 
   /**
@@ -223,7 +234,9 @@ export class Router {
     };
     const reply = (r: LocalReply): void => {
       finish();
-      sendLocal(res, r, requestId, grpc);
+      const encoded = target.encode ? { ...r, headers: { ...r.headers } } : r;
+      target.encode?.(encoded.headers as ResponseHeaderMap);
+      sendLocal(res, encoded, requestId, grpc);
     };
     const mayRetry = (): boolean => retry !== undefined && attempts <= retry.numRetries && !answered;
     const again = (): boolean => {
@@ -232,7 +245,7 @@ export class Router {
       if (!slot) return false;
       releases.push(slot);
       setTimeout(() => {
-        if (!answered) attempt(cluster.pick(sreq));
+        if (!answered) attempt(cluster.pick(sreq, target.hash));
       }, retry!.backOffMs(attempts));
       return true;
     };
@@ -265,7 +278,7 @@ export class Router {
           }
           clearTimeout(tryTimer);
           cluster.report?.(endpoint, up.status);
-          if (mayRetry() && retry!.retriableStatus(up.status) && again()) {
+          if (mayRetry() && retry!.retriableStatus(up.status, grpcStatusOf(up.headers['grpc-status'])) && again()) {
             state = 'abandoned';
             body.discard();
             return;
@@ -277,6 +290,7 @@ export class Router {
           if (attemptCount.response) out['x-envoy-attempt-count'] = String(attempts);
           if (requestId && alwaysSetRequestIdInResponse) out['x-request-id'] = requestId;
           applyMutations(new ResponseHeaderSet(out), route.responseHeaders);
+          target.encode?.(out);
           if (up.endStream) {
             finish();
             respondHeadersOnly(res, up.status, out);

@@ -2,6 +2,7 @@
 // chain, and the codec AUTO check for the HTTP/2 preface. Both read the first bytes of a
 // connection, put them back and leave the socket paused for whoever serves it.
 import type { Socket } from 'node:net';
+import { parseClientHello } from './client-hello.js';
 
 /** The whole HTTP/2 client connection preface (RFC 9113 3.4). */
 const H2_CLIENT_PREFACE = Buffer.from('PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n', 'latin1');
@@ -94,56 +95,23 @@ export function inspectConnection(socket: Socket, how: Inspection): Promise<Insp
   });
 }
 
-/** What listener inspection found: the transport, application protocols, and a TLS client's SNI. */
+/** What listener inspection found: transport, application protocols (ALPN or HTTP), and SNI. */
 export interface Inspected {
   readonly transport: string;
   readonly protocols: string[];
   readonly serverName?: string;
 }
 
-/** TLS record and handshake types of a ClientHello, and the extensions tls_inspector reads. */
-const TLS_HANDSHAKE = 0x16;
-const CLIENT_HELLO = 1;
-const EXT_SERVER_NAME = 0;
-const EXT_ALPN = 16;
-
 /**
- * tls_inspector: a TLS ClientHello's SNI and ALPN list (the application protocols filter chain
- * match sees). Undefined while the first record is incomplete; a record that is not a ClientHello
- * is plain TLS without either.
+ * What the first bytes say, or undefined while they could still be the HTTP/2 preface, an
+ * unfinished request line or an incomplete ClientHello. A TLS handshake gives its SNI and ALPN.
  */
-export function parseClientHello(buf: Buffer): Inspected | undefined {
-  if (buf.length < 5) return undefined;
-  const end = 5 + buf.readUInt16BE(3);
-  if (buf.length < end) return buf.length >= 5 + 16384 + 2048 ? { transport: 'tls', protocols: [] } : undefined;
-  const found = { transport: 'tls', protocols: [] as string[], serverName: '' };
-  try {
-    if (buf[5] !== CLIENT_HELLO) return found;
-    let at = 9 + 2 + 32; // handshake header, client version, random
-    at += 1 + buf[at]!; // session id
-    at += 2 + buf.readUInt16BE(at); // cipher suites
-    at += 1 + buf[at]!; // compression methods
-    const extEnd = Math.min(end, at + 2 + buf.readUInt16BE(at));
-    at += 2;
-    while (at + 4 <= extEnd) {
-      const type = buf.readUInt16BE(at);
-      const len = buf.readUInt16BE(at + 2);
-      const body = buf.subarray(at + 4, at + 4 + len);
-      if (type === EXT_SERVER_NAME && body.length >= 5 && body[2] === 0) found.serverName = body.subarray(5, 5 + body.readUInt16BE(3)).toString('latin1').toLowerCase();
-      if (type === EXT_ALPN) {
-        for (let p = 2; p < body.length; p += 1 + body[p]!) found.protocols.push(body.subarray(p + 1, p + 1 + body[p]!).toString('latin1'));
-      }
-      at += 4 + len;
-    }
-  } catch {
-    // A malformed ClientHello: TLS without SNI/ALPN; the handshake will refuse it.
-  }
-  return found;
-}
-
-/** What the first bytes say, or undefined while they could still be the HTTP/2 preface, an unfinished request line or ClientHello. */
 export function classify(buf: Buffer, how: Inspection): Inspected | undefined {
-  if (how.tls && buf[0] === TLS_HANDSHAKE) return parseClientHello(buf);
+  if (how.tls && buf[0] === 0x16) {
+    const hello = parseClientHello(buf);
+    if (hello === undefined) return undefined;
+    return hello === 'invalid' ? { transport: 'tls', protocols: [] } : { transport: 'tls', protocols: [...hello.alpn], serverName: hello.serverName };
+  }
   if (!how.http) return { transport: 'raw_buffer', protocols: [] };
   const text = buf.subarray(0, MAX_INSPECT_BYTES).toString('latin1');
   if (H2_PREFACE_LINE.startsWith(text)) return undefined; // could still be the preface

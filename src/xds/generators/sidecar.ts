@@ -26,6 +26,7 @@ import { perObject } from '../../common/same-inputs.js';
 import { clusterMtls, inboundMtls, type MeshMtlsSettings } from './mtls.js';
 import { portMtlsMode } from '../../security/mtls/peer-authentication.js';
 import { TLS_MODE_LABEL } from '../../networking/outbound-mtls.js';
+import type { L4RouteContext } from '../../networking/tcp-route.js';
 
 export interface SidecarOptions {
   /** The security filters of the proxy's inbound HTTP chains, in order (jwt_authn, rbac). */
@@ -40,6 +41,8 @@ export interface SidecarOptions {
   readonly defaultRequestTimeout?: number;
   /** Mesh config pathNormalization of every HTTP connection manager; default BASE. */
   readonly pathNormalization?: PathNormalization;
+  /** PILOT_HTTP10: HTTP connection managers accept HTTP/1.0 (a proxy's HTTP10 metadata "1" asks the same). */
+  readonly http10?: boolean;
   /** Reports user errors found while generating (bad Sidecar fields). */
   readonly onProblem?: (message: string) => void;
   /** An ingress listener that loses to an earlier one on the same port. */
@@ -119,11 +122,13 @@ export function sidecarListeners(proxy: Proxy, push: PushContext, opts: SidecarO
     ...(proxy.interceptionMode === 'TPROXY' ? { transparent: true } : {}),
     ...(opts.pathNormalization !== undefined ? { pathNormalization: opts.pathNormalization } : {}),
     ...(mtls ? { mtls: mtls.options } : {}),
+    ...(http10(proxy, opts) ? { acceptHttp10: true } : {}),
   };
   const cap = captured(proxy);
   const sniffing = opts.outboundSniffing ?? false;
   const perPod = cap && (opts.headlessPodListeners ?? false);
-  const outbound = memo(scope, `lds:${cap}:${sniffing}:${usesAutoAllocation(proxy)}:${opts.pathNormalization ?? ''}:${perPod}`, () => {
+  const accept10 = http10(proxy, opts);
+  const outbound = memo(scope, `lds:${cap}:${sniffing}:${usesAutoAllocation(proxy)}:${opts.pathNormalization ?? ''}:${perPod}:${push.traffic.sourceLabelsKey(proxy)}:${accept10}`, () => {
     const services = outboundServices(proxy, push);
     const listenerOpts = {
       bind: cap ? WILDCARD_ADDRESS : LOCALHOST,
@@ -131,6 +136,8 @@ export function sidecarListeners(proxy: Proxy, push: PushContext, opts: SidecarO
       sniffing,
       ...(opts.pathNormalization ? { pathNormalization: opts.pathNormalization } : {}),
       ...(perPod ? { headlessPods: headlessPods(services, push) } : {}),
+      ...(accept10 ? { acceptHttp10: true } : {}),
+      l4Routes: l4RouteContext(proxy, push),
     };
     return cached(opts.cache, () => ['lds-outbound', services, listenerOpts], () => buildOutboundListeners(services, listenerOpts));
   });
@@ -151,6 +158,23 @@ export function sidecarListeners(proxy: Proxy, push: PushContext, opts: SidecarO
   const tproxy = proxy.interceptionMode === 'TPROXY';
   const virtualOutbound = memo(scope, `virtualOutbound:${tproxy}`, () => cached(opts.cache, () => ['virtualOutbound', mode, tproxy], () => buildVirtualOutbound(mode, tproxy)));
   return [virtualOutbound, cached(opts.cache, () => ['virtualInbound', redirected, inboundKey()], () => buildVirtualInbound(redirected, inboundOpts)), ...ingress, ...outboundListeners];
+}
+
+/** PILOT_HTTP10, or the proxy's own HTTP10 metadata set to "1", as the Go mesh reads them. */
+function http10(proxy: Proxy, opts: SidecarOptions): boolean {
+  return (opts.http10 ?? false) || proxy.metadata['HTTP10'] === '1';
+}
+
+/** What the `tcp`/`tls` routes of the VirtualServices the proxy sees need (a port is set per listener). */
+function l4RouteContext(proxy: Proxy, push: PushContext): L4RouteContext {
+  return {
+    port: 0,
+    proxyNamespace: proxy.namespace,
+    proxyLabels: proxy.labels,
+    virtualServices: push.traffic.virtualServicesFor(proxy.namespace).filter((v) => v.vs.spec.tcp || v.vs.spec.tls),
+    domain: push.domain,
+    servicePorts: Object.fromEntries(push.sidecarScope(proxy).services.map((s) => [s.hostname, s.ports.map((p) => p.port)])),
+  };
 }
 
 /**
