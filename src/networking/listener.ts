@@ -10,7 +10,7 @@ import { HttpConnectionManager_ForwardClientCertDetails, type HttpFilter } from 
 import type { CaptureMode } from '../api/types.js';
 import type { OutboundTrafficMode } from '../model/push-context.js';
 import { isHttpProtocol, type Protocol, type Service } from '../model/service.js';
-import { HTTP_INSPECTOR_FILTER_NAME, TLS_INSPECTOR_FILTER_NAME } from '../envoy/names.js';
+import { HTTP_INSPECTOR_FILTER_NAME } from '../envoy/names.js';
 import { pack } from '../envoy/types.js';
 import { hcmFilter, http10Fields, routeConfiguredFilters, seconds, socketAddress, tcpProxyFilter, type HcmExtras, type PathNormalization } from './common.js';
 import {
