@@ -166,6 +166,7 @@ export class DiscoveryServer {
       outboundSniffing: settings.outboundSniffing,
       detectionTimeout: settings.detectionTimeout,
       defaultRequestTimeout: settings.defaultRequestTimeout,
+      scopeGatewayToNamespace: settings.scopeGatewayToNamespace,
       ...(opts.pathNormalization ? { pathNormalization: opts.pathNormalization } : {}),
       cache: new XdsCache(settings.cache),
     });

@@ -206,6 +206,8 @@ export const WIRED_SETTINGS: ReadonlySet<SettingName> = new Set<SettingName>([
   'PILOT_ENABLE_PROTOCOL_SNIFFING_FOR_INBOUND',
   'PILOT_INBOUND_PROTOCOL_DETECTION_TIMEOUT',
   'MESH_DEFAULT_REQUEST_TIMEOUT',
+  // xds/generators/gateway.ts (router proxies)
+  'PILOT_SCOPE_GATEWAY_TO_NAMESPACE',
   // xds/server.ts, xds/debounce.ts, debug/discovery.ts (ENABLE_DEBUG_ON_HTTP)
   'PILOT_XDS_SEND_TIMEOUT',
   'PILOT_PUSH_THROTTLE',

@@ -91,9 +91,12 @@ export function httpConnectionManager(
   routes: RouteSource,
   extraFilters: readonly HttpFilter[] = [],
   pathNormalization: PathNormalization = 'BASE',
+  edge = false,
 ): Any {
   return pack(HttpConnectionManagerSchema, {
     statPrefix,
+    // A gateway is the edge: the client's address is the downstream peer, appended to x-forwarded-for.
+    ...(edge ? { useRemoteAddress: true } : {}),
     codecType: HttpConnectionManager_CodecType.AUTO,
     ...pathNormalizationFields(pathNormalization),
     routeSpecifier:
@@ -106,8 +109,8 @@ export function httpConnectionManager(
   });
 }
 
-export function hcmFilter(statPrefix: string, routes: RouteSource, extraFilters: readonly HttpFilter[] = [], pathNormalization?: PathNormalization): Filter {
-  const hcm = httpConnectionManager(statPrefix, routes, extraFilters, pathNormalization);
+export function hcmFilter(statPrefix: string, routes: RouteSource, extraFilters: readonly HttpFilter[] = [], pathNormalization?: PathNormalization, edge = false): Filter {
+  const hcm = httpConnectionManager(statPrefix, routes, extraFilters, pathNormalization, edge);
   return create(FilterSchema, { name: HCM_FILTER_NAME, configType: { case: 'typedConfig', value: hcm } });
 }
 

@@ -72,7 +72,8 @@ function virtualServiceFor(hostname: string, vss: readonly ResolvedVirtualServic
   return vss.find((v) => v.hosts.includes(hostname)) ?? vss.find((v) => v.hosts.some((h) => hostMatches(h, hostname)));
 }
 
-function destinationResolver(vsNamespace: string, port: number, opts: OutboundRouteOptions): (d: Destination) => ResolvedDestination {
+/** Where a VirtualService's destinations go from a route configuration of `port` (gateways use it too). */
+export function destinationResolver(vsNamespace: string, port: number, opts: Pick<OutboundRouteOptions, 'domain' | 'servicePorts' | 'hashPolicies'>): (d: Destination) => ResolvedDestination {
   return (d) => {
     const host = resolveHost(d.host, vsNamespace, opts.domain);
     const ports = opts.servicePorts?.[host] ?? [];
