@@ -15,16 +15,19 @@ export interface RetrySpec {
   readonly numRetries: number;
   /** 0 = none (the route timeout alone). */
   readonly perTryTimeoutMs: number;
-  /** Whether a response with this status is retried. */
-  retriableStatus(status: number): boolean;
+  /** Whether a response with this status (and gRPC status header, when it has one) is retried. */
+  retriableStatus(status: number, grpcStatus?: string): boolean;
   /** Whether an attempt that ended without a response is retried. */
   retriableFailure(f: AttemptFailure): boolean;
   /** The wait before retry number `n` (1-based): full jitter over an exponential ceiling. */
   backOffMs(n: number): number;
 }
 
-/** retry_on conditions this proxy evaluates (gRPC ones and http3-post-connect-failure are not). */
-const KNOWN = new Set(['5xx', 'gateway-error', 'connect-failure', 'retriable-4xx', 'reset', 'retriable-status-codes', 'refused-stream']);
+/** Envoy's gRPC retry_on conditions, by the grpc-status they retry (the Go mesh's default policy names two). */
+const GRPC_CONDITIONS: Readonly<Record<string, string>> = { cancelled: '1', 'deadline-exceeded': '4', 'resource-exhausted': '8', internal: '13', unavailable: '14' };
+
+/** retry_on conditions this proxy evaluates (http3-post-connect-failure is not). */
+const KNOWN = new Set(['5xx', 'gateway-error', 'connect-failure', 'retriable-4xx', 'reset', 'retriable-status-codes', 'refused-stream', ...Object.keys(GRPC_CONDITIONS)]);
 const UNAPPLIED_RETRY = ['retryPriority', 'retryHostPredicate', 'hostSelectionRetryMaxAttempts', 'retriableHeaders', 'retriableRequestHeaders', 'rateLimitedRetryBackOff', 'retryOptionsPredicates', 'perTryIdleTimeout'];
 
 const DEFAULT_BASE_MS = 25;
@@ -42,10 +45,12 @@ export function compileRetryPolicy(p: RetryPolicy, field: string): RetrySpec {
   if (maxMs < baseMs) throw new ConfigError(`${field}.retry_back_off.max_interval`, 'must not be less than base_interval');
   const fiveXx = on.has('5xx');
   const gateway = on.has('gateway-error');
+  const grpcCodes = new Set([...on].flatMap((c) => (GRPC_CONDITIONS[c] ? [GRPC_CONDITIONS[c]] : [])));
   return {
     numRetries: p.numRetries ?? 1,
     perTryTimeoutMs: durationMs(p.perTryTimeout, 0),
-    retriableStatus(status) {
+    retriableStatus(status, grpcStatus) {
+      if (grpcStatus !== undefined && grpcCodes.has(grpcStatus.trim())) return true;
       if (fiveXx && status >= 500) return true;
       if (gateway && (status === 502 || status === 503 || status === 504)) return true;
       if (on.has('retriable-4xx') && status === 409) return true;

@@ -72,6 +72,12 @@ const NO_HEALTHY_UPSTREAM: LocalReply = { status: 503, body: 'no healthy upstrea
 const CONNECT_ERRORS = new Set(['ECONNREFUSED', 'EHOSTUNREACH', 'ENETUNREACH', 'EADDRNOTAVAIL']);
 
 /** Whether an exchange failed to connect (retry_on connect-failure) or was reset after connecting. */
+/** The grpc-status of a trailers-only gRPC response (in its headers), which gRPC retry_on conditions read. */
+function grpcStatusOf(headers: Record<string, string | string[] | number | undefined>): string | undefined {
+  const v = headers['grpc-status'];
+  return typeof v === 'string' ? v : undefined;
+}
+
 function failureOf(e: Error): AttemptFailure {
   const code = (e as NodeJS.ErrnoException).code;
   return (code !== undefined && CONNECT_ERRORS.has(code)) || e.message.startsWith('connect timeout') ? 'connect-failure' : 'reset';
@@ -265,7 +271,7 @@ export class Router {
           }
           clearTimeout(tryTimer);
           cluster.report?.(endpoint, up.status);
-          if (mayRetry() && retry!.retriableStatus(up.status) && again()) {
+          if (mayRetry() && retry!.retriableStatus(up.status, grpcStatusOf(up.headers)) && again()) {
             state = 'abandoned';
             body.discard();
             return;
