@@ -3,13 +3,12 @@
 // Go mesh merges them (HTTP servers share one route configuration `http.<port>`, TLS servers are
 // told apart by SNI, conflicting servers are dropped and reported), and the VirtualServices bound
 // to each Gateway by name. Pure; networking/gateway*.ts turn the result into Envoy resources.
-import type { Gateway, GatewayServer, VirtualService } from '../api/types.js';
+import type { Gateway, GatewayServer, SERVER_TLS_MODES, VirtualService } from '../api/types.js';
 import { isHttpProtocol, parseProtocol, type Protocol } from './service.js';
 import { labelsMatch } from './selection.js';
 import { exportedTo, resolveHost } from './traffic.js';
 
-export const TLS_MODES = ['PASSTHROUGH', 'SIMPLE', 'MUTUAL', 'AUTO_PASSTHROUGH', 'ISTIO_MUTUAL', 'OPTIONAL_MUTUAL'] as const;
-export type ServerTlsMode = (typeof TLS_MODES)[number];
+export type ServerTlsMode = (typeof SERVER_TLS_MODES)[number];
 
 /** The ServerTLSSettings fields the translation reads (the API's names). */
 export interface ServerTls {
