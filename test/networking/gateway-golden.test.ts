@@ -6,7 +6,6 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import type { JsonValue } from '@bufbuild/protobuf';
-import { validateResource } from '../../src/api/validate.js';
 import type { AnyResource } from '../../src/api/types.js';
 import { ListenerSchema } from '../../src/gen/envoy/config/listener/v3/listener_pb.js';
 import { RouteConfigurationSchema } from '../../src/gen/envoy/config/route/v3/route_pb.js';
@@ -18,17 +17,10 @@ import { gatewayListeners, gatewayRoutes, mergedGatewayFor } from '../../src/xds
 import { sidecarRoutes } from '../../src/xds/generators/sidecar.js';
 import { setScopeLevel } from '../../src/common/log.js';
 import { goldenCases } from '../helpers/golden.js';
-import { pushOf, sidecarProxy } from './fixtures.js';
+import { pushOf, sidecarProxy, validated } from './fixtures.js';
 
 setScopeLevel('model', 'error');
 
-function validated(name: string, docs: readonly unknown[]): AnyResource[] {
-  return docs.map((d, i) => {
-    const r = validateResource(d);
-    if (!r.ok) throw new Error(`${name}: document ${i} is invalid: ${r.issues.map((x) => x.message).join('; ')}`);
-    return r.resource;
-  });
-}
 
 function routerProxy(namespace = 'ingress', labels: Record<string, string> = { app: 'ingress' }): Proxy {
   return parseProxy(`router~10.0.0.60~ingress-1.${namespace}~${namespace}.svc.cluster.local`, { NAMESPACE: namespace, LABELS: labels });
