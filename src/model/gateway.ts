@@ -311,3 +311,23 @@ export function gatewayNotices(gw: Gateway): string[] {
     return out.map((m) => `${name}: ${m}`);
   });
 }
+
+const L4_MATCH = new Set(['port', 'gateways', 'sniHosts']);
+const L4_ROUTE = new Set(['destination', 'weight']);
+
+/**
+ * What the `tcp` and `tls` routes of a VirtualService bound only to Gateways set that gateways do not
+ * honour (sidecars report these routes whole, see traffic-notices.ts).
+ */
+export function gatewayRouteNotices(vs: VirtualService): string[] {
+  const gws = vs.spec.gateways ?? [];
+  if (gws.length === 0 || gws.includes('mesh')) return [];
+  const name = `VirtualService ${vs.metadata.namespace}/${vs.metadata.name}`;
+  return (['tcp', 'tls'] as const).flatMap((kind) =>
+    (vs.spec[kind] ?? []).flatMap((r, i) => [
+      ...Object.keys(r).filter((k) => k !== 'match' && k !== 'route').map((k) => `${kind}[${i}].${k}`),
+      ...((r['match'] as Record<string, unknown>[] | undefined) ?? []).flatMap((m, j) => Object.keys(m).filter((k) => !L4_MATCH.has(k)).map((k) => `${kind}[${i}].match[${j}].${k}`)),
+      ...((r['route'] as Record<string, unknown>[] | undefined) ?? []).flatMap((d, j) => Object.keys(d).filter((k) => !L4_ROUTE.has(k)).map((k) => `${kind}[${i}].route[${j}].${k}`)),
+    ]),
+  ).map((p) => `${name}: ${p} is not effective yet on gateways`);
+}

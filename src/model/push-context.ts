@@ -8,7 +8,7 @@ import type { Proxy } from './proxy.js';
 import { hostMatches, labelsMatch, selectPolicies } from './selection.js';
 import { visibleTo, type Service, type ServiceInstance } from './service.js';
 import { TrafficIndex } from './traffic.js';
-import { GatewayIndex, gatewayNotices } from './gateway.js';
+import { GatewayIndex, gatewayNotices, gatewayRouteNotices } from './gateway.js';
 import { destinationRuleNotices, virtualServiceNotices } from './traffic-notices.js';
 import { scope } from '../common/log.js';
 
@@ -144,7 +144,7 @@ export class PushContext {
     gauge('pilot_vservice_dup_domain').set(push.traffic.stats.duplicateDomains.length);
     for (const host of push.traffic.stats.duplicateDomains) logNotices(`dup-domain/${host}`, [`several VirtualServices for the mesh claim host ${host}: the first in namespace/name order applies`]);
     for (const dr of opts.config.list('DestinationRule')) logNotices(`DestinationRule/${dr.metadata.namespace}/${dr.metadata.name}`, destinationRuleNotices(dr));
-    for (const vs of opts.config.list('VirtualService')) logNotices(`VirtualService/${vs.metadata.namespace}/${vs.metadata.name}`, virtualServiceNotices(vs));
+    for (const vs of opts.config.list('VirtualService')) logNotices(`VirtualService/${vs.metadata.namespace}/${vs.metadata.name}`, [...virtualServiceNotices(vs), ...gatewayRouteNotices(vs)]);
     for (const gw of push.gateways.gateways) logNotices(`Gateway/${gw.metadata.namespace}/${gw.metadata.name}`, gatewayNotices(gw));
     gauge('pilot_eds_no_instances').set(push.clustersWithoutInstances());
     return push;

@@ -10,7 +10,7 @@ import type { AnyResource } from '../../src/api/types.js';
 import { ListenerSchema } from '../../src/gen/envoy/config/listener/v3/listener_pb.js';
 import { RouteConfigurationSchema } from '../../src/gen/envoy/config/route/v3/route_pb.js';
 import { toEnvoyJson } from '../../src/envoy/types.js';
-import { gatewayNotices } from '../../src/model/gateway.js';
+import { gatewayNotices, gatewayRouteNotices } from '../../src/model/gateway.js';
 import { parseProxy, type Proxy } from '../../src/model/proxy.js';
 import { virtualServiceNotices } from '../../src/model/traffic-notices.js';
 import { gatewayListeners, gatewayRoutes, mergedGatewayFor } from '../../src/xds/generators/gateway.js';
@@ -37,7 +37,7 @@ for (const c of cases) {
     const opts = { onProblem: (m: string) => problems.push(m) };
     const listeners = gatewayListeners(proxy, push, opts);
     const routes = gatewayRoutes(proxy, push, undefined, opts);
-    const notices = resources.flatMap((r) => (r.kind === 'Gateway' ? gatewayNotices(r) : r.kind === 'VirtualService' ? virtualServiceNotices(r) : []));
+    const notices = resources.flatMap((r) => (r.kind === 'Gateway' ? gatewayNotices(r) : r.kind === 'VirtualService' ? [...virtualServiceNotices(r), ...gatewayRouteNotices(r)] : []));
     const out: JsonValue = {
       listeners: listeners.map((l) => toEnvoyJson(ListenerSchema, l)),
       routes: routes.map((r) => toEnvoyJson(RouteConfigurationSchema, r)),
