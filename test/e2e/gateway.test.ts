@@ -2,14 +2,15 @@
 // sample httpbin behind its sidecar, and `pilot-agent proxy router` (the local mesh's `--gateway`)
 // running mesh-proxy as a gateway. A request with the Gateway's host reaches the app through the
 // VirtualService bound to the Gateway; another host gets 404; editing the VirtualService moves the
-// host to a second app without restarting anything; a broken edit keeps the last good route.
+// host to a second app without restarting anything; a broken edit keeps the last good route; a
+// server with httpsRedirect answers 301 to https.
 import { after, before, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { createServer, type Server } from 'node:http';
 import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { freePorts, startLocalMesh, type LocalMesh } from '../../samples/local-mesh.js';
+import { freePort, freePorts, startLocalMesh, type LocalMesh } from '../../samples/local-mesh.js';
 import { close, listen, rawGet } from '../helpers/http.js';
 import { eventually } from '../helpers/proc.js';
 
@@ -91,4 +92,26 @@ test('editing the VirtualService moves the host to another service without a res
   }
   writeFileSync(file, original);
   await eventually(async () => assert.ok('headers' in (JSON.parse((await viaGateway('httpbin.example.com')).body) as object)), 60_000);
+});
+
+test('a server with httpsRedirect answers plaintext requests for its hosts with a 301 to https', async () => {
+  const port = await freePort();
+  writeFileSync(
+    join(mesh.configDir, 'redirect.yaml'),
+    [
+      'apiVersion: networking.mesh.io/v1',
+      'kind: Gateway',
+      'metadata: {name: redirect, namespace: mesh-system}',
+      'spec:',
+      '  selector: {app: ingressgateway}',
+      `  servers: [{port: {number: ${port}, name: http-redirect, protocol: HTTP}, hosts: [secure.example.com], tls: {httpsRedirect: true}}]`,
+    ].join('\n'),
+  );
+  const res = await eventually(async () => {
+    const r = await rawGet(port, '/login?next=%2F', { host: 'secure.example.com' });
+    assert.equal(r.status, 301, `${r.status} ${r.body}`);
+    return r;
+  }, 60_000);
+  assert.equal(res.headers.location, 'https://secure.example.com/login?next=%2F');
+  assert.equal((await rawGet(port, '/', { host: 'other.example.com' })).status, 404, 'hosts of no server are not redirected');
 });
