@@ -1,6 +1,7 @@
-// The local mesh in one command (`npm start`, `npm start -- --issuer`): the discovery server on a
-// config directory, the sample httpbin app, and a pilot-agent (with its mesh-proxy) in front of the
-// app on an explicit inbound port; optionally a sample JWT issuer. No orchestrator, no root.
+// The local mesh in one command (`npm start`, `npm start -- --issuer`, `npm start -- --gateway`): the
+// discovery server on a config directory, the sample httpbin app, and a pilot-agent (with its
+// mesh-proxy) in front of the app on an explicit inbound port; optionally a sample JWT issuer and an
+// ingress gateway (`pilot-agent proxy router`). No orchestrator, no root.
 //
 // The config directory is a copy under the state directory (default .mesh-local/), seeded from
 // samples/mesh on every start, so that trying policies never edits the repository: drop a file from
@@ -38,10 +39,14 @@ export interface LocalMeshPorts {
   status: number;
   admin: number;
   metrics: number;
+  /** The ingress gateway's HTTP port (the sample Gateway's server port), its readiness and admin ports. */
+  gateway: number;
+  gatewayStatus: number;
+  gatewayAdmin: number;
 }
 
 /** The documented ports; tests pass free ones. */
-export const DEFAULT_PORTS: LocalMeshPorts = { grpc: 15010, secureGrpc: 15012, http: 8080, monitoring: 15014, webhook: 15017, app: 8000, service: 9080, inbound: 15080, issuer: 8899, status: 15021, admin: 15000, metrics: 15020 };
+export const DEFAULT_PORTS: LocalMeshPorts = { grpc: 15010, secureGrpc: 15012, http: 8080, monitoring: 15014, webhook: 15017, app: 8000, service: 9080, inbound: 15080, issuer: 8899, status: 15021, admin: 15000, metrics: 15020, gateway: 8088, gatewayStatus: 15121, gatewayAdmin: 15100 };
 
 export interface LocalMeshOptions {
   stateDir: string;
@@ -53,6 +58,8 @@ export interface LocalMeshOptions {
    */
   secure?: boolean;
   ports?: Partial<LocalMeshPorts>;
+  /** An ingress gateway in front of the app, with samples/gateway's Gateway and VirtualService. */
+  gateway?: boolean;
   /** The proxy's workers (ProxyConfig concurrency); default that of ProxyConfig, 2. */
   proxyConcurrency?: number;
   /** `pipe` collects the programs' output (see LocalMesh.output); default: this process's stdout/stderr. */
@@ -66,6 +73,8 @@ export interface LocalMesh {
   readonly configDir: string;
   readonly issuerUrl?: string;
   readonly agent: ChildProcess;
+  /** The gateway's agent, with `gateway`. */
+  readonly gatewayAgent?: ChildProcess;
   /** The discovery server's current process. */
   discovery(): ChildProcess;
   /** Stops the discovery server; the proxy keeps serving its last config. */
@@ -150,6 +159,13 @@ function seedConfig(configDir: string, ports: LocalMeshPorts): void {
   }
 }
 
+/** The sample Gateway and its VirtualService, the Gateway's server on the chosen port. */
+function writeGatewayConfig(configDir: string, port: number): void {
+  const docs = parseAllDocuments(readFileSync(join(ROOT, 'samples', 'gateway', 'ingress.yaml'), 'utf8'));
+  for (const doc of docs) if (doc.get('kind') === 'Gateway') doc.setIn(['spec', 'servers', 0, 'port', 'number'], port);
+  writeFileSync(join(configDir, 'ingress.yaml'), docs.map((d) => d.toString()).join('---\n'));
+}
+
 /** The RequestAuthentication of samples/policies/01, pointed at the issuer actually started. */
 function writeIssuerPolicy(configDir: string, issuer: string): void {
   const text = readFileSync(join(ROOT, 'samples', 'policies', '01-require-jwt.yaml'), 'utf8').replaceAll('http://127.0.0.1:8899', issuer);
@@ -201,14 +217,26 @@ async function stopChild(child: ChildProcess): Promise<void> {
  * service account, audience mesh-ca) where JWT_POLICY=third-party-jwt looks for it, and the CA
  * root it trusts on the secured port.
  */
-async function workloadIdentityEnv(agentDir: string, issuerUrl: string, rootFile: string): Promise<NodeJS.ProcessEnv> {
-  const q = new URLSearchParams({ sub: 'system:serviceaccount:default:httpbin', aud: 'mesh-ca', exp: '24h' });
+async function workloadIdentityEnv(agentDir: string, issuerUrl: string, rootFile: string, account = 'default:httpbin'): Promise<NodeJS.ProcessEnv> {
+  const q = new URLSearchParams({ sub: `system:serviceaccount:${account}`, aud: 'mesh-ca', exp: '24h' });
   const res = await fetch(`${issuerUrl}/token?${q}`);
   if (res.status !== 200) throw new Error(`the sample issuer did not mint a workload token: HTTP ${res.status}`);
   const tokenFile = join(agentDir, 'var', 'run', 'secrets', 'tokens', 'mesh-token');
   mkdirSync(dirname(tokenFile), { recursive: true });
   writeFileSync(tokenFile, (await res.text()).trim(), { mode: 0o600 });
   return { XDS_ROOT_CA: rootFile };
+}
+
+/** `pilot-agent proxy router` in mesh-system, labelled as the sample Gateway selects it, with ports of its own. */
+function startGatewayAgent(dir: string, ports: LocalMeshPorts, sidecarConfig: Record<string, unknown>, secureEnv: NodeJS.ProcessEnv, sink: string[] | undefined): ChildProcess {
+  mkdirSync(join(dir, 'etc', 'mesh', 'pod'), { recursive: true });
+  writeFileSync(join(dir, 'etc', 'mesh', 'pod', 'labels'), 'app="ingressgateway"\n');
+  const proxyConfig = { ...sidecarConfig, proxyAdminPort: ports.gatewayAdmin, statusPort: ports.gatewayStatus, metricsPort: 0, configPath: join(dir, 'proxy') };
+  return program('pilot-agent', ['proxy', 'router'], {
+    cwd: dir,
+    ...(sink ? { sink } : {}),
+    env: { POD_NAME: 'ingressgateway-1', POD_NAMESPACE: 'mesh-system', INSTANCE_IP: '127.0.0.2', SERVICE_ACCOUNT: 'ingressgateway', PROXY_CONFIG: JSON.stringify(proxyConfig), ...secureEnv },
+  });
 }
 
 export async function startLocalMesh(opts: LocalMeshOptions): Promise<LocalMesh> {
@@ -266,7 +294,9 @@ export async function startLocalMesh(opts: LocalMeshOptions): Promise<LocalMesh>
     ...(opts.proxyConcurrency !== undefined ? { concurrency: opts.proxyConcurrency } : {}),
   };
   let agent: ChildProcess | undefined;
+  let gatewayAgent: ChildProcess | undefined;
   const stop = async () => {
+    if (gatewayAgent) await stopChild(gatewayAgent);
     if (agent) await stopChild(agent);
     await stopChild(discovery);
     await Promise.all(servers.filter((s) => s.listening).map((s) => new Promise((r) => s.close(r))));
@@ -280,6 +310,13 @@ export async function startLocalMesh(opts: LocalMeshOptions): Promise<LocalMesh>
       env: { POD_NAME: 'httpbin-1', POD_NAMESPACE: 'default', INSTANCE_IP: '127.0.0.1', SERVICE_ACCOUNT: 'httpbin', PROXY_CONFIG: JSON.stringify(proxyConfig), ...secureEnv },
     });
     await untilReady(`http://127.0.0.1:${ports.status}/healthz/ready`, agent, 'pilot-agent');
+    if (opts.gateway) {
+      writeGatewayConfig(configDir, ports.gateway);
+      const gatewayDir = join(state, 'gateway');
+      const gatewayEnv = opts.secure && issuerUrl ? await workloadIdentityEnv(gatewayDir, issuerUrl, join(caDir, 'root-cert.pem'), 'mesh-system:ingressgateway') : {};
+      gatewayAgent = startGatewayAgent(gatewayDir, ports, proxyConfig, gatewayEnv, sink);
+      await untilReady(`http://127.0.0.1:${ports.gatewayStatus}/healthz/ready`, gatewayAgent, 'pilot-agent proxy router');
+    }
   } catch (e) {
     await stop();
     throw new Error(`${(e as Error).message}${sink ? `\n${sink.join('')}` : ''}`);
@@ -289,6 +326,7 @@ export async function startLocalMesh(opts: LocalMeshOptions): Promise<LocalMesh>
     configDir,
     ...(issuerUrl && opts.issuer ? { issuerUrl } : {}),
     agent,
+    ...(gatewayAgent ? { gatewayAgent } : {}),
     discovery: () => discovery,
     stopDiscovery: () => stopChild(discovery),
     stopIssuer: () => new Promise<void>((r) => (issuerServer?.listening ? issuerServer.close(() => r()) : r())),
@@ -314,6 +352,14 @@ function instructions(mesh: LocalMesh): string {
     `  curl -i http://127.0.0.1:${p.inbound}/headers`,
     `  curl -i -H 'Host: httpbin.default.svc.cluster.local' http://127.0.0.1:${p.service}/ip`,
   ];
+  if (mesh.gatewayAgent) {
+    lines.push(
+      '',
+      `Ingress gateway: http://127.0.0.1:${p.gateway}   (pilot-agent proxy router; samples/gateway/ingress.yaml routes httpbin.example.com)`,
+      `  curl -i -H 'Host: httpbin.example.com' http://127.0.0.1:${p.gateway}/headers`,
+      `  (edit ${join(mesh.configDir, 'ingress.yaml')} to change the route; the gateway applies it when saved)`,
+    );
+  }
   if (mesh.issuerUrl) {
     lines.push(
       `  TOKEN=$(curl -s '${mesh.issuerUrl}/token?sub=alice&groups=admins')`,
@@ -334,16 +380,16 @@ function instructions(mesh: LocalMesh): string {
 }
 
 async function main(argv: string[]): Promise<void> {
-  const known = new Set(['--issuer', '--state']);
+  const known = new Set(['--issuer', '--gateway', '--state']);
   const unknown = argv.filter((a, i) => a.startsWith('--') && !known.has(a) && argv[i - 1] !== '--state');
   if (unknown.length) {
-    process.stderr.write(`Error: unknown flag ${unknown[0]} (flags: --issuer, --state DIR)\n`);
+    process.stderr.write(`Error: unknown flag ${unknown[0]} (flags: --issuer, --gateway, --state DIR)\n`);
     process.exitCode = 1;
     return;
   }
   const stateIdx = argv.indexOf('--state');
   const stateDir = stateIdx >= 0 ? argv[stateIdx + 1] ?? '.mesh-local' : '.mesh-local';
-  const mesh = await startLocalMesh({ stateDir, issuer: argv.includes('--issuer'), secure: true });
+  const mesh = await startLocalMesh({ stateDir, issuer: argv.includes('--issuer'), gateway: argv.includes('--gateway'), secure: true });
   process.stdout.write(instructions(mesh));
   const onSignal = () => void mesh.stop().then(() => process.exit(0));
   process.once('SIGINT', onSignal);

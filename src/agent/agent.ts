@@ -24,7 +24,7 @@ import { applyBootstrapOverride, bootstrapJson, buildBootstrap, renderTemplate, 
 import { appScrapeConfig, type AppScrape } from './app-metrics.js';
 import { parseAppProbers, type AppProbe } from './app-probes.js';
 import { DEFAULT_ANNOTATIONS_FILE, loadProxyConfig, parseDownwardApiFile, proxyConfigJson, readOptional, type ProxyConfig } from './mesh-config.js';
-import { loadNodeIdentity, type NodeIdentity } from './node.js';
+import { loadNodeIdentity, type NodeIdentity, type ProxyType } from './node.js';
 import { startWorkloadCerts, type WorkloadCerts } from './sds/workload-certs.js';
 import { StatusServer } from './status.js';
 import { StsServer } from './sts/sts-server.js';
@@ -35,6 +35,8 @@ import { XdsProxy } from './xds-proxy.js';
 const log = scope('default');
 
 export interface ProxyAgentOptions {
+  /** `pilot-agent proxy [sidecar|router]`: the node id's type; default sidecar. */
+  proxyType?: ProxyType;
   /** --meshConfig. */
   meshConfig: string;
   /** --concurrency; 0 = ProxyConfig.concurrency. */
@@ -132,7 +134,7 @@ export class ProxyAgent {
     const o = this.opts;
     const pc = await loadProxyConfig({ meshConfigFile: o.meshConfig, proxyConfigEnv: setting('PROXY_CONFIG'), annotationsFile: o.annotationsFile });
     this.proxyConfig = pc;
-    const node = await loadNodeIdentity({ proxyConfig: pc, domain: o.domain, serviceCluster: o.serviceCluster, labelsFile: o.labelsFile, env: this.env });
+    const node = await loadNodeIdentity({ proxyType: o.proxyType ?? 'sidecar', proxyConfig: pc, domain: o.domain, serviceCluster: o.serviceCluster, labelsFile: o.labelsFile, env: this.env });
     this.node = node;
     const app = await this.appFacingConfig();
     log.info(`effective proxy config: ${JSON.stringify(proxyConfigJson(pc))}`);
@@ -308,7 +310,9 @@ export class ProxyAgent {
 
   private async drainListeners(adminPort: number): Promise<void> {
     try {
-      const res = await fetch(`http://127.0.0.1:${adminPort}/drain_listeners?inboundonly&graceful`, { method: 'POST', signal: AbortSignal.timeout(2000) });
+      // A gateway's listeners all take traffic from outside: it drains them all, as in the Go mesh.
+      const inboundOnly = (this.opts.proxyType ?? 'sidecar') === 'sidecar' ? 'inboundonly&' : '';
+      const res = await fetch(`http://127.0.0.1:${adminPort}/drain_listeners?${inboundOnly}graceful`, { method: 'POST', signal: AbortSignal.timeout(2000) });
       await res.body?.cancel();
       if (res.status !== 200) log.warn(`proxy admin /drain_listeners answered ${res.status}`);
     } catch (e) {

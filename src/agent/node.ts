@@ -14,8 +14,13 @@ export const DEFAULT_LABELS_FILE = './etc/mesh/pod/labels';
 export const META_PREFIX = 'MESH_META_';
 export const METAJSON_PREFIX = 'MESH_METAJSON_';
 
+// `pilot-agent proxy` runs a sidecar, or with `router` a gateway (DESIGN.md, gateway role): the
+// node id's first part, one list for the agent and the discovery server that parses it.
+export { PROXY_TYPES, type ProxyType } from '../model/proxy.js';
+import type { ProxyType } from '../model/proxy.js';
+
 export interface NodeIdentity {
-  /** `sidecar~<ip>~<pod>.<namespace>~<domain>`. */
+  /** `<sidecar|router>~<ip>~<pod>.<namespace>~<domain>`. */
   readonly id: string;
   /** node.cluster: the service cluster. */
   readonly cluster: string;
@@ -28,6 +33,8 @@ export interface NodeIdentity {
 
 /** The values a node is built from, already read from the environment and files. */
 export interface NodeInputs {
+  /** Default sidecar. */
+  proxyType?: ProxyType;
   podName: string;
   namespace: string;
   /** The workload's IPs, the first one used in node.id. */
@@ -101,7 +108,7 @@ export function buildNodeIdentity(i: NodeInputs): NodeIdentity {
   };
   if (i.serviceAccount) metadata['SERVICE_ACCOUNT'] = i.serviceAccount;
   return {
-    id: `sidecar~${ip}~${i.podName}.${i.namespace}~${domain}`,
+    id: `${i.proxyType ?? 'sidecar'}~${ip}~${i.podName}.${i.namespace}~${domain}`,
     cluster: i.serviceCluster,
     metadata,
     ip,
@@ -118,6 +125,7 @@ export function hostIps(): string[] {
 }
 
 export interface NodeOptions {
+  proxyType?: ProxyType;
   proxyConfig: ProxyConfig;
   /** --domain. */
   domain?: string;
@@ -138,6 +146,7 @@ export async function loadNodeIdentity(opts: NodeOptions): Promise<NodeIdentity>
   const metaCluster = setting('MESH_META_CLUSTER_ID') || env['MESH_META_CLUSTER_ID'];
   const dnsCapture = setting('MESH_META_DNS_CAPTURE') || env['MESH_META_DNS_CAPTURE'] === 'true';
   return buildNodeIdentity({
+    ...(opts.proxyType ? { proxyType: opts.proxyType } : {}),
     podName: setting('POD_NAME') || hostname(),
     namespace: setting('POD_NAMESPACE') || 'default',
     ips: instanceIp ? [instanceIp] : hostIps(),

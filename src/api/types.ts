@@ -267,6 +267,9 @@ export interface VirtualServiceSpec {
   exportTo?: string[];
 }
 
+/** Gateway server `tls.mode` values (the Go mesh's ServerTLSSettings.TLSmode). */
+export const SERVER_TLS_MODES = ['PASSTHROUGH', 'SIMPLE', 'MUTUAL', 'AUTO_PASSTHROUGH', 'ISTIO_MUTUAL', 'OPTIONAL_MUTUAL'] as const;
+
 export interface GatewayServer {
   port: Port;
   hosts: string[];

@@ -189,6 +189,7 @@ export class DiscoveryServer {
       detectionTimeout: settings.detectionTimeout,
       defaultRequestTimeout: settings.defaultRequestTimeout,
       http10: settings.http10,
+      scopeGatewayToNamespace: settings.scopeGatewayToNamespace,
       ...(opts.pathNormalization ? { pathNormalization: opts.pathNormalization } : {}),
       mtls: this.mtls,
       cache: new XdsCache(settings.cache),

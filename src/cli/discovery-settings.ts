@@ -19,6 +19,8 @@ export interface DiscoverySettings {
   readonly http10: boolean;
   /** PILOT_ENABLE_VIRTUAL_SERVICE_DELEGATE. */
   readonly traffic: { readonly virtualServiceDelegate: boolean };
+  /** PILOT_SCOPE_GATEWAY_TO_NAMESPACE. */
+  readonly scopeGatewayToNamespace: boolean;
   readonly debugOnHttp: boolean;
   /** ENABLE_ADMIN_ENDPOINTS: /debug/force_disconnect. */
   readonly adminEndpoints: boolean;
@@ -65,6 +67,7 @@ export function discoverySettings(): DiscoverySettings {
     defaultRequestTimeout: setting('MESH_DEFAULT_REQUEST_TIMEOUT') / 1000,
     http10: setting('PILOT_HTTP10'),
     traffic: { virtualServiceDelegate: setting('PILOT_ENABLE_VIRTUAL_SERVICE_DELEGATE') },
+    scopeGatewayToNamespace: setting('PILOT_SCOPE_GATEWAY_TO_NAMESPACE'),
     debugOnHttp: setting('ENABLE_DEBUG_ON_HTTP'),
     adminEndpoints: setting('ENABLE_ADMIN_ENDPOINTS'),
     crdValidation: setting('PILOT_ENABLE_CRD_VALIDATION'),

@@ -1,6 +1,7 @@
 // pilot-agent: runs beside the proxy. Flag tables follow the spec (commands.md) name for name,
 // default for default; `effective: false` marks flags whose component has not landed yet.
 import { runProxyAgent } from '../agent/agent.js';
+import { PROXY_TYPES, type ProxyType } from '../agent/node.js';
 import { TOKEN_MANAGER_PLUGINS, type TokenManagerPlugin } from '../agent/sts/token-exchange.js';
 import { UsageError, type CommandDef, type RunContext } from './command.js';
 import { startCtrlz } from './ctrlz.js';
@@ -95,14 +96,24 @@ function checkProxyFlags(ctx: RunContext): void {
   for (const n of ['concurrency', 'stsPort']) if (ctx.flags.number(n) < 0) throw new UsageError(`invalid argument "${ctx.flags.number(n)}" for "--${n}" flag: expected a non-negative integer`);
 }
 
+/** `proxy [sidecar|router]`: the Go mesh's proxy type argument; none is a sidecar. */
+function proxyTypeOf(ctx: RunContext): ProxyType {
+  const [type = 'sidecar', ...rest] = ctx.args;
+  if (rest.length > 0) throw new UsageError(`accepts at most 1 arg(s), received ${ctx.args.length}`);
+  if (!(PROXY_TYPES as readonly string[]).includes(type)) throw new UsageError(`invalid proxy type "${type}": expected one of ${PROXY_TYPES.join(', ')}`);
+  return type as ProxyType;
+}
+
 async function runProxy(ctx: RunContext): Promise<number> {
   startRuntime('agent', AGENT_SCOPES, ctx);
   checkProxyFlags(ctx);
+  const proxyType = proxyTypeOf(ctx);
   announceIneffective('agent', ctx);
   const f = ctx.flags;
   const ctrlz = await startCtrlz('agent', 'pilot-agent', ctx);
   try {
     return await runProxyAgent({
+      proxyType,
       meshConfig: f.string('meshConfig'),
       concurrency: f.number('concurrency'),
       domain: f.string('domain'),
@@ -138,7 +149,7 @@ export const pilotAgent: CommandDef = {
   subcommands: [
     { name: 'mesh-clean-iptables', short: 'Clean up iptables rules for the mesh sidecar', flags: CLEAN_IPTABLES_FLAGS, run: oneShot(meshCleanIptables) },
     { name: 'mesh-iptables', short: 'Set up iptables rules for the mesh sidecar', flags: IPTABLES_FLAGS, run: oneShot(meshIptables) },
-    { name: 'proxy', short: 'XDS proxy agent', flags: PROXY_FLAGS, footer: ineffectiveFooter('agent'), run: runProxy },
+    { name: 'proxy', short: 'XDS proxy agent', args: '[sidecar|router]', flags: PROXY_FLAGS, footer: ineffectiveFooter('agent'), run: runProxy },
     requestCommand('agent', AGENT_SCOPES, 'Makes an HTTP request to the proxy admin API', () => PROXY_ADMIN_URL),
     versionCommand('agent', AGENT_SCOPES),
     { name: 'wait', short: 'Waits until the proxy is ready', flags: WAIT_FLAGS, run: runWait },

@@ -8,6 +8,7 @@ import {
   RouteAction_ClusterNotFoundResponseCode,
   RouteSchema,
   VirtualHostSchema,
+  VirtualHost_TlsRequirementType,
   type Route,
   type RouteAction,
   type RouteAction_RequestMirrorPolicy,
@@ -263,6 +264,33 @@ function compileAction(r: Route, field: string, unapplied: Unapplied, vhost: Vho
 interface CompiledVhost {
   readonly name: string;
   readonly routes: readonly CompiledRoute[];
+  /** require_tls: the route a request that must use TLS and does not gets (a 301 to https). */
+  readonly tlsRedirect?: (req: RequestView) => CompiledRoute | undefined;
+}
+
+const NO_MUTATION: HeaderMutation = { remove: [], add: [] };
+
+/**
+ * Envoy's require_tls: ALL redirects every request whose x-forwarded-proto is not https,
+ * EXTERNAL_ONLY only external ones (x-envoy-internal not "true"); the redirect is a 301 to
+ * `https://<host><path>` with the host and path as received.
+ */
+function compileRequireTls(vh: VirtualHost): CompiledVhost['tlsRedirect'] {
+  if (vh.requireTls === VirtualHost_TlsRequirementType.NONE) return undefined;
+  const externalOnly = vh.requireTls === VirtualHost_TlsRequirementType.EXTERNAL_ONLY;
+  const route: CompiledRoute = {
+    name: 'require_tls',
+    virtualHost: vh.name,
+    match: () => true,
+    action: { kind: 'redirect', redirect: { status: 301, location: (req) => `https://${req.authority}${req.path}` } },
+    requestHeaders: [NO_MUTATION],
+    responseHeaders: [NO_MUTATION],
+  };
+  return (req) => {
+    if (req.header('x-forwarded-proto') === 'https') return undefined;
+    if (externalOnly && req.header('x-envoy-internal') === 'true') return undefined;
+    return route;
+  };
 }
 
 /** Virtual hosts indexed the way Envoy searches them: exact, *suffix, prefix*, then "*". */
@@ -348,7 +376,8 @@ function compileVirtualHost(vh: VirtualHost, root: RootLevel, field: string, una
       responseHeaders: [root.res, vres, compileMutation(r.responseHeadersToAdd, r.responseHeadersToRemove, `${rf}.response_headers_to_add`)],
     };
   });
-  return { name: vh.name, routes };
+  const tlsRedirect = compileRequireTls(vh);
+  return { name: vh.name, routes, ...(tlsRedirect ? { tlsRedirect } : {}) };
 }
 
 /** Compiles a RouteConfiguration; throws ConfigError (-> NACK) on what it cannot honour. */
@@ -377,6 +406,8 @@ export function compileRouteConfiguration(rc: RouteConfiguration, opts: RouteTab
       if (strip !== undefined) host = stripHostPort(host, strip === 'any' ? undefined : strip);
       const vh = index.find(host);
       if (!vh) return undefined;
+      const redirect = vh.tlsRedirect?.(req);
+      if (redirect) return redirect;
       for (const r of vh.routes) if (r.match(req)) return r;
       return undefined;
     },

@@ -8,6 +8,7 @@ import type { Proxy } from './proxy.js';
 import { hostMatches, labelsMatch, selectPolicies } from './selection.js';
 import { visibleTo, type Service, type ServiceInstance } from './service.js';
 import { TrafficIndex, type TrafficOptions } from './traffic.js';
+import { GatewayIndex, gatewayNotices, gatewayRouteNotices } from './gateway.js';
 import { destinationRuleNotices, virtualServiceNotices } from './traffic-notices.js';
 import { scope } from '../common/log.js';
 
@@ -105,6 +106,8 @@ export class PushContext {
   readonly virtualServiceCount: number;
   /** DestinationRules and VirtualServices by host (model/traffic.ts). */
   readonly traffic: TrafficIndex;
+  /** Gateways and the VirtualServices bound to them (model/gateway.ts). */
+  readonly gateways: GatewayIndex;
   private readonly servicesByHost: Map<string, Service[]>;
   private readonly servicesByNamespace: Map<string, Service[]>;
   private readonly instancesByService: Map<string, readonly ServiceInstance[]>;
@@ -131,6 +134,7 @@ export class PushContext {
     const virtualServices = opts.config.list('VirtualService');
     this.virtualServiceCount = virtualServices.length;
     this.traffic = new TrafficIndex(opts.config.list('DestinationRule'), virtualServices, this.domain, this.rootNamespace, { ...opts.traffic, warn: (m) => logNotices(`delegation/${m}`, [m]) });
+    this.gateways = new GatewayIndex(opts.config.list('Gateway'), virtualServices, this.domain);
   }
 
   /** Builds a snapshot and sets the gauges that describe it. */
@@ -142,7 +146,8 @@ export class PushContext {
     gauge('pilot_vservice_dup_domain').set(push.traffic.stats.duplicateDomains.length);
     for (const host of push.traffic.stats.duplicateDomains) logNotices(`dup-domain/${host}`, [`several VirtualServices for the mesh claim host ${host}: the first in namespace/name order applies`]);
     for (const dr of opts.config.list('DestinationRule')) logNotices(`DestinationRule/${dr.metadata.namespace}/${dr.metadata.name}`, destinationRuleNotices(dr));
-    for (const vs of opts.config.list('VirtualService')) logNotices(`VirtualService/${vs.metadata.namespace}/${vs.metadata.name}`, virtualServiceNotices(vs));
+    for (const vs of opts.config.list('VirtualService')) logNotices(`VirtualService/${vs.metadata.namespace}/${vs.metadata.name}`, [...virtualServiceNotices(vs), ...gatewayRouteNotices(vs)]);
+    for (const gw of push.gateways.gateways) logNotices(`Gateway/${gw.metadata.namespace}/${gw.metadata.name}`, gatewayNotices(gw));
     gauge('pilot_eds_no_instances').set(push.clustersWithoutInstances());
     return push;
   }

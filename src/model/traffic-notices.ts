@@ -3,6 +3,7 @@
 // yet"). Pure: PushContext logs them once per change. The shapes below list what networking/
 // translates; anything else a resource sets is reported, so nothing is silently ignored.
 import type { DestinationRule, VirtualService } from '../api/types.js';
+import { boundToMesh } from './traffic.js';
 
 /** A field translated whole (leaf), or the translated fields of an object (arrays: of each element). */
 type Shape = true | { readonly [field: string]: Shape };
@@ -107,7 +108,8 @@ export function destinationRuleNotices(dr: DestinationRule): string[] {
 
 export function virtualServiceNotices(vs: VirtualService): string[] {
   const name = `VirtualService ${vs.metadata.namespace}/${vs.metadata.name}`;
-  const fields = untranslated(vs.spec, VIRTUAL_SERVICE, '').map((p) => `${p} is not effective yet`);
-  const gateways = (vs.spec.gateways ?? []).filter((g) => g !== 'mesh').map((g) => `gateways ${g} is not effective yet (Gateway resources are not translated)`);
-  return [...fields, ...gateways].map((m) => `${name}: ${m}`);
+  // Gateways translate tcp and tls routes (networking/gateway.ts); sidecars do not yet.
+  const l4 = (p: string) => boundToMesh(vs) || !/^(tcp|tls)(\[|$)/.test(p);
+  const fields = untranslated(vs.spec, VIRTUAL_SERVICE, '').filter(l4).map((p) => `${p} is not effective yet`);
+  return fields.map((m) => `${name}: ${m}`);
 }

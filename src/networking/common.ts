@@ -109,9 +109,12 @@ export function httpConnectionManager(
 
 /**
  * Per-listener fields of a connection manager: client certificate handling (x-forwarded-client-cert)
- * of inbound ones, and HTTP/1.0 (http10Fields).
+ * of inbound ones, HTTP/1.0 (http10Fields), and the edge's use of the remote address (EDGE_HCM).
  */
-export type HcmExtras = Pick<MessageInitShape<typeof HttpConnectionManagerSchema>, 'forwardClientCertDetails' | 'setCurrentClientCertDetails' | 'httpProtocolOptions'>;
+export type HcmExtras = Pick<MessageInitShape<typeof HttpConnectionManagerSchema>, 'forwardClientCertDetails' | 'setCurrentClientCertDetails' | 'httpProtocolOptions' | 'useRemoteAddress'>;
+
+/** A gateway is the edge: the client's address is the downstream peer, appended to x-forwarded-for. */
+export const EDGE_HCM: HcmExtras = { useRemoteAddress: true };
 
 /** PILOT_HTTP10 (or the proxy's HTTP10 metadata): HTTP/1.0 clients are served instead of getting 426. */
 export function http10Fields(accept: boolean | undefined): HcmExtras {

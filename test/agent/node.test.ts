@@ -88,3 +88,10 @@ test('MESH_META_INTERCEPTION_MODE (what the injector writes) sets the node\'s in
     /MESH_META_INTERCEPTION_MODE="SIDECAR": expected one of REDIRECT, TPROXY, NONE/,
   );
 });
+
+test('pilot-agent proxy router: the node id names the router type, for the discovery server to build a gateway', async () => {
+  loadSettings('agent', { POD_NAME: 'ingress-1', POD_NAMESPACE: 'mesh-system', INSTANCE_IP: '10.0.0.9' });
+  const node = await loadNodeIdentity({ proxyType: 'router', proxyConfig: PROXY_CONFIG_DEFAULTS, env: {}, labelsFile: labelsFile('app="ingress"\n') });
+  assert.equal(node.id, 'router~10.0.0.9~ingress-1.mesh-system~mesh-system.svc.cluster.local');
+  assert.deepEqual(node.metadata['LABELS'], { app: 'ingress' });
+});

@@ -185,6 +185,10 @@ const INVALID: [string, unknown, string, string][] = [
   ['VirtualService unknown http field', doc('VirtualService', { http: [{ routes: [] }] }), 'spec.http[0].routes', 'unknown field'],
   ['Gateway server without hosts', doc('Gateway', { servers: [{ port: { number: 80 } }] }), 'spec.servers[0].hosts', 'required'],
   ['Gateway port range', doc('Gateway', { servers: [{ port: { number: 0 }, hosts: ['*'] }] }), 'spec.servers[0].port.number', 'expected an integer in 1..65535'],
+  ['Gateway HTTPS server without tls', doc('Gateway', { servers: [{ port: { number: 443, protocol: 'HTTPS' }, hosts: ['*'] }] }), 'spec.servers[0].tls', 'required for a HTTPS server'],
+  ['Gateway unknown tls mode', doc('Gateway', { servers: [{ port: { number: 443, protocol: 'HTTPS' }, hosts: ['*'], tls: { mode: 'STRICT' } }] }), 'spec.servers[0].tls.mode', 'expected one of PASSTHROUGH, SIMPLE'],
+  ['Gateway SIMPLE without key', doc('Gateway', { servers: [{ port: { number: 443, protocol: 'HTTPS' }, hosts: ['*'], tls: { mode: 'SIMPLE', serverCertificate: '/c.pem' } }] }), 'spec.servers[0].tls.privateKey', 'required with mode SIMPLE unless credentialName is set'],
+  ['Gateway MUTUAL without CA', doc('Gateway', { servers: [{ port: { number: 443, protocol: 'HTTPS' }, hosts: ['*'], tls: { mode: 'MUTUAL', serverCertificate: '/c.pem', privateKey: '/k.pem' } }] }), 'spec.servers[0].tls.caCertificates', 'required with mode MUTUAL'],
 ];
 
 describe('invalid resources', () => {

@@ -21,6 +21,11 @@ test('unknown flags and commands get one line with a "did you mean"', async () =
   await assertUsageError(['pilot-agent', ['wait', '--bogus']], /unknown flag: --bogus/);
 });
 
+test('pilot-agent proxy takes a proxy type, sidecar or router, and nothing else', async () => {
+  await assertUsageError(['pilot-agent', ['proxy', 'gateway']], /invalid proxy type "gateway": expected one of sidecar, router/);
+  await assertUsageError(['pilot-agent', ['proxy', 'router', 'sidecar']], /too many arguments|accepts at most 1 arg/);
+});
+
 test('flag values are type-checked, naming the flag, the value and what is expected', async () => {
   const cases: Array<[Parameters<typeof run>, RegExp]> = [
     [['pilot-discovery', ['discovery', '--resync', 'fast']], /invalid argument "fast" for "--resync" flag: expected a duration/],

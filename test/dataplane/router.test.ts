@@ -127,3 +127,43 @@ describe('router: routes', () => {
     );
   });
 });
+
+describe('router: require_tls (a gateway server with httpsRedirect)', () => {
+  const rc = (requireTls: number) =>
+    compileRouteConfiguration(
+      create(RouteConfigurationSchema, {
+        name: 'http.80',
+        ignorePortInHostMatching: true,
+        virtualHosts: [{ name: 'web', domains: ['web.example.com'], requireTls, routes: [toCluster('web', 'web', { pathSpecifier: { case: 'prefix', value: '/' } })] }],
+      }),
+    );
+  const redirectOf = (t: ReturnType<typeof rc>, headers: Record<string, string>) => {
+    const r = t.route(requestView({ authority: 'web.example.com:8080', path: '/a?b=1', headers }));
+    return r?.action.kind === 'redirect' ? { status: r.action.redirect.status, location: r.action.redirect.location(requestView({ authority: 'web.example.com:8080', path: '/a?b=1', headers }), undefined) } : r?.name;
+  };
+
+  it('ALL: a plaintext request gets a 301 to https with the host and path as received; an https one is routed', () => {
+    const t = rc(2);
+    assert.deepEqual(redirectOf(t, { 'x-forwarded-proto': 'http' }), { status: 301, location: 'https://web.example.com:8080/a?b=1' });
+    assert.equal(redirectOf(t, { 'x-forwarded-proto': 'https' }), 'web');
+  });
+
+  it('EXTERNAL_ONLY: only external requests are redirected; NONE routes everything', () => {
+    assert.deepEqual(redirectOf(rc(1), { 'x-forwarded-proto': 'http' }), { status: 301, location: 'https://web.example.com:8080/a?b=1' });
+    assert.equal(redirectOf(rc(1), { 'x-forwarded-proto': 'http', 'x-envoy-internal': 'true' }), 'web');
+    assert.equal(redirectOf(rc(0), { 'x-forwarded-proto': 'http' }), 'web');
+  });
+});
+
+describe('router: gRPC retry_on conditions (the Go mesh default policy names unavailable and cancelled)', () => {
+  it('are accepted and retry on the grpc-status they name', async () => {
+    const { compileRetryPolicy } = await import('../../src/dataplane/retry-policy.js');
+    const { RetryPolicySchema } = await import('../../src/gen/envoy/config/route/v3/route_components_pb.js');
+    const spec = compileRetryPolicy(create(RetryPolicySchema, { retryOn: 'connect-failure,unavailable,cancelled', numRetries: 2 }), 'retry_policy');
+    assert.equal(spec.retriableStatus(200, '14'), true, 'UNAVAILABLE');
+    assert.equal(spec.retriableStatus(200, '1'), true, 'CANCELLED');
+    assert.equal(spec.retriableStatus(200, '13'), false, 'INTERNAL is not named');
+    assert.equal(spec.retriableStatus(503), false, 'a plain 503 is not a gRPC status');
+    assert.throws(() => compileRetryPolicy(create(RetryPolicySchema, { retryOn: 'unavailable,bogus' }), 'retry_policy'), /retry condition "bogus" is not supported/);
+  });
+});

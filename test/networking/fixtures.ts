@@ -1,6 +1,7 @@
 // Fixture resources and snapshots shared by the model, registry and networking tests.
 import type { AnyResource, ServiceEntrySpec, SidecarSpec, WorkloadEntrySpec, AuthorizationPolicySpec } from '../../src/api/types.js';
 import { MemoryStore } from '../../src/config/memory.js';
+import { validateResource } from '../../src/api/validate.js';
 import { parseProxy, type Proxy } from '../../src/model/proxy.js';
 import { PushContext } from '../../src/model/push-context.js';
 import { AggregateRegistry } from '../../src/registry/aggregate.js';
@@ -78,3 +79,12 @@ export const MESH: AnyResource[] = [
     ports: [{ number: 443, name: 'tls', protocol: 'TLS' }],
   }),
 ];
+
+/** A golden case's documents validated as a user's would be; an invalid one fails the case, naming it. */
+export function validated(name: string, docs: readonly unknown[]): AnyResource[] {
+  return docs.map((d, i) => {
+    const r = validateResource(d);
+    if (!r.ok) throw new Error(`${name}: document ${i} is invalid: ${r.issues.map((x) => x.message).join('; ')}`);
+    return r.resource;
+  });
+}

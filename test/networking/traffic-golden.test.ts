@@ -5,8 +5,6 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import type { JsonValue } from '@bufbuild/protobuf';
-import { validateResource } from '../../src/api/validate.js';
-import type { AnyResource } from '../../src/api/types.js';
 import { ClusterSchema } from '../../src/gen/envoy/config/cluster/v3/cluster_pb.js';
 import { ClusterLoadAssignmentSchema } from '../../src/gen/envoy/config/endpoint/v3/endpoint_pb.js';
 import { RouteConfigurationSchema } from '../../src/gen/envoy/config/route/v3/route_pb.js';
@@ -17,18 +15,11 @@ import { ListenerSchema } from '../../src/gen/envoy/config/listener/v3/listener_
 import { TrafficDirection } from '../../src/gen/envoy/config/core/v3/base_pb.js';
 import { setScopeLevel } from '../../src/common/log.js';
 import { goldenCases } from '../helpers/golden.js';
-import { pushOf, sidecarProxy } from './fixtures.js';
+import { pushOf, sidecarProxy, validated } from './fixtures.js';
 
 // The notices are part of each golden output; their log lines would only repeat them.
 setScopeLevel('model', 'error');
 
-function validated(name: string, docs: readonly unknown[]): AnyResource[] {
-  return docs.map((d, i) => {
-    const r = validateResource(d);
-    if (!r.ok) throw new Error(`${name}: document ${i} is invalid: ${r.issues.map((x) => x.message).join('; ')}`);
-    return r.resource;
-  });
-}
 
 for (const c of goldenCases('test/networking/testdata/traffic')) {
   test(`traffic golden: ${c.name}`, () => {

@@ -72,6 +72,7 @@ const NO_HEALTHY_UPSTREAM: LocalReply = { status: 503, body: 'no healthy upstrea
 const CONNECT_ERRORS = new Set(['ECONNREFUSED', 'EHOSTUNREACH', 'ENETUNREACH', 'EADDRNOTAVAIL']);
 
 /** Whether an exchange failed to connect (retry_on connect-failure) or was reset after connecting. */
+/** The grpc-status of a trailers-only gRPC response (in its headers), which gRPC retry_on conditions read. */
 function failureOf(e: Error): AttemptFailure {
   const code = (e as NodeJS.ErrnoException).code;
   return (code !== undefined && CONNECT_ERRORS.has(code)) || e.message.startsWith('connect timeout') ? 'connect-failure' : 'reset';

@@ -14,10 +14,11 @@ import { packOnce, type XdsCache } from '../cache.js';
 import type { PushScoped } from '../push-scope.js';
 import type { GrpcOptions } from './grpc.js';
 import type { SidecarOptions } from './sidecar.js';
+import type { GatewayOptions } from './gateway.js';
 
 const log = scope('model');
 
-export interface MeshGeneratorOptions extends SidecarOptions, GrpcOptions {
+export interface MeshGeneratorOptions extends SidecarOptions, GrpcOptions, GatewayOptions {
   /** The current snapshot; read on every generate, so a push only has to replace it. */
   readonly pushContext: () => PushContext;
 }

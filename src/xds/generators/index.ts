@@ -3,6 +3,7 @@
 // list registers them, in make-before-break push order (clusters, endpoints, listeners, routes).
 import { settingDefault } from '../../common/env.js';
 import { scope } from '../../common/log.js';
+import { counter } from '../../common/metrics.js';
 import type { ResourceGenerator } from '../generator.js';
 import { XdsCache } from '../cache.js';
 import { cds } from './cds.js';
@@ -35,6 +36,11 @@ export function createMeshGenerators(options: MeshGeneratorOptions, types: reado
       onProblem: oncePerPush(options.pushContext, (message) => log.warn(message)),
       onConflict: (c) => conflicts.record(c),
       onInboundConflict: (c) => conflicts.inbound(c),
+      scopeGatewayToNamespace: settingDefault('PILOT_SCOPE_GATEWAY_TO_NAMESPACE'),
+      onGatewayRejected: oncePerPush(options.pushContext, (message) => {
+        log.warn(message);
+        counter('pilot_total_rejected_configs').inc({ kind: 'Gateway' });
+      }),
       ...options,
       cache: options.cache ?? new XdsCache(),
     },

@@ -7,6 +7,7 @@ import { TypeUrl } from '../../envoy/types.js';
 import { generatorOf, isGrpc, resources, type XdsType } from './context.js';
 import { grpcListeners } from './grpc.js';
 import { sidecarListeners } from './sidecar.js';
+import { gatewayListeners, isRouter } from './gateway.js';
 
 export const lds: XdsType = {
   typeUrl: TypeUrl.Listener,
@@ -14,6 +15,7 @@ export const lds: XdsType = {
   generator: (ctx) =>
     generatorOf(ctx, (proxy, push, names) => {
       ctx.conflicts.observe();
-      return resources(ListenerSchema, isGrpc(proxy) ? grpcListeners(proxy, push, names, ctx.opts) : sidecarListeners(proxy, push, ctx.opts), (l) => l.name);
+      const listeners = isGrpc(proxy) ? grpcListeners(proxy, push, names, ctx.opts) : isRouter(proxy) ? gatewayListeners(proxy, push, ctx.opts) : sidecarListeners(proxy, push, ctx.opts);
+      return resources(ListenerSchema, listeners, (l) => l.name);
     }),
 };

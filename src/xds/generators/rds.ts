@@ -6,6 +6,7 @@ import { TypeUrl } from '../../envoy/types.js';
 import { generatorOf, isGrpc, resources, type XdsType } from './context.js';
 import { grpcRoutes } from './grpc.js';
 import { sidecarRoutes } from './sidecar.js';
+import { gatewayRoutes, isRouter } from './gateway.js';
 
 export const rds: XdsType = {
   typeUrl: TypeUrl.RouteConfiguration,
@@ -14,7 +15,7 @@ export const rds: XdsType = {
     generatorOf(ctx, (proxy, push, names) =>
       resources(
         RouteConfigurationSchema,
-        isGrpc(proxy) ? grpcRoutes(proxy, push, names) : sidecarRoutes(proxy, push, names, ctx.opts.outboundSniffing, ctx.opts.cache, ctx.opts.defaultRequestTimeout),
+        isGrpc(proxy) ? grpcRoutes(proxy, push, names) : isRouter(proxy) ? gatewayRoutes(proxy, push, names, ctx.opts) : sidecarRoutes(proxy, push, names, ctx.opts.outboundSniffing, ctx.opts.cache, ctx.opts.defaultRequestTimeout),
         (r) => r.name,
       ),
     ),

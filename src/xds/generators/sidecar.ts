@@ -213,7 +213,7 @@ export function sidecarRoutes(proxy: Proxy, push: PushContext, names?: ReadonlyS
 }
 
 /** Route hash policies of the clusters whose DestinationRule balances by consistent hash. */
-function hashPolicies(proxy: Proxy, push: PushContext): Record<string, HashPolicyInit[]> {
+export function hashPolicies(proxy: Proxy, push: PushContext): Record<string, HashPolicyInit[]> {
   const out: Record<string, HashPolicyInit[]> = {};
   for (const s of push.sidecarScope(proxy).services) {
     const rule = ruleTraffic(push.traffic.destinationRule(proxy, s.hostname, s.namespace));

@@ -1,0 +1,86 @@
+// Router proxies (node id `router~...`): the Gateways that select them merged per port, and their
+// listeners and route configurations. Clusters and endpoints are a sidecar's outbound ones (a
+// gateway reaches services the way a sidecar does), so cds.ts and eds.ts serve both roles.
+import type { Listener } from '../../gen/envoy/config/listener/v3/listener_pb.js';
+import type { RouteConfiguration } from '../../gen/envoy/config/route/v3/route_pb.js';
+import type { HttpFilter } from '../../gen/envoy/extensions/filters/network/http_connection_manager/v3/http_connection_manager_pb.js';
+import { gatewaysForProxy, mergeGateways, type MergedGateway } from '../../model/gateway.js';
+import type { Proxy } from '../../model/proxy.js';
+import type { PushContext } from '../../model/push-context.js';
+import type { PathNormalization } from '../../networking/common.js';
+import { buildGatewayListeners } from '../../networking/gateway.js';
+import { buildGatewayRouteConfig, emptyGatewayRouteConfig } from '../../networking/gateway-route.js';
+import { memo } from '../cache.js';
+import { hashPolicies } from './sidecar.js';
+
+export interface GatewayOptions {
+  /** PILOT_SCOPE_GATEWAY_TO_NAMESPACE: a gateway proxy is selected only by Gateways of its namespace. */
+  readonly scopeGatewayToNamespace?: boolean;
+  /** The security filters of HTTP connection managers (jwt_authn, rbac), as for a sidecar's inbound side. */
+  readonly inboundHttpFilters?: (proxy: Proxy, push: PushContext) => readonly HttpFilter[];
+  readonly pathNormalization?: PathNormalization;
+  /** MESH_DEFAULT_REQUEST_TIMEOUT, seconds. */
+  readonly defaultRequestTimeout?: number;
+  /** A server dropped while merging (counted in pilot_total_rejected_configs{kind="Gateway"}). */
+  readonly onGatewayRejected?: (message: string) => void;
+  /** Other problems of the gateway's config (a server no VirtualService routes, a repeated SNI host). */
+  readonly onProblem?: (message: string) => void;
+}
+
+export function isRouter(proxy: Proxy): boolean {
+  return proxy.type === 'router';
+}
+
+/**
+ * The proxy's merged gateway, once per snapshot for proxies with the same namespace, labels and
+ * service ports. A gateway service's port is listened on as its target port, as in the Go mesh.
+ */
+export function mergedGatewayFor(proxy: Proxy, push: PushContext, opts: GatewayOptions): MergedGateway {
+  const instances = push.proxyInstances(proxy);
+  const targets = new Map(instances.map((i) => [i.servicePort.port, i.endpointPort]));
+  const key = `gateway:${proxy.namespace}:${JSON.stringify(Object.entries(proxy.labels).sort())}:${JSON.stringify([...targets].sort())}:${opts.scopeGatewayToNamespace ?? false}`;
+  return memo(push, key, () => {
+    const merged = mergeGateways(gatewaysForProxy(push.gateways.gateways, proxy, opts.scopeGatewayToNamespace ?? false), (p) => targets.get(p) ?? p);
+    merged.rejected.forEach((m) => opts.onGatewayRejected?.(m));
+    return merged;
+  });
+}
+
+function servicePorts(proxy: Proxy, push: PushContext): Record<string, number[]> {
+  return Object.fromEntries(push.sidecarScope(proxy).services.map((s) => [s.hostname, s.ports.map((p) => p.port)]));
+}
+
+export function gatewayListeners(proxy: Proxy, push: PushContext, opts: GatewayOptions = {}): Listener[] {
+  const merged = mergedGatewayFor(proxy, push, opts);
+  return buildGatewayListeners(merged, {
+    domain: push.domain,
+    virtualServicesFor: (gw) => push.gateways.virtualServicesFor(gw, proxy.namespace),
+    servicePorts: servicePorts(proxy, push),
+    httpFilters: opts.inboundHttpFilters?.(proxy, push) ?? [],
+    ...(opts.pathNormalization ? { pathNormalization: opts.pathNormalization } : {}),
+    ...(opts.onProblem ? { onProblem: opts.onProblem } : {}),
+  });
+}
+
+/**
+ * The gateway route configurations `names` (all of the merged gateway's without names). A name no
+ * server has any more is answered with an empty configuration, as the Go mesh does, so that the
+ * proxy's listener does not wait for it.
+ */
+export function gatewayRoutes(proxy: Proxy, push: PushContext, names: ReadonlySet<string> | undefined, opts: GatewayOptions = {}): RouteConfiguration[] {
+  const merged = mergedGatewayFor(proxy, push, opts);
+  const routeOpts = {
+    domain: push.domain,
+    proxyNamespace: proxy.namespace,
+    proxyLabels: proxy.labels,
+    virtualServicesFor: (gw: string) => push.gateways.virtualServicesFor(gw, proxy.namespace),
+    servicePorts: servicePorts(proxy, push),
+    hashPolicies: hashPolicies(proxy, push),
+    defaultTimeout: opts.defaultRequestTimeout ?? 0,
+  };
+  const wanted = names ? [...names] : [...merged.byRouteName.keys()];
+  return wanted.sort().map((n) => {
+    const servers = merged.byRouteName.get(n);
+    return servers ? buildGatewayRouteConfig(n, servers, routeOpts) : emptyGatewayRouteConfig(n);
+  });
+}
