@@ -37,6 +37,7 @@ const targets = [
   'envoy-api/envoy/config/endpoint/v3',
   'envoy-api/envoy/config/rbac/v3',
   'envoy-api/envoy/extensions/transport_sockets/tls/v3',
+  // Plaintext transport sockets (the Go mesh's tlsMode-disabled match), so config_dump can print them.
   'envoy-api/envoy/extensions/transport_sockets/raw_buffer/v3',
   'envoy-api/envoy/extensions/filters/common/fault/v3',
   'envoy-api/envoy/extensions/filters/http/cors/v3',

@@ -285,6 +285,7 @@ function compileRequireTls(vh: VirtualHost): CompiledVhost['tlsRedirect'] {
     action: { kind: 'redirect', redirect: { status: 301, location: (req) => `https://${req.authority}${req.path}` } },
     requestHeaders: [NO_MUTATION],
     responseHeaders: [NO_MUTATION],
+    perFilter: new Map(),
   };
   return (req) => {
     if (req.header('x-forwarded-proto') === 'https') return undefined;

@@ -10,6 +10,7 @@ import { Agent, request } from 'node:https';
 import { connect as tlsConnect, type TLSSocket } from 'node:tls';
 import { Cluster_DiscoveryType, ClusterSchema } from '../../src/gen/envoy/config/cluster/v3/cluster_pb.js';
 import { pack, TypeUrl, unpack } from '../../src/envoy/types.js';
+import { RawBufferSchema } from '../../src/gen/envoy/extensions/transport_sockets/raw_buffer/v3/raw_buffer_pb.js';
 import { HttpProtocolOptionsSchema } from '../../src/gen/envoy/extensions/upstreams/http/v3/http_protocol_options_pb.js';
 import { connect as netConnect, createServer as createNetServer } from 'node:net';
 import { freePort } from '../../samples/local-mesh.js';
@@ -32,7 +33,10 @@ function meshCluster(name: string, port: number, serverSan: string) {
         clusterName: name,
         endpoints: [{ lbEndpoints: [{ metadata: tlsModeMetadata('mesh'), hostIdentifier: { case: 'endpoint', value: { address: { address: { case: 'socketAddress', value: { address: '127.0.0.1', portSpecifier: { case: 'portValue', value: port } } } } } } }] }],
       },
-      transportSocketMatches: [{ name: 'tlsMode-mesh', match: { tlsMode: 'mesh' }, transportSocket: upstreamTls(meshTls([serverSan]), SNI) }],
+      transportSocketMatches: [
+        { name: 'tlsMode-mesh', match: { tlsMode: 'mesh' }, transportSocket: upstreamTls(meshTls([serverSan]), SNI) },
+        { name: 'tlsMode-disabled', match: {}, transportSocket: { name: 'envoy.transport_sockets.raw_buffer', configType: { case: 'typedConfig', value: pack(RawBufferSchema, {}) } } },
+      ],
     }),
   };
 }
@@ -94,6 +98,9 @@ test('sidecar to sidecar over mTLS: transport_socket_matches, server SAN check, 
   assert.equal(wrong.status, 503);
   assert.ok((await stat(misnamed.admin, 'cluster.outbound|8080||server.ssl.fail_verify_san')) >= 1);
   assert.ok((await stat(allowed.admin, 'cluster.outbound|8080||server.ssl.handshake')) >= 1);
+  const dump = await fetch(`${allowed.admin}/config_dump`);
+  assert.equal(dump.status, 200, 'config_dump prints the raw_buffer transport socket');
+  assert.match(await dump.text(), /envoy\.extensions\.transport_sockets\.raw_buffer\.v3\.RawBuffer/);
   assert.ok((await stat(server.admin, `listener.127.0.0.1_${server.port}.ssl.handshake`)) >= 2, 'both callers completed a handshake with the server sidecar');
 });
 

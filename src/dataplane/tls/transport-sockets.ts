@@ -5,6 +5,7 @@
 import type { JsonObject, JsonValue } from '@bufbuild/protobuf';
 import type { Cluster } from '../../gen/envoy/config/cluster/v3/cluster_pb.js';
 import type { TransportSocket } from '../../gen/envoy/config/core/v3/base_pb.js';
+import { RawBufferSchema } from '../../gen/envoy/extensions/transport_sockets/raw_buffer/v3/raw_buffer_pb.js';
 import { DownstreamTlsContextSchema, UpstreamTlsContextSchema } from '../../gen/envoy/extensions/transport_sockets/tls/v3/tls_pb.js';
 import { ConfigError } from '../../envoy/config-error.js';
 import { typeNameOf } from '../../envoy/types.js';
@@ -14,7 +15,7 @@ import { DownstreamTls, sslStats } from './downstream.js';
 import { SecretManager } from './secrets.js';
 import { UpstreamTls } from './upstream.js';
 
-const RAW_BUFFER = 'envoy.extensions.transport_sockets.raw_buffer.v3.RawBuffer';
+const RAW_BUFFER = RawBufferSchema.typeName;
 /**
  * What the node announces in node.extensions, as Envoy lists its compiled extensions there: the
  * discovery server sends TLS transport sockets only to proxies that have them.
