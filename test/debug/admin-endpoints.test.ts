@@ -17,9 +17,9 @@ async function withDiscovery(env: Record<string, string>, body: (http: string, a
   const d = new Running(start('pilot-discovery', discoveryArgs(dir), { env }));
   let ads: AdsClient | undefined;
   try {
-    const grpc = (await d.waitFor(/gRPC xDS server listening on (\S+)/))[1]!;
-    const http = (await d.waitFor(/http server listening on (\S+)/))[1]!;
-    await d.waitFor(/discovery server ready/);
+    const grpc = (await d.waitFor(/gRPC xDS server listening on (\S+)/, 30_000))[1]!;
+    const http = (await d.waitFor(/http server listening on (\S+)/, 30_000))[1]!;
+    await d.waitFor(/discovery server ready/, 30_000);
     ads = new AdsClient({ address: grpc, node: { id: PROXY_ID, metadata: { NAMESPACE: 'default', LABELS: { app: 'httpbin' }, INTERCEPTION_MODE: 'NONE' } }, onUpdate: () => undefined, initialBackoffMs: 50 });
     ads.start();
     await body(http, ads);
@@ -40,7 +40,7 @@ test('ENABLE_ADMIN_ENDPOINTS=true: /debug/force_disconnect ends the proxy\'s str
       const ids = await connectionIds(http);
       assert.equal(ids.length, 1, 'the proxy is connected');
       return ids;
-    });
+    }, 15_000);
     const listed = (await (await fetch(`http://${http}/debug`)).json()) as unknown;
     assert.match(JSON.stringify(listed), /\/debug\/force_disconnect/);
     const disconnected = new Promise<string>((resolve) => ads.once('disconnected', (why) => resolve(why)));
@@ -52,7 +52,7 @@ test('ENABLE_ADMIN_ENDPOINTS=true: /debug/force_disconnect ends the proxy\'s str
       const ids = await connectionIds(http);
       assert.equal(ids.length, 1, 'the proxy reconnected');
       assert.notEqual(ids[0], first, 'on a new stream');
-    });
+    }, 15_000);
     const unknown = await fetch(`http://${http}/debug/force_disconnect?proxyID=nobody`);
     assert.equal(unknown.status, 400);
     assert.match(((await unknown.json()) as { error: string }).error, /proxy "nobody" is not connected/);
@@ -65,7 +65,7 @@ test('ENABLE_ADMIN_ENDPOINTS unset (the default, off): /debug/force_disconnect i
       const ids = await connectionIds(http);
       assert.equal(ids.length, 1, 'the proxy is connected');
       return ids;
-    });
+    }, 15_000);
     const res = await fetch(`http://${http}/debug/force_disconnect?proxyID=${encodeURIComponent(PROXY_ID)}`);
     assert.equal(res.status, 404);
     const listed = (await (await fetch(`http://${http}/debug`)).json()) as unknown;
