@@ -222,7 +222,6 @@ export function parseExtensionProviders(value: unknown, field = 'extensionProvid
       authorizers.set(name, p);
       // mesh-proxy neither buffers the body for the authorizer nor adds headers to a successful response yet.
       if (p.includeRequestBodyInCheck) notEffective.push(`${name}: includeRequestBodyInCheck (the authorizer gets no body)`);
-      if (p.kind === 'envoyExtAuthzHttp' && p.headersToDownstreamOnAllow.length) notEffective.push(`${name}: headersToDownstreamOnAllow`);
     } else if (OTHER_KINDS.includes(kind)) {
       notEffective.push(`${name} (${kind})`);
     } else {

@@ -18,7 +18,7 @@ import { buildWorkloadSecurity, securityHttpFilters } from '../../src/security/f
 import { FAIL_CLOSED_JWKS } from '../../src/envoy/jwks.js';
 import { StaticClusterManager } from './static-cluster-manager.js';
 import { close, get, listen } from '../helpers/http.js';
-import { startGrpcAuthorizer, startHttpAuthorizer, type Authorizer, type HttpCheck } from '../helpers/ext-authz.js';
+import { startGrpcAuthorizer, startHttpAuthorizer, type Authorizer, type HttpCheck } from '../../samples/apps/ext-authz.js';
 import { authz } from '../security/fixtures.js';
 import type { CheckRequest } from '../../src/gen/envoy/service/auth/v3/external_auth_pb.js';
 
@@ -39,6 +39,7 @@ const PROVIDERS = parseExtensionProviders([
       includeAdditionalHeadersInCheck: { 'x-added-by-proxy': 'yes' },
       headersToUpstreamOnAllow: ['x-ext-authz-check-*'],
       headersToDownstreamOnDeny: ['x-ext-authz-check-result'],
+      headersToDownstreamOnAllow: ['x-ext-authz-to-client'],
     },
   },
   { name: 'grpc-authz', envoyExtAuthzGrpc: { service: 'ext-authz-grpc.foo.svc.cluster.local', port: 9000, timeout: '1s' } },
@@ -139,6 +140,9 @@ describe('ext_authz with an HTTP authorizer', () => {
     assert.equal(appSaw.length, 1);
     assert.equal(appSaw[0]!['x-ext-authz-check-result'], 'allowed', "the authorizer's value replaces the client's");
     assert.equal(appSaw[0]!['x-not-for-upstream'], undefined);
+    assert.equal(appSaw[0]!['x-ext-authz-to-client'], undefined, 'headersToDownstreamOnAllow are for the client only');
+    assert.equal(r.headers['x-ext-authz-to-client'], 'allowed', 'headersToDownstreamOnAllow reach the client');
+    assert.equal(r.headers['x-ext-authz-check-result'], undefined, 'the upstream-only header does not');
   });
 
   it("denied: the authorizer's status, body and headersToDownstreamOnDeny reach the client; the app is not called", async () => {
@@ -206,6 +210,8 @@ describe('ext_authz with a gRPC authorizer (envoy.service.auth.v3.Authorization)
     assert.equal(r.status, 200);
     assert.equal(appSaw[0]!['x-ext-authz-check-result'], 'allowed');
     assert.equal(appSaw[0]!['x-remove-me'], undefined, 'headers_to_remove');
+    assert.equal(r.headers['x-ext-authz-to-client'], 'allowed', 'response_headers_to_add reach the client');
+    assert.equal(appSaw[0]!['x-ext-authz-to-client'], undefined, 'and not the app');
     const attrs = grpcAuthz.checks[0]!.attributes!;
     const http = attrs.request!.http!;
     assert.equal(http.method, 'GET');

@@ -1,8 +1,10 @@
 // CUSTOM authorization end to end: pilot-discovery reads the providers from its mesh config and
 // translates a CUSTOM AuthorizationPolicy; pilot-agent's mesh-proxy, in front of the httpbin app,
-// asks real external authorizers (HTTP, and gRPC envoy.service.auth.v3.Authorization) on loopback,
-// reached through the clusters of their ServiceEntries. Switching the policy's provider, or naming
+// asks real external authorizers (HTTP, and gRPC envoy.service.auth.v3.Authorization) running in a
+// process of their own (samples/apps/ext-authz.ts), reached through the clusters of their
+// ServiceEntries. Switching the policy's provider, or naming
 // one that does not exist, applies without a restart.
+import { spawn, type ChildProcess } from 'node:child_process';
 import { after, before, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
@@ -10,15 +12,27 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { freePort, freePorts, startLocalMesh, type LocalMesh } from '../../samples/local-mesh.js';
 import { rawGet } from '../helpers/http.js';
-import { eventually, withProgramOutput } from '../helpers/proc.js';
-import { startGrpcAuthorizer, startHttpAuthorizer, type Authorizer, type HttpCheck } from '../helpers/ext-authz.js';
-import type { CheckRequest } from '../../src/gen/envoy/service/auth/v3/external_auth_pb.js';
+import { eventually, REPO_ROOT, withProgramOutput } from '../helpers/proc.js';
 
 let mesh: LocalMesh;
 let state: string;
-let httpAuthz: Authorizer<HttpCheck>;
-let grpcAuthz: Authorizer<CheckRequest>;
+let authorizer: ChildProcess | undefined;
+let authorizerOutput = '';
 let services = '';
+
+/** The checks the authorizer process logged, `check <http|grpc> <method> <path>`. */
+const checks = (kind: 'http' | 'grpc') => authorizerOutput.split('\n').filter((l) => l.startsWith(`check ${kind} `));
+
+/** The sample authorizers in a process of their own, as an operator runs one; their ports. */
+async function startAuthorizerProcess(): Promise<{ http: number; grpc: number }> {
+  authorizer = spawn(process.execPath, [join(REPO_ROOT, 'dist/samples/apps/ext-authz.js'), '0', '0'], { stdio: ['ignore', 'pipe', 'inherit'] });
+  authorizer.stdout!.setEncoding('utf8').on('data', (d: string) => (authorizerOutput += d));
+  return eventually(() => {
+    const m = /ext-authz http=(\d+) grpc=(\d+)/.exec(authorizerOutput);
+    assert.ok(m, 'the authorizer process announces its ports');
+    return { http: Number(m[1]), grpc: Number(m[2]) };
+  }, 30_000);
+}
 
 const inbound = (path: string, headers?: Record<string, string>) => rawGet(mesh.ports.inbound, path, headers);
 
@@ -52,9 +66,9 @@ function apply(provider: string): void {
 
 before(async () => {
   state = mkdtempSync(join(tmpdir(), 'mesh-extauthz-'));
-  [httpAuthz, grpcAuthz] = await Promise.all([startHttpAuthorizer(), startGrpcAuthorizer()]);
+  const authz = await startAuthorizerProcess();
   const [httpPort, grpcPort] = [await freePort(), await freePort()];
-  services = `${authorizerService('ext-authz', httpPort, httpAuthz.port, 'HTTP')}---\n${authorizerService('ext-authz-grpc', grpcPort, grpcAuthz.port, 'GRPC')}`;
+  services = `${authorizerService('ext-authz', httpPort, authz.http, 'HTTP')}---\n${authorizerService('ext-authz-grpc', grpcPort, authz.grpc, 'GRPC')}`;
   const meshConfig = `extensionProviders:
 - name: http-authz
   envoyExtAuthzHttp:
@@ -64,6 +78,7 @@ before(async () => {
     includeRequestHeadersInCheck: [x-ext-authz]
     headersToUpstreamOnAllow: [x-ext-authz-check-result]
     headersToDownstreamOnDeny: [x-ext-authz-check-result]
+    headersToDownstreamOnAllow: [x-ext-authz-to-client]
 - name: grpc-authz
   envoyExtAuthzGrpc: {service: ext-authz-grpc.default.svc.cluster.local, port: ${grpcPort}, timeout: 2s}
 `;
@@ -72,7 +87,7 @@ before(async () => {
 
 after(async () => {
   await mesh?.stop();
-  await Promise.all([httpAuthz?.close(), grpcAuthz?.close()]);
+  authorizer?.kill();
   rmSync(state, { recursive: true, force: true });
 });
 
@@ -88,18 +103,21 @@ test('an HTTP authorizer decides the requests a CUSTOM rule matches; its headers
     const allowed = await inbound('/anything/protected/2', { 'x-ext-authz': 'allow' });
     assert.equal(allowed.status, 200, allowed.body);
     assert.equal((JSON.parse(allowed.body) as { headers: Record<string, string> }).headers['X-Ext-Authz-Check-Result'], 'allowed', 'headersToUpstreamOnAllow reach the app');
-    const before = httpAuthz.checks.length;
+    assert.equal(allowed.headers['x-ext-authz-to-client'], 'allowed', 'headersToDownstreamOnAllow reach the client');
+    assert.equal(allowed.headers['x-ext-authz-check-result'], undefined, 'headers not listed for the client do not');
+    const before = checks('http').length;
     assert.equal((await inbound('/anything/public', { 'x-ext-authz': 'deny' })).status, 200, 'no CUSTOM rule matches');
-    assert.equal(httpAuthz.checks.length, before, 'the authorizer is not asked');
+    assert.equal(checks('http').length, before, 'the authorizer is not asked');
   }));
 
 test('a gRPC authorizer (Authorization/Check): the policy switched to it applies without a restart', { timeout: 120_000 }, () =>
   withOutput(async () => {
     apply('grpc-authz');
     await eventually(async () => assert.equal((await inbound('/anything/protected/g', { 'x-ext-authz': 'deny' })).body, 'denied by grpc ext_authz for /anything/protected/g'), 60_000);
-    assert.equal((await inbound('/anything/protected/g', { 'x-ext-authz': 'allow' })).status, 200);
-    const last = grpcAuthz.checks.at(-1)!;
-    assert.equal(last.attributes?.request?.http?.path, '/anything/protected/g');
+    const allowed = await inbound('/anything/protected/g', { 'x-ext-authz': 'allow' });
+    assert.equal(allowed.status, 200);
+    assert.equal(allowed.headers['x-ext-authz-to-client'], 'allowed', "the OK answer's response_headers_to_add reach the client");
+    await eventually(() => assert.equal(checks('grpc').at(-1), 'check grpc GET /anything/protected/g'));
   }));
 
 test('a provider the mesh config does not define fails closed: what the CUSTOM rule matches is denied', { timeout: 120_000 }, () =>

@@ -3,18 +3,28 @@
 import type { ListStringMatcher } from '../../gen/envoy/type/matcher/v3/string_pb.js';
 import { compileStringMatcher, type Predicate } from '../../envoy/matchers.js';
 import type { StreamRequest } from '../../envoy/request.js';
+import type { ResponseHeaderMap } from '../../envoy/filter.js';
 import type { ClusterManager } from '../clusters.js';
 
+type Pairs = readonly (readonly [string, string])[];
+
+/** Header edits: replace, append, or add only when there is no such header. */
+export interface HeaderMutations {
+  readonly set: Pairs;
+  readonly append: Pairs;
+  readonly addIfAbsent: Pairs;
+}
+
+export const NO_MUTATIONS: HeaderMutations = { set: [], append: [], addIfAbsent: [] };
+
 export type CheckResult =
-  | {
+  | (HeaderMutations & {
       readonly kind: 'ok';
-      /** Replace these request headers before the request goes on. */
-      readonly set: readonly (readonly [string, string])[];
-      readonly append: readonly (readonly [string, string])[];
-      /** Added only when the request has no such header. */
-      readonly addIfAbsent: readonly (readonly [string, string])[];
+      /** Request headers removed before the request goes on (the mutations above edit the request). */
       readonly remove: readonly string[];
-    }
+      /** Edits of the client's response (allowed_client_headers_on_success, OkHttpResponse.response_headers_to_add). */
+      readonly response: HeaderMutations;
+    })
   | { readonly kind: 'denied'; readonly status: number; readonly body: string; readonly headers: Readonly<Record<string, string[]>> }
   | { readonly kind: 'error'; readonly reason: string };
 
@@ -60,4 +70,17 @@ export function applyOk(req: StreamRequest, ok: Extract<CheckResult, { kind: 'ok
   for (const [k, v] of ok.set) req.headers.set(k, v);
   for (const [k, v] of ok.append) req.headers.add(k, v);
   for (const [k, v] of ok.addIfAbsent) if (!req.headers.has(k)) req.headers.add(k, v);
+}
+
+/** The encoder side of an OK answer: its edits of the client's response, if it has any. */
+export function responseEdits(m: HeaderMutations): ((headers: ResponseHeaderMap) => void) | undefined {
+  if (m.set.length + m.append.length + m.addIfAbsent.length === 0) return undefined;
+  return (headers) => {
+    for (const [k, v] of m.set) headers[k] = v;
+    for (const [k, v] of m.append) {
+      const had = headers[k];
+      headers[k] = had === undefined ? v : [...(Array.isArray(had) ? had : [had]), v];
+    }
+    for (const [k, v] of m.addIfAbsent) if (headers[k] === undefined) headers[k] = v;
+  };
 }

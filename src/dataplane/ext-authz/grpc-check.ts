@@ -65,10 +65,10 @@ function resultOf(res: CheckResponse): CheckResult {
   const code = res.status?.code ?? 0;
   if (code === 0) {
     const ok = res.httpResponse.case === 'okResponse' ? res.httpResponse.value : undefined;
-    if (ok && (ok.responseHeadersToAdd.length || ok.queryParametersToSet.length || ok.queryParametersToRemove.length)) {
-      log.debug('authorizer OK: response_headers_to_add and query parameter mutations are not applied yet');
+    if (ok && (ok.queryParametersToSet.length || ok.queryParametersToRemove.length)) {
+      log.debug('authorizer OK: query parameter mutations are not applied yet');
     }
-    return { kind: 'ok', ...mutations(ok?.headers ?? []), remove: (ok?.headersToRemove ?? []).map((h) => h.toLowerCase()) };
+    return { kind: 'ok', ...mutations(ok?.headers ?? []), remove: (ok?.headersToRemove ?? []).map((h) => h.toLowerCase()), response: mutations(ok?.responseHeadersToAdd ?? []) };
   }
   const denied = res.httpResponse.case === 'deniedResponse' ? res.httpResponse.value : undefined;
   const headers: Record<string, string[]> = Object.create(null) as Record<string, string[]>;

@@ -5,7 +5,7 @@
 import type { HttpService } from '../../gen/envoy/extensions/filters/http/ext_authz/v3/ext_authz_pb.js';
 import { ConfigError } from '../../envoy/config-error.js';
 import type { StreamRequest } from '../../envoy/request.js';
-import { checkedHeaders, headerNames, type CheckOptions, type CheckResult, type Checker } from './check.js';
+import { checkedHeaders, headerNames, NO_MUTATIONS, type CheckOptions, type CheckResult, type Checker } from './check.js';
 
 /** Always sent to an HTTP authorizer, whatever allowed_headers says. */
 const ALWAYS_SENT = new Set(['host', 'content-length', 'authorization']);
@@ -27,6 +27,7 @@ export function httpChecker(o: CheckOptions<HttpService>, field: string): Checke
   const clientSet = r?.allowedClientHeaders && r.allowedClientHeaders.patterns.length > 0;
   const clientMatch = headerNames(r?.allowedClientHeaders, `${field}.authorization_response.allowed_client_headers`, true);
   const client = (name: string) => (clientSet ? CLIENT_ALWAYS.includes(name) || clientMatch(name) : true);
+  const clientOnSuccess = headerNames(r?.allowedClientHeadersOnSuccess, `${field}.authorization_response.allowed_client_headers_on_success`, false);
   const sent = (name: string) => (ALWAYS_SENT.has(name) || o.allowed(name)) && !o.disallowed(name);
 
   return {
@@ -60,6 +61,8 @@ export function httpChecker(o: CheckOptions<HttpService>, field: string): Checke
           append: answer.filter(([k]) => !HOP_BY_HOP.has(k) && upstreamAppend(k)),
           addIfAbsent: [],
           remove: [],
+          // Envoy adds these to the response the client gets (they never reach the upstream).
+          response: { ...NO_MUTATIONS, append: answer.filter(([k]) => !HOP_BY_HOP.has(k) && clientOnSuccess(k)) },
         };
       }
       const out: Record<string, string[]> = Object.create(null) as Record<string, string[]>;

@@ -1,6 +1,7 @@
 // The ext_authz HTTP filter: asks an external authorizer (HTTP or gRPC service) whether a request
 // may go on. Runs only when filter_enabled_metadata matches (the mesh gates it on the CUSTOM rbac
-// filter's shadow result). Authorizer allowed: its header mutations apply and the chain goes on;
+// filter's shadow result). Authorizer allowed: its header mutations apply (to the request, and to
+// the client's response where it says so) and the chain goes on;
 // denied: its status, body and headers are the reply; unreachable, timed out or a 5xx: with
 // failure_mode_allow the request goes on (x-envoy-auth-failure-mode-allowed when asked), else the
 // reply is status_on_error (403 by default). Counters as Envoy's, `http.<prefix>.ext_authz.*`.
@@ -11,7 +12,7 @@ import { ConfigError, unappliedFields } from '../../envoy/config-error.js';
 import { compileMetadataMatcher } from '../../envoy/matchers.js';
 import type { FilterOutcome } from '../../envoy/filter.js';
 import type { StreamRequest } from '../../envoy/request.js';
-import { applyOk, headerNames, type Checker } from '../ext-authz/check.js';
+import { applyOk, headerNames, responseEdits, type Checker } from '../ext-authz/check.js';
 import { httpChecker } from '../ext-authz/http-check.js';
 import { grpcChecker } from '../ext-authz/grpc-check.js';
 import { registerHttpFilter } from './registry.js';
@@ -48,8 +49,6 @@ registerHttpFilter({
   compile(config, name, ctx) {
     if (!ctx.clusters) throw new ConfigError('', 'ext_authz needs the cluster manager');
     const unapplied = unappliedFields(ExtAuthzSchema, config, UNAPPLIED);
-    // Headers added to the client's response on success would need a response-side filter hook.
-    if (config.services.case === 'httpService' && config.services.value.authorizationResponse?.allowedClientHeadersOnSuccess) unapplied.push('http_service.authorization_response.allowed_client_headers_on_success');
     if (unapplied.length) log.warn(`${name}: accepted but not applied yet: ${unapplied.join(', ')}`);
     const enabled = config.filterEnabledMetadata ? compileMetadataMatcher(config.filterEnabledMetadata, 'filter_enabled_metadata') : () => true;
     const disallowed = headerNames(config.disallowedHeaders, 'disallowed_headers', false);
@@ -96,7 +95,8 @@ registerHttpFilter({
           }
           stats.ok++;
           applyOk(req, r);
-          return { kind: 'continue' };
+          const encodeHeaders = responseEdits(r.response);
+          return encodeHeaders ? { kind: 'continue', encodeHeaders } : { kind: 'continue' };
         },
       },
       stats: { name, ext_authz: stats },
