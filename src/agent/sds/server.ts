@@ -22,6 +22,7 @@ import {
 import { SecretDiscoveryService } from '../../gen/envoy/service/secret/v3/sds_pb.js';
 import { grpcServiceDefinition } from '../../envoy/grpc-service.js';
 import { pack, TypeUrl } from '../../envoy/types.js';
+import type { FederatedBundles } from './federated-bundles.js';
 import { ROOT_SECRET, WORKLOAD_SECRET, type SecretManager, type WorkloadSecret } from './secret-manager.js';
 
 const log = scope('sds');
@@ -31,13 +32,16 @@ export const SDS_SOCKET_PATH = './var/run/secrets/workload-spiffe-uds/socket';
 
 type SecretInit = MessageInitShape<typeof SecretSchema>;
 
-/** The Secret resource of `name` for the current workload secret; undefined for a name we do not serve. */
-export function secretResource(name: string, s: WorkloadSecret): SecretInit | undefined {
+/**
+ * The Secret resource of `name` for the current workload secret; undefined for a name we do not
+ * serve. `federatedPem`: roots of other trust domains (SPIFFE_BUNDLE_ENDPOINTS), trusted beside ours.
+ */
+export function secretResource(name: string, s: WorkloadSecret, federatedPem = ''): SecretInit | undefined {
   const bytes = (text: string) => ({ specifier: { case: 'inlineBytes' as const, value: Buffer.from(text) } });
   if (name === WORKLOAD_SECRET) {
     return { name, type: { case: 'tlsCertificate', value: { certificateChain: bytes(s.chainPem), privateKey: bytes(s.keyPem) } } };
   }
-  if (name === ROOT_SECRET) return { name, type: { case: 'validationContext', value: { trustedCa: bytes(s.rootPem) } } };
+  if (name === ROOT_SECRET) return { name, type: { case: 'validationContext', value: { trustedCa: bytes(s.rootPem + federatedPem) } } };
   return undefined;
 }
 
@@ -66,6 +70,7 @@ export class SdsServer {
   constructor(
     private readonly secrets: SecretManager,
     readonly socketPath: string,
+    private readonly federated?: FederatedBundles,
   ) {
     this.grpc.addService(grpcServiceDefinition(SecretDiscoveryService), {
       streamSecrets: (call: ServerDuplexStream<DiscoveryRequest, DiscoveryResponse>) => this.serveSotw(call),
@@ -75,6 +80,9 @@ export class SdsServer {
     secrets.on('update', () => {
       for (const s of this.streams) s.push();
       this.countStale();
+    });
+    federated?.on('update', () => {
+      for (const s of this.streams) s.push();
     });
   }
 
@@ -99,7 +107,7 @@ export class SdsServer {
   private resources(names: Iterable<string>): SecretInit[] {
     const s = this.secrets.secret;
     if (!s) return [];
-    return [...names].map((n) => secretResource(n, s)).filter((r): r is SecretInit => r !== undefined);
+    return [...names].map((n) => secretResource(n, s, this.federated?.pem)).filter((r): r is SecretInit => r !== undefined);
   }
 
   private currentDefault(): string | undefined {
