@@ -173,6 +173,7 @@ export const WIRED_SETTINGS: ReadonlySet<SettingName> = new Set<SettingName>([
   'PROV_CERT',
   'SECRET_GRACE_PERIOD_RATIO',
   'SECRET_TTL',
+  'SPIFFE_BUNDLE_ENDPOINTS', // agent/sds/federated-bundles.ts; pilot-discovery warns it does not use it
   'XDS_AUTH_PROVIDER',
   // security/ca/setup.ts
   'AUTHORITY_ENABLE_JITTER_FOR_ROOT_CERT_ROTATOR',

@@ -111,11 +111,13 @@ const METRICS = [
   { name: 'sidecar_injection_skip_total', type: 'Sum', scope: 'D', help: 'skipped injection requests', labels: ['type'] },
   { name: 'sidecar_injection_success_total', type: 'Sum', scope: 'D', help: 'successful injection requests' },
   { name: 'startup_duration_seconds', type: 'LastValue', scope: 'D+A', help: 'seconds from process start to ready' },
-  { name: 'total_active_connections', type: 'Sum', scope: 'A', help: 'active SDS connections' },
+  // The spec types these two Sum, but they go down as streams end or catch up (the Go mesh decrements
+  // them): exposed as gauges, see docs/identity.md.
+  { name: 'total_active_connections', type: 'LastValue', scope: 'A', help: 'active SDS connections' },
   { name: 'total_push_errors', type: 'Sum', scope: 'A', help: 'failed SDS pushes' },
   { name: 'total_pushes', type: 'Sum', scope: 'A', help: 'SDS pushes' },
   { name: 'total_secret_update_failures', type: 'Sum', scope: 'A', help: 'dynamic secret update failures reported by the proxy' },
-  { name: 'total_stale_connections', type: 'Sum', scope: 'A', help: 'stale SDS connections' },
+  { name: 'total_stale_connections', type: 'LastValue', scope: 'A', help: 'stale SDS connections' },
   { name: 'wasm_cache_entries', type: 'LastValue', scope: 'A', help: 'Wasm remote fetch cache entries' },
   { name: 'wasm_cache_lookup_count', type: 'Sum', scope: 'A', help: 'Wasm remote fetch cache lookups' },
   { name: 'wasm_config_conversion_count', type: 'Sum', scope: 'A', help: 'Wasm config conversions and results (success, no remote load, marshal failure, remote fetch failure, missing remote fetch hint)', labels: ['result'] },
@@ -157,6 +159,7 @@ export const WIRED_METRICS: ReadonlySet<MetricName> = new Set<MetricName>([
   'total_push_errors',
   'total_pushes',
   'total_secret_update_failures',
+  'total_stale_connections',
   // config/file.ts, config/orchestrator.ts, webhooks/validation.ts
   'pilot_total_rejected_configs',
   'pilot_orch_cfg_events',

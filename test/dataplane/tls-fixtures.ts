@@ -32,9 +32,10 @@ export interface MeshCa {
   issue(uri: string, dns?: readonly string[]): Promise<{ keyPem: string; chainPem: string }>;
 }
 
-export async function meshCa(): Promise<MeshCa> {
+/** A root of `trustDomain` (its subject names it: roots of different trust domains are told apart by it). */
+export async function meshCa(trustDomain = TRUST_DOMAIN): Promise<MeshCa> {
   const keys: KeyPair = await generateKeyPair({ kind: 'ECDSA', curve: 'P-256' });
-  const root = await createSelfSignedRoot(keys, TRUST_DOMAIN, 24 * 3600_000);
+  const root = await createSelfSignedRoot(keys, trustDomain, 24 * 3600_000);
   return {
     rootPem: root.toString('pem'),
     issue: async (uri, dns = []) => {

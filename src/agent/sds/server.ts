@@ -1,14 +1,15 @@
 // The agent's SDS server: Envoy's SecretDiscoveryService (State of the World, Delta and Fetch) on a
 // local Unix socket, serving the workload secret `default` (key + chain) and the trust bundle
 // `ROOTCA` as envoy.extensions.transport_sockets.tls.v3.Secret. A renewed certificate is pushed
-// on the open streams; the proxy's NACKs are counted, not retried.
+// on the open streams; the proxy's NACKs are counted, not retried. A stream is stale while the
+// certificate its proxy last accepted is not the current one (a push not yet ACKed, or NACKed).
 import { createHash } from 'node:crypto';
 import { mkdirSync, rmSync } from 'node:fs';
 import { dirname } from 'node:path';
 import { create, type MessageInitShape } from '@bufbuild/protobuf';
 import { Server, ServerCredentials, type ServerDuplexStream, type ServerUnaryCall, type sendUnaryData } from '@grpc/grpc-js';
 import { scope } from '../../common/log.js';
-import { counter } from '../../common/metrics.js';
+import { counter, gauge } from '../../common/metrics.js';
 import { SecretSchema } from '../../gen/envoy/extensions/transport_sockets/tls/v3/secret_pb.js';
 import {
   DeltaDiscoveryResponseSchema,
@@ -21,6 +22,7 @@ import {
 import { SecretDiscoveryService } from '../../gen/envoy/service/secret/v3/sds_pb.js';
 import { grpcServiceDefinition } from '../../envoy/grpc-service.js';
 import { pack, TypeUrl } from '../../envoy/types.js';
+import type { FederatedBundles } from './federated-bundles.js';
 import { ROOT_SECRET, WORKLOAD_SECRET, type SecretManager, type WorkloadSecret } from './secret-manager.js';
 
 const log = scope('sds');
@@ -30,13 +32,16 @@ export const SDS_SOCKET_PATH = './var/run/secrets/workload-spiffe-uds/socket';
 
 type SecretInit = MessageInitShape<typeof SecretSchema>;
 
-/** The Secret resource of `name` for the current workload secret; undefined for a name we do not serve. */
-export function secretResource(name: string, s: WorkloadSecret): SecretInit | undefined {
+/**
+ * The Secret resource of `name` for the current workload secret; undefined for a name we do not
+ * serve. `federatedPem`: roots of other trust domains (SPIFFE_BUNDLE_ENDPOINTS), trusted beside ours.
+ */
+export function secretResource(name: string, s: WorkloadSecret, federatedPem = ''): SecretInit | undefined {
   const bytes = (text: string) => ({ specifier: { case: 'inlineBytes' as const, value: Buffer.from(text) } });
   if (name === WORKLOAD_SECRET) {
     return { name, type: { case: 'tlsCertificate', value: { certificateChain: bytes(s.chainPem), privateKey: bytes(s.keyPem) } } };
   }
-  if (name === ROOT_SECRET) return { name, type: { case: 'validationContext', value: { trustedCa: bytes(s.rootPem) } } };
+  if (name === ROOT_SECRET) return { name, type: { case: 'validationContext', value: { trustedCa: bytes(s.rootPem + federatedPem) } } };
   return undefined;
 }
 
@@ -50,6 +55,10 @@ interface Stream {
   readonly names: Set<string>;
   /** Versions last sent per name (Delta sends only what changed). */
   readonly sent: Map<string, string>;
+  /** The `default` version in the response awaiting the proxy's ACK, by its nonce. */
+  pending?: { nonce: string; version: string | undefined };
+  /** The `default` version the proxy last ACKed. */
+  held?: string;
   push(): void;
 }
 
@@ -61,6 +70,7 @@ export class SdsServer {
   constructor(
     private readonly secrets: SecretManager,
     readonly socketPath: string,
+    private readonly federated?: FederatedBundles,
   ) {
     this.grpc.addService(grpcServiceDefinition(SecretDiscoveryService), {
       streamSecrets: (call: ServerDuplexStream<DiscoveryRequest, DiscoveryResponse>) => this.serveSotw(call),
@@ -68,6 +78,10 @@ export class SdsServer {
       fetchSecrets: (call: ServerUnaryCall<DiscoveryRequest, DiscoveryResponse>, done: sendUnaryData<DiscoveryResponse>) => done(null, this.sotwResponse(call.request.resourceNames)),
     });
     secrets.on('update', () => {
+      for (const s of this.streams) s.push();
+      this.countStale();
+    });
+    federated?.on('update', () => {
       for (const s of this.streams) s.push();
     });
   }
@@ -84,14 +98,43 @@ export class SdsServer {
 
   close(): void {
     this.grpc.forceShutdown();
+    gauge('total_active_connections').dec(this.streams.size);
     this.streams.clear();
+    this.countStale();
     rmSync(this.socketPath, { force: true });
   }
 
   private resources(names: Iterable<string>): SecretInit[] {
     const s = this.secrets.secret;
     if (!s) return [];
-    return [...names].map((n) => secretResource(n, s)).filter((r): r is SecretInit => r !== undefined);
+    return [...names].map((n) => secretResource(n, s, this.federated?.pem)).filter((r): r is SecretInit => r !== undefined);
+  }
+
+  private currentDefault(): string | undefined {
+    return this.resources([WORKLOAD_SECRET]).map(versionOf)[0];
+  }
+
+  /** Streams subscribed to `default` whose proxy holds an older certificate than the current one. */
+  private countStale(): void {
+    const current = this.currentDefault();
+    let stale = 0;
+    for (const s of this.streams) if (s.names.has(WORKLOAD_SECRET) && s.held !== undefined && s.held !== current) stale++;
+    gauge('total_stale_connections').set(stale);
+  }
+
+  /** Remembers what a response carries so that its ACK tells which certificate the proxy holds. */
+  private awaitAck(stream: Stream, nonce: string, resources: readonly SecretInit[]): void {
+    const d = resources.find((r) => r.name === WORKLOAD_SECRET);
+    // A Delta response without `default` does not change what an ACK tells about it.
+    stream.pending = { nonce, version: d ? versionOf(d) : stream.pending?.version };
+  }
+
+  /** An ACK of the pending response: its `default` is now what the proxy holds. */
+  private acked(stream: Stream, nonce: string): void {
+    if (stream.pending?.nonce !== nonce) return;
+    if (stream.pending.version !== undefined) stream.held = stream.pending.version;
+    stream.pending = undefined;
+    this.countStale();
   }
 
   private sotwResponse(names: readonly string[]): DiscoveryResponse {
@@ -117,9 +160,11 @@ export class SdsServer {
 
   private track(call: ServerDuplexStream<unknown, unknown>, stream: Stream): void {
     this.streams.add(stream);
-    counter('total_active_connections').inc();
+    gauge('total_active_connections').inc();
     const end = (): void => {
-      this.streams.delete(stream);
+      if (!this.streams.delete(stream)) return;
+      gauge('total_active_connections').dec();
+      this.countStale();
     };
     call.on('end', () => {
       end();
@@ -140,7 +185,11 @@ export class SdsServer {
     const stream: Stream = {
       names: new Set(),
       sent: new Map(),
-      push: () => this.send(call, this.sotwResponse([...stream.names])),
+      push: () => {
+        const res = this.sotwResponse([...stream.names]);
+        this.awaitAck(stream, res.nonce, this.resources(stream.names));
+        this.send(call, res);
+      },
     };
     this.track(call, stream);
     call.on('data', (req: DiscoveryRequest) => {
@@ -149,6 +198,7 @@ export class SdsServer {
         return;
       }
       if (this.nack(req.errorDetail, req.resourceNames)) return;
+      if (req.responseNonce) this.acked(stream, req.responseNonce);
       const changed = req.resourceNames.length !== stream.names.size || req.resourceNames.some((n) => !stream.names.has(n));
       stream.names.clear();
       for (const n of req.resourceNames) stream.names.add(n);
@@ -165,11 +215,13 @@ export class SdsServer {
         const fresh = this.resources(stream.names).filter((r) => stream.sent.get(r.name!) !== versionOf(r));
         if (fresh.length === 0) return;
         for (const r of fresh) stream.sent.set(r.name!, versionOf(r));
+        const nonce = String(++this.nonce);
+        this.awaitAck(stream, nonce, fresh);
         this.send(
           call,
           create(DeltaDiscoveryResponseSchema, {
             typeUrl: TypeUrl.Secret,
-            nonce: String(++this.nonce),
+            nonce,
             resources: fresh.map((r) => ({ name: r.name!, version: versionOf(r), resource: pack(SecretSchema, create(SecretSchema, r)) })),
           }),
         );
@@ -178,6 +230,7 @@ export class SdsServer {
     this.track(call, stream);
     call.on('data', (req: DeltaDiscoveryRequest) => {
       if (this.nack(req.errorDetail, stream.names)) return;
+      if (req.responseNonce) this.acked(stream, req.responseNonce);
       for (const [n, v] of Object.entries(req.initialResourceVersions)) stream.sent.set(n, v);
       for (const n of req.resourceNamesSubscribe) stream.names.add(n);
       for (const n of req.resourceNamesUnsubscribe) {

@@ -12,6 +12,8 @@ import { spiffeId, workloadIdentity } from '../../security/spiffe.js';
 import { splitHostPort } from '../bootstrap.js';
 import { CERT_FILES, SecretManager, type SecretSource, type WorkloadSecret } from './secret-manager.js';
 import { SDS_SOCKET_PATH, SdsServer } from './server.js';
+import { FederatedBundles } from './federated-bundles.js';
+import { parseBundleEndpoints } from '../../security/federation/bundle-format.js';
 
 const log = scope('sds');
 
@@ -140,8 +142,10 @@ class SecretCertificateProvider implements experimental.CertificateProvider {
  * a log line saying why) when it has none, which is the plaintext local path.
  */
 export async function startWorkloadCerts(inputs: WorkloadCertsInputs): Promise<WorkloadCerts | undefined> {
+  const endpoints = parseBundleEndpoints(setting('SPIFFE_BUNDLE_ENDPOINTS'));
   const src = source(inputs);
   if (!src) {
+    if (endpoints.length > 0) log.warn('SPIFFE_BUNDLE_ENDPOINTS has no effect: without a workload certificate there is no SDS server to serve the federated roots');
     log.info('no workload certificate: no CA root is known (CA_ROOT_CA, XDS_ROOT_CA or PROV_CERT) and FILE_MOUNTED_CERTS is off; no SDS server');
     return undefined;
   }
@@ -150,7 +154,9 @@ export async function startWorkloadCerts(inputs: WorkloadCertsInputs): Promise<W
   const output = setting('OUTPUT_CERTS');
   const secrets = new SecretManager({ source: src, graceRatio: setting('SECRET_GRACE_PERIOD_RATIO'), ...(output ? { outputDir: output } : {}) });
   await secrets.start();
-  const sds = new SdsServer(secrets, resolve(SDS_SOCKET_PATH));
+  const federated = endpoints.length > 0 ? new FederatedBundles({ endpoints, caPem: secrets.secret!.rootPem }) : undefined;
+  await federated?.start();
+  const sds = new SdsServer(secrets, resolve(SDS_SOCKET_PATH), federated);
   await sds.start();
   const xdsRoot = setting('XDS_ROOT_CA');
   const xdsCredentials =
@@ -166,6 +172,7 @@ export async function startWorkloadCerts(inputs: WorkloadCertsInputs): Promise<W
     xdsCredentials,
     close: () => {
       sds.close();
+      federated?.close();
       secrets.close();
     },
   };
