@@ -78,14 +78,20 @@ export class Running {
     this.exited = new Promise((r) => child.on('close', (c) => r(c)));
   }
 
-  /** Waits until the output matches, up to a bound; returns the match. */
-  async waitFor(re: RegExp, timeoutMs = 10_000): Promise<RegExpMatchArray> {
+  /**
+   * Waits until the output matches, up to a bound; returns the match. When it gives up, the program
+   * is killed: a test that failed must not leave it running (its pipes would keep the test file's
+   * process, and so the whole suite, waiting).
+   */
+  async waitFor(re: RegExp, timeoutMs = 30_000): Promise<RegExpMatchArray> {
     const deadline = Date.now() + timeoutMs;
     for (;;) {
       const m = this.output.match(re);
       if (m) return m;
       if (this.child.exitCode !== null || Date.now() > deadline) {
-        throw new Error(`output did not match ${re} (exit ${this.child.exitCode}):\n${this.output}`);
+        const exit = this.child.exitCode;
+        if (exit === null) this.child.kill('SIGKILL');
+        throw new Error(`output did not match ${re} (exit ${exit}):\n${this.output}`);
       }
       await new Promise((r) => setTimeout(r, 20));
     }
