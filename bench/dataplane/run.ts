@@ -2,13 +2,15 @@
 // compared with), and through mesh-proxy without policy and with JWT + RBAC, over HTTP/1.1
 // keep-alive; mesh-proxy through one sidecar (the inbound listener) and through two, as a call
 // between two workloads goes: the client's outbound listener, then the server's inbound listener
-// (here both are the local mesh's one proxy). For each path: the maximum requests/s with wrk (a C
+// (here both are the local mesh's one proxy), and two hops through a route table of 20
+// VirtualService routes where the request matches the last. For each path: the maximum requests/s with wrk (a C
 // load generator, one thread, 20 connections), latency at a fixed 1000 requests/s with an
 // open-loop client (open-loop.ts, microsecond HDR histogram, its own process), and the proxy's CPU
 // per 1000 requests/s and RSS (worker processes included) from /proc.
 //   npm run bench -- dataplane [--seconds N] [--concurrency N]   (the proxy's workers, default 1)
 import { execFileSync, spawn } from 'node:child_process';
 import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
+import { get as httpGet } from 'node:http';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { parseAllDocuments } from 'yaml';
@@ -45,6 +47,29 @@ async function until(check: () => Promise<boolean>, what: string): Promise<void>
     if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
     await new Promise((r) => setTimeout(r, 200));
   }
+}
+
+/** A VirtualService of 20 routes on `/ip`, each matching its own `x-bench-route` value; the last one marks its responses. */
+function twentyRoutes(): string {
+  const route = (i: number) => ({
+    name: `r${i}`,
+    match: [{ uri: { prefix: '/ip' }, headers: { 'x-bench-route': { exact: `r${i}` } } }],
+    route: [{ destination: { host: 'httpbin' } }],
+    ...(i === 20 ? { headers: { response: { set: { 'x-bench-matched': 'r20' } } } } : {}),
+  });
+  const vs = { apiVersion: 'networking.mesh.io/v1', kind: 'VirtualService', metadata: { namespace: 'default', name: 'bench-twenty-routes' }, spec: { hosts: ['httpbin'], http: Array.from({ length: 20 }, (_, i) => route(i + 1)) } };
+  return JSON.stringify(vs);
+}
+
+/** The x-bench-matched response header; node:http, as fetch drops the Host header the route needs. */
+function matchedRoute(url: string, headers: Record<string, string>): Promise<string | undefined> {
+  return new Promise((resolve) => {
+    const req = httpGet(url, { headers }, (res) => {
+      res.resume();
+      resolve(res.headers['x-bench-matched'] as string | undefined);
+    });
+    req.on('error', () => resolve('unreachable'));
+  });
 }
 
 interface Row {
@@ -91,6 +116,13 @@ async function main(): Promise<void> {
     await until(async () => (await fetch(inbound, { headers: { authorization: 'Bearer x' } })).status === 200, 'the policy-free config');
     await measure('mesh-proxy, no policy', inbound, {}, proxy);
     await measure('two sidecar hops, no policy', outbound, service, proxy);
+    // 20 VirtualService routes for the service, the request matching only the last one.
+    writeFileSync(join(mesh.configDir, '04-twenty-routes.yaml'), twentyRoutes());
+    const routed = { ...service, 'x-bench-route': 'r20' };
+    await until(async () => (await matchedRoute(outbound, routed)) === 'r20', 'the 20-route VirtualService');
+    await measure('two sidecar hops, 20 routes', outbound, routed, proxy);
+    execFileSync('rm', ['-f', join(mesh.configDir, '04-twenty-routes.yaml')]);
+    await until(async () => (await matchedRoute(outbound, routed)) === undefined, 'the route table without the VirtualService');
     const ra = readFileSync(join(process.cwd(), 'samples', 'policies', '01-require-jwt.yaml'), 'utf8').replaceAll('http://127.0.0.1:8899', mesh.issuerUrl!);
     writeFileSync(join(mesh.configDir, '01-require-jwt.yaml'), ra);
     writeFileSync(join(mesh.configDir, '03-allow-admins.yaml'), readFileSync(join(process.cwd(), 'samples', 'policies', '03-allow-admins.yaml'), 'utf8'));

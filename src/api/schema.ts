@@ -173,13 +173,13 @@ export const SPEC_SCHEMAS: Readonly<Record<Kind, Schema>> = {
   }),
   DestinationRule: obj(
     {
-      host: nonEmptyStr(),
+      // Empty or absent only for a mesh/namespace-wide rule (semantic check, by PILOT_ENABLE_DESTINATION_RULE_INHERITANCE).
+      host: str(),
       trafficPolicy: opaque(),
       subsets: list(obj({ name: nonEmptyStr(), labels: stringMap(), trafficPolicy: opaque() }, ['name'])),
       exportTo: strings(),
       workloadSelector: labelsSelector(),
     },
-    ['host'],
   ),
   VirtualService: obj({
     hosts: strings(),

@@ -19,6 +19,7 @@ import {
 } from './syntax.js';
 import { SERVER_TLS_MODES, type Kind } from './types.js';
 import { asRecord, type Fields } from './values.js';
+import { setting } from '../common/env.js';
 
 type Check = (value: string) => string | undefined;
 
@@ -291,8 +292,27 @@ function trafficDurations(value: unknown, path: string, out: Findings): void {
   }
 }
 
+const INHERITANCE = 'PILOT_ENABLE_DESTINATION_RULE_INHERITANCE';
+
+/**
+ * A DestinationRule without host is the Go mesh's mesh/namespace-wide rule: accepted only with
+ * inheritance on, and then (as there) without the fields that only make sense for one host.
+ */
+function hostlessRule(spec: Fields, path: string, out: Findings): void {
+  if (!setting(INHERITANCE)) {
+    out.add(`${path}.host`, `required; a DestinationRule without host (mesh/namespace-wide defaults) needs ${INHERITANCE}=true`);
+    return;
+  }
+  const tp = asRecord(spec['trafficPolicy']);
+  const forbidden: [unknown, string][] = [[spec['workloadSelector'], 'workloadSelector'], [spec['subsets'], 'subsets'], [spec['exportTo'], 'exportTo'], [tp?.['portLevelSettings'], 'trafficPolicy.portLevelSettings']];
+  for (const [value, field] of forbidden) {
+    if (value !== undefined && !(Array.isArray(value) && value.length === 0)) out.add(`${path}.${field}`, 'a mesh/namespace-wide DestinationRule (without host) cannot set it');
+  }
+}
+
 function destinationRule(spec: Fields, path: string, out: Findings): void {
-  out.string(spec['host'], `${path}.host`, checkHost);
+  if (spec['host'] === undefined || spec['host'] === '') hostlessRule(spec, path, out);
+  else out.string(spec['host'], `${path}.host`, checkHost);
   trafficDurations(spec['trafficPolicy'], `${path}.trafficPolicy`, out);
   trafficDurations(spec['subsets'], `${path}.subsets`, out);
   out.strings(spec['exportTo'], `${path}.exportTo`, checkExportTo);

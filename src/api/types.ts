@@ -238,7 +238,8 @@ export interface Subset {
 }
 
 export interface DestinationRuleSpec {
-  host: string;
+  /** Absent or empty: a mesh/namespace-wide rule (PILOT_ENABLE_DESTINATION_RULE_INHERITANCE). */
+  host?: string;
   trafficPolicy?: OpaqueObject;
   subsets?: Subset[];
   exportTo?: string[];

@@ -18,7 +18,7 @@ export interface DiscoverySettings {
   /** PILOT_HTTP10. */
   readonly http10: boolean;
   /** PILOT_ENABLE_VIRTUAL_SERVICE_DELEGATE. */
-  readonly traffic: { readonly virtualServiceDelegate: boolean };
+  readonly traffic: { readonly virtualServiceDelegate: boolean; readonly destinationRuleInheritance: boolean };
   /** PILOT_SCOPE_GATEWAY_TO_NAMESPACE. */
   readonly scopeGatewayToNamespace: boolean;
   readonly debugOnHttp: boolean;
@@ -66,7 +66,7 @@ export function discoverySettings(): DiscoverySettings {
     detectionTimeout: setting('PILOT_INBOUND_PROTOCOL_DETECTION_TIMEOUT') / 1000,
     defaultRequestTimeout: setting('MESH_DEFAULT_REQUEST_TIMEOUT') / 1000,
     http10: setting('PILOT_HTTP10'),
-    traffic: { virtualServiceDelegate: setting('PILOT_ENABLE_VIRTUAL_SERVICE_DELEGATE') },
+    traffic: { virtualServiceDelegate: setting('PILOT_ENABLE_VIRTUAL_SERVICE_DELEGATE'), destinationRuleInheritance: setting('PILOT_ENABLE_DESTINATION_RULE_INHERITANCE') },
     scopeGatewayToNamespace: setting('PILOT_SCOPE_GATEWAY_TO_NAMESPACE'),
     debugOnHttp: setting('ENABLE_DEBUG_ON_HTTP'),
     adminEndpoints: setting('ENABLE_ADMIN_ENDPOINTS'),

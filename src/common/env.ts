@@ -223,6 +223,8 @@ export const WIRED_SETTINGS: ReadonlySet<SettingName> = new Set<SettingName>([
   'PILOT_HTTP10',
   // model/delegate.ts (through PushContext)
   'PILOT_ENABLE_VIRTUAL_SERVICE_DELEGATE',
+  // model/destination-rule-inheritance.ts (through PushContext), api/semantic.ts (host-less rules)
+  'PILOT_ENABLE_DESTINATION_RULE_INHERITANCE',
   // xds/generators/gateway.ts (router proxies)
   'PILOT_SCOPE_GATEWAY_TO_NAMESPACE',
   // xds/server.ts, xds/debounce.ts, debug/discovery.ts (ENABLE_DEBUG_ON_HTTP)

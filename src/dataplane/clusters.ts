@@ -1,13 +1,15 @@
 // The cluster manager behind the router and the TCP proxy: clusters from CDS (and the bootstrap's
 // static clusters) with endpoints from their load_assignment (STATIC, STRICT_DNS, LOGICAL_DNS) or
-// from EDS, weighted round robin over the healthy endpoints of the best priority, and a keep-alive
-// connection pool per cluster with the cluster's connect timeout.
+// from EDS, load balancing (round robin, random, least request, ring hash, Maglev) over the healthy
+// endpoints of the best priority, and a keep-alive connection pool per cluster with the cluster's
+// connect timeout.
 //
 // Updates are two-phase so that a CDS or EDS response applies atomically: `prepare` validates and
 // compiles everything (throwing ConfigError, which the xDS client turns into a NACK) without
 // touching what serves traffic; `commit` swaps it in. Pools of clusters that survive an update are
 // kept (their connections stay warm); the pools of removed clusters let in-flight requests finish.
 import { maglev, MAGLEV_TABLE_SIZE, RING_DEFAULTS, ringHash, type HashTable } from './load-balancers.js';
+import { ActiveRequests, compileLeastRequest, leastRequestPick, type LeastRequestSpec } from './least-request.js';
 import { unpackConfig } from './extensions.js';
 import { scope } from '../common/log.js';
 import {
@@ -69,6 +71,8 @@ interface ClusterSpec {
   readonly random: boolean;
   /** RING_HASH or MAGLEV: requests with a hash (the route's hash_policy) map to an endpoint consistently. */
   readonly consistent?: { readonly kind: 'ring'; readonly min: number; readonly max: number } | { readonly kind: 'maglev'; readonly size: number };
+  /** LEAST_REQUEST: picks by the endpoints' active requests. */
+  readonly leastRequest?: LeastRequestSpec;
   /** The upstream HTTP protocol (HTTP/2 = h2c with prior knowledge; upstream TLS is not done yet). */
   readonly protocol: 'http1' | 'http2';
   /** For ORIGINAL_DST: the header naming the destination, when use_http_header is on. */
@@ -166,9 +170,11 @@ export function compileCluster(c: Cluster, assignments: ReadonlyMap<string, Clus
   const connectTimeoutMs = durationMs(c.connectTimeout, DEFAULT_CONNECT_TIMEOUT_MS);
   let random = false;
   let consistent: ClusterSpec['consistent'];
+  let leastRequest: LeastRequestSpec | undefined;
   if (dt.value !== Cluster_DiscoveryType.ORIGINAL_DST) {
     if (c.lbPolicy === Cluster_LbPolicy.RANDOM) random = true;
     else if (c.lbPolicy === Cluster_LbPolicy.RING_HASH || c.lbPolicy === Cluster_LbPolicy.MAGLEV) consistent = consistentHash(c);
+    else if (c.lbPolicy === Cluster_LbPolicy.LEAST_REQUEST) leastRequest = compileLeastRequest(c, field);
     else if (c.lbPolicy !== Cluster_LbPolicy.ROUND_ROBIN) log.warn(`${field} (${c.name}): lb_policy ${Cluster_LbPolicy[c.lbPolicy]} is not supported yet; using round robin`);
   }
   const unapplied = unappliedFields(ClusterSchema, c, UNAPPLIED_CLUSTER);
@@ -182,6 +188,7 @@ export function compileCluster(c: Cluster, assignments: ReadonlyMap<string, Clus
     connectTimeoutMs,
     random,
     ...(consistent ? { consistent } : {}),
+    ...(leastRequest ? { leastRequest } : {}),
     protocol,
     circuit: compileCircuitBreakers(c.circuitBreakers, protocol === 'http1'),
     ...(c.outlierDetection ? { outlier: compileOutlierDetection(c.outlierDetection) } : {}),
@@ -242,6 +249,8 @@ class LiveCluster implements UpstreamCluster {
   private current: number[] = [];
   readonly breaker: CircuitBreaker;
   private outlier?: OutlierDetector;
+  /** Kept across spec updates: requests in flight stay counted on their endpoint. */
+  private readonly active = new ActiveRequests();
 
   constructor(
     public spec: ClusterSpec,
@@ -256,6 +265,10 @@ class LiveCluster implements UpstreamCluster {
     if (!o) this.outlier = undefined;
     else if (this.outlier) this.outlier.spec = o;
     else this.outlier = new OutlierDetector(o);
+  }
+
+  begin(endpoint: Endpoint): () => void {
+    return this.active.begin(endpoint);
   }
 
   report(endpoint: Endpoint, outcome: number | 'failure'): void {
@@ -338,6 +351,7 @@ class LiveCluster implements UpstreamCluster {
     const eps = this.outlier ? this.outlier.filter(s.endpoints) : s.endpoints;
     if (eps.length === 0) return undefined;
     if (s.consistent && hash !== undefined) return this.consistentPick(eps, hash);
+    if (s.leastRequest) return leastRequestPick(eps, s.leastRequest, this.active, this.current);
     if (s.random || s.consistent) return eps[Math.floor(Math.random() * eps.length)];
     if (eps.every((e) => e.weight === eps[0]!.weight)) return eps[this.rr++ % eps.length];
     // Smooth weighted round robin: each endpoint gets its weight's share, interleaved.

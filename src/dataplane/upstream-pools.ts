@@ -27,6 +27,8 @@ export interface UpstreamCluster {
   readonly http2?: Http2Pool;
   /** The cluster's circuit breakers (absent: no limits). */
   readonly breaker?: CircuitBreaker;
+  /** Counts an active request (HTTP attempt, TCP connection) on the endpoint until the returned release is called. */
+  begin?(endpoint: Endpoint): () => void;
   /** An attempt's outcome for outlier detection: its HTTP status, or 'failure' (no response). */
   report?(endpoint: Endpoint, outcome: number | 'failure'): void;
   /** The endpoint's transport socket (TLS), from the cluster's transport_socket(_matches); undefined: plaintext. */

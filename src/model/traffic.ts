@@ -5,6 +5,7 @@ import type { DestinationRule, Subset, VirtualService } from '../api/types.js';
 import type { Proxy } from './proxy.js';
 import { hostMatches, labelsMatch } from './selection.js';
 import { mergeDelegates } from './delegate.js';
+import { inheritRule, isInheritable, namespaceDefaults } from './destination-rule-inheritance.js';
 
 /** A DestinationRule merged for one host, as a proxy sees it. */
 export interface EffectiveRule {
@@ -56,6 +57,8 @@ export function boundToMesh(vs: VirtualService): boolean {
 export interface TrafficOptions {
   /** PILOT_ENABLE_VIRTUAL_SERVICE_DELEGATE (default true). */
   readonly virtualServiceDelegate?: boolean;
+  /** PILOT_ENABLE_DESTINATION_RULE_INHERITANCE (default false). */
+  readonly destinationRuleInheritance?: boolean;
   /** Reports problems found while indexing (a delegate not found, conflicting matches). */
   readonly warn?: (message: string) => void;
 }
@@ -64,6 +67,8 @@ export class TrafficIndex {
   readonly stats: TrafficStats;
   private readonly rules: readonly DestinationRule[];
   private readonly services: readonly ResolvedVirtualService[];
+  /** With inheritance on: each namespace's host-less rule, merged over the mesh's. */
+  private readonly defaults?: ReadonlyMap<string, DestinationRule>;
 
   constructor(
     rules: readonly DestinationRule[],
@@ -73,6 +78,7 @@ export class TrafficIndex {
     opts: TrafficOptions = {},
   ) {
     this.rules = [...rules].sort(cmpMeta);
+    if (opts.destinationRuleInheritance) this.defaults = namespaceDefaults(this.rules, rootNamespace, opts.warn ?? (() => undefined));
     const delegation = { enabled: opts.virtualServiceDelegate ?? true, domain, warn: opts.warn ?? (() => undefined) };
     this.services = mergeDelegates(virtualServices, delegation)
       .filter(boundToMesh)
@@ -85,10 +91,21 @@ export class TrafficIndex {
    * The DestinationRule for `hostname` seen by `proxy`, searched as the Go mesh does: the proxy's
    * namespace (rules whose workloadSelector selects it before selector-less ones), then the
    * service's namespace, then the root namespace; within the first namespace that has any, the
-   * rules for the same host are merged (first trafficPolicy, union of subsets).
+   * rules for the same host are merged (first trafficPolicy, union of subsets). With inheritance,
+   * the rule found inherits its namespace's defaults (else the mesh's); without one, the proxy's
+   * namespace defaults (else the mesh's) apply on their own.
    */
   destinationRule(proxy: Proxy, hostname: string, serviceNamespace: string): EffectiveRule | undefined {
-    const forHost = this.rules.filter((r) => hostMatches(resolveHost(r.spec.host, r.metadata.namespace, this.domain), hostname));
+    const found = this.hostRule(proxy, hostname, serviceNamespace);
+    if (!this.defaults) return found;
+    const nsDefaults = (ns: string) => this.defaults!.get(ns) ?? this.defaults!.get(this.rootNamespace);
+    if (found) return { ...found, rule: inheritRule(nsDefaults(found.rule.metadata.namespace), found.rule)! };
+    const fallback = nsDefaults(proxy.namespace);
+    return fallback ? { rule: fallback, subsets: [] } : undefined;
+  }
+
+  private hostRule(proxy: Proxy, hostname: string, serviceNamespace: string): EffectiveRule | undefined {
+    const forHost = this.rules.filter((r) => !isInheritable(r) && hostMatches(resolveHost(r.spec.host ?? '', r.metadata.namespace, this.domain), hostname));
     for (const ns of [proxy.namespace, serviceNamespace, this.rootNamespace]) {
       const inNs = forHost.filter((r) => r.metadata.namespace === ns && exportedTo(r.spec.exportTo, ns, proxy.namespace));
       const selecting = inNs.filter((r) => r.spec.workloadSelector?.labels && ns === proxy.namespace && labelsMatch(r.spec.workloadSelector.labels, proxy.labels));
@@ -126,7 +143,7 @@ export class TrafficIndex {
     let dups = 0;
     const byHost = new Map<string, Set<string>>();
     for (const r of this.rules) {
-      const key = `${r.metadata.namespace}/${resolveHost(r.spec.host, r.metadata.namespace, this.domain)}`;
+      const key = `${r.metadata.namespace}/${resolveHost(r.spec.host ?? '', r.metadata.namespace, this.domain)}`;
       const seen = byHost.get(key) ?? new Set<string>();
       byHost.set(key, seen);
       for (const s of r.spec.subsets ?? []) {

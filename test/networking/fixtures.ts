@@ -3,7 +3,7 @@ import type { AnyResource, ServiceEntrySpec, SidecarSpec, WorkloadEntrySpec, Aut
 import { MemoryStore } from '../../src/config/memory.js';
 import { validateResource } from '../../src/api/validate.js';
 import { parseProxy, type Proxy } from '../../src/model/proxy.js';
-import { PushContext } from '../../src/model/push-context.js';
+import { PushContext, type PushContextOptions } from '../../src/model/push-context.js';
 import { AggregateRegistry } from '../../src/registry/aggregate.js';
 import { ServiceEntryRegistry } from '../../src/registry/serviceentry.js';
 import type { ServiceRegistry } from '../../src/registry/types.js';
@@ -34,10 +34,10 @@ export function storeOf(resources: readonly AnyResource[]): MemoryStore {
 }
 
 /** A snapshot of `resources` read through the ServiceEntry registry plus `extra` registries. */
-export function pushOf(resources: readonly AnyResource[], extra: readonly ServiceRegistry[] = [], domain = 'cluster.local'): PushContext {
+export function pushOf(resources: readonly AnyResource[], extra: readonly ServiceRegistry[] = [], domain = 'cluster.local', traffic: PushContextOptions['traffic'] = {}): PushContext {
   const store = storeOf(resources);
   const registry = new AggregateRegistry([new ServiceEntryRegistry(store, 'c1'), ...extra]);
-  return PushContext.build({ config: store, registry, domain, clusterId: 'c1' });
+  return PushContext.build({ config: store, registry, domain, clusterId: 'c1', traffic });
 }
 
 export function sidecarProxy(ip: string, pod: string, namespace: string, meta: Record<string, string | Record<string, string>> = {}): Proxy {

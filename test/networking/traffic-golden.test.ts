@@ -14,6 +14,7 @@ import { clusterLoadAssignments, sidecarClusters, sidecarListeners, sidecarRoute
 import { ListenerSchema } from '../../src/gen/envoy/config/listener/v3/listener_pb.js';
 import { TrafficDirection } from '../../src/gen/envoy/config/core/v3/base_pb.js';
 import { setScopeLevel } from '../../src/common/log.js';
+import { loadSettings } from '../../src/common/env.js';
 import { goldenCases } from '../helpers/golden.js';
 import { pushOf, sidecarProxy, validated } from './fixtures.js';
 
@@ -23,8 +24,11 @@ setScopeLevel('model', 'error');
 
 for (const c of goldenCases('test/networking/testdata/traffic')) {
   test(`traffic golden: ${c.name}`, () => {
+    // The dr-inheritance* cases run with PILOT_ENABLE_DESTINATION_RULE_INHERITANCE on (validation and translation).
+    const inheritance = c.name.startsWith('dr-inheritance');
+    loadSettings('discovery', inheritance ? { PILOT_ENABLE_DESTINATION_RULE_INHERITANCE: 'true' } : {});
     const resources = validated(c.name, c.documents);
-    const push = pushOf(resources);
+    const push = pushOf(resources, [], 'cluster.local', { destinationRuleInheritance: inheritance });
     const proxy = sidecarProxy('10.0.0.50', 'client', 'foo', { LABELS: { app: 'client', version: 'v1' } });
     const clusters = sidecarClusters(proxy, push, false).filter((cl) => cl.name.startsWith('outbound|'));
     const eds = clusterLoadAssignments(proxy, push);

@@ -256,6 +256,9 @@ export class Router {
         return;
       }
       attempts++;
+      // The attempt counts as active on its endpoint (LEAST_REQUEST) until it is answered or abandoned.
+      const active = cluster.begin?.(endpoint);
+      if (active) releases.push(active);
       if (attemptCount.request) headers['x-envoy-attempt-count'] = String(attempts);
       let state: 'waiting' | 'streaming' | 'abandoned' = 'waiting';
       const events: UpstreamEvents = {
@@ -267,6 +270,7 @@ export class Router {
             return;
           }
           state = 'abandoned';
+          active?.();
           clearTimeout(tryTimer);
           log.debug(`upstream ${cluster.name} ${endpoint.host}:${endpoint.port} failed: ${e.message}`);
           cluster.report?.(endpoint, 'failure');
@@ -281,6 +285,7 @@ export class Router {
           cluster.report?.(endpoint, up.status);
           if (mayRetry() && retry!.retriableStatus(up.status, grpcStatusOf(up.headers['grpc-status'])) && again()) {
             state = 'abandoned';
+            active?.();
             body.discard();
             return;
           }
@@ -321,6 +326,7 @@ export class Router {
         tryTimer = setTimeout(() => {
           if (state !== 'waiting') return;
           state = 'abandoned';
+          active?.();
           upstream.destroy();
           cluster.report?.(endpoint, 'failure');
           if (!(mayRetry() && retry!.retriableFailure('per-try-timeout') && again())) reply(UPSTREAM_TIMEOUT);

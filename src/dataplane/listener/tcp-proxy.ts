@@ -78,6 +78,9 @@ class TcpChain extends Chain {
       return;
     }
     down.pause();
+    // The connection counts as an active request on its endpoint (LEAST_REQUEST) while it is open.
+    const active = cluster.begin?.(endpoint);
+    if (active) down.once('close', active);
     const { socket: up, ready } = openUpstream(endpoint, cluster.transportOf?.(endpoint), cluster.connectTimeoutMs ?? 0, () => undefined, { allowHalfOpen: true });
     let connected = false;
     up.once(ready, () => {

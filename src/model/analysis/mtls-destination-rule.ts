@@ -36,7 +36,7 @@ export const mtlsDestinationRule: Analyzer = {
     return input.list('DestinationRule').flatMap((dr) => {
       const paths = disabledAt(dr);
       if (paths.length === 0) return [];
-      const host = qualifiedHost(dr.spec.host, dr.metadata.namespace, input.domain);
+      const host = qualifiedHost(dr.spec.host ?? '', dr.metadata.namespace, input.domain);
       const ns = hostNamespace(host, input);
       if (!ns || namespaceMtlsMode(ns, policies.filter((p) => p.metadata.namespace === ns || p.metadata.namespace === input.rootNamespace), input.rootNamespace) !== 'STRICT') return [];
       return paths.map((path) => message('DestinationRuleDisablesStrictMtls', dr, path, `TLS is disabled for ${host}, but PeerAuthentication requires mutual TLS (STRICT) in namespace ${ns}: its servers refuse these clients' plaintext`));

@@ -33,7 +33,7 @@ export const virtualServiceSubset: Analyzer = {
   analyze(input: AnalysisInput): AnalysisMessage[] {
     const subsets = new Map<string, Set<string>>();
     for (const dr of input.list('DestinationRule')) {
-      const host = qualifiedHost(dr.spec.host, dr.metadata.namespace, input.domain);
+      const host = qualifiedHost(dr.spec.host ?? '', dr.metadata.namespace, input.domain);
       const set = subsets.get(host) ?? new Set<string>();
       for (const s of dr.spec.subsets ?? []) set.add(s.name);
       subsets.set(host, set);
