@@ -11,7 +11,7 @@ import { scope } from '../../common/log.js';
 import { TypeUrl } from '../../envoy/types.js';
 import { SecretSchema } from '../../gen/envoy/extensions/transport_sockets/tls/v3/secret_pb.js';
 import { credentialSecret, resolveCredential } from '../../security/credentials/secret.js';
-import type { XdsResource } from '../generator.js';
+import type { ProxyInfo, XdsResource } from '../generator.js';
 import type { PushTrigger } from '../push-scope.js';
 import { proxyOf, type XdsType } from './context.js';
 
@@ -21,16 +21,17 @@ export const sds: XdsType = {
   typeUrl: TypeUrl.Secret,
   pushedBy: (t: PushTrigger) => t.source === 'credential',
   generator: (ctx) => {
-    // One warning per stream and name: a proxy re-asking on every push is not news.
-    const refused = new WeakMap<object, Set<string>>();
+    // One warning per stream (and name): a proxy re-asking on every push is not news.
+    const refused = new WeakMap<ProxyInfo, Set<string>>();
+    const unverified = new WeakSet<ProxyInfo>();
     return {
       generate: ({ proxy: info, subscription }) => {
         const served = ctx.opts.credentials;
         if (!served || subscription.wildcard) return [];
         const proxy = proxyOf(info);
         if (!served.verified(info)) {
-          if (!refused.has(info)) log.warn(`SDS: ${info.id} from ${info.peer} has no verified identity (plaintext port, or XDS_AUTH off): no Secrets are served to it`);
-          refused.set(info, refused.get(info) ?? new Set());
+          if (!unverified.has(info)) log.warn(`SDS: ${info.id} from ${info.peer} has no verified identity (plaintext port, or XDS_AUTH off): no Secrets are served to it`);
+          unverified.add(info);
           return [];
         }
         const store = served.store;
