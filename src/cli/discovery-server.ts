@@ -33,6 +33,7 @@ import { AuthenticationError, IdentityMismatchError } from '../security/ca/xds-a
 import { callerAuthenticator, startMeshCa, xdsAuthorizer, type MeshCa } from '../security/ca/setup.js';
 import type { CallerAuthenticator } from '../security/ca/authenticate.js';
 import type { XdsAuthorizer } from '../security/ca/xds-auth.js';
+import { credentialService, type CredentialService } from '../security/credentials/setup.js';
 import { PlaintextCredentials } from '../security/ca/transport.js';
 import { buildWorkloadSecurity, grpcServerHttpFilters, securityHttpFilters, type SecurityOptions, type WorkloadSecurity } from '../security/filters.js';
 import { perObject } from '../common/same-inputs.js';
@@ -144,6 +145,10 @@ export class DiscoveryServer {
   private readonly changedWorkloads = new Set<string>();
   /** PILOT_ENABLE_STATUS with an orchestrator: distribution and analysis written to resource status. */
   readonly status: StatusReporting | undefined;
+  /** MESHD_ENABLE_SDS_SERVER: the credentialName secrets served over SDS. */
+  private readonly credentials: CredentialService | undefined;
+  /** Streams whose namespace the identity check verified: the only ones given Secrets. */
+  private readonly verified = new WeakSet<ProxyInfo>();
 
   constructor(private readonly opts: DiscoveryOptions) {
     const settings = (this.settings = discoverySettings());
@@ -174,6 +179,11 @@ export class DiscoveryServer {
     this.registry = new AggregateRegistry(registries, opts.clusterId);
     this.mtls = { ...settings.mtls, autoMtls: opts.meshMtls?.autoMtls ?? true, aliases: opts.meshMtls?.trustDomainAliases ?? [] };
     this.status = this.statusReporting();
+    this.credentials = credentialService({
+      ...settings.sdsServer,
+      configDir: opts.configDir,
+      orchestrator: this.hasOrchestrator() ? { kubeconfig: opts.orchestrator.kubeconfig, ...opts.orchestrator } : undefined,
+    });
     this.push = this.buildPush();
     this.authenticator = callerAuthenticator();
     this.xdsAuth = xdsAuthorizer(this.authenticator);
@@ -192,6 +202,7 @@ export class DiscoveryServer {
       scopeGatewayToNamespace: settings.scopeGatewayToNamespace,
       ...(opts.pathNormalization ? { pathNormalization: opts.pathNormalization } : {}),
       mtls: this.mtls,
+      ...(this.credentials ? { credentials: { store: this.credentials.store, verified: (info: ProxyInfo) => this.verified.has(info) } } : {}),
       cache: new XdsCache(settings.cache),
     });
     this.xds = new XdsServer({
@@ -338,7 +349,7 @@ export class DiscoveryServer {
   /** XDS_AUTH and the identity check; the refusal's reason goes to the proxy and to the log. */
   private async authorizeProxy(info: ProxyInfo): Promise<void> {
     try {
-      await this.xdsAuth.check(info, info.credentials);
+      if (await this.xdsAuth.check(info, info.credentials)) this.verified.add(info);
     } catch (e) {
       const code = e instanceof AuthenticationError ? status.UNAUTHENTICATED : e instanceof IdentityMismatchError ? status.PERMISSION_DENIED : undefined;
       if (code === undefined) throw e;
@@ -386,7 +397,7 @@ export class DiscoveryServer {
   }
 
   private buildPush(): PushContext {
-    return PushContext.build({ config: this.store, registry: this.registry, domain: this.opts.domain, clusterId: this.opts.clusterId, traffic: this.settings.traffic });
+    return PushContext.build({ config: this.store, registry: this.registry, domain: this.opts.domain, clusterId: this.opts.clusterId, traffic: this.settings.traffic, credentialsServed: this.credentials !== undefined });
   }
 
   /**
@@ -424,7 +435,8 @@ export class DiscoveryServer {
     ca.catch(() => undefined);
     await this.bind('http', this.opts.httpAddr, this.debug);
     await this.bind('monitoring', this.opts.monitoringAddr, this.monitoring);
-    await Promise.all([this.store.start(), this.orchestrator?.start()]);
+    await Promise.all([this.store.start(), this.orchestrator?.start(), this.credentials?.start()]);
+    this.credentials?.store.onChange((c) => this.trigger({ source: 'credential', ...c }));
     this.store.onEvent((e) => this.onConfigEvent(e));
     if (this.analysis) {
       this.store.onEvent(() => this.analysis?.onChange());
@@ -496,6 +508,7 @@ export class DiscoveryServer {
     this.ready = false;
     this.debouncer.close();
     this.resolver.close();
+    this.credentials?.close();
     this.xds.close();
     this.ca?.close();
     this.autoRegistration.close();

@@ -17,6 +17,8 @@ export interface DiscoverySettings {
   readonly defaultRequestTimeout: number;
   /** PILOT_HTTP10. */
   readonly http10: boolean;
+  /** MESHD_ENABLE_SDS_SERVER, and the PILOT_ENABLE_XDS_IDENTITY_CHECK it needs. */
+  readonly sdsServer: { readonly enabled: boolean; readonly identityCheck: boolean };
   /** PILOT_ENABLE_VIRTUAL_SERVICE_DELEGATE. */
   readonly traffic: { readonly virtualServiceDelegate: boolean; readonly destinationRuleInheritance: boolean };
   /** PILOT_SCOPE_GATEWAY_TO_NAMESPACE. */
@@ -66,6 +68,7 @@ export function discoverySettings(): DiscoverySettings {
     detectionTimeout: setting('PILOT_INBOUND_PROTOCOL_DETECTION_TIMEOUT') / 1000,
     defaultRequestTimeout: setting('MESH_DEFAULT_REQUEST_TIMEOUT') / 1000,
     http10: setting('PILOT_HTTP10'),
+    sdsServer: { enabled: setting('MESHD_ENABLE_SDS_SERVER'), identityCheck: setting('PILOT_ENABLE_XDS_IDENTITY_CHECK') },
     traffic: { virtualServiceDelegate: setting('PILOT_ENABLE_VIRTUAL_SERVICE_DELEGATE'), destinationRuleInheritance: setting('PILOT_ENABLE_DESTINATION_RULE_INHERITANCE') },
     scopeGatewayToNamespace: setting('PILOT_SCOPE_GATEWAY_TO_NAMESPACE'),
     debugOnHttp: setting('ENABLE_DEBUG_ON_HTTP'),

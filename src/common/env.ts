@@ -175,6 +175,8 @@ export const WIRED_SETTINGS: ReadonlySet<SettingName> = new Set<SettingName>([
   'SECRET_TTL',
   'SPIFFE_BUNDLE_ENDPOINTS', // agent/sds/federated-bundles.ts; pilot-discovery warns it does not use it
   'XDS_AUTH_PROVIDER',
+  // security/credentials/setup.ts (credentialName over SDS)
+  'MESHD_ENABLE_SDS_SERVER',
   // security/ca/setup.ts
   'AUTHORITY_ENABLE_JITTER_FOR_ROOT_CERT_ROTATOR',
   'AUTHORITY_SELF_SIGNED_CA_CERT_TTL',

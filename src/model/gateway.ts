@@ -295,8 +295,11 @@ export function hostsForNamespace(serverHosts: readonly string[], vsNamespace: s
 
 const TRANSLATED_TLS = new Set(['httpsRedirect', 'mode', 'serverCertificate', 'privateKey', 'caCertificates', 'credentialName', 'subjectAltNames', 'minProtocolVersion', 'maxProtocolVersion', 'cipherSuites']);
 
-/** What a Gateway sets that the translation does not honour, as sentences naming the resource and field. */
-export function gatewayNotices(gw: Gateway): string[] {
+/**
+ * What a Gateway sets that the translation does not honour, as sentences naming the resource and
+ * field. `credentialsServed`: the discovery server serves credentialName secrets (MESHD_ENABLE_SDS_SERVER).
+ */
+export function gatewayNotices(gw: Gateway, credentialsServed = false): string[] {
   const name = `Gateway ${gw.metadata.namespace}/${gw.metadata.name}`;
   return (gw.spec.servers ?? []).flatMap((s, i) => {
     const tls = (s.tls ?? {}) as Record<string, unknown>;
@@ -305,8 +308,8 @@ export function gatewayNotices(gw: Gateway): string[] {
       .filter((k) => !TRANSLATED_TLS.has(k))
       .map((k) => `${path}.${k} is not effective yet`);
     if (tls['mode'] === 'AUTO_PASSTHROUGH') out.push(`${path}.mode AUTO_PASSTHROUGH is not effective yet: the server gets no listener chain`);
-    if (typeof tls['credentialName'] === 'string' && tls['credentialName'] !== '') {
-      out.push(`${path}.credentialName is not effective yet: the discovery server does not serve credential secrets over SDS yet (MESHD_ENABLE_SDS_SERVER); use serverCertificate and privateKey files`);
+    if (!credentialsServed && typeof tls['credentialName'] === 'string' && tls['credentialName'] !== '') {
+      out.push(`${path}.credentialName is not effective yet: the discovery server does not serve credential secrets over SDS (MESHD_ENABLE_SDS_SERVER is off, or PILOT_ENABLE_XDS_IDENTITY_CHECK is off); use serverCertificate and privateKey files`);
     }
     return out.map((m) => `${name}: ${m}`);
   });

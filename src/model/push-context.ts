@@ -46,6 +46,8 @@ export interface PushContextOptions {
   readonly rootNamespace?: string;
   /** Settings of the networking API (VirtualService delegation). */
   readonly traffic?: Omit<TrafficOptions, 'warn'>;
+  /** The discovery server serves credentialName secrets over SDS (MESHD_ENABLE_SDS_SERVER). */
+  readonly credentialsServed?: boolean;
 }
 
 export type PolicyKind = 'AuthorizationPolicy' | 'RequestAuthentication' | 'PeerAuthentication';
@@ -147,7 +149,7 @@ export class PushContext {
     for (const host of push.traffic.stats.duplicateDomains) logNotices(`dup-domain/${host}`, [`several VirtualServices for the mesh claim host ${host}: the first in namespace/name order applies`]);
     for (const dr of opts.config.list('DestinationRule')) logNotices(`DestinationRule/${dr.metadata.namespace}/${dr.metadata.name}`, destinationRuleNotices(dr));
     for (const vs of opts.config.list('VirtualService')) logNotices(`VirtualService/${vs.metadata.namespace}/${vs.metadata.name}`, [...virtualServiceNotices(vs), ...gatewayRouteNotices(vs)]);
-    for (const gw of push.gateways.gateways) logNotices(`Gateway/${gw.metadata.namespace}/${gw.metadata.name}`, gatewayNotices(gw));
+    for (const gw of push.gateways.gateways) logNotices(`Gateway/${gw.metadata.namespace}/${gw.metadata.name}`, gatewayNotices(gw, opts.credentialsServed));
     gauge('pilot_eds_no_instances').set(push.clustersWithoutInstances());
     return push;
   }

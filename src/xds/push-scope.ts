@@ -13,7 +13,9 @@ export type PushTrigger =
   /** The service registry: only the instances of a service changed. */
   | { readonly source: 'endpoints' }
   /** The JWKS resolver: the key set fetched from this jwksUri changed. */
-  | { readonly source: 'jwks'; readonly uri: string };
+  | { readonly source: 'jwks'; readonly uri: string }
+  /** The credential store: a credentialName Secret was added, rotated or deleted. */
+  | { readonly source: 'credential'; readonly namespace: string; readonly name: string };
 
 /** A served type as push scope sees it. */
 export interface PushScoped {
@@ -52,6 +54,8 @@ function reasonOf(t: PushTrigger): string {
       return 'endpoint';
     case 'jwks':
       return `jwks:${t.uri}`;
+    case 'credential':
+      return `secret:${t.namespace}/${t.name}`;
   }
 }
 

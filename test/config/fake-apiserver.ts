@@ -58,6 +58,7 @@ const BUILTINS: readonly BuiltinResource[] = [
   { kind: 'Endpoints', groupVersion: 'v1', plural: 'endpoints', namespaced: true },
   { kind: 'Pod', groupVersion: 'v1', plural: 'pods', namespaced: true },
   { kind: 'ConfigMap', groupVersion: 'v1', plural: 'configmaps', namespaced: true },
+  { kind: 'Secret', groupVersion: 'v1', plural: 'secrets', namespaced: true },
   { kind: 'ServiceAccount', groupVersion: 'v1', plural: 'serviceaccounts', namespaced: true },
   { kind: 'Node', groupVersion: 'v1', plural: 'nodes', namespaced: false },
   { kind: 'Namespace', groupVersion: 'v1', plural: 'namespaces', namespaced: false },

@@ -8,6 +8,7 @@ import { cds } from '../../src/xds/generators/cds.js';
 import { eds } from '../../src/xds/generators/eds.js';
 import { lds } from '../../src/xds/generators/lds.js';
 import { rds } from '../../src/xds/generators/rds.js';
+import { sds } from '../../src/xds/generators/sds.js';
 import { TypeUrl } from '../../src/envoy/types.js';
 import { authorizationPolicy, serviceEntry, sidecar, workloadEntry } from '../networking/fixtures.js';
 
@@ -23,6 +24,7 @@ const TRIGGERS: Record<string, PushTrigger> = {
   service: { source: 'service' },
   endpoints: { source: 'endpoints' },
   jwks: { source: 'jwks', uri: 'https://issuer.example/jwks' },
+  credential: { source: 'credential', namespace: 'gw', name: 'site' },
 };
 
 /** The triggers that push a type, by the names above. */
@@ -43,16 +45,23 @@ test('EDS: services, non-policy config and endpoint changes', () => {
   assert.deepEqual(pushedBy(eds), ['Sidecar', 'service', 'endpoints']);
 });
 
-test('registered types: the four Envoy types in make-before-break order, then the DNS name table', () => {
-  assert.deepEqual(MESH_XDS_TYPES.map((t) => t.typeUrl), [TypeUrl.Cluster, TypeUrl.ClusterLoadAssignment, TypeUrl.Listener, TypeUrl.RouteConfiguration, TypeUrl.NameTable]);
+test('registered types: the four Envoy types in make-before-break order, then the DNS name table and credential secrets', () => {
+  assert.deepEqual(MESH_XDS_TYPES.map((t) => t.typeUrl), [TypeUrl.Cluster, TypeUrl.ClusterLoadAssignment, TypeUrl.Listener, TypeUrl.RouteConfiguration, TypeUrl.NameTable, TypeUrl.Secret]);
+});
+
+test('SDS: only credential changes; a credential change pushes SDS alone', () => {
+  assert.deepEqual(pushedBy(sds), ['credential']);
+  assert.deepEqual(pushFor(MESH_XDS_TYPES, TRIGGERS.credential!), { reason: 'secret:gw/site', types: new Set([TypeUrl.Secret]) });
 });
 
 test('pushFor: the types whose rule says yes; all of them = every type; none = no push', () => {
   assert.deepEqual(pushFor(MESH_XDS_TYPES, TRIGGERS.AuthorizationPolicy!), { reason: 'config', types: new Set([TypeUrl.Listener]) });
   assert.deepEqual(pushFor(MESH_XDS_TYPES, TRIGGERS.jwks!), { reason: 'jwks:https://issuer.example/jwks', types: new Set([TypeUrl.Listener]) });
   assert.deepEqual(pushFor(MESH_XDS_TYPES, TRIGGERS.endpoints!), { reason: 'endpoint', types: new Set([TypeUrl.ClusterLoadAssignment]), endpointsOnly: true });
-  assert.deepEqual(pushFor(MESH_XDS_TYPES, TRIGGERS.service!), { reason: 'service' });
-  assert.deepEqual(pushFor(MESH_XDS_TYPES, TRIGGERS.Sidecar!), { reason: 'config' });
+  const allButSecrets = new Set(MESH_XDS_TYPES.map((t) => t.typeUrl).filter((u) => u !== TypeUrl.Secret));
+  assert.deepEqual(pushFor(MESH_XDS_TYPES, TRIGGERS.service!), { reason: 'service', types: allButSecrets });
+  assert.deepEqual(pushFor(MESH_XDS_TYPES, TRIGGERS.Sidecar!), { reason: 'config', types: allButSecrets });
+  assert.deepEqual(pushFor([cds, eds, lds, rds], TRIGGERS.service!), { reason: 'service' });
   assert.equal(pushFor(MESH_XDS_TYPES, TRIGGERS.ServiceEntry!), undefined);
   assert.equal(pushFor(MESH_XDS_TYPES, TRIGGERS.WorkloadGroup!), undefined);
 });
@@ -63,9 +72,9 @@ test('a newly registered type is asked too: its rule decides whether it joins a 
     pushedBy: (t) => t.source === 'service',
     generator: () => ({ generate: () => [] }),
   };
-  const types = [...MESH_XDS_TYPES, nameTable];
+  const types = [cds, eds, lds, rds, nameTable];
   assert.deepEqual(pushFor(types, TRIGGERS.service!), { reason: 'service' });
-  assert.deepEqual(pushFor(types, TRIGGERS.Sidecar!), { reason: 'config', types: new Set(MESH_XDS_TYPES.map((t) => t.typeUrl)) });
+  assert.deepEqual(pushFor(types, TRIGGERS.Sidecar!), { reason: 'config', types: new Set([cds, eds, lds, rds].map((t) => t.typeUrl)) });
 });
 
 test('workloadAddresses: old and new addresses of a WorkloadEntry; nothing for other kinds', () => {

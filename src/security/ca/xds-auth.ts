@@ -50,14 +50,19 @@ export function identityMismatch(p: ProxyClaims, identities: readonly Identity[]
 export class XdsAuthorizer {
   constructor(private readonly opts: XdsAuthOptions) {}
 
-  /** Throws the reason a stream is refused: AuthenticationError (unauthenticated) or Error (denied). */
-  async check(p: ProxyClaims, creds: StreamCredentials | undefined): Promise<void> {
-    if (!this.opts.enabled) return;
-    if (creds?.transport !== 'tls' && !this.opts.plaintext) return;
+  /**
+   * Throws the reason a stream is refused: AuthenticationError (unauthenticated) or Error (denied).
+   * Resolves true when the proxy's namespace was verified against its credential (what serving it
+   * Secrets needs), false when the stream was let in without that check.
+   */
+  async check(p: ProxyClaims, creds: StreamCredentials | undefined): Promise<boolean> {
+    if (!this.opts.enabled) return false;
+    if (creds?.transport !== 'tls' && !this.opts.plaintext) return false;
     const caller = await this.opts.authenticator.authenticate(creds ?? {});
-    if (!this.opts.identityCheck) return;
+    if (!this.opts.identityCheck) return false;
     const why = identityMismatch(p, caller.identities);
     if (why) throw new IdentityMismatchError(why);
+    return true;
   }
 }
 

@@ -15,12 +15,18 @@ import type { PushScoped } from '../push-scope.js';
 import type { GrpcOptions } from './grpc.js';
 import type { SidecarOptions } from './sidecar.js';
 import type { GatewayOptions } from './gateway.js';
+import type { CredentialStore } from '../../security/credentials/store.js';
 
 const log = scope('model');
 
 export interface MeshGeneratorOptions extends SidecarOptions, GrpcOptions, GatewayOptions {
   /** The current snapshot; read on every generate, so a push only has to replace it. */
   readonly pushContext: () => PushContext;
+  /**
+   * The credentialName secrets SDS serves (MESHD_ENABLE_SDS_SERVER), none when absent; only to
+   * streams whose namespace the identity check verified.
+   */
+  readonly credentials?: { readonly store: CredentialStore; readonly verified: (info: ProxyInfo) => boolean };
 }
 
 /** The options with their defaults filled in, and the recorders every type shares. */

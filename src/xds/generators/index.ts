@@ -12,13 +12,14 @@ import { eds } from './eds.js';
 import { lds } from './lds.js';
 import { nds } from './nds.js';
 import { rds } from './rds.js';
+import { sds } from './sds.js';
 
 export { proxyOf, setWorkloadIdentity, type MeshGeneratorOptions, type XdsType } from './context.js';
 
 const log = scope('model');
 
 /** Every served type; a new type is one module and one line here. */
-export const MESH_XDS_TYPES: readonly XdsType[] = [cds, eds, lds, rds, nds];
+export const MESH_XDS_TYPES: readonly XdsType[] = [cds, eds, lds, rds, nds, sds];
 
 /**
  * The generator of each served type. Options left out take the spec's defaults (the program passes

@@ -1,0 +1,119 @@
+// HTTPS through the ingress gateway with credentialName, end to end: pilot-discovery in local mode
+// serves the certificate from `<configDir>/credentials/mesh-system/<name>/` over SDS on the
+// gateway's (secured, authenticated) ADS stream, and mesh-proxy terminates TLS with it. A client
+// trusting the credential's CA gets 200 with the right SNI, a wrong SNI gets no handshake, a
+// rotated Secret is used by the next handshake, and a MUTUAL server refuses a client without a
+// certificate while serving one with a certificate of the CA its `-cacert` names.
+import { after, before, test } from 'node:test';
+import assert from 'node:assert/strict';
+import { mkdirSync, mkdtempSync, renameSync, writeFileSync } from 'node:fs';
+import { request } from 'node:https';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { freePort, freePorts, startLocalMesh, type LocalMesh } from '../../samples/local-mesh.js';
+import { eventually } from '../helpers/proc.js';
+import { meshCa, type MeshCa } from '../dataplane/tls-fixtures.js';
+
+let mesh: LocalMesh;
+let serverCa: MeshCa;
+let clientCa: MeshCa;
+let simplePort: number;
+let mutualPort: number;
+
+const HOST = 'secure.example.com';
+
+/** Writes a credential as its Secret data would be, each file renamed in whole. */
+function writeCredential(name: string, files: Record<string, string>): void {
+  const dir = join(mesh.configDir, 'credentials', 'mesh-system', name);
+  mkdirSync(dir, { recursive: true });
+  for (const [key, text] of Object.entries(files)) {
+    writeFileSync(join(dir, `.${key}.tmp`), text);
+    renameSync(join(dir, `.${key}.tmp`), join(dir, key));
+  }
+}
+
+interface Reply {
+  status: number;
+  fingerprint: string;
+}
+
+function get(port: number, opts: { servername: string; ca: string; cert?: string; key?: string }): Promise<Reply> {
+  return new Promise((resolve, reject) => {
+    const req = request({ host: '127.0.0.1', port, path: '/headers', headers: { host: HOST }, servername: opts.servername, ca: opts.ca, ...(opts.cert ? { cert: opts.cert, key: opts.key } : {}), agent: false, timeout: 10_000 }, (res) => {
+      const fingerprint = (res.socket as import('node:tls').TLSSocket).getPeerCertificate().fingerprint256;
+      res.resume();
+      res.on('end', () => resolve({ status: res.statusCode ?? 0, fingerprint }));
+    });
+    req.on('timeout', () => req.destroy(new Error('timed out')));
+    req.on('error', reject);
+    req.end();
+  });
+}
+
+before(async () => {
+  serverCa = await meshCa();
+  clientCa = await meshCa();
+  mesh = await startLocalMesh({ stateDir: mkdtempSync(join(tmpdir(), 'mesh-gw-tls-')), gateway: true, secure: true, ports: await freePorts(), output: 'pipe', proxyConcurrency: 1 });
+  [simplePort, mutualPort] = [await freePort(), await freePort()];
+  const site = await serverCa.issue('spiffe://cluster.local/ns/mesh-system/sa/site', [HOST]);
+  writeCredential('site', { 'tls.crt': site.chainPem, 'tls.key': site.keyPem, 'ca.crt': clientCa.rootPem });
+  writeFileSync(
+    join(mesh.configDir, 'secure.yaml'),
+    [
+      'apiVersion: networking.mesh.io/v1',
+      'kind: Gateway',
+      'metadata: {name: secure, namespace: mesh-system}',
+      'spec:',
+      '  selector: {app: ingressgateway}',
+      '  servers:',
+      `  - {port: {number: ${simplePort}, name: https, protocol: HTTPS}, hosts: ["default/${HOST}"], tls: {mode: SIMPLE, credentialName: site}}`,
+      `  - {port: {number: ${mutualPort}, name: https-mutual, protocol: HTTPS}, hosts: ["default/${HOST}"], tls: {mode: MUTUAL, credentialName: site}}`,
+      '---',
+      'apiVersion: networking.mesh.io/v1',
+      'kind: VirtualService',
+      'metadata: {name: secure, namespace: default}',
+      'spec:',
+      `  hosts: [${HOST}]`,
+      '  gateways: [mesh-system/secure]',
+      '  http: [{route: [{destination: {host: httpbin}}]}]',
+    ].join('\n'),
+  );
+});
+
+after(async () => {
+  await mesh?.stop();
+});
+
+test('SIMPLE with credentialName: 200 with the server\'s SNI and its CA; a wrong SNI gets no handshake', async () => {
+  const ok = await eventually(async () => {
+    const r = await get(simplePort, { servername: HOST, ca: serverCa.rootPem });
+    assert.equal(r.status, 200);
+    return r;
+  }, 60_000);
+  assert.ok(ok.fingerprint);
+  await assert.rejects(get(simplePort, { servername: 'other.example.com', ca: serverCa.rootPem }), 'no server of the gateway has that SNI');
+  assert.ok(!/credentialName is not effective/.test(mesh.output()), 'no "not effective" notice for credentialName');
+});
+
+test('a rotated credential is served on the next handshake', async () => {
+  const before = await eventually(() => get(simplePort, { servername: HOST, ca: serverCa.rootPem }), 60_000);
+  const rotatedCa = await meshCa();
+  const next = await rotatedCa.issue('spiffe://cluster.local/ns/mesh-system/sa/site', [HOST]);
+  writeCredential('site', { 'tls.crt': next.chainPem, 'tls.key': next.keyPem });
+  const after = await eventually(async () => {
+    const r = await get(simplePort, { servername: HOST, ca: rotatedCa.rootPem });
+    assert.equal(r.status, 200);
+    return r;
+  }, 60_000);
+  assert.notEqual(after.fingerprint, before.fingerprint);
+  await assert.rejects(get(simplePort, { servername: HOST, ca: serverCa.rootPem }), 'the old certificate is no longer presented');
+  serverCa = rotatedCa;
+});
+
+test('MUTUAL with credentialName: a client without a certificate is refused; one with a certificate of the credential\'s CA gets 200', async () => {
+  const client = await clientCa.issue('spiffe://cluster.local/ns/default/sa/client', ['client.example.com']);
+  await eventually(async () => assert.equal((await get(mutualPort, { servername: HOST, ca: serverCa.rootPem, cert: client.chainPem, key: client.keyPem })).status, 200), 60_000);
+  await assert.rejects(get(mutualPort, { servername: HOST, ca: serverCa.rootPem }));
+  const stranger = await (await meshCa()).issue('spiffe://cluster.local/ns/default/sa/stranger');
+  await assert.rejects(get(mutualPort, { servername: HOST, ca: serverCa.rootPem, cert: stranger.chainPem, key: stranger.keyPem }), 'a certificate of another CA is refused');
+});
