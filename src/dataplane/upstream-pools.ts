@@ -8,6 +8,7 @@ import type { Duplex } from 'node:stream';
 import { Pool, type buildConnector } from 'undici';
 import type { RequestView } from '../envoy/request.js';
 import type { CircuitBreaker } from './cluster-health.js';
+import { originalSrcSocket, type OriginalSource } from './original-src.js';
 import type { UpstreamTls } from './tls/upstream.js';
 
 export interface Endpoint {
@@ -40,15 +41,19 @@ export type TransportOf = (endpoint: Endpoint) => UpstreamTls | undefined;
  * A connection to `ep` with its transport: the TCP socket, or the TLS client over it. `ready` is
  * the event that says it can carry requests (`connect`, or `secureConnect` once verified).
  */
-export function openUpstream(ep: Endpoint, transport: UpstreamTls | undefined, ms: number, onTimeout: () => void, options: Partial<NetConnectOpts> = {}): { socket: Socket; ready: 'connect' | 'secureConnect' } {
-  const tcp = connectWithin({ ...options, host: ep.host, port: ep.port } as NetConnectOpts, ms, onTimeout);
+export function openUpstream(ep: Endpoint, transport: UpstreamTls | undefined, ms: number, onTimeout: () => void, options: Partial<NetConnectOpts> = {}, source?: OriginalSource): { socket: Socket; ready: 'connect' | 'secureConnect' } {
+  const tcp = connectWithin({ ...options, host: ep.host, port: ep.port } as NetConnectOpts, ms, onTimeout, source);
   tcp.setNoDelay(true);
   return transport ? { socket: transport.wrap(tcp), ready: 'secureConnect' } : { socket: tcp, ready: 'connect' };
 }
 
-/** A TCP connection that fails (and calls `onTimeout`) unless it connects within `ms` (0 = no limit). */
-export function connectWithin(options: NetConnectOpts, ms: number, onTimeout: () => void): Socket {
-  const socket = createConnection(options);
+/**
+ * A TCP connection that fails (and calls `onTimeout`) unless it connects within `ms` (0 = no limit);
+ * from `source` (original_src) when given and the proxy can bind it.
+ */
+export function connectWithin(options: NetConnectOpts, ms: number, onTimeout: () => void, source?: OriginalSource): Socket {
+  const bound = source ? originalSrcSocket(source, { allowHalfOpen: options.allowHalfOpen }) : undefined;
+  const socket = bound ? bound.connect(options) : createConnection(options);
   if (ms > 0) {
     const timer = setTimeout(() => {
       onTimeout();

@@ -1,0 +1,62 @@
+// Envoy's original_src listener filter: the upstream connections of a downstream connection are
+// made from the downstream client's address, so the application behind a TPROXY-capturing sidecar
+// sees its real peer instead of the proxy. The listener records the source (and the mark its
+// filter asks for) per connection; upstream sockets are then made by the addon: IP_TRANSPARENT (a
+// non-local bind), SO_MARK (mesh-iptables' TPROXY mode routes marked replies back to this host
+// through its `ip rule fwmark ... lookup` table), bound to that address on a port of the kernel's.
+import { Socket } from 'node:net';
+import { scope } from '../common/log.js';
+import { normalizeIp } from '../envoy/matchers.js';
+import { nativeAddon } from './original-dst.js';
+
+const log = scope('conn_handler');
+
+/** Where a connection's upstream connections come from. */
+export interface OriginalSource {
+  readonly address: string;
+  readonly mark: number;
+}
+
+const sources = new WeakMap<Socket, OriginalSource>();
+
+/** Records that `socket`'s upstream connections bind its peer's address (a listener with original_src). */
+export function markOriginalSrc(socket: Socket, mark: number): void {
+  const address = normalizeIp(socket.remoteAddress ?? '');
+  if (address) sources.set(socket, { address, mark });
+}
+
+/** A socket layered on another (TLS over TCP) keeps the original source of the one below. */
+export function inheritOriginalSrc(from: Socket, to: Socket): void {
+  const s = sources.get(from);
+  if (s) sources.set(to, s);
+}
+
+/** The original source of a downstream connection, or undefined when its listener has no original_src. */
+export function originalSrcOf(socket: Socket | undefined): OriginalSource | undefined {
+  return socket ? sources.get(socket) : undefined;
+}
+
+const warned = new Set<string>();
+
+/**
+ * An unconnected socket bound to the original source, or undefined (with one warning per reason)
+ * when it cannot be made: no addon, no CAP_NET_ADMIN. The connection then goes from the proxy's
+ * own address, as it would without the filter.
+ */
+export function originalSrcSocket(src: OriginalSource, options: { allowHalfOpen?: boolean } = {}): Socket | undefined {
+  const addon = nativeAddon();
+  let why: string;
+  if (typeof addon === 'string') why = addon;
+  else {
+    try {
+      return new Socket({ fd: addon.originalSrcSocket(src.address, src.mark), readable: true, writable: true, ...options });
+    } catch (e) {
+      why = (e as Error).message;
+    }
+  }
+  if (!warned.has(why)) {
+    warned.add(why);
+    log.warn(`original_src: cannot bind upstream connections to the downstream address (${why}); they go from the proxy's address`);
+  }
+  return undefined;
+}
