@@ -17,23 +17,29 @@ export interface OriginalSource {
   readonly mark: number;
 }
 
-const sources = new WeakMap<Socket, OriginalSource>();
+// A property rather than a WeakMap: node:http2 hands out its session's socket behind a Proxy,
+// which reads properties through to the socket but is not the same WeakMap key.
+const SOURCE = Symbol('originalSource');
+
+interface Marked {
+  [SOURCE]?: OriginalSource;
+}
 
 /** Records that `socket`'s upstream connections bind its peer's address (a listener with original_src). */
 export function markOriginalSrc(socket: Socket, mark: number): void {
   const address = normalizeIp(socket.remoteAddress ?? '');
-  if (address) sources.set(socket, { address, mark });
+  if (address) (socket as Marked)[SOURCE] = { address, mark };
 }
 
 /** A socket layered on another (TLS over TCP) keeps the original source of the one below. */
 export function inheritOriginalSrc(from: Socket, to: Socket): void {
-  const s = sources.get(from);
-  if (s) sources.set(to, s);
+  const s = (from as Marked)[SOURCE];
+  if (s) (to as Marked)[SOURCE] = s;
 }
 
 /** The original source of a downstream connection, or undefined when its listener has no original_src. */
-export function originalSrcOf(socket: Socket | undefined): OriginalSource | undefined {
-  return socket ? sources.get(socket) : undefined;
+export function originalSrcOf(socket: object | null | undefined): OriginalSource | undefined {
+  return socket ? (socket as Marked)[SOURCE] : undefined;
 }
 
 const warned = new Set<string>();

@@ -71,6 +71,11 @@ function hostPort(ep: Endpoint): string {
   return ep.host.includes(':') ? `[${ep.host}]:${ep.port}` : `${ep.host}:${ep.port}`;
 }
 
+/** Connections are shared per endpoint and original source (none: the proxy's own address). */
+function poolKey(ep: Endpoint, source: OriginalSource | undefined): string {
+  return source ? `${hostPort(ep)} from ${source.address}` : hostPort(ep);
+}
+
 /** A node:http keep-alive agent sized for a proxy, whose new connections follow the pool's connect rules. */
 class UpstreamAgent extends Agent {
   constructor(private readonly connectTo: (options: NetConnectOpts) => Socket) {
@@ -108,12 +113,12 @@ export class Http1Pool {
     this.agent = new UpstreamAgent((options) => this.connect(options).socket);
   }
 
-  /** The undici pool of an endpoint, made on first use. */
-  pool(ep: Endpoint): Pool {
-    const key = hostPort(ep);
+  /** The undici pool of an endpoint (per original source: its connections bind it), made on first use. */
+  pool(ep: Endpoint, source?: OriginalSource): Pool {
+    const key = poolKey(ep, source);
     const existing = this.pools.get(key);
     if (existing) return existing;
-    const pool = new Pool(`http://${key}`, { connections: null, headersTimeout: 0, bodyTimeout: 0, connect: this.connector(ep) });
+    const pool = new Pool(`http://${hostPort(ep)}`, { connections: null, headersTimeout: 0, bodyTimeout: 0, connect: this.connector(ep, source) });
     // A retired pool serves the request it is asked for, then closes once that is done.
     if (this.retired) setImmediate(() => void pool.close());
     else this.pools.set(key, pool);
@@ -134,16 +139,25 @@ export class Http1Pool {
     this.pools.clear();
   }
 
-  private connect(options: NetConnectOpts): { socket: Socket; ready: 'connect' | 'secureConnect' } {
+  /**
+   * node:http options for a request to `ep`: the keep-alive agent, or, from an original source,
+   * a connection of the request's own (the agent's pooling knows nothing of sources).
+   */
+  requestOptions(ep: Endpoint, source?: OriginalSource): Pick<ClientRequestArgs, 'agent' | 'createConnection'> {
+    if (!source) return { agent: this.agent };
+    return { agent: false, createConnection: () => this.connect({ host: ep.host, port: ep.port }, source).socket };
+  }
+
+  private connect(options: NetConnectOpts, source?: OriginalSource): { socket: Socket; ready: 'connect' | 'secureConnect' } {
     this.onConnection();
     const ep = { host: (options as { host?: string }).host ?? 'localhost', port: Number((options as { port?: number | string }).port) };
-    return openUpstream(ep, this.transportOf(ep), this.connectTimeoutMs, this.onConnectTimeout, options);
+    return openUpstream(ep, this.transportOf(ep), this.connectTimeoutMs, this.onConnectTimeout, options, source);
   }
 
   /** undici's connector: our socket (counted, connect timeout, TLS when the endpoint's transport says so), handed over once ready. */
-  private connector(ep: Endpoint): buildConnector.connector {
+  private connector(ep: Endpoint, source: OriginalSource | undefined): buildConnector.connector {
     return (_options, callback) => {
-      const { socket, ready } = this.connect({ host: ep.host, port: ep.port });
+      const { socket, ready } = this.connect({ host: ep.host, port: ep.port }, source);
       const settle = (e?: Error): void => {
         socket.off(ready, settle);
         socket.off('error', settle);
@@ -171,13 +185,14 @@ export class Http2Pool {
     private readonly transportOf: TransportOf = () => undefined,
   ) {}
 
-  session(ep: Endpoint): ClientHttp2Session {
-    const key = `${ep.host}:${ep.port}`;
+  /** The session to `ep` (per original source: its connection binds it). */
+  session(ep: Endpoint, source?: OriginalSource): ClientHttp2Session {
+    const key = poolKey(ep, source);
     const existing = this.sessions.get(key);
     if (existing && !existing.closed && !existing.destroyed) return existing;
     const ms = this.connectTimeoutMs;
     const session = h2connect(`http://${hostPort(ep)}`, {
-      createConnection: () => openUpstream(ep, this.transportOf(ep), ms, this.onConnectTimeout).socket,
+      createConnection: () => openUpstream(ep, this.transportOf(ep), ms, this.onConnectTimeout, {}, source).socket,
     });
     this.onConnection();
     const forget = (): void => {
