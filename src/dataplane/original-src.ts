@@ -44,6 +44,20 @@ export function originalSrcOf(socket: object | null | undefined): OriginalSource
 
 const warned = new Set<string>();
 
+/** The kernel routes no packet from a non-loopback address to a loopback one. */
+function loopback(address: string): boolean {
+  return address.startsWith('127.') || address === '::1' || address === 'localhost';
+}
+
+/**
+ * Whether an upstream connection to `host` can come from `src`: not to a loopback address (the
+ * inbound clusters' usual 127.0.0.1) from a client elsewhere; such a connection keeps the proxy's
+ * address, as it would without the filter.
+ */
+export function bindsOriginalSrc(src: OriginalSource, host: string): boolean {
+  return !loopback(host) || loopback(src.address);
+}
+
 /**
  * An unconnected socket bound to the original source, or undefined (with one warning per reason)
  * when it cannot be made: no addon, no CAP_NET_ADMIN. The connection then goes from the proxy's

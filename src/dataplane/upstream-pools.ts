@@ -8,7 +8,7 @@ import type { Duplex } from 'node:stream';
 import { Pool, type buildConnector } from 'undici';
 import type { RequestView } from '../envoy/request.js';
 import type { CircuitBreaker } from './cluster-health.js';
-import { originalSrcSocket, type OriginalSource } from './original-src.js';
+import { bindsOriginalSrc, originalSrcSocket, type OriginalSource } from './original-src.js';
 import type { UpstreamTls } from './tls/upstream.js';
 
 export interface Endpoint {
@@ -52,7 +52,8 @@ export function openUpstream(ep: Endpoint, transport: UpstreamTls | undefined, m
  * from `source` (original_src) when given and the proxy can bind it.
  */
 export function connectWithin(options: NetConnectOpts, ms: number, onTimeout: () => void, source?: OriginalSource): Socket {
-  const bound = source ? originalSrcSocket(source, { allowHalfOpen: options.allowHalfOpen }) : undefined;
+  const host = (options as { host?: string }).host ?? '';
+  const bound = source && bindsOriginalSrc(source, host) ? originalSrcSocket(source, { allowHalfOpen: options.allowHalfOpen }) : undefined;
   const socket = bound ? bound.connect(options) : createConnection(options);
   if (ms > 0) {
     const timer = setTimeout(() => {

@@ -13,7 +13,7 @@ import { after, before, describe, it } from 'node:test';
 import { OriginalSrcSchema } from '../../src/gen/envoy/extensions/filters/listener/original_src/v3/original_src_pb.js';
 import { loadBootstrap } from '../../src/dataplane/bootstrap.js';
 import { MeshProxy } from '../../src/dataplane/proxy.js';
-import { originalSrcSocket } from '../../src/dataplane/original-src.js';
+import { bindsOriginalSrc, originalSrcSocket } from '../../src/dataplane/original-src.js';
 import { pack, TypeUrl } from '../../src/envoy/types.js';
 import { Cluster_DiscoveryType, Cluster_LbPolicy, ClusterSchema } from '../../src/gen/envoy/config/cluster/v3/cluster_pb.js';
 import { eventually } from '../helpers/proc.js';
@@ -117,6 +117,12 @@ describe('original_src listener filter', { skip: unprivileged }, () => {
 });
 
 describe('originalSrcSocket', () => {
+  it('a client elsewhere cannot reach a loopback upstream from its own address: that connection keeps the proxy address', () => {
+    assert.equal(bindsOriginalSrc({ address: '10.1.2.3', mark: 1337 }, '127.0.0.1'), false);
+    assert.equal(bindsOriginalSrc({ address: '10.1.2.3', mark: 1337 }, '10.1.2.4'), true);
+    assert.equal(bindsOriginalSrc({ address: '127.0.0.2', mark: 1337 }, '127.0.0.1'), true);
+  });
+
   it('gives no socket (the caller connects from its own address) when the source cannot be bound', () => {
     assert.equal(originalSrcSocket({ address: 'not-an-ip', mark: 0 }), undefined);
   });
