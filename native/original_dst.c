@@ -1,8 +1,10 @@
 // SO_ORIGINAL_DST for mesh-proxy's use_original_dst listeners. Node has no getsockopt, and the
 // destination a connection had before iptables REDIRECT changed it is only known to conntrack,
 // which the kernel answers through this socket option. And IP_TRANSPARENT for listeners that TPROXY
-// delivers connections to (Node has no setsockopt either).
+// delivers connections to (Node has no setsockopt either), and transparent upstream sockets bound to
+// a downstream client's address (original_src).
 #include <node_api.h>
+#include <unistd.h>
 #include <errno.h>
 #include <stdio.h>
 #include <string.h>
@@ -110,12 +112,66 @@ static napi_value set_transparent(napi_env env, napi_callback_info info) {
   return result;
 }
 
+// originalSrcSocket(address, mark) -> fd: a non-blocking TCP socket with IP_TRANSPARENT (so it may
+// bind an address that is not local), SO_MARK `mark` when not 0 (so the replies to that address are
+// routed back to this host), bound to `address` on a port the kernel picks. The caller connects it.
+// Needs CAP_NET_ADMIN.
+static napi_value original_src_socket(napi_env env, napi_callback_info info) {
+  size_t argc = 2;
+  napi_value argv[2];
+  char text[INET6_ADDRSTRLEN];
+  size_t text_len;
+  uint32_t mark;
+  if (napi_get_cb_info(env, info, &argc, argv, NULL, NULL) != napi_ok || argc < 2 ||
+      napi_get_value_string_utf8(env, argv[0], text, sizeof text, &text_len) != napi_ok ||
+      napi_get_value_uint32(env, argv[1], &mark) != napi_ok) {
+    napi_throw_type_error(env, NULL, "originalSrcSocket(address, mark): an IP address string and a non-negative mark");
+    return NULL;
+  }
+  struct sockaddr_storage src;
+  memset(&src, 0, sizeof src);
+  socklen_t len;
+  int family;
+  struct sockaddr_in* v4 = (struct sockaddr_in*)&src;
+  struct sockaddr_in6* v6 = (struct sockaddr_in6*)&src;
+  if (inet_pton(AF_INET, text, &v4->sin_addr) == 1) {
+    family = v4->sin_family = AF_INET;
+    len = sizeof *v4;
+  } else if (inet_pton(AF_INET6, text, &v6->sin6_addr) == 1) {
+    family = v6->sin6_family = AF_INET6;
+    len = sizeof *v6;
+  } else {
+    char msg[96];
+    snprintf(msg, sizeof msg, "originalSrcSocket: %s is not an IP address", text);
+    napi_throw_type_error(env, NULL, msg);
+    return NULL;
+  }
+  int fd = socket(family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+  if (fd < 0) return throw_errno(env, "socket", errno);
+  int one = 1;
+  const char* failed = NULL;
+  if (family == AF_INET6 && setsockopt(fd, SOL_IPV6, IPV6_TRANSPARENT, &one, sizeof one) != 0) failed = "setsockopt(IPV6_TRANSPARENT)";
+  else if (family == AF_INET && setsockopt(fd, SOL_IP, IP_TRANSPARENT, &one, sizeof one) != 0) failed = "setsockopt(IP_TRANSPARENT)";
+  else if (mark != 0 && setsockopt(fd, SOL_SOCKET, SO_MARK, &mark, sizeof mark) != 0) failed = "setsockopt(SO_MARK)";
+  else if (bind(fd, (struct sockaddr*)&src, len) != 0) failed = "bind";
+  if (failed) {
+    int err = errno;
+    close(fd);
+    return throw_errno(env, failed, err);
+  }
+  napi_value result;
+  napi_create_int32(env, fd, &result);
+  return result;
+}
+
 static napi_value init(napi_env env, napi_value exports) {
   napi_value fn;
   napi_create_function(env, "originalDst", NAPI_AUTO_LENGTH, original_dst, NULL, &fn);
   napi_set_named_property(env, exports, "originalDst", fn);
   napi_create_function(env, "setTransparent", NAPI_AUTO_LENGTH, set_transparent, NULL, &fn);
   napi_set_named_property(env, exports, "setTransparent", fn);
+  napi_create_function(env, "originalSrcSocket", NAPI_AUTO_LENGTH, original_src_socket, NULL, &fn);
+  napi_set_named_property(env, exports, "originalSrcSocket", fn);
   return exports;
 }
 

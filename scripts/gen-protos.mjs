@@ -55,6 +55,7 @@ const targets = [
   'envoy-api/envoy/extensions/filters/network/tcp_proxy/v3',
   'envoy-api/envoy/extensions/filters/network/rbac/v3',
   'envoy-api/envoy/extensions/filters/listener/original_dst/v3',
+  'envoy-api/envoy/extensions/filters/listener/original_src/v3',
   'envoy-api/envoy/extensions/filters/listener/tls_inspector/v3',
   'envoy-api/envoy/extensions/filters/listener/http_inspector/v3',
   'envoy-api/envoy/extensions/upstreams/http/v3',

@@ -6,6 +6,7 @@ import type { IncomingHttpHeaders, IncomingMessage, OutgoingHttpHeaders, ServerR
 import { constants as h2, Http2ServerResponse, type ClientHttp2Stream, type Http2ServerRequest, type IncomingHttpHeaders as H2Headers } from 'node:http2';
 import type { Readable, Writable } from 'node:stream';
 import type { Http2Pool, Endpoint } from './upstream-pools.js';
+import type { OriginalSource } from './original-src.js';
 import type { RequestHeaders } from '../envoy/request.js';
 
 export type DownstreamRequest = IncomingMessage | Http2ServerRequest;
@@ -169,6 +170,8 @@ export interface UpstreamRequest {
   /** End-to-end headers plus `host`. */
   readonly headers: OutgoingHttpHeaders;
   readonly framing: BodyFraming;
+  /** original_src: the connection comes from the downstream client's address. */
+  readonly source?: OriginalSource;
 }
 
 export function trailerMap(t: NodeJS.Dict<string | string[]> | H2Headers): HeaderMap | undefined {
@@ -198,7 +201,7 @@ export function http2Exchange(r: UpstreamRequest, pool: Http2Pool, ev: UpstreamE
   delete headers.host;
   Object.assign(headers, { ':method': r.method, ':path': r.path, ':scheme': 'http', ':authority': authority });
   // waitForTrailers: the request's trailers are only known once its body has ended.
-  const stream: ClientHttp2Stream = pool.session(r.endpoint).request(headers, { waitForTrailers: true });
+  const stream: ClientHttp2Stream = pool.session(r.endpoint, r.source).request(headers, { waitForTrailers: true });
   let requestTrailers: HeaderMap | undefined;
   let trailers: HeaderMap | undefined;
   let answered = false;

@@ -19,6 +19,7 @@ import { ListenerSchema, type Listener } from '../gen/envoy/config/listener/v3/l
 import { ConfigError, withinResource } from '../envoy/config-error.js';
 import { normalizeIp } from '../envoy/matchers.js';
 import { connectionDestination, setTransparent } from './original-dst.js';
+import { markOriginalSrc } from './original-src.js';
 import { statName, type StatSample } from './stats.js';
 import type { Chain } from './listener/chain.js';
 import { compileListener, listenerStatName, type ActiveListener, type ListenerCompileDeps } from './listener/compiler.js';
@@ -286,6 +287,9 @@ export class ListenerManager {
 
   private accept(first: ActiveListener, socket: Socket): void {
     const l = first.message.useOriginalDst ? this.handoff.listenerFor(first, socket) : first;
+    // The accepting listener's filters ran before any hand-off, as in Envoy.
+    const mark = l.originalSrcMark ?? first.originalSrcMark;
+    if (mark !== undefined) markOriginalSrc(socket, mark);
     l.counters.cx.inc();
     l.counters.workerCx.inc();
     socket.on('error', (e) => log.debug(`listener ${l.name}: downstream connection error: ${e.message}`));

@@ -12,9 +12,11 @@ import { fileURLToPath } from 'node:url';
 import { normalizeIp } from '../envoy/matchers.js';
 import type { Destination } from '../envoy/request.js';
 
-interface Addon {
+export interface Addon {
   originalDst(fd: number): { address: string; port: number } | null;
   setTransparent(fd: number): void;
+  /** A transparent TCP socket (descriptor) bound to `address`, with SO_MARK `mark` unless 0; not connected. */
+  originalSrcSocket(address: string, mark: number): number;
 }
 
 const ADDON = join('native', 'build', 'Release', 'original_dst.node');
@@ -38,10 +40,16 @@ function loadAddon(): Addon | string {
 
 let addon: Addon | string | undefined;
 
+/** The addon, or why it cannot be loaded. */
+export function nativeAddon(): Addon | string {
+  addon ??= loadAddon();
+  return addon;
+}
+
 /** Why SO_ORIGINAL_DST cannot be read here, or undefined when it can. */
 export function originalDstUnavailable(): string | undefined {
-  addon ??= loadAddon();
-  return typeof addon === 'string' ? addon : undefined;
+  const a = nativeAddon();
+  return typeof a === 'string' ? a : undefined;
 }
 
 const restored = new WeakMap<Socket, Destination>();

@@ -8,6 +8,7 @@ import type { Duplex } from 'node:stream';
 import { Pool, type buildConnector } from 'undici';
 import type { RequestView } from '../envoy/request.js';
 import type { CircuitBreaker } from './cluster-health.js';
+import { bindsOriginalSrc, originalSrcSocket, type OriginalSource } from './original-src.js';
 import type { UpstreamTls } from './tls/upstream.js';
 
 export interface Endpoint {
@@ -42,15 +43,20 @@ export type TransportOf = (endpoint: Endpoint) => UpstreamTls | undefined;
  * A connection to `ep` with its transport: the TCP socket, or the TLS client over it. `ready` is
  * the event that says it can carry requests (`connect`, or `secureConnect` once verified).
  */
-export function openUpstream(ep: Endpoint, transport: UpstreamTls | undefined, ms: number, onTimeout: () => void, options: Partial<NetConnectOpts> = {}): { socket: Socket; ready: 'connect' | 'secureConnect' } {
-  const tcp = connectWithin({ ...options, host: ep.host, port: ep.port } as NetConnectOpts, ms, onTimeout);
+export function openUpstream(ep: Endpoint, transport: UpstreamTls | undefined, ms: number, onTimeout: () => void, options: Partial<NetConnectOpts> = {}, source?: OriginalSource): { socket: Socket; ready: 'connect' | 'secureConnect' } {
+  const tcp = connectWithin({ ...options, host: ep.host, port: ep.port } as NetConnectOpts, ms, onTimeout, source);
   tcp.setNoDelay(true);
   return transport ? { socket: transport.wrap(tcp), ready: 'secureConnect' } : { socket: tcp, ready: 'connect' };
 }
 
-/** A TCP connection that fails (and calls `onTimeout`) unless it connects within `ms` (0 = no limit). */
-export function connectWithin(options: NetConnectOpts, ms: number, onTimeout: () => void): Socket {
-  const socket = createConnection(options);
+/**
+ * A TCP connection that fails (and calls `onTimeout`) unless it connects within `ms` (0 = no limit);
+ * from `source` (original_src) when given and the proxy can bind it.
+ */
+export function connectWithin(options: NetConnectOpts, ms: number, onTimeout: () => void, source?: OriginalSource): Socket {
+  const host = (options as { host?: string }).host ?? '';
+  const bound = source && bindsOriginalSrc(source, host) ? originalSrcSocket(source, { allowHalfOpen: options.allowHalfOpen }) : undefined;
+  const socket = bound ? bound.connect(options) : createConnection(options);
   if (ms > 0) {
     const timer = setTimeout(() => {
       onTimeout();
@@ -66,6 +72,11 @@ export function connectWithin(options: NetConnectOpts, ms: number, onTimeout: ()
 /** `host:port`, `[v6]:port` for IPv6 literals. */
 function hostPort(ep: Endpoint): string {
   return ep.host.includes(':') ? `[${ep.host}]:${ep.port}` : `${ep.host}:${ep.port}`;
+}
+
+/** Connections are shared per endpoint and original source (none: the proxy's own address). */
+function poolKey(ep: Endpoint, source: OriginalSource | undefined): string {
+  return source ? `${hostPort(ep)} from ${source.address}` : hostPort(ep);
 }
 
 /** A node:http keep-alive agent sized for a proxy, whose new connections follow the pool's connect rules. */
@@ -105,12 +116,12 @@ export class Http1Pool {
     this.agent = new UpstreamAgent((options) => this.connect(options).socket);
   }
 
-  /** The undici pool of an endpoint, made on first use. */
-  pool(ep: Endpoint): Pool {
-    const key = hostPort(ep);
+  /** The undici pool of an endpoint (per original source: its connections bind it), made on first use. */
+  pool(ep: Endpoint, source?: OriginalSource): Pool {
+    const key = poolKey(ep, source);
     const existing = this.pools.get(key);
     if (existing) return existing;
-    const pool = new Pool(`http://${key}`, { connections: null, headersTimeout: 0, bodyTimeout: 0, connect: this.connector(ep) });
+    const pool = new Pool(`http://${hostPort(ep)}`, { connections: null, headersTimeout: 0, bodyTimeout: 0, connect: this.connector(ep, source) });
     // A retired pool serves the request it is asked for, then closes once that is done.
     if (this.retired) setImmediate(() => void pool.close());
     else this.pools.set(key, pool);
@@ -131,16 +142,25 @@ export class Http1Pool {
     this.pools.clear();
   }
 
-  private connect(options: NetConnectOpts): { socket: Socket; ready: 'connect' | 'secureConnect' } {
+  /**
+   * node:http options for a request to `ep`: the keep-alive agent, or, from an original source,
+   * a connection of the request's own (the agent's pooling knows nothing of sources).
+   */
+  requestOptions(ep: Endpoint, source?: OriginalSource): Pick<ClientRequestArgs, 'agent' | 'createConnection'> {
+    if (!source) return { agent: this.agent };
+    return { agent: false, createConnection: () => this.connect({ host: ep.host, port: ep.port }, source).socket };
+  }
+
+  private connect(options: NetConnectOpts, source?: OriginalSource): { socket: Socket; ready: 'connect' | 'secureConnect' } {
     this.onConnection();
     const ep = { host: (options as { host?: string }).host ?? 'localhost', port: Number((options as { port?: number | string }).port) };
-    return openUpstream(ep, this.transportOf(ep), this.connectTimeoutMs, this.onConnectTimeout, options);
+    return openUpstream(ep, this.transportOf(ep), this.connectTimeoutMs, this.onConnectTimeout, options, source);
   }
 
   /** undici's connector: our socket (counted, connect timeout, TLS when the endpoint's transport says so), handed over once ready. */
-  private connector(ep: Endpoint): buildConnector.connector {
+  private connector(ep: Endpoint, source: OriginalSource | undefined): buildConnector.connector {
     return (_options, callback) => {
-      const { socket, ready } = this.connect({ host: ep.host, port: ep.port });
+      const { socket, ready } = this.connect({ host: ep.host, port: ep.port }, source);
       const settle = (e?: Error): void => {
         socket.off(ready, settle);
         socket.off('error', settle);
@@ -168,13 +188,14 @@ export class Http2Pool {
     private readonly transportOf: TransportOf = () => undefined,
   ) {}
 
-  session(ep: Endpoint): ClientHttp2Session {
-    const key = `${ep.host}:${ep.port}`;
+  /** The session to `ep` (per original source: its connection binds it). */
+  session(ep: Endpoint, source?: OriginalSource): ClientHttp2Session {
+    const key = poolKey(ep, source);
     const existing = this.sessions.get(key);
     if (existing && !existing.closed && !existing.destroyed) return existing;
     const ms = this.connectTimeoutMs;
     const session = h2connect(`http://${hostPort(ep)}`, {
-      createConnection: () => openUpstream(ep, this.transportOf(ep), ms, this.onConnectTimeout).socket,
+      createConnection: () => openUpstream(ep, this.transportOf(ep), ms, this.onConnectTimeout, {}, source).socket,
     });
     this.onConnection();
     const forget = (): void => {

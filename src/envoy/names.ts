@@ -12,6 +12,7 @@ export const HCM_FILTER_NAME = 'envoy.filters.network.http_connection_manager';
 export const TCP_PROXY_FILTER_NAME = 'envoy.filters.network.tcp_proxy';
 export const HTTP_INSPECTOR_FILTER_NAME = 'envoy.filters.listener.http_inspector';
 export const TLS_INSPECTOR_FILTER_NAME = 'envoy.filters.listener.tls_inspector';
+export const ORIGINAL_SRC_FILTER_NAME = 'envoy.filters.listener.original_src';
 /** The TLS transport socket (Downstream/UpstreamTlsContext). */
 export const TLS_TRANSPORT_SOCKET_NAME = 'envoy.transport_sockets.tls';
 /** HTTP filter of VirtualService fault injection (per-route config under the same name). */

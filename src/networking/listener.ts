@@ -6,11 +6,12 @@ import { TrafficDirection } from '../gen/envoy/config/core/v3/base_pb.js';
 import { ListenerSchema, type Listener } from '../gen/envoy/config/listener/v3/listener_pb.js';
 import { FilterChainSchema, ListenerFilterSchema, type Filter, type FilterChain, type ListenerFilter } from '../gen/envoy/config/listener/v3/listener_components_pb.js';
 import { HttpInspectorSchema } from '../gen/envoy/extensions/filters/listener/http_inspector/v3/http_inspector_pb.js';
+import { OriginalSrcSchema } from '../gen/envoy/extensions/filters/listener/original_src/v3/original_src_pb.js';
 import { HttpConnectionManager_ForwardClientCertDetails, type HttpFilter } from '../gen/envoy/extensions/filters/network/http_connection_manager/v3/http_connection_manager_pb.js';
 import type { CaptureMode } from '../api/types.js';
 import type { OutboundTrafficMode } from '../model/push-context.js';
 import { isHttpProtocol, type Protocol, type Service } from '../model/service.js';
-import { HTTP_INSPECTOR_FILTER_NAME } from '../envoy/names.js';
+import { HTTP_INSPECTOR_FILTER_NAME, ORIGINAL_SRC_FILTER_NAME } from '../envoy/names.js';
 import { pack } from '../envoy/types.js';
 import { hcmFilter, http10Fields, routeConfiguredFilters, seconds, socketAddress, tcpProxyFilter, type HcmExtras, type PathNormalization } from './common.js';
 import {
@@ -171,17 +172,32 @@ function passthroughChains(opts: InboundOptions): FilterChain[] {
 }
 
 /**
+ * The SO_MARK of original_src's upstream sockets, as the Go mesh sets it whatever `-t` says: the
+ * default TPROXY mark, whose `ip rule` routes the app's replies to the client's address back to lo.
+ */
+export const ORIGINAL_SRC_MARK = 1337;
+
+/** original_src: under TPROXY the app's connections come from the client's address, not the proxy's. */
+function originalSrc(): ListenerFilter {
+  return create(ListenerFilterSchema, { name: ORIGINAL_SRC_FILTER_NAME, configType: { case: 'typedConfig', value: pack(OriginalSrcSchema, { mark: ORIGINAL_SRC_MARK }) } });
+}
+
+/**
  * virtualInbound: 0.0.0.0:15006, use_original_dst, a chain per inbound port matched on destination
  * port, and the passthrough chains (so it has chains even when the workload declares no port).
+ * Under TPROXY it is transparent and its first listener filter is original_src.
  */
 export function buildVirtualInbound(ports: readonly InboundPort[], opts: InboundOptions = {}): Listener {
+  const sniffing = sniffingFilters(ports, opts, opts.mtls?.mode);
+  const listenerFilters = [...(opts.transparent ? [originalSrc()] : []), ...(sniffing.listenerFilters ?? [])];
   return create(ListenerSchema, {
     name: VIRTUAL_INBOUND,
     address: socketAddress(WILDCARD_ADDRESS, VIRTUAL_INBOUND_PORT),
     useOriginalDst: true,
     ...(opts.transparent ? { transparent: true } : {}),
     trafficDirection: TrafficDirection.INBOUND,
-    ...sniffingFilters(ports, opts, opts.mtls?.mode),
+    ...sniffing,
+    ...(listenerFilters.length > 0 ? { listenerFilters } : {}),
     filterChains: [...ports.flatMap((p) => buildInboundFilterChains(p, opts)), ...passthroughChains(opts)],
   });
 }

@@ -15,6 +15,7 @@ import { NodeSchema } from '../../src/gen/envoy/config/core/v3/base_pb.js';
 import { ClusterSchema, Cluster_DiscoveryType } from '../../src/gen/envoy/config/cluster/v3/cluster_pb.js';
 import { ClusterLoadAssignmentSchema } from '../../src/gen/envoy/config/endpoint/v3/endpoint_pb.js';
 import { ListenerSchema, type Listener } from '../../src/gen/envoy/config/listener/v3/listener_pb.js';
+import { ListenerFilterSchema } from '../../src/gen/envoy/config/listener/v3/listener_components_pb.js';
 import { RouteConfigurationSchema } from '../../src/gen/envoy/config/route/v3/route_pb.js';
 import { HttpFilterSchema } from '../../src/gen/envoy/extensions/filters/network/http_connection_manager/v3/http_connection_manager_pb.js';
 import { HttpConnectionManagerSchema } from '../../src/gen/envoy/extensions/filters/network/http_connection_manager/v3/http_connection_manager_pb.js';
@@ -142,6 +143,23 @@ test('interception TPROXY: both capture listeners are transparent (IP_TRANSPAREN
     (await generate(gens, TypeUrl.Listener, echoProxy({ INTERCEPTION_MODE: mode }))).map((r) => unpack(r.resource, ListenerSchema)).filter((l) => l.name.startsWith('virtual'));
   assert.deepEqual((await capture('TPROXY')).map((l) => [l.name, l.transparent]), [['virtualOutbound', true], ['virtualInbound', true]]);
   assert.deepEqual((await capture('REDIRECT')).map((l) => [l.name, l.transparent]), [['virtualOutbound', undefined], ['virtualInbound', undefined]]);
+});
+
+test('interception TPROXY: virtualInbound (only) has original_src with mark 1337 first, so the app sees the client address; REDIRECT has none', async () => {
+  const gens = generators(pushOf(MESH, []));
+  const filters = async (mode: string) =>
+    (await generate(gens, TypeUrl.Listener, echoProxy({ INTERCEPTION_MODE: mode })))
+      .map((r) => unpack(r.resource, ListenerSchema))
+      .filter((l) => l.name.startsWith('virtual'))
+      .map((l) => [l.name, l.listenerFilters.map((f) => (f.configType.case === 'typedConfig' ? toEnvoyJson(ListenerFilterSchema, f) : f.name))]);
+  const tproxy = await filters('TPROXY');
+  assert.deepEqual(tproxy.find(([name]) => name === 'virtualOutbound')![1], []);
+  const inbound = tproxy.find(([name]) => name === 'virtualInbound')![1] as JsonObject[];
+  assert.deepEqual(inbound[0], {
+    name: 'envoy.filters.listener.original_src',
+    typed_config: { '@type': 'type.googleapis.com/envoy.extensions.filters.listener.original_src.v3.OriginalSrc', mark: 1337 },
+  });
+  for (const [, list] of await filters('REDIRECT')) assert.ok(!(list as JsonObject[]).some((f) => f.name === 'envoy.filters.listener.original_src'));
 });
 
 test('interception NONE: listeners on the Sidecar ingress ports to defaultEndpoint, outbound on 127.0.0.1 egress ports', async () => {

@@ -27,6 +27,7 @@ import { applyMutations, type CompiledRoute, type MutableHeaders, type RouteTabl
 import { mirror } from '../mirror.js';
 import type { AttemptFailure, RetrySpec } from '../retry-policy.js';
 import { registerHttpFilter } from './registry.js';
+import { originalSrcOf } from '../original-src.js';
 
 const log = scope('http');
 
@@ -209,6 +210,7 @@ export class Router {
     const { sendLocal, serverName, alwaysSetRequestIdInResponse } = this;
     const { route, cluster, path, headers, timeoutMs, attemptCount } = target;
     const framing = bodyFraming(req);
+    const source = originalSrcOf(req.socket);
     // A chunked HTTP/1.1 request stays chunked upstream, so that request trailers can follow it.
     if (!cluster.http2 && String(req.headers['transfer-encoding'] ?? '').toLowerCase().includes('chunked')) headers['transfer-encoding'] = 'chunked';
     // The body streams through unbuffered, so only a request without one can be sent again.
@@ -310,7 +312,7 @@ export class Router {
           });
         },
       };
-      const request = { endpoint, method: sreq.method, path, headers, framing };
+      const request = { endpoint, method: sreq.method, path, headers, framing, source };
       let upstream: UpstreamExchange;
       try {
         upstream = cluster.http2 ? http2Exchange(request, cluster.http2, events) : http1Exchange(request, cluster.http1, events);

@@ -50,6 +50,8 @@ export class ActiveListener {
     readonly defaultChain: Chain | undefined,
     readonly inspection: Inspection,
     readonly counters: ListenerCounters,
+    /** original_src's SO_MARK when the listener has that filter: its connections' upstreams bind the client's address. */
+    readonly originalSrcMark?: number,
   ) {}
 
   get inbound(): boolean {
@@ -78,7 +80,7 @@ function listenerFilterNeeds(l: Listener): ListenerFilterNeeds {
     if (c.case !== 'typedConfig') throw new ConfigError(`listener_filters[${i}]`, 'typed_config is required');
     const filter = listenerFilterOf(c.value.typeUrl);
     if (!filter) throw new ConfigError(`listener_filters[${i}].typed_config`, `listener filter type ${typeNameOf(c.value.typeUrl)} is not supported`);
-    filter.apply(needs);
+    filter.apply(needs, c.value, `listener_filters[${i}].typed_config`);
   });
   return needs;
 }
@@ -119,7 +121,7 @@ export function compileListener(l: Listener, deps: ListenerCompileDeps): ActiveL
   });
   const defaultChain = l.defaultFilterChain ? compileChain(l.defaultFilterChain, 'default_filter_chain', address.port, counters, deps) : undefined;
   if (chains.length === 0 && !defaultChain) throw new ConfigError('filter_chains', 'at least one filter chain (or a default filter chain) is required');
-  return new ActiveListener(l.name, l, address, l.bindToPort ?? true, chains, defaultChain, inspection, counters);
+  return new ActiveListener(l.name, l, address, l.bindToPort ?? true, chains, defaultChain, inspection, counters, needs.originalSrcMark);
 }
 
 function compileChain(fc: FilterChain, field: string, port: number, counters: ListenerCounters, deps: ChainDeps): Chain {

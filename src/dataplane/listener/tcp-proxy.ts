@@ -9,6 +9,7 @@ import type { ClusterManager } from '../clusters.js';
 import { openUpstream } from '../upstream-pools.js';
 import type { CompiledChainMatch } from '../filter-chain-match.js';
 import { connectionDestination } from '../original-dst.js';
+import { originalSrcOf } from '../original-src.js';
 import { statName, type StatCounter, type StatsStore } from '../stats.js';
 import { Chain } from './chain.js';
 import { registerNetworkFilter } from './network-filters.js';
@@ -81,7 +82,7 @@ class TcpChain extends Chain {
     // The connection counts as an active request on its endpoint (LEAST_REQUEST) while it is open.
     const active = cluster.begin?.(endpoint);
     if (active) down.once('close', active);
-    const { socket: up, ready } = openUpstream(endpoint, cluster.transportOf?.(endpoint), cluster.connectTimeoutMs ?? 0, () => undefined, { allowHalfOpen: true });
+    const { socket: up, ready } = openUpstream(endpoint, cluster.transportOf?.(endpoint), cluster.connectTimeoutMs ?? 0, () => undefined, { allowHalfOpen: true }, originalSrcOf(down));
     let connected = false;
     up.once(ready, () => {
       connected = true;

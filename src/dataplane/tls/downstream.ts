@@ -10,6 +10,7 @@ import { scope } from '../../common/log.js';
 import { DownstreamTlsContextSchema, type DownstreamTlsContext } from '../../gen/envoy/extensions/transport_sockets/tls/v3/tls_pb.js';
 import { ConfigError, unappliedFields } from '../../envoy/config-error.js';
 import { inheritDestination } from '../original-dst.js';
+import { inheritOriginalSrc } from '../original-src.js';
 import { statName, type StatCounter, type StatsStore } from '../stats.js';
 import { compileCommonTls, failedCheck, peerCertOf, type CompiledTls, type VerifyFailure } from './context.js';
 import { rememberPeer } from './peer.js';
@@ -125,6 +126,7 @@ export class DownstreamTls {
     }
     this.stats.handshake.inc();
     inheritDestination(raw, s);
+    inheritOriginalSrc(raw, s);
     serve(s);
   }
 
