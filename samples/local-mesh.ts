@@ -1,21 +1,23 @@
 // The local mesh in one command (`npm start`, `npm start -- --issuer`, `npm start -- --gateway`): the
 // discovery server on a config directory, the sample httpbin app, and a pilot-agent (with its
-// mesh-proxy) in front of the app on an explicit inbound port; optionally a sample JWT issuer and an
-// ingress gateway (`pilot-agent proxy router`). No orchestrator, no root.
+// mesh-proxy) in front of the app on an explicit inbound port; with `client`, a second workload
+// (`sleep`) whose sidecar calls the app's service over mesh mTLS; optionally a sample JWT issuer
+// and an ingress gateway (`pilot-agent proxy router`). No orchestrator, no root.
 //
 // The config directory is a copy under the state directory (default .mesh-local/), seeded from
 // samples/mesh on every start, so that trying policies never edits the repository: drop a file from
 // samples/policies into it and the proxy applies it the moment the file is saved.
 import { spawn, type ChildProcess } from 'node:child_process';
-import { closeSync, existsSync, mkdirSync, openSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import type { Server } from 'node:http';
-import { createServer } from 'node:net';
-import { tmpdir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parseAllDocuments } from 'yaml';
 import { startHttpbin } from './apps/httpbin.js';
 import { startIssuer } from './apps/issuer.js';
+import { freePort } from './ports.js';
+
+export { freePort };
 
 /** The repository root (this file runs from samples/ under tsx or dist/samples/ once built). */
 const ROOT = (() => {
@@ -43,10 +45,13 @@ export interface LocalMeshPorts {
   gateway: number;
   gatewayStatus: number;
   gatewayAdmin: number;
+  /** The client workload's (`sleep`) readiness and admin ports. */
+  clientStatus: number;
+  clientAdmin: number;
 }
 
 /** The documented ports; tests pass free ones. */
-export const DEFAULT_PORTS: LocalMeshPorts = { grpc: 15010, secureGrpc: 15012, http: 8080, monitoring: 15014, webhook: 15017, app: 8000, service: 9080, inbound: 15080, issuer: 8899, status: 15021, admin: 15000, metrics: 15020, gateway: 8088, gatewayStatus: 15121, gatewayAdmin: 15100 };
+export const DEFAULT_PORTS: LocalMeshPorts = { grpc: 15010, secureGrpc: 15012, http: 8080, monitoring: 15014, webhook: 15017, app: 8000, service: 9080, inbound: 15080, issuer: 8899, status: 15021, admin: 15000, metrics: 15020, gateway: 8088, gatewayStatus: 15121, gatewayAdmin: 15100, clientStatus: 15221, clientAdmin: 15200 };
 
 export interface LocalMeshOptions {
   stateDir: string;
@@ -60,6 +65,13 @@ export interface LocalMeshOptions {
   ports?: Partial<LocalMeshPorts>;
   /** An ingress gateway in front of the app, with samples/gateway's Gateway and VirtualService. */
   gateway?: boolean;
+  /**
+   * A client workload (namespace and service account `sleep`) whose sidecar owns the service's
+   * outbound port and reaches the app through the app's sidecar: the service's endpoint becomes
+   * that sidecar's inbound port, labelled for auto mTLS. Needs `secure` for the mTLS (without
+   * certificates both hops are plaintext).
+   */
+  client?: boolean;
   /** The proxy's workers (ProxyConfig concurrency); default that of ProxyConfig, 2. */
   proxyConcurrency?: number;
   /** `pipe` collects the programs' output (see LocalMesh.output); default: this process's stdout/stderr. */
@@ -73,6 +85,8 @@ export interface LocalMesh {
   readonly configDir: string;
   readonly issuerUrl?: string;
   readonly agent: ChildProcess;
+  /** The client workload's (`sleep`) agent, with `client`. */
+  readonly clientAgent?: ChildProcess;
   /** The gateway's agent, with `gateway`. */
   readonly gatewayAgent?: ChildProcess;
   /** The discovery server's current process. */
@@ -88,52 +102,6 @@ export interface LocalMesh {
   stop(): Promise<void>;
 }
 
-/**
- * Ports that tests and benchmarks hand to processes they start: below Linux's ephemeral range
- * (32768-60999), so that no outgoing connection takes one between the choice and the child's
- * bind, and claimed with a lock file, so that test files running side by side never choose the
- * same. Claims end with the process; older than an hour, they count as left over by a killed run.
- */
-const PORT_RANGE = { first: 20000, last: 32767 };
-const PORT_CLAIMS = join(tmpdir(), `mesh-test-ports-${process.getuid?.() ?? 0}`);
-const CLAIM_TTL_MS = 3600_000;
-const claimed: string[] = [];
-
-function claimPort(port: number): boolean {
-  const path = join(PORT_CLAIMS, String(port));
-  try {
-    if (Date.now() - statSync(path).mtimeMs > CLAIM_TTL_MS) rmSync(path, { force: true });
-  } catch {
-    // not claimed
-  }
-  try {
-    closeSync(openSync(path, 'wx'));
-  } catch {
-    return false;
-  }
-  if (claimed.length === 0) process.once('exit', () => claimed.forEach((c) => rmSync(c, { force: true })));
-  claimed.push(path);
-  return true;
-}
-
-function bindable(port: number): Promise<boolean> {
-  return new Promise((resolve) => {
-    const srv = createServer();
-    srv.once('error', () => resolve(false));
-    srv.listen(port, '127.0.0.1', () => srv.close(() => resolve(true)));
-  });
-}
-
-/** A free loopback port of this process's own, for a program a test or benchmark starts. */
-export async function freePort(): Promise<number> {
-  mkdirSync(PORT_CLAIMS, { recursive: true });
-  for (let attempt = 0; attempt < 1000; attempt++) {
-    const port = PORT_RANGE.first + Math.floor(Math.random() * (PORT_RANGE.last - PORT_RANGE.first + 1));
-    if (claimPort(port) && (await bindable(port))) return port;
-  }
-  throw new Error(`no free port in ${PORT_RANGE.first}-${PORT_RANGE.last}`);
-}
-
 /** A free loopback port for every role, for tests and benchmarks that run a whole mesh. */
 export async function freePorts(): Promise<LocalMeshPorts> {
   const out = { ...DEFAULT_PORTS };
@@ -141,14 +109,21 @@ export async function freePorts(): Promise<LocalMeshPorts> {
   return out;
 }
 
-/** Writes the sample workload config with the chosen ports (the files name 8000, 9080 and 15080). */
-function seedConfig(configDir: string, ports: LocalMeshPorts): void {
+/**
+ * Writes the sample workload config with the chosen ports (the files name 8000, 9080 and 15080).
+ * With `client`, the service's endpoint is the sidecar's inbound port, labelled as the injector
+ * labels a workload with a sidecar (auto mTLS), and the app's sidecar leaves the service port to the
+ * client's sidecar (both proxies bind outbound listeners on the one loopback).
+ */
+function seedConfig(configDir: string, ports: LocalMeshPorts, client: boolean): void {
   mkdirSync(configDir, { recursive: true });
   for (const f of readdirSync(join(ROOT, 'samples', 'mesh'))) {
     const docs = parseAllDocuments(readFileSync(join(ROOT, 'samples', 'mesh', f), 'utf8'));
     for (const doc of docs) {
       const kind = doc.get('kind');
-      if (kind === 'WorkloadEntry') doc.setIn(['spec', 'ports', 'http'], ports.app);
+      if (kind === 'WorkloadEntry') doc.setIn(['spec', 'ports', 'http'], client ? ports.inbound : ports.app);
+      if (kind === 'WorkloadEntry' && client) doc.setIn(['spec', 'labels', 'security.mesh.io/tlsMode'], 'mesh');
+      if (kind === 'Sidecar' && client) doc.setIn(['spec', 'egress', 0, 'hosts'], ['mesh-system/*']);
       if (kind === 'ServiceEntry') doc.setIn(['spec', 'ports', 0, 'number'], ports.service);
       if (kind === 'Sidecar') {
         doc.setIn(['spec', 'ingress', 0, 'port', 'number'], ports.inbound);
@@ -239,12 +214,27 @@ function startGatewayAgent(dir: string, ports: LocalMeshPorts, sidecarConfig: Re
   });
 }
 
+/**
+ * `pilot-agent proxy` for the client workload `sleep` (its own namespace and service account), on
+ * another loopback address so that the app's WorkloadEntry is not its own instance.
+ */
+function startClientAgent(dir: string, ports: LocalMeshPorts, sidecarConfig: Record<string, unknown>, secureEnv: NodeJS.ProcessEnv, sink: string[] | undefined): ChildProcess {
+  mkdirSync(join(dir, 'etc', 'mesh', 'pod'), { recursive: true });
+  writeFileSync(join(dir, 'etc', 'mesh', 'pod', 'labels'), 'app="sleep"\n');
+  const proxyConfig = { ...sidecarConfig, proxyAdminPort: ports.clientAdmin, statusPort: ports.clientStatus, metricsPort: 0, configPath: join(dir, 'proxy') };
+  return program('pilot-agent', ['proxy'], {
+    cwd: dir,
+    ...(sink ? { sink } : {}),
+    env: { POD_NAME: 'sleep-1', POD_NAMESPACE: 'sleep', INSTANCE_IP: '127.0.0.2', SERVICE_ACCOUNT: 'sleep', PROXY_CONFIG: JSON.stringify(proxyConfig), ...secureEnv },
+  });
+}
+
 export async function startLocalMesh(opts: LocalMeshOptions): Promise<LocalMesh> {
   const ports = { ...DEFAULT_PORTS, ...opts.ports };
   const sink = opts.output === 'pipe' ? ([] as string[]) : undefined;
   const state = resolve(opts.stateDir);
   const configDir = join(state, 'config');
-  seedConfig(configDir, ports);
+  seedConfig(configDir, ports, opts.client ?? false);
   const servers: Server[] = [(await startHttpbin(ports.app)).server];
   let issuerUrl: string | undefined;
   let issuerServer: Server | undefined;
@@ -295,8 +285,10 @@ export async function startLocalMesh(opts: LocalMeshOptions): Promise<LocalMesh>
   };
   let agent: ChildProcess | undefined;
   let gatewayAgent: ChildProcess | undefined;
+  let clientAgent: ChildProcess | undefined;
   const stop = async () => {
     if (gatewayAgent) await stopChild(gatewayAgent);
+    if (clientAgent) await stopChild(clientAgent);
     if (agent) await stopChild(agent);
     await stopChild(discovery);
     await Promise.all(servers.filter((s) => s.listening).map((s) => new Promise((r) => s.close(r))));
@@ -310,6 +302,12 @@ export async function startLocalMesh(opts: LocalMeshOptions): Promise<LocalMesh>
       env: { POD_NAME: 'httpbin-1', POD_NAMESPACE: 'default', INSTANCE_IP: '127.0.0.1', SERVICE_ACCOUNT: 'httpbin', PROXY_CONFIG: JSON.stringify(proxyConfig), ...secureEnv },
     });
     await untilReady(`http://127.0.0.1:${ports.status}/healthz/ready`, agent, 'pilot-agent');
+    if (opts.client) {
+      const clientDir = join(state, 'sleep');
+      const clientEnv = opts.secure && issuerUrl ? await workloadIdentityEnv(clientDir, issuerUrl, join(caDir, 'root-cert.pem'), 'sleep:sleep') : {};
+      clientAgent = startClientAgent(clientDir, ports, proxyConfig, clientEnv, sink);
+      await untilReady(`http://127.0.0.1:${ports.clientStatus}/healthz/ready`, clientAgent, 'pilot-agent (sleep)');
+    }
     if (opts.gateway) {
       writeGatewayConfig(configDir, ports.gateway);
       const gatewayDir = join(state, 'gateway');
@@ -327,6 +325,7 @@ export async function startLocalMesh(opts: LocalMeshOptions): Promise<LocalMesh>
     ...(issuerUrl && opts.issuer ? { issuerUrl } : {}),
     agent,
     ...(gatewayAgent ? { gatewayAgent } : {}),
+    ...(clientAgent ? { clientAgent } : {}),
     discovery: () => discovery,
     stopDiscovery: () => stopChild(discovery),
     stopIssuer: () => new Promise<void>((r) => (issuerServer?.listening ? issuerServer.close(() => r()) : r())),
@@ -343,7 +342,9 @@ function instructions(mesh: LocalMesh): string {
     'The local mesh is running:',
     `  app (httpbin)          http://127.0.0.1:${p.app}`,
     `  app through its proxy  http://127.0.0.1:${p.inbound}   (inbound: the policies apply here)`,
-    `  the service, outbound  http://127.0.0.1:${p.service}   (the proxy's outbound listener; send Host: httpbin.default.svc.cluster.local)`,
+    mesh.clientAgent
+      ? `  the service, outbound  http://127.0.0.1:${p.service}   (the sleep sidecar's outbound listener; send Host: httpbin.default.svc.cluster.local)`
+      : `  the service, outbound  http://127.0.0.1:${p.service}   (the proxy's outbound listener; send Host: httpbin.default.svc.cluster.local)`,
     `  discovery debug        http://127.0.0.1:${p.http}/debug   (pilot-discovery request GET /debug)`,
     `  agent readiness        http://127.0.0.1:${p.status}/healthz/ready`,
     `  proxy admin            http://127.0.0.1:${p.admin}/config_dump`,
@@ -352,6 +353,15 @@ function instructions(mesh: LocalMesh): string {
     `  curl -i http://127.0.0.1:${p.inbound}/headers`,
     `  curl -i -H 'Host: httpbin.default.svc.cluster.local' http://127.0.0.1:${p.service}/ip`,
   ];
+  if (mesh.clientAgent) {
+    lines.push(
+      '',
+      'Mutual TLS between sidecars (on by default): the sleep workload\'s sidecar (spiffe://cluster.local/ns/sleep/sa/sleep)',
+      'calls the service through the app\'s sidecar over mesh mTLS; the app sees the caller in X-Forwarded-Client-Cert:',
+      `  curl -s -H 'Host: httpbin.default.svc.cluster.local' http://127.0.0.1:${p.service}/headers`,
+      `  (the sleep sidecar's admin: http://127.0.0.1:${p.clientAdmin}/clusters)`,
+    );
+  }
   if (mesh.gatewayAgent) {
     lines.push(
       '',
@@ -389,15 +399,17 @@ async function main(argv: string[]): Promise<void> {
   }
   const stateIdx = argv.indexOf('--state');
   const stateDir = stateIdx >= 0 ? argv[stateIdx + 1] ?? '.mesh-local' : '.mesh-local';
-  const mesh = await startLocalMesh({ stateDir, issuer: argv.includes('--issuer'), gateway: argv.includes('--gateway'), secure: true });
+  const mesh = await startLocalMesh({ stateDir, issuer: argv.includes('--issuer'), gateway: argv.includes('--gateway'), secure: true, client: true });
   process.stdout.write(instructions(mesh));
   const onSignal = () => void mesh.stop().then(() => process.exit(0));
   process.once('SIGINT', onSignal);
   process.once('SIGTERM', onSignal);
-  mesh.agent.once('exit', (code) => {
-    process.stderr.write(`pilot-agent exited with code ${code}; stopping the mesh\n`);
-    void mesh.stop().then(() => process.exit(1));
-  });
+  for (const agent of [mesh.agent, mesh.clientAgent]) {
+    agent?.once('exit', (code) => {
+      process.stderr.write(`pilot-agent exited with code ${code}; stopping the mesh\n`);
+      void mesh.stop().then(() => process.exit(1));
+    });
+  }
 }
 
 if (process.argv[1] && resolve(process.argv[1]) === fileURLToPath(import.meta.url)) {

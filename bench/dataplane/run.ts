@@ -3,14 +3,17 @@
 // keep-alive; mesh-proxy through one sidecar (the inbound listener) and through two, as a call
 // between two workloads goes: the client's outbound listener, then the server's inbound listener
 // (here both are the local mesh's one proxy), and two hops through a route table of 20
-// VirtualService routes where the request matches the last. For each path: the maximum requests/s with wrk (a C
+// VirtualService routes where the request matches the last; and the same two hops between two
+// sidecars over mesh mTLS (the secured local mesh with its `sleep` client workload: the client's
+// outbound listener, auto mTLS, the app's sidecar's inbound listener; CPU and RSS of both proxies).
+// For each path: the maximum requests/s with wrk (a C
 // load generator, one thread, 20 connections), latency at a fixed 1000 requests/s with an
 // open-loop client (open-loop.ts, microsecond HDR histogram, its own process), and the proxy's CPU
 // per 1000 requests/s and RSS (worker processes included) from /proc.
 //   npm run bench -- dataplane [--seconds N] [--concurrency N]   (the proxy's workers, default 1)
 import { execFileSync, spawn } from 'node:child_process';
 import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
-import { get as httpGet } from 'node:http';
+import { get as httpGet, request } from 'node:http';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { parseAllDocuments } from 'yaml';
@@ -39,6 +42,22 @@ function throughInbound(configDir: string, inboundPort: number): void {
   const docs = parseAllDocuments(readFileSync(file, 'utf8'));
   for (const doc of docs) if (doc.get('kind') === 'WorkloadEntry') doc.setIn(['spec', 'ports', 'http'], inboundPort);
   writeFileSync(file, docs.map((d) => d.toString()).join('---\n'));
+}
+
+/** The x-forwarded-client-cert the app saw for a call to the service's outbound port ('' if none). */
+function callerSeen(port: number, host: string): Promise<string> {
+  return new Promise((resolve) => {
+    const req = request({ host: '127.0.0.1', port, path: '/headers', headers: { host } }, (res) => {
+      let body = '';
+      res.on('data', (d: Buffer) => (body += d.toString()));
+      res.on('end', () => {
+        const headers = res.statusCode === 200 ? (JSON.parse(body) as { headers: Record<string, string> }).headers : {};
+        resolve(Object.entries(headers).find(([k]) => k.toLowerCase() === 'x-forwarded-client-cert')?.[1] ?? '');
+      });
+    });
+    req.on('error', () => resolve(''));
+    req.end();
+  });
 }
 
 async function until(check: () => Promise<boolean>, what: string): Promise<void> {
@@ -97,38 +116,50 @@ async function main(): Promise<void> {
     await until(async () => (await (await fetch(`http://127.0.0.1:${ports.admin}/clusters`)).text()).includes(`127.0.0.1:${ports.inbound}`), 'the service endpoint at the inbound listener');
     const token = (await (await fetch(`${mesh.issuerUrl}/token?sub=bench&groups=admins&exp=1h`)).text()).trim();
     const proxy = childPid(mesh.agent.pid!, 'mesh-proxy');
-    const measure = async (name: string, url: string, headers: Record<string, string>, pid?: number) => {
-      await wrk(url, 1, headers); // warm-up: JIT, connection pools
+    const measure = async (name: string, url: string, headers: Record<string, string>, pids: number[], warmUp = 1) => {
+      await wrk(url, warmUp, headers); // warm-up: JIT, connection pools
       const max = await wrk(url, seconds, headers);
-      const before = pid === undefined ? 0 : cpuSeconds(pid);
+      const cpu = () => pids.reduce((sum, pid) => sum + cpuSeconds(pid), 0);
+      const before = cpu();
       const fixed = await fixedRate(url, seconds, headers);
       const row: Row = { name, max, fixed };
-      if (pid !== undefined) {
-        row.cpuPer1k = ((cpuSeconds(pid) - before) / seconds) * (1000 / RATE) * (fixed.sent / Math.max(fixed.completed, 1));
-        row.rss = rssMiB(pid);
+      if (pids.length) {
+        row.cpuPer1k = ((cpu() - before) / seconds) * (1000 / RATE) * (fixed.sent / Math.max(fixed.completed, 1));
+        row.rss = pids.reduce((sum, pid) => sum + rssMiB(pid), 0);
       }
       rows.push(row);
     };
-    await measure('direct to the app', `http://127.0.0.1:${ports.app}/ip`, {});
-    await measure('nginx, 1 worker', `http://127.0.0.1:${nginxPort}/ip`, {}, nginx.pid);
+    await measure('direct to the app', `http://127.0.0.1:${ports.app}/ip`, {}, []);
+    await measure('nginx, 1 worker', `http://127.0.0.1:${nginxPort}/ip`, {}, [nginx.pid]);
     // No policy: the RequestAuthentication the launcher wrote is removed first.
     execFileSync('rm', ['-f', join(mesh.configDir, '01-require-jwt.yaml')]);
     await until(async () => (await fetch(inbound, { headers: { authorization: 'Bearer x' } })).status === 200, 'the policy-free config');
-    await measure('mesh-proxy, no policy', inbound, {}, proxy);
-    await measure('two sidecar hops, no policy', outbound, service, proxy);
+    await measure('mesh-proxy, no policy', inbound, {}, [proxy]);
+    await measure('two sidecar hops, no policy', outbound, service, [proxy]);
     // 20 VirtualService routes for the service, the request matching only the last one.
     writeFileSync(join(mesh.configDir, '04-twenty-routes.yaml'), twentyRoutes());
     const routed = { ...service, 'x-bench-route': 'r20' };
     await until(async () => (await matchedRoute(outbound, routed)) === 'r20', 'the 20-route VirtualService');
-    await measure('two sidecar hops, 20 routes', outbound, routed, proxy);
+    await measure('two sidecar hops, 20 routes', outbound, routed, [proxy]);
     execFileSync('rm', ['-f', join(mesh.configDir, '04-twenty-routes.yaml')]);
     await until(async () => (await matchedRoute(outbound, routed)) === undefined, 'the route table without the VirtualService');
     const ra = readFileSync(join(process.cwd(), 'samples', 'policies', '01-require-jwt.yaml'), 'utf8').replaceAll('http://127.0.0.1:8899', mesh.issuerUrl!);
     writeFileSync(join(mesh.configDir, '01-require-jwt.yaml'), ra);
     writeFileSync(join(mesh.configDir, '03-allow-admins.yaml'), readFileSync(join(process.cwd(), 'samples', 'policies', '03-allow-admins.yaml'), 'utf8'));
     await until(async () => (await fetch(inbound)).status === 403, 'the JWT + RBAC config');
-    await measure('mesh-proxy, JWT + RBAC', inbound, { authorization: `Bearer ${token}` }, proxy);
-    await measure('two sidecar hops, JWT + RBAC', outbound, { ...service, authorization: `Bearer ${token}` }, proxy);
+    await measure('mesh-proxy, JWT + RBAC', inbound, { authorization: `Bearer ${token}` }, [proxy]);
+    await measure('two sidecar hops, JWT + RBAC', outbound, { ...service, authorization: `Bearer ${token}` }, [proxy]);
+    await mesh.stop();
+    const secured = await startLocalMesh({ stateDir: mkdtempSync(join(tmpdir(), 'bench-mesh-mtls-')), secure: true, client: true, ports: await freePorts(), output: 'pipe', proxyConcurrency: concurrency });
+    try {
+      const securedOutbound = `http://127.0.0.1:${secured.ports.service}/ip`;
+      await until(async () => (await callerSeen(secured.ports.service, service.host)).includes('URI=spiffe://cluster.local/ns/sleep/sa/sleep'), 'the mTLS hop from the sleep sidecar');
+      const pids = [childPid(secured.clientAgent!.pid!, 'mesh-proxy'), childPid(secured.agent.pid!, 'mesh-proxy')];
+      // Fresh proxies, whose TLS path has not run yet (the rows above share one warmed proxy).
+      await measure('two sidecars over mTLS, no policy', securedOutbound, service, pids, seconds);
+    } finally {
+      await secured.stop();
+    }
   } finally {
     await nginx.stop();
     await mesh.stop();

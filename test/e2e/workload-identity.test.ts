@@ -16,11 +16,12 @@ import { SecretDiscoveryService } from '../../src/gen/envoy/service/secret/v3/sd
 import { grpcClient } from '../../src/envoy/grpc-service.js';
 import { TypeUrl, unpack } from '../../src/envoy/types.js';
 import { caFixture, issue, SERVER_NAME } from '../helpers/mesh-ca.js';
+import { get } from '../helpers/http.js';
 import { eventually, Running, start } from '../helpers/proc.js';
 
-test('npm start (secure): the agent gets a certificate from the CA, serves it over SDS and takes its config over the TLS port', async (t) => {
+test('npm start (secure): the agent gets a certificate from the CA, serves it over SDS and takes its config over the TLS port; the sleep sidecar calls the app over mTLS', async (t) => {
   const state = mkdtempSync(join(tmpdir(), 'mesh-local-secure-'));
-  const mesh = await startLocalMesh({ stateDir: state, secure: true, ports: await freePorts(), output: 'pipe' });
+  const mesh = await startLocalMesh({ stateDir: state, secure: true, client: true, ports: await freePorts(), output: 'pipe' });
   t.after(() => mesh.stop());
   const out = mesh.output();
   assert.match(out, /workload certificate for spiffe:\/\/cluster\.local\/ns\/default\/sa\/httpbin issued/);
@@ -45,6 +46,16 @@ test('npm start (secure): the agent gets a certificate from the CA, serves it ov
   // The proxy serves the config it got over the TLS port.
   const r = await fetch(`http://127.0.0.1:${mesh.ports.inbound}/headers`);
   assert.equal(r.status, 200);
+
+  // The printed command: the sleep sidecar's outbound listener, mesh mTLS to the app's sidecar, whose
+  // inbound connection manager tells the app the caller's SPIFFE id.
+  assert.match(out, /workload certificate for spiffe:\/\/cluster\.local\/ns\/sleep\/sa\/sleep issued/);
+  const hop = await get(false, mesh.ports.service, '/headers', { host: 'httpbin.default.svc.cluster.local' });
+  assert.equal(hop.status, 200, `${hop.body}\n${mesh.output()}`);
+  const seen = (JSON.parse(hop.body) as { headers: Record<string, string> }).headers;
+  const xfcc = Object.entries(seen).find(([k]) => k.toLowerCase() === 'x-forwarded-client-cert')?.[1] ?? '';
+  assert.match(xfcc, /(^|;)URI=spiffe:\/\/cluster\.local\/ns\/sleep\/sa\/sleep(;|,|$)/, `XFCC: ${xfcc}`);
+  assert.match(xfcc, /(^|;)By=spiffe:\/\/cluster\.local\/ns\/default\/sa\/httpbin(;|,|$)/, `XFCC: ${xfcc}`);
 });
 
 test('identity check on the secured port: a proxy claiming another namespace is refused with the reason', async (t) => {
