@@ -18,8 +18,7 @@ import { ConfigAnalysis, installAnalysisDebug, type AnalysisSources } from '../d
 import { installPprof, type Profiler } from '../debug/pprof/handlers.js';
 import { closeServer, formatAddress, httpServer, listen, ListenError, Mux, sendJson, sendText } from '../debug/http.js';
 import { ROOT_NAMESPACE, type Kind, type ResourceOf } from '../api/types.js';
-import type { HttpFilter } from '../gen/envoy/extensions/filters/network/http_connection_manager/v3/http_connection_manager_pb.js';
-import { podNameOf, withWorkload, type Proxy } from '../model/proxy.js';
+import { podNameOf, withWorkload } from '../model/proxy.js';
 import { PushContext } from '../model/push-context.js';
 import { AggregateRegistry } from '../registry/aggregate.js';
 import { AutoRegistration, AutoRegistrationError } from '../registry/autoregister.js';
@@ -28,6 +27,7 @@ import { OrchestratorRegistry } from '../registry/orchestrator/controller.js';
 import { ServiceEntryRegistry } from '../registry/serviceentry.js';
 import type { ServiceRegistry } from '../registry/types.js';
 import { JwksResolver } from '../security/authn/jwks-resolver.js';
+import { ProxySecurity } from './discovery-security.js';
 import { jwksPrefetch, unknownKidRefresh } from '../security/authn/jwks-policy.js';
 import { AuthenticationError, IdentityMismatchError } from '../security/ca/xds-auth.js';
 import { callerAuthenticator, startMeshCa, xdsAuthorizer, type MeshCa } from '../security/ca/setup.js';
@@ -35,14 +35,10 @@ import type { CallerAuthenticator } from '../security/ca/authenticate.js';
 import type { XdsAuthorizer } from '../security/ca/xds-auth.js';
 import { credentialService, type CredentialService } from '../security/credentials/setup.js';
 import { PlaintextCredentials } from '../security/ca/transport.js';
-import { buildWorkloadSecurity, grpcServerHttpFilters, securityHttpFilters, type SecurityOptions, type WorkloadSecurity } from '../security/filters.js';
-import { perObject } from '../common/same-inputs.js';
-import { SECURITY_PLUGINS, securityOptionsFor, type SecurityPlugin } from '../security/plugins.js';
-import { DEFAULT_MESH_CONFIG } from '../model/mesh-config.js';
+import type { SecurityPlugin } from '../security/plugins.js';
 import type { ExtensionProviders } from '../model/extension-providers.js';
 import { XdsCache } from '../xds/cache.js';
 import type { MeshMtlsSettings } from '../xds/generators/mtls.js';
-import { policyWithAliases } from '../security/mtls/trust-domain.js';
 import { Debouncer } from '../xds/debounce.js';
 import { XdsStreamError, type ProxyInfo, type PushRequest } from '../xds/generator.js';
 import type { PathNormalization } from '../networking/common.js';
@@ -118,8 +114,8 @@ export class DiscoveryServer {
   /** WorkloadEntries of auto-registered proxies (the config source stays the user's, read-only). */
   readonly autoEntries = new MemoryStore();
   readonly autoRegistration: AutoRegistration;
-  /** Per gRPC server proxy: the unenforceable-policy notes last logged. */
-  private readonly grpcNotes = new Map<string, string>();
+  /** The per-proxy security translation (discovery-security.ts). */
+  private readonly security: ProxySecurity;
   private readonly debouncer: Debouncer;
   /** The HTTPS server of /inject and /validate (its certificate is the webhooks' CA bundle). */
   readonly webhook: WebhookServer;
@@ -189,10 +185,11 @@ export class DiscoveryServer {
     this.xdsAuth = xdsAuthorizer(this.authenticator);
     this.debouncer = new Debouncer((req) => void this.pushAll(req), settings.debounce);
     this.resolver = new JwksResolver({ onChange: (uri) => this.trigger({ source: 'jwks', uri }) });
+    this.security = new ProxySecurity({ resolver: this.resolver, trustDomains: this.mtls, plugins: opts.plugins, extensionProviders: opts.extensionProviders });
     const generators = createMeshGenerators({
       pushContext: () => this.push,
-      inboundHttpFilters: (proxy, push) => this.securityFilters(proxy, push),
-      serverHttpFilters: (proxy, push) => this.grpcServerFilters(proxy, push),
+      inboundHttpFilters: (proxy, push) => this.security.httpFilters(proxy, push),
+      serverHttpFilters: (proxy, push) => this.security.grpcServerFilters(proxy, push),
       inboundSniffing: settings.inboundSniffing,
       outboundSniffing: settings.outboundSniffing,
       headlessPodListeners: settings.orchestratorRegistry.headlessPodListeners,
@@ -238,7 +235,7 @@ export class DiscoveryServer {
         store: this.store,
         registry: this.registry,
         resolver: this.resolver,
-        securityOptions: (push) => this.securityOptions(push),
+        securityOptions: (push) => this.security.options(push),
         adminEndpoints: settings.adminEndpoints,
       });
     }
@@ -266,26 +263,6 @@ export class DiscoveryServer {
   /** With --configDir and no --orchconfig there is no orchestrator to read or patch (the local mode). */
   private hasOrchestrator(): boolean {
     return !(this.opts.configDir && !this.opts.orchestrator.kubeconfig);
-  }
-
-  /** The jwt_authn and rbac filters of a proxy's inbound HTTP chains, from the policies selecting it. */
-  private securityFilters(proxy: Proxy, push: PushContext): HttpFilter[] {
-    return securityHttpFilters(this.workloadSecurity(proxy, push));
-  }
-
-  /**
-   * --plugins and the mesh config's providers, resolved against the push's services; one object
-   * per push, so that proxies selected by the same policies share their built filters.
-   */
-  private readonly securityOptions = perObject((push: PushContext): SecurityOptions =>
-    securityOptionsFor(push, this.opts.plugins ?? new Set(SECURITY_PLUGINS), this.opts.extensionProviders ?? DEFAULT_MESH_CONFIG.extensionProviders));
-
-  /** Selection and both builders for a proxy; untranslatable values are logged (they failed closed). */
-  private workloadSecurity(proxy: Proxy, push: PushContext): WorkloadSecurity {
-    const policies = push.policiesFor('AuthorizationPolicy', proxy).map((p) => policyWithAliases(p, this.mtls));
-    const sec = buildWorkloadSecurity(proxy, push.policiesFor('RequestAuthentication', proxy), policies, this.resolver.lookup, push.rootNamespace, this.securityOptions(push));
-    for (const w of sec.warnings) log.warn(w);
-    return sec;
   }
 
   /**
@@ -379,21 +356,6 @@ export class DiscoveryServer {
       log.error(`push context rebuild failed, keeping the last good snapshot: ${(e as Error).message}`);
       return false;
     }
-  }
-
-  /**
-   * The rbac filters of an xDS-enabled gRPC server. What gRPC cannot enforce (RequestAuthentication,
-   * AUDIT) is logged once per proxy and change, not on every push.
-   */
-  private grpcServerFilters(proxy: Proxy, push: PushContext): HttpFilter[] {
-    const sec = this.workloadSecurity(proxy, push);
-    const { filters, notes } = grpcServerHttpFilters(sec);
-    const summary = notes.join('\n');
-    if (this.grpcNotes.get(proxy.id) !== summary) {
-      this.grpcNotes.set(proxy.id, summary);
-      for (const n of notes) log.warn(`proxy ${proxy.id}: ${n}`);
-    }
-    return filters;
   }
 
   private buildPush(): PushContext {

@@ -4,7 +4,7 @@
 // before its old stream is noticed dead, shows up once per stream, as it does in syncz.
 import { create, type MessageInitShape } from '@bufbuild/protobuf';
 import { timestampFromDate } from '@bufbuild/protobuf/wkt';
-import { status } from '@grpc/grpc-js';
+import { status, type sendUnaryData, type ServerDuplexStream, type ServerUnaryCall } from '@grpc/grpc-js';
 import { ClientResourceStatus } from '../gen/envoy/admin/v3/config_dump_shared_pb.js';
 import {
   ClientStatusResponseSchema,
@@ -98,4 +98,27 @@ export function clientStatus(conns: Iterable<Connection>, req: ClientStatusReque
     });
   }
   return create(ClientStatusResponseSchema, { config });
+}
+
+/** The CSDS service's two methods over the server's live connections. */
+export function csdsHandlers(connections: () => Iterable<Connection>) {
+  return {
+    fetchClientStatus(call: ServerUnaryCall<ClientStatusRequest, ClientStatusResponse>, callback: sendUnaryData<ClientStatusResponse>): void {
+      try {
+        callback(null, clientStatus(connections(), call.request));
+      } catch (err) {
+        callback(err instanceof XdsStreamError ? err : new XdsStreamError(status.INTERNAL, String(err)));
+      }
+    },
+    streamClientStatus(call: ServerDuplexStream<ClientStatusRequest, ClientStatusResponse>): void {
+      call.on('data', (req: ClientStatusRequest) => {
+        try {
+          call.write(clientStatus(connections(), req));
+        } catch (err) {
+          call.emit('error', err instanceof XdsStreamError ? err : new XdsStreamError(status.INTERNAL, String(err)));
+        }
+      });
+      call.on('end', () => call.end());
+    },
+  };
 }

@@ -4,20 +4,9 @@
 // Each stream becomes a Connection (connection.ts) whose requests and pushes run one at a time, in
 // order. Content comes from ResourceGenerators (generator.ts), one per served type URL; this file
 // decides when to generate and what to send, following the xDS protocol's version/nonce rules.
-import {
-  Server,
-  ServerCredentials,
-  status,
-  type sendUnaryData,
-  type ServerDuplexStream,
-  type ServerUnaryCall,
-} from '@grpc/grpc-js';
+import { Server, ServerCredentials, status, type ServerDuplexStream } from '@grpc/grpc-js';
 import type { DeltaDiscoveryRequest, DiscoveryRequest } from '../gen/envoy/service/discovery/v3/discovery_pb.js';
-import {
-  ClientStatusDiscoveryService,
-  type ClientStatusRequest,
-  type ClientStatusResponse,
-} from '../gen/envoy/service/status/v3/csds_pb.js';
+import { ClientStatusDiscoveryService } from '../gen/envoy/service/status/v3/csds_pb.js';
 import type { Node } from '../gen/envoy/config/core/v3/base_pb.js';
 import { counter, gauge, histogram } from '../common/metrics.js';
 import { scope } from '../common/log.js';
@@ -25,7 +14,8 @@ import { settingDefault } from '../common/env.js';
 import { ResponseCache, type ResourceSet } from './cache.js';
 import { Connection, type ConnectionStatus, type Delivery, type ReplyKind, type Watch } from './connection.js';
 import { applyDelta, deltaDiff, encodeDelta, encodeSotw, incrementalBase } from './responses.js';
-import { clientStatus } from './csds.js';
+import { csdsHandlers } from './csds.js';
+import { recordReply, updateRejectGauge } from './replies.js';
 import { XdsStreamError, type DeliveryObserver, type ProxyInfo, type PushRequest, type ResourceGenerator } from './generator.js';
 import { grpcServiceDefinition } from '../envoy/grpc-service.js';
 import { adsDefinition, grpcOptions, ResponseJoiner, responseSize, Semaphore, type AdsTransportOptions, type OutgoingResponse, type ResponseBytes } from './ads-transport.js';
@@ -71,13 +61,6 @@ function pushRank(typeUrl: string): number {
 }
 
 /** pilot_xds_<type>_reject exists for these four types only. */
-const REJECT_GAUGES = {
-  [TypeUrl.Listener]: 'pilot_xds_lds_reject',
-  [TypeUrl.RouteConfiguration]: 'pilot_xds_rds_reject',
-  [TypeUrl.Cluster]: 'pilot_xds_cds_reject',
-  [TypeUrl.ClusterLoadAssignment]: 'pilot_xds_eds_reject',
-} as const;
-
 /** One live stream: its protocol state plus how to answer on it. */
 interface Session {
   readonly conn: Connection;
@@ -124,10 +107,7 @@ export class XdsServer {
       deltaAggregatedResources: (call: ServerDuplexStream<DeltaDiscoveryRequest, OutgoingResponse>) =>
         this.serveDelta(call),
     });
-    this.grpc.addService(grpcServiceDefinition(ClientStatusDiscoveryService), {
-      fetchClientStatus: this.fetchClientStatus,
-      streamClientStatus: this.streamClientStatus,
-    });
+    this.grpc.addService(grpcServiceDefinition(ClientStatusDiscoveryService), csdsHandlers(() => this.liveConnections()));
   }
 
   /**
@@ -345,7 +325,7 @@ export class XdsServer {
     if (!this.sessions.delete(s.conn.proxy.connectionId)) return;
     this.sizes.forget(s.conn.proxy.connectionId);
     gauge('pilot_xds').set(this.sessions.size);
-    for (const w of s.conn.watches.values()) if (w.rejecting) this.updateRejectGauge(w.typeUrl);
+    for (const w of s.conn.watches.values()) if (w.rejecting) updateRejectGauge(w.typeUrl, this.liveConnections());
     log.info(`connection ${s.conn.proxy.connectionId} closed`);
     this.options.onDisconnect?.(s.conn.proxy);
   }
@@ -361,7 +341,7 @@ export class XdsServer {
       case 'ack':
       case 'nack':
       case 'stale':
-        this.onReply(s.conn, req.typeUrl, decision.kind, req.responseNonce);
+        recordReply(s.conn, req.typeUrl, decision.kind, req.responseNonce);
         if (decision.kind === 'ack') this.options.deliveries?.acked(s.conn.proxy.connectionId, req.typeUrl, req.responseNonce);
         await this.releaseHeld(s, req.typeUrl, decision.kind);
         return;
@@ -374,7 +354,7 @@ export class XdsServer {
   private async onDeltaRequest(s: Session, req: DeltaDiscoveryRequest): Promise<void> {
     const decision = this.trackRejecting(s.conn, req.typeUrl, () => s.conn.applyDelta(req));
     if (decision.reply) {
-      this.onReply(s.conn, req.typeUrl, decision.reply, req.responseNonce);
+      recordReply(s.conn, req.typeUrl, decision.reply, req.responseNonce);
       if (decision.reply === 'ack') this.options.deliveries?.acked(s.conn.proxy.connectionId, req.typeUrl, req.responseNonce);
       await this.releaseHeld(s, req.typeUrl, decision.reply);
     }
@@ -386,32 +366,8 @@ export class XdsServer {
   private trackRejecting<T>(conn: Connection, typeUrl: string, apply: () => T): T {
     const before = conn.watches.get(typeUrl)?.rejecting ?? false;
     const result = apply();
-    if ((conn.watches.get(typeUrl)?.rejecting ?? false) !== before) this.updateRejectGauge(typeUrl);
+    if ((conn.watches.get(typeUrl)?.rejecting ?? false) !== before) updateRejectGauge(typeUrl, this.liveConnections());
     return result;
-  }
-
-  /** Accounting of an ACK, a NACK or a reply with an expired nonce. */
-  private onReply(conn: Connection, typeUrl: string, kind: ReplyKind, nonce: string): void {
-    const type = shortTypeName(typeUrl);
-    if (kind === 'stale') {
-      counter('pilot_xds_expired_nonce').inc({ type });
-      log.debug(`${conn.proxy.connectionId}: ${type} reply with expired nonce ${nonce} ignored`);
-    } else if (kind === 'nack') {
-      const nack = conn.watches.get(typeUrl)?.lastNack;
-      counter('pilot_total_xds_rejects').inc({ type });
-      log.warn(
-        `${conn.proxy.connectionId} rejected ${type} version ${nack?.rejectedVersion} (nonce ${nonce}), keeps ${nack?.keptVersion || 'nothing'}: ${nack?.message}`,
-      );
-    }
-  }
-
-  /** pilot_xds_<type>_reject: proxies whose latest reply for the type is a NACK. */
-  private updateRejectGauge(typeUrl: string): void {
-    if (!(typeUrl in REJECT_GAUGES)) return;
-    const name = REJECT_GAUGES[typeUrl as keyof typeof REJECT_GAUGES];
-    let n = 0;
-    for (const s of this.sessions.values()) if (s.conn.watches.get(typeUrl)?.rejecting) n++;
-    gauge(name).set(n);
   }
 
   // ---- responses ----
@@ -525,30 +481,6 @@ export class XdsServer {
       );
     });
   }
-
-  // ---- CSDS ----
-
-  private readonly fetchClientStatus = (
-    call: ServerUnaryCall<ClientStatusRequest, ClientStatusResponse>,
-    callback: sendUnaryData<ClientStatusResponse>,
-  ): void => {
-    try {
-      callback(null, clientStatus(this.liveConnections(), call.request));
-    } catch (err) {
-      callback(err instanceof XdsStreamError ? err : new XdsStreamError(status.INTERNAL, String(err)));
-    }
-  };
-
-  private readonly streamClientStatus = (call: ServerDuplexStream<ClientStatusRequest, ClientStatusResponse>): void => {
-    call.on('data', (req: ClientStatusRequest) => {
-      try {
-        call.write(clientStatus(this.liveConnections(), req));
-      } catch (err) {
-        call.emit('error', err instanceof XdsStreamError ? err : new XdsStreamError(status.INTERNAL, String(err)));
-      }
-    });
-    call.on('end', () => call.end());
-  };
 
   private liveConnections(): Connection[] {
     return [...this.sessions.values()].map((s) => s.conn);
