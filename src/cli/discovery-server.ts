@@ -51,7 +51,9 @@ import { installValidation } from '../webhooks/validation.js';
 import { installInjection } from '../webhooks/inject.js';
 import { TemplateFile } from '../webhooks/inject-template.js';
 import { CaBundleUpkeep, webhookTargets } from '../webhooks/ca-bundle.js';
+import { RevisionTags } from '../webhooks/revision-tags.js';
 import { OrchestratorClient } from '../config/informer.js';
+import { revisionName } from '../config/revision.js';
 import { StatusReporting } from '../status/setup.js';
 import { discoverySettings, type DiscoverySettings } from './discovery-settings.js';
 
@@ -123,6 +125,8 @@ export class DiscoveryServer {
   readonly injectionTemplate: TemplateFile;
   /** The webhook configurations' caBundle, kept trusting the serving certificate. */
   private caBundle: CaBundleUpkeep | undefined;
+  /** Revision tags (mesh.io/tag) in the cluster, read with an orchestrator. */
+  private revisionTags: RevisionTags | undefined;
   /** The settings, read once when the server is made. */
   private readonly settings: DiscoverySettings;
   private readonly profiler: Profiler | undefined;
@@ -413,6 +417,12 @@ export class DiscoveryServer {
     this.status?.snapshot();
     await this.listenGrpc('grpc', this.opts.grpcAddr, new PlaintextCredentials());
     await this.injectionTemplate.start();
+    if (this.hasOrchestrator()) {
+      // Read before the webhooks serve, so that no Pod is routed by a tag not yet known.
+      this.revisionTags = new RevisionTags(this.opts.orchestrator);
+      await this.revisionTags.start(OrchestratorClient.connect(this.opts.orchestrator.kubeconfig));
+    }
+    const tags = this.revisionTags;
     const injecting = installInjection(this.webhook, {
       ...this.settings.injection,
       template: this.injectionTemplate,
@@ -420,14 +430,19 @@ export class DiscoveryServer {
       clusterId: this.opts.clusterId,
       domain: this.opts.domain,
       revision: this.settings.revision,
+      revisionTags: () => tags?.tags() ?? new Map(),
     });
     const validating = installValidation(this.webhook, { enabled: this.settings.validationWebhook });
     if (injecting || validating) {
       await this.webhook.start();
       log.info(`webhooks listening on ${this.opts.httpsAddr}:${injecting ? ' /inject' : ''}${validating ? ' /validate' : ''}`);
       if (this.hasOrchestrator()) {
-        this.caBundle = new CaBundleUpkeep({ client: OrchestratorClient.connect(this.opts.orchestrator.kubeconfig), targets: webhookTargets(this.settings.webhookConfigs), certificatePem: () => this.webhook.certificatePem(), revision: this.settings.revision });
-        await this.caBundle.start();
+        const revision = revisionName(this.settings.revision);
+        const upkeep = new CaBundleUpkeep({ client: OrchestratorClient.connect(this.opts.orchestrator.kubeconfig), targets: webhookTargets(this.settings.webhookConfigs), certificatePem: () => this.webhook.certificatePem(), revision: this.settings.revision, tagTargets: () => tags?.targetsOf(revision) ?? [] });
+        this.caBundle = upkeep;
+        // A tag moved to this revision is patched now, not at the next period.
+        tags?.onChange(() => void upkeep.reconcile());
+        await upkeep.start();
       }
     }
     this.ready = true;
@@ -477,7 +492,7 @@ export class DiscoveryServer {
     this.profiler?.close();
     this.analysis?.close();
     this.injectionTemplate.close();
-    await Promise.all([...this.servers.map(closeServer), this.webhook.close(), this.caBundle?.close(), this.status?.close(), this.store.close(), this.orchestrator?.close()]);
+    await Promise.all([...this.servers.map(closeServer), this.webhook.close(), this.caBundle?.close(), this.revisionTags?.close(), this.status?.close(), this.store.close(), this.orchestrator?.close()]);
     this.servers.length = 0;
   }
 }

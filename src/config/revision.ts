@@ -15,3 +15,18 @@ export function inRevision(labels: Readonly<Record<string, string>> | undefined,
   const label = labels?.[REVISION_LABEL];
   return label === undefined || !revision || label === revision;
 }
+
+/**
+ * Revision tags (`mesh.io/tag`, as the Go mesh's `istio.io/tag`): a stable name pointing at one
+ * revision. A tag is a MutatingWebhookConfiguration labelled `mesh.io/tag=<tag>` and
+ * `mesh.io/rev=<revision>`; namespaces and Pods labelled `mesh.io/rev=<tag>` belong to that revision.
+ */
+export const TAG_LABEL = 'mesh.io/tag';
+
+/** Tag name -> revision. */
+export type RevisionTagMap = ReadonlyMap<string, string>;
+
+/** The revision a `mesh.io/rev` value names: the revision a tag of that name points at, else the value itself. */
+export function resolveRevision(value: string, tags: RevisionTagMap): string {
+  return tags.get(value) ?? value;
+}

@@ -4,7 +4,8 @@
 // patches (JSON Patch) every webhook whose bundle lacks its serving certificate, so a certificate
 // change or a re-applied manifest with an empty bundle is repaired. Replicas each serve their own
 // certificate when none is given, so the bundle keeps the other unexpired certificates it holds
-// (at most MAX_CERTIFICATES, newest first) beside ours.
+// (at most MAX_CERTIFICATES, newest first) beside ours. The revision tag configurations pointing at
+// this revision (./revision-tags.ts) are kept the same way.
 import { X509Certificate } from 'node:crypto';
 import { scope } from '../common/log.js';
 import { counter } from '../common/metrics.js';
@@ -77,6 +78,8 @@ export interface CaBundleOptions {
   readonly periodMs?: number;
   /** REVISION: a configuration labelled for another revision (mesh.io/rev) is that revision's to keep. */
   readonly revision?: string;
+  /** The revision tag configurations pointing at this revision (read at each pass), kept like the targets. */
+  readonly tagTargets?: () => readonly WebhookTarget[];
 }
 
 export class CaBundleUpkeep {
@@ -98,8 +101,13 @@ export class CaBundleUpkeep {
 
   /** One pass over the targets (passes never overlap). Errors are counted and logged, never thrown. */
   reconcile(): Promise<void> {
-    this.running = this.running.then(() => Promise.all(this.options.targets.map((t) => this.reconcileOne(t)))).then(() => undefined);
+    this.running = this.running.then(() => Promise.all(this.targets().map((t) => this.reconcileOne(t)))).then(() => undefined);
     return this.running;
+  }
+
+  private targets(): WebhookTarget[] {
+    const all = [...this.options.targets, ...(this.options.tagTargets?.() ?? [])];
+    return all.filter((t, i) => all.findIndex((o) => o.plural === t.plural && o.name === t.name) === i);
   }
 
   private async reconcileOne(target: WebhookTarget): Promise<void> {

@@ -3,7 +3,7 @@
 import { isIP } from 'node:net';
 import type { V1Pod } from '@kubernetes/client-node';
 import { INTERCEPTION_MODES, type InterceptionMode } from '../model/proxy.js';
-import { DEFAULT_REVISION, REVISION_LABEL } from '../config/revision.js';
+import { DEFAULT_REVISION, resolveRevision, REVISION_LABEL, type RevisionTagMap } from '../config/revision.js';
 
 export const NAMESPACE_INJECTION_LABEL = 'mesh-injection';
 export const INJECT_ANNOTATION = 'sidecar.mesh.io/inject';
@@ -37,35 +37,42 @@ function flag(value: string | undefined): boolean | undefined {
 /**
  * Which revision's injector a Pod belongs to, as the Go mesh's webhook selectors route it: a
  * namespace labelled `mesh-injection` is the default revision's; else the namespace's `mesh.io/rev`,
- * else the Pod's; a Pod claimed by none is the default revision's (when it opts in itself).
+ * else the Pod's; a Pod claimed by none is the default revision's (when it opts in itself). A
+ * `mesh.io/rev` value naming a revision tag means the revision the tag points at, and the default
+ * revision is the one the `default` tag points at when there is one (as the Go mesh's tag watcher).
  * Returns the skip for another revision's Pod, `true` when it is claimed for ours, undefined otherwise.
  */
-function revisionVerdict(pod: V1Pod, namespace: string, namespaceLabels: Readonly<Record<string, string>> | undefined, revision: string): InjectionVerdict | true | undefined {
+function revisionVerdict(pod: V1Pod, namespace: string, namespaceLabels: Readonly<Record<string, string>> | undefined, revision: string, tags: RevisionTagMap): InjectionVerdict | true | undefined {
   const skip = (message: string): InjectionVerdict => ({ inject: false, reason: 'namespace_not_enabled', message: `${message}; this injector is revision ${revision}` });
+  const named = (value: string): string => {
+    const target = resolveRevision(value, tags);
+    return target === value ? value : `${value} (a tag pointing at ${target ? `revision ${target}` : 'no single revision'})`;
+  };
+  const defaultRevision = resolveRevision(DEFAULT_REVISION, tags);
   if (namespaceLabels?.[NAMESPACE_INJECTION_LABEL] !== undefined) {
-    return revision === DEFAULT_REVISION ? undefined : skip(`namespace ${namespace} is labelled ${NAMESPACE_INJECTION_LABEL} (the default revision's)`);
+    return revision === defaultRevision ? undefined : skip(`namespace ${namespace} is labelled ${NAMESPACE_INJECTION_LABEL} (the default revision's${defaultRevision === DEFAULT_REVISION ? '' : `: ${named(DEFAULT_REVISION)}`})`);
   }
   const nsRev = namespaceLabels?.[REVISION_LABEL];
   const claimed = nsRev ?? pod.metadata?.labels?.[REVISION_LABEL];
-  if (claimed !== undefined) return claimed === revision ? true : skip(`${nsRev !== undefined ? `namespace ${namespace}` : 'the Pod'} is labelled ${REVISION_LABEL}=${claimed}`);
-  return revision === DEFAULT_REVISION ? undefined : skip(`neither namespace ${namespace} nor the Pod is labelled ${REVISION_LABEL}=${revision}`);
+  if (claimed !== undefined) return resolveRevision(claimed, tags) === revision ? true : skip(`${nsRev !== undefined ? `namespace ${namespace}` : 'the Pod'} is labelled ${REVISION_LABEL}=${named(claimed)}`);
+  return revision === defaultRevision ? undefined : skip(`neither namespace ${namespace} nor the Pod is labelled ${REVISION_LABEL} for revision ${revision}, and the default revision is ${named(DEFAULT_REVISION)}`);
 }
 
 /**
  * The decision: host-network Pods and the orchestrator's namespaces are never injected, an already
  * injected Pod is left as is (injection is idempotent), a Pod that says `sidecar.mesh.io/inject`
- * false (label first, then annotation) is not; a Pod of another revision (REVISION, see
- * revisionVerdict) is not, one labelled for ours is; then the Pod's own opt-in, else the namespace
+ * false (label first, then annotation) is not; a Pod of another revision (REVISION and its tags,
+ * see revisionVerdict) is not, one labelled for ours is; then the Pod's own opt-in, else the namespace
  * label `mesh-injection=enabled`.
  */
-export function injectionVerdict(pod: V1Pod, namespace: string, namespaceLabels: Readonly<Record<string, string>> | undefined, revision = DEFAULT_REVISION): InjectionVerdict {
+export function injectionVerdict(pod: V1Pod, namespace: string, namespaceLabels: Readonly<Record<string, string>> | undefined, revision = DEFAULT_REVISION, tags: RevisionTagMap = new Map()): InjectionVerdict {
   const skip = (reason: SkipReason, message: string): InjectionVerdict => ({ inject: false, reason, message });
   if (pod.spec?.hostNetwork) return skip('host_network', 'the Pod uses the host network');
   if (IGNORED_NAMESPACES.includes(namespace)) return skip('ignored_namespace', `namespace ${namespace} is never injected`);
   if (pod.metadata?.annotations?.[STATUS_ANNOTATION] !== undefined) return skip('already_injected', `the Pod already carries ${STATUS_ANNOTATION}`);
   const own = flag(pod.metadata?.labels?.[INJECT_ANNOTATION]) ?? flag(pod.metadata?.annotations?.[INJECT_ANNOTATION]);
   if (own === false) return skip('pod_disabled', `${INJECT_ANNOTATION}=false on the Pod`);
-  const byRevision = revisionVerdict(pod, namespace, namespaceLabels, revision);
+  const byRevision = revisionVerdict(pod, namespace, namespaceLabels, revision, tags);
   if (byRevision === true) return { inject: true };
   if (byRevision !== undefined) return byRevision;
   if (own === true) return { inject: true };

@@ -6,7 +6,7 @@ import type { V1Pod } from '@kubernetes/client-node';
 import { settingDefault } from '../common/env.js';
 import { scope } from '../common/log.js';
 import { counter } from '../common/metrics.js';
-import { revisionName } from '../config/revision.js';
+import { revisionName, type RevisionTagMap } from '../config/revision.js';
 import { admissionHandler, answer, parseReview, type AdmissionHandlerOptions, type AdmissionReviewOut } from './admission.js';
 import { InjectionError, injectionVerdict } from './inject-policy.js';
 import { injectionPatch } from './inject-pod.js';
@@ -28,6 +28,8 @@ export interface InjectionOptions extends AdmissionHandlerOptions {
   readonly enabled?: boolean;
   /** REVISION (empty: `default`): which Pods are ours, and the `mesh.io/rev` label injected Pods get. */
   readonly revision?: string;
+  /** The revision tags in the cluster (tag -> revision); none when absent. */
+  readonly revisionTags?: () => RevisionTagMap;
 }
 
 /** The answer to one review; throws BadReview when it is not one. */
@@ -44,7 +46,7 @@ export function injectionReview(body: unknown, options: InjectionOptions): Admis
   const name = pod.metadata?.name ?? pod.metadata?.generateName ?? '';
   try {
     const revision = revisionName(options.revision);
-    const verdict = injectionVerdict(pod, namespace, options.namespaceLabels(namespace), revision);
+    const verdict = injectionVerdict(pod, namespace, options.namespaceLabels(namespace), revision, options.revisionTags?.());
     if (!verdict.inject) {
       counter('sidecar_injection_skip_total').inc({ type: verdict.reason });
       log.debug(`not injecting ${namespace}/${name}: ${verdict.message}`);
