@@ -137,7 +137,7 @@ export type HistogramName = NamesOf<'Distribution'>;
 
 /**
  * Metrics some component records. The others are exported at zero with "(not yet effective)" in
- * their HELP text and named at startup. test/common/wiring.test.ts keeps this list equal to the
+ * their HELP text and named at startup (COMPATIBILITY_METRICS apart). test/common/wiring.test.ts keeps this list equal to the
  * names passed to counter()/gauge()/histogram() in src/.
  */
 export const WIRED_METRICS: ReadonlySet<MetricName> = new Set<MetricName>([
@@ -263,6 +263,18 @@ export const WIRED_METRICS: ReadonlySet<MetricName> = new Set<MetricName>([
   'validator_source_orch_event_success_total',
 ]);
 
+/**
+ * Metrics the spec names that the Go mesh declares but never records, and neither do we: exported at
+ * zero for dashboards that expect them, with the reason in their HELP text; not "not yet effective",
+ * since nothing is to record them.
+ */
+export const COMPATIBILITY_METRICS: ReadonlyMap<MetricName, string> = new Map<MetricName, string>([
+  // The Go mesh's validation controller deleted its configuration on shutdown until 1.6; from 1.7 the
+  // metric stayed declared with no caller, until it was dropped. Our discovery server deletes no
+  // webhook configuration (a tag or a revision is removed by whoever installed it).
+  ['validator_validation_config_delete_error', 'the discovery server never deletes a webhook configuration'],
+]);
+
 // Seconds-valued distributions get latency buckets; the rest count things or milliseconds.
 const SECONDS_BUCKETS = [0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1, 3, 5, 10, 20, 30];
 const MS_BUCKETS = [1, 5, 10, 50, 100, 500, 1000, 5000, 10000, 30000];
@@ -275,7 +287,9 @@ function bucketsFor(def: Def): number[] {
 }
 
 function helpOf(def: Def): string {
-  return WIRED_METRICS.has(def.name) ? def.help : `${def.help} (not yet effective)`;
+  if (WIRED_METRICS.has(def.name)) return def.help;
+  const compatibility = COMPATIBILITY_METRICS.get(def.name);
+  return compatibility ? `${def.help} (declared for compatibility with the Go mesh, never recorded: ${compatibility})` : `${def.help} (not yet effective)`;
 }
 
 const instances = new Map<string, Counter<string> | Gauge<string> | Histogram<string>>();
@@ -326,7 +340,7 @@ export function programRegistry(p: Program): Registry {
 }
 
 export function ineffectiveMetrics(p: Program): string[] {
-  return METRICS.filter((d) => inScope(d, p) && !WIRED_METRICS.has(d.name)).map((d) => d.name);
+  return METRICS.filter((d) => inScope(d, p) && !WIRED_METRICS.has(d.name) && !COMPATIBILITY_METRICS.has(d.name)).map((d) => d.name);
 }
 
 export function metricNames(p: Program): string[] {

@@ -5,7 +5,7 @@ import assert from 'node:assert/strict';
 import { readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { WIRED_SETTINGS } from '../../src/common/env.js';
-import { metricNames, WIRED_METRICS } from '../../src/common/metrics.js';
+import { COMPATIBILITY_METRICS, ineffectiveMetrics, metricNames, programRegistry, WIRED_METRICS } from '../../src/common/metrics.js';
 import { REPO_ROOT } from '../helpers/proc.js';
 
 function sources(dir: string): string[] {
@@ -40,4 +40,15 @@ test('every metric the code records is listed as effective, and every listed one
   const names = [...new Set([...metricNames('discovery'), ...metricNames('agent')])];
   const recorded = names.filter((n) => outsideRegistry.includes(`'${n}'`)).sort();
   assert.deepEqual(recorded, [...WIRED_METRICS].sort());
+});
+
+test('a metric declared for compatibility is never recorded, says why in its HELP text, and is not listed as not yet effective', async () => {
+  assert.deepEqual([...COMPATIBILITY_METRICS.keys()], ['validator_validation_config_delete_error']);
+  const exposition = await programRegistry('discovery').metrics();
+  for (const [name, reason] of COMPATIBILITY_METRICS) {
+    assert.ok(!WIRED_METRICS.has(name), `${name} is recorded after all: list it as wired instead`);
+    assert.ok(metricNames('discovery').includes(name), `${name} is a spec metric`);
+    assert.ok(!ineffectiveMetrics('discovery').includes(name));
+    assert.ok(exposition.includes(`# HELP ${name} webhook configuration delete errors (declared for compatibility with the Go mesh, never recorded: ${reason})`), exposition.split('\n').find((l) => l.includes(name)));
+  }
 });
