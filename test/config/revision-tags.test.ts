@@ -10,6 +10,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { DiscoveryServer } from '../../src/cli/discovery-server.js';
 import { setScopeLevel } from '../../src/common/log.js';
+import { injectionVerdict } from '../../src/webhooks/inject-policy.js';
 import { tagMap } from '../../src/webhooks/revision-tags.js';
 import type { FakeApiServer, StoredObject } from './fake-apiserver.js';
 import { namespace, standIn, webhookConfiguration } from '../registry/orch-fixtures.js';
@@ -86,5 +87,22 @@ describe('tagMap', () => {
       { name: 'mesh-revision-tag-stable-ns2', tag: 'stable', revision: 'green' },
     ]);
     assert.deepEqual([...tags], [['prod', 'blue'], ['stable', '']]);
+  });
+});
+
+describe('injectionVerdict with revision tags', () => {
+  const legacy = { 'mesh-injection': 'enabled' };
+  it('the revision named default leaves mesh-injection=enabled namespaces to the revision the default tag points at', () => {
+    const verdict = (revision: string, tags: Map<string, string>) => injectionVerdict(pod('legacy'), 'legacy', legacy, revision, tags);
+    assert.deepEqual([verdict('default', new Map()).inject, verdict('canary', new Map()).inject], [true, false]);
+    const moved = new Map([['default', 'canary']]);
+    assert.deepEqual([verdict('default', moved).inject, verdict('canary', moved).inject], [false, true]);
+    const skipped = verdict('default', moved);
+    assert.ok(!skipped.inject && /default \(a tag pointing at revision canary\)/.test(skipped.message), JSON.stringify(skipped));
+  });
+
+  it('a tag claimed for two revisions is injected by neither, and says so', () => {
+    const verdict = injectionVerdict(pod('shop'), 'shop', { 'mesh.io/rev': 'prod' }, 'blue', new Map([['prod', '']]));
+    assert.ok(!verdict.inject && verdict.message.includes('prod (a tag pointing at no single revision)'), JSON.stringify(verdict));
   });
 });
