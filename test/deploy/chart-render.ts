@@ -6,7 +6,7 @@
 // more fails the test rather than rendering wrongly.
 import { readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { stringify } from 'yaml';
+import { parseAllDocuments, stringify } from 'yaml';
 
 type Node =
   | { kind: 'text'; text: string }
@@ -196,4 +196,13 @@ export function mergeValues(base: Record<string, unknown>, override: Record<stri
     out[k] = isMap(b) && isMap(v) ? mergeValues(b, v) : v;
   }
   return out;
+}
+
+/** The chart's objects for a release (documents that render empty are left out). */
+export function renderObjects(chartDir: string, release: Release): Array<Record<string, unknown>> {
+  return renderChart(chartDir, release).flatMap((f) =>
+    parseAllDocuments(f.text)
+      .map((d) => d.toJS() as Record<string, unknown> | null)
+      .filter((d): d is Record<string, unknown> => d !== null),
+  );
 }
