@@ -417,7 +417,7 @@ export class DiscoveryServer {
     this.status?.snapshot();
     await this.listenGrpc('grpc', this.opts.grpcAddr, new PlaintextCredentials());
     await this.injectionTemplate.start();
-    if (this.hasOrchestrator()) {
+    if (this.hasOrchestrator() && this.settings.injection.enabled) {
       // Read before the webhooks serve, so that no Pod is routed by a tag not yet known.
       this.revisionTags = new RevisionTags(this.opts.orchestrator);
       await this.revisionTags.start(OrchestratorClient.connect(this.opts.orchestrator.kubeconfig));
