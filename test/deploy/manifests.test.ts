@@ -42,8 +42,8 @@ function documents(text: string): Doc[] {
     .filter((d): d is Doc => d !== null);
 }
 
-/** The order Helm installs kinds in (what is not listed goes last), so that `kubectl apply -f` creates the namespace first. */
-const INSTALL_ORDER = ['Namespace', 'PodDisruptionBudget', 'ServiceAccount', 'ConfigMap', 'ClusterRole', 'ClusterRoleBinding', 'Service', 'Deployment'];
+/** The order Helm installs kinds in (what is not listed goes last): the manifests read the same. */
+const INSTALL_ORDER = ['PodDisruptionBudget', 'ServiceAccount', 'ConfigMap', 'ClusterRole', 'ClusterRoleBinding', 'Service', 'Deployment'];
 const rank = (kind: string) => (INSTALL_ORDER.includes(kind) ? INSTALL_ORDER.indexOf(kind) : INSTALL_ORDER.length);
 
 /** The chart's objects for these values, and the manifest text they render to (written with REFRESH_GOLDEN=1). */
@@ -74,8 +74,9 @@ function assertSameObjects(actual: Doc[], expected: Doc[]): void {
   for (const doc of expected) assert.deepEqual(byId.get(id(doc)), doc, id(doc));
 }
 
-test('the manifests are the chart rendered with its default values, plus the CRDs', () => {
-  assertSameObjects(manifestDocs, [...chartDocs, ...crds]);
+test('the manifests are the chart rendered with its default values, plus the CRDs and the namespace', () => {
+  const namespace = { apiVersion: 'v1', kind: 'Namespace', metadata: { name: RELEASE_NAMESPACE, labels: { 'app.kubernetes.io/part-of': 'mesh' } } } as Doc;
+  assertSameObjects(manifestDocs, [...chartDocs, ...crds, namespace]);
   assert.deepEqual(readdirSync(join(CHART, 'crds')).map((f) => readFileSync(join(CHART, 'crds', f), 'utf8')), [readFileSync(join(REPO_ROOT, 'deploy', 'crds.yaml'), 'utf8')]);
 });
 
@@ -158,12 +159,11 @@ test('a revision tag is a mutating configuration labelled with the tag and the r
   assert.deepEqual(defaultTag!.webhooks[0].namespaceSelector.matchLabels, { 'mesh-injection': 'enabled' });
 });
 
-test('two revisions in one namespace, or two installs in two namespaces, share no object (the CRDs are installed once)', () => {
+test('two revisions in one namespace, or two installs in two namespaces, share no object (the CRDs and the namespace are not templated)', () => {
   const clash = (a: Doc[], b: Doc[]) => a.map(id).filter((x) => b.map(id).includes(x));
   assert.deepEqual(clash(chartDocs, canaryDocs), []);
-  assert.ok(chartDocs.some((d) => d.kind === 'Namespace') && !canaryDocs.some((d) => d.kind === 'Namespace'), 'the default revision renders the namespace');
-  assert.ok(!chartDocs.concat(canaryDocs).some((d) => d.kind === 'CustomResourceDefinition'), "the CRDs come from the chart's crds/ (installed once, never templated)");
-  const clusterScoped = (docs: Doc[]) => docs.filter((d) => d.metadata.namespace === undefined && d.kind !== 'Namespace');
+  assert.ok(!chartDocs.concat(canaryDocs).some((d) => d.kind === 'CustomResourceDefinition' || d.kind === 'Namespace'), "the CRDs come from the chart's crds/ (installed once, never templated), the namespace from Helm (--create-namespace)");
+  const clusterScoped = (docs: Doc[]) => docs.filter((d) => d.metadata.namespace === undefined);
   assert.deepEqual(clash(clusterScoped(render(values, 'mesh-a')), clusterScoped(render(values, 'mesh-b'))), []);
 });
 
