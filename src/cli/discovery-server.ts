@@ -47,13 +47,9 @@ import { serveJwksService, type RefreshVerdict, type RequestRefreshRequest } fro
 import { pushFor, workloadAddresses, type PushTrigger } from '../xds/push-scope.js';
 import { XdsServer } from '../xds/server.js';
 import { WebhookServer } from '../webhooks/server.js';
-import { installValidation } from '../webhooks/validation.js';
-import { installInjection } from '../webhooks/inject.js';
 import { TemplateFile } from '../webhooks/inject-template.js';
-import { CaBundleUpkeep, webhookTargets } from '../webhooks/ca-bundle.js';
-import { RevisionTags } from '../webhooks/revision-tags.js';
+import { startWebhooks, type Webhooks } from '../webhooks/setup.js';
 import { OrchestratorClient } from '../config/informer.js';
-import { revisionName } from '../config/revision.js';
 import { StatusReporting } from '../status/setup.js';
 import { discoverySettings, type DiscoverySettings } from './discovery-settings.js';
 
@@ -123,10 +119,8 @@ export class DiscoveryServer {
   readonly webhook: WebhookServer;
   /** The injection template file, re-read on change. */
   readonly injectionTemplate: TemplateFile;
-  /** The webhook configurations' caBundle, kept trusting the serving certificate. */
-  private caBundle: CaBundleUpkeep | undefined;
-  /** Revision tags (mesh.io/tag) in the cluster, read with an orchestrator. */
-  private revisionTags: RevisionTags | undefined;
+  /** The revision tags and the webhook configurations' caBundle upkeep, with an orchestrator. */
+  private webhooks: Webhooks | undefined;
   /** The settings, read once when the server is made. */
   private readonly settings: DiscoverySettings;
   private readonly profiler: Profiler | undefined;
@@ -417,34 +411,21 @@ export class DiscoveryServer {
     this.status?.snapshot();
     await this.listenGrpc('grpc', this.opts.grpcAddr, new PlaintextCredentials());
     await this.injectionTemplate.start();
-    if (this.hasOrchestrator() && this.settings.injection.enabled) {
-      // Read before the webhooks serve, so that no Pod is routed by a tag not yet known.
-      this.revisionTags = new RevisionTags(this.opts.orchestrator);
-      await this.revisionTags.start(OrchestratorClient.connect(this.opts.orchestrator.kubeconfig));
-    }
-    const tags = this.revisionTags;
-    const injecting = installInjection(this.webhook, {
-      ...this.settings.injection,
-      template: this.injectionTemplate,
-      namespaceLabels: (ns) => this.orchestrator?.namespaceLabels(ns),
-      clusterId: this.opts.clusterId,
-      domain: this.opts.domain,
-      revision: this.settings.revision,
-      revisionTags: () => tags?.tags() ?? new Map(),
+    this.webhooks = await startWebhooks({
+      server: this.webhook,
+      httpsAddr: this.opts.httpsAddr,
+      injection: {
+        ...this.settings.injection,
+        template: this.injectionTemplate,
+        namespaceLabels: (ns) => this.orchestrator?.namespaceLabels(ns),
+        clusterId: this.opts.clusterId,
+        domain: this.opts.domain,
+        revision: this.settings.revision,
+      },
+      validation: this.settings.validationWebhook,
+      orchestrator: this.hasOrchestrator() ? this.opts.orchestrator : undefined,
+      webhookConfigs: this.settings.webhookConfigs,
     });
-    const validating = installValidation(this.webhook, { enabled: this.settings.validationWebhook });
-    if (injecting || validating) {
-      await this.webhook.start();
-      log.info(`webhooks listening on ${this.opts.httpsAddr}:${injecting ? ' /inject' : ''}${validating ? ' /validate' : ''}`);
-      if (this.hasOrchestrator()) {
-        const revision = revisionName(this.settings.revision);
-        const upkeep = new CaBundleUpkeep({ client: OrchestratorClient.connect(this.opts.orchestrator.kubeconfig), targets: webhookTargets(this.settings.webhookConfigs), certificatePem: () => this.webhook.certificatePem(), revision: this.settings.revision, tagTargets: () => tags?.targetsOf(revision) ?? [] });
-        this.caBundle = upkeep;
-        // A tag moved to this revision is patched now, not at the next period.
-        tags?.onChange(() => void upkeep.reconcile());
-        await upkeep.start();
-      }
-    }
     this.ready = true;
     gauge('startup_duration_seconds').set(process.uptime());
     gauge('mesh_build').set({ component: 'pilot-discovery', version: buildInfo.version }, 1);
@@ -492,7 +473,7 @@ export class DiscoveryServer {
     this.profiler?.close();
     this.analysis?.close();
     this.injectionTemplate.close();
-    await Promise.all([...this.servers.map(closeServer), this.webhook.close(), this.caBundle?.close(), this.revisionTags?.close(), this.status?.close(), this.store.close(), this.orchestrator?.close()]);
+    await Promise.all([...this.servers.map(closeServer), this.webhook.close(), this.webhooks?.close(), this.status?.close(), this.store.close(), this.orchestrator?.close()]);
     this.servers.length = 0;
   }
 }
