@@ -2,16 +2,14 @@
 // loopback, rotation picked up at the bundle's refresh hint, the last good roots kept when the
 // endpoint fails, and the federated roots in the ROOTCA secret served over SDS: a validation
 // trusting that ROOTCA accepts a foreign trust domain's workload only with its bundle configured.
-import { test, type TestContext } from 'node:test';
+import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { X509Certificate } from 'node:crypto';
-import { createServer } from 'node:https';
-import type { AddressInfo } from 'node:net';
 import { mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { parseBundleEndpoints, parseSpiffeBundle } from '../../src/security/federation/bundle-format.js';
-import { FederatedBundles } from '../../src/agent/sds/federated-bundles.js';
+import { FederatedBundles } from '../../src/security/federation/bundle-fetcher.js';
 import { SdsServer } from '../../src/agent/sds/server.js';
 import { SecretManager } from '../../src/agent/sds/secret-manager.js';
 import { SecretSchema } from '../../src/gen/envoy/extensions/transport_sockets/tls/v3/secret_pb.js';
@@ -21,25 +19,9 @@ import { grpcClient } from '../../src/envoy/grpc-service.js';
 import { TypeUrl, unpack } from '../../src/envoy/types.js';
 import { create } from '@bufbuild/protobuf';
 import { credentials, type Client, type ClientUnaryCall, type ServiceError } from '@grpc/grpc-js';
-import { meshCa, workload, type MeshCa } from '../dataplane/tls-fixtures.js';
+import { meshCa, workload } from '../dataplane/tls-fixtures.js';
 import { eventually } from '../helpers/proc.js';
-
-const bundleOf = (ca: MeshCa, hintS?: number): string =>
-  JSON.stringify({ keys: [{ use: 'x509-svid', kty: 'EC', x5c: [new X509Certificate(ca.rootPem).raw.toString('base64')] }, { use: 'jwt-svid', kty: 'EC', kid: 'k1' }], ...(hintS ? { spiffe_refresh_hint: hintS } : {}) });
-
-/** A SPIFFE bundle endpoint over HTTPS on loopback, serving whatever `reply` holds. */
-async function bundleEndpoint(t: TestContext, reply: { status: number; body: string }): Promise<{ url: string; caPem: string; hits: () => number }> {
-  const serving = await meshCa('bundles.test');
-  const { keyPem, chainPem } = await serving.issue('spiffe://bundles.test/endpoint', ['localhost']);
-  let hits = 0;
-  const server = createServer({ key: keyPem, cert: chainPem }, (_req, res) => {
-    hits++;
-    res.writeHead(reply.status, { 'content-type': 'application/json' }).end(reply.body);
-  });
-  await new Promise<void>((resolve) => server.listen(0, 'localhost', resolve));
-  t.after(() => server.close());
-  return { url: `https://localhost:${(server.address() as AddressInfo).port}/bundle`, caPem: serving.rootPem, hits: () => hits };
-}
+import { bundleEndpoint, bundleOf } from '../helpers/spiffe-bundle.js';
 
 test('SPIFFE_BUNDLE_ENDPOINTS: tuples parse; a bad tuple is an error naming it', () => {
   assert.deepEqual(parseBundleEndpoints(''), []);
@@ -59,7 +41,7 @@ test('bundles are fetched over HTTPS, rotation is picked up, and a failing endpo
   const ep = await bundleEndpoint(t, reply);
   const bundles = new FederatedBundles({
     endpoints: parseBundleEndpoints(`foreign.org|${ep.url}||down.org|https://localhost:1/bundle`),
-    caPem: ep.caPem,
+    caPem: () => ep.caPem,
     defaultRefreshMs: 200,
   });
   t.after(() => bundles.close());
@@ -117,7 +99,7 @@ test('ROOTCA over SDS carries the federated roots: a foreign workload is accepte
   assert.equal(accepts(await rootcaOf(w.socket), caller), false);
 
   const ep = await bundleEndpoint(t, { status: 200, body: bundleOf(foreign) });
-  const bundles = new FederatedBundles({ endpoints: parseBundleEndpoints(`foreign.org|${ep.url}`), caPem: ep.caPem });
+  const bundles = new FederatedBundles({ endpoints: parseBundleEndpoints(`foreign.org|${ep.url}`), caPem: () => ep.caPem });
   t.after(() => bundles.close());
   await bundles.start();
   const secrets = new SecretManager({ source: { kind: 'files', dir: w.certDir }, graceRatio: 0.5 });

@@ -22,7 +22,7 @@ import {
 import { SecretDiscoveryService } from '../../gen/envoy/service/secret/v3/sds_pb.js';
 import { grpcServiceDefinition } from '../../envoy/grpc-service.js';
 import { pack, TypeUrl } from '../../envoy/types.js';
-import type { FederatedBundles } from './federated-bundles.js';
+import type { FederatedBundles } from '../../security/federation/bundle-fetcher.js';
 import { ROOT_SECRET, WORKLOAD_SECRET, type SecretManager, type WorkloadSecret } from './secret-manager.js';
 
 const log = scope('sds');
