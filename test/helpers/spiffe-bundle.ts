@@ -15,6 +15,8 @@ export interface BundleEndpoint {
   readonly caPem: string;
   /** Requests served so far. */
   hits(): number;
+  /** Takes the endpoint down (connections refused from then on). */
+  stop(): Promise<void>;
 }
 
 /** Serves whatever `reply` holds when asked; `serving` = its certificate (else one from a CA of its own). */
@@ -32,6 +34,12 @@ export async function bundleEndpoint(t: TestContext, reply: { status: number; bo
     res.writeHead(reply.status, { 'content-type': 'application/json' }).end(reply.body);
   });
   await new Promise<void>((resolve) => server.listen(0, 'localhost', resolve));
-  t.after(() => server.close());
-  return { url: `https://localhost:${(server.address() as AddressInfo).port}/bundle`, caPem, hits: () => hits };
+  const stop = (): Promise<void> =>
+    new Promise((resolve) => {
+      if (!server.listening) return resolve();
+      server.close(() => resolve());
+      server.closeAllConnections();
+    });
+  t.after(stop);
+  return { url: `https://localhost:${(server.address() as AddressInfo).port}/bundle`, caPem, hits: () => hits, stop };
 }

@@ -41,7 +41,9 @@ export function secretResource(name: string, s: WorkloadSecret, federatedPem = '
   if (name === WORKLOAD_SECRET) {
     return { name, type: { case: 'tlsCertificate', value: { certificateChain: bytes(s.chainPem), privateKey: bytes(s.keyPem) } } };
   }
-  if (name === ROOT_SECRET) return { name, type: { case: 'validationContext', value: { trustedCa: bytes(s.rootPem + federatedPem) } } };
+  // A root file may lack its final newline: glued to the next PEM block, OpenSSL would read only the first.
+  const trusted = federatedPem ? `${s.rootPem.trimEnd()}\n${federatedPem}` : s.rootPem;
+  if (name === ROOT_SECRET) return { name, type: { case: 'validationContext', value: { trustedCa: bytes(trusted) } } };
   return undefined;
 }
 
