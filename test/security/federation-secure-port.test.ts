@@ -21,7 +21,7 @@ import { DiscoveryRequestSchema, type DiscoveryRequest, type DiscoveryResponse }
 import { grpcClient } from '../../src/envoy/grpc-service.js';
 import { TypeUrl } from '../../src/envoy/types.js';
 import { issue, SERVER_NAME, startCaDiscovery, type CaDiscovery } from '../helpers/mesh-ca.js';
-import { discoveryArgs, run } from '../helpers/proc.js';
+import { discoveryArgs, eventually, run } from '../helpers/proc.js';
 import { meshCa, type MeshCa } from '../dataplane/tls-fixtures.js';
 import { bundleEndpoint, bundleOf } from '../helpers/spiffe-bundle.js';
 
@@ -67,7 +67,9 @@ const FOREIGN_ID = 'spiffe://foreign.org/ns/shop/sa/client';
 test('the secured port accepts a federated trust domain\'s workloads for xDS and CSRs, and only its own identities', async (t) => {
   const { dir, serving } = await meshCaDir();
   const foreign: MeshCa = await meshCa('foreign.org');
-  const { url } = await bundleEndpoint(t, { status: 200, body: bundleOf(foreign) }, serving);
+  const reply = { status: 200, body: bundleOf(foreign, 0.3) };
+  const ep = await bundleEndpoint(t, reply, serving);
+  const url = ep.url;
   const caller = await foreign.issue(FOREIGN_ID);
 
   // Without the variable the mesh roots alone are trusted: TLS does not verify the foreign leaf, so the call has no credential.
@@ -104,6 +106,18 @@ test('the secured port accepts a federated trust domain\'s workloads for xDS and
   const elsewhere = await xds(t, d, await foreign.issue('spiffe://elsewhere.org/ns/shop/sa/client'));
   assert.equal(elsewhere.served ? 'served' : elsewhere.code, 16);
   assert.match(elsewhere.served ? '' : elsewhere.details, /trust domain elsewhere\.org, which is neither cluster\.local nor one of SPIFFE_BUNDLE_ENDPOINTS/);
+
+  // foreign.org rotates its root: refreshed at the bundle's hint, trusted without a restart (the Go
+  // mesh read these bundles once); then its endpoint fails and the last good root is kept.
+  const rotated = await meshCa('foreign.org');
+  const next = await rotated.issue(FOREIGN_ID);
+  reply.body = bundleOf(rotated, 0.3);
+  await eventually(async () => assert.deepEqual(await xds(t, d, next), { served: true }), 15_000);
+  Object.assign(reply, { status: 503, body: 'down' });
+  const hits = ep.hits();
+  await eventually(() => assert.ok(ep.hits() >= hits + 2), 15_000);
+  assert.match(d.proc.output, /SPIFFE bundle of foreign\.org from https:\/\/localhost:\d+\/bundle failed, keeping the last good 1 root\(s\): HTTP 503/);
+  assert.deepEqual(await xds(t, d, next), { served: true }, 'the last good root still verifies');
 });
 
 test('pilot-discovery stops on a bad SPIFFE_BUNDLE_ENDPOINTS, and when a bundle cannot be fetched at startup', async () => {

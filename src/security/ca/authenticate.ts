@@ -1,6 +1,6 @@
-// Who is calling the CA or the secured xDS port: a workload presenting its current mesh
-// certificate on the TLS connection (verified by TLS against the mesh roots; with federated trust
-// domains, against those too and then against the roots of the certificate's own trust domain), or a JWT in the
+// Who is calling the CA or the secured xDS port: a workload presenting its current certificate on
+// the TLS connection (verified by TLS against the mesh roots; with federated trust domains, against
+// theirs too, then against the CA of the certificate's own trust domain), or a JWT in the
 // `authorization` metadata checked against TOKEN_ISSUER's key set (OIDC discovery), the accepted
 // audiences (TOKEN_AUDIENCES) and JWT_POLICY / REQUIRE_3P_TOKEN. Fails closed: anything that
 // cannot be checked is an authentication failure with the reason.

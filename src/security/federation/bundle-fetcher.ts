@@ -1,6 +1,6 @@
 // SPIFFE_BUNDLE_ENDPOINTS, the I/O side (agent and pilot-discovery alike): each foreign trust
 // domain's bundle fetched over HTTPS, refreshed at its `spiffe_refresh_hint` (else every 5
-// minutes); a failed fetch keeps the last good roots (logged). The agent serves the roots in its
+// minutes); a failed fetch keeps the last good roots (logged) and is retried at the same period. The agent serves the roots in its
 // ROOTCA secret; pilot-discovery trusts them for client certificates on its secured port.
 import { EventEmitter } from 'node:events';
 import { request } from 'node:https';
@@ -20,7 +20,7 @@ export interface FederatedBundlesOptions {
   readonly endpoints: readonly BundleEndpoint[];
   /** Extra roots trusted for the endpoints' HTTPS certificates, beside the system's; read at each fetch (the mesh root rotates). */
   readonly caPem?: () => string;
-  /** Refresh period when a bundle has no hint, and retry period after a failure (ms). */
+  /** Refresh period when a bundle has no hint, and the longest retry period after a failure (ms). */
   readonly defaultRefreshMs?: number;
 }
 
@@ -54,6 +54,8 @@ export class BundleLoadError extends Error {}
 export class FederatedBundles extends EventEmitter<{ update: [] }> {
   private readonly roots = new Map<string, readonly string[]>();
   private readonly errors = new Map<string, string>();
+  /** The last refresh hint of each trust domain (ms): failures are retried at it too. */
+  private readonly hints = new Map<string, number>();
   private readonly timers = new Set<NodeJS.Timeout>();
   private closed = false;
 
@@ -105,7 +107,7 @@ export class FederatedBundles extends EventEmitter<{ update: [] }> {
     return this.roots.get(trustDomain) ?? [];
   }
 
-  /** One fetch; the refresh period it asks for (the hint, or the default after a failure). */
+  /** One fetch; when to fetch again: the bundle's hint (kept for retries after a failure), else the default period. */
   private async fetch(e: BundleEndpoint): Promise<number> {
     try {
       const bundle = parseSpiffeBundle(await fetchText(e.url, [...rootCertificates, this.opts.caPem?.() ?? ''].filter(Boolean)), `SPIFFE bundle of ${e.trustDomain} at ${e.url.href}`);
@@ -116,12 +118,14 @@ export class FederatedBundles extends EventEmitter<{ update: [] }> {
         log.info(`SPIFFE bundle of ${e.trustDomain}: ${bundle.rootsPem.length} root(s) from ${e.url.href}`);
         this.emit('update');
       }
-      return bundle.refreshHintS !== undefined ? bundle.refreshHintS * 1000 : this.defaultRefreshMs;
+      if (bundle.refreshHintS !== undefined) this.hints.set(e.trustDomain, bundle.refreshHintS * 1000);
+      else this.hints.delete(e.trustDomain);
+      return this.hints.get(e.trustDomain) ?? this.defaultRefreshMs;
     } catch (err) {
       const kept = this.roots.get(e.trustDomain)?.length ?? 0;
       this.errors.set(e.trustDomain, (err as Error).message);
       log.warn(`SPIFFE bundle of ${e.trustDomain} from ${e.url.href} failed, keeping the last good ${kept} root(s): ${(err as Error).message}`);
-      return this.defaultRefreshMs;
+      return Math.min(this.hints.get(e.trustDomain) ?? Infinity, this.defaultRefreshMs);
     }
   }
 
