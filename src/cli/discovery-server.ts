@@ -31,6 +31,8 @@ import { ProxySecurity } from './discovery-security.js';
 import { jwksPrefetch, unknownKidRefresh } from '../security/authn/jwks-policy.js';
 import { AuthenticationError, IdentityMismatchError } from '../security/ca/xds-auth.js';
 import { callerAuthenticator, startMeshCa, xdsAuthorizer, type MeshCa } from '../security/ca/setup.js';
+import { MeshFederation } from '../security/ca/federation.js';
+import type { BundleEndpoint } from '../security/federation/bundle-format.js';
 import type { CallerAuthenticator } from '../security/ca/authenticate.js';
 import type { XdsAuthorizer } from '../security/ca/xds-auth.js';
 import { credentialService, type CredentialService } from '../security/credentials/setup.js';
@@ -63,6 +65,8 @@ export interface DiscoveryOptions {
   secureGrpcAddr?: string;
   /** --namespace: the serving certificate is for meshd.<namespace>.svc. */
   namespace?: string;
+  /** SPIFFE_BUNDLE_ENDPOINTS, parsed: trust domains whose clients the secured port accepts. */
+  bundleEndpoints?: readonly BundleEndpoint[];
   httpsAddr: string;
   /** --configDir: files replace the orchestrator as the config source. */
   configDir?: string;
@@ -128,6 +132,7 @@ export class DiscoveryServer {
   readonly analysis: ConfigAnalysis | undefined;
   private push: PushContext;
   private readonly authenticator: CallerAuthenticator;
+  private readonly federation: MeshFederation | undefined;
   private readonly xdsAuth: XdsAuthorizer;
   /** Mesh mTLS: trust domain and aliases, auto mTLS, inbound TLS parameters. */
   private readonly mtls: MeshMtlsSettings;
@@ -179,7 +184,8 @@ export class DiscoveryServer {
       orchestrator: this.hasOrchestrator() ? { kubeconfig: opts.orchestrator.kubeconfig, ...opts.orchestrator } : undefined,
     });
     this.push = this.buildPush();
-    this.authenticator = callerAuthenticator();
+    this.federation = opts.bundleEndpoints?.length ? new MeshFederation(opts.bundleEndpoints, settings.mtls.trustDomain) : undefined;
+    this.authenticator = callerAuthenticator(this.federation?.peerTrust);
     this.xdsAuth = xdsAuthorizer(this.authenticator);
     this.debouncer = new Debouncer((req) => void this.pushAll(req), settings.debounce);
     this.resolver = new JwksResolver({ onChange: (uri) => this.trigger({ source: 'jwks', uri }) });
@@ -438,7 +444,7 @@ export class DiscoveryServer {
    * do not wait for it) and then the secured port. A broken plugged-in CA rejects start().
    */
   private async startSecure(): Promise<void> {
-    this.ca = await startMeshCa(this.xds.grpc, this.authenticator, { namespace: this.opts.namespace ?? 'mesh-system' });
+    this.ca = await startMeshCa(this.xds.grpc, this.authenticator, { namespace: this.opts.namespace ?? 'mesh-system', federation: this.federation });
     if (!this.opts.secureGrpcAddr) return;
     if (!this.ca) log.info(`secured gRPC (${this.opts.secureGrpcAddr}) not served: there is no CA to issue its certificate`);
     else await this.listenGrpc('secureGrpc', this.opts.secureGrpcAddr, this.ca.securePort.credentials);
@@ -469,6 +475,7 @@ export class DiscoveryServer {
     this.credentials?.close();
     this.xds.close();
     this.ca?.close();
+    this.federation?.close();
     this.autoRegistration.close();
     this.profiler?.close();
     this.analysis?.close();

@@ -2,6 +2,7 @@
 // default for default; `effective: false` marks flags whose component has not landed yet.
 import { readFileSync } from 'node:fs';
 import { toMillis } from '../common/duration.js';
+import { setting } from '../common/env.js';
 import { scope } from '../common/log.js';
 import { proxyViews } from '../debug/ctrlz/proxies.js';
 import { ListenError } from '../debug/http.js';
@@ -10,6 +11,8 @@ import { startCtrlz } from './ctrlz.js';
 import { DiscoveryServer } from './discovery-server.js';
 import { DEFAULT_MESH_CONFIG, MeshConfigError, parseMeshConfig, type MeshConfig } from '../model/mesh-config.js';
 import { parsePlugins, pluginNotices, PluginsError, type SecurityPlugin } from '../security/plugins.js';
+import { BundleLoadError } from '../security/federation/bundle-fetcher.js';
+import { parseBundleEndpoints, type BundleEndpoint } from '../security/federation/bundle-format.js';
 import type { FlagDef } from './flags.js';
 import { announceIneffective, ineffectiveFooter, LOG_FLAGS, requestCommand, startRuntime, versionCommand } from './runtime.js';
 
@@ -102,6 +105,15 @@ function readPlugins(list: readonly string[], log: ReturnType<typeof scope>): Re
   return plugins;
 }
 
+/** SPIFFE_BUNDLE_ENDPOINTS; a bad tuple stops the command with the error naming it. */
+function readBundleEndpoints(): BundleEndpoint[] {
+  try {
+    return parseBundleEndpoints(setting('SPIFFE_BUNDLE_ENDPOINTS'));
+  } catch (e) {
+    throw new UsageError((e as Error).message);
+  }
+}
+
 /** How long in-flight work may take to finish after a signal before the process gives up. */
 const SHUTDOWN_LIMIT_MS = 10_000;
 
@@ -111,9 +123,6 @@ async function runDiscovery(ctx: RunContext): Promise<number> {
   checkFlags(ctx);
   const log = scope('default');
   announceIneffective('discovery', ctx);
-  // Federated roots reach workloads through their agents' ROOTCA (docs/identity.md); the secured xDS
-  // port does not accept foreign trust domains yet.
-  if (process.env['SPIFFE_BUNDLE_ENDPOINTS']) log.warn('SPIFFE_BUNDLE_ENDPOINTS: not yet effective in pilot-discovery (its secured port trusts the mesh roots only); the agents use it');
   const f = ctx.flags;
   const mesh = readMeshConfig(f.string('meshConfig'), log);
   const plugins = readPlugins(f.list('plugins'), log);
@@ -122,6 +131,7 @@ async function runDiscovery(ctx: RunContext): Promise<number> {
     monitoringAddr: f.string('monitoringAddr'),
     grpcAddr: f.string('grpcAddr'),
     secureGrpcAddr: f.string('secureGRPCAddr'),
+    bundleEndpoints: readBundleEndpoints(),
     namespace: f.string('namespace'),
     httpsAddr: f.string('httpsAddr'),
     ...(f.string('configDir') ? { configDir: f.string('configDir') } : {}),
@@ -157,7 +167,7 @@ async function runDiscovery(ctx: RunContext): Promise<number> {
     await Promise.race([server.start(), signalled]);
   } catch (e) {
     await Promise.all([server.stop(), ctrlz.close()]);
-    if (e instanceof ListenError) throw new UsageError(e.message);
+    if (e instanceof ListenError || e instanceof BundleLoadError) throw new UsageError(e.message);
     throw e;
   }
   const signal = await signalled;

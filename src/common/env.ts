@@ -173,7 +173,7 @@ export const WIRED_SETTINGS: ReadonlySet<SettingName> = new Set<SettingName>([
   'PROV_CERT',
   'SECRET_GRACE_PERIOD_RATIO',
   'SECRET_TTL',
-  'SPIFFE_BUNDLE_ENDPOINTS', // agent/sds/federated-bundles.ts; pilot-discovery warns it does not use it
+  'SPIFFE_BUNDLE_ENDPOINTS', // security/federation/: the agent's ROOTCA, pilot-discovery's secured port
   'XDS_AUTH_PROVIDER',
   // security/credentials/setup.ts (credentialName over SDS)
   'MESHD_ENABLE_SDS_SERVER',

@@ -1,17 +1,17 @@
 // SPIFFE_BUNDLE_ENDPOINTS: the setting's syntax, bundles fetched from a real HTTPS bundle endpoint on
 // loopback, rotation picked up at the bundle's refresh hint, the last good roots kept when the
-// endpoint fails, and the federated roots in the ROOTCA secret served over SDS: a validation
-// trusting that ROOTCA accepts a foreign trust domain's workload only with its bundle configured.
+// endpoint fails, and the federated roots in the ROOTCA secret served over SDS: a real mesh-proxy's
+// STRICT inbound listener (as the discovery server builds it) fed that ROOTCA accepts a foreign
+// trust domain's workload only with its bundle configured and its trust domain allowed.
 import { test, type TestContext } from 'node:test';
 import assert from 'node:assert/strict';
 import { X509Certificate } from 'node:crypto';
-import { createServer } from 'node:https';
-import type { AddressInfo } from 'node:net';
-import { mkdtempSync } from 'node:fs';
+import { mkdtempSync, readFileSync } from 'node:fs';
+import { request } from 'node:https';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { parseBundleEndpoints, parseSpiffeBundle } from '../../src/security/federation/bundle-format.js';
-import { FederatedBundles } from '../../src/agent/sds/federated-bundles.js';
+import { FederatedBundles } from '../../src/security/federation/bundle-fetcher.js';
 import { SdsServer } from '../../src/agent/sds/server.js';
 import { SecretManager } from '../../src/agent/sds/secret-manager.js';
 import { SecretSchema } from '../../src/gen/envoy/extensions/transport_sockets/tls/v3/secret_pb.js';
@@ -21,25 +21,14 @@ import { grpcClient } from '../../src/envoy/grpc-service.js';
 import { TypeUrl, unpack } from '../../src/envoy/types.js';
 import { create } from '@bufbuild/protobuf';
 import { credentials, type Client, type ClientUnaryCall, type ServiceError } from '@grpc/grpc-js';
-import { meshCa, workload, type MeshCa } from '../dataplane/tls-fixtures.js';
+import { echo, meshCa, sidecar, tlsInspector, workload, type Workload } from '../dataplane/tls-fixtures.js';
+import { hcmChain, listener, staticCluster } from '../dataplane/xds-fixtures.js';
+import { freePort } from '../../samples/local-mesh.js';
+import { configureLogging } from '../../src/common/log.js';
+import { inboundMtlsSocket } from '../../src/security/mtls/tls-context.js';
+import { trustDomainsForValidation } from '../../src/security/mtls/trust-domain.js';
 import { eventually } from '../helpers/proc.js';
-
-const bundleOf = (ca: MeshCa, hintS?: number): string =>
-  JSON.stringify({ keys: [{ use: 'x509-svid', kty: 'EC', x5c: [new X509Certificate(ca.rootPem).raw.toString('base64')] }, { use: 'jwt-svid', kty: 'EC', kid: 'k1' }], ...(hintS ? { spiffe_refresh_hint: hintS } : {}) });
-
-/** A SPIFFE bundle endpoint over HTTPS on loopback, serving whatever `reply` holds. */
-async function bundleEndpoint(t: TestContext, reply: { status: number; body: string }): Promise<{ url: string; caPem: string; hits: () => number }> {
-  const serving = await meshCa('bundles.test');
-  const { keyPem, chainPem } = await serving.issue('spiffe://bundles.test/endpoint', ['localhost']);
-  let hits = 0;
-  const server = createServer({ key: keyPem, cert: chainPem }, (_req, res) => {
-    hits++;
-    res.writeHead(reply.status, { 'content-type': 'application/json' }).end(reply.body);
-  });
-  await new Promise<void>((resolve) => server.listen(0, 'localhost', resolve));
-  t.after(() => server.close());
-  return { url: `https://localhost:${(server.address() as AddressInfo).port}/bundle`, caPem: serving.rootPem, hits: () => hits };
-}
+import { bundleEndpoint, bundleOf } from '../helpers/spiffe-bundle.js';
 
 test('SPIFFE_BUNDLE_ENDPOINTS: tuples parse; a bad tuple is an error naming it', () => {
   assert.deepEqual(parseBundleEndpoints(''), []);
@@ -59,7 +48,7 @@ test('bundles are fetched over HTTPS, rotation is picked up, and a failing endpo
   const ep = await bundleEndpoint(t, reply);
   const bundles = new FederatedBundles({
     endpoints: parseBundleEndpoints(`foreign.org|${ep.url}||down.org|https://localhost:1/bundle`),
-    caPem: ep.caPem,
+    caPem: () => ep.caPem,
     defaultRefreshMs: 200,
   });
   t.after(() => bundles.close());
@@ -100,24 +89,55 @@ async function rootcaOf(socket: string): Promise<string> {
   }
 }
 
-/** Whether a peer validation trusting `rootca` accepts `client`'s leaf: issued and signed by one of its roots. */
-function accepts(rootca: string, client: { chainPem: string }): boolean {
-  const leaf = new X509Certificate(client.chainPem);
-  const roots = rootca.split(/(?<=-----END CERTIFICATE-----)\s*/).filter((p) => p.includes('BEGIN')).map((p) => new X509Certificate(p));
-  return roots.some((r) => leaf.checkIssued(r) && leaf.verify(r.publicKey));
+/** A sidecar of `w` (its ROOTCA from `w.socket`) with two STRICT inbound listeners as the discovery server builds them: peers of cluster.local and foreign.org, and of cluster.local only. */
+async function strictSidecar(t: TestContext, w: Workload, app: number): Promise<{ aliased: number; meshOnly: number; admin: string }> {
+  const s = await sidecar(t, w);
+  const [aliased, meshOnly] = [await freePort(), await freePort()];
+  const inbound = (name: string, port: number, aliases: string[]) => {
+    const trustDomains = trustDomainsForValidation({ trustDomain: 'cluster.local', aliases, skipValidation: false });
+    const chain = hcmChain({ cluster: 'inbound|8080||', statPrefix: name }, { filterChainMatch: { transportProtocol: 'tls' }, transportSocket: inboundMtlsSocket('http', { trustDomains, tlsV2: true }) });
+    return listener(name, port, [chain], { listenerFilters: [tlsInspector] });
+  };
+  s.ads.set(TypeUrl.Cluster, [staticCluster('inbound|8080||', [app])]);
+  s.ads.set(TypeUrl.Listener, [inbound('aliased', aliased, ['foreign.org']), inbound('meshOnly', meshOnly, [])]);
+  await s.ads.push(TypeUrl.Cluster, TypeUrl.Listener);
+  await eventually(async () => assert.equal((await fetch(`${s.admin}/ready`)).status, 200), 15_000);
+  return { aliased, meshOnly, admin: s.admin };
 }
 
-test('ROOTCA over SDS carries the federated roots: a foreign workload is accepted only once its bundle is configured', async (t) => {
+/** A request over a new TLS connection presenting `client`'s certificate: the status, or `refused` when the handshake fails. */
+function call(port: number, client: { keyPem: string; chainPem: string }, serverRoot: string): Promise<number | 'refused'> {
+  return new Promise((resolve) => {
+    const req = request({ host: '127.0.0.1', port, path: '/', agent: false, key: client.keyPem, cert: client.chainPem, ca: serverRoot, checkServerIdentity: () => undefined }, (res) => {
+      res.resume();
+      res.on('end', () => resolve(res.statusCode ?? 0));
+    });
+    req.on('error', () => resolve('refused'));
+    req.end();
+  });
+}
+
+test('a real STRICT inbound listener: a foreign CA\'s workload passes once its bundle is in ROOTCA and its trust domain allowed; a malformed bundle and an endpoint down keep the last good roots', async (t) => {
+  const logFile = join(mkdtempSync(join(tmpdir(), 'mesh-fed-log-')), 'agent.log');
+  const logging = { asJson: false, caller: [], outputLevel: 'spiffe:info', stacktraceLevel: 'spiffe:none' };
+  configureLogging({ ...logging, targets: [logFile] });
+  t.after(() => configureLogging({ ...logging, targets: ['stdout'] }));
   const local = await meshCa();
   const foreign = await meshCa('foreign.org');
   const w = await workload(t, local, 'cart');
+  const app = await echo(t, 'cart-app');
   const caller = await foreign.issue('spiffe://foreign.org/ns/shop/sa/client');
+  const neighbour = await local.issue('spiffe://cluster.local/ns/shop/sa/local');
 
-  // Without SPIFFE_BUNDLE_ENDPOINTS: ROOTCA is the mesh root only; the foreign caller is refused.
-  assert.equal(accepts(await rootcaOf(w.socket), caller), false);
+  // The workload's agent without SPIFFE_BUNDLE_ENDPOINTS: ROOTCA is the mesh root only.
+  const plain = await strictSidecar(t, w, app);
+  assert.equal(await call(plain.aliased, caller, local.rootPem), 'refused', 'no federated root: the handshake fails even with the trust domain allowed');
+  assert.equal(await call(plain.aliased, neighbour, local.rootPem), 200);
 
-  const ep = await bundleEndpoint(t, { status: 200, body: bundleOf(foreign) });
-  const bundles = new FederatedBundles({ endpoints: parseBundleEndpoints(`foreign.org|${ep.url}`), caPem: ep.caPem });
+  // The same workload's agent with the bundle: its SDS server serves ROOTCA with the foreign root.
+  const reply = { status: 200, body: bundleOf(foreign) };
+  const ep = await bundleEndpoint(t, reply);
+  const bundles = new FederatedBundles({ endpoints: parseBundleEndpoints(`foreign.org|${ep.url}`), caPem: () => ep.caPem, defaultRefreshMs: 200 });
   t.after(() => bundles.close());
   await bundles.start();
   const secrets = new SecretManager({ source: { kind: 'files', dir: w.certDir }, graceRatio: 0.5 });
@@ -131,7 +151,23 @@ test('ROOTCA over SDS carries the federated roots: a foreign workload is accepte
   });
   const rootca = await rootcaOf(socket);
   assert.ok(rootca.startsWith(local.rootPem.trim()), 'the mesh root stays first');
-  assert.equal(accepts(rootca, caller), true, 'the foreign caller chains to a federated root');
-  assert.equal(accepts(rootca, await local.issue('spiffe://cluster.local/ns/shop/sa/local')), true, 'local callers still accepted');
-  assert.equal(accepts(rootca, await (await meshCa('other.org')).issue('spiffe://other.org/ns/a/sa/b')), false, 'a third, unfederated CA is still refused');
+  assert.ok(rootca.includes(new X509Certificate(foreign.rootPem).toString().trim()), 'the foreign root follows');
+
+  const fed = await strictSidecar(t, { ...w, socket }, app);
+  assert.equal(await call(fed.aliased, caller, local.rootPem), 200, 'federated root and allowed trust domain: accepted');
+  assert.equal(await call(fed.aliased, neighbour, local.rootPem), 200, 'local callers still accepted');
+  assert.equal(await call(fed.meshOnly, caller, local.rootPem), 'refused', 'the roots alone do not admit foreign.org: as in the Go mesh, its trust domain must be allowed (an alias)');
+  const third = await (await meshCa('other.org')).issue('spiffe://other.org/ns/a/sa/b');
+  assert.equal(await call(fed.aliased, third, local.rootPem), 'refused', 'a third, unfederated CA is refused');
+
+  // A malformed bundle: logged, refused, the last good roots kept (new handshakes still pass).
+  reply.body = '{"keys": [{"use": "x509-svid", "x5c": ["bm90IGEgY2VydA=="]}]}';
+  await eventually(() => assert.match(readFileSync(logFile, 'utf8'), /warn\tspiffe\tSPIFFE bundle of foreign\.org from https:\/\/localhost:\d+\/bundle failed, keeping the last good 1 root\(s\): SPIFFE bundle of foreign\.org at \S+: keys\[0\]\.x5c\[0\]/), 10_000);
+  assert.equal(await call(fed.aliased, caller, local.rootPem), 200);
+
+  // The endpoint down at refresh time.
+  await ep.stop();
+  await eventually(() => assert.match(readFileSync(logFile, 'utf8'), /keeping the last good 1 root\(s\): .*ECONNREFUSED/), 10_000);
+  assert.equal(await call(fed.aliased, caller, local.rootPem), 200);
+  assert.ok((await rootcaOf(socket)).includes(new X509Certificate(foreign.rootPem).toString().trim()), 'ROOTCA still carries the foreign root');
 });

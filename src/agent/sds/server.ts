@@ -22,7 +22,7 @@ import {
 import { SecretDiscoveryService } from '../../gen/envoy/service/secret/v3/sds_pb.js';
 import { grpcServiceDefinition } from '../../envoy/grpc-service.js';
 import { pack, TypeUrl } from '../../envoy/types.js';
-import type { FederatedBundles } from './federated-bundles.js';
+import type { FederatedBundles } from '../../security/federation/bundle-fetcher.js';
 import { ROOT_SECRET, WORKLOAD_SECRET, type SecretManager, type WorkloadSecret } from './secret-manager.js';
 
 const log = scope('sds');
@@ -41,7 +41,9 @@ export function secretResource(name: string, s: WorkloadSecret, federatedPem = '
   if (name === WORKLOAD_SECRET) {
     return { name, type: { case: 'tlsCertificate', value: { certificateChain: bytes(s.chainPem), privateKey: bytes(s.keyPem) } } };
   }
-  if (name === ROOT_SECRET) return { name, type: { case: 'validationContext', value: { trustedCa: bytes(s.rootPem + federatedPem) } } };
+  // A root file may lack its final newline: glued to the next PEM block, OpenSSL would read only the first.
+  const trusted = federatedPem ? `${s.rootPem.trimEnd()}\n${federatedPem}` : s.rootPem;
+  if (name === ROOT_SECRET) return { name, type: { case: 'validationContext', value: { trustedCa: bytes(trusted) } } };
   return undefined;
 }
 

@@ -12,7 +12,7 @@ import { spiffeId, workloadIdentity } from '../../security/spiffe.js';
 import { splitHostPort } from '../bootstrap.js';
 import { CERT_FILES, SecretManager, type SecretSource, type WorkloadSecret } from './secret-manager.js';
 import { SDS_SOCKET_PATH, SdsServer } from './server.js';
-import { FederatedBundles } from './federated-bundles.js';
+import { FederatedBundles } from '../../security/federation/bundle-fetcher.js';
 import { parseBundleEndpoints } from '../../security/federation/bundle-format.js';
 
 const log = scope('sds');
@@ -154,7 +154,7 @@ export async function startWorkloadCerts(inputs: WorkloadCertsInputs): Promise<W
   const output = setting('OUTPUT_CERTS');
   const secrets = new SecretManager({ source: src, graceRatio: setting('SECRET_GRACE_PERIOD_RATIO'), ...(output ? { outputDir: output } : {}) });
   await secrets.start();
-  const federated = endpoints.length > 0 ? new FederatedBundles({ endpoints, caPem: secrets.secret!.rootPem }) : undefined;
+  const federated = endpoints.length > 0 ? new FederatedBundles({ endpoints, caPem: () => secrets.secret!.rootPem }) : undefined;
   await federated?.start();
   const sds = new SdsServer(secrets, resolve(SDS_SOCKET_PATH), federated);
   await sds.start();

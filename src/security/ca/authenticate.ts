@@ -1,5 +1,6 @@
-// Who is calling the CA or the secured xDS port: a workload presenting its current mesh
-// certificate on the TLS connection (verified by TLS against the mesh roots), or a JWT in the
+// Who is calling the CA or the secured xDS port: a workload presenting its current certificate on
+// the TLS connection (verified by TLS against the mesh roots; with federated trust domains, against
+// theirs too, then against the CA of the certificate's own trust domain), or a JWT in the
 // `authorization` metadata checked against TOKEN_ISSUER's key set (OIDC discovery), the accepted
 // audiences (TOKEN_AUDIENCES) and JWT_POLICY / REQUIRE_3P_TOKEN. Fails closed: anything that
 // cannot be checked is an authentication failure with the reason.
@@ -8,6 +9,7 @@ import * as x509 from '@peculiar/x509';
 import { createRemoteJWKSet, decodeJwt, jwtVerify, type JWTPayload } from 'jose';
 import { certificateUris } from './pki.js';
 import { parseSpiffeId, type Identity } from '../spiffe.js';
+import { signedBy, type PeerTrust } from '../federation/peer-trust.js';
 
 export class AuthenticationError extends Error {}
 
@@ -34,6 +36,11 @@ export interface AuthenticatorOptions {
   readonly jwtPolicy: string;
   /** REQUIRE_3P_TOKEN: also under first-party-jwt, a token without audience is refused. */
   readonly require3p: boolean;
+  /**
+   * SPIFFE_BUNDLE_ENDPOINTS set: TLS trusted federated roots too, so a certificate's trust domain
+   * must be one with roots here and the leaf signed by them. Unset: only TRUST_DOMAIN.
+   */
+  readonly peerTrust?: PeerTrust;
 }
 
 /** The orchestrator's service account subject: `system:serviceaccount:<namespace>:<name>`. */
@@ -59,7 +66,7 @@ export class CallerAuthenticator {
     return this.fromToken(m[1]!);
   }
 
-  private fromCertificate(der: Buffer): Caller {
+  private async fromCertificate(der: Buffer): Promise<Caller> {
     let cert: x509.X509Certificate;
     try {
       cert = new x509.X509Certificate(der);
@@ -68,9 +75,19 @@ export class CallerAuthenticator {
     }
     const identities = certificateUris(cert).map(parseSpiffeId).filter((i): i is Identity => i !== undefined);
     if (identities.length === 0) throw new AuthenticationError('client certificate carries no SPIFFE identity');
-    const foreign = identities.find((i) => i.trustDomain !== this.opts.trustDomain);
-    if (foreign) throw new AuthenticationError(`client certificate is for trust domain ${foreign.trustDomain}, not ${this.opts.trustDomain}`);
-    return { identities, method: 'certificate' };
+    const trust = this.opts.peerTrust;
+    if (!trust) {
+      const foreign = identities.find((i) => i.trustDomain !== this.opts.trustDomain);
+      if (foreign) throw new AuthenticationError(`client certificate is for trust domain ${foreign.trustDomain}, not ${this.opts.trustDomain}`);
+      return { identities, method: 'certificate' };
+    }
+    const domains = [...new Set(identities.map((i) => i.trustDomain))];
+    if (domains.length > 1) throw new AuthenticationError(`client certificate names several trust domains (${domains.join(', ')})`);
+    const td = domains[0]!;
+    const issuers = trust.issuersOf(td);
+    if (!issuers) throw new AuthenticationError(`client certificate is for trust domain ${td}, which is neither ${this.opts.trustDomain} nor one of SPIFFE_BUNDLE_ENDPOINTS`);
+    for (const issuer of issuers) if (await signedBy(cert, issuer)) return { identities, method: 'certificate' };
+    throw new AuthenticationError(`client certificate for trust domain ${td} is not signed by a CA of ${td} (issuer "${cert.issuer}")`);
   }
 
   private async fromToken(token: string): Promise<Caller> {

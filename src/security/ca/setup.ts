@@ -5,6 +5,8 @@ import { setting } from '../../common/env.js';
 import { scope } from '../../common/log.js';
 import type { Server } from '@grpc/grpc-js';
 import { CallerAuthenticator } from './authenticate.js';
+import type { PeerTrust } from '../federation/peer-trust.js';
+import type { MeshFederation } from './federation.js';
 import { MeshAuthority } from './authority.js';
 import { SecurePortCredentials, servingHosts } from './secure-port.js';
 import { CertificateService } from './service.js';
@@ -22,6 +24,8 @@ export interface MeshCa {
 export interface MeshSecurityOptions {
   /** The discovery server's namespace (its certificate is for meshd.<namespace>.svc). */
   readonly namespace: string;
+  /** SPIFFE_BUNDLE_ENDPOINTS: fetched once the CA exists, trusted on the secured port. */
+  readonly federation?: MeshFederation | undefined;
 }
 
 /** The CA's directory of a self-signed root (ours; empty = memory only). */
@@ -30,7 +34,7 @@ export function selfSignedDir(): string | undefined {
 }
 
 /** Who calls (CA and xDS alike), from TRUST_DOMAIN, TOKEN_* and JWT_POLICY; synchronous, so no stream is ever unchecked. */
-export function callerAuthenticator(): CallerAuthenticator {
+export function callerAuthenticator(peerTrust?: PeerTrust): CallerAuthenticator {
   if (!setting('TOKEN_ISSUER')) log.info('TOKEN_ISSUER is not set: tokens cannot be checked (orchestrator token review is not implemented); callers need a mesh certificate');
   return new CallerAuthenticator({
     trustDomain: setting('TRUST_DOMAIN'),
@@ -38,6 +42,7 @@ export function callerAuthenticator(): CallerAuthenticator {
     issuer: setting('TOKEN_ISSUER'),
     jwtPolicy: setting('JWT_POLICY'),
     require3p: setting('REQUIRE_3P_TOKEN'),
+    ...(peerTrust ? { peerTrust } : {}),
   });
 }
 
@@ -56,12 +61,26 @@ export function xdsAuthorizer(authenticator: CallerAuthenticator): XdsAuthorizer
  */
 export async function startMeshCa(grpc: Server, authenticator: CallerAuthenticator, opts: MeshSecurityOptions): Promise<MeshCa | undefined> {
   const authority = await createAuthority(setting('TRUST_DOMAIN'));
-  if (!authority) return undefined;
+  const federation = opts.federation;
+  if (!authority) {
+    if (federation) log.warn('SPIFFE_BUNDLE_ENDPOINTS has no effect: without the CA server there is no secured port to trust the federated roots on');
+    return undefined;
+  }
+  if (federation) {
+    try {
+      await federation.start(authority);
+    } catch (e) {
+      authority.close();
+      throw e;
+    }
+  }
   new CertificateService({ authority, authenticator, defaultTtlMs: setting('DEFAULT_WORKLOAD_CERT_TTL'), maxTtlMs: setting('MAX_WORKLOAD_CERT_TTL') }).install(grpc);
   authority.startRotator();
   const provider = setting('PILOT_CERT_PROVIDER');
   if (provider !== 'meshd') log.warn(`PILOT_CERT_PROVIDER=${provider} is not implemented; the mesh CA issues the discovery server's certificate`);
-  const securePort = await SecurePortCredentials.create({ authority, hosts: servingHosts(opts.namespace, setting('MESHD_CUSTOM_HOST')) });
+  const hosts = servingHosts(opts.namespace, setting('MESHD_CUSTOM_HOST'));
+  const securePort = await SecurePortCredentials.create({ authority, hosts, ...(federation ? { federatedPem: () => federation.bundles.pem } : {}) });
+  federation?.bundles.on('update', () => securePort.retrust());
   return {
     authority,
     securePort,
