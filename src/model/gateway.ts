@@ -71,6 +71,11 @@ export function isPassthrough(tls: ServerTls | undefined): boolean {
   return tls?.mode === 'PASSTHROUGH' || tls?.mode === 'AUTO_PASSTHROUGH';
 }
 
+/** Whether a server of the merged gateway is AUTO_PASSTHROUGH (it then needs the SNI-DNAT clusters). */
+export function hasAutoPassthrough(merged: MergedGateway): boolean {
+  return merged.ports.some((p) => p.servers.some((s) => s.tls?.mode === 'AUTO_PASSTHROUGH'));
+}
+
 /** A non-HTTP server with TLS settings (HTTPS, TLS): told apart from others on its port by SNI. */
 function isTlsServer(s: Pick<BoundServer, 'protocol' | 'tls'>): boolean {
   return s.tls !== undefined && !isHttp(s.protocol);
@@ -274,6 +279,11 @@ export class GatewayIndex {
       .filter((v) => v.gateways.size > 0);
   }
 
+  /** Every VirtualService naming `gateway`, exportTo aside (the Go mesh's per-Gateway destination index). */
+  boundTo(gateway: string): readonly VirtualService[] {
+    return this.bound.filter((v) => v.gateways.has(gateway)).map((v) => v.vs);
+  }
+
   /** VirtualServices naming `gateway` and exported to the proxy's namespace, in namespace/name order. */
   virtualServicesFor(gateway: string, proxyNamespace: string): readonly GatewayVirtualService[] {
     return this.bound.filter((v) => v.gateways.has(gateway) && exportedTo(v.vs.spec.exportTo, v.vs.metadata.namespace, proxyNamespace));
@@ -307,7 +317,6 @@ export function gatewayNotices(gw: Gateway, credentialsServed = false): string[]
     const out = Object.keys(tls)
       .filter((k) => !TRANSLATED_TLS.has(k))
       .map((k) => `${path}.${k} is not effective yet`);
-    if (tls['mode'] === 'AUTO_PASSTHROUGH') out.push(`${path}.mode AUTO_PASSTHROUGH is not effective yet: the server gets no listener chain`);
     if (!credentialsServed && typeof tls['credentialName'] === 'string' && tls['credentialName'] !== '') {
       out.push(`${path}.credentialName is not effective yet: the discovery server does not serve credential secrets over SDS (MESHD_ENABLE_SDS_SERVER is off, or PILOT_ENABLE_XDS_IDENTITY_CHECK is off); use serverCertificate and privateKey files`);
     }

@@ -1,7 +1,7 @@
 // Gateway translation, one golden case per file in testdata/gateway/: the case's resources
 // (validated as a user's would be) in; out, what a router proxy in namespace `ingress` labelled
-// `app: ingress` gets: its listeners, its route configurations, the servers left out and the
-// notices about what is not effective. Selection scoping and the route name of a deleted server are
+// `app: ingress` gets: its listeners, its route configurations, its SNI-DNAT clusters and their
+// endpoints (AUTO_PASSTHROUGH), the servers left out and the notices about what is not effective. Selection scoping and the route name of a deleted server are
 // checked below.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
@@ -15,6 +15,9 @@ import { parseProxy, type Proxy } from '../../src/model/proxy.js';
 import { virtualServiceNotices } from '../../src/model/traffic-notices.js';
 import { gatewayListeners, gatewayRoutes, mergedGatewayFor } from '../../src/xds/generators/gateway.js';
 import { sidecarRoutes } from '../../src/xds/generators/sidecar.js';
+import { gatewayClusters, gatewayLoadAssignments } from '../../src/xds/generators/gateway-clusters.js';
+import { ClusterSchema } from '../../src/gen/envoy/config/cluster/v3/cluster_pb.js';
+import { ClusterLoadAssignmentSchema } from '../../src/gen/envoy/config/endpoint/v3/endpoint_pb.js';
 import { setScopeLevel } from '../../src/common/log.js';
 import { goldenCases } from '../helpers/golden.js';
 import { pushOf, sidecarProxy, validated } from './fixtures.js';
@@ -41,6 +44,8 @@ for (const c of cases) {
     const out: JsonValue = {
       listeners: listeners.map((l) => toEnvoyJson(ListenerSchema, l)),
       routes: routes.map((r) => toEnvoyJson(RouteConfigurationSchema, r)),
+      sniDnatClusters: gatewayClusters(proxy, push, {}).filter((x) => x.name.startsWith('outbound_.')).map((x) => toEnvoyJson(ClusterSchema, x)),
+      sniDnatEndpoints: gatewayLoadAssignments(proxy, push, undefined, {}).filter((x) => x.clusterName.startsWith('outbound_.')).map((x) => toEnvoyJson(ClusterLoadAssignmentSchema, x)),
       rejected: [...mergedGatewayFor(proxy, push, {}).rejected],
       problems,
       notices,
