@@ -84,3 +84,27 @@ test('a sidecar does not get the routes of VirtualServices bound only to a Gatew
   assert.deepEqual(reviews.routes.map((r) => r.name), ['default']);
   assert.ok(!routes.some((r) => r.virtualHosts.some((vh) => vh.domains.includes('bookinfo.example.com'))));
 });
+
+test('PILOT_FILTER_GATEWAY_CLUSTER_CONFIG: a gateway gets only the clusters and endpoints of the services its routes lead to', () => {
+  const ratings = validated('ratings', [
+    { apiVersion: 'networking.mesh.io/v1', kind: 'ServiceEntry', metadata: { namespace: 'foo', name: 'ratings' }, spec: { hosts: ['ratings.foo.svc.cluster.local'], location: 'MESH_INTERNAL', resolution: 'STATIC', ports: [{ number: 9080, name: 'http', protocol: 'HTTP' }], endpoints: [{ address: '10.0.9.1' }] } },
+  ]);
+  const push = pushOf([...caseResources('http-hosts'), ...ratings]);
+  const proxy = routerProxy();
+  const names = (on: boolean) => gatewayClusters(proxy, push, { filterGatewayClusters: on }).map((c) => c.name).sort();
+  assert.deepEqual(names(false), ['BlackHoleCluster', 'PassthroughCluster', 'outbound|9080|v1|reviews.foo.svc.cluster.local', 'outbound|9080|v2|reviews.foo.svc.cluster.local', 'outbound|9080||ratings.foo.svc.cluster.local', 'outbound|9080||reviews.foo.svc.cluster.local']);
+  assert.deepEqual(names(true), ['BlackHoleCluster', 'PassthroughCluster', 'outbound|9080|v1|reviews.foo.svc.cluster.local', 'outbound|9080|v2|reviews.foo.svc.cluster.local', 'outbound|9080||reviews.foo.svc.cluster.local']);
+  const asked = new Set(['outbound|9080||ratings.foo.svc.cluster.local', 'outbound|9080||reviews.foo.svc.cluster.local']);
+  assert.deepEqual(gatewayLoadAssignments(proxy, push, asked, { filterGatewayClusters: false }).map((c) => c.clusterName).sort(), [...asked].sort());
+  assert.deepEqual(gatewayLoadAssignments(proxy, push, asked, { filterGatewayClusters: true }).map((c) => c.clusterName), ['outbound|9080||reviews.foo.svc.cluster.local']);
+  // A proxy no Gateway selects has no route, so no service cluster at all.
+  assert.deepEqual(gatewayClusters(routerProxy('ingress', { app: 'other' }), push, { filterGatewayClusters: true }).map((c) => c.name).sort(), ['BlackHoleCluster', 'PassthroughCluster']);
+});
+
+test('AUTO_PASSTHROUGH: a chain only for service ports the server hosts cover; no SNI-DNAT cluster without such a server', () => {
+  const push = pushOf(caseResources('auto-passthrough'));
+  const chains = gatewayListeners(routerProxy(), push)[0]!.filterChains.map((c) => c.name);
+  assert.ok(chains.every((n) => n.endsWith('backend.foo.svc.cluster.local')), 'ext (MESH_EXTERNAL) and db.bar (not covered) get no chain');
+  const plain = pushOf(caseResources('http-hosts'));
+  assert.ok(!gatewayClusters(routerProxy(), plain, {}).some((c) => c.name.startsWith('outbound_.')));
+});
