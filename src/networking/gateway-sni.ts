@@ -32,12 +32,14 @@ export interface SniTarget {
   readonly subsets: readonly string[];
 }
 
-/**
- * The service ports an AUTO_PASSTHROUGH server reaches: those of services inside the mesh (not
- * MESH_EXTERNAL), not UDP, whose host one of the server's SNI hosts covers; in the order given.
- */
+/** Service ports inside the mesh (not MESH_EXTERNAL) and not UDP: those SNI-DNAT clusters exist for. */
+export function reachableBySni(t: SniTarget): boolean {
+  return !t.service.external && t.port.protocol !== 'UDP';
+}
+
+/** The service ports an AUTO_PASSTHROUGH server reaches: those whose host one of its SNI hosts covers, in the order given. */
 export function sniTargetsFor(serverHosts: readonly string[], targets: readonly SniTarget[]): SniTarget[] {
-  return targets.filter((t) => !t.service.external && t.port.protocol !== 'UDP' && serverHosts.some((h) => hostMatches(h, t.service.hostname)));
+  return targets.filter((t) => reachableBySni(t) && serverHosts.some((h) => hostMatches(h, t.service.hostname)));
 }
 
 function tcpProxyTo(cluster: string) {

@@ -10,7 +10,7 @@ import type { Proxy } from '../../model/proxy.js';
 import type { PushContext } from '../../model/push-context.js';
 import type { ServiceInstance } from '../../model/service.js';
 import { buildLoadAssignment } from '../../networking/endpoint.js';
-import { buildSniDnatCluster, mtlsInstances, sniDnatClusterName, type SniTarget } from '../../networking/gateway-sni.js';
+import { buildSniDnatCluster, mtlsInstances, reachableBySni, sniDnatClusterName, type SniTarget } from '../../networking/gateway-sni.js';
 import { parseClusterName } from '../../networking/names.js';
 import { clusterVariants, ruleTraffic, type ClusterVariant } from '../../networking/traffic-policy.js';
 import { labelsMatch } from '../../model/selection.js';
@@ -65,7 +65,7 @@ function sniClusters(proxy: Proxy, push: PushContext): SniCluster[] {
       return portMtlsMode(workloadMtls({ namespace: i.namespace, labels: i.labels }, policies, push.rootNamespace), i.endpointPort) === 'DISABLE';
     };
     return sniTargets(proxy, push)
-      .filter((t) => !t.service.external && t.port.protocol !== 'UDP')
+      .filter(reachableBySni)
       .flatMap((target) => {
         const rule = ruleTraffic(push.traffic.destinationRule(proxy, target.service.hostname, target.service.namespace));
         const all = push.instances(target.service, target.port.port);

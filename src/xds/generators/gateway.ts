@@ -59,7 +59,6 @@ export function sniTargets(proxy: Proxy, push: PushContext): SniTarget[] {
   );
 }
 
-
 function servicePorts(proxy: Proxy, push: PushContext): Record<string, number[]> {
   return Object.fromEntries(push.sidecarScope(proxy).services.map((s) => [s.hostname, s.ports.map((p) => p.port)]));
 }
