@@ -18,12 +18,6 @@ type SdsInit = MessageInitShape<typeof SdsSecretConfigSchema>;
 
 /** Prefix of the SDS resource names of credentialName secrets (the Go mesh's `kubernetes://`). */
 export const CREDENTIAL_RESOURCE_PREFIX = 'orch://';
-/**
- * Prefix of credential names that Gateway API translation writes (the Go mesh's
- * `kubernetes-gateway://<namespace>/<name>`): served only when a Gateway of the proxy's own
- * namespace references it (security/credentials/secret.ts).
- */
-export const GATEWAY_CREDENTIAL_PREFIX = 'orch-gateway://';
 /** Suffix of the resource holding a credential's CA certificate. */
 export const CREDENTIAL_CA_SUFFIX = '-cacert';
 /** The agent's SDS cluster and resources (DESIGN.md, workload identity). */

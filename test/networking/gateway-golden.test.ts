@@ -108,3 +108,14 @@ test('AUTO_PASSTHROUGH: a chain only for service ports the server hosts cover; n
   const plain = pushOf(caseResources('http-hosts'));
   assert.ok(!gatewayClusters(routerProxy(), plain, {}).some((c) => c.name.startsWith('outbound_.')));
 });
+
+test('an orch-gateway:// credentialName that can never be served is reported when the Gateway is read', () => {
+  const server = (credentialName: string) => ({ port: { number: 443, name: 'https', protocol: 'HTTPS' }, hosts: ['*.example.com'], tls: { mode: 'SIMPLE', credentialName } });
+  const [gw] = validated('credentials', [
+    { apiVersion: 'networking.mesh.io/v1', kind: 'Gateway', metadata: { namespace: 'gw', name: 'refs' }, spec: { servers: [server('orch-gateway://gw/site'), server('orch-gateway://site'), server('orch-gateway://other/site')] } },
+  ]);
+  assert.deepEqual(gatewayNotices(gw as Parameters<typeof gatewayNotices>[0], true), [
+    'Gateway gw/refs: servers[1].tls.credentialName orch-gateway://site is never served: orch-gateway:// names need <namespace>/<name>',
+    'Gateway gw/refs: servers[2].tls.credentialName orch-gateway://other/site is never served: it names a Secret of namespace other: a Gateway only gets Secrets of its own namespace (a cross-namespace reference would need a ReferenceGrant, which is not supported)',
+  ]);
+});

@@ -4,8 +4,8 @@
 // authorizes them), and the Envoy Secret built from what the store holds.
 import { create } from '@bufbuild/protobuf';
 import { SecretSchema, type Secret } from '../../gen/envoy/extensions/transport_sockets/tls/v3/secret_pb.js';
-import type { MergedGateway } from '../../model/gateway.js';
-import { CREDENTIAL_CA_SUFFIX, CREDENTIAL_RESOURCE_PREFIX, GATEWAY_CREDENTIAL_PREFIX, credentialResourceName } from '../../networking/gateway-tls.js';
+import { GATEWAY_CREDENTIAL_PREFIX, parseGatewayCredential, type MergedGateway } from '../../model/gateway.js';
+import { CREDENTIAL_CA_SUFFIX, CREDENTIAL_RESOURCE_PREFIX } from '../../networking/gateway-tls.js';
 import type { Credential } from './store.js';
 
 /** What an `orch://` resource name asks for. */
@@ -33,10 +33,10 @@ function request(namespace: string, name: string): Resolution {
  * of the proxy's own Gateways, see verifiedCertificateReferences) holds the name.
  */
 function resolveGatewayCredential(resourceName: string, verified: ReadonlySet<string>): Resolution {
-  const [namespace = '', name = '', ...extra] = resourceName.slice(GATEWAY_CREDENTIAL_PREFIX.length).split('/');
-  if (namespace === '' || name === '' || extra.length > 0) return { kind: 'denied', reason: `${GATEWAY_CREDENTIAL_PREFIX} names need <namespace>/<name>` };
+  const ref = parseGatewayCredential(resourceName);
+  if (!ref) return { kind: 'denied', reason: `${GATEWAY_CREDENTIAL_PREFIX} names need <namespace>/<name>` };
   if (!verified.has(resourceName)) return { kind: 'denied', reason: `no Gateway of the proxy's namespace selecting it references ${resourceName} (a cross-namespace reference would need a ReferenceGrant, which is not supported)` };
-  return request(namespace, name);
+  return request(ref.namespace, ref.name);
 }
 
 /**
@@ -65,10 +65,8 @@ export function resolveCredential(resourceName: string, proxyNamespace: string, 
 export function verifiedCertificateReferences(merged: MergedGateway, proxyNamespace: string): Set<string> {
   const out = new Set<string>();
   for (const s of merged.ports.flatMap((p) => p.servers)) {
-    const cn = s.tls?.credentialName;
-    if (!cn?.startsWith(GATEWAY_CREDENTIAL_PREFIX) || s.gatewayNamespace !== proxyNamespace) continue;
-    const name = credentialResourceName(cn);
-    if (name.slice(GATEWAY_CREDENTIAL_PREFIX.length).split('/')[0] !== proxyNamespace) continue;
+    const name = s.tls?.credentialName ?? '';
+    if (s.gatewayNamespace !== proxyNamespace || parseGatewayCredential(name)?.namespace !== proxyNamespace) continue;
     out.add(name);
     if (s.tls?.mode === 'MUTUAL' || s.tls?.mode === 'OPTIONAL_MUTUAL') out.add(`${name}${CREDENTIAL_CA_SUFFIX}`);
   }
