@@ -89,7 +89,10 @@ export function gatewayClusters(proxy: Proxy, push: PushContext, opts: GatewayCl
   const hosts = gatewayServiceHosts(proxy, push, opts);
   const clusters = sidecarClusters(proxy, push, false, opts.cache, opts.mtls).filter((c) => keeps(c.name, hosts));
   if (!hasAutoPassthrough(mergedGatewayFor(proxy, push, opts))) return clusters;
-  const sni = sniClusters(proxy, push).map((c) => buildSniDnatCluster(c.target.service, c.target.port, toEndpoints(c.instances), c.variant));
+  // Built once per scope and snapshot: every gateway proxy of the scope gets the same messages.
+  const sni = memo(push.sidecarScope(proxy), `sniDnatCds:${push.traffic.selectorKey(proxy)}`, () =>
+    sniClusters(proxy, push).map((c) => buildSniDnatCluster(c.target.service, c.target.port, toEndpoints(c.instances), c.variant)),
+  );
   return [...clusters, ...sni];
 }
 
@@ -98,6 +101,10 @@ export function gatewayLoadAssignments(proxy: Proxy, push: PushContext, names: R
   const hosts = gatewayServiceHosts(proxy, push, opts);
   const outbound = clusterLoadAssignments(proxy, push, names, opts.cache).filter((c) => keeps(c.clusterName, hosts));
   if (!hasAutoPassthrough(mergedGatewayFor(proxy, push, opts))) return outbound;
-  const sni = sniClusters(proxy, push).filter((c) => c.target.service.resolution === 'STATIC' && (!names || names.has(c.name)));
-  return [...outbound, ...sni.map((c) => buildLoadAssignment(c.name, toEndpoints(c.instances)))];
+  const sni = memo(push.sidecarScope(proxy), `sniDnatEds:${push.traffic.selectorKey(proxy)}`, () =>
+    sniClusters(proxy, push)
+      .filter((c) => c.target.service.resolution === 'STATIC')
+      .map((c) => buildLoadAssignment(c.name, toEndpoints(c.instances))),
+  );
+  return [...outbound, ...sni.filter((c) => !names || names.has(c.clusterName))];
 }
