@@ -201,6 +201,7 @@ export class DiscoveryServer {
       defaultRequestTimeout: settings.defaultRequestTimeout,
       http10: settings.http10,
       scopeGatewayToNamespace: settings.scopeGatewayToNamespace,
+      filterGatewayClusters: settings.filterGatewayClusters,
       ...(opts.pathNormalization ? { pathNormalization: opts.pathNormalization } : {}),
       mtls: this.mtls,
       ...(this.credentials ? { credentials: { store: this.credentials.store, verified: (info: ProxyInfo) => this.verified.has(info) } } : {}),

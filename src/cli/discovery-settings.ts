@@ -23,6 +23,8 @@ export interface DiscoverySettings {
   readonly traffic: { readonly virtualServiceDelegate: boolean; readonly destinationRuleInheritance: boolean };
   /** PILOT_SCOPE_GATEWAY_TO_NAMESPACE. */
   readonly scopeGatewayToNamespace: boolean;
+  /** PILOT_FILTER_GATEWAY_CLUSTER_CONFIG. */
+  readonly filterGatewayClusters: boolean;
   readonly debugOnHttp: boolean;
   /** ENABLE_ADMIN_ENDPOINTS: /debug/force_disconnect. */
   readonly adminEndpoints: boolean;
@@ -71,6 +73,7 @@ export function discoverySettings(): DiscoverySettings {
     sdsServer: { enabled: setting('MESHD_ENABLE_SDS_SERVER'), identityCheck: setting('PILOT_ENABLE_XDS_IDENTITY_CHECK') },
     traffic: { virtualServiceDelegate: setting('PILOT_ENABLE_VIRTUAL_SERVICE_DELEGATE'), destinationRuleInheritance: setting('PILOT_ENABLE_DESTINATION_RULE_INHERITANCE') },
     scopeGatewayToNamespace: setting('PILOT_SCOPE_GATEWAY_TO_NAMESPACE'),
+    filterGatewayClusters: setting('PILOT_FILTER_GATEWAY_CLUSTER_CONFIG'),
     debugOnHttp: setting('ENABLE_DEBUG_ON_HTTP'),
     adminEndpoints: setting('ENABLE_ADMIN_ENDPOINTS'),
     crdValidation: setting('PILOT_ENABLE_CRD_VALIDATION'),

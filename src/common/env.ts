@@ -229,6 +229,8 @@ export const WIRED_SETTINGS: ReadonlySet<SettingName> = new Set<SettingName>([
   'PILOT_ENABLE_DESTINATION_RULE_INHERITANCE',
   // xds/generators/gateway.ts (router proxies)
   'PILOT_SCOPE_GATEWAY_TO_NAMESPACE',
+  // xds/generators/gateway-clusters.ts (router proxies' CDS and EDS)
+  'PILOT_FILTER_GATEWAY_CLUSTER_CONFIG',
   // xds/server.ts, xds/debounce.ts, debug/discovery.ts (ENABLE_DEBUG_ON_HTTP)
   'PILOT_XDS_SEND_TIMEOUT',
   'PILOT_PUSH_THROTTLE',

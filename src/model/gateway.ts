@@ -71,6 +71,11 @@ export function isPassthrough(tls: ServerTls | undefined): boolean {
   return tls?.mode === 'PASSTHROUGH' || tls?.mode === 'AUTO_PASSTHROUGH';
 }
 
+/** Whether a server of the merged gateway is AUTO_PASSTHROUGH (it then needs the SNI-DNAT clusters). */
+export function hasAutoPassthrough(merged: MergedGateway): boolean {
+  return merged.ports.some((p) => p.servers.some((s) => s.tls?.mode === 'AUTO_PASSTHROUGH'));
+}
+
 /** A non-HTTP server with TLS settings (HTTPS, TLS): told apart from others on its port by SNI. */
 function isTlsServer(s: Pick<BoundServer, 'protocol' | 'tls'>): boolean {
   return s.tls !== undefined && !isHttp(s.protocol);
@@ -274,6 +279,11 @@ export class GatewayIndex {
       .filter((v) => v.gateways.size > 0);
   }
 
+  /** Every VirtualService naming `gateway`, exportTo aside (the Go mesh's per-Gateway destination index). */
+  boundTo(gateway: string): readonly VirtualService[] {
+    return this.bound.filter((v) => v.gateways.has(gateway)).map((v) => v.vs);
+  }
+
   /** VirtualServices naming `gateway` and exported to the proxy's namespace, in namespace/name order. */
   virtualServicesFor(gateway: string, proxyNamespace: string): readonly GatewayVirtualService[] {
     return this.bound.filter((v) => v.gateways.has(gateway) && exportedTo(v.vs.spec.exportTo, v.vs.metadata.namespace, proxyNamespace));
@@ -293,6 +303,29 @@ export function hostsForNamespace(serverHosts: readonly string[], vsNamespace: s
   });
 }
 
+/**
+ * Prefix of credential names that Gateway API translation writes (the Go mesh's
+ * `kubernetes-gateway://<namespace>/<name>`): served only when a Gateway of the proxy's own
+ * namespace references it (security/credentials/secret.ts).
+ */
+export const GATEWAY_CREDENTIAL_PREFIX = 'orch-gateway://';
+
+/** The Secret an `orch-gateway://<namespace>/<name>` credential names; undefined when either part is missing. */
+export function parseGatewayCredential(credentialName: string): { namespace: string; name: string } | undefined {
+  if (!credentialName.startsWith(GATEWAY_CREDENTIAL_PREFIX)) return undefined;
+  const [namespace = '', name = '', ...extra] = credentialName.slice(GATEWAY_CREDENTIAL_PREFIX.length).split('/');
+  return namespace !== '' && name !== '' && extra.length === 0 ? { namespace, name } : undefined;
+}
+
+/** Why a Gateway's `orch-gateway://` credentialName is never served to its proxies; undefined when it can be. */
+function gatewayCredentialProblem(credentialName: string, gatewayNamespace: string): string | undefined {
+  if (!credentialName.startsWith(GATEWAY_CREDENTIAL_PREFIX)) return undefined;
+  const ref = parseGatewayCredential(credentialName);
+  if (!ref) return `${GATEWAY_CREDENTIAL_PREFIX} names need <namespace>/<name>`;
+  if (ref.namespace !== gatewayNamespace) return `it names a Secret of namespace ${ref.namespace}: a Gateway only gets Secrets of its own namespace (a cross-namespace reference would need a ReferenceGrant, which is not supported)`;
+  return undefined;
+}
+
 const TRANSLATED_TLS = new Set(['httpsRedirect', 'mode', 'serverCertificate', 'privateKey', 'caCertificates', 'credentialName', 'subjectAltNames', 'minProtocolVersion', 'maxProtocolVersion', 'cipherSuites']);
 
 /**
@@ -307,7 +340,8 @@ export function gatewayNotices(gw: Gateway, credentialsServed = false): string[]
     const out = Object.keys(tls)
       .filter((k) => !TRANSLATED_TLS.has(k))
       .map((k) => `${path}.${k} is not effective yet`);
-    if (tls['mode'] === 'AUTO_PASSTHROUGH') out.push(`${path}.mode AUTO_PASSTHROUGH is not effective yet: the server gets no listener chain`);
+    const refProblem = typeof tls['credentialName'] === 'string' ? gatewayCredentialProblem(tls['credentialName'], gw.metadata.namespace) : undefined;
+    if (refProblem) out.push(`${path}.credentialName ${String(tls['credentialName'])} is never served: ${refProblem}`);
     if (!credentialsServed && typeof tls['credentialName'] === 'string' && tls['credentialName'] !== '') {
       out.push(`${path}.credentialName is not effective yet: the discovery server does not serve credential secrets over SDS (MESHD_ENABLE_SDS_SERVER is off, or PILOT_ENABLE_XDS_IDENTITY_CHECK is off); use serverCertificate and privateKey files`);
     }

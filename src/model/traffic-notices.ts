@@ -51,6 +51,7 @@ const HTTP_ROUTE: Shape = {
     port: true,
     sourceLabels: true,
     sourceNamespace: true,
+    gateways: true,
   },
   route: { destination: DESTINATION, weight: true },
   redirect: { uri: true, authority: true, port: true, scheme: true, redirectCode: true },

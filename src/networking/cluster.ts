@@ -14,6 +14,8 @@ import { meshMtlsFields, type ClusterMtls } from './outbound-mtls.js';
 export interface ClusterOptions {
   /** Seconds; 10 unless set. */
   readonly connectTimeout?: number;
+  /** The cluster's name when not the outbound one (a gateway's SNI-DNAT clusters). */
+  readonly name?: string;
 }
 
 /** A DestinationRule's part in one outbound cluster: the subset it is for and the merged policy. */
@@ -72,7 +74,7 @@ export function buildOutboundCluster(
   opts: ClusterOptions = {},
   traffic: ClusterTraffic = { subset: '', policy: {} },
 ): Cluster {
-  const name = outboundClusterName(port.port, service.hostname, traffic.subset);
+  const name = opts.name ?? outboundClusterName(port.port, service.hostname, traffic.subset);
   const proto = { ...protocolOptions(port.protocol, traffic.policy), ...clusterPolicy(traffic.policy, service.hostname), ...meshMtlsFields(service, port, traffic.subset, traffic.policy, traffic.mtls) };
   switch (service.resolution) {
     case 'STATIC':

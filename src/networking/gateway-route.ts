@@ -5,7 +5,7 @@
 import { create, type MessageInitShape } from '@bufbuild/protobuf';
 import { RouteConfigurationSchema, type RouteConfiguration } from '../gen/envoy/config/route/v3/route_pb.js';
 import { VirtualHost_TlsRequirementType, type VirtualHostSchema } from '../gen/envoy/config/route/v3/route_components_pb.js';
-import { hostsForNamespace, type BoundServer, type GatewayVirtualService } from '../model/gateway.js';
+import { hostsForNamespace, resolveGatewayName, type BoundServer, type GatewayVirtualService } from '../model/gateway.js';
 import { hostMatches } from '../model/selection.js';
 import { buildHttpRoutes, type HashPolicyInit, type HttpRouteSpec, type RouteInit } from './http-route.js';
 import { destinationResolver } from './route.js';
@@ -50,6 +50,7 @@ function vsRoutes(v: GatewayVirtualService, server: BoundServer, opts: GatewayRo
     proxyNamespace: opts.proxyNamespace,
     proxyLabels: opts.proxyLabels,
     resolve: destinationResolver(v.vs.metadata.namespace, port, opts),
+    gateway: (entry: string) => resolveGatewayName(entry, v.vs.metadata.namespace) === server.gateway,
     ...(opts.defaultTimeout ? { defaultTimeout: opts.defaultTimeout } : {}),
   };
   return (v.vs.spec.http ?? []).flatMap((r) => buildHttpRoutes(r as HttpRouteSpec, ctx));

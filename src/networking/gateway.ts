@@ -2,8 +2,9 @@
 // an address). HTTP servers: one HTTP connection manager on RDS `http.<port>`. Terminating HTTPS
 // servers: a chain per server, matched by SNI, with its DownstreamTlsContext and RDS
 // `https.<port>.<portName>.<gateway>.<namespace>`. TLS PASSTHROUGH: a chain per VirtualService tls
-// route, matched by its sniHosts, proxying TCP. TCP (and terminated TLS) servers: the first
-// VirtualService tcp route that matches, proxying TCP. As the Go mesh builds them.
+// route, matched by its sniHosts, proxying TCP. AUTO_PASSTHROUGH: a chain per cluster name as SNI
+// (gateway-sni.ts). TCP (and terminated TLS) servers: the first VirtualService tcp route that
+// matches, proxying TCP. As the Go mesh builds them.
 import { create, type MessageInitShape } from '@bufbuild/protobuf';
 import { TrafficDirection } from '../gen/envoy/config/core/v3/base_pb.js';
 import { ListenerSchema, type Listener } from '../gen/envoy/config/listener/v3/listener_pb.js';
@@ -17,6 +18,7 @@ import { isHttpProtocol } from '../model/service.js';
 import { TCP_PROXY_FILTER_NAME, TLS_INSPECTOR_FILTER_NAME } from '../envoy/names.js';
 import { pack } from '../envoy/types.js';
 import { EDGE_HCM, hcmFilter, routeConfiguredFilters, socketAddress, type PathNormalization } from './common.js';
+import { autoPassthroughChains, type SniTarget } from './gateway-sni.js';
 import { gatewayTransportSocket } from './gateway-tls.js';
 import type { Destination } from './http-route.js';
 import { listenerName, WILDCARD_ADDRESS } from './names.js';
@@ -37,6 +39,8 @@ export interface GatewayListenerOptions {
   readonly pathNormalization?: PathNormalization;
   /** Servers that end up with no chain (no VirtualService routes them), one sentence each. */
   readonly onProblem?: (message: string) => void;
+  /** The service ports (and subsets) the proxy sees, for AUTO_PASSTHROUGH servers. */
+  readonly sniTargets?: readonly SniTarget[];
 }
 
 /** An L4 route of a VirtualService (`tcp[]`, `tls[]`), the fields read here. */
@@ -130,6 +134,7 @@ function serverChains(mp: MergedPort, name: string, claimed: Set<string>, opts: 
     if (terminatesHttps(s)) {
       return [{ name: s.routeName, filterChainMatch: serverNames(sniHosts(s)), transportSocket: gatewayTransportSocket(s.tls!), filters: [httpFilter(s.server.name || `outbound_${name}`, s.routeName, opts)] }];
     }
+    if (s.tls?.mode === 'AUTO_PASSTHROUGH') return autoPassthroughChains(sniHosts(s), opts.sniTargets ?? [], claimed);
     if (isPassthrough(s.tls)) return passthroughChains(s, claimed, opts);
     const tcp = tcpRouteFilter(s, opts);
     if (!tcp) {

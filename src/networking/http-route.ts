@@ -13,7 +13,7 @@ import { parseDuration } from '../common/duration.js';
 import { pack } from '../envoy/types.js';
 import { duration, seconds } from './common.js';
 import { CORS_FILTER_NAME, FAULT_FILTER_NAME } from '../envoy/names.js';
-import { matchApplies, routeMatch, type HttpMatchRequest, type MatchContext, type StringMatch } from './route-match.js';
+import { httpMatchApplies, routeMatch, type HttpMatchRequest, type MatchContext, type StringMatch } from './route-match.js';
 
 export interface Destination {
   readonly host: string;
@@ -206,7 +206,7 @@ function action(r: HttpRouteSpec, ctx: HttpRouteContext): RouteInit['action'] {
 export function buildHttpRoutes(r: HttpRouteSpec, ctx: HttpRouteContext): RouteInit[] {
   // Nothing to do (a `delegate`, not effective yet and reported): no route rather than an invalid one.
   if (!r.redirect && !r.directResponse && (r.route ?? []).length === 0) return [];
-  const conditions = r.match && r.match.length > 0 ? r.match.filter((m) => matchApplies(m, ctx)) : [undefined];
+  const conditions = r.match && r.match.length > 0 ? r.match.filter((m) => httpMatchApplies(m, ctx)) : [undefined];
   if (conditions.length === 0) return [];
   const perFilter: Record<string, Any> = {
     ...(r.fault ? { [FAULT_FILTER_NAME]: faultConfig(r.fault) } : {}),

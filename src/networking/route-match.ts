@@ -1,7 +1,7 @@
 // A VirtualService HTTP match condition as an Envoy RouteMatch: uri (path, prefix or safe_regex,
 // `ignoreUriCase`), authority/method/scheme as pseudo-headers, headers and withoutHeaders (inverted),
-// queryParams. `port`, `sourceLabels` and `sourceNamespace` do not become Envoy matchers: they decide
-// at generation time whether the condition applies to this route configuration and proxy.
+// queryParams. `port`, `gateways`, `sourceLabels` and `sourceNamespace` do not become Envoy matchers:
+// they decide at generation time whether the condition applies to this route configuration and proxy.
 import type { MessageInitShape } from '@bufbuild/protobuf';
 import type { HeaderMatcherSchema, QueryParameterMatcherSchema, RouteMatchSchema } from '../gen/envoy/config/route/v3/route_components_pb.js';
 import type { StringMatcherSchema } from '../gen/envoy/type/matcher/v3/string_pb.js';
@@ -27,6 +27,8 @@ export interface HttpMatchRequest {
   readonly port?: number;
   readonly sourceLabels?: Readonly<Record<string, string>>;
   readonly sourceNamespace?: string;
+  /** Where the condition applies (`mesh`, Gateway names), instead of the VirtualService's `gateways`. */
+  readonly gateways?: readonly string[];
 }
 
 /** Who asks: the proxy the route configuration is for, and the port it is built for. */
@@ -34,6 +36,8 @@ export interface MatchContext {
   readonly port: number;
   readonly proxyNamespace: string;
   readonly proxyLabels: Readonly<Record<string, string>>;
+  /** Whether a match's `gateways` entry names what is built (a gateway's server); absent: a sidecar's, named `mesh`. */
+  readonly gateway?: (entry: string) => boolean;
 }
 
 type RouteMatchInit = MessageInitShape<typeof RouteMatchSchema>;
@@ -46,6 +50,16 @@ export function matchApplies(m: HttpMatchRequest, ctx: MatchContext): boolean {
   if (m.port !== undefined && m.port !== ctx.port) return false;
   if (m.sourceNamespace !== undefined && m.sourceNamespace !== ctx.proxyNamespace) return false;
   return labelsMatch(m.sourceLabels, ctx.proxyLabels);
+}
+
+/**
+ * Whether an HTTP condition applies, as the Go mesh decides: its port, then, when it names
+ * `gateways`, only those (source labels and namespace are then not read), else its source.
+ */
+export function httpMatchApplies(m: HttpMatchRequest, ctx: MatchContext): boolean {
+  if (m.port !== undefined && m.port !== ctx.port) return false;
+  if (m.gateways && m.gateways.length > 0) return m.gateways.some((g) => (ctx.gateway ? ctx.gateway(g) : g === 'mesh'));
+  return matchApplies(m, ctx);
 }
 
 function stringMatcher(m: StringMatch, ignoreCase = false): StringMatcherInit | undefined {

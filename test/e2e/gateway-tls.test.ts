@@ -3,7 +3,8 @@
 // gateway's (secured, authenticated) ADS stream, and mesh-proxy terminates TLS with it. A client
 // trusting the credential's CA gets 200 with the right SNI, a wrong SNI gets no handshake, a
 // rotated Secret is used by the next handshake, and a MUTUAL server refuses a client without a
-// certificate while serving one with a certificate of the CA its `-cacert` names.
+// certificate while serving one with a certificate of the CA its `-cacert` names. The Gateway API
+// scheme `orch-gateway://mesh-system/site` serves the same Secret to the gateway of that namespace.
 import { after, before, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { mkdirSync, mkdtempSync, renameSync, writeFileSync } from 'node:fs';
@@ -19,6 +20,7 @@ let serverCa: MeshCa;
 let clientCa: MeshCa;
 let simplePort: number;
 let mutualPort: number;
+let gatewaySchemePort: number;
 
 const HOST = 'secure.example.com';
 
@@ -54,7 +56,7 @@ before(async () => {
   serverCa = await meshCa();
   clientCa = await meshCa();
   mesh = await startLocalMesh({ stateDir: mkdtempSync(join(tmpdir(), 'mesh-gw-tls-')), gateway: true, secure: true, ports: await freePorts(), output: 'pipe', proxyConcurrency: 1 });
-  [simplePort, mutualPort] = [await freePort(), await freePort()];
+  [simplePort, mutualPort, gatewaySchemePort] = [await freePort(), await freePort(), await freePort()];
   const site = await serverCa.issue('spiffe://cluster.local/ns/mesh-system/sa/site', [HOST]);
   writeCredential('site', { 'tls.crt': site.chainPem, 'tls.key': site.keyPem, 'ca.crt': clientCa.rootPem });
   writeFileSync(
@@ -68,6 +70,7 @@ before(async () => {
       '  servers:',
       `  - {port: {number: ${simplePort}, name: https, protocol: HTTPS}, hosts: ["default/${HOST}"], tls: {mode: SIMPLE, credentialName: site}}`,
       `  - {port: {number: ${mutualPort}, name: https-mutual, protocol: HTTPS}, hosts: ["default/${HOST}"], tls: {mode: MUTUAL, credentialName: site}}`,
+      `  - {port: {number: ${gatewaySchemePort}, name: https-gw, protocol: HTTPS}, hosts: ["default/${HOST}"], tls: {mode: SIMPLE, credentialName: "orch-gateway://mesh-system/site"}}`,
       '---',
       'apiVersion: networking.mesh.io/v1',
       'kind: VirtualService',
@@ -93,6 +96,16 @@ test('SIMPLE with credentialName: 200 with the server\'s SNI and its CA; a wrong
   assert.ok(ok.fingerprint);
   await assert.rejects(get(simplePort, { servername: 'other.example.com', ca: serverCa.rootPem }), 'no server of the gateway has that SNI');
   assert.ok(!/credentialName is not effective/.test(mesh.output()), 'no "not effective" notice for credentialName');
+});
+
+test('orch-gateway://<namespace>/<name>: the Secret of the Gateway\'s own namespace is served', async () => {
+  const viaScheme = await eventually(async () => {
+    const r = await get(gatewaySchemePort, { servername: HOST, ca: serverCa.rootPem });
+    assert.equal(r.status, 200);
+    return r;
+  }, 60_000);
+  const viaName = await get(simplePort, { servername: HOST, ca: serverCa.rootPem });
+  assert.equal(viaScheme.fingerprint, viaName.fingerprint, 'the same Secret as credentialName: site');
 });
 
 test('a rotated credential is served on the next handshake', async () => {

@@ -3,7 +3,7 @@
 // running mesh-proxy as a gateway. A request with the Gateway's host reaches the app through the
 // VirtualService bound to the Gateway; another host gets 404; editing the VirtualService moves the
 // host to a second app without restarting anything; a broken edit keeps the last good route; a
-// server with httpsRedirect answers 301 to https.
+// server with httpsRedirect answers 301 to https; a route match naming one Gateway applies there only.
 import { after, before, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { createServer, type Server } from 'node:http';
@@ -114,4 +114,48 @@ test('a server with httpsRedirect answers plaintext requests for its hosts with 
   }, 60_000);
   assert.equal(res.headers.location, 'https://secure.example.com/login?next=%2F');
   assert.equal((await rawGet(port, '/', { host: 'other.example.com' })).status, 404, 'hosts of no server are not redirected');
+});
+
+test('a route match naming one Gateway applies on that Gateway only', async () => {
+  const [publicPort, partnersPort] = [await freePort(), await freePort()];
+  const server = (name: string, port: number) => [
+    'apiVersion: networking.mesh.io/v1',
+    'kind: Gateway',
+    `metadata: {name: ${name}, namespace: mesh-system}`,
+    'spec:',
+    '  selector: {app: ingressgateway}',
+    `  servers: [{port: {number: ${port}, name: http, protocol: HTTP}, hosts: [default/split.example.com]}]`,
+  ];
+  writeFileSync(
+    join(mesh.configDir, 'match-gateways.yaml'),
+    [
+      ...server('public', publicPort),
+      '---',
+      ...server('partners', partnersPort),
+      '---',
+      'apiVersion: networking.mesh.io/v1',
+      'kind: VirtualService',
+      'metadata: {name: split, namespace: default}',
+      'spec:',
+      '  hosts: [split.example.com]',
+      '  gateways: [mesh-system/public, mesh-system/partners]',
+      '  http:',
+      '  - match: [{headers: {x-tier: {exact: gold}}, gateways: [mesh-system/partners]}]',
+      '    route: [{destination: {host: echo-v2}}]',
+      '  - route: [{destination: {host: httpbin}}]',
+    ].join('\n'),
+  );
+  const viaPartners = await eventually(async () => {
+    const r = await rawGet(partnersPort, '/headers', { host: 'split.example.com', 'x-tier': 'gold' });
+    assert.equal(r.status, 200, `${r.status} ${r.body}`);
+    return JSON.parse(r.body) as { app?: string };
+  }, 60_000);
+  assert.equal(viaPartners.app, 'v2', 'the partners Gateway applies the match naming it');
+  const viaPublic = await eventually(async () => {
+    const r = await rawGet(publicPort, '/headers', { host: 'split.example.com', 'x-tier': 'gold' });
+    assert.equal(r.status, 200, `${r.status} ${r.body}`);
+    return JSON.parse(r.body) as { app?: string; headers?: object };
+  }, 60_000);
+  assert.equal(viaPublic.app, undefined, 'the public Gateway skips the match: httpbin answers');
+  assert.ok(viaPublic.headers);
 });

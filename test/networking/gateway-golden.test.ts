@@ -1,7 +1,7 @@
 // Gateway translation, one golden case per file in testdata/gateway/: the case's resources
 // (validated as a user's would be) in; out, what a router proxy in namespace `ingress` labelled
-// `app: ingress` gets: its listeners, its route configurations, the servers left out and the
-// notices about what is not effective. Selection scoping and the route name of a deleted server are
+// `app: ingress` gets: its listeners, its route configurations, its SNI-DNAT clusters and their
+// endpoints (AUTO_PASSTHROUGH), the servers left out and the notices about what is not effective. Selection scoping and the route name of a deleted server are
 // checked below.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
@@ -15,6 +15,9 @@ import { parseProxy, type Proxy } from '../../src/model/proxy.js';
 import { virtualServiceNotices } from '../../src/model/traffic-notices.js';
 import { gatewayListeners, gatewayRoutes, mergedGatewayFor } from '../../src/xds/generators/gateway.js';
 import { sidecarRoutes } from '../../src/xds/generators/sidecar.js';
+import { gatewayClusters, gatewayLoadAssignments } from '../../src/xds/generators/gateway-clusters.js';
+import { ClusterSchema } from '../../src/gen/envoy/config/cluster/v3/cluster_pb.js';
+import { ClusterLoadAssignmentSchema } from '../../src/gen/envoy/config/endpoint/v3/endpoint_pb.js';
 import { setScopeLevel } from '../../src/common/log.js';
 import { goldenCases } from '../helpers/golden.js';
 import { pushOf, sidecarProxy, validated } from './fixtures.js';
@@ -41,6 +44,8 @@ for (const c of cases) {
     const out: JsonValue = {
       listeners: listeners.map((l) => toEnvoyJson(ListenerSchema, l)),
       routes: routes.map((r) => toEnvoyJson(RouteConfigurationSchema, r)),
+      sniDnatClusters: gatewayClusters(proxy, push, {}).filter((x) => x.name.startsWith('outbound_.')).map((x) => toEnvoyJson(ClusterSchema, x)),
+      sniDnatEndpoints: gatewayLoadAssignments(proxy, push, undefined, {}).filter((x) => x.clusterName.startsWith('outbound_.')).map((x) => toEnvoyJson(ClusterLoadAssignmentSchema, x)),
       rejected: [...mergedGatewayFor(proxy, push, {}).rejected],
       problems,
       notices,
@@ -78,4 +83,39 @@ test('a sidecar does not get the routes of VirtualServices bound only to a Gatew
   // service keeps its default route; bookinfo (gateway only) routes nothing for sidecars.
   assert.deepEqual(reviews.routes.map((r) => r.name), ['default']);
   assert.ok(!routes.some((r) => r.virtualHosts.some((vh) => vh.domains.includes('bookinfo.example.com'))));
+});
+
+test('PILOT_FILTER_GATEWAY_CLUSTER_CONFIG: a gateway gets only the clusters and endpoints of the services its routes lead to', () => {
+  const ratings = validated('ratings', [
+    { apiVersion: 'networking.mesh.io/v1', kind: 'ServiceEntry', metadata: { namespace: 'foo', name: 'ratings' }, spec: { hosts: ['ratings.foo.svc.cluster.local'], location: 'MESH_INTERNAL', resolution: 'STATIC', ports: [{ number: 9080, name: 'http', protocol: 'HTTP' }], endpoints: [{ address: '10.0.9.1' }] } },
+  ]);
+  const push = pushOf([...caseResources('http-hosts'), ...ratings]);
+  const proxy = routerProxy();
+  const names = (on: boolean) => gatewayClusters(proxy, push, { filterGatewayClusters: on }).map((c) => c.name).sort();
+  assert.deepEqual(names(false), ['BlackHoleCluster', 'PassthroughCluster', 'outbound|9080|v1|reviews.foo.svc.cluster.local', 'outbound|9080|v2|reviews.foo.svc.cluster.local', 'outbound|9080||ratings.foo.svc.cluster.local', 'outbound|9080||reviews.foo.svc.cluster.local']);
+  assert.deepEqual(names(true), ['BlackHoleCluster', 'PassthroughCluster', 'outbound|9080|v1|reviews.foo.svc.cluster.local', 'outbound|9080|v2|reviews.foo.svc.cluster.local', 'outbound|9080||reviews.foo.svc.cluster.local']);
+  const asked = new Set(['outbound|9080||ratings.foo.svc.cluster.local', 'outbound|9080||reviews.foo.svc.cluster.local']);
+  assert.deepEqual(gatewayLoadAssignments(proxy, push, asked, { filterGatewayClusters: false }).map((c) => c.clusterName).sort(), [...asked].sort());
+  assert.deepEqual(gatewayLoadAssignments(proxy, push, asked, { filterGatewayClusters: true }).map((c) => c.clusterName), ['outbound|9080||reviews.foo.svc.cluster.local']);
+  // A proxy no Gateway selects has no route, so no service cluster at all.
+  assert.deepEqual(gatewayClusters(routerProxy('ingress', { app: 'other' }), push, { filterGatewayClusters: true }).map((c) => c.name).sort(), ['BlackHoleCluster', 'PassthroughCluster']);
+});
+
+test('AUTO_PASSTHROUGH: a chain only for service ports the server hosts cover; no SNI-DNAT cluster without such a server', () => {
+  const push = pushOf(caseResources('auto-passthrough'));
+  const chains = gatewayListeners(routerProxy(), push)[0]!.filterChains.map((c) => c.name);
+  assert.ok(chains.every((n) => n.endsWith('backend.foo.svc.cluster.local')), 'ext (MESH_EXTERNAL) and db.bar (not covered) get no chain');
+  const plain = pushOf(caseResources('http-hosts'));
+  assert.ok(!gatewayClusters(routerProxy(), plain, {}).some((c) => c.name.startsWith('outbound_.')));
+});
+
+test('an orch-gateway:// credentialName that can never be served is reported when the Gateway is read', () => {
+  const server = (credentialName: string) => ({ port: { number: 443, name: 'https', protocol: 'HTTPS' }, hosts: ['*.example.com'], tls: { mode: 'SIMPLE', credentialName } });
+  const [gw] = validated('credentials', [
+    { apiVersion: 'networking.mesh.io/v1', kind: 'Gateway', metadata: { namespace: 'gw', name: 'refs' }, spec: { servers: [server('orch-gateway://gw/site'), server('orch-gateway://site'), server('orch-gateway://other/site')] } },
+  ]);
+  assert.deepEqual(gatewayNotices(gw as Parameters<typeof gatewayNotices>[0], true), [
+    'Gateway gw/refs: servers[1].tls.credentialName orch-gateway://site is never served: orch-gateway:// names need <namespace>/<name>',
+    'Gateway gw/refs: servers[2].tls.credentialName orch-gateway://other/site is never served: it names a Secret of namespace other: a Gateway only gets Secrets of its own namespace (a cross-namespace reference would need a ReferenceGrant, which is not supported)',
+  ]);
 });

@@ -9,7 +9,7 @@ import { createMeshGenerators } from '../../src/xds/generators/index.js';
 import type { ProxyInfo } from '../../src/xds/generator.js';
 import { TypeUrl, unpack } from '../../src/envoy/types.js';
 import { CredentialStore } from '../../src/security/credentials/store.js';
-import { MESH, pushOf } from '../networking/fixtures.js';
+import { MESH, pushOf, validated } from '../networking/fixtures.js';
 import { node, sotw, startServer, type Harness, type SotwStream } from './harness.js';
 
 const SDS = TypeUrl.Secret;
@@ -19,8 +19,8 @@ after(() => harnesses.forEach((h) => h.close()));
 
 const pem = (s: string) => Buffer.from(`-----BEGIN CERTIFICATE-----\n${s}\n-----END CERTIFICATE-----\n`);
 
-async function serve(store: CredentialStore, verified: (info: ProxyInfo) => boolean = () => true): Promise<Harness> {
-  const h = await startServer({ generators: createMeshGenerators({ pushContext: () => push, credentials: { store, verified } }) });
+async function serve(store: CredentialStore, verified: (info: ProxyInfo) => boolean = () => true, snapshot: PushContext = push): Promise<Harness> {
+  const h = await startServer({ generators: createMeshGenerators({ pushContext: () => snapshot, credentials: { store, verified } }) });
   harnesses.push(h);
   return h;
 }
@@ -103,4 +103,45 @@ test('SDS over ADS: a rotated Secret is pushed to the proxies that watch it only
   store.set('gw', 'admin', { certificateChain: pem('admin-v2'), privateKey: Buffer.from('key') });
   await h.server.pushAll({ reason: 'secret:gw/admin', types: new Set([SDS]) });
   assert.deepEqual(await secrets(admin), [{ name: 'orch://admin', cert: pem('admin-v2').toString() }]);
+});
+
+/** A Gateway selecting every router proxy, one server with `credentialName` in `mode`. */
+function gatewayResource(namespace: string, name: string, credentialName: string, mode: string) {
+  return {
+    apiVersion: 'networking.mesh.io/v1',
+    kind: 'Gateway',
+    metadata: { namespace, name },
+    spec: { servers: [{ port: { number: 443, name: 'https', protocol: 'HTTPS' }, hosts: [`${name}.example.com`], tls: { mode, credentialName } }] },
+  };
+}
+
+test('SDS over ADS: orch-gateway:// names are served only when a Gateway of the proxy\'s namespace references them', async () => {
+  const store = new CredentialStore();
+  store.set('gw', 'site', { certificateChain: pem('site'), privateKey: Buffer.from('key'), caCertificate: pem('site-ca') });
+  store.set('gw', 'simple', { certificateChain: pem('simple'), privateKey: Buffer.from('key'), caCertificate: pem('simple-ca') });
+  store.set('gw', 'unreferenced', { certificateChain: pem('unreferenced'), privateKey: Buffer.from('key') });
+  store.set('gw', 'foreign', { certificateChain: pem('foreign'), privateKey: Buffer.from('key') });
+  store.set('other', 'site', { certificateChain: pem('other'), privateKey: Buffer.from('key') });
+  const snapshot = pushOf([
+    ...MESH,
+    ...validated('gateways', [
+      gatewayResource('gw', 'mutual', 'orch-gateway://gw/site', 'MUTUAL'),
+      gatewayResource('gw', 'simple', 'orch-gateway://gw/simple', 'SIMPLE'),
+      // A Gateway of another namespace cannot vouch for a Secret of the proxy's namespace.
+      gatewayResource('other', 'foreign', 'orch-gateway://gw/foreign', 'SIMPLE'),
+      // Nor can one of the proxy's namespace for another namespace's Secret (that needs a ReferenceGrant).
+      gatewayResource('gw', 'cross', 'orch-gateway://other/site', 'SIMPLE'),
+    ]),
+  ]);
+  const h = await serve(store, () => true, snapshot);
+  const asked = ['orch-gateway://gw/site', 'orch-gateway://gw/site-cacert', 'orch-gateway://gw/simple', 'orch-gateway://gw/simple-cacert', 'orch-gateway://gw/unreferenced', 'orch-gateway://gw/foreign', 'orch-gateway://other/site', 'orch-gateway://site'];
+  assert.deepEqual(await secrets(gateway(h, 'gw', asked)), [
+    { name: 'orch-gateway://gw/simple', cert: pem('simple').toString() },
+    { name: 'orch-gateway://gw/site', cert: pem('site').toString() },
+    { name: 'orch-gateway://gw/site-cacert', ca: pem('site-ca').toString() },
+  ]);
+  // A sidecar of the same namespace has no Gateway: nothing of the kind.
+  const sidecar = sotw(h.client());
+  sidecar.send({ node: node('sidecar~10.0.0.8~app-1.gw~gw.svc.cluster.local', { NAMESPACE: 'gw' }), typeUrl: SDS, resourceNames: ['orch-gateway://gw/site'] });
+  assert.deepEqual(await secrets(sidecar), []);
 });

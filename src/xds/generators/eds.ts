@@ -4,10 +4,14 @@ import { isNonSecurityConfigChange, type PushTrigger } from '../push-scope.js';
 import { TypeUrl } from '../../envoy/types.js';
 import { generatorOf, resources, type XdsType } from './context.js';
 import { clusterLoadAssignments } from './sidecar.js';
+import { isRouter } from './gateway.js';
+import { gatewayLoadAssignments } from './gateway-clusters.js';
 
 export const eds: XdsType = {
   typeUrl: TypeUrl.ClusterLoadAssignment,
   pushedBy: (t: PushTrigger) => t.source === 'service' || t.source === 'endpoints' || isNonSecurityConfigChange(t),
   generator: (ctx) =>
-    generatorOf(ctx, (proxy, push, names) => resources(ClusterLoadAssignmentSchema, clusterLoadAssignments(proxy, push, names, ctx.opts.cache), (c) => c.clusterName)),
+    generatorOf(ctx, (proxy, push, names) =>
+      resources(ClusterLoadAssignmentSchema, isRouter(proxy) ? gatewayLoadAssignments(proxy, push, names, ctx.opts) : clusterLoadAssignments(proxy, push, names, ctx.opts.cache), (c) => c.clusterName),
+    ),
 };

@@ -1,10 +1,11 @@
 // Router proxies (node id `router~...`): the Gateways that select them merged per port, and their
-// listeners and route configurations. Clusters and endpoints are a sidecar's outbound ones (a
-// gateway reaches services the way a sidecar does), so cds.ts and eds.ts serve both roles.
+// listeners and route configurations. Clusters and endpoints are in gateway-clusters.ts.
 import type { Listener } from '../../gen/envoy/config/listener/v3/listener_pb.js';
 import type { RouteConfiguration } from '../../gen/envoy/config/route/v3/route_pb.js';
 import type { HttpFilter } from '../../gen/envoy/extensions/filters/network/http_connection_manager/v3/http_connection_manager_pb.js';
-import { gatewaysForProxy, mergeGateways, type MergedGateway } from '../../model/gateway.js';
+import { gatewaysForProxy, hasAutoPassthrough, mergeGateways, type MergedGateway } from '../../model/gateway.js';
+import { ruleTraffic } from '../../networking/traffic-policy.js';
+import type { SniTarget } from '../../networking/gateway-sni.js';
 import type { Proxy } from '../../model/proxy.js';
 import type { PushContext } from '../../model/push-context.js';
 import type { PathNormalization } from '../../networking/common.js';
@@ -16,6 +17,8 @@ import { hashPolicies } from './sidecar.js';
 export interface GatewayOptions {
   /** PILOT_SCOPE_GATEWAY_TO_NAMESPACE: a gateway proxy is selected only by Gateways of its namespace. */
   readonly scopeGatewayToNamespace?: boolean;
+  /** PILOT_FILTER_GATEWAY_CLUSTER_CONFIG: a gateway gets only the clusters its routes lead to. */
+  readonly filterGatewayClusters?: boolean;
   /** The security filters of HTTP connection managers (jwt_authn, rbac), as for a sidecar's inbound side. */
   readonly inboundHttpFilters?: (proxy: Proxy, push: PushContext) => readonly HttpFilter[];
   readonly pathNormalization?: PathNormalization;
@@ -46,6 +49,16 @@ export function mergedGatewayFor(proxy: Proxy, push: PushContext, opts: GatewayO
   });
 }
 
+/** Every service port the proxy sees, with its DestinationRule's subset names (AUTO_PASSTHROUGH's candidates). */
+export function sniTargets(proxy: Proxy, push: PushContext): SniTarget[] {
+  return memo(push.sidecarScope(proxy), `sniTargets:${push.traffic.selectorKey(proxy)}`, () =>
+    push.sidecarScope(proxy).services.flatMap((service) => {
+      const rule = ruleTraffic(push.traffic.destinationRule(proxy, service.hostname, service.namespace));
+      return service.ports.map((port) => ({ service, port, subsets: (rule?.subsets ?? []).map((s) => s.name) }));
+    }),
+  );
+}
+
 function servicePorts(proxy: Proxy, push: PushContext): Record<string, number[]> {
   return Object.fromEntries(push.sidecarScope(proxy).services.map((s) => [s.hostname, s.ports.map((p) => p.port)]));
 }
@@ -59,6 +72,7 @@ export function gatewayListeners(proxy: Proxy, push: PushContext, opts: GatewayO
     httpFilters: opts.inboundHttpFilters?.(proxy, push) ?? [],
     ...(opts.pathNormalization ? { pathNormalization: opts.pathNormalization } : {}),
     ...(opts.onProblem ? { onProblem: opts.onProblem } : {}),
+    ...(hasAutoPassthrough(merged) ? { sniTargets: sniTargets(proxy, push) } : {}),
   });
 }
 

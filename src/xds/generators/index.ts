@@ -38,6 +38,7 @@ export function createMeshGenerators(options: MeshGeneratorOptions, types: reado
       onConflict: (c) => conflicts.record(c),
       onInboundConflict: (c) => conflicts.inbound(c),
       scopeGatewayToNamespace: settingDefault('PILOT_SCOPE_GATEWAY_TO_NAMESPACE'),
+      filterGatewayClusters: settingDefault('PILOT_FILTER_GATEWAY_CLUSTER_CONFIG'),
       onGatewayRejected: oncePerPush(options.pushContext, (message) => {
         log.warn(message);
         counter('pilot_total_rejected_configs').inc({ kind: 'Gateway' });

@@ -1,8 +1,9 @@
 // credentialName secrets over ADS (SDS): type.googleapis.com/envoy.extensions.transport_sockets.tls.v3.Secret,
-// for the `orch://` names the gateway translation writes, from the credential store
-// (MESHD_ENABLE_SDS_SERVER). Only by name (no wildcard), and only Secrets of the proxy's own
-// namespace, to streams whose namespace the identity check verified (as the Go mesh serves them
-// only to proxies with a verified identity): anything else is refused, logged, and gets nothing.
+// for the `orch://` and `orch-gateway://` names the gateway translation writes, from the credential
+// store (MESHD_ENABLE_SDS_SERVER). Only by name (no wildcard), and only Secrets of the proxy's own
+// namespace (`orch-gateway://` ones only when its own Gateways reference them), to streams whose
+// namespace the identity check verified (as the Go mesh serves them only to proxies with a verified
+// identity): anything else is refused, logged, and gets nothing.
 //
 // Push scope: only credential changes. Every stream watching SDS regenerates; the server sends
 // only to those whose resources changed, i.e. the proxies that watch the rotated Secret.
@@ -10,7 +11,8 @@ import { anyPack } from '@bufbuild/protobuf/wkt';
 import { scope } from '../../common/log.js';
 import { TypeUrl } from '../../envoy/types.js';
 import { SecretSchema } from '../../gen/envoy/extensions/transport_sockets/tls/v3/secret_pb.js';
-import { credentialSecret, resolveCredential } from '../../security/credentials/secret.js';
+import { credentialSecret, resolveCredential, verifiedCertificateReferences } from '../../security/credentials/secret.js';
+import { isRouter, mergedGatewayFor } from './gateway.js';
 import type { ProxyInfo, XdsResource } from '../generator.js';
 import type { PushTrigger } from '../push-scope.js';
 import { proxyOf, type XdsType } from './context.js';
@@ -35,14 +37,15 @@ export const sds: XdsType = {
           return [];
         }
         const store = served.store;
+        const verifiedRefs = isRouter(proxy) ? verifiedCertificateReferences(mergedGatewayFor(proxy, ctx.opts.pushContext(), ctx.opts), proxy.namespace) : new Set<string>();
         const out: XdsResource[] = [];
         for (const name of subscription.names) {
-          const r = resolveCredential(name, proxy.namespace);
+          const r = resolveCredential(name, proxy.namespace, verifiedRefs);
           if (r.kind === 'foreign') continue;
           if (r.kind === 'denied') {
             let seen = refused.get(info);
             if (!seen) refused.set(info, (seen = new Set()));
-            if (!seen.has(name)) log.warn(`SDS: ${info.id} (namespace ${proxy.namespace}) asked for ${name}, a Secret of namespace ${r.namespace || '(none)'}: refused, a proxy only gets its own namespace's Secrets`);
+            if (!seen.has(name)) log.warn(`SDS: ${info.id} (namespace ${proxy.namespace}) asked for ${name}: refused, ${r.reason}`);
             seen.add(name);
             continue;
           }
