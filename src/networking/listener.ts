@@ -302,27 +302,12 @@ export function buildOutboundListeners(services: readonly Service[], opts: Outbo
           continue;
         }
         const httpFilter = (): Filter => hcmFilter(`outbound_${name}`, { rds: outboundRouteName(port.port) }, [...(opts.httpFilters ?? []), ...routeConfiguredFilters()], opts.pathNormalization, http10Fields(opts.acceptHttp10));
-        const tcpChain = { name, filters: [tcpProxyFilter(outboundClusterName(port.port, s.hostname))] };
         const sniffed = sniffedProtocol(port.protocol, opts.sniffing);
-        const sniffedHttpChain = (): FilterChainInit => ({ name: `${name}_http`, filterChainMatch: { applicationProtocols: HTTP_APPLICATION_PROTOCOLS }, filters: [httpFilter()] });
         // A sniffed port's TCP fallback follows the `tcp` routes too, as the Go mesh builds the
         // TCP chains of an auto-detected port before adding its HTTP chain.
         const routed = !http && opts.l4Routes ? l4RouteChains(s, port.port, name, address !== opts.bind, { ...opts.l4Routes, port: port.port }) : undefined;
-        if (routed) {
-          const listenerFilters = [...(routed.tls ? [tlsInspector()] : []), ...(sniffed ? httpInspector() : [])];
-          byName.set(name, {
-            http,
-            listener: {
-              name,
-              address: socketAddress(address, port.port),
-              bindToPort: opts.bindToPort,
-              trafficDirection: TrafficDirection.OUTBOUND,
-              ...(listenerFilters.length > 0 ? { listenerFilters } : {}),
-              filterChains: sniffed ? [sniffedHttpChain(), ...routed.chains] : routed.chains,
-            },
-          });
-          continue;
-        }
+        const tcpChains: FilterChainInit[] = routed?.chains ?? [{ name, filters: [tcpProxyFilter(outboundClusterName(port.port, s.hostname))] }];
+        const listenerFilters = [...(routed?.tls ? [tlsInspector()] : []), ...(sniffed ? httpInspector() : [])];
         byName.set(name, {
           http,
           listener: {
@@ -330,12 +315,12 @@ export function buildOutboundListeners(services: readonly Service[], opts: Outbo
             address: socketAddress(address, port.port),
             bindToPort: opts.bindToPort,
             trafficDirection: TrafficDirection.OUTBOUND,
-            ...(sniffed ? { listenerFilters: httpInspector() } : {}),
+            ...(listenerFilters.length > 0 ? { listenerFilters } : {}),
             filterChains: http
               ? [{ name, filters: [httpFilter()] }]
               : sniffed
-                ? [sniffedHttpChain(), tcpChain]
-                : [tcpChain],
+                ? [{ name: `${name}_http`, filterChainMatch: { applicationProtocols: HTTP_APPLICATION_PROTOCOLS }, filters: [httpFilter()] }, ...tcpChains]
+                : tcpChains,
           },
         });
       }
