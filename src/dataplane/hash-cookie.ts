@@ -1,6 +1,6 @@
 // The generated cookie of a cookie hash policy, with Envoy's semantics: when the request lacks the
-// cookie and the policy has a ttl, the router generates one from the downstream connection's remote and local
-// addresses, hashes the request on it and sends it back as
+// cookie and the policy has a ttl, the router generates one from the downstream connection's remote
+// and local addresses, hashes the request on it and sends it back as
 // `Set-Cookie: <name>="<16 hex digits>"; Max-Age=<ttl s>; Path=<path>; <attributes>; HttpOnly`
 // (Max-Age only for a non-zero ttl, Path only when set). A client that returns the cookie keeps
 // landing on the same endpoint. All streams of one connection get the same value, as in Envoy.
