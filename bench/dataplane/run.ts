@@ -68,16 +68,33 @@ async function until(check: () => Promise<boolean>, what: string): Promise<void>
   }
 }
 
-/** A VirtualService of 20 routes on `/ip`, each matching its own `x-bench-route` value; the last one marks its responses. */
+/**
+ * A VirtualService of 20 routes on `/ip`, each matching its own `x-bench-route` value; the last one
+ * marks its responses and splits them 50/50 between two subsets of httpbin (a DestinationRule whose
+ * label-less subsets both hold the service's endpoints), so the measured request walks the whole
+ * table and takes a weighted_clusters pick.
+ */
 function twentyRoutes(): string {
+  const split = [
+    { destination: { host: 'httpbin', subset: 'a' }, weight: 50 },
+    { destination: { host: 'httpbin', subset: 'b' }, weight: 50 },
+  ];
   const route = (i: number) => ({
     name: `r${i}`,
     match: [{ uri: { prefix: '/ip' }, headers: { 'x-bench-route': { exact: `r${i}` } } }],
-    route: [{ destination: { host: 'httpbin' } }],
+    route: i === 20 ? split : [{ destination: { host: 'httpbin' } }],
     ...(i === 20 ? { headers: { response: { set: { 'x-bench-matched': 'r20' } } } } : {}),
   });
   const vs = { apiVersion: 'networking.mesh.io/v1', kind: 'VirtualService', metadata: { namespace: 'default', name: 'bench-twenty-routes' }, spec: { hosts: ['httpbin'], http: Array.from({ length: 20 }, (_, i) => route(i + 1)) } };
-  return JSON.stringify(vs);
+  const dr = { apiVersion: 'networking.mesh.io/v1', kind: 'DestinationRule', metadata: { namespace: 'default', name: 'bench-split-subsets' }, spec: { host: 'httpbin', subsets: [{ name: 'a' }, { name: 'b' }] } };
+  return `${JSON.stringify(dr)}\n---\n${JSON.stringify(vs)}\n`;
+}
+
+/** The upstream_rq_total of the outbound subset clusters `a` and `b` of the service (admin /stats). */
+async function subsetRequests(adminPort: number): Promise<{ a: number; b: number }> {
+  const text = await (await fetch(`http://127.0.0.1:${adminPort}/stats?filter=upstream_rq_total`)).text();
+  const count = (subset: string) => Number(new RegExp(`^cluster\\.outbound\\|\\d+\\|${subset}\\|httpbin\\.default\\.svc\\.cluster\\.local\\.upstream_rq_total: (\\d+)$`, 'm').exec(text)?.[1] ?? 0);
+  return { a: count('a'), b: count('b') };
 }
 
 /** The x-bench-matched response header; node:http, as fetch drops the Host header the route needs. */
@@ -141,6 +158,9 @@ async function main(): Promise<void> {
     const routed = { ...service, 'x-bench-route': 'r20' };
     await until(async () => (await matchedRoute(outbound, routed)) === 'r20', 'the 20-route VirtualService');
     await measure('two sidecar hops, 20 routes', outbound, routed, [proxy]);
+    // The split was taken: both subset clusters served a fair share of the measured requests.
+    const split = await subsetRequests(ports.admin);
+    if (Math.min(split.a, split.b) < 0.4 * (split.a + split.b)) throw new Error(`the 20th route's 50/50 split was not exercised: subset a ${split.a}, b ${split.b} requests`);
     execFileSync('rm', ['-f', join(mesh.configDir, '04-twenty-routes.yaml')]);
     await until(async () => (await matchedRoute(outbound, routed)) === undefined, 'the route table without the VirtualService');
     const ra = readFileSync(join(process.cwd(), 'samples', 'policies', '01-require-jwt.yaml'), 'utf8').replaceAll('http://127.0.0.1:8899', mesh.issuerUrl!);

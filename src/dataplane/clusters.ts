@@ -321,7 +321,7 @@ class LiveCluster implements UpstreamCluster {
     this.current = [];
   }
 
-  pick(req: RequestView, hash?: bigint): Endpoint | undefined {
+  pick(req: RequestView, hash?: () => bigint | undefined): Endpoint | undefined {
     const ep = this.choose(req, hash);
     if (ep) this.stats.rq.inc();
     else this.stats.noneHealthy.inc();
@@ -338,7 +338,7 @@ class LiveCluster implements UpstreamCluster {
     return eps[this.table.lookup(hash)]!;
   }
 
-  private choose(req: RequestView, hash: bigint | undefined): Endpoint | undefined {
+  private choose(req: RequestView, hashKey: (() => bigint | undefined) | undefined): Endpoint | undefined {
     const s = this.spec;
     if (s.kind === 'original_dst') {
       // The header when the cluster reads one, else where the client sent the connection, as
@@ -350,7 +350,8 @@ class LiveCluster implements UpstreamCluster {
     }
     const eps = this.outlier ? this.outlier.filter(s.endpoints) : s.endpoints;
     if (eps.length === 0) return undefined;
-    if (s.consistent && hash !== undefined) return this.consistentPick(eps, hash);
+    const hash = s.consistent ? hashKey?.() : undefined;
+    if (hash !== undefined) return this.consistentPick(eps, hash);
     if (s.leastRequest) return leastRequestPick(eps, s.leastRequest, this.active, this.current);
     if (s.random || s.consistent) return eps[Math.floor(Math.random() * eps.length)];
     if (eps.every((e) => e.weight === eps[0]!.weight)) return eps[this.rr++ % eps.length];

@@ -1,15 +1,16 @@
 // The consistent-hash load balancers (RING_HASH, MAGLEV) and the route hash policy feeding them,
 // with Envoy's semantics: a request's hash comes from the route's hash_policy list (header, cookie,
 // connection source IP, query parameter; each one's hash folded into the previous, a terminal one
-// that produced a hash ends the list); the ring maps it to the first point at or after it, Maglev
-// to its slot of a 65537-entry table. The same hash always picks the same endpoint, and removing
-// one endpoint moves only the keys that were on it (ring) or about 1/N of them (Maglev). Without a
-// hash the pick is random, as in Envoy. MD5 stands in for Envoy's xxHash (another mapping, the same
-// properties).
+// that produced a hash ends the list; a missing cookie of a policy with a ttl is generated, see
+// hash-cookie.ts); the ring maps it to the first point at or after it, Maglev to its slot of a
+// 65537-entry table. The same hash always picks the same endpoint, and removing one endpoint moves
+// only the keys that were on it (ring) or about 1/N of them (Maglev). Without a hash the pick is
+// random, as in Envoy. MD5 stands in for Envoy's xxHash (another mapping, the same properties).
 import { createHash } from 'node:crypto';
 import type { RouteAction_HashPolicy } from '../gen/envoy/config/route/v3/route_components_pb.js';
 import { ConfigError } from '../envoy/config-error.js';
 import type { RequestView } from '../envoy/request.js';
+import type { AddCookie } from './hash-cookie.js';
 
 const MASK64 = (1n << 64n) - 1n;
 
@@ -18,13 +19,19 @@ export function hashOf(text: string): bigint {
   return createHash('md5').update(text).digest().readBigUInt64BE(0);
 }
 
-/** A request's hash from the route's hash policies, or undefined (no policy produced one). */
-export type RequestHasher = (req: RequestView) => bigint | undefined;
+/**
+ * A request's hash from the route's hash policies, or undefined (no policy produced one).
+ * `addCookie`: the router's, for cookie policies with a ttl whose cookie the request lacks.
+ */
+export type RequestHasher = (req: RequestView, addCookie?: AddCookie) => bigint | undefined;
 
-function cookieValue(header: string | undefined, name: string): string | undefined {
+/** A cookie's value in a Cookie header, without the double quotes RFC 6265 allows around it (as Envoy reads it). */
+export function cookieValue(header: string | undefined, name: string): string | undefined {
   for (const part of (header ?? '').split(';')) {
     const eq = part.indexOf('=');
-    if (eq > 0 && part.slice(0, eq).trim() === name) return part.slice(eq + 1).trim();
+    if (eq <= 0 || part.slice(0, eq).trim() !== name) continue;
+    const v = part.slice(eq + 1).trim();
+    return v.length >= 2 && v.startsWith('"') && v.endsWith('"') ? v.slice(1, -1) : v;
   }
   return undefined;
 }
@@ -35,7 +42,7 @@ function queryValue(path: string, name: string): string | undefined {
   return new URLSearchParams(path.slice(q + 1)).get(name) ?? undefined;
 }
 
-function compileOne(p: RouteAction_HashPolicy, field: string): (req: RequestView) => string | undefined {
+function compileOne(p: RouteAction_HashPolicy, field: string): (req: RequestView, addCookie?: AddCookie) => string | undefined {
   const s = p.policySpecifier;
   switch (s.case) {
     case 'header': {
@@ -44,9 +51,12 @@ function compileOne(p: RouteAction_HashPolicy, field: string): (req: RequestView
       return (req) => req.header(name);
     }
     case 'cookie': {
-      // Envoy also generates the cookie when it is missing and a ttl is set; here the request then has no hash (random pick).
-      const name = s.value.name;
-      return (req) => cookieValue(req.header('cookie'), name);
+      const { name, path, ttl, attributes } = s.value;
+      // An empty value is no value, as in Envoy.
+      if (!ttl) return (req) => cookieValue(req.header('cookie'), name) || undefined;
+      // With a ttl a missing cookie is generated (Envoy: whole seconds of the ttl) and hashed on.
+      const wanted = { name, path, ttlSeconds: Number(ttl.seconds), attributes: attributes.map((a) => ({ name: a.name, value: a.value })) };
+      return (req, addCookie) => cookieValue(req.header('cookie'), name) || addCookie?.(wanted);
     }
     case 'connectionProperties':
       return (req) => (s.value.sourceIp ? req.source.address : undefined);
@@ -63,10 +73,10 @@ function compileOne(p: RouteAction_HashPolicy, field: string): (req: RequestView
 export function compileHashPolicies(policies: readonly RouteAction_HashPolicy[], field: string): RequestHasher | undefined {
   if (policies.length === 0) return undefined;
   const parts = policies.map((p, i) => ({ value: compileOne(p, `${field}[${i}]`), terminal: p.terminal }));
-  return (req) => {
+  return (req, addCookie) => {
     let hash: bigint | undefined;
     for (const p of parts) {
-      const v = p.value(req);
+      const v = p.value(req, addCookie);
       if (v === undefined) continue;
       const h = hashOf(v);
       // Envoy folds each hash into the previous: rotate left by one, then xor.

@@ -18,8 +18,12 @@ export interface Endpoint {
 
 export interface UpstreamCluster {
   readonly name: string;
-  /** The endpoint for this request (the cluster's load balancing), or undefined: no healthy upstream. */
-  pick(req: RequestView, hash?: bigint): Endpoint | undefined;
+  /**
+   * The endpoint for this request (the cluster's load balancing), or undefined: no healthy upstream.
+   * `hash` (the route's hash policy) is called only by a consistent-hash balancer, as Envoy's
+   * balancers ask for the hash key.
+   */
+  pick(req: RequestView, hash?: () => bigint | undefined): Endpoint | undefined;
   /** The cluster's HTTP/1.1 connections; keep-alive, so upstream connections are reused. */
   readonly http1: Http1Pool;
   /** Connect timeout for raw (TCP proxy) upstream connections; absent = none. */

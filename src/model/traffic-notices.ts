@@ -15,7 +15,7 @@ const HEADER_OPS: Shape = { set: true, add: true, remove: true };
 
 const LB: Shape = {
   simple: true,
-  consistentHash: { httpHeaderName: true, httpCookie: { name: true, path: true, ttl: true }, useSourceIp: true, httpQueryParameterName: true, minimumRingSize: true, ringHash: { minimumRingSize: true } },
+  consistentHash: { httpHeaderName: true, httpCookie: { name: true, path: true, ttl: true, attributes: { name: true, value: true } }, useSourceIp: true, httpQueryParameterName: true, minimumRingSize: true, ringHash: { minimumRingSize: true } },
 };
 const POLICY_FIELDS = {
   loadBalancer: LB,

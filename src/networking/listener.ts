@@ -30,7 +30,7 @@ import {
 import { buildInboundRouteConfig } from './route.js';
 import { needsTlsInspector, securedChains, tlsInspector, type ChainKind, type InboundMtlsOptions } from './inbound-mtls.js';
 import type { EffectiveMtlsMode } from '../security/mtls/peer-authentication.js';
-import { l4RouteChains, type L4RouteContext } from './tcp-route.js';
+import { l4RouteChains, type FilterChainInit, type L4RouteContext } from './tcp-route.js';
 
 /** What http_inspector reports for plaintext HTTP. */
 const HTTP_APPLICATION_PROTOCOLS = ['http/1.0', 'http/1.1', 'h2c'];
@@ -280,9 +280,9 @@ function listenerAddresses(s: Service, protocol: Protocol, opts: OutboundListene
 /**
  * One listener per service port. HTTP ports share `<bind>_<port>`, routed by RDS config `<port>`;
  * a TCP port gets `<vip>_<port>` when the service has a VIP, else `<bind>_<port>`, proxying to its
- * cluster. A sniffed port is named and placed like a TCP port (its TCP fallback is the service's
- * own cluster) and adds an HTTP chain in front. A headless service's TCP port may get one
- * `<pod ip>_<port>` listener per Pod instead (`headlessPods`). When two services claim the same
+ * cluster (or its `tcp`/`tls` routes' chains). A sniffed port is named and placed like a TCP port
+ * (its TCP fallback likewise) and adds an HTTP chain in front. A headless service's TCP port may get
+ * one `<pod ip>_<port>` listener per Pod instead (`headlessPods`). When two services claim the same
  * address and port, the first (services come sorted) keeps it; the others are returned in `conflicts`.
  */
 export function buildOutboundListeners(services: readonly Service[], opts: OutboundListenerOptions): { listeners: Listener[]; conflicts: ListenerConflict[] } {
@@ -302,13 +302,12 @@ export function buildOutboundListeners(services: readonly Service[], opts: Outbo
           continue;
         }
         const httpFilter = (): Filter => hcmFilter(`outbound_${name}`, { rds: outboundRouteName(port.port) }, [...(opts.httpFilters ?? []), ...routeConfiguredFilters()], opts.pathNormalization, http10Fields(opts.acceptHttp10));
-        const tcpChain = { name, filters: [tcpProxyFilter(outboundClusterName(port.port, s.hostname))] };
         const sniffed = sniffedProtocol(port.protocol, opts.sniffing);
-        const routed = !http && !sniffed && opts.l4Routes ? l4RouteChains(s, port.port, name, address !== opts.bind, { ...opts.l4Routes, port: port.port }) : undefined;
-        if (routed) {
-          byName.set(name, { http, listener: { name, address: socketAddress(address, port.port), bindToPort: opts.bindToPort, trafficDirection: TrafficDirection.OUTBOUND, ...(routed.tls ? { listenerFilters: [tlsInspector()] } : {}), filterChains: routed.chains } });
-          continue;
-        }
+        // A sniffed port's TCP fallback follows the `tcp` routes too, as the Go mesh builds the
+        // TCP chains of an auto-detected port before adding its HTTP chain.
+        const routed = !http && opts.l4Routes ? l4RouteChains(s, port.port, name, address !== opts.bind, { ...opts.l4Routes, port: port.port }) : undefined;
+        const tcpChains: FilterChainInit[] = routed?.chains ?? [{ name, filters: [tcpProxyFilter(outboundClusterName(port.port, s.hostname))] }];
+        const listenerFilters = [...(routed?.tls ? [tlsInspector()] : []), ...(sniffed ? httpInspector() : [])];
         byName.set(name, {
           http,
           listener: {
@@ -316,12 +315,12 @@ export function buildOutboundListeners(services: readonly Service[], opts: Outbo
             address: socketAddress(address, port.port),
             bindToPort: opts.bindToPort,
             trafficDirection: TrafficDirection.OUTBOUND,
-            ...(sniffed ? { listenerFilters: httpInspector() } : {}),
+            ...(listenerFilters.length > 0 ? { listenerFilters } : {}),
             filterChains: http
               ? [{ name, filters: [httpFilter()] }]
               : sniffed
-                ? [{ name: `${name}_http`, filterChainMatch: { applicationProtocols: HTTP_APPLICATION_PROTOCOLS }, filters: [httpFilter()] }, tcpChain]
-                : [tcpChain],
+                ? [{ name: `${name}_http`, filterChainMatch: { applicationProtocols: HTTP_APPLICATION_PROTOCOLS }, filters: [httpFilter()] }, ...tcpChains]
+                : tcpChains,
           },
         });
       }

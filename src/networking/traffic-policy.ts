@@ -23,7 +23,7 @@ export interface TrafficPolicy {
 
 export interface ConsistentHash {
   readonly httpHeaderName?: string;
-  readonly httpCookie?: { readonly name: string; readonly path?: string; readonly ttl?: string };
+  readonly httpCookie?: { readonly name: string; readonly path?: string; readonly ttl?: string; readonly attributes?: readonly { readonly name: string; readonly value?: string }[] };
   readonly useSourceIp?: boolean;
   readonly httpQueryParameterName?: string;
   readonly minimumRingSize?: number;
@@ -239,7 +239,8 @@ export function routeHashPolicy(policy: TrafficPolicy): HashPolicyInit[] {
   if (ch.httpHeaderName) return [{ policySpecifier: { case: 'header', value: { headerName: ch.httpHeaderName } } }];
   if (ch.httpCookie) {
     const c = ch.httpCookie;
-    return [{ policySpecifier: { case: 'cookie', value: { name: c.name, ...(c.path ? { path: c.path } : {}), ...(c.ttl ? { ttl: durationInit(c.ttl) } : {}) } } }];
+    const attributes = (c.attributes ?? []).map((a) => ({ name: a.name, value: a.value ?? '' }));
+    return [{ policySpecifier: { case: 'cookie', value: { name: c.name, ...(c.path ? { path: c.path } : {}), ...(c.ttl ? { ttl: durationInit(c.ttl) } : {}), ...(attributes.length > 0 ? { attributes } : {}) } } }];
   }
   if (ch.useSourceIp) return [{ policySpecifier: { case: 'connectionProperties', value: { sourceIp: true } } }];
   if (ch.httpQueryParameterName) return [{ policySpecifier: { case: 'queryParameter', value: { name: ch.httpQueryParameterName } } }];

@@ -2,20 +2,23 @@
 // resources (a sidecar without capture, so its outbound listeners bind 127.0.0.1:<port>) served over
 // a real ADS stream to mesh-proxy, with real TCP upstreams and real TLS servers behind it. The TCP
 // port is split 70/30 by weight; the TLS port routes by SNI without terminating TLS (the client
-// completes its handshake with the upstream's own certificate).
+// completes its handshake with the upstream's own certificate). A port of unknown protocol with
+// outbound sniffing sends HTTP by the `http` route and everything else by the `tcp` routes.
 import assert from 'node:assert/strict';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { connect, createServer, type Server } from 'node:net';
+import { createServer as createHttpServer, get as httpGet } from 'node:http';
 import { connect as tlsConnect, createServer as createTlsServer } from 'node:tls';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import type { AnyResource } from '../../src/api/types.js';
 import { ListenerSchema } from '../../src/gen/envoy/config/listener/v3/listener_pb.js';
+import { RouteConfigurationSchema } from '../../src/gen/envoy/config/route/v3/route_pb.js';
 import { loadBootstrap } from '../../src/dataplane/bootstrap.js';
 import { MeshProxy } from '../../src/dataplane/proxy.js';
 import { pack, TypeUrl } from '../../src/envoy/types.js';
-import { sidecarListeners } from '../../src/xds/generators/sidecar.js';
+import { sidecarListeners, sidecarRoutes } from '../../src/xds/generators/sidecar.js';
 import { selfSignedCertificate } from '../../src/webhooks/selfsigned.js';
 import { freePort } from '../../samples/local-mesh.js';
 import { eventually } from '../helpers/proc.js';
@@ -39,9 +42,11 @@ async function namedTls(name: string, host: string, servers: Server[]): Promise<
   return { port: (server.address() as { port: number }).port, ca: cert.certPem };
 }
 
-function readAll(port: number): Promise<string> {
+/** What the server behind `port` says; `first` is written first (a client-first protocol). */
+function readAll(port: number, first?: Buffer): Promise<string> {
   return new Promise((resolve, reject) => {
     const s = connect({ host: '127.0.0.1', port });
+    if (first) s.write(first);
     let out = '';
     s.setEncoding('utf8');
     s.on('data', (d: string) => (out += d));
@@ -146,5 +151,90 @@ describe('tcp and tls routes through mesh-proxy', () => {
 
   it('closes a TLS connection whose SNI neither a route nor the service names (no chain matches)', async () => {
     await assert.rejects(readTls(edgePort, 'c.example.com', cas['a']!), /closed before the TLS handshake|ECONNRESET|socket disconnected/);
+  });
+});
+
+/** Connections 100 at a time; how many each upstream answered. */
+async function spread(n: number, connectOnce: () => Promise<string>): Promise<Record<string, number>> {
+  const counts: Record<string, number> = {};
+  for (let i = 0; i < n; i += 100) {
+    for (const g of await Promise.all(Array.from({ length: 100 }, connectOnce))) counts[g] = (counts[g] ?? 0) + 1;
+  }
+  return counts;
+}
+
+describe('tcp routes on the TCP fallback of a sniffed port', () => {
+  const servers: Server[] = [];
+  let dir: string;
+  let ads: FixtureAds;
+  let proxy: MeshProxy;
+  let appPort: number;
+
+  before(async () => {
+    dir = mkdtempSync(join(tmpdir(), 'l4-sniffed-'));
+    appPort = await freePort();
+    const v1 = await namedTcp('v1', servers);
+    const v2 = await namedTcp('v2', servers);
+    const web = createHttpServer((_req, res) => res.end('web'));
+    servers.push(web);
+    await new Promise<void>((r) => web.listen(0, '127.0.0.1', r));
+    const resources: AnyResource[] = [
+      // No protocol and a name without a known prefix: sniffed.
+      serviceEntry('foo', 'app', { hosts: ['app.foo.svc.cluster.local'], location: 'MESH_INTERNAL', resolution: 'STATIC', ports: [{ number: appPort, name: 'app' }] }),
+      {
+        apiVersion: 'networking.mesh.io/v1',
+        kind: 'VirtualService',
+        metadata: { namespace: 'foo', name: 'app' },
+        spec: {
+          hosts: ['app'],
+          http: [{ route: [{ destination: { host: 'app', subset: 'web' } }] }],
+          tcp: [{ route: [{ destination: { host: 'app', subset: 'v1' }, weight: 60 }, { destination: { host: 'app', subset: 'v2' }, weight: 40 }] }],
+        },
+      } as AnyResource,
+    ];
+    const push = pushOf(resources);
+    const client = sidecarProxy('127.0.0.1', 'client', 'foo', { INTERCEPTION_MODE: 'NONE' });
+    const listeners = sidecarListeners(client, push, { outboundSniffing: true }).filter((l) => l.name.endsWith(`_${appPort}`));
+    assert.equal(listeners.length, 1, 'the app outbound listener');
+    const routes = sidecarRoutes(client, push, new Set([String(appPort)]), true);
+    ads = new FixtureAds();
+    await ads.listen();
+    ads.set(TypeUrl.Listener, listeners.map((l) => ({ name: l.name, any: pack(ListenerSchema, l) })));
+    ads.set(TypeUrl.RouteConfiguration, routes.map((r) => ({ name: r.name, any: pack(RouteConfigurationSchema, r) })));
+    ads.set(TypeUrl.Cluster, [
+      staticCluster(`outbound|${appPort}|v1|app.foo.svc.cluster.local`, [v1]),
+      staticCluster(`outbound|${appPort}|v2|app.foo.svc.cluster.local`, [v2]),
+      staticCluster(`outbound|${appPort}|web|app.foo.svc.cluster.local`, [(web.address() as { port: number }).port]),
+      // The service's own cluster, where the TCP fallback went before: no endpoint.
+      staticCluster(`outbound|${appPort}||app.foo.svc.cluster.local`, []),
+    ]);
+    proxy = new MeshProxy({ bootstrap: loadBootstrap({ path: writeBootstrap(dir, ads.port, 0) }), drainTimeMs: 1_000, initialBackoffMs: 50 });
+    await proxy.start();
+    await eventually(() => assert.ok(proxy.listeners.info().some((l) => l.bound), 'listener bound'), 10_000);
+  });
+
+  after(async () => {
+    await proxy.stop(0);
+    ads.close();
+    for (const s of servers) s.close();
+    rmSync(dir, { recursive: true, force: true });
+  });
+
+  it('splits non-HTTP connections 60/40 by the tcp route (1000 connections, within ±5 %)', async () => {
+    const counts = await spread(1000, () => readAll(appPort, Buffer.from([0, 1, 2, 3, 0x0a])));
+    assert.deepEqual(Object.keys(counts).sort(), ['v1', 'v2']);
+    assert.ok(Math.abs(counts['v1']! - 600) <= 50, `v1 got ${counts['v1']} of 1000`);
+  });
+
+  it('sends HTTP on the same port by the http route', async () => {
+    const body = await new Promise<string>((resolve, reject) => {
+      httpGet({ host: '127.0.0.1', port: appPort, path: '/', headers: { host: 'app.foo.svc.cluster.local' }, agent: false }, (res) => {
+        let out = '';
+        res.setEncoding('utf8');
+        res.on('data', (d: string) => (out += d));
+        res.on('end', () => resolve(`${res.statusCode} ${out}`));
+      }).on('error', reject);
+    });
+    assert.equal(body, '200 web');
   });
 });

@@ -32,9 +32,11 @@ for (const c of goldenCases('test/networking/testdata/traffic')) {
     const proxy = sidecarProxy('10.0.0.50', 'client', 'foo', { LABELS: { app: 'client', version: 'v1' } });
     const clusters = sidecarClusters(proxy, push, false).filter((cl) => cl.name.startsWith('outbound|'));
     const eds = clusterLoadAssignments(proxy, push);
-    const routes = sidecarRoutes(proxy, push);
-    // Outbound listeners of TCP and TLS ports: where `tcp` and `tls` routes land.
-    const l4 = sidecarListeners(proxy, push).filter((l) => l.trafficDirection === TrafficDirection.OUTBOUND && !l.useOriginalDst && l.filterChains.every((fc) => fc.filters.every((f) => f.name.endsWith('tcp_proxy'))));
+    // The vs-tcp-sniffed* cases run with outbound protocol sniffing (ports of unknown protocol).
+    const sniffing = c.name.startsWith('vs-tcp-sniffed');
+    const routes = sidecarRoutes(proxy, push, undefined, sniffing);
+    // Outbound listeners of TCP, TLS and sniffed ports: where `tcp` and `tls` routes land.
+    const l4 = sidecarListeners(proxy, push, { outboundSniffing: sniffing }).filter((l) => l.trafficDirection === TrafficDirection.OUTBOUND && !l.useOriginalDst && l.filterChains.some((fc) => fc.filters.some((f) => f.name.endsWith('tcp_proxy'))));
     const notices = resources.flatMap((r) => (r.kind === 'DestinationRule' ? destinationRuleNotices(r) : r.kind === 'VirtualService' ? virtualServiceNotices(r) : []));
     const out: JsonValue = {
       clusters: clusters.map((cl) => toEnvoyJson(ClusterSchema, cl)),

@@ -28,6 +28,8 @@ import { mirror } from '../mirror.js';
 import type { AttemptFailure, RetrySpec } from '../retry-policy.js';
 import { registerHttpFilter } from './registry.js';
 import { originalSrcOf } from '../original-src.js';
+import { cookieJar } from '../hash-cookie.js';
+import type { RequestHasher } from '../load-balancers.js';
 
 const log = scope('http');
 
@@ -79,6 +81,18 @@ function failureOf(e: Error): AttemptFailure {
   return (code !== undefined && CONNECT_ERRORS.has(code)) || e.message.startsWith('connect timeout') ? 'connect-failure' : 'reset';
 }
 
+const NO_HASH = { hash: (): undefined => undefined, setCookies: [] } as const;
+
+/**
+ * A request's hash, computed when a consistent-hash balancer first asks (a cookie policy may then
+ * generate its cookie) and kept for retries; the generated cookies go on the upstream response.
+ */
+function requestHash(hasher: RequestHasher, sreq: StreamRequest): { hash: () => bigint | undefined; setCookies: readonly string[] } {
+  const jar = cookieJar(sreq);
+  let hashed: { value: bigint | undefined } | undefined;
+  return { hash: () => (hashed ??= { value: hasher(sreq, jar.add) }).value, setCookies: jar.setCookies };
+}
+
 /** Where the router sends an admitted request. */
 export interface Target {
   readonly route: CompiledRoute;
@@ -89,8 +103,10 @@ export interface Target {
   readonly timeoutMs: number;
   readonly retry?: RetrySpec;
   readonly attemptCount: { readonly request: boolean; readonly response: boolean };
-  /** The request's hash (route hash_policy), kept for the endpoint picks of retries. */
-  readonly hash?: bigint;
+  /** The request's hash (route hash_policy), computed once when a balancer first asks, kept for retries. */
+  readonly hash: () => bigint | undefined;
+  /** Set-Cookie values of generated hash cookies, for the upstream response. */
+  readonly setCookies: readonly string[];
   /** The encoder sides of the HTTP filters the request passed (e.g. CORS headers), for its response. */
   readonly encode?: (headers: ResponseHeaderMap) => void;
 }
@@ -183,7 +199,7 @@ export class Router {
       reply({ status: action.clusterNotFoundStatus, body: '', headers: {}, details: 'cluster_not_found' });
       return undefined;
     }
-    const hash = action.hash?.(sreq);
+    const { hash, setCookies } = action.hash ? requestHash(action.hash, sreq) : NO_HASH;
     const endpoint = cluster.pick(sreq, hash);
     if (!endpoint) {
       reply(NO_HEALTHY_UPSTREAM);
@@ -198,7 +214,7 @@ export class Router {
     const expected = perTry > 0 && (action.timeoutMs === 0 || perTry < action.timeoutMs) ? perTry : action.timeoutMs;
     if (expected > 0) headers['x-envoy-expected-rq-timeout-ms'] = String(expected);
     if (action.mirrors.length > 0) mirror(this.clusters, action.mirrors, sreq, path, headers);
-    return { route, cluster, endpoint, path, headers, timeoutMs: action.timeoutMs, attemptCount: action.attemptCount, ...(action.retry ? { retry: action.retry } : {}), ...(hash !== undefined ? { hash } : {}) };
+    return { route, cluster, endpoint, path, headers, timeoutMs: action.timeoutMs, attemptCount: action.attemptCount, ...(action.retry ? { retry: action.retry } : {}), hash, setCookies };
   }
 
   /**
@@ -297,7 +313,9 @@ export class Router {
           out['x-envoy-upstream-service-time'] = String(Date.now() - started);
           if (attemptCount.response) out['x-envoy-attempt-count'] = String(attempts);
           if (requestId && alwaysSetRequestIdInResponse) out['x-request-id'] = requestId;
-          applyMutations(new ResponseHeaderSet(out), route.responseHeaders);
+          const headerSet = new ResponseHeaderSet(out);
+          for (const c of target.setCookies) headerSet.add('set-cookie', c);
+          applyMutations(headerSet, route.responseHeaders);
           target.encode?.(out);
           if (up.endStream) {
             finish();
