@@ -94,9 +94,13 @@ export function buildOutboundCluster(
   }
 }
 
-/** `inbound|<port>||`: STATIC, to the application at `address:targetPort` (usually 127.0.0.1). */
-export function buildInboundCluster(port: number, target: { address: string; port: number }, protocol: Protocol, opts: ClusterOptions = {}): Cluster {
+/**
+ * `inbound|<port>||`: STATIC, to the application at `address:targetPort` (usually 127.0.0.1), or,
+ * without a target, ORIGINAL_DST: to the connection's own destination (the pod's address).
+ */
+export function buildInboundCluster(port: number, target: { address: string; port: number } | undefined, protocol: Protocol, opts: ClusterOptions = {}): Cluster {
   const name = inboundClusterName(port);
+  if (!target) return cluster(name, Cluster_DiscoveryType.ORIGINAL_DST, opts, { lbPolicy: Cluster_LbPolicy.CLUSTER_PROVIDED, ...protocolOptions(protocol) });
   return cluster(name, Cluster_DiscoveryType.STATIC, opts, {
     loadAssignment: buildLoadAssignment(name, [{ address: target.address, port: target.port, locality: { region: '', zone: '', subZone: '' }, weight: 1 }]),
     ...protocolOptions(protocol),
