@@ -5,7 +5,7 @@ import { Cluster_DiscoveryType, Cluster_LbPolicy, ClusterSchema, type Cluster } 
 import { HttpProtocolOptionsSchema } from '../gen/envoy/extensions/upstreams/http/v3/http_protocol_options_pb.js';
 import { isHttp2Protocol, type Protocol, type Service, type ServicePort } from '../model/service.js';
 import { pack } from '../envoy/types.js';
-import { adsConfigSource, seconds } from './common.js';
+import { adsConfigSourceWaiting, seconds } from './common.js';
 import { buildLoadAssignment, type EndpointInput } from './endpoint.js';
 import { BLACKHOLE_CLUSTER, inboundClusterName, outboundClusterName, PASSTHROUGH_CLUSTER } from './names.js';
 import { clusterPolicy, commonHttpOptions, type TrafficPolicy } from './traffic-policy.js';
@@ -77,7 +77,7 @@ export function buildOutboundCluster(
   switch (service.resolution) {
     case 'STATIC':
       return cluster(name, Cluster_DiscoveryType.EDS, opts, {
-        edsClusterConfig: { edsConfig: adsConfigSource(), serviceName: name },
+        edsClusterConfig: { edsConfig: adsConfigSourceWaiting(), serviceName: name },
         lbPolicy: Cluster_LbPolicy.ROUND_ROBIN,
         ...proto,
       });

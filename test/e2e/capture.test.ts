@@ -165,7 +165,6 @@ async function startMesh(tag: string, subnet: number, mode: 'REDIRECT' | 'TPROXY
 
 async function stopMesh(mesh: Mesh | undefined): Promise<void> {
   if (!mesh) return;
-  if (process.env.DEBUG_CAPTURE) for (const p of mesh.procs) console.error(p.output.slice(-6000));
   await Promise.all(mesh.procs.reverse().map((p) => p.stop()));
   mesh.outside.close();
   mesh.outsideExcludedPort.close();
