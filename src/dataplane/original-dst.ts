@@ -60,11 +60,13 @@ interface HandleWithFd {
 
 /**
  * Reads the connection's original destination and records it for `connectionDestination`.
- * Undefined when the connection was not redirected (conntrack has no NAT for it, or its original
- * destination is the listener itself: restoring that would make an ORIGINAL_DST cluster connect
- * back to the proxy in a loop), when the addon is missing, or when the socket has no descriptor.
+ * Undefined when the connection was not captured (conntrack has no entry for it, or it was
+ * addressed to the listener itself, `listenerPort`: restoring that would make an ORIGINAL_DST
+ * cluster connect back to the proxy in a loop), when the addon is missing, or when the socket has
+ * no descriptor. A TPROXY connection keeps its destination as its local address, on another port
+ * than the listener's: conntrack gives that address, and it counts as restored, as in Envoy.
  */
-export function restoreOriginalDst(socket: Socket): Destination | undefined {
+export function restoreOriginalDst(socket: Socket, listenerPort: number): Destination | undefined {
   if (originalDstUnavailable() !== undefined) return undefined;
   // A net.Socket's handle is libuv's TCP wrap, whose `fd` is the kernel descriptor on Unix.
   const fd = (socket as unknown as { _handle?: HandleWithFd })._handle?.fd;
@@ -73,7 +75,7 @@ export function restoreOriginalDst(socket: Socket): Destination | undefined {
   if (!dst) return undefined;
   const local = connectionDestination(socket);
   const address = normalizeIp(dst.address);
-  if (address === local.address && dst.port === local.port) return undefined;
+  if (address === local.address && dst.port === local.port && local.port === listenerPort) return undefined;
   const d: Destination = { address, port: dst.port, restored: true };
   restored.set(socket, d);
   return d;

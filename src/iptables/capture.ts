@@ -79,6 +79,9 @@ function outbound(rb: RuleSet, cfg: CaptureConfig): void {
   }
   // The inbound passthrough cluster connects to the app from 127.0.0.6 / ::6.
   rb.appendVersioned(PASSTHROUGH_SOURCE[4], PASSTHROUGH_SOURCE[6], 'nat', MESH_OUTPUT, '-o', 'lo', '-s', FAMILY_ADDRESS, '-j', 'RETURN');
+  // TPROXY: the proxy connects to the app at the pod's own address from the client's (original_src,
+  // marked). The proxy-user rule below would send that connection to inbound capture again, a loop.
+  if (cfg.mode === 'TPROXY') rb.append('nat', MESH_OUTPUT, '-o', 'lo', '-p', 'tcp', '-m', 'mark', '--mark', cfg.tproxyMark, '-j', 'RETURN');
   const loopbackCaptured = cfg.outboundInclude.v4.hasLoopback || cfg.outboundInclude.v6.hasLoopback;
   const owner = (kind: 'uid' | 'gid', id: string) => {
     // The proxy calling its own pod's address over lo (app -> proxy -> VIP -> this pod) goes

@@ -22,7 +22,7 @@ function listen(port: number, onProbe: () => void, probePort: number): Promise<S
   const server = createServer((socket) => {
     // The prober closes as soon as it is connected; a reset of the echo is expected.
     socket.on('error', () => undefined);
-    const dst = restoreOriginalDst(socket);
+    const dst = restoreOriginalDst(socket, port);
     // The original port is echoed back for whoever debugs with a manual connection.
     socket.end(String(dst?.port ?? socket.localPort));
     if (dst?.port === probePort) onProbe();

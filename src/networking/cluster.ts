@@ -5,7 +5,7 @@ import { Cluster_DiscoveryType, Cluster_LbPolicy, ClusterSchema, type Cluster } 
 import { HttpProtocolOptionsSchema } from '../gen/envoy/extensions/upstreams/http/v3/http_protocol_options_pb.js';
 import { isHttp2Protocol, type Protocol, type Service, type ServicePort } from '../model/service.js';
 import { pack } from '../envoy/types.js';
-import { adsConfigSource, seconds } from './common.js';
+import { adsConfigSourceWaiting, seconds } from './common.js';
 import { buildLoadAssignment, type EndpointInput } from './endpoint.js';
 import { BLACKHOLE_CLUSTER, inboundClusterName, outboundClusterName, PASSTHROUGH_CLUSTER } from './names.js';
 import { clusterPolicy, commonHttpOptions, type TrafficPolicy } from './traffic-policy.js';
@@ -79,7 +79,7 @@ export function buildOutboundCluster(
   switch (service.resolution) {
     case 'STATIC':
       return cluster(name, Cluster_DiscoveryType.EDS, opts, {
-        edsClusterConfig: { edsConfig: adsConfigSource(), serviceName: name },
+        edsClusterConfig: { edsConfig: adsConfigSourceWaiting(), serviceName: name },
         lbPolicy: Cluster_LbPolicy.ROUND_ROBIN,
         ...proto,
       });
@@ -96,9 +96,13 @@ export function buildOutboundCluster(
   }
 }
 
-/** `inbound|<port>||`: STATIC, to the application at `address:targetPort` (usually 127.0.0.1). */
-export function buildInboundCluster(port: number, target: { address: string; port: number }, protocol: Protocol, opts: ClusterOptions = {}): Cluster {
+/**
+ * `inbound|<port>||`: STATIC, to the application at `address:targetPort` (usually 127.0.0.1), or,
+ * without a target, ORIGINAL_DST: to the connection's own destination (the pod's address).
+ */
+export function buildInboundCluster(port: number, target: { address: string; port: number } | undefined, protocol: Protocol, opts: ClusterOptions = {}): Cluster {
   const name = inboundClusterName(port);
+  if (!target) return cluster(name, Cluster_DiscoveryType.ORIGINAL_DST, opts, { lbPolicy: Cluster_LbPolicy.CLUSTER_PROVIDED, ...protocolOptions(protocol) });
   return cluster(name, Cluster_DiscoveryType.STATIC, opts, {
     loadAssignment: buildLoadAssignment(name, [{ address: target.address, port: target.port, locality: { region: '', zone: '', subZone: '' }, weight: 1 }]),
     ...protocolOptions(protocol),

@@ -33,6 +33,15 @@ export function adsConfigSource(): ConfigSource {
   return create(ConfigSourceSchema, { configSourceSpecifier: { case: 'ads', value: {} }, resourceApiVersion: ApiVersion.V3 });
 }
 
+/**
+ * ADS for the RDS of HCMs and the EDS of clusters, with initial_fetch_timeout 0s as the Go mesh
+ * sets it there: the proxy waits for them without limit instead of Envoy's default 15 s, after
+ * which a listener or cluster would start without its routes or endpoints. (SDS keeps the default.)
+ */
+export function adsConfigSourceWaiting(): ConfigSource {
+  return create(ConfigSourceSchema, { configSourceSpecifier: { case: 'ads', value: {} }, initialFetchTimeout: seconds(0), resourceApiVersion: ApiVersion.V3 });
+}
+
 export function seconds(s: number): { seconds: bigint; nanos: number } {
   const whole = Math.floor(s);
   return { seconds: BigInt(whole), nanos: Math.round((s - whole) * 1e9) };
@@ -99,7 +108,7 @@ export function httpConnectionManager(
     ...pathNormalizationFields(pathNormalization),
     routeSpecifier:
       'rds' in routes
-        ? { case: 'rds', value: { configSource: adsConfigSource(), routeConfigName: routes.rds } }
+        ? { case: 'rds', value: { configSource: adsConfigSourceWaiting(), routeConfigName: routes.rds } }
         : { case: 'routeConfig', value: routes.inline },
     httpFilters: [...extraFilters, routerFilter()],
     // As the Go mesh's HCMs: WebSocket upgrades pass (through the same filters as any request).

@@ -30,6 +30,18 @@ export function parseDefaultEndpoint(value: string, proxy: Proxy): { address: st
   return { address: host === WILDCARD_ADDRESS ? (proxy.ipAddresses[0] ?? LOCALHOST) : host, port };
 }
 
+/**
+ * Where a port without an explicit endpoint sends: under TPROXY, a port reached through capture
+ * goes to the connection's own destination (the pod's address), as the Go mesh's inbound clusters
+ * (ORIGINAL_DST under its default inbound passthrough policy), so original_src can connect from the
+ * client's address, which Linux does not route to loopback; elsewhere, 127.0.0.1. A port with its
+ * own bound listener keeps 127.0.0.1: its destination is that listener.
+ */
+function defaultTarget(proxy: Proxy, port: Omit<InboundPort, 'target'>, targetPort: number): Pick<InboundPort, 'target'> {
+  if (proxy.interceptionMode === 'TPROXY' && !bindsOwnListener(port, true)) return {};
+  return { target: { address: LOCALHOST, port: targetPort } };
+}
+
 function fromIngress(ingress: readonly IngressListener[], proxy: Proxy, source: string): InboundPorts {
   const ports: InboundPort[] = [];
   const problems: string[] = [];
@@ -42,10 +54,9 @@ function fromIngress(ingress: readonly IngressListener[], proxy: Proxy, source: 
     }
     seen.add(l.port.number);
     try {
-      const target = l.defaultEndpoint
-        ? parseDefaultEndpoint(l.defaultEndpoint, proxy)
-        : { address: LOCALHOST, port: l.port.targetPort ?? l.port.number };
-      ports.push({ port: l.port.number, protocol: portProtocol(l.port), target, ...(l.bind ? { bind: l.bind } : {}), ...(l.captureMode ? { captureMode: l.captureMode } : {}) });
+      const port = { port: l.port.number, protocol: portProtocol(l.port), ...(l.bind ? { bind: l.bind } : {}), ...(l.captureMode ? { captureMode: l.captureMode } : {}) };
+      const target = l.defaultEndpoint ? { target: parseDefaultEndpoint(l.defaultEndpoint, proxy) } : defaultTarget(proxy, port, l.port.targetPort ?? l.port.number);
+      ports.push({ ...port, ...target });
     } catch (e) {
       problems.push(`${source}: spec.ingress[${i}].defaultEndpoint: ${(e as Error).message}`);
     }
@@ -72,7 +83,8 @@ export function inboundPorts(proxy: Proxy, push: PushContext): InboundPorts {
   const byPort = new Map<number, InboundPort>();
   for (const i of push.proxyInstances(proxy)) {
     if (!byPort.has(i.endpointPort)) {
-      byPort.set(i.endpointPort, { port: i.endpointPort, protocol: i.servicePort.protocol, target: { address: LOCALHOST, port: i.endpointPort } });
+      const port = { port: i.endpointPort, protocol: i.servicePort.protocol };
+      byPort.set(i.endpointPort, { ...port, ...defaultTarget(proxy, port, i.endpointPort) });
     }
   }
   return { ports: [...byPort.values()].sort((a, b) => a.port - b.port), problems: [], conflicts: [] };

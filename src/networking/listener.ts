@@ -40,8 +40,11 @@ export interface InboundPort {
   /** The port the traffic arrives on (workload port, or the Sidecar ingress port). */
   readonly port: number;
   readonly protocol: Protocol;
-  /** The application: `127.0.0.1:<targetPort>` or a Sidecar's defaultEndpoint. */
-  readonly target: { readonly address: string; readonly port: number };
+  /**
+   * The application: `127.0.0.1:<targetPort>` or a Sidecar's defaultEndpoint; absent, the
+   * connection's original destination (TPROXY capture: the pod's own address and the port).
+   */
+  readonly target?: { readonly address: string; readonly port: number };
   /** Address to bind, for explicit (non-captured) ingress listeners. */
   readonly bind?: string;
   /**

@@ -4,7 +4,7 @@
 import assert from 'node:assert/strict';
 import { createServer, request, type IncomingHttpHeaders, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { Socket } from 'node:net';
-import { after, before, describe, it } from 'node:test';
+import { after, afterEach, before, describe, it } from 'node:test';
 import { Http1Pool } from '../../src/dataplane/upstream-pools.js';
 import { bodyFraming, type HeaderMap } from '../../src/dataplane/http-codec.js';
 import { http1Exchange } from '../../src/dataplane/http1-exchange.js';
@@ -60,6 +60,13 @@ function answer(req: IncomingMessage, res: ServerResponse): void {
   }
 }
 
+/**
+ * The proxies of the running test and their pools, closed after it whether it passed or not: a
+ * failed assertion must not leave a listening server and pooled upstream connections behind, which
+ * keep the process alive, so that the whole file hangs instead of reporting the failure.
+ */
+const running: { pool: Http1Pool; server: Server }[] = [];
+
 /** A proxy of one route: every request goes to `ep` through http1Exchange on `pool`. */
 async function proxyTo(pool: Http1Pool, ep: { host: string; port: number }): Promise<{ port: number; server: Server; errors: string[] }> {
   const errors: string[] = [];
@@ -90,6 +97,7 @@ async function proxyTo(pool: Http1Pool, ep: { host: string; port: number }): Pro
       req.on('end', () => ex.finish(req.rawTrailers.length > 0 ? (req.trailers as HeaderMap) : undefined));
     }
   });
+  running.push({ pool, server });
   return { port: await listen(server), server, errors };
 }
 
@@ -138,6 +146,13 @@ before(async () => {
   upstreamPort = await listen(upstream);
 });
 
+afterEach(async () => {
+  for (const { pool, server } of running.splice(0)) {
+    pool.destroy();
+    await close(server);
+  }
+});
+
 after(() => close(upstream));
 
 describe('http1Exchange', () => {
@@ -153,8 +168,6 @@ describe('http1Exchange', () => {
     assert.equal(seen[0]!.headers['x-custom'], 'v');
     assert.equal(seen[0]!.headers.host, 'app.internal');
     assert.equal(connections, 1, 'the second request reuses the first connection');
-    pool.destroy();
-    await close(p.server);
   });
 
   it('sends a body of known length, and a chunked body with its trailers', async () => {
@@ -172,8 +185,6 @@ describe('http1Exchange', () => {
         ['PUT', 'ab', undefined, { 'x-checksum': '42' }],
       ],
     );
-    pool.destroy();
-    await close(p.server);
   });
 
   it('passes the reason phrase and response trailers, without hop-by-hop headers', async () => {
@@ -183,8 +194,6 @@ describe('http1Exchange', () => {
     assert.deepEqual([r.status, r.message, r.body, r.trailers], [201, 'Made It', 'part1,part2', { 'x-up-trailer': 'done' }]);
     assert.equal(r.headers['x-up'], 'yes');
     assert.equal(r.headers.trailer, 'x-up-trailer');
-    pool.destroy();
-    await close(p.server);
   });
 
   it('holds the upstream back for a slow client and delivers a large body intact', async () => {
@@ -195,8 +204,6 @@ describe('http1Exchange', () => {
     assert.equal(r.body, BIG);
     // Without backpressure the upstream would be done long before the client got far.
     assert.ok(receivedAtUpstreamEnd > BIG.length / 2, `the client had ${receivedAtUpstreamEnd} bytes when the upstream finished`);
-    pool.destroy();
-    await close(p.server);
   });
 
   it('reports a refused connection as an error', async () => {
@@ -211,8 +218,6 @@ describe('http1Exchange', () => {
     assert.equal(p.errors.length, 1);
     assert.match(p.errors[0]!, /ECONNREFUSED/);
     assert.equal(connections, 1);
-    pool.destroy();
-    await close(p.server);
   });
 
   it('destroy() drops the upstream request and reports nothing', async () => {
@@ -223,8 +228,6 @@ describe('http1Exchange', () => {
     assert.deepEqual(p.errors, []);
     // The hanging request's connection is closed rather than reused.
     await eventually(() => assert.equal(hanging?.destroyed, true));
-    pool.destroy();
-    await close(p.server);
   });
 
   it('a retired pool finishes what is in flight and keeps no connection', async () => {
@@ -237,6 +240,5 @@ describe('http1Exchange', () => {
     const r = await send(p.port, { path: '/after' });
     assert.equal(r.body, 'got GET /after');
     await eventually(() => assert.equal(open.size, 0));
-    await close(p.server);
   });
 });

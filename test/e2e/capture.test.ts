@@ -172,8 +172,11 @@ async function stopMesh(mesh: Mesh | undefined): Promise<void> {
   mesh.pod.destroy();
 }
 
-/** The traffic assertions, the same whichever way inbound is captured. */
-function trafficTests(mesh: () => Mesh): void {
+/**
+ * The traffic assertions, the same whichever way inbound is captured but for the address the app
+ * sees: under TPROXY the client's (original_src), under REDIRECT the proxy's.
+ */
+function trafficTests(mesh: () => Mesh, mode: 'REDIRECT' | 'TPROXY'): void {
   it('mesh-iptables validated the redirect before the proxy started', () => {
     assert.match(mesh().captureOutput, /validation passed: the capture rules redirect traffic/);
   });
@@ -191,6 +194,17 @@ function trafficTests(mesh: () => Mesh): void {
     assert.ok(headers['X-Request-Id'], `the inbound proxy did not add x-request-id: ${JSON.stringify(headers)}`);
   });
 
+  it(`inbound: the app sees ${mode === 'TPROXY' ? "the client's address (original_src from its IP to the pod's own)" : "the proxy's address (127.0.0.1)"}`, async () => {
+    const { pod } = mesh();
+    // This test's process is the client, on the other side of the veth (hostIp); the request id the
+    // inbound proxy adds shows the request went through it.
+    const res = await fetch(`http://${pod.ip}:8000/get`);
+    assert.equal(res.status, 200, await res.clone().text());
+    const seen = (await res.json()) as { origin: string; headers: Record<string, string> };
+    assert.ok(seen.headers['X-Request-Id'], `the request did not go through the inbound proxy: ${JSON.stringify(seen.headers)}`);
+    assert.equal(seen.origin, mode === 'TPROXY' ? pod.hostIp : '127.0.0.1');
+  });
+
   it('outbound: a connection to a service VIP is handed from virtualOutbound to the listener of the service port, then crosses inbound capture to the app', async () => {
     const { pod } = mesh();
     const before = await proxyStat(pod, 'listener.0.0.0.0_9080.downstream_cx_total');
@@ -199,10 +213,11 @@ function trafficTests(mesh: () => Mesh): void {
     assert.equal(res.status, 200, res.body);
     assert.equal(await proxyStat(pod, 'listener.0.0.0.0_9080.downstream_cx_total'), before + 1);
     // As in the Go mesh, the proxy's own connection to its pod's address (uid 1337 over lo) is
-    // captured inbound (MESH_OUTPUT -> MESH_IN_REDIRECT): app -> outbound -> inbound -> app. So the
-    // app sees the inbound cluster's connection from 127.0.0.1, not the VIP's client.
+    // captured inbound (MESH_OUTPUT -> MESH_IN_REDIRECT): app -> outbound -> inbound -> app, once
+    // (no loop). The app sees the inbound side's client, the outbound proxy at the pod's address,
+    // under TPROXY; the inbound cluster's connection from 127.0.0.1 under REDIRECT.
     assert.equal(await proxyStat(pod, 'listener.0.0.0.0_15006.downstream_cx_total'), inboundBefore + 1);
-    assert.deepEqual(JSON.parse(res.body), { origin: '127.0.0.1' });
+    assert.deepEqual(JSON.parse(res.body), { origin: mode === 'TPROXY' ? pod.ip : '127.0.0.1' });
   });
 
   it('passthrough: a connection to an address outside the mesh leaves through virtualOutbound to where the client sent it', async () => {
@@ -254,7 +269,7 @@ describe('traffic capture by pilot-agent mesh-iptables, REDIRECT mode', { skip: 
     mesh = await startMesh('cap-redirect', subnet, 'REDIRECT');
   });
   after(() => stopMesh(mesh));
-  trafficTests(() => mesh!);
+  trafficTests(() => mesh!, 'REDIRECT');
 });
 
 describe('traffic capture by pilot-agent mesh-iptables, TPROXY mode', { skip: unavailable ?? tproxyUnavailable() }, () => {
@@ -271,7 +286,7 @@ describe('traffic capture by pilot-agent mesh-iptables, TPROXY mode', { skip: un
     assert.doesNotMatch(mesh!.pod.exec('iptables-save', '-t', 'nat'), /-A PREROUTING -p tcp -j MESH_INBOUND/);
   });
 
-  trafficTests(() => mesh!);
+  trafficTests(() => mesh!, 'TPROXY');
 });
 
 describe('mesh-iptables --run-validation without capture rules', { skip: unavailable }, () => {

@@ -12,7 +12,7 @@ import { ClusterResourceType } from '@grpc/grpc-js-xds/build/src/xds-resource-ty
 import { EndpointResourceType } from '@grpc/grpc-js-xds/build/src/xds-resource-type/endpoint-resource-type.js';
 import type { XdsResourceType, XdsDecodeContext } from '@grpc/grpc-js-xds/build/src/xds-resource-type/xds-resource-type.js';
 import { NodeSchema } from '../../src/gen/envoy/config/core/v3/base_pb.js';
-import { ClusterSchema, Cluster_DiscoveryType } from '../../src/gen/envoy/config/cluster/v3/cluster_pb.js';
+import { ClusterSchema, Cluster_DiscoveryType, Cluster_LbPolicy } from '../../src/gen/envoy/config/cluster/v3/cluster_pb.js';
 import { ClusterLoadAssignmentSchema } from '../../src/gen/envoy/config/endpoint/v3/endpoint_pb.js';
 import { ListenerSchema, type Listener } from '../../src/gen/envoy/config/listener/v3/listener_pb.js';
 import { ListenerFilterSchema } from '../../src/gen/envoy/config/listener/v3/listener_components_pb.js';
@@ -160,6 +160,55 @@ test('interception TPROXY: virtualInbound (only) has original_src with mark 1337
     typed_config: { '@type': 'type.googleapis.com/envoy.extensions.filters.listener.original_src.v3.OriginalSrc', mark: 1337 },
   });
   for (const [, list] of await filters('REDIRECT')) assert.ok(!(list as JsonObject[]).some((f) => f.name === 'envoy.filters.listener.original_src'));
+});
+
+/** Each inbound cluster's type and STATIC endpoint, from the CDS the proxy gets. */
+async function inboundTargets(gens: Map<string, ResourceGenerator>, proxy: ProxyInfo): Promise<[string, string, string][]> {
+  return (await generate(gens, TypeUrl.Cluster, proxy))
+    .map((r) => unpack(r.resource, ClusterSchema))
+    .filter((c) => c.name.startsWith('inbound|'))
+    .map((c) => {
+      const h = c.loadAssignment?.endpoints[0]?.lbEndpoints[0]?.hostIdentifier;
+      const type = c.clusterDiscoveryType.case === 'type' ? Cluster_DiscoveryType[c.clusterDiscoveryType.value] : '';
+      return [c.name, type!, h?.case === 'endpoint' ? addr(h.value.address) : ''];
+    });
+}
+
+test("interception TPROXY: inbound clusters go to the connection's own destination (ORIGINAL_DST, the pod's address), as the Go mesh's; REDIRECT keeps 127.0.0.1", async () => {
+  const gens = generators(pushOf(MESH, []));
+  assert.deepEqual(await inboundTargets(gens, echoProxy({ INTERCEPTION_MODE: 'TPROXY' })), [
+    ['inbound|7070||', 'ORIGINAL_DST', ''],
+    ['inbound|8080||', 'ORIGINAL_DST', ''],
+  ]);
+  const inbound = (await generate(gens, TypeUrl.Cluster, echoProxy({ INTERCEPTION_MODE: 'TPROXY' }))).find((r) => r.name === 'inbound|7070||')!;
+  const grpc = unpack(inbound.resource, ClusterSchema);
+  assert.equal(grpc.lbPolicy, Cluster_LbPolicy.CLUSTER_PROVIDED);
+  assert.ok(grpc.typedExtensionProtocolOptions['envoy.extensions.upstreams.http.v3.HttpProtocolOptions'], 'the gRPC port lost its HTTP/2 upstream');
+  assert.deepEqual(await inboundTargets(gens, echoProxy({ INTERCEPTION_MODE: 'REDIRECT' })), [
+    ['inbound|7070||', 'STATIC', '127.0.0.1:7070'],
+    ['inbound|8080||', 'STATIC', '127.0.0.1:8080'],
+  ]);
+});
+
+test('interception TPROXY: a Sidecar defaultEndpoint is kept (127.0.0.1 stays loopback, 0.0.0.0 is the workload IP), and a captureMode NONE port keeps 127.0.0.1', async () => {
+  const push = pushOf([
+    ...MESH,
+    sidecar('foo', 'local', {
+      workloadSelector: { labels: { app: 'echo' } },
+      ingress: [
+        { port: { number: 18080, name: 'http', protocol: 'HTTP' }, defaultEndpoint: '127.0.0.1:8080' },
+        { port: { number: 15432, name: 'tcp', protocol: 'TCP' }, defaultEndpoint: '0.0.0.0:5432' },
+        { port: { number: 9090, name: 'http-captured', protocol: 'HTTP' } },
+        { port: { number: 9091, name: 'http-own', protocol: 'HTTP' }, captureMode: 'NONE' },
+      ],
+    }),
+  ]);
+  assert.deepEqual(await inboundTargets(generators(push), echoProxy({ INTERCEPTION_MODE: 'TPROXY' })), [
+    ['inbound|18080||', 'STATIC', '127.0.0.1:8080'],
+    ['inbound|15432||', 'STATIC', '10.0.0.1:5432'],
+    ['inbound|9090||', 'ORIGINAL_DST', ''],
+    ['inbound|9091||', 'STATIC', '127.0.0.1:9091'],
+  ]);
 });
 
 test('interception NONE: listeners on the Sidecar ingress ports to defaultEndpoint, outbound on 127.0.0.1 egress ports', async () => {

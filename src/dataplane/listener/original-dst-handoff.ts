@@ -27,7 +27,7 @@ export class OriginalDstHandoff {
 
   /** The listener of the connection's original destination, or `l` itself. */
   listenerFor(l: ActiveListener, socket: Socket): ActiveListener {
-    const dst = restoreOriginalDst(socket);
+    const dst = restoreOriginalDst(socket, l.address.port);
     const target = dst && this.listenerAt(dst);
     if (!target || target === l) return l;
     log.debug(`listener ${l.name}: connection to ${dst.address}:${dst.port} handed to listener ${target.name}`);
