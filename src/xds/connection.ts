@@ -9,6 +9,7 @@ import type { Status } from '../gen/google/rpc/status_pb.js';
 import type { ProxyInfo, Subscription } from './generator.js';
 import type { ResourceSet } from './cache.js';
 import { isWildcardType, shortTypeName } from '../envoy/types.js';
+import { encodeNames, internNames, sameBytes, type RequestedNames } from './subscriptions.js';
 
 export const WILDCARD = '*';
 
@@ -90,7 +91,8 @@ function deliveryStatus(d: Delivery | undefined): DeliveryStatus | undefined {
 
 export class Watch implements Subscription {
   wildcard: boolean;
-  names: Set<string>;
+  /** Never changed in place: a SotW watch shares its set with the streams that asked for the same names. */
+  names: ReadonlySet<string>;
   /** The last response sent (SotW: the only one whose nonce is current). */
   sent?: Delivery;
   acked?: Delivery;
@@ -98,8 +100,8 @@ export class Watch implements Subscription {
   lastNack?: NackRecord;
   /** Whether the proxy's latest reply for this type was a NACK. */
   rejecting = false;
-  /** SotW: the resource names of the request that set `wildcard` and `names`, as listed. */
-  requested?: readonly string[];
+  /** SotW: the resource names of the request that set `wildcard` and `names` (shared, see subscriptions.ts). */
+  requested?: RequestedNames;
   /** Delta: name -> version of what the proxy holds (initial_resource_versions, then our sends). */
   readonly clientVersions = new Map<string, string>();
   /**
@@ -122,7 +124,7 @@ export class Watch implements Subscription {
     names: Iterable<string>,
   ) {
     this.wildcard = wildcard;
-    this.names = new Set(names);
+    this.names = names instanceof Set ? names : new Set(names);
   }
 
   syncState(): WatchStatus['state'] {
@@ -194,23 +196,18 @@ export interface SotwRequest {
   readonly typeUrl: string;
   readonly versionInfo: string;
   readonly resourceNames: readonly string[];
+  /** resource_names as wire bytes, when the transport kept them (decodeSotwRequest): compared without decoding. */
+  readonly namesBytes?: Uint8Array;
   readonly responseNonce: string;
   readonly errorDetail?: Status;
 }
 
-function sameList(a: readonly string[], b: readonly string[]): boolean {
-  if (a === b) return true;
-  if (a.length !== b.length) return false;
-  for (let i = 0; i < a.length; i++) if (a[i] !== b[i]) return false;
-  return true;
-}
-
 function sameNames(a: ReadonlySet<string>, b: ReadonlySet<string>): boolean {
-  return a.size === b.size && [...a].every((n) => b.has(n));
+  return a === b || (a.size === b.size && [...a].every((n) => b.has(n)));
 }
 
-function sotwWildcard(typeUrl: string, names: ReadonlySet<string>): boolean {
-  return isWildcardType(typeUrl) && (names.size === 0 || names.has(WILDCARD));
+function sotwWildcard(typeUrl: string, names: RequestedNames): boolean {
+  return isWildcardType(typeUrl) && (names.list.length === 0 || names.hasWildcard);
 }
 
 function withoutWildcard(names: Iterable<string>): Set<string> {
@@ -270,19 +267,20 @@ export class Connection {
   /** Applies a SotW request to the watch of its type and says what the server must do. */
   applySotw(req: SotwRequest): SotwDecision {
     let w = this.watches.get(req.typeUrl);
-    if (w && w.requested !== undefined && sameList(req.resourceNames, w.requested) && (req.responseNonce === '' || req.responseNonce === w.sent?.nonce) && !req.errorDetail) {
-      // The usual ACK: the same list as the request that set the subscription, nothing to rebuild.
+    const bytes = req.namesBytes ?? encodeNames(req.resourceNames);
+    if (w && w.requested !== undefined && sameBytes(bytes, w.requested.bytes) && (req.responseNonce === '' || req.responseNonce === w.sent?.nonce) && !req.errorDetail) {
+      // The usual ACK: the same list as the request that set the subscription, nothing to decode or rebuild.
       if (req.responseNonce === '') return { kind: 'respond' };
       if (w.sent) w.ack(w.sent);
       return { kind: 'ack' };
     }
-    const names = new Set(req.resourceNames);
+    const requested = internNames(bytes, () => req.resourceNames);
     if (!w) {
       // First request for the type on this stream (a nonce here means a reconnect: answer anyway,
       // the proxy may hold config from another server).
-      if (names.size === 0 && !isWildcardType(req.typeUrl)) return { kind: 'ignore' };
-      w = new Watch(req.typeUrl, sotwWildcard(req.typeUrl, names), withoutWildcard(names));
-      w.requested = req.resourceNames;
+      if (requested.list.length === 0 && !isWildcardType(req.typeUrl)) return { kind: 'ignore' };
+      w = new Watch(req.typeUrl, sotwWildcard(req.typeUrl, requested), requested.named);
+      w.requested = requested;
       this.watches.set(req.typeUrl, w);
       return { kind: 'respond' };
     }
@@ -291,19 +289,18 @@ export class Connection {
       w.nack(req.responseNonce, req.versionInfo, w.sent, req.errorDetail);
       return { kind: 'nack' };
     }
-    const wildcard = sotwWildcard(req.typeUrl, names);
-    const named = withoutWildcard(names);
+    const wildcard = sotwWildcard(req.typeUrl, requested);
+    const named = requested.named;
     const changed = wildcard !== w.wildcard || !sameNames(named, w.names);
-    if (names.size === 0 && !isWildcardType(req.typeUrl)) {
+    if (requested.list.length === 0 && !isWildcardType(req.typeUrl)) {
       this.watches.delete(req.typeUrl);
       return { kind: 'unsubscribe' };
     }
-    // An ACK repeats the subscription: keep the watch's set rather than allocating one per ACK.
     if (changed) {
       w.wildcard = wildcard;
       w.names = named;
     }
-    w.requested = req.resourceNames;
+    w.requested = requested;
     if (req.responseNonce === '') return { kind: 'respond' };
     if (w.sent) w.ack(w.sent);
     return changed ? { kind: 'respond' } : { kind: 'ack' };
@@ -322,13 +319,16 @@ export class Connection {
       return { respond: wildcard || w.names.size > 0, added: [...w.names] };
     }
     const reply = req.responseNonce === '' ? undefined : this.settleDelta(w, req);
+    if (req.resourceNamesUnsubscribe.length === 0 && req.resourceNamesSubscribe.length === 0) return { reply, respond: false, added: [] };
     if (req.resourceNamesUnsubscribe.length > 0) w.deltaBase = undefined;
+    // A new set rather than a change in place (see Watch.names).
+    const names = new Set(w.names);
     for (const name of req.resourceNamesUnsubscribe) {
       if (name === WILDCARD) {
         w.wildcard = false;
-        for (const held of w.clientVersions.keys()) if (!w.names.has(held)) w.clientVersions.delete(held);
+        for (const held of w.clientVersions.keys()) if (!names.has(held)) w.clientVersions.delete(held);
       } else {
-        w.names.delete(name);
+        names.delete(name);
         w.clientVersions.delete(name);
       }
     }
@@ -338,11 +338,12 @@ export class Connection {
       if (name === WILDCARD) {
         becameWildcard ||= !w.wildcard;
         w.wildcard = true;
-      } else if (!w.names.has(name)) {
-        w.names.add(name);
+      } else if (!names.has(name)) {
+        names.add(name);
         added.push(name);
       }
     }
+    w.names = names;
     return { reply, respond: becameWildcard || added.length > 0, added };
   }
 
