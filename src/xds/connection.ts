@@ -146,11 +146,6 @@ export class Watch implements Subscription {
     };
   }
 
-  /** Whether a generated resource belongs in this subscription. */
-  wants(name: string): boolean {
-    return this.wildcard || this.names.has(name);
-  }
-
   nack(nonce: string, keptVersion: string, rejected: Delivery | undefined, detail: Status): void {
     this.lastNack = {
       nonce,
