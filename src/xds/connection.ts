@@ -9,7 +9,7 @@ import type { Status } from '../gen/google/rpc/status_pb.js';
 import type { ProxyInfo, Subscription } from './generator.js';
 import type { ResourceSet } from './cache.js';
 import { isWildcardType, shortTypeName } from '../envoy/types.js';
-import { encodeNames, internNames, sameBytes, type RequestedNames } from './subscriptions.js';
+import { encodeNames, internNames, internNameSet, sameBytes, type RequestedNames } from './subscriptions.js';
 
 export const WILDCARD = '*';
 
@@ -307,7 +307,7 @@ export class Connection {
     if (!w) {
       const subscribe = new Set(req.resourceNamesSubscribe);
       const wildcard = isWildcardType(req.typeUrl) && (subscribe.size === 0 || subscribe.has(WILDCARD));
-      w = new Watch(req.typeUrl, wildcard, withoutWildcard(subscribe));
+      w = new Watch(req.typeUrl, wildcard, internNameSet(withoutWildcard(subscribe)));
       for (const [name, version] of Object.entries(req.initialResourceVersions)) w.clientVersions.set(name, version);
       w.heldFromElsewhere = w.clientVersions.size > 0;
       this.watches.set(req.typeUrl, w);
@@ -338,7 +338,7 @@ export class Connection {
         added.push(name);
       }
     }
-    w.names = names;
+    w.names = internNameSet(names);
     return { reply, respond: becameWildcard || added.length > 0, added };
   }
 

@@ -1,9 +1,10 @@
-// SotW subscriptions by content. A SotW request repeats its whole list of resource names every time
+// Subscriptions by content. A SotW request repeats its whole list of resource names every time
 // (an Envoy EDS ACK names every cluster), and proxies of one namespace ask for the same lists. So
 // the ADS transport keeps a request's names as their wire bytes (decodeSotwRequest), an ACK is
 // recognised by comparing those bytes with the previous request's, and a changed list is interned:
 // streams asking for the same names share one decoded list and one Set. Generators can then
-// memoize a named type's resources per (snapshot, name set) instead of per proxy.
+// memoize a named type's resources per (snapshot, name set) instead of per proxy. Delta
+// subscriptions change by increments; the set a change leaves is interned the same way.
 import { createHash } from 'node:crypto';
 import { create, fromBinary, toBinary } from '@bufbuild/protobuf';
 import { BinaryReader, WireType } from '@bufbuild/protobuf/wire';
@@ -99,5 +100,21 @@ export function internNames(bytes: Uint8Array, decode: () => readonly string[]):
   // A copy: the request's bytes are a view of gRPC's whole message buffer.
   const names: RequestedNames = { bytes: new Uint8Array(bytes), list, named, hasWildcard };
   interned.set(key, names);
+  return names;
+}
+
+const internedSets = new LRUCache<string, { readonly text: string; readonly set: ReadonlySet<string> }>({ max: SUBSCRIPTIONS_SIZE });
+
+/**
+ * The shared set equal to `names`, in the same order (a Delta watch's names after a change): streams
+ * that made the same subscriptions share one set. Never change the returned set in place.
+ */
+export function internNameSet(names: Set<string>): ReadonlySet<string> {
+  let text = '';
+  for (const n of names) text += `${n}\0`;
+  const key = createHash('sha256').update(text).digest('base64url');
+  const hit = internedSets.get(key);
+  if (hit && hit.text === text) return hit.set;
+  internedSets.set(key, { text, set: names });
   return names;
 }

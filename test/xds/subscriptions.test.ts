@@ -112,3 +112,29 @@ test('requests built in memory (no wire bytes) are handled the same way', () => 
   assert.equal(a.applySotw(plain({ resourceNames: [], responseNonce: 'n1' })).kind, 'unsubscribe');
   assert.equal(a.watches.has(EDS), false);
 });
+
+test('Delta streams that subscribed to the same names share one set; a change on one leaves the other as it was', () => {
+  const names = clusters(50);
+  const delta = (): Connection => {
+    const id = 'sidecar~10.0.0.2~b.ns~ns.svc.cluster.local';
+    return new Connection({ id, metadata: {} as JsonObject, node: create(NodeSchema, { id }), connectionId: id, peer: 'test' }, 'delta');
+  };
+  const request = (subscribe: string[], unsubscribe: string[] = []) => ({ typeUrl: EDS, resourceNamesSubscribe: subscribe, resourceNamesUnsubscribe: unsubscribe, initialResourceVersions: {}, responseNonce: '' });
+  const a = delta();
+  const b = delta();
+  assert.equal(a.applyDelta(request(names)).respond, true);
+  assert.equal(b.applyDelta(request(names.slice(0, 10))).respond, true);
+  assert.deepEqual(b.applyDelta(request(names.slice(10))).added, names.slice(10));
+  const wa = a.watches.get(EDS)!;
+  const wb = b.watches.get(EDS)!;
+  assert.equal(wa.names, wb.names, 'the same names in the same order: one set');
+
+  const extra = 'outbound|80||new.ns.svc.cluster.local';
+  assert.deepEqual(a.applyDelta(request([extra])).added, [extra]);
+  assert.equal(wa.names.size, 51);
+  assert.equal(wb.names.size, 50);
+  assert.equal(wb.names.has(extra), false);
+  a.applyDelta(request([], [names[0]!]));
+  assert.equal(wa.names.has(names[0]!), false);
+  assert.equal(wb.names.has(names[0]!), true);
+});
