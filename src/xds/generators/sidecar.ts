@@ -91,6 +91,13 @@ function cached<T>(cache: XdsCache | undefined, key: () => [kind: string, ...inp
  */
 const filterKey = perObject((f: HttpFilter) => cacheKey('http-filter', f));
 
+/**
+ * A service's part of a dependency key, hashed once per Service object (services are immutable and
+ * shared by every scope that sees them): with 1000 services in 10 scopes, serializing each service
+ * into every cluster, route and listener key of every scope was most of a new snapshot's key work.
+ */
+const serviceKey = perObject((s: Service) => cacheKey('service', s));
+
 function captured(proxy: Proxy): boolean {
   return proxy.interceptionMode !== 'NONE';
 }
@@ -139,7 +146,7 @@ export function sidecarListeners(proxy: Proxy, push: PushContext, opts: SidecarO
       ...(accept10 ? { acceptHttp10: true } : {}),
       l4Routes: l4RouteContext(proxy, push),
     };
-    return cached(opts.cache, () => ['lds-outbound', services, listenerOpts], () => buildOutboundListeners(services, listenerOpts));
+    return cached(opts.cache, () => ['lds-outbound', services.map(serviceKey), listenerOpts], () => buildOutboundListeners(services, listenerOpts));
   });
   outbound.conflicts.forEach((c) => opts.onConflict?.(c));
   // The inbound side is the proxy's own (its ports, the policies selecting it): built per proxy,
@@ -207,7 +214,7 @@ export function sidecarRoutes(proxy: Proxy, push: PushContext, names?: ReadonlyS
     };
     return [...byPort.entries()]
       .sort(([a], [b]) => a - b)
-      .map(([port, services]) => cached(cache, () => ['rds', port, services, opts], () => buildOutboundRouteConfig(port, services, opts)));
+      .map(([port, services]) => cached(cache, () => ['rds', port, services.map(serviceKey), opts], () => buildOutboundRouteConfig(port, services, opts)));
   });
   // One list per (snapshot scope, name set), as for EDS.
   return names ? memoPair(all, names, () => all.filter((r) => names.has(r.name))) : all;
@@ -242,7 +249,7 @@ export function sidecarClusters(proxy: Proxy, push: PushContext, withInbound = t
           const keyEndpoints = s.resolution === 'STATIC' ? [] : endpoints;
           const mtls = mtlsSettings ? clusterMtls(proxy, push, s, instances, mtlsSettings) : undefined;
           const traffic = { ...v, ...(mtls ? { mtls } : {}) };
-          return cached(cache, () => ['cds', s, p, keyEndpoints, v.subset, v.policy, mtls], () => buildOutboundCluster(s, p, endpoints, {}, traffic));
+          return cached(cache, () => ['cds', serviceKey(s), p, keyEndpoints, v.subset, v.policy, mtls], () => buildOutboundCluster(s, p, endpoints, {}, traffic));
         }),
       ),
     ),
