@@ -102,8 +102,12 @@ export class Watch implements Subscription {
   rejecting = false;
   /** SotW: the resource names of the request that set `wildcard` and `names` (shared, see subscriptions.ts). */
   requested?: RequestedNames;
-  /** Delta: name -> version of what the proxy holds (initial_resource_versions, then our sends). */
-  readonly clientVersions = new Map<string, string>();
+  /**
+   * Delta: name -> version of what the proxy holds, kept only while that is not exactly `deltaBase`
+   * (initial_resource_versions, an unsubscription): a stream holding a shared set keeps no map of
+   * its own (2000 streams holding 1000 clusters each would be two million entries).
+   */
+  private versions?: Map<string, string>;
   /**
    * Delta: whether clientVersions names resources the proxy got elsewhere (initial_resource_versions)
    * that this stream has not sent it since; until then its deliveries cannot share the generated set.
@@ -117,6 +121,32 @@ export class Watch implements Subscription {
   deltaBase?: ResourceSet;
   /** Delta: responses not yet acked or nacked, oldest first, by nonce. */
   readonly pending = new Map<string, Delivery>();
+
+  /** Delta: name -> version of what the proxy holds (initial_resource_versions, then our sends), made from deltaBase when first asked for. */
+  get clientVersions(): Map<string, string> {
+    if (!this.versions) {
+      this.versions = new Map();
+      for (const r of this.deltaBase?.resources.values() ?? []) this.versions.set(r.name, r.version);
+    }
+    return this.versions;
+  }
+
+  /** Delta: the proxy unsubscribed from something: its versions are kept per stream until a response makes them a set again. */
+  dropBase(): void {
+    this.versions = this.clientVersions; // made from the set while it still stands for them
+    this.deltaBase = undefined;
+  }
+
+  /** Delta: whether the proxy holds `name` from this stream (or from elsewhere, as it said). */
+  holds(name: string): boolean {
+    return this.versions ? this.versions.has(name) : (this.deltaBase?.resources.has(name) ?? false);
+  }
+
+  /** Delta: a response made the proxy hold exactly `set`; unless it also holds resources from elsewhere, the set stands for its versions. */
+  holdsExactly(set: ResourceSet): void {
+    this.deltaBase = set;
+    if (!this.heldFromElsewhere) this.versions = undefined;
+  }
 
   constructor(
     readonly typeUrl: string,
@@ -315,7 +345,7 @@ export class Connection {
     }
     const reply = req.responseNonce === '' ? undefined : this.settleDelta(w, req);
     if (req.resourceNamesUnsubscribe.length === 0 && req.resourceNamesSubscribe.length === 0) return { reply, respond: false, added: [] };
-    if (req.resourceNamesUnsubscribe.length > 0) w.deltaBase = undefined;
+    if (req.resourceNamesUnsubscribe.length > 0) w.dropBase();
     // A new set rather than a change in place (see Watch.names).
     const names = new Set(w.names);
     for (const name of req.resourceNamesUnsubscribe) {
