@@ -75,7 +75,24 @@ export class Lru<V extends NonNullable<unknown>> {
 
 // ---- 1. snapshot tier ----
 
-const memos = new WeakMap<object, Map<string, unknown>>();
+interface KeyedStore<K> {
+  has(key: K): boolean;
+  get(key: K): unknown;
+  set(key: K, value: unknown): unknown;
+}
+
+/** The value of `key` in the store of `owner` (made by `store` on first use), built on a miss. */
+function remembered<K, T>(stores: WeakMap<object, KeyedStore<K>>, store: () => KeyedStore<K>, owner: object, key: K, build: () => T): T {
+  let m = stores.get(owner);
+  if (!m) stores.set(owner, (m = store()));
+  if (m.has(key)) return m.get(key) as T;
+  const v = build();
+  m.set(key, v);
+  return v;
+}
+
+const memos = new WeakMap<object, KeyedStore<string>>();
+const newMap = (): KeyedStore<string> => new Map<string, unknown>();
 
 /**
  * The value of `key` derived from `owner`, an immutable snapshot object: built once, gone with the
@@ -84,27 +101,18 @@ const memos = new WeakMap<object, Map<string, unknown>>();
  * of a namespace or Sidecar, or on the whole snapshot).
  */
 export function memo<T>(owner: object, key: string, build: () => T): T {
-  let m = memos.get(owner);
-  if (!m) memos.set(owner, (m = new Map()));
-  if (m.has(key)) return m.get(key) as T;
-  const v = build();
-  m.set(key, v);
-  return v;
+  return remembered(memos, newMap, owner, key, build);
 }
 
-const pairMemos = new WeakMap<object, WeakMap<object, unknown>>();
+const pairMemos = new WeakMap<object, KeyedStore<object>>();
+const newWeakMap = (): KeyedStore<object> => new WeakMap<object, unknown>();
 
 /**
  * The value derived from two immutable objects (a snapshot value and a shared subscription set,
  * say), built once per pair and gone with either.
  */
 export function memoPair<T>(owner: object, other: object, build: () => T): T {
-  let m = pairMemos.get(owner);
-  if (!m) pairMemos.set(owner, (m = new WeakMap()));
-  if (m.has(other)) return m.get(other) as T;
-  const v = build();
-  m.set(other, v);
-  return v;
+  return remembered(pairMemos, newWeakMap, owner, other, build);
 }
 
 // ---- 2. dependency tier ----
