@@ -24,7 +24,7 @@ import { LRUCache } from 'lru-cache';
 import { settingDefault } from '../common/env.js';
 import { counter, gauge } from '../common/metrics.js';
 import { setVersion, type VersionedResource } from './connection.js';
-import type { XdsResource } from './generator.js';
+import type { Subscription, XdsResource } from './generator.js';
 
 /**
  * A least-recently-used map (lru-cache) that reports its evictions: reading an entry refreshes it;
@@ -75,7 +75,24 @@ export class Lru<V extends NonNullable<unknown>> {
 
 // ---- 1. snapshot tier ----
 
-const memos = new WeakMap<object, Map<string, unknown>>();
+interface KeyedStore<K> {
+  has(key: K): boolean;
+  get(key: K): unknown;
+  set(key: K, value: unknown): unknown;
+}
+
+/** The value of `key` in the store of `owner` (made by `store` on first use), built on a miss. */
+function remembered<K, T>(stores: WeakMap<object, KeyedStore<K>>, store: () => KeyedStore<K>, owner: object, key: K, build: () => T): T {
+  let m = stores.get(owner);
+  if (!m) stores.set(owner, (m = store()));
+  if (m.has(key)) return m.get(key) as T;
+  const v = build();
+  m.set(key, v);
+  return v;
+}
+
+const memos = new WeakMap<object, KeyedStore<string>>();
+const newMap = (): KeyedStore<string> => new Map<string, unknown>();
 
 /**
  * The value of `key` derived from `owner`, an immutable snapshot object: built once, gone with the
@@ -84,12 +101,18 @@ const memos = new WeakMap<object, Map<string, unknown>>();
  * of a namespace or Sidecar, or on the whole snapshot).
  */
 export function memo<T>(owner: object, key: string, build: () => T): T {
-  let m = memos.get(owner);
-  if (!m) memos.set(owner, (m = new Map()));
-  if (m.has(key)) return m.get(key) as T;
-  const v = build();
-  m.set(key, v);
-  return v;
+  return remembered(memos, newMap, owner, key, build);
+}
+
+const pairMemos = new WeakMap<object, KeyedStore<object>>();
+const newWeakMap = (): KeyedStore<object> => new WeakMap<object, unknown>();
+
+/**
+ * The value derived from two immutable objects (a snapshot value and a shared subscription set,
+ * say), built once per pair and gone with either.
+ */
+export function memoPair<T>(owner: object, other: object, build: () => T): T {
+  return remembered(pairMemos, newWeakMap, owner, other, build);
 }
 
 // ---- 2. dependency tier ----
@@ -270,6 +293,21 @@ export class ResourceSets {
   private readonly ids = new WeakMap<XdsResource, number>();
   private nextId = 0;
   private readonly sets = new Lru<{ readonly list: readonly XdsResource[]; readonly set: ResourceSet }>(RESOURCE_SETS_SIZE);
+
+  private readonly bySubscription = new WeakMap<readonly XdsResource[], { readonly wildcard: boolean; readonly names: ReadonlySet<string>; readonly set: ResourceSet }>();
+
+  /**
+   * The set of what `generated` holds of `subscription`. A generator that hands the same list to
+   * every stream with the same subscription (EDS per scope and name set) gets it filtered and
+   * interned once, not once per stream.
+   */
+  forSubscription(generated: readonly XdsResource[], subscription: Subscription): ResourceSet {
+    const kept = this.bySubscription.get(generated);
+    if (kept && kept.wildcard === subscription.wildcard && (kept.wildcard || kept.names === subscription.names)) return kept.set;
+    const set = this.intern(subscription.wildcard ? generated : generated.filter((r) => subscription.names.has(r.name)));
+    this.bySubscription.set(generated, { wildcard: subscription.wildcard, names: subscription.names, set });
+    return set;
+  }
 
   intern(list: readonly XdsResource[]): ResourceSet {
     let h1 = 0x811c9dc5;

@@ -9,6 +9,7 @@ import type { Status } from '../gen/google/rpc/status_pb.js';
 import type { ProxyInfo, Subscription } from './generator.js';
 import type { ResourceSet } from './cache.js';
 import { isWildcardType, shortTypeName } from '../envoy/types.js';
+import { encodeNames, internNames, internNameSet, sameBytes, type RequestedNames } from './subscriptions.js';
 
 export const WILDCARD = '*';
 
@@ -90,7 +91,8 @@ function deliveryStatus(d: Delivery | undefined): DeliveryStatus | undefined {
 
 export class Watch implements Subscription {
   wildcard: boolean;
-  names: Set<string>;
+  /** Never changed in place: a SotW watch shares its set with the streams that asked for the same names. */
+  names: ReadonlySet<string>;
   /** The last response sent (SotW: the only one whose nonce is current). */
   sent?: Delivery;
   acked?: Delivery;
@@ -98,10 +100,14 @@ export class Watch implements Subscription {
   lastNack?: NackRecord;
   /** Whether the proxy's latest reply for this type was a NACK. */
   rejecting = false;
-  /** SotW: the resource names of the request that set `wildcard` and `names`, as listed. */
-  requested?: readonly string[];
-  /** Delta: name -> version of what the proxy holds (initial_resource_versions, then our sends). */
-  readonly clientVersions = new Map<string, string>();
+  /** SotW: the resource names of the request that set `wildcard` and `names` (shared, see subscriptions.ts). */
+  requested?: RequestedNames;
+  /**
+   * Delta: name -> version of what the proxy holds, kept only while that is not exactly `deltaBase`
+   * (initial_resource_versions, an unsubscription): a stream holding a shared set keeps no map of
+   * its own (2000 streams holding 1000 clusters each would be two million entries).
+   */
+  private versions?: Map<string, string>;
   /**
    * Delta: whether clientVersions names resources the proxy got elsewhere (initial_resource_versions)
    * that this stream has not sent it since; until then its deliveries cannot share the generated set.
@@ -116,13 +122,39 @@ export class Watch implements Subscription {
   /** Delta: responses not yet acked or nacked, oldest first, by nonce. */
   readonly pending = new Map<string, Delivery>();
 
+  /** Delta: name -> version of what the proxy holds (initial_resource_versions, then our sends), made from deltaBase when first asked for. */
+  get clientVersions(): Map<string, string> {
+    if (!this.versions) {
+      this.versions = new Map();
+      for (const r of this.deltaBase?.resources.values() ?? []) this.versions.set(r.name, r.version);
+    }
+    return this.versions;
+  }
+
+  /** Delta: the proxy unsubscribed from something: its versions are kept per stream until a response makes them a set again. */
+  dropBase(): void {
+    this.versions = this.clientVersions; // made from the set while it still stands for them
+    this.deltaBase = undefined;
+  }
+
+  /** Delta: whether the proxy holds `name` from this stream (or from elsewhere, as it said). */
+  holds(name: string): boolean {
+    return this.versions ? this.versions.has(name) : (this.deltaBase?.resources.has(name) ?? false);
+  }
+
+  /** Delta: a response made the proxy hold exactly `set`; unless it also holds resources from elsewhere, the set stands for its versions. */
+  holdsExactly(set: ResourceSet): void {
+    this.deltaBase = set;
+    if (!this.heldFromElsewhere) this.versions = undefined;
+  }
+
   constructor(
     readonly typeUrl: string,
     wildcard: boolean,
     names: Iterable<string>,
   ) {
     this.wildcard = wildcard;
-    this.names = new Set(names);
+    this.names = names instanceof Set ? names : new Set(names);
   }
 
   syncState(): WatchStatus['state'] {
@@ -142,11 +174,6 @@ export class Watch implements Subscription {
       state: this.syncState(),
       lastNack: this.lastNack && { ...this.lastNack, time: this.lastNack.time.toISOString() },
     };
-  }
-
-  /** Whether a generated resource belongs in this subscription. */
-  wants(name: string): boolean {
-    return this.wildcard || this.names.has(name);
   }
 
   nack(nonce: string, keptVersion: string, rejected: Delivery | undefined, detail: Status): void {
@@ -194,23 +221,18 @@ export interface SotwRequest {
   readonly typeUrl: string;
   readonly versionInfo: string;
   readonly resourceNames: readonly string[];
+  /** resource_names as wire bytes, when the transport kept them (decodeSotwRequest): compared without decoding. */
+  readonly namesBytes?: Uint8Array;
   readonly responseNonce: string;
   readonly errorDetail?: Status;
 }
 
-function sameList(a: readonly string[], b: readonly string[]): boolean {
-  if (a === b) return true;
-  if (a.length !== b.length) return false;
-  for (let i = 0; i < a.length; i++) if (a[i] !== b[i]) return false;
-  return true;
-}
-
 function sameNames(a: ReadonlySet<string>, b: ReadonlySet<string>): boolean {
-  return a.size === b.size && [...a].every((n) => b.has(n));
+  return a === b || (a.size === b.size && [...a].every((n) => b.has(n)));
 }
 
-function sotwWildcard(typeUrl: string, names: ReadonlySet<string>): boolean {
-  return isWildcardType(typeUrl) && (names.size === 0 || names.has(WILDCARD));
+function sotwWildcard(typeUrl: string, names: RequestedNames): boolean {
+  return isWildcardType(typeUrl) && (names.list.length === 0 || names.hasWildcard);
 }
 
 function withoutWildcard(names: Iterable<string>): Set<string> {
@@ -270,19 +292,20 @@ export class Connection {
   /** Applies a SotW request to the watch of its type and says what the server must do. */
   applySotw(req: SotwRequest): SotwDecision {
     let w = this.watches.get(req.typeUrl);
-    if (w && w.requested !== undefined && sameList(req.resourceNames, w.requested) && (req.responseNonce === '' || req.responseNonce === w.sent?.nonce) && !req.errorDetail) {
-      // The usual ACK: the same list as the request that set the subscription, nothing to rebuild.
+    const bytes = req.namesBytes ?? encodeNames(req.resourceNames);
+    if (w && w.requested !== undefined && sameBytes(bytes, w.requested.bytes) && (req.responseNonce === '' || req.responseNonce === w.sent?.nonce) && !req.errorDetail) {
+      // The usual ACK: the same list as the request that set the subscription, nothing to decode or rebuild.
       if (req.responseNonce === '') return { kind: 'respond' };
       if (w.sent) w.ack(w.sent);
       return { kind: 'ack' };
     }
-    const names = new Set(req.resourceNames);
+    const requested = internNames(bytes, () => req.resourceNames);
     if (!w) {
       // First request for the type on this stream (a nonce here means a reconnect: answer anyway,
       // the proxy may hold config from another server).
-      if (names.size === 0 && !isWildcardType(req.typeUrl)) return { kind: 'ignore' };
-      w = new Watch(req.typeUrl, sotwWildcard(req.typeUrl, names), withoutWildcard(names));
-      w.requested = req.resourceNames;
+      if (requested.list.length === 0 && !isWildcardType(req.typeUrl)) return { kind: 'ignore' };
+      w = new Watch(req.typeUrl, sotwWildcard(req.typeUrl, requested), requested.named);
+      w.requested = requested;
       this.watches.set(req.typeUrl, w);
       return { kind: 'respond' };
     }
@@ -291,19 +314,18 @@ export class Connection {
       w.nack(req.responseNonce, req.versionInfo, w.sent, req.errorDetail);
       return { kind: 'nack' };
     }
-    const wildcard = sotwWildcard(req.typeUrl, names);
-    const named = withoutWildcard(names);
+    const wildcard = sotwWildcard(req.typeUrl, requested);
+    const named = requested.named;
     const changed = wildcard !== w.wildcard || !sameNames(named, w.names);
-    if (names.size === 0 && !isWildcardType(req.typeUrl)) {
+    if (requested.list.length === 0 && !isWildcardType(req.typeUrl)) {
       this.watches.delete(req.typeUrl);
       return { kind: 'unsubscribe' };
     }
-    // An ACK repeats the subscription: keep the watch's set rather than allocating one per ACK.
     if (changed) {
       w.wildcard = wildcard;
       w.names = named;
     }
-    w.requested = req.resourceNames;
+    w.requested = requested;
     if (req.responseNonce === '') return { kind: 'respond' };
     if (w.sent) w.ack(w.sent);
     return changed ? { kind: 'respond' } : { kind: 'ack' };
@@ -315,20 +337,23 @@ export class Connection {
     if (!w) {
       const subscribe = new Set(req.resourceNamesSubscribe);
       const wildcard = isWildcardType(req.typeUrl) && (subscribe.size === 0 || subscribe.has(WILDCARD));
-      w = new Watch(req.typeUrl, wildcard, withoutWildcard(subscribe));
+      w = new Watch(req.typeUrl, wildcard, internNameSet(withoutWildcard(subscribe)));
       for (const [name, version] of Object.entries(req.initialResourceVersions)) w.clientVersions.set(name, version);
       w.heldFromElsewhere = w.clientVersions.size > 0;
       this.watches.set(req.typeUrl, w);
       return { respond: wildcard || w.names.size > 0, added: [...w.names] };
     }
     const reply = req.responseNonce === '' ? undefined : this.settleDelta(w, req);
-    if (req.resourceNamesUnsubscribe.length > 0) w.deltaBase = undefined;
+    if (req.resourceNamesUnsubscribe.length === 0 && req.resourceNamesSubscribe.length === 0) return { reply, respond: false, added: [] };
+    if (req.resourceNamesUnsubscribe.length > 0) w.dropBase();
+    // A new set rather than a change in place (see Watch.names).
+    const names = new Set(w.names);
     for (const name of req.resourceNamesUnsubscribe) {
       if (name === WILDCARD) {
         w.wildcard = false;
-        for (const held of w.clientVersions.keys()) if (!w.names.has(held)) w.clientVersions.delete(held);
+        for (const held of w.clientVersions.keys()) if (!names.has(held)) w.clientVersions.delete(held);
       } else {
-        w.names.delete(name);
+        names.delete(name);
         w.clientVersions.delete(name);
       }
     }
@@ -338,11 +363,12 @@ export class Connection {
       if (name === WILDCARD) {
         becameWildcard ||= !w.wildcard;
         w.wildcard = true;
-      } else if (!w.names.has(name)) {
-        w.names.add(name);
+      } else if (!names.has(name)) {
+        names.add(name);
         added.push(name);
       }
     }
+    w.names = internNameSet(names);
     return { reply, respond: becameWildcard || added.length > 0, added };
   }
 

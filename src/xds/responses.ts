@@ -74,7 +74,7 @@ function diffFromVersions(held: ReadonlyMap<string, string>, set: ResourceSet): 
  */
 export function deltaDiff(w: Watch, set: ResourceSet, added: readonly string[], force: boolean): DeltaDiff | undefined {
   const { updated, removed } = w.deltaBase ? setDiff(w.deltaBase, set) : diffFromVersions(w.clientVersions, set);
-  const missing = added.filter((name) => !set.resources.has(name) && !w.clientVersions.has(name));
+  const missing = added.filter((name) => !set.resources.has(name) && !w.holds(name));
   if (!force && updated.length === 0 && removed.length === 0 && missing.length === 0) return undefined;
   return { updated, removed, missing };
 }
@@ -84,13 +84,16 @@ export function deltaDiff(w: Watch, set: ResourceSet, added: readonly string[], 
  * this stream once it applies it.
  */
 export function applyDelta(w: Watch, set: ResourceSet, diff: SetDiff): ReadonlyMap<string, VersionedResource> {
+  // Unless the proxy said at the start that it held resources we have not sent since, it now holds
+  // the set itself: the shared map, not a copy per stream, and the next response can be a diff
+  // between shared sets.
+  if (!w.heldFromElsewhere) {
+    w.holdsExactly(set);
+    return set.resources;
+  }
   for (const r of diff.updated) w.clientVersions.set(r.name, r.version);
   for (const name of diff.removed) w.clientVersions.delete(name);
-  // Now clientVersions is exactly the set: the next response can be a diff between shared sets.
-  w.deltaBase = set;
-  // Unless the proxy said at the start that it held resources we have not sent since, it holds the
-  // set itself: the shared map, not a copy per stream.
-  if (!w.heldFromElsewhere) return set.resources;
+  w.holdsExactly(set);
   // What the proxy holds from us: the last state, less what it unsubscribed from since.
   const held = new Map([...(w.sent?.resources ?? [])].filter(([name]) => w.clientVersions.has(name)));
   for (const r of diff.updated) held.set(r.name, r);

@@ -388,7 +388,7 @@ export class XdsServer {
       log.error(`generating ${shortTypeName(w.typeUrl)} for ${conn.proxy.connectionId}: ${err instanceof Error ? err.message : String(err)}`);
       return undefined;
     }
-    const set = this.responses.sets.intern(w.wildcard ? generated : generated.filter((r) => w.wants(r.name)));
+    const set = this.responses.sets.forSubscription(generated, w);
     if (stamp !== undefined && !conn.closed) this.options.deliveries?.generated(conn.proxy.connectionId, w.typeUrl, stamp, set.version);
     return set;
   }

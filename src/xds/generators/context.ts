@@ -71,15 +71,27 @@ export function proxyOf(info: ProxyInfo): Proxy {
   return proxy;
 }
 
-/** Built messages as resources; messages shared between proxies are packed once (see packOnce). */
-export function resources<Desc extends DescMessage>(schema: Desc, messages: readonly MessageShape<Desc>[], nameOf: (m: MessageShape<Desc>) => string): XdsResource[] {
-  return messages.map((m) => packOnce(m, () => ({ name: nameOf(m), resource: anyPack(schema, m) as Any })));
+const packedLists = new WeakMap<readonly object[], readonly XdsResource[]>();
+
+/**
+ * Built messages as resources; messages shared between proxies are packed once (see packOnce), and
+ * a list shared between proxies (memoized per scope, subscription, ...) becomes one list of
+ * resources, which the server then filters and interns once (ResourceSets.forSubscription). A list
+ * given here must not change afterwards.
+ */
+export function resources<Desc extends DescMessage>(schema: Desc, messages: readonly MessageShape<Desc>[], nameOf: (m: MessageShape<Desc>) => string): readonly XdsResource[] {
+  let list = packedLists.get(messages);
+  if (!list) {
+    list = messages.map((m) => packOnce(m, () => ({ name: nameOf(m), resource: anyPack(schema, m) as Any })));
+    packedLists.set(messages, list);
+  }
+  return list;
 }
 
 /** A generator from a build of (proxy, snapshot, subscribed names or undefined for wildcard). */
 export function generatorOf(
   ctx: MeshContext,
-  build: (proxy: Proxy, push: PushContext, names: ReadonlySet<string> | undefined) => XdsResource[],
+  build: (proxy: Proxy, push: PushContext, names: ReadonlySet<string> | undefined) => readonly XdsResource[],
 ): ResourceGenerator {
   return {
     generate: (req: GenerateRequest) => build(proxyOf(req.proxy), ctx.opts.pushContext(), req.subscription.wildcard ? undefined : req.subscription.names),

@@ -21,7 +21,7 @@ import { clusterVariants, routeHashPolicy, ruleTraffic } from '../../networking/
 import type { HashPolicyInit } from '../../networking/http-route.js';
 import { labelsMatch } from '../../model/selection.js';
 import type { PathNormalization } from '../../networking/common.js';
-import { cacheKey, memo, type XdsCache } from '../cache.js';
+import { cacheKey, memo, memoPair, type XdsCache } from '../cache.js';
 import { perObject } from '../../common/same-inputs.js';
 import { clusterMtls, inboundMtls, type MeshMtlsSettings } from './mtls.js';
 import { portMtlsMode } from '../../security/mtls/peer-authentication.js';
@@ -91,6 +91,13 @@ function cached<T>(cache: XdsCache | undefined, key: () => [kind: string, ...inp
  */
 const filterKey = perObject((f: HttpFilter) => cacheKey('http-filter', f));
 
+/**
+ * A service's part of a dependency key, hashed once per Service object (services are immutable and
+ * shared by every scope that sees them): with 1000 services in 10 scopes, serializing each service
+ * into every cluster, route and listener key of every scope was most of a new snapshot's key work.
+ */
+const serviceKey = perObject((s: Service) => cacheKey('service', s));
+
 function captured(proxy: Proxy): boolean {
   return proxy.interceptionMode !== 'NONE';
 }
@@ -139,7 +146,7 @@ export function sidecarListeners(proxy: Proxy, push: PushContext, opts: SidecarO
       ...(accept10 ? { acceptHttp10: true } : {}),
       l4Routes: l4RouteContext(proxy, push),
     };
-    return cached(opts.cache, () => ['lds-outbound', services, listenerOpts], () => buildOutboundListeners(services, listenerOpts));
+    return cached(opts.cache, () => ['lds-outbound', services.map(serviceKey), listenerOpts], () => buildOutboundListeners(services, listenerOpts));
   });
   outbound.conflicts.forEach((c) => opts.onConflict?.(c));
   // The inbound side is the proxy's own (its ports, the policies selecting it): built per proxy,
@@ -207,9 +214,10 @@ export function sidecarRoutes(proxy: Proxy, push: PushContext, names?: ReadonlyS
     };
     return [...byPort.entries()]
       .sort(([a], [b]) => a - b)
-      .map(([port, services]) => cached(cache, () => ['rds', port, services, opts], () => buildOutboundRouteConfig(port, services, opts)));
+      .map(([port, services]) => cached(cache, () => ['rds', port, services.map(serviceKey), opts], () => buildOutboundRouteConfig(port, services, opts)));
   });
-  return names ? all.filter((r) => names.has(r.name)) : all;
+  // One list per (snapshot scope, name set), as for EDS.
+  return names ? memoPair(all, names, () => all.filter((r) => names.has(r.name))) : all;
 }
 
 /** Route hash policies of the clusters whose DestinationRule balances by consistent hash. */
@@ -241,15 +249,19 @@ export function sidecarClusters(proxy: Proxy, push: PushContext, withInbound = t
           const keyEndpoints = s.resolution === 'STATIC' ? [] : endpoints;
           const mtls = mtlsSettings ? clusterMtls(proxy, push, s, instances, mtlsSettings) : undefined;
           const traffic = { ...v, ...(mtls ? { mtls } : {}) };
-          return cached(cache, () => ['cds', s, p, keyEndpoints, v.subset, v.policy, mtls], () => buildOutboundCluster(s, p, endpoints, {}, traffic));
+          return cached(cache, () => ['cds', serviceKey(s), p, keyEndpoints, v.subset, v.policy, mtls], () => buildOutboundCluster(s, p, endpoints, {}, traffic));
         }),
       ),
     ),
   );
-  const inbound = withInbound
-    ? inboundPorts(proxy, push).ports.map((p) => cached(cache, () => ['cds-inbound', p.port, p.target, p.protocol], () => buildInboundCluster(p.port, p.target, p.protocol)))
-    : [];
-  return [...outbound, ...inbound, ...memo(push, 'catchAll', () => cached(cache, () => ['cds-catchall'], () => [blackHoleCluster(), passthroughCluster()]))];
+  // Inbound clusters by their few inputs, once per snapshot; the whole list once per (outbound
+  // list, inbound ports), so proxies given the same clusters get the same list (packed and interned once).
+  const ports = withInbound ? inboundPorts(proxy, push).ports : [];
+  const keys = ports.map((p) => `${p.port}:${p.target.address}:${p.target.port}:${p.protocol}`);
+  return memo(outbound, `clusters:${keys.join(',')}`, () => {
+    const inbound = ports.map((p, i) => memo(push, `cds-inbound:${keys[i]}`, () => cached(cache, () => ['cds-inbound', p.port, p.target, p.protocol], () => buildInboundCluster(p.port, p.target, p.protocol))));
+    return [...outbound, ...inbound, ...memo(push, 'catchAll', () => cached(cache, () => ['cds-catchall'], () => [blackHoleCluster(), passthroughCluster()]))];
+  });
 }
 
 /**
@@ -279,11 +291,22 @@ export function clusterLoadAssignments(proxy: Proxy, push: PushContext, names?: 
     }
     return index;
   });
-  if (!names) return [...byName.values()];
-  const out: ClusterLoadAssignment[] = [];
-  for (const n of names) {
-    const cla = byName.get(n);
-    if (cla) out.push(cla);
-  }
-  return out;
+  return subscribedAssignments(byName, names);
+}
+
+/**
+ * The assignments of `names` (all when undefined) from a scope's index, one list per (index, name
+ * set): SotW streams asking for the same names share one set (subscriptions.ts), so the proxies of a
+ * scope get one list, and the server filters and interns it once (ResourceSets.forSubscription).
+ */
+function subscribedAssignments(byName: ReadonlyMap<string, ClusterLoadAssignment>, names: ReadonlySet<string> | undefined): ClusterLoadAssignment[] {
+  if (!names) return memo(byName, 'all', () => [...byName.values()]);
+  return memoPair(byName, names, () => {
+    const out: ClusterLoadAssignment[] = [];
+    for (const n of names) {
+      const cla = byName.get(n);
+      if (cla) out.push(cla);
+    }
+    return out;
+  });
 }

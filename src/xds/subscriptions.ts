@@ -1,0 +1,120 @@
+// Subscriptions by content. A SotW request repeats its whole list of resource names every time
+// (an Envoy EDS ACK names every cluster), and proxies of one namespace ask for the same lists. So
+// the ADS transport keeps a request's names as their wire bytes (decodeSotwRequest), an ACK is
+// recognised by comparing those bytes with the previous request's, and a changed list is interned:
+// streams asking for the same names share one decoded list and one Set. Generators can then
+// memoize a named type's resources per (snapshot, name set) instead of per proxy. Delta
+// subscriptions change by increments; the set a change leaves is interned the same way.
+import { createHash } from 'node:crypto';
+import { create, fromBinary, toBinary } from '@bufbuild/protobuf';
+import { BinaryReader, WireType } from '@bufbuild/protobuf/wire';
+import { DiscoveryRequestSchema, type DiscoveryRequest } from '../gen/envoy/service/discovery/v3/discovery_pb.js';
+import { LRUCache } from 'lru-cache';
+
+/** The field number of DiscoveryRequest.resource_names. */
+const RESOURCE_NAMES = 3;
+/** Distinct name lists kept; a stream holds its own list, so an evicted one only stops being shared. */
+const SUBSCRIPTIONS_SIZE = 1024;
+
+/** A DiscoveryRequest whose resource_names were kept as wire bytes; `resourceNames` decodes them on first read. */
+export type SotwWireRequest = DiscoveryRequest & { readonly namesBytes: Uint8Array };
+
+/** One distinct list of requested names, shared (read-only) by every stream that asked for it. */
+export interface RequestedNames {
+  /** The list's resource_names entries as encoded in a DiscoveryRequest. */
+  readonly bytes: Uint8Array;
+  /** The names as listed. */
+  readonly list: readonly string[];
+  /** The names without `*`. */
+  readonly named: ReadonlySet<string>;
+  readonly hasWildcard: boolean;
+}
+
+/**
+ * Decodes a DiscoveryRequest except its resource_names, whose entries are kept as bytes
+ * (`namesBytes`) and decoded only if `resourceNames` is read. A malformed message throws as
+ * fromBinary does.
+ */
+export function decodeSotwRequest(buf: Uint8Array): SotwWireRequest {
+  const reader = new BinaryReader(buf);
+  const spans: Array<[number, number]> = [];
+  while (reader.pos < reader.len) {
+    const start = reader.pos;
+    const [field, wireType] = reader.tag();
+    if (field === RESOURCE_NAMES && wireType === WireType.LengthDelimited) {
+      const len = reader.uint32();
+      reader.pos += len;
+      if (reader.pos > reader.len) throw new RangeError('premature EOF in resource_names');
+      const last = spans[spans.length - 1];
+      if (last && last[1] === start) last[1] = reader.pos;
+      else spans.push([start, reader.pos]);
+    } else {
+      reader.skip(wireType, field);
+    }
+  }
+  if (spans.length === 0) return Object.assign(fromBinary(DiscoveryRequestSchema, buf), { namesBytes: new Uint8Array(0) });
+  const namesBytes = spans.length === 1 ? buf.subarray(spans[0][0], spans[0][1]) : Buffer.concat(spans.map(([a, b]) => buf.subarray(a, b)));
+  const rest: Uint8Array[] = [];
+  let at = 0;
+  for (const [a, b] of spans) {
+    rest.push(buf.subarray(at, a));
+    at = b;
+  }
+  rest.push(buf.subarray(at));
+  const msg = fromBinary(DiscoveryRequestSchema, Buffer.concat(rest));
+  let names: string[] | undefined;
+  Object.defineProperty(msg, 'resourceNames', {
+    enumerable: true,
+    configurable: true,
+    get: () => (names ??= fromBinary(DiscoveryRequestSchema, namesBytes).resourceNames),
+    set: (v: string[]) => {
+      names = v;
+    },
+  });
+  return Object.assign(msg, { namesBytes });
+}
+
+/** The resource_names entries of a list of names, as a DiscoveryRequest encodes them. */
+export function encodeNames(names: readonly string[]): Uint8Array {
+  return toBinary(DiscoveryRequestSchema, create(DiscoveryRequestSchema, { resourceNames: [...names] }));
+}
+
+export function sameBytes(a: Uint8Array, b: Uint8Array): boolean {
+  return a === b || (a.length === b.length && Buffer.compare(a, b) === 0);
+}
+
+const interned = new LRUCache<string, RequestedNames>({ max: SUBSCRIPTIONS_SIZE });
+
+/**
+ * The shared RequestedNames of a list given by its wire bytes (`decode` gives the names when the
+ * list is new). Equal bytes are equal lists: the table is looked up by a hash of the bytes and the
+ * bytes compared.
+ */
+export function internNames(bytes: Uint8Array, decode: () => readonly string[]): RequestedNames {
+  const key = createHash('sha256').update(bytes).digest('base64url');
+  const hit = interned.get(key);
+  if (hit && sameBytes(hit.bytes, bytes)) return hit;
+  const list = decode();
+  const named = new Set(list);
+  const hasWildcard = named.delete('*');
+  // A copy: the request's bytes are a view of gRPC's whole message buffer.
+  const names: RequestedNames = { bytes: new Uint8Array(bytes), list, named, hasWildcard };
+  interned.set(key, names);
+  return names;
+}
+
+const internedSets = new LRUCache<string, { readonly text: string; readonly set: ReadonlySet<string> }>({ max: SUBSCRIPTIONS_SIZE });
+
+/**
+ * The shared set equal to `names`, in the same order (a Delta watch's names after a change): streams
+ * that made the same subscriptions share one set. Never change the returned set in place.
+ */
+export function internNameSet(names: Set<string>): ReadonlySet<string> {
+  let text = '';
+  for (const n of names) text += `${n}\0`;
+  const key = createHash('sha256').update(text).digest('base64url');
+  const hit = internedSets.get(key);
+  if (hit && hit.text === text) return hit.set;
+  internedSets.set(key, { text, set: names });
+  return names;
+}
