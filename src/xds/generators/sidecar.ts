@@ -257,7 +257,7 @@ export function sidecarClusters(proxy: Proxy, push: PushContext, withInbound = t
   // Inbound clusters by their few inputs, once per snapshot; the whole list once per (outbound
   // list, inbound ports), so proxies given the same clusters get the same list (packed and interned once).
   const ports = withInbound ? inboundPorts(proxy, push).ports : [];
-  const keys = ports.map((p) => `${p.port}:${p.target.address}:${p.target.port}:${p.protocol}`);
+  const keys = ports.map((p) => `${p.port}:${p.target ? `${p.target.address}:${p.target.port}` : 'original-dst'}:${p.protocol}`);
   return memo(outbound, `clusters:${keys.join(',')}`, () => {
     const inbound = ports.map((p, i) => memo(push, `cds-inbound:${keys[i]}`, () => cached(cache, () => ['cds-inbound', p.port, p.target, p.protocol], () => buildInboundCluster(p.port, p.target, p.protocol))));
     return [...outbound, ...inbound, ...memo(push, 'catchAll', () => cached(cache, () => ['cds-catchall'], () => [blackHoleCluster(), passthroughCluster()]))];
