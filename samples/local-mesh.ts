@@ -7,24 +7,18 @@
 // The config directory is a copy under the state directory (default .mesh-local/), seeded from
 // samples/mesh on every start, so that trying policies never edits the repository: drop a file from
 // samples/policies into it and the proxy applies it the moment the file is saved.
-import { spawn, type ChildProcess } from 'node:child_process';
-import { existsSync, mkdirSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
+import type { ChildProcess } from 'node:child_process';
+import { mkdirSync, writeFileSync } from 'node:fs';
 import type { Server } from 'node:http';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { parseAllDocuments } from 'yaml';
 import { startHttpbin } from './apps/httpbin.js';
 import { startIssuer } from './apps/issuer.js';
+import { seedConfig, writeGatewayConfig, writeIssuerPolicy } from './local-mesh-config.js';
 import { freePort } from './ports.js';
+import { program, stopChild, untilReady } from './programs.js';
 
 export { freePort };
-
-/** The repository root (this file runs from samples/ under tsx or dist/samples/ once built). */
-const ROOT = (() => {
-  let dir = dirname(fileURLToPath(import.meta.url));
-  while (!existsSync(join(dir, 'package.json'))) dir = dirname(dir);
-  return dir;
-})();
 
 export interface LocalMeshPorts {
   grpc: number;
@@ -107,84 +101,6 @@ export async function freePorts(): Promise<LocalMeshPorts> {
   const out = { ...DEFAULT_PORTS };
   for (const name of Object.keys(out) as Array<keyof LocalMeshPorts>) out[name] = await freePort();
   return out;
-}
-
-/**
- * Writes the sample workload config with the chosen ports (the files name 8000, 9080 and 15080).
- * With `client`, the service's endpoint is the sidecar's inbound port, labelled as the injector
- * labels a workload with a sidecar (auto mTLS), and the app's sidecar leaves the service port to the
- * client's sidecar (both proxies bind outbound listeners on the one loopback).
- */
-function seedConfig(configDir: string, ports: LocalMeshPorts, client: boolean): void {
-  mkdirSync(configDir, { recursive: true });
-  for (const f of readdirSync(join(ROOT, 'samples', 'mesh'))) {
-    const docs = parseAllDocuments(readFileSync(join(ROOT, 'samples', 'mesh', f), 'utf8'));
-    for (const doc of docs) {
-      const kind = doc.get('kind');
-      if (kind === 'WorkloadEntry') doc.setIn(['spec', 'ports', 'http'], client ? ports.inbound : ports.app);
-      if (kind === 'WorkloadEntry' && client) doc.setIn(['spec', 'labels', 'security.mesh.io/tlsMode'], 'mesh');
-      if (kind === 'Sidecar' && client) doc.setIn(['spec', 'egress', 0, 'hosts'], ['mesh-system/*']);
-      if (kind === 'ServiceEntry') doc.setIn(['spec', 'ports', 0, 'number'], ports.service);
-      if (kind === 'Sidecar') {
-        doc.setIn(['spec', 'ingress', 0, 'port', 'number'], ports.inbound);
-        doc.setIn(['spec', 'ingress', 0, 'defaultEndpoint'], `127.0.0.1:${ports.app}`);
-      }
-    }
-    writeFileSync(join(configDir, f), docs.map((d) => d.toString()).join('---\n'));
-  }
-}
-
-/** The sample Gateway and its VirtualService, the Gateway's server on the chosen port. */
-function writeGatewayConfig(configDir: string, port: number): void {
-  const docs = parseAllDocuments(readFileSync(join(ROOT, 'samples', 'gateway', 'ingress.yaml'), 'utf8'));
-  for (const doc of docs) if (doc.get('kind') === 'Gateway') doc.setIn(['spec', 'servers', 0, 'port', 'number'], port);
-  writeFileSync(join(configDir, 'ingress.yaml'), docs.map((d) => d.toString()).join('---\n'));
-}
-
-/** The RequestAuthentication of samples/policies/01, pointed at the issuer actually started. */
-function writeIssuerPolicy(configDir: string, issuer: string): void {
-  const text = readFileSync(join(ROOT, 'samples', 'policies', '01-require-jwt.yaml'), 'utf8').replaceAll('http://127.0.0.1:8899', issuer);
-  writeFileSync(join(configDir, '01-require-jwt.yaml'), text);
-}
-
-/** Starts one of the programs; with `sink`, its output is collected there (never left unread). */
-function program(name: string, args: string[], opts: { cwd?: string; env?: NodeJS.ProcessEnv; sink?: string[] }): ChildProcess {
-  const child = spawn(process.execPath, [join(ROOT, 'bin', `${name}.js`), ...args], {
-    cwd: opts.cwd ?? ROOT,
-    env: { ...process.env, ...opts.env },
-    stdio: ['ignore', opts.sink ? 'pipe' : 'inherit', opts.sink ? 'pipe' : 'inherit'],
-  });
-  const sink = opts.sink;
-  if (sink) for (const s of [child.stdout!, child.stderr!]) s.on('data', (d: Buffer) => sink.push(`[${name}] ${d.toString()}`));
-  return child;
-}
-
-/** Polls a URL until it answers 200; rejects with the last reason after the bound, or when `child` exits. */
-async function untilReady(url: string, child: ChildProcess, what: string, timeoutMs = 30_000): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  let last = 'no answer yet';
-  while (Date.now() < deadline) {
-    if (child.exitCode !== null) throw new Error(`${what} exited with code ${child.exitCode} before it was ready`);
-    try {
-      const res = await fetch(url, { signal: AbortSignal.timeout(1000) });
-      await res.body?.cancel();
-      if (res.status === 200) return;
-      last = `HTTP ${res.status}`;
-    } catch (e) {
-      last = (e as Error).message;
-    }
-    await new Promise((r) => setTimeout(r, 100));
-  }
-  throw new Error(`${what} not ready at ${url} after ${timeoutMs} ms: ${last}`);
-}
-
-async function stopChild(child: ChildProcess): Promise<void> {
-  if (child.exitCode !== null || child.signalCode !== null) return;
-  const exited = new Promise((r) => child.once('exit', r));
-  child.kill('SIGTERM');
-  const killer = setTimeout(() => child.kill('SIGKILL'), 15_000);
-  await exited;
-  clearTimeout(killer);
 }
 
 /**
