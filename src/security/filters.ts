@@ -72,7 +72,7 @@ export function buildWorkloadSecurity(
 export const TCP_RBAC_STAT_PREFIX = 'tcp.';
 
 /** A TCP rbac filter as a network filter, packed once per filter (shared by the proxies given it). */
-const rbacNetworkFilter = perObject((r: RbacFilter) =>
+export const rbacNetworkFilter = perObject((r: RbacFilter) =>
   create(FilterSchema, {
     name: NETWORK_RBAC_FILTER_NAME,
     configType: {
