@@ -17,6 +17,13 @@ import { eventually } from '../helpers/proc.js';
 import { freePort } from '../../samples/local-mesh.js';
 import { downstreamTls, meshCa, meshTls, sidecar, spiffe, tlsInspector, workload, type MeshCa } from './tls-fixtures.js';
 import { listener, staticCluster, tcpChain } from './xds-fixtures.js';
+import { clone } from '@bufbuild/protobuf';
+import { ListenerSchema } from '../../src/gen/envoy/config/listener/v3/listener_pb.js';
+import type { AuthorizationPolicy } from '../../src/api/types.js';
+import { buildVirtualInbound } from '../../src/networking/listener.js';
+import { PASSTHROUGH_CLUSTER } from '../../src/networking/names.js';
+import { buildRbacFilters } from '../../src/security/authz/builder.js';
+import { rbacNetworkFilter } from '../../src/security/filters.js';
 
 const GREETING = 'hello from the app\n';
 
@@ -138,4 +145,33 @@ test('the shared evaluator on a connection: HTTP-only matchers never match, conn
   assert.equal(byPrincipal(principal(spiffe('other')).identifier), false);
   assert.equal(byPrincipal({ case: 'directRemoteIp', value: { addressPrefix: '10.0.0.1', prefixLen: 32 } }), true);
   assert.equal(byPrincipal({ case: 'remoteIp', value: { addressPrefix: '10.0.0.1', prefixLen: 32 } }), true, 'a connection has no x-forwarded-for: remote is the peer');
+});
+
+test('virtualInbound as the discovery server builds it: a non-HTTP connection to an undeclared port of a secured workload is closed; unsecured, it passes through', async (t) => {
+  const ca = await meshCa();
+  const server = await workload(t, ca, 'server');
+  const { ads, admin } = await sidecar(t, server);
+  const app = await tcpApp(t);
+  const onlyAllowed: AuthorizationPolicy = { apiVersion: 'security.mesh.io/v1beta1', kind: 'AuthorizationPolicy', metadata: { name: 'only-allowed', namespace: 'default' }, spec: { rules: [{ from: [{ source: { principals: ['cluster.local/ns/default/sa/allowed'] } }] }] } };
+  const networkFilters = buildRbacFilters([onlyAllowed], undefined, 'tcp').filters.map(rbacNetworkFilter);
+  // The builder's listener, bound elsewhere than 15006: a connection to it is to an undeclared port.
+  const bound = (name: string, port: number, secured: boolean) => {
+    const l = clone(ListenerSchema, buildVirtualInbound([{ port: 9999, protocol: 'TCP', target: { address: '127.0.0.1', port: 9999 } }], { sniffing: true, detectionTimeout: 1, ...(secured ? { networkFilters } : {}) }));
+    l.name = name;
+    l.address = create(ListenerSchema, { address: { address: { case: 'socketAddress', value: { address: '127.0.0.1', portSpecifier: { case: 'portValue', value: port } } } } }).address;
+    return { name, any: pack(ListenerSchema, l) };
+  };
+  const securedPort = await freePort();
+  const openPort = await freePort();
+  // PassthroughCluster stands in as a static cluster to the app: whatever passes the chain reaches it.
+  ads.set(TypeUrl.Cluster, [staticCluster(PASSTHROUGH_CLUSTER, [app.port]), staticCluster('BlackHoleCluster', [])]);
+  ads.set(TypeUrl.Listener, [bound('secured', securedPort, true), bound('open', openPort, false)]);
+  await ads.push(TypeUrl.Cluster, TypeUrl.Listener);
+  await eventually(async () => assert.match(await (await fetch(`${admin}/listeners`)).text(), /open::127\.0\.0\.1:\d+/), 15_000);
+  // Non-HTTP bytes: http_inspector gives up on them, the passthrough's TCP chain takes them.
+  const open = await exchange(tcpConnect(openPort, '127.0.0.1'), '\x00\x01binary', 'connect');
+  assert.equal(open.got, `${GREETING}\x00\x01binary`, 'no policy: the passthrough reaches the destination');
+  const secured = await exchange(tcpConnect(securedPort, '127.0.0.1'), '\x00\x01binary', 'connect');
+  assert.deepEqual(secured, { got: '', closedByPeer: true }, 'an ALLOW policy the plaintext caller does not match: closed, no byte');
+  assert.equal(app.accepted(), 1);
 });
