@@ -142,6 +142,18 @@ test('AuthorizationPolicy on a TCP port: source.principals lets one identity thr
   await eventually(async () => assert.equal((await viaSidecar(m, 'ping-3')).echoed, true), 30_000);
   apply('deny.yaml', policy('deny-port', `  action: DENY\n  rules: [{to: [{operation: {ports: ['${m.inbound}']}}]}]\n`));
   await eventually(async () => assert.deepEqual(await viaSidecar(m, 'ping-4'), { got: '', echoed: false }), 30_000);
+  // /debug/authorizationz shows the network filters the server's TCP chains got.
+  const http = (await m.d.proc.waitFor(/http server listening on (\S+)/))[1]!;
+  const syncz = (await (await fetch(`http://${http}/debug/syncz`)).json()) as Array<{ proxyId: string }>;
+  const serverId = syncz.map((s) => s.proxyId).find((id) => id.includes('server-1'))!;
+  const authz = (await (await fetch(`http://${http}/debug/authorizationz?proxyID=${encodeURIComponent(serverId)}`)).json()) as { networkFilters: { name: string; typedConfig: { rules: { action?: string; policies: Record<string, unknown> } } }[] };
+  assert.deepEqual(
+    authz.networkFilters.map((f) => [f.name, f.typedConfig.rules.action ?? 'ALLOW', Object.keys(f.typedConfig.rules.policies)]),
+    [
+      ['envoy.filters.network.rbac', 'DENY', ['ns[default]-policy[deny-port]-rule[0]']],
+      ['envoy.filters.network.rbac', 'ALLOW', ['ns[default]-policy[only-client]-rule[0]']],
+    ],
+  );
   // A DENY whose only field is HTTP-only (methods) applies to every TCP connection: broader, fail closed.
   apply('deny.yaml', policy('deny-port', `  action: DENY\n  rules: [{to: [{operation: {methods: [POST]}}]}]\n`));
   await eventually(async () => assert.deepEqual(await viaSidecar(m, 'ping-5'), { got: '', echoed: false }), 30_000);
