@@ -13,7 +13,7 @@ import { freePort } from '../../samples/local-mesh.js';
 import { startHttpbin } from '../../samples/apps/httpbin.js';
 import { caFixture, issue, type CaDiscovery, type Issued } from '../helpers/mesh-ca.js';
 import { discoveryArgs, eventually } from '../helpers/proc.js';
-import { agentState, meshAgent } from '../helpers/mesh-agents.js';
+import { agentState, meshAgent, serverWorkloadYaml } from '../helpers/mesh-agents.js';
 
 const HOST = 'server.default.svc.cluster.local';
 
@@ -30,38 +30,10 @@ interface Mesh {
   logs(): Promise<string>;
 }
 
-function workloads(p: { app: number; inbound: number; service: number; unused: number }): string {
-  return `
-apiVersion: networking.mesh.io/v1
-kind: WorkloadEntry
-metadata: {namespace: default, name: server-1}
-spec: {address: 127.0.0.1, ports: {http: ${p.inbound}}, labels: {app: server, security.mesh.io/tlsMode: mesh}, serviceAccount: server}
----
-apiVersion: networking.mesh.io/v1
-kind: ServiceEntry
-metadata: {namespace: default, name: server}
-spec:
-  hosts: [${HOST}]
-  location: MESH_INTERNAL
-  resolution: STATIC
-  ports: [{number: ${p.service}, name: http, protocol: HTTP}]
-  workloadSelector: {labels: {app: server}}
----
-apiVersion: networking.mesh.io/v1
-kind: Sidecar
-metadata: {namespace: default, name: server}
-spec:
-  workloadSelector: {labels: {app: server}}
-  ingress: [{port: {number: ${p.inbound}, protocol: HTTP, name: http}, defaultEndpoint: "127.0.0.1:${p.app}", captureMode: NONE}]
-  # Its outbound listeners elsewhere than the client's (both proxies share the loopback).
-  egress: [{port: {number: ${p.unused}, protocol: HTTP, name: http}, hosts: ["./*"]}]
-`;
-}
-
 async function startMesh(t: TestContext): Promise<Mesh> {
   const configDir = mkdtempSync(join(tmpdir(), 'mesh-mtls-config-'));
   const p = { app: await freePort(), inbound: await freePort(), service: await freePort(), unused: await freePort() };
-  writeFileSync(join(configDir, 'workloads.yaml'), workloads(p));
+  writeFileSync(join(configDir, 'workloads.yaml'), serverWorkloadYaml({ host: HOST, serviceName: 'server', portName: 'http', protocol: 'HTTP', ...p }));
   const app = await startHttpbin(p.app);
   t.after(() => new Promise((r) => app.server.close(r)));
   const { issuer, d } = await caFixture(t, { MESHD_CUSTOM_HOST: 'localhost' }, discoveryArgs(configDir));

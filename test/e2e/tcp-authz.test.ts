@@ -7,69 +7,18 @@
 import { test, type TestContext } from 'node:test';
 import assert from 'node:assert/strict';
 import { mkdtempSync, writeFileSync } from 'node:fs';
-import { connect as tcpConnect, createServer, type Socket } from 'node:net';
+import { connect as tcpConnect, createServer } from 'node:net';
 import { connect as tlsConnect } from 'node:tls';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { freePort } from '../../samples/local-mesh.js';
 import { caFixture, issue, type CaDiscovery, type Issued } from '../helpers/mesh-ca.js';
-import { agentState, meshAgent } from '../helpers/mesh-agents.js';
+import { agentState, meshAgent, serverWorkloadYaml } from '../helpers/mesh-agents.js';
 import { discoveryArgs, eventually } from '../helpers/proc.js';
+import { exchange, type Exchange } from '../helpers/tcp.js';
 
 const HOST = 'db.default.svc.cluster.local';
 const GREETING = 'db ready\n';
-
-function workloads(p: { app: number; inbound: number; service: number; unused: number }): string {
-  return `
-apiVersion: networking.mesh.io/v1
-kind: WorkloadEntry
-metadata: {namespace: default, name: server-1}
-spec: {address: 127.0.0.1, ports: {tcp: ${p.inbound}}, labels: {app: server, security.mesh.io/tlsMode: mesh}, serviceAccount: server}
----
-apiVersion: networking.mesh.io/v1
-kind: ServiceEntry
-metadata: {namespace: default, name: db}
-spec:
-  hosts: [${HOST}]
-  location: MESH_INTERNAL
-  resolution: STATIC
-  ports: [{number: ${p.service}, name: tcp, protocol: TCP}]
-  workloadSelector: {labels: {app: server}}
----
-apiVersion: networking.mesh.io/v1
-kind: Sidecar
-metadata: {namespace: default, name: server}
-spec:
-  workloadSelector: {labels: {app: server}}
-  ingress: [{port: {number: ${p.inbound}, protocol: TCP, name: tcp}, defaultEndpoint: "127.0.0.1:${p.app}", captureMode: NONE}]
-  egress: [{port: {number: ${p.unused}, protocol: TCP, name: tcp}, hosts: ["./*"]}]
-`;
-}
-
-interface Exchange {
-  /** Every byte the client received. */
-  readonly got: string;
-  /** Whether the echo came back (the connection reached the app). */
-  readonly echoed: boolean;
-}
-
-/** Sends `send` when connected and reads until the echo comes back or the connection closes. */
-function exchange(socket: Socket, send: string, ready: 'connect' | 'secureConnect'): Promise<Exchange> {
-  return new Promise((resolve) => {
-    let got = '';
-    socket.setTimeout(10_000, () => socket.destroy());
-    socket.once(ready, () => socket.write(send));
-    socket.on('data', (d: Buffer) => {
-      got += d.toString();
-      if (got.endsWith(send)) {
-        socket.destroy();
-        resolve({ got, echoed: true });
-      }
-    });
-    socket.on('error', () => undefined);
-    socket.on('close', () => resolve({ got, echoed: false }));
-  });
-}
 
 interface Mesh {
   readonly configDir: string;
@@ -84,7 +33,7 @@ interface Mesh {
 async function startMesh(t: TestContext): Promise<Mesh> {
   const configDir = mkdtempSync(join(tmpdir(), 'mesh-tcp-authz-config-'));
   const p = { app: await freePort(), inbound: await freePort(), service: await freePort(), unused: await freePort() };
-  writeFileSync(join(configDir, 'workloads.yaml'), workloads(p));
+  writeFileSync(join(configDir, 'workloads.yaml'), serverWorkloadYaml({ host: HOST, serviceName: 'db', portName: 'tcp', protocol: 'TCP', ...p }));
   const app = createServer((s) => {
     s.write(GREETING);
     s.pipe(s);

@@ -49,3 +49,49 @@ export async function agentState(name: string, a: Running): Promise<string> {
   const get = async (path: string) => (await fetch(`http://127.0.0.1:${admin}${path}`).then((r) => r.text()).catch((e: Error) => e.message)).split('\n').filter((l) => /ssl|cx_connect_fail|tls|rbac|outbound\|/.test(l)).join('\n');
   return `--- ${name}\n${a.output}\n${await get('/clusters')}\n${await get('/stats')}`;
 }
+
+export interface ServerWorkload {
+  /** The service's hostname and ServiceEntry name. */
+  readonly host: string;
+  readonly serviceName: string;
+  /** The port's name and protocol, the same on the workload, the service and the Sidecar ingress. */
+  readonly portName: string;
+  readonly protocol: 'HTTP' | 'TCP';
+  /** The app's port, the sidecar's inbound port, the service port, and a port for the server's own outbound listeners. */
+  readonly app: number;
+  readonly inbound: number;
+  readonly service: number;
+  readonly unused: number;
+}
+
+/**
+ * The config of a `server` workload at 127.0.0.1 with a sidecar (tlsMode mesh): its WorkloadEntry,
+ * the ServiceEntry selecting it, and a Sidecar whose ingress (captureMode NONE) leads to the app.
+ */
+export function serverWorkloadYaml(w: ServerWorkload): string {
+  return `
+apiVersion: networking.mesh.io/v1
+kind: WorkloadEntry
+metadata: {namespace: default, name: server-1}
+spec: {address: 127.0.0.1, ports: {${w.portName}: ${w.inbound}}, labels: {app: server, security.mesh.io/tlsMode: mesh}, serviceAccount: server}
+---
+apiVersion: networking.mesh.io/v1
+kind: ServiceEntry
+metadata: {namespace: default, name: ${w.serviceName}}
+spec:
+  hosts: [${w.host}]
+  location: MESH_INTERNAL
+  resolution: STATIC
+  ports: [{number: ${w.service}, name: ${w.portName}, protocol: ${w.protocol}}]
+  workloadSelector: {labels: {app: server}}
+---
+apiVersion: networking.mesh.io/v1
+kind: Sidecar
+metadata: {namespace: default, name: server}
+spec:
+  workloadSelector: {labels: {app: server}}
+  ingress: [{port: {number: ${w.inbound}, protocol: ${w.protocol}, name: ${w.portName}}, defaultEndpoint: "127.0.0.1:${w.app}", captureMode: NONE}]
+  # Its outbound listeners elsewhere than the client's (both proxies share the loopback).
+  egress: [{port: {number: ${w.unused}, protocol: ${w.protocol}, name: ${w.portName}}, hosts: ["./*"]}]
+`;
+}
