@@ -17,7 +17,7 @@ import type { Chain, ListenerCounters } from './chain.js';
 import { compileDownstreamTransport } from '../tls/transport-sockets.js';
 import type { SecretRef } from '../tls/secrets.js';
 import { listenerFilterOf, type ListenerFilterNeeds } from './listener-filters.js';
-import { buildConnectionGate, buildNetworkFilter, connectionGateOf, networkFilterOf, type ChainDeps, type ConnectionGate, type NetworkFilterContext } from './network-filters.js';
+import { buildNetworkFilter, connectionGateOf, networkFilterOf, type ChainDeps, type ConnectionGate, type NetworkFilterContext } from './network-filters.js';
 import type { Inspection } from './sniffers.js';
 // The network filters this proxy runs; each registers itself.
 import './http-hosting.js';
@@ -146,7 +146,7 @@ function compileChain(fc: FilterChain, field: string, port: number, counters: Li
       throw new ConfigError(`${field}.filters[${i}]${terminal ? '' : '.typed_config'}`, terminal ? `${f.name} is a terminal filter and must be the last one` : `network filter type ${typeNameOf(config.typeUrl)} is not supported`);
     }
     try {
-      return buildConnectionGate(gate, config, ctxOf(i));
+      return buildNetworkFilter(gate, config, ctxOf(i));
     } catch (e) {
       throw withinResource(`${field}.filters[${i}].typed_config`, e);
     }

@@ -36,10 +36,14 @@ export interface NetworkFilterContext {
   readonly deps: ChainDeps;
 }
 
-export interface NetworkFilter<Desc extends DescMessage = DescMessage> {
+/** A network filter's config schema and what its config compiles into for one chain. */
+export interface NetworkFilterFactory<Out, Desc extends DescMessage = DescMessage> {
   readonly schema: Desc;
-  build(config: MessageShape<Desc>, ctx: NetworkFilterContext): Chain;
+  build(config: MessageShape<Desc>, ctx: NetworkFilterContext): Out;
 }
+
+/** A terminal filter: it serves the chain's connections. */
+export type NetworkFilter<Desc extends DescMessage = DescMessage> = NetworkFilterFactory<Chain, Desc>;
 
 const registry = new ExtensionRegistry<NetworkFilter>();
 
@@ -52,8 +56,8 @@ export function networkFilterOf(typeUrl: string): NetworkFilter | undefined {
   return registry.of(typeUrl);
 }
 
-/** Decodes `any` with the filter's schema and builds its chain. */
-export function buildNetworkFilter(filter: NetworkFilter, any: Any, ctx: NetworkFilterContext): Chain {
+/** Decodes `any` with the filter's schema and builds it (a terminal filter's chain, or a gate). */
+export function buildNetworkFilter<Out>(filter: NetworkFilterFactory<Out>, any: Any, ctx: NetworkFilterContext): Out {
   return filter.build(unpackConfig(any, filter.schema, ctx.field), ctx);
 }
 
@@ -65,10 +69,7 @@ export interface ConnectionGate {
   samples(): StatSample[];
 }
 
-export interface ConnectionGateFilter<Desc extends DescMessage = DescMessage> {
-  readonly schema: Desc;
-  build(config: MessageShape<Desc>, ctx: NetworkFilterContext): ConnectionGate;
-}
+export type ConnectionGateFilter<Desc extends DescMessage = DescMessage> = NetworkFilterFactory<ConnectionGate, Desc>;
 
 const gates = new ExtensionRegistry<ConnectionGateFilter>();
 
@@ -79,9 +80,4 @@ export function registerConnectionGate<Desc extends DescMessage>(filter: Connect
 /** The registered gate of a type URL, or undefined. */
 export function connectionGateOf(typeUrl: string): ConnectionGateFilter | undefined {
   return gates.of(typeUrl);
-}
-
-/** Decodes `any` with the gate's schema and compiles it. */
-export function buildConnectionGate(filter: ConnectionGateFilter, any: Any, ctx: NetworkFilterContext): ConnectionGate {
-  return filter.build(unpackConfig(any, filter.schema, ctx.field), ctx);
 }
