@@ -193,6 +193,7 @@ export class DiscoveryServer {
     const generators = createMeshGenerators({
       pushContext: () => this.push,
       inboundHttpFilters: (proxy, push) => this.security.httpFilters(proxy, push),
+      inboundNetworkFilters: (proxy, push) => this.security.networkFilters(proxy, push),
       serverHttpFilters: (proxy, push) => this.security.grpcServerFilters(proxy, push),
       inboundSniffing: settings.inboundSniffing,
       outboundSniffing: settings.outboundSniffing,

@@ -13,7 +13,9 @@ import type { ServiceRegistry } from '../registry/types.js';
 import type { JwksResolver } from '../security/authn/jwks-resolver.js';
 import { ConfigError } from '../envoy/config-error.js';
 import { explainForWorkload, type ExplainRequest } from '../security/explain.js';
-import { buildWorkloadSecurity, securityHttpFilters, type SecurityOptions } from '../security/filters.js';
+import type { HttpFilter } from '../gen/envoy/extensions/filters/network/http_connection_manager/v3/http_connection_manager_pb.js';
+import type { Filter } from '../gen/envoy/config/listener/v3/listener_components_pb.js';
+import { buildWorkloadSecurity, securityHttpFilters, securityNetworkFilters, type SecurityOptions } from '../security/filters.js';
 import type { ProxyInfo, ResourceGenerator } from '../xds/generator.js';
 import { proxyOf } from '../xds/generators/index.js';
 import type { XdsServer } from '../xds/server.js';
@@ -191,18 +193,20 @@ export function installDiscoveryDebug(mux: Mux, deps: DiscoveryDebugDeps): void 
     .handle('/debug/config_dump', "?proxyID=: the proxy's config in Envoy's JSON, with the versions it acked", guarded(async (_req, res, url) => sendJson(res, 200, await configDump(deps, connectedProxy(deps, url)))))
     .handle(
       '/debug/authorizationz',
-      '?proxyID=: the policies selecting the proxy and the jwt_authn/rbac filters generated from them',
+      '?proxyID=: the policies selecting the proxy and the jwt_authn/rbac filters generated from them (HTTP chains, and the network rbac filters of TCP chains)',
       guarded((_req, res, url) => {
         const proxy: Proxy = proxyOf(connectedProxy(deps, url));
         const push = deps.pushContext();
         const sec = buildWorkloadSecurity(proxy, push.policiesFor('RequestAuthentication', proxy), push.policiesFor('AuthorizationPolicy', proxy), deps.resolver.lookup, push.rootNamespace, deps.securityOptions?.(push));
         const name = (p: { metadata: { namespace: string; name: string }; kind: string }) => `${p.kind}/${p.metadata.namespace}/${p.metadata.name}`;
+        const filterJson = (f: HttpFilter | Filter) => ({ name: f.name, typedConfig: f.configType.case === 'typedConfig' ? anyJson(f.configType.value) : null });
         sendJson(res, 200, {
           proxyID: proxy.id,
           requestAuthentications: sec.requestAuthentications.map(name),
           authorizationPolicies: sec.authorizationPolicies.map(name),
           warnings: sec.warnings,
-          httpFilters: securityHttpFilters(sec).map((f) => ({ name: f.name, typedConfig: f.configType.case === 'typedConfig' ? anyJson(f.configType.value) : null })),
+          httpFilters: securityHttpFilters(sec).map(filterJson),
+          networkFilters: securityNetworkFilters(sec).map(filterJson),
         });
       }),
     )

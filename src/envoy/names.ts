@@ -5,6 +5,8 @@
 export const JWT_AUTHN_FILTER_NAME = 'envoy.filters.http.jwt_authn';
 /** HTTP filter name of every rbac filter (the mesh suffixes `.allow`, `.deny`, ...). */
 export const RBAC_FILTER_NAME = 'envoy.filters.http.rbac';
+/** Network filter of the rbac rules on TCP chains; also the dynamic-metadata namespace of its shadow results. */
+export const NETWORK_RBAC_FILTER_NAME = 'envoy.filters.network.rbac';
 /** HTTP filter that asks an external authorizer (CUSTOM AuthorizationPolicies). */
 export const EXT_AUTHZ_FILTER_NAME = 'envoy.filters.http.ext_authz';
 export const ROUTER_FILTER_NAME = 'envoy.filters.http.router';

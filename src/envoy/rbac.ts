@@ -52,17 +52,17 @@ type RequestMatcherSpec =
   | { case: 'urlPath'; value: PathMatcher }
   | { case: 'metadata'; value: MetadataMatcher };
 
-/** The matchers permissions and principals share. */
+/** The matchers permissions and principals share; header and url_path never match a connection. */
 function compileRequestMatcher(spec: RequestMatcherSpec, field: string): Predicate<RequestView> {
   switch (spec.case) {
     case 'header': {
       const h = compileHeaderMatcher(spec.value, `${field}.header`);
-      return (req) => h(req.header);
+      return (req) => !req.connectionOnly && h(req.header);
     }
     case 'urlPath': {
       if (spec.value.rule.case !== 'path') throw new ConfigError(`${field}.url_path`, 'path is required');
       const s = compileStringMatcher(spec.value.rule.value, `${field}.url_path.path`);
-      return (req) => s(pathOnly(req.path));
+      return (req) => !req.connectionOnly && s(pathOnly(req.path));
     }
     case 'metadata': {
       const m = compileMetadataMatcher(spec.value, `${field}.metadata`);
@@ -115,7 +115,7 @@ export function compilePermission(p: Permission, field: string): Predicate<Reque
     }
     case 'uriTemplate': {
       const t = compileUriTemplate(r.value, `${field}.uri_template`);
-      return (req) => t(pathOnly(req.path));
+      return (req) => !req.connectionOnly && t(pathOnly(req.path));
     }
     default:
       throw new ConfigError(field, `permission rule ${r.case ?? '(none)'} is not supported`);
@@ -229,26 +229,44 @@ export function compileRbacEngine(rules: RbacRules, field = 'rules'): RbacEngine
 
 /**
  * Counters named as Envoy's rbac filter stats: `<rules_stat_prefix>allowed|denied` and
- * `<shadow_rules_stat_prefix>shadow_allowed|shadow_denied` (the prefixes are usually empty).
+ * `<shadow_rules_stat_prefix>shadow_allowed|shadow_denied` (the prefixes are usually empty). The
+ * network filter puts its own `<stat_prefix>rbac.` in front.
  */
 export type RbacStats = Record<string, number>;
 
-export interface CompiledRbacFilter {
+/** What an rbac filter config (HTTP or network) names besides its rules. */
+export interface RbacRulesConfig {
+  readonly rules?: RbacRules | undefined;
+  readonly shadowRules?: RbacRules | undefined;
+  readonly rulesStatPrefix?: string;
+  readonly shadowRulesStatPrefix: string;
+}
+
+/** The enforced rules' decision for one request or connection (shadow rules already counted and recorded). */
+export interface RbacDecision extends RbacResult {
+  /** False when the config has no enforced rules: nothing was decided, nothing counted. */
+  readonly enforced: boolean;
+}
+
+export interface CompiledRbacRules {
   readonly stats: RbacStats;
   /** undefined when the config has no enforced rules (Envoy then enforces nothing). */
   readonly engine: RbacEngine | undefined;
   readonly shadowEngine: RbacEngine | undefined;
-  decodeHeaders(req: StreamRequest): FilterOutcome;
+  /**
+   * Evaluates the shadow rules (counted, logged, their result written to `req.metadata` under
+   * `metadataNamespace`), then the enforced rules (counted). Shared by the HTTP and network filters.
+   */
+  decide(req: RequestView, metadataNamespace: string): RbacDecision;
 }
 
-/** Compiles the HTTP filter config: enforced rules, shadow rules (evaluated and counted only). */
-export function compileRbacFilter(config: RbacFilterConfig): CompiledRbacFilter {
-  if (config.matcher || config.shadowMatcher) throw new ConfigError('matcher', 'the matcher API is not supported; use rules/shadow_rules');
+/** Compiles enforced and shadow rules with their counters. */
+export function compileRbacRules(config: RbacRulesConfig): CompiledRbacRules {
   const engine = config.rules ? compileRbacEngine(config.rules, 'rules') : undefined;
   const shadowEngine = config.shadowRules ? compileRbacEngine(config.shadowRules, 'shadow_rules') : undefined;
   const shadowPrefix = config.shadowRulesStatPrefix;
-  const ALLOWED = `${config.rulesStatPrefix}allowed`;
-  const DENIED = `${config.rulesStatPrefix}denied`;
+  const ALLOWED = `${config.rulesStatPrefix ?? ''}allowed`;
+  const DENIED = `${config.rulesStatPrefix ?? ''}denied`;
   const SHADOW_ALLOWED = `${shadowPrefix}shadow_allowed`;
   const SHADOW_DENIED = `${shadowPrefix}shadow_denied`;
   const stats: RbacStats = { [ALLOWED]: 0, [DENIED]: 0, [SHADOW_ALLOWED]: 0, [SHADOW_DENIED]: 0 };
@@ -257,25 +275,45 @@ export function compileRbacFilter(config: RbacFilterConfig): CompiledRbacFilter 
     stats,
     engine,
     shadowEngine,
-    decodeHeaders(req) {
+    decide(req, metadataNamespace) {
       if (shadowEngine) {
         // Shadow rules (a dry-run policy): evaluated, counted, logged and recorded, never enforced.
         const r = shadowEngine.evaluate(req);
         count(r.allowed ? SHADOW_ALLOWED : SHADOW_DENIED);
-        log.debug(`shadow rules ${r.allowed ? 'allowed' : 'denied'} request ${req.method} ${req.path}, matched policy ${r.matchedPolicy ?? 'none'}`);
-        const md = { ...(req.metadata[RBAC_FILTER_NAME] ?? {}) };
+        log.debug(`shadow rules ${r.allowed ? 'allowed' : 'denied'} ${describe(req)}, matched policy ${r.matchedPolicy ?? 'none'}`);
+        const md = { ...(req.metadata[metadataNamespace] ?? {}) };
         md[`${shadowPrefix}shadow_engine_result`] = r.allowed ? 'allowed' : 'denied';
         if (r.matchedPolicy !== undefined) md[`${shadowPrefix}shadow_effective_policy_id`] = r.matchedPolicy;
-        req.metadata[RBAC_FILTER_NAME] = md;
+        req.metadata[metadataNamespace] = md;
       }
-      if (!engine) return { kind: 'continue' };
+      if (!engine) return { allowed: true, enforced: false };
       const r = engine.evaluate(req);
-      if (r.allowed) {
-        count(ALLOWED);
-        return { kind: 'continue' };
-      }
-      count(DENIED);
-      log.debug(`request ${req.method} ${req.path} denied, matched policy ${r.matchedPolicy ?? 'none'}`);
+      count(r.allowed ? ALLOWED : DENIED);
+      if (!r.allowed) log.debug(`${describe(req)} denied, matched policy ${r.matchedPolicy ?? 'none'}`);
+      return { ...r, enforced: true };
+    },
+  };
+}
+
+function describe(req: RequestView): string {
+  return req.connectionOnly ? `connection from ${req.source.address}:${req.source.port}` : `request ${req.method} ${req.path}`;
+}
+
+export interface CompiledRbacFilter extends Omit<CompiledRbacRules, 'decide'> {
+  decodeHeaders(req: StreamRequest): FilterOutcome;
+}
+
+/** Compiles the HTTP filter config: enforced rules, shadow rules (evaluated and counted only). */
+export function compileRbacFilter(config: RbacFilterConfig): CompiledRbacFilter {
+  if (config.matcher || config.shadowMatcher) throw new ConfigError('matcher', 'the matcher API is not supported; use rules/shadow_rules');
+  const compiled = compileRbacRules(config);
+  return {
+    stats: compiled.stats,
+    engine: compiled.engine,
+    shadowEngine: compiled.shadowEngine,
+    decodeHeaders(req) {
+      const r = compiled.decide(req, RBAC_FILTER_NAME);
+      if (r.allowed) return { kind: 'continue' };
       return {
         kind: 'reply',
         reply: { status: 403, body: RBAC_DENIED_BODY, headers: {}, details: `rbac_access_denied_matched_policy[${r.matchedPolicy ?? 'none'}]` },

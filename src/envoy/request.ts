@@ -40,6 +40,11 @@ export interface RequestView {
   /** Present only on a TLS connection with a verified client certificate. */
   readonly peer?: PeerIdentity;
   readonly metadata: DynamicMetadata;
+  /**
+   * A connection, not a request (the network rbac filter): there are no headers or path, and the
+   * HTTP-only matchers (header, url_path, uri_template) never match, as in Envoy's network filter.
+   */
+  readonly connectionOnly?: boolean;
 }
 
 /** The path without query string and fragment, which is what path matchers see. */
@@ -143,11 +148,31 @@ export interface RequestViewInit {
 }
 
 const NOWHERE: Address = { address: '0.0.0.0', port: 0 };
+const normalAddress = (a: Address): Address => ({ address: normalizeIp(a.address), port: a.port });
+
+/** The connection-level view a network filter evaluates: addresses, SNI and peer identity only. */
+export function connectionView(init: Pick<RequestViewInit, 'source' | 'destination' | 'requestedServerName' | 'peer'>): RequestView {
+  const source = normalAddress(init.source ?? NOWHERE);
+  return {
+    method: '',
+    path: '',
+    authority: '',
+    scheme: '',
+    header: () => undefined,
+    source,
+    remote: source,
+    destination: init.destination ?? NOWHERE,
+    requestedServerName: init.requestedServerName ?? '',
+    ...(init.peer ? { peer: init.peer } : {}),
+    metadata: {},
+    connectionOnly: true,
+  };
+}
+
 
 /** A request view from plain data, for evaluators run outside the proxy (tests, explain). */
 export function requestView(init: RequestViewInit): StreamRequest {
-  const normal = (a: Address): Address => ({ address: normalizeIp(a.address), port: a.port });
-  const source = normal(init.source ?? NOWHERE);
+  const source = normalAddress(init.source ?? NOWHERE);
   const req = new StreamRequest(
     init.method ?? 'GET',
     init.path ?? '/',
@@ -155,7 +180,7 @@ export function requestView(init: RequestViewInit): StreamRequest {
     init.scheme ?? 'http',
     new RequestHeaders(Object.entries(init.headers ?? {})),
     source,
-    init.remote ? normal(init.remote) : source,
+    init.remote ? normalAddress(init.remote) : source,
     init.destination ?? NOWHERE,
     init.requestedServerName ?? '',
     init.peer,

@@ -35,6 +35,8 @@ export interface GatewayListenerOptions {
   readonly servicePorts?: Readonly<Record<string, readonly number[]>>;
   /** The security filters of the gateway's HTTP connection managers (jwt_authn, rbac), in order. */
   readonly httpFilters?: readonly HttpFilter[];
+  /** Network filters before tcp_proxy on TCP and TLS-passthrough chains (network rbac), as on a sidecar's TCP chains. */
+  readonly networkFilters?: readonly Filter[];
   /** Mesh config pathNormalization; default BASE. */
   readonly pathNormalization?: PathNormalization;
   /** Servers that end up with no chain (no VirtualService routes them), one sentence each. */
@@ -53,11 +55,12 @@ function httpFilter(statPrefix: string, routeName: string, opts: GatewayListener
   return hcmFilter(statPrefix, { rds: routeName }, [...(opts.httpFilters ?? []), ...routeConfiguredFilters()], opts.pathNormalization, EDGE_HCM);
 }
 
-function tcpProxy(route: L4Route, v: GatewayVirtualService, port: number, opts: GatewayListenerOptions): Filter {
+/** The workload's network filters (the policies selecting the gateway), then the route's tcp_proxy. */
+function tcpProxy(route: L4Route, v: GatewayVirtualService, port: number, opts: GatewayListenerOptions): Filter[] {
   const resolve = destinationResolver(v.vs.metadata.namespace, port, opts);
   const dests = (route.route ?? []).map((d) => ({ name: resolve(d.destination).cluster, weight: d.weight ?? 0 }));
   const single = dests.length === 1 ? dests[0]!.name : undefined;
-  return create(FilterSchema, {
+  const proxy = create(FilterSchema, {
     name: TCP_PROXY_FILTER_NAME,
     configType: {
       case: 'typedConfig',
@@ -67,6 +70,7 @@ function tcpProxy(route: L4Route, v: GatewayVirtualService, port: number, opts: 
       }),
     },
   });
+  return [...(opts.networkFilters ?? []), proxy];
 }
 
 /** Whether a VirtualService's hosts meet the server's (`ns/host` entries only for its own namespace). */
@@ -86,7 +90,7 @@ function l4Applies(m: NonNullable<L4Route['match']>[number], server: BoundServer
 }
 
 /** The first tcp route of a bound VirtualService that applies to the server, as a TCP proxy. */
-function tcpRouteFilter(server: BoundServer, opts: GatewayListenerOptions): Filter | undefined {
+function tcpRouteFilter(server: BoundServer, opts: GatewayListenerOptions): Filter[] | undefined {
   for (const v of opts.virtualServicesFor(server.gateway)) {
     if (!routesServer(v, server)) continue;
     for (const r of (v.vs.spec.tcp ?? []) as L4Route[]) {
@@ -119,7 +123,7 @@ function passthroughChains(server: BoundServer, claimed: Set<string>, opts: Gate
           continue;
         }
         snis.forEach((h) => claimed.add(h));
-        chains.push({ name: `${v.vs.metadata.namespace}/${v.vs.metadata.name}:tls[${i}]`, filterChainMatch: serverNames(snis), filters: [tcpProxy(r, v, server.server.port.number, opts)] });
+        chains.push({ name: `${v.vs.metadata.namespace}/${v.vs.metadata.name}:tls[${i}]`, filterChainMatch: serverNames(snis), filters: tcpProxy(r, v, server.server.port.number, opts) });
       }
     });
   }
@@ -141,7 +145,7 @@ function serverChains(mp: MergedPort, name: string, claimed: Set<string>, opts: 
       opts.onProblem?.(`Gateway ${s.gateway}: no VirtualService tcp route for the ${s.server.port.protocol ?? ''} server on port ${s.server.port.number}; it gets no listener chain`);
       return [];
     }
-    return [{ name: `${name}:${s.gateway}:${mp.servers.indexOf(s)}`, ...(s.tls ? { filterChainMatch: serverNames(sniHosts(s)), transportSocket: gatewayTransportSocket(s.tls) } : {}), filters: [tcp] }];
+    return [{ name: `${name}:${s.gateway}:${mp.servers.indexOf(s)}`, ...(s.tls ? { filterChainMatch: serverNames(sniHosts(s)), transportSocket: gatewayTransportSocket(s.tls) } : {}), filters: tcp }];
   });
 }
 

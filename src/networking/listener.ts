@@ -59,6 +59,8 @@ export interface InboundPort {
 export interface InboundOptions {
   /** HTTP filters placed before the router, in this order (jwt_authn, rbac from the security builders). */
   readonly httpFilters?: readonly HttpFilter[];
+  /** Network filters placed before tcp_proxy on the TCP chains (network rbac from the security builders). */
+  readonly networkFilters?: readonly Filter[];
   /** Ports of unknown protocol get an HTTP and a TCP chain chosen by http_inspector. */
   readonly sniffing?: boolean;
   /** Seconds http_inspector may wait for the first bytes. */
@@ -93,11 +95,16 @@ function httpChain(p: InboundPort, opts: InboundOptions, matchPort: boolean, sni
   });
 }
 
-function tcpChain(p: InboundPort, matchPort: boolean): FilterChain {
+/** tcp_proxy to `cluster`, after the workload's network filters: a TCP chain's policy is enforced there. */
+function tcpFilters(cluster: string, opts: InboundOptions): Filter[] {
+  return [...(opts.networkFilters ?? []), tcpProxyFilter(cluster)];
+}
+
+function tcpChain(p: InboundPort, opts: InboundOptions, matchPort: boolean): FilterChain {
   return create(FilterChainSchema, {
     name: listenerName(WILDCARD_ADDRESS, p.port),
     filterChainMatch: matchPort ? { destinationPort: p.port } : {},
-    filters: [tcpProxyFilter(inboundClusterName(p.port))],
+    filters: tcpFilters(inboundClusterName(p.port), opts),
   });
 }
 
@@ -124,9 +131,9 @@ export function buildInboundFilterChains(p: InboundPort, opts: InboundOptions, m
     : sniffs(p, opts)
       ? [
           { kind: 'sniffed-http', chain: httpChain(p, opts, matchPort, true) },
-          { kind: 'sniffed-tcp', chain: tcpChain(p, matchPort) },
+          { kind: 'sniffed-tcp', chain: tcpChain(p, opts, matchPort) },
         ]
-      : [{ kind: 'tcp', chain: tcpChain(p, matchPort) }];
+      : [{ kind: 'tcp', chain: tcpChain(p, opts, matchPort) }];
   return securedChains(plain, p.mtls, opts.mtls);
 }
 
@@ -134,11 +141,14 @@ type ListenerInit = Exclude<MessageInitShape<typeof ListenerSchema>, Listener>;
 
 /**
  * tls_inspector when some chain matches on TLS, then http_inspector when some port's protocol is
- * sniffed, bounded by the detection timeout. `passthroughMode`: virtualInbound's own chains.
+ * sniffed, bounded by the detection timeout. `passthrough`: virtualInbound, with its own chains.
  */
-function sniffingFilters(ports: readonly InboundPort[], opts: InboundOptions, passthroughMode?: EffectiveMtlsMode): Pick<ListenerInit, 'listenerFilters' | 'listenerFiltersTimeout'> {
+function sniffingFilters(ports: readonly InboundPort[], opts: InboundOptions, passthrough = false): Pick<ListenerInit, 'listenerFilters' | 'listenerFiltersTimeout'> {
+  const passthroughMode = passthrough ? opts.mtls?.mode : undefined;
   const tls = needsTlsInspector([...ports.map((p) => p.mtls), ...(passthroughMode ? [passthroughMode] : [])], opts.mtls) ? [tlsInspector()] : [];
-  if (!ports.some((p) => sniffs(p, opts))) return tls.length > 0 ? { listenerFilters: tls } : {};
+  // virtualInbound's passthrough is sniffed whenever sniffing is on.
+  const sniffed = ports.some((p) => sniffs(p, opts)) || (passthrough && !!opts.sniffing);
+  if (!sniffed) return tls.length > 0 ? { listenerFilters: tls } : {};
   return {
     listenerFilters: [...tls, ...httpInspector()],
     ...(opts.detectionTimeout !== undefined ? { listenerFiltersTimeout: seconds(opts.detectionTimeout) } : {}),
@@ -149,17 +159,21 @@ function sniffingFilters(ports: readonly InboundPort[], opts: InboundOptions, pa
  * The chains the Go mesh always puts in virtualInbound besides the ports': connections to 15006
  * itself go to BlackHoleCluster (no loop), and captured connections to any other port pass through
  * to their original destination, per IP family. Our PassthroughCluster stands for the Go mesh's
- * InboundPassthroughClusterIpv4/6, which only add a 127.0.0.6 source address. A workload with
- * security filters gets them on its passthrough too (an HTTP chain, so non-HTTP traffic to an
- * unknown port is refused): the proxy has no network RBAC filter, and a policy must not be
- * bypassed by picking an undeclared port.
+ * InboundPassthroughClusterIpv4/6, which only add a 127.0.0.6 source address. As the Go mesh, the
+ * passthrough is a port of unknown protocol: with sniffing, an HTTP chain (the workload's HTTP
+ * filters) for what http_inspector recognises and a TCP chain for the rest, else the TCP chain
+ * only; its TCP chain runs the workload's network rbac filters before tcp_proxy, so a policy is
+ * not bypassed by picking an undeclared port.
  */
 function passthroughChains(opts: InboundOptions): FilterChain[] {
-  const secured = (opts.httpFilters?.length ?? 0) > 0;
-  const filters = secured
-    ? [hcmFilter('InboundPassthroughCluster', { inline: buildInboundRouteConfig('InboundPassthroughCluster', PASSTHROUGH_CLUSTER) }, opts.httpFilters, undefined, clientCertDetails(opts))]
-    : [tcpProxyFilter(PASSTHROUGH_CLUSTER)];
-  const kind: ChainKind = secured ? 'http' : 'tcp';
+  const chain = (family: string, prefix: string, http: boolean): FilterChain =>
+    create(FilterChainSchema, {
+      name: `${VIRTUAL_INBOUND}-${family}-passthrough${http ? '_http' : ''}`,
+      filterChainMatch: { prefixRanges: [{ addressPrefix: prefix, prefixLen: 0 }], ...(http ? { applicationProtocols: HTTP_APPLICATION_PROTOCOLS } : {}) },
+      filters: http
+        ? [hcmFilter('InboundPassthroughCluster', { inline: buildInboundRouteConfig('InboundPassthroughCluster', PASSTHROUGH_CLUSTER) }, opts.httpFilters, opts.pathNormalization, { ...clientCertDetails(opts), ...http10Fields(opts.acceptHttp10) })]
+        : tcpFilters(PASSTHROUGH_CLUSTER, opts),
+    });
   return [
     create(FilterChainSchema, { name: `${VIRTUAL_INBOUND}-blackhole`, filterChainMatch: { destinationPort: VIRTUAL_INBOUND_PORT }, filters: [tcpProxyFilter(BLACKHOLE_CLUSTER)] }),
     ...(
@@ -167,10 +181,16 @@ function passthroughChains(opts: InboundOptions): FilterChain[] {
         ['ipv4', '0.0.0.0'],
         ['ipv6', '::'],
       ] as const
-    ).flatMap(([family, prefix]) =>
+    ).flatMap(([family, prefix]) => {
+      const kinds: { kind: ChainKind; chain: FilterChain }[] = opts.sniffing
+        ? [
+            { kind: 'sniffed-http', chain: chain(family, prefix, true) },
+            { kind: 'sniffed-tcp', chain: chain(family, prefix, false) },
+          ]
+        : [{ kind: 'tcp', chain: chain(family, prefix, false) }];
       // Undeclared ports take the workload's mode: STRICT must not be bypassed through them.
-      securedChains([{ kind, chain: create(FilterChainSchema, { name: `${VIRTUAL_INBOUND}-${family}-passthrough`, filterChainMatch: { prefixRanges: [{ addressPrefix: prefix, prefixLen: 0 }] }, filters }) }], undefined, opts.mtls),
-    ),
+      return securedChains(kinds, undefined, opts.mtls);
+    }),
   ];
 }
 
@@ -191,7 +211,7 @@ function originalSrc(): ListenerFilter {
  * Under TPROXY it is transparent and its first listener filter is original_src.
  */
 export function buildVirtualInbound(ports: readonly InboundPort[], opts: InboundOptions = {}): Listener {
-  const sniffing = sniffingFilters(ports, opts, opts.mtls?.mode);
+  const sniffing = sniffingFilters(ports, opts, true);
   const listenerFilters = [...(opts.transparent ? [originalSrc()] : []), ...(sniffing.listenerFilters ?? [])];
   return create(ListenerSchema, {
     name: VIRTUAL_INBOUND,

@@ -9,7 +9,9 @@ import { JwtAuthenticationSchema, type JwtAuthentication } from '../gen/envoy/ex
 import { RBACSchema } from '../gen/envoy/extensions/filters/http/rbac/v3/rbac_pb.js';
 import { ExtAuthzSchema } from '../gen/envoy/extensions/filters/http/ext_authz/v3/ext_authz_pb.js';
 import { HttpFilterSchema, type HttpFilter } from '../gen/envoy/extensions/filters/network/http_connection_manager/v3/http_connection_manager_pb.js';
-import { EXT_AUTHZ_FILTER_NAME, JWT_AUTHN_FILTER_NAME, RBAC_FILTER_NAME } from '../envoy/names.js';
+import { RBACSchema as NetworkRbacSchema } from '../gen/envoy/extensions/filters/network/rbac/v3/rbac_pb.js';
+import { FilterSchema, type Filter } from '../gen/envoy/config/listener/v3/listener_components_pb.js';
+import { EXT_AUTHZ_FILTER_NAME, JWT_AUTHN_FILTER_NAME, NETWORK_RBAC_FILTER_NAME, RBAC_FILTER_NAME } from '../envoy/names.js';
 import { buildJwtAuthn, type JwksLookup } from './authn/builder.js';
 import { buildRbacFilters, type RbacFilter } from './authz/builder.js';
 import { NO_AUTHORIZERS, type AuthorizerLookup } from './authz/ext-authz.js';
@@ -22,6 +24,7 @@ import { perObject, sameInputs } from '../common/same-inputs.js';
  * (a mesh-wide policy: all of them); stored policies are frozen and replaced when edited.
  */
 const rbacFiltersOf = sameInputs(buildRbacFilters);
+const tcpRbacFiltersOf = sameInputs((policies: readonly AuthorizationPolicy[], authorizers: AuthorizerLookup) => buildRbacFilters(policies, authorizers, 'tcp'));
 
 export interface WorkloadSecurity {
   readonly requestAuthentications: RequestAuthentication[];
@@ -30,6 +33,8 @@ export interface WorkloadSecurity {
   readonly jwtAuthn: JwtAuthentication | null;
   /** `envoy.filters.http.rbac` configs in chain order (CUSTOM, AUDIT, DENY, ALLOW); a CUSTOM one may carry its ext_authz filter. */
   readonly rbac: RbacFilter[];
+  /** The same policies for TCP chains (`envoy.filters.network.rbac`), same order; never an ext_authz. */
+  readonly tcpRbac: RbacFilter[];
   /** Untranslatable values, each naming policy, field and value: log them, they failed closed. */
   readonly warnings: string[];
 }
@@ -58,7 +63,28 @@ export function buildWorkloadSecurity(
   const warnings: string[] = [];
   const jwtAuthn = buildJwtAuthn(requestAuthentications, lookup, warnings);
   const rbac = rbacFiltersOf(authorizationPolicies, options.authorizers ?? NO_AUTHORIZERS);
-  return { requestAuthentications, authorizationPolicies, jwtAuthn, rbac: rbac.filters, warnings: [...warnings, ...rbac.warnings] };
+  const tcpRbac = tcpRbacFiltersOf(authorizationPolicies, options.authorizers ?? NO_AUTHORIZERS);
+  // A value both builds could not translate is one warning.
+  return { requestAuthentications, authorizationPolicies, jwtAuthn, rbac: rbac.filters, tcpRbac: tcpRbac.filters, warnings: [...new Set([...warnings, ...rbac.warnings, ...tcpRbac.warnings])] };
+}
+
+/** The Go mesh's stat_prefix of the network rbac filters: their stats are `tcp.rbac.allowed`, ... */
+export const TCP_RBAC_STAT_PREFIX = 'tcp.';
+
+/** A TCP rbac filter as a network filter, packed once per filter (shared by the proxies given it). */
+export const rbacNetworkFilter = perObject((r: RbacFilter) =>
+  create(FilterSchema, {
+    name: NETWORK_RBAC_FILTER_NAME,
+    configType: {
+      case: 'typedConfig',
+      value: anyPack(NetworkRbacSchema, create(NetworkRbacSchema, { statPrefix: TCP_RBAC_STAT_PREFIX, rules: r.config.rules, shadowRules: r.config.shadowRules, shadowRulesStatPrefix: r.config.shadowRulesStatPrefix })),
+    },
+  }),
+);
+
+/** The network filters placed before tcp_proxy on inbound TCP chains: the rbac filters, in order. */
+export function securityNetworkFilters(sec: WorkloadSecurity): Filter[] {
+  return sec.tcpRbac.map(rbacNetworkFilter);
 }
 
 /** An rbac filter as an HttpFilter, packed once per filter (shared by the proxies given it). */

@@ -55,7 +55,8 @@ const lookup = authorizerLookup(PROVIDERS, () => true);
 function customFilters(provider: string): HttpFilter[] {
   const policy = authz('ext', { action: 'CUSTOM', provider: { name: provider }, rules: [{ to: [{ operation: { paths: ['/protected*'] } }] }] });
   const sec = buildWorkloadSecurity({ namespace: 'foo', labels: {} }, [], [policy], () => FAIL_CLOSED_JWKS, undefined, { authorizers: lookup });
-  assert.deepEqual(sec.warnings, []);
+  // The provider is usable on HTTP chains; TCP chains have no ext_authz, there the rules deny.
+  assert.deepEqual(sec.warnings, [`AuthorizationPolicy foo/ext (CUSTOM): TCP chains have no network ext_authz filter to ask provider "${provider}"; the requests its rules match are denied`]);
   return securityHttpFilters(sec);
 }
 

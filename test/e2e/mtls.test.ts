@@ -4,7 +4,7 @@
 // client's sidecar speak mesh mTLS to it; an AuthorizationPolicy names the caller's SPIFFE id.
 import { test, type TestContext } from 'node:test';
 import assert from 'node:assert/strict';
-import { mkdirSync, mkdtempSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, writeFileSync } from 'node:fs';
 import { request as httpRequest } from 'node:http';
 import { request, type RequestOptions } from 'node:https';
 import { tmpdir } from 'node:os';
@@ -12,7 +12,8 @@ import { join } from 'node:path';
 import { freePort } from '../../samples/local-mesh.js';
 import { startHttpbin } from '../../samples/apps/httpbin.js';
 import { caFixture, issue, type CaDiscovery, type Issued } from '../helpers/mesh-ca.js';
-import { discoveryArgs, eventually, Running, start } from '../helpers/proc.js';
+import { discoveryArgs, eventually } from '../helpers/proc.js';
+import { agentState, meshAgent, serverWorkloadYaml } from '../helpers/mesh-agents.js';
 
 const HOST = 'server.default.svc.cluster.local';
 
@@ -29,80 +30,18 @@ interface Mesh {
   logs(): Promise<string>;
 }
 
-function workloads(p: { app: number; inbound: number; service: number; unused: number }): string {
-  return `
-apiVersion: networking.mesh.io/v1
-kind: WorkloadEntry
-metadata: {namespace: default, name: server-1}
-spec: {address: 127.0.0.1, ports: {http: ${p.inbound}}, labels: {app: server, security.mesh.io/tlsMode: mesh}, serviceAccount: server}
----
-apiVersion: networking.mesh.io/v1
-kind: ServiceEntry
-metadata: {namespace: default, name: server}
-spec:
-  hosts: [${HOST}]
-  location: MESH_INTERNAL
-  resolution: STATIC
-  ports: [{number: ${p.service}, name: http, protocol: HTTP}]
-  workloadSelector: {labels: {app: server}}
----
-apiVersion: networking.mesh.io/v1
-kind: Sidecar
-metadata: {namespace: default, name: server}
-spec:
-  workloadSelector: {labels: {app: server}}
-  ingress: [{port: {number: ${p.inbound}, protocol: HTTP, name: http}, defaultEndpoint: "127.0.0.1:${p.app}", captureMode: NONE}]
-  # Its outbound listeners elsewhere than the client's (both proxies share the loopback).
-  egress: [{port: {number: ${p.unused}, protocol: HTTP, name: http}, hosts: ["./*"]}]
-`;
-}
-
-/** An agent with its token, trusting the CA on the secured port. */
-async function agent(t: TestContext, d: CaDiscovery, token: string, name: string, ip: string): Promise<Running> {
-  const dir = mkdtempSync(join(tmpdir(), `mesh-mtls-${name}-`));
-  mkdirSync(join(dir, 'etc', 'mesh', 'pod'), { recursive: true });
-  writeFileSync(join(dir, 'etc', 'mesh', 'pod', 'labels'), `app="${name}"\n`);
-  mkdirSync(join(dir, 'var', 'run', 'secrets', 'tokens'), { recursive: true });
-  writeFileSync(join(dir, 'var', 'run', 'secrets', 'tokens', 'mesh-token'), token, { mode: 0o600 });
-  const port = d.secureAddress.split(':').pop();
-  const status = await freePort();
-  const admin = await freePort();
-  const pc = { discoveryAddress: `localhost:${port}`, proxyAdminPort: admin, statusPort: status, metricsPort: 0, xdsProxyPort: 0, interceptionMode: 'NONE', configPath: join(dir, 'proxy'), concurrency: 1, terminationDrainDuration: '1s' };
-  const a = new Running(
-    start('pilot-agent', ['proxy'], {
-      cwd: dir,
-      env: { POD_NAME: `${name}-1`, POD_NAMESPACE: 'default', SERVICE_ACCOUNT: name, INSTANCE_IP: ip, XDS_ROOT_CA: join(d.caDir, 'root-cert.pem'), PROXY_CONFIG: JSON.stringify(pc) },
-    }),
-  );
-  t.after(() => a.stop());
-  await eventually(async () => assert.equal((await fetch(`http://127.0.0.1:${status}/healthz/ready`)).status, 200), 60_000).catch((e: Error) => {
-    throw new Error(`${name} agent not ready: ${e.message}\n${a.output}`);
-  });
-  admins.set(a, admin);
-  return a;
-}
-
-const admins = new Map<Running, number>();
-
-/** An agent's output and its proxy's clusters and TLS stats, for failure messages. */
-async function state(name: string, a: Running): Promise<string> {
-  const admin = admins.get(a);
-  const get = async (path: string) => (await fetch(`http://127.0.0.1:${admin}${path}`).then((r) => r.text()).catch((e: Error) => e.message)).split('\n').filter((l) => /ssl|cx_connect_fail|tls|outbound\|/.test(l)).join('\n');
-  return `--- ${name}\n${a.output}\n${await get('/clusters')}\n${await get('/stats')}`;
-}
-
 async function startMesh(t: TestContext): Promise<Mesh> {
   const configDir = mkdtempSync(join(tmpdir(), 'mesh-mtls-config-'));
   const p = { app: await freePort(), inbound: await freePort(), service: await freePort(), unused: await freePort() };
-  writeFileSync(join(configDir, 'workloads.yaml'), workloads(p));
+  writeFileSync(join(configDir, 'workloads.yaml'), serverWorkloadYaml({ host: HOST, serviceName: 'server', portName: 'http', protocol: 'HTTP', ...p }));
   const app = await startHttpbin(p.app);
   t.after(() => new Promise((r) => app.server.close(r)));
   const { issuer, d } = await caFixture(t, { MESHD_CUSTOM_HOST: 'localhost' }, discoveryArgs(configDir));
-  const server = await agent(t, d, await issuer.token('default', 'server'), 'server', '127.0.0.1');
+  const server = await meshAgent(t, d, await issuer.token('default', 'server'), 'server', '127.0.0.1');
   // Another address, so that the server's WorkloadEntry is not the client's own instance.
-  const client = await agent(t, d, await issuer.token('default', 'client'), 'client', '127.0.0.2');
+  const client = await meshAgent(t, d, await issuer.token('default', 'client'), 'client', '127.0.0.2');
   const other = await issue(d, 'spiffe://cluster.local/ns/default/sa/other', { token: await issuer.token('default', 'other') });
-  const logs = async () => `${await state('server', server)}\n${await state('client', client)}\n--- discovery\n${d.proc.output}`;
+  const logs = async () => `${await agentState('server', server)}\n${await agentState('client', client)}\n--- discovery\n${d.proc.output}`;
   return { configDir, outbound: `http://127.0.0.1:${p.service}`, inbound: p.inbound, d, other, logs };
 }
 

@@ -4,6 +4,7 @@ import assert from 'node:assert/strict';
 import { create } from '@bufbuild/protobuf';
 import { Cluster_DiscoveryType, Cluster_LbPolicy } from '../../src/gen/envoy/config/cluster/v3/cluster_pb.js';
 import { HttpFilterSchema } from '../../src/gen/envoy/extensions/filters/network/http_connection_manager/v3/http_connection_manager_pb.js';
+import { FilterSchema } from '../../src/gen/envoy/config/listener/v3/listener_components_pb.js';
 import { HttpProtocolOptionsSchema } from '../../src/gen/envoy/extensions/upstreams/http/v3/http_protocol_options_pb.js';
 import { ApiVersion } from '../../src/gen/envoy/config/core/v3/config_source_pb.js';
 import { TrafficDirection } from '../../src/gen/envoy/config/core/v3/base_pb.js';
@@ -172,12 +173,13 @@ test('virtualOutbound and virtualInbound: 15001/15006, use_original_dst, catch-a
 
   const fakeRbac = create(HttpFilterSchema, { name: 'envoy.filters.http.rbac', configType: { case: 'typedConfig', value: pack(RouterSchema, {}) } });
   const fakeJwt = create(HttpFilterSchema, { name: 'envoy.filters.http.jwt_authn', configType: { case: 'typedConfig', value: pack(RouterSchema, {}) } });
+  const fakeNetworkRbac = create(FilterSchema, { name: 'envoy.filters.network.rbac', configType: { case: 'typedConfig', value: pack(RouterSchema, {}) } });
   const inb = buildVirtualInbound(
     [
       { port: 8080, protocol: 'HTTP', target: { address: '127.0.0.1', port: 8080 } },
       { port: 5432, protocol: 'TCP', target: { address: '127.0.0.1', port: 5432 } },
     ],
-    { httpFilters: [fakeJwt, fakeRbac] },
+    { httpFilters: [fakeJwt, fakeRbac], networkFilters: [fakeNetworkRbac] },
   );
   assert.equal(inb.name, 'virtualInbound');
   assert.equal(addr(inb.address), '0.0.0.0:15006');
@@ -192,9 +194,12 @@ test('virtualOutbound and virtualInbound: 15001/15006, use_original_dst, catch-a
     ['virtualInbound-ipv6-passthrough', undefined],
   ]);
   assert.equal(tcpClusterOf(inb.filterChains[2]!), 'BlackHoleCluster');
-  // With security filters, the passthrough is HTTP through them (no network RBAC to enforce a policy on bytes).
-  const pass = hcmOf(inb.filterChains[3]!);
-  assert.deepEqual(pass.httpFilters.map((f) => f.name), ['envoy.filters.http.jwt_authn', 'envoy.filters.http.rbac', 'envoy.filters.http.router']);
+  assert.deepEqual(inb.filterChains[2]!.filters.map((f) => f.name), ['envoy.filters.network.tcp_proxy'], 'the loop guard has no policy');
+  // The passthrough (sniffing off) is tcp_proxy behind the network rbac filters, as in the Go mesh.
+  assert.equal(tcpClusterOf(inb.filterChains[3]!), 'PassthroughCluster');
+  assert.deepEqual(inb.filterChains[3]!.filters.map((f) => f.name), ['envoy.filters.network.rbac', 'envoy.filters.network.tcp_proxy']);
+  assert.deepEqual(inb.filterChains[4]!.filters.map((f) => f.name), ['envoy.filters.network.rbac', 'envoy.filters.network.tcp_proxy']);
+  assert.deepEqual(inb.filterChains[1]!.filters.map((f) => f.name), ['envoy.filters.network.rbac', 'envoy.filters.network.tcp_proxy'], 'a declared TCP port too');
   assert.deepEqual(inb.filterChains[3]!.filterChainMatch?.prefixRanges.map((r) => [r.addressPrefix, r.prefixLen?.valueOf()]), [['0.0.0.0', 0]]);
   const hcm = hcmOf(inb.filterChains[0]!);
   assert.deepEqual(hcm.httpFilters.map((f) => f.name), ['envoy.filters.http.jwt_authn', 'envoy.filters.http.rbac', 'envoy.filters.http.router'], 'security filters in order, router last');
@@ -215,6 +220,14 @@ test('sniffed inbound ports get an HTTP chain on http_inspector protocols and a 
   ]);
   hcmOf(inb.filterChains[0]!);
   assert.equal(tcpClusterOf(inb.filterChains[1]!), 'inbound|9000||');
+  // The passthrough is sniffed too, as the Go mesh's: HTTP to an undeclared port gets the HTTP filters.
+  assert.deepEqual(inb.filterChains.slice(3).map((c) => [c.name, c.filterChainMatch?.applicationProtocols]), [
+    ['virtualInbound-ipv4-passthrough_http', ['http/1.0', 'http/1.1', 'h2c']],
+    ['virtualInbound-ipv4-passthrough', []],
+    ['virtualInbound-ipv6-passthrough_http', ['http/1.0', 'http/1.1', 'h2c']],
+    ['virtualInbound-ipv6-passthrough', []],
+  ]);
+  assert.equal(hcmOf(inb.filterChains[3]!).routeSpecifier.case, 'routeConfig');
   const plain = buildVirtualInbound([{ port: 9000, protocol: 'UNSUPPORTED', target: { address: '127.0.0.1', port: 9000 } }], { sniffing: false });
   assert.deepEqual(plain.filterChains.map((c) => c.name), ['0.0.0.0_9000', 'virtualInbound-blackhole', 'virtualInbound-ipv4-passthrough', 'virtualInbound-ipv6-passthrough']);
   // Without security filters the passthrough is plain TCP to the original destination.

@@ -30,8 +30,9 @@ export function hcmOf(chain: FilterChain): HttpConnectionManager {
   return unpack(f.configType.value, HttpConnectionManagerSchema);
 }
 
+/** The cluster of the chain's tcp_proxy, its last filter (network rbac filters may come before it). */
 export function tcpClusterOf(chain: FilterChain): string {
-  const f = chain.filters[0]!;
+  const f = chain.filters.at(-1)!;
   assert.equal(f.name, 'envoy.filters.network.tcp_proxy');
   assert.equal(f.configType.case, 'typedConfig');
   const tcp = unpack(f.configType.value, TcpProxySchema);

@@ -5,11 +5,13 @@
 // checked below.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import type { JsonValue } from '@bufbuild/protobuf';
+import { create, type JsonValue } from '@bufbuild/protobuf';
+import { FilterSchema } from '../../src/gen/envoy/config/listener/v3/listener_components_pb.js';
+import { RBACSchema as NetworkRbacSchema } from '../../src/gen/envoy/extensions/filters/network/rbac/v3/rbac_pb.js';
 import type { AnyResource } from '../../src/api/types.js';
 import { ListenerSchema } from '../../src/gen/envoy/config/listener/v3/listener_pb.js';
 import { RouteConfigurationSchema } from '../../src/gen/envoy/config/route/v3/route_pb.js';
-import { toEnvoyJson } from '../../src/envoy/types.js';
+import { pack, toEnvoyJson } from '../../src/envoy/types.js';
 import { gatewayNotices, gatewayRouteNotices } from '../../src/model/gateway.js';
 import { parseProxy, type Proxy } from '../../src/model/proxy.js';
 import { virtualServiceNotices } from '../../src/model/traffic-notices.js';
@@ -118,4 +120,14 @@ test('an orch-gateway:// credentialName that can never be served is reported whe
     'Gateway gw/refs: servers[1].tls.credentialName orch-gateway://site is never served: orch-gateway:// names need <namespace>/<name>',
     'Gateway gw/refs: servers[2].tls.credentialName orch-gateway://other/site is never served: it names a Secret of namespace other: a Gateway only gets Secrets of its own namespace (a cross-namespace reference would need a ReferenceGrant, which is not supported)',
   ]);
+});
+
+test('the network rbac filters of the policies selecting a gateway come before tcp_proxy on its TCP and TLS passthrough chains', () => {
+  const rbac = create(FilterSchema, { name: 'envoy.filters.network.rbac', configType: { case: 'typedConfig', value: pack(NetworkRbacSchema, { statPrefix: 'tcp.', rules: {} }) } });
+  for (const name of ['tcp', 'passthrough']) {
+    const chains = gatewayListeners(routerProxy(), pushOf(caseResources(name)), { inboundNetworkFilters: () => [rbac] }).flatMap((l) => l.filterChains);
+    const tcp = chains.filter((c) => c.filters.at(-1)?.name === 'envoy.filters.network.tcp_proxy');
+    assert.ok(tcp.length > 0, name);
+    for (const c of tcp) assert.deepEqual(c.filters.map((f) => f.name), ['envoy.filters.network.rbac', 'envoy.filters.network.tcp_proxy'], `${name}: ${c.name}`);
+  }
 });

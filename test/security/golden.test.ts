@@ -8,6 +8,8 @@ import { parseExtensionProviders } from '../../src/model/extension-providers.js'
 import { parsePlugins, securityOptions, SECURITY_PLUGINS } from '../../src/security/plugins.js';
 import { ExtAuthzSchema } from '../../src/gen/envoy/extensions/filters/http/ext_authz/v3/ext_authz_pb.js';
 import { toEnvoyJson } from '../../src/envoy/types.js';
+import { FilterSchema } from '../../src/gen/envoy/config/listener/v3/listener_components_pb.js';
+import { rbacNetworkFilter } from '../../src/security/filters.js';
 import { buildJwtAuthn, type JwksLookup } from '../../src/security/authn/builder.js';
 import { goldenCases } from '../helpers/golden.js';
 import { jwtJson, rbacJson } from './fixtures.js';
@@ -16,6 +18,16 @@ for (const c of goldenCases('test/security/testdata/authz')) {
   test(`authz golden: ${c.name}`, () => {
     const { filters, warnings } = buildRbacFilters(c.documents as AuthorizationPolicy[]);
     c.check({ filters: filters.map((f) => ({ name: f.name, action: f.action, config: rbacJson(f.config) })), warnings });
+  });
+}
+
+/** The network filters of TCP chains, as the discovery server sends them; CUSTOM with a usable provider on HTTP. */
+for (const c of goldenCases('test/security/testdata/authz-tcp')) {
+  test(`authz TCP golden: ${c.name}`, () => {
+    const providers = parseExtensionProviders([{ name: 'my-authz', envoyExtAuthzGrpc: { service: 'authz.foo.svc.cluster.local', port: 9000 } }]);
+    const options = securityOptions(parsePlugins(SECURITY_PLUGINS), providers, () => true);
+    const { filters, warnings } = buildRbacFilters(c.documents as AuthorizationPolicy[], options.authorizers, 'tcp');
+    c.check({ filters: filters.map((f) => ({ action: f.action, filter: toEnvoyJson(FilterSchema, rbacNetworkFilter(f)) })), warnings });
   });
 }
 

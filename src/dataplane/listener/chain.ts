@@ -4,6 +4,7 @@ import type { Socket } from 'node:net';
 import type { CompiledChainMatch } from '../filter-chain-match.js';
 import type { StatCounter, StatSample } from '../stats.js';
 import type { DownstreamTls } from '../tls/downstream.js';
+import type { ConnectionGate } from './network-filters.js';
 
 /** A listener's counters, shared by its chains. */
 export interface ListenerCounters {
@@ -23,6 +24,8 @@ export abstract class Chain {
   draining = false;
   /** The chain's transport socket (TLS); absent: plaintext (raw_buffer). */
   transport?: DownstreamTls;
+  /** The filters before the terminal one (network rbac), in chain order. */
+  gates: readonly ConnectionGate[] = [];
   protected closingIdle = false;
   private closeTimer?: NodeJS.Timeout;
 
@@ -35,15 +38,25 @@ export abstract class Chain {
     if (socket.destroyed) return;
     this.connections.add(socket);
     socket.once('close', () => this.connections.delete(socket));
-    if (this.transport) this.transport.handshake(socket, (s) => this.accept(s));
-    else this.accept(socket);
+    if (this.transport) this.transport.handshake(socket, (s) => this.admit(s));
+    else this.admit(socket);
+  }
+
+  /**
+   * The gates decide once the connection is established (after the TLS handshake, so the peer
+   * certificate is known) and before the terminal filter opens an upstream: a denied connection
+   * is closed with nothing forwarded either way. The first gate that denies ends the chain.
+   */
+  private admit(socket: Socket): void {
+    if (this.gates.every((g) => g.admit(socket))) this.accept(socket);
+    else socket.destroy();
   }
 
   protected abstract accept(socket: Socket): void;
 
   /** Counters owned by the compiled chain (filter stats), for /stats. */
   samples(): StatSample[] {
-    return [];
+    return this.gates.flatMap((g) => g.samples());
   }
 
   /**

@@ -17,10 +17,11 @@ import type { Chain, ListenerCounters } from './chain.js';
 import { compileDownstreamTransport } from '../tls/transport-sockets.js';
 import type { SecretRef } from '../tls/secrets.js';
 import { listenerFilterOf, type ListenerFilterNeeds } from './listener-filters.js';
-import { buildNetworkFilter, networkFilterOf, type ChainDeps, type NetworkFilter } from './network-filters.js';
+import { buildNetworkFilter, connectionGateOf, networkFilterOf, type ChainDeps, type ConnectionGate, type NetworkFilterContext } from './network-filters.js';
 import type { Inspection } from './sniffers.js';
 // The network filters this proxy runs; each registers itself.
 import './http-hosting.js';
+import './network-rbac.js';
 import './tcp-proxy.js';
 
 const log = scope('conn_handler');
@@ -130,23 +131,39 @@ function compileChain(fc: FilterChain, field: string, port: number, counters: Li
   const transport = fc.transportSocket ? compileDownstreamTransport(fc.transportSocket, `${field}.transport_socket`, counters.address, deps) : undefined;
   if (fc.filters.length === 0) throw new ConfigError(`${field}.filters`, 'at least one network filter is required');
   const last = fc.filters.length - 1;
-  const filters = fc.filters.map((f, i): { filter: NetworkFilter; config: Any } => {
-    const c = f.configType;
+  const ctxOf = (i: number): NetworkFilterContext => ({ name, match, field: `filters[${i}].typed_config`, listenerPort: port, counters, deps });
+  const configOf = (i: number): Any => {
+    const c = fc.filters[i]!.configType;
     if (c.case !== 'typedConfig') throw new ConfigError(`${field}.filters[${i}]`, 'typed_config is required');
-    // Every network filter this proxy runs is terminal (it serves the connection).
-    const filter = networkFilterOf(c.value.typeUrl);
-    if (!filter) throw new ConfigError(`${field}.filters[${i}].typed_config`, `network filter type ${typeNameOf(c.value.typeUrl)} is not supported`);
-    if (i !== last) throw new ConfigError(`${field}.filters[${i}]`, `${f.name} is a terminal filter and must be the last one`);
-    return { filter, config: c.value };
+    return c.value;
+  };
+  // Every filter but the last is a gate (network rbac); the last one serves the connection.
+  const gates = fc.filters.slice(0, last).map((f, i): ConnectionGate => {
+    const config = configOf(i);
+    const gate = connectionGateOf(config.typeUrl);
+    if (!gate) {
+      const terminal = networkFilterOf(config.typeUrl) !== undefined;
+      throw new ConfigError(`${field}.filters[${i}]${terminal ? '' : '.typed_config'}`, terminal ? `${f.name} is a terminal filter and must be the last one` : `network filter type ${typeNameOf(config.typeUrl)} is not supported`);
+    }
+    try {
+      return buildNetworkFilter(gate, config, ctxOf(i));
+    } catch (e) {
+      throw withinResource(`${field}.filters[${i}].typed_config`, e);
+    }
   });
-  const { filter, config } = filters[last]!;
-  const filterField = `filters[${last}].typed_config`;
+  const config = configOf(last);
+  const filter = networkFilterOf(config.typeUrl);
+  if (!filter) {
+    const gate = connectionGateOf(config.typeUrl) !== undefined;
+    throw new ConfigError(`${field}.filters[${last}]${gate ? '' : '.typed_config'}`, gate ? `${fc.filters[last]!.name} is not a terminal filter: a chain must end with one (tcp_proxy, http_connection_manager)` : `network filter type ${typeNameOf(config.typeUrl)} is not supported`);
+  }
   try {
-    const chain = buildNetworkFilter(filter, config, { name, match, field: filterField, listenerPort: port, counters, deps });
+    const chain = buildNetworkFilter(filter, config, ctxOf(last));
     if (transport) chain.transport = transport;
+    chain.gates = gates;
     return chain;
   } catch (e) {
-    throw withinResource(`${field}.${filterField}`, e);
+    throw withinResource(`${field}.filters[${last}].typed_config`, e);
   }
 }
 

@@ -129,7 +129,7 @@ export class HttpChain extends Chain {
   }
 
   override samples(): StatSample[] {
-    return this.handler.filterStats.flatMap((f) => filterSamples(this.handler.statPrefix, f));
+    return [...super.samples(), ...this.handler.filterStats.flatMap((f) => filterSamples(this.handler.statPrefix, f))];
   }
 }
 

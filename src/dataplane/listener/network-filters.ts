@@ -1,13 +1,16 @@
-// The network filters a filter chain may end with, by type URL: each registers itself (one file,
-// one `registerNetworkFilter`) and turns its typed config into the chain that serves connections.
+// The network filters of a filter chain, by type URL: each registers itself (one file, one
+// `registerNetworkFilter` or `registerConnectionGate`). The terminal filter a chain ends with turns
+// its typed config into the chain that serves connections; the filters before it are gates that
+// decide, once the connection is established, whether it reaches the terminal filter at all.
 import type { DescMessage, MessageShape } from '@bufbuild/protobuf';
+import type { Socket } from 'node:net';
 import type { Any } from '@bufbuild/protobuf/wkt';
 import type { JwtAuthnOptions } from '../../envoy/jwt-authn.js';
 import type { ClusterManager } from '../clusters.js';
 import { ExtensionRegistry, unpackConfig } from '../extensions.js';
 import type { CompiledChainMatch } from '../filter-chain-match.js';
 import type { RouteTable } from '../route-table.js';
-import type { StatsStore } from '../stats.js';
+import type { StatSample, StatsStore } from '../stats.js';
 import type { SecretManager } from '../tls/secrets.js';
 import type { Chain, ListenerCounters } from './chain.js';
 
@@ -33,10 +36,14 @@ export interface NetworkFilterContext {
   readonly deps: ChainDeps;
 }
 
-export interface NetworkFilter<Desc extends DescMessage = DescMessage> {
+/** A network filter's config schema and what its config compiles into for one chain. */
+export interface NetworkFilterFactory<Out, Desc extends DescMessage = DescMessage> {
   readonly schema: Desc;
-  build(config: MessageShape<Desc>, ctx: NetworkFilterContext): Chain;
+  build(config: MessageShape<Desc>, ctx: NetworkFilterContext): Out;
 }
+
+/** A terminal filter: it serves the chain's connections. */
+export type NetworkFilter<Desc extends DescMessage = DescMessage> = NetworkFilterFactory<Chain, Desc>;
 
 const registry = new ExtensionRegistry<NetworkFilter>();
 
@@ -49,7 +56,28 @@ export function networkFilterOf(typeUrl: string): NetworkFilter | undefined {
   return registry.of(typeUrl);
 }
 
-/** Decodes `any` with the filter's schema and builds its chain. */
-export function buildNetworkFilter(filter: NetworkFilter, any: Any, ctx: NetworkFilterContext): Chain {
+/** Decodes `any` with the filter's schema and builds it (a terminal filter's chain, or a gate). */
+export function buildNetworkFilter<Out>(filter: NetworkFilterFactory<Out>, any: Any, ctx: NetworkFilterContext): Out {
   return filter.build(unpackConfig(any, filter.schema, ctx.field), ctx);
+}
+
+/** A compiled non-terminal filter (network rbac): asked once per connection, before the terminal filter. */
+export interface ConnectionGate {
+  /** False: the connection is closed, nothing was read from it or sent to an upstream. */
+  admit(socket: Socket): boolean;
+  /** The gate's counters, for /stats. */
+  samples(): StatSample[];
+}
+
+export type ConnectionGateFilter<Desc extends DescMessage = DescMessage> = NetworkFilterFactory<ConnectionGate, Desc>;
+
+const gates = new ExtensionRegistry<ConnectionGateFilter>();
+
+export function registerConnectionGate<Desc extends DescMessage>(filter: ConnectionGateFilter<Desc>): void {
+  gates.register(filter as unknown as ConnectionGateFilter);
+}
+
+/** The registered gate of a type URL, or undefined. */
+export function connectionGateOf(typeUrl: string): ConnectionGateFilter | undefined {
+  return gates.of(typeUrl);
 }

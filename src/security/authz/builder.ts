@@ -66,6 +66,9 @@ function isDryRun(p: AuthorizationPolicy, warnings: string[]): boolean {
   return false;
 }
 
+/** TCP chains have no ext_authz filter here (the Go mesh's network ext_authz is not built): CUSTOM rules deny. */
+const NO_TCP_AUTHORIZER: AuthorizerLookup = (provider) => ({ error: `TCP chains have no network ext_authz filter to ask provider ${JSON.stringify(provider)}` });
+
 const ENVOY_ACTION: Readonly<Record<Exclude<AuthorizationAction, 'CUSTOM'>, RBAC_Action>> = {
   ALLOW: RBAC_Action.ALLOW,
   DENY: RBAC_Action.DENY,
@@ -79,13 +82,24 @@ const ON_ERROR: Readonly<Record<AuthorizationAction, OnError>> = {
   CUSTOM: 'drop-clause',
 };
 
+/** On a TCP chain: an ALLOW rule with an HTTP-only field is left out, the others lose those fields (authz/rule.ts). */
+const ON_HTTP_ONLY: Readonly<Record<AuthorizationAction, OnError>> = {
+  ALLOW: 'drop-rule',
+  AUDIT: 'drop-clause',
+  DENY: 'drop-clause',
+  CUSTOM: 'drop-clause',
+};
+
+/** Which chains the filters are for: HTTP connection managers, or TCP proxies (the network rbac filter). */
+export type ChainProtocol = 'http' | 'tcp';
+
 /** Translates the rules of `policies` into named RBAC policies; warnings name policy, rule and field. */
-function collect(policies: readonly AuthorizationPolicy[], action: AuthorizationAction, warnings: string[], provider?: string): Collected {
+function collect(policies: readonly AuthorizationPolicy[], action: AuthorizationAction, warnings: string[], protocol: ChainProtocol, provider?: string): Collected {
   const out = { policies: {} as Record<string, Policy>, layouts: {} as Record<string, PolicyLayout> };
   for (const p of policies) {
     for (const [i, rule] of (p.spec.rules ?? []).entries()) {
       const name = rbacPolicyName(p.metadata.namespace, p.metadata.name, i, provider);
-      const result = translateRule(rule, ON_ERROR[action]);
+      const result = translateRule(rule, ON_ERROR[action], protocol === 'tcp' ? ON_HTTP_ONLY[action] : undefined);
       warnings.push(...result.warnings.map((w) => `AuthorizationPolicy ${p.metadata.namespace}/${p.metadata.name} rules[${i}].${w}`));
       if (result.policy && result.layout) {
         out.policies[name] = result.policy;
@@ -101,8 +115,10 @@ function collect(policies: readonly AuthorizationPolicy[], action: Authorization
  * An ALLOW policy without rules contributes no Envoy policy, so a lone `spec: {}` yields an ALLOW
  * filter with no policies: every request is denied. A DENY policy without rules denies nothing.
  * `authorizers` resolves the providers of CUSTOM policies (none: their rules deny).
+ * `protocol` 'tcp': the rules as a TCP chain's network rbac filters see them (HTTP-only fields
+ * handled as ON_HTTP_ONLY says); CUSTOM rules deny there, as no network ext_authz filter is built.
  */
-export function buildRbacFilters(policies: readonly AuthorizationPolicy[], authorizers: AuthorizerLookup = NO_AUTHORIZERS): RbacBuild {
+export function buildRbacFilters(policies: readonly AuthorizationPolicy[], authorizers: AuthorizerLookup = NO_AUTHORIZERS, protocol: ChainProtocol = 'http'): RbacBuild {
   const warnings: string[] = [];
   const filters: RbacFilter[] = [];
   const dryRun = new Set(policies.filter((p) => isDryRun(p, warnings)));
@@ -110,15 +126,15 @@ export function buildRbacFilters(policies: readonly AuthorizationPolicy[], autho
     const ofAction = policies.filter((p) => actionOf(p) === action);
     if (ofAction.length === 0) continue;
     if (action === 'CUSTOM') {
-      const run = (ps: readonly AuthorizationPolicy[], provider?: string) => collect(ps, action, warnings, provider);
-      filters.push(...buildCustomFilters(ofAction, (p) => dryRun.has(p), run, authorizers, DRY_RUN_STAT_PREFIX[RBAC_Action.DENY]!, warnings));
+      const run = (ps: readonly AuthorizationPolicy[], provider?: string) => collect(ps, action, warnings, protocol, provider);
+      filters.push(...buildCustomFilters(ofAction, (p) => dryRun.has(p), run, protocol === 'tcp' ? NO_TCP_AUTHORIZER : authorizers, DRY_RUN_STAT_PREFIX[RBAC_Action.DENY]!, warnings));
       continue;
     }
     // Dry-run policies go to shadow_rules: evaluated and counted, never enforced.
     const enforcedPolicies = ofAction.filter((p) => !dryRun.has(p));
     const shadowPolicies = ofAction.filter((p) => dryRun.has(p));
-    const enforced = collect(enforcedPolicies, action, warnings);
-    const shadow = collect(shadowPolicies, action, warnings);
+    const enforced = collect(enforcedPolicies, action, warnings, protocol);
+    const shadow = collect(shadowPolicies, action, warnings, protocol);
     const envoyAction = ENVOY_ACTION[action];
     const rules = enforcedPolicies.length ? { rules: { action: envoyAction, policies: enforced.policies } } : {};
     const shadowRules = shadowPolicies.length ? { shadowRules: { action: envoyAction, policies: shadow.policies }, shadowRulesStatPrefix: DRY_RUN_STAT_PREFIX[envoyAction] ?? '' } : {};

@@ -90,7 +90,13 @@ function translateClause(c: Clause): Permission | Principal {
   return andIds(parts);
 }
 
-export function translateRule(rule: Rule, onError: OnError): RuleResult {
+/**
+ * Translates one rule. `httpOnly` set: for a TCP chain (the network rbac filter), where the HTTP-only
+ * attributes (host, method, path, request headers, request principals and claims) cannot be tested,
+ * as the Go mesh does: `drop-rule` (ALLOW) leaves out a rule that uses one, so it allows nothing on
+ * TCP; `drop-clause` (DENY, AUDIT, CUSTOM) leaves out only those fields, so the rule matches more.
+ */
+export function translateRule(rule: Rule, onError: OnError, httpOnly?: OnError): RuleResult {
   const warnings: string[] = [];
   const permissionsOf: Permission[][] = [];
   const principalsOf: Principal[][] = [];
@@ -100,6 +106,10 @@ export function translateRule(rule: Rule, onError: OnError): RuleResult {
   /** Translates the clauses into perms/princs, recording each translated clause in permInfo/princInfo. */
   const translate = (list: Clause[], perms: Permission[], princs: Principal[], permInfo: ClauseInfo[], princInfo: ClauseInfo[]): boolean => {
     for (const c of list) {
+      if (httpOnly && c.translator.httpOnly) {
+        if (httpOnly === 'drop-rule') return false;
+        continue;
+      }
       let out: Permission | Principal;
       try {
         out = translateClause(c);

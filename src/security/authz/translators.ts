@@ -20,9 +20,13 @@ import {
 } from './matchers.js';
 import type { Operation, Source } from '../../api/types.js';
 
+/**
+ * `httpOnly`: the attribute exists only in an HTTP request (host, method, path, headers, the
+ * token's claims), as the Go mesh's generators mark them; a TCP chain's rules cannot test it.
+ */
 export type Translator =
-  | { readonly side: 'permission'; build(value: string): Permission }
-  | { readonly side: 'principal'; build(value: string): Principal };
+  | { readonly side: 'permission'; readonly httpOnly: boolean; build(value: string): Permission }
+  | { readonly side: 'principal'; readonly httpOnly: boolean; build(value: string): Principal };
 
 export const permission = (rule: MessageInitShape<typeof PermissionSchema>['rule']): Permission => create(PermissionSchema, { rule });
 export const principal = (identifier: MessageInitShape<typeof PrincipalSchema>['identifier']): Principal => create(PrincipalSchema, { identifier });
@@ -40,10 +44,10 @@ export function orRules(rules: Permission[]): Permission {
   return permission({ case: 'orRules', value: { rules } });
 }
 
-const onPermission = (build: (v: string) => Permission): Translator => ({ side: 'permission', build });
-const onPrincipal = (build: (v: string) => Principal): Translator => ({ side: 'principal', build });
+const onPermission = (build: (v: string) => Permission, httpOnly = false): Translator => ({ side: 'permission', httpOnly, build });
+const onPrincipal = (build: (v: string) => Principal, httpOnly = false): Translator => ({ side: 'principal', httpOnly, build });
 
-const claim = (path: readonly string[]) => onPrincipal((v) => principal({ case: 'metadata', value: claimMatcher(path, v) }));
+const claim = (path: readonly string[]) => onPrincipal((v) => principal({ case: 'metadata', value: claimMatcher(path, v) }), true);
 
 const requestPrincipal = onPrincipal((v) => {
   const { iss, sub } = requestPrincipalMatchers(v);
@@ -51,7 +55,7 @@ const requestPrincipal = onPrincipal((v) => {
     principal({ case: 'metadata', value: payloadMatcher(['iss'], { case: 'stringMatch', value: iss }) }),
     principal({ case: 'metadata', value: payloadMatcher(['sub'], { case: 'stringMatch', value: sub }) }),
   ]);
-});
+}, true);
 
 /** `when` keys without a parameter. */
 const FIXED: Readonly<Record<string, Translator>> = {
@@ -68,13 +72,14 @@ const FIXED: Readonly<Record<string, Translator>> = {
 };
 
 // Operation attributes that have no `when` key. Hosts compare case-insensitively, as host names do.
-const host = onPermission((v) => permission({ case: 'header', value: headerMatcher(':authority', v, true) }));
-const method = onPermission((v) => permission({ case: 'header', value: headerMatcher(':method', v) }));
+const host = onPermission((v) => permission({ case: 'header', value: headerMatcher(':authority', v, true) }), true);
+const method = onPermission((v) => permission({ case: 'header', value: headerMatcher(':method', v) }), true);
 // A path with `{*}` or `{**}` is a template (Envoy's uri_template); any other, the value syntax.
 const path = onPermission((v) =>
   isPathTemplate(v)
     ? permission({ case: 'uriTemplate', value: pathTemplateMatcher(v) })
     : permission({ case: 'urlPath', value: { rule: { case: 'path', value: stringMatcher(v) } } }),
+  true,
 );
 
 /** `request.auth.claims[a][b]` -> ['a', 'b']. */
@@ -94,7 +99,7 @@ export function translatorFor(key: string): Translator {
   const claimPath = bracketPath(key, 'request.auth.claims');
   if (claimPath) return claim(claimPath);
   const header = bracketPath(key, 'request.headers');
-  if (header && header.length === 1) return onPrincipal((v) => principal({ case: 'header', value: headerMatcher(header[0]!, v) }));
+  if (header && header.length === 1) return onPrincipal((v) => principal({ case: 'header', value: headerMatcher(header[0]!, v) }), true);
   throw new TranslationError(`unknown key "${key}" (expected one of ${WHEN_KEYS.join(', ')})`);
 }
 

@@ -3,6 +3,7 @@
 import type { Listener } from '../../gen/envoy/config/listener/v3/listener_pb.js';
 import type { RouteConfiguration } from '../../gen/envoy/config/route/v3/route_pb.js';
 import type { HttpFilter } from '../../gen/envoy/extensions/filters/network/http_connection_manager/v3/http_connection_manager_pb.js';
+import type { Filter as NetworkFilter } from '../../gen/envoy/config/listener/v3/listener_components_pb.js';
 import { gatewaysForProxy, hasAutoPassthrough, mergeGateways, type MergedGateway } from '../../model/gateway.js';
 import { ruleTraffic } from '../../networking/traffic-policy.js';
 import type { SniTarget } from '../../networking/gateway-sni.js';
@@ -21,6 +22,8 @@ export interface GatewayOptions {
   readonly filterGatewayClusters?: boolean;
   /** The security filters of HTTP connection managers (jwt_authn, rbac), as for a sidecar's inbound side. */
   readonly inboundHttpFilters?: (proxy: Proxy, push: PushContext) => readonly HttpFilter[];
+  /** The network rbac filters of its TCP and TLS-passthrough chains, as for a sidecar's TCP chains. */
+  readonly inboundNetworkFilters?: (proxy: Proxy, push: PushContext) => readonly NetworkFilter[];
   readonly pathNormalization?: PathNormalization;
   /** MESH_DEFAULT_REQUEST_TIMEOUT, seconds. */
   readonly defaultRequestTimeout?: number;
@@ -70,6 +73,7 @@ export function gatewayListeners(proxy: Proxy, push: PushContext, opts: GatewayO
     virtualServicesFor: (gw) => push.gateways.virtualServicesFor(gw, proxy.namespace),
     servicePorts: servicePorts(proxy, push),
     httpFilters: opts.inboundHttpFilters?.(proxy, push) ?? [],
+    networkFilters: opts.inboundNetworkFilters?.(proxy, push) ?? [],
     ...(opts.pathNormalization ? { pathNormalization: opts.pathNormalization } : {}),
     ...(opts.onProblem ? { onProblem: opts.onProblem } : {}),
     ...(hasAutoPassthrough(merged) ? { sniTargets: sniTargets(proxy, push) } : {}),

@@ -6,6 +6,7 @@ import type { ClusterLoadAssignment } from '../../gen/envoy/config/endpoint/v3/e
 import type { Listener } from '../../gen/envoy/config/listener/v3/listener_pb.js';
 import type { RouteConfiguration } from '../../gen/envoy/config/route/v3/route_pb.js';
 import type { HttpFilter } from '../../gen/envoy/extensions/filters/network/http_connection_manager/v3/http_connection_manager_pb.js';
+import type { Filter as NetworkFilter } from '../../gen/envoy/config/listener/v3/listener_components_pb.js';
 import { allocatedFor, withAllocatedAddresses } from '../../model/auto-allocate.js';
 import type { Proxy } from '../../model/proxy.js';
 import type { PushContext } from '../../model/push-context.js';
@@ -31,6 +32,8 @@ import type { L4RouteContext } from '../../networking/tcp-route.js';
 export interface SidecarOptions {
   /** The security filters of the proxy's inbound HTTP chains, in order (jwt_authn, rbac). */
   readonly inboundHttpFilters?: (proxy: Proxy, push: PushContext) => readonly HttpFilter[];
+  /** The security filters of the proxy's inbound TCP chains, before tcp_proxy (network rbac). */
+  readonly inboundNetworkFilters?: (proxy: Proxy, push: PushContext) => readonly NetworkFilter[];
   /** PILOT_ENABLE_PROTOCOL_SNIFFING_FOR_INBOUND. */
   readonly inboundSniffing?: boolean;
   /** PILOT_ENABLE_PROTOCOL_SNIFFING_FOR_OUTBOUND. */
@@ -124,6 +127,7 @@ export function sidecarListeners(proxy: Proxy, push: PushContext, opts: SidecarO
   const inboundPortList = mtls ? inbound.ports.map((p) => ({ ...p, mtls: portMtlsMode(mtls.modes, p.port) })) : inbound.ports;
   const inboundOpts: InboundOptions = {
     httpFilters: opts.inboundHttpFilters?.(proxy, push) ?? [],
+    networkFilters: opts.inboundNetworkFilters?.(proxy, push) ?? [],
     sniffing: opts.inboundSniffing ?? false,
     ...(opts.detectionTimeout !== undefined ? { detectionTimeout: opts.detectionTimeout } : {}),
     ...(proxy.interceptionMode === 'TPROXY' ? { transparent: true } : {}),
