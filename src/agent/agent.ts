@@ -31,6 +31,7 @@ import { StsServer } from './sts/sts-server.js';
 import { CloudTokenExchange, type TokenManagerPlugin } from './sts/token-exchange.js';
 import { xdsCredentials } from './xds-credentials.js';
 import { XdsProxy } from './xds-proxy.js';
+import { PROXY_NODE_FLAGS } from '../dataplane/node-flags.js';
 
 const log = scope('default');
 
@@ -83,10 +84,10 @@ function repoRoot(): string {
   return dir;
 }
 
-/** The proxy's argv prefix: a .js binaryPath runs under this Node; empty = bin/mesh-proxy.js. */
+/** The proxy's argv prefix: a .js binaryPath runs under this Node (with the proxy's Node flags); empty = bin/mesh-proxy.js. */
 export function proxyCommandFor(binaryPath: string): string[] {
   const path = binaryPath || join(repoRoot(), 'bin', 'mesh-proxy.js');
-  return /\.[cm]?js$/.test(path) ? [process.execPath, path] : [path];
+  return /\.[cm]?js$/.test(path) ? [process.execPath, ...PROXY_NODE_FLAGS, path] : [path];
 }
 
 /** The proxy's flags, Envoy-style (docs/cli.md). */

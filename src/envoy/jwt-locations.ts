@@ -35,10 +35,8 @@ function parseCookies(header: string | undefined): Map<string, string> {
   return out;
 }
 
-/** A base64url character or a dot: what a token is made of (a char code test, as it runs per character of every token). */
-function isTokenChar(c: number): boolean {
-  return (c >= 0x30 && c <= 0x39) || (c >= 0x41 && c <= 0x5a) || (c >= 0x61 && c <= 0x7a) || c === 0x2d || c === 0x5f || c === 0x2e;
-}
+/** A run of base64url characters and dots: what a token is made of (one native scan of the token, not a test per character). */
+const TOKEN_RUN = /[A-Za-z0-9_.-]+/g;
 
 /**
  * After the prefix, the token is the first run of base64url characters and dots (Envoy's
@@ -49,12 +47,9 @@ function afterPrefix(value: string, prefix: string): string | undefined {
   if (!prefix) return value;
   const pos = value.indexOf(prefix);
   if (pos < 0) return undefined;
-  let start = pos + prefix.length;
-  while (start < value.length && !isTokenChar(value.charCodeAt(start))) start++;
-  if (start === value.length) return value;
-  let end = start;
-  while (end < value.length && isTokenChar(value.charCodeAt(end))) end++;
-  return value.slice(start, end);
+  TOKEN_RUN.lastIndex = pos + prefix.length;
+  const run = TOKEN_RUN.exec(value);
+  return run ? run[0] : value;
 }
 
 function removeQueryParam(path: string, name: string): string {
@@ -66,10 +61,36 @@ function removeQueryParam(path: string, name: string): string {
   return rest ? `${path.slice(0, q)}?${rest}` : path.slice(0, q);
 }
 
+/** A token location with its issuers; what a found token's issuerAllowed and remove do is fixed per location, made once. */
+interface Location {
+  readonly spec: LocationSpec;
+  readonly issuers: Set<string>;
+  any: boolean;
+  readonly issuerAllowed: (iss: string) => boolean;
+  readonly remove: (req: StreamRequest) => void;
+}
+
+function location(spec: LocationSpec): Location {
+  const loc: Location = {
+    spec,
+    issuers: new Set(),
+    any: false,
+    issuerAllowed: (iss) => loc.any || loc.issuers.has(iss),
+    remove:
+      spec.kind === 'header'
+        ? (r) => r.headers.remove(spec.name)
+        : spec.kind === 'param'
+          ? (r) => (r.path = removeQueryParam(r.path, spec.name))
+          : // Envoy leaves a cookie token in place even when forward is false.
+            () => undefined,
+  };
+  return loc;
+}
+
 /** The token locations of a set of providers, each with the issuers that use it. */
 export class Extractor {
-  private readonly specs = new Map<string, { spec: LocationSpec; issuers: Set<string>; any: boolean }>();
-  private readonly ordered: readonly { spec: LocationSpec; issuers: Set<string>; any: boolean }[];
+  private readonly specs = new Map<string, Location>();
+  private readonly ordered: readonly Location[];
   readonly sanitize: readonly string[];
 
   constructor(providers: readonly TokenSource[]) {
@@ -78,7 +99,7 @@ export class Extractor {
       for (const spec of p.locations) {
         const key = `${spec.kind}\0${spec.name}\0${spec.kind === 'header' ? spec.prefix : ''}`;
         let entry = this.specs.get(key);
-        if (!entry) this.specs.set(key, (entry = { spec, issuers: new Set(), any: false }));
+        if (!entry) this.specs.set(key, (entry = location(spec)));
         // A provider without an issuer accepts tokens of any issuer at its locations.
         if (p.issuer === '') entry.any = true;
         else entry.issuers.add(p.issuer);
@@ -99,12 +120,11 @@ export class Extractor {
     const out: FoundToken[] = [];
     let params: URLSearchParams | undefined;
     let cookies: Map<string, string> | undefined;
-    for (const { spec, issuers, any } of this.ordered) {
-      const issuerAllowed = (iss: string): boolean => any || issuers.has(iss);
+    for (const { spec, issuerAllowed, remove } of this.ordered) {
       if (spec.kind === 'header') {
         for (const v of req.headers.values(spec.name)) {
           const token = afterPrefix(v, spec.prefix);
-          if (token !== undefined) out.push({ token, issuerAllowed, remove: (r) => r.headers.remove(spec.name) });
+          if (token !== undefined) out.push({ token, issuerAllowed, remove });
         }
       } else if (spec.kind === 'param') {
         // Most requests have no query: no parameters to parse.
@@ -112,12 +132,11 @@ export class Extractor {
         if (q < 0) continue;
         params ??= new URLSearchParams(req.path.slice(q + 1));
         const v = params.get(spec.name);
-        if (v !== null) out.push({ token: v, issuerAllowed, remove: (r) => (r.path = removeQueryParam(r.path, spec.name)) });
+        if (v !== null) out.push({ token: v, issuerAllowed, remove });
       } else {
         cookies ??= parseCookies(req.headers.joined('cookie'));
         const v = cookies.get(spec.name);
-        // Envoy leaves a cookie token in place even when forward is false.
-        if (v !== undefined) out.push({ token: v, issuerAllowed, remove: () => undefined });
+        if (v !== undefined) out.push({ token: v, issuerAllowed, remove });
       }
     }
     return out;

@@ -4,7 +4,7 @@ import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { loadSettings } from '../../src/common/env.js';
-import { ProxyAgent, runProxyAgent, type ProxyAgentOptions } from '../../src/agent/agent.js';
+import { ProxyAgent, proxyCommandFor, runProxyAgent, type ProxyAgentOptions } from '../../src/agent/agent.js';
 import { AdsClient } from '../../src/envoy/ads-client.js';
 import { TypeUrl } from '../../src/envoy/types.js';
 import { freePort } from '../../samples/local-mesh.js';
@@ -84,6 +84,12 @@ test('writes the bootstrap, starts the proxy with its flags, and exits with the 
   // Through the agent: the xds cluster points at the agent's local xDS proxy.
   const ep = bootstrap.static_resources.clusters[0].load_assignment.endpoints[0].lb_endpoints[0].endpoint.address.socket_address;
   assert.deepEqual([ep.address, ep.port_value], ['127.0.0.1', agent.ports.xds]);
+});
+
+test('the proxy command: a .js proxy runs under this Node with a 2 MiB young generation (less RSS), another binary as it is', () => {
+  assert.deepEqual(proxyCommandFor(''), [process.execPath, '--max-semi-space-size=2', join(REPO_ROOT, 'bin', 'mesh-proxy.js')]);
+  assert.deepEqual(proxyCommandFor('/opt/proxy/main.mjs'), [process.execPath, '--max-semi-space-size=2', '/opt/proxy/main.mjs']);
+  assert.deepEqual(proxyCommandFor('/usr/local/bin/envoy'), ['/usr/local/bin/envoy']);
 });
 
 test('the written bootstrap carries MESH_BOOTSTRAP_OVERRIDE and PILOT_INITIAL_FETCH_TIMEOUT; an unreadable override stops the start naming it', async () => {

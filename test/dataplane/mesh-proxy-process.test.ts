@@ -82,6 +82,8 @@ describe('mesh-proxy process', () => {
       await eventually(async () => assert.equal((await get(adminPort, '/ready')).status, 200, 'the proxy turns ready'), 15_000);
       const workers = childPids(proxy.child.pid!);
       assert.equal(workers.length, 2, `two worker processes: ${proxy.output}`);
+      // The workers run with the proxy's Node flags (small young generation: less RSS per process).
+      for (const w of workers) assert.ok(readFileSync(`/proc/${w}/cmdline`, 'utf8').split('\0').includes('--max-semi-space-size=2'), `worker ${w} runs with --max-semi-space-size=2`);
       assert.deepEqual((JSON.parse((await get(adminPort, '/server_info')).body) as { command_line_options: unknown }).command_line_options, { concurrency: 3 });
       // Each request on a new connection (agent: false): six connections, two per worker.
       for (let i = 0; i < 6; i++) assert.deepEqual(await get(listenerPort, `/r${i}`), { status: 200, body: `app saw /r${i}` });

@@ -2,11 +2,12 @@
 // own agent's SDS server: the client sidecar's cluster picks TLS for endpoints labelled
 // `tlsMode: mesh` (transport_socket_matches), verifies the server's SPIFFE id, and the server
 // sidecar's RBAC allows one caller's identity and denies another's. Then the server's
-// certificate is renewed over SDS while a keep-alive connection is open.
+// certificate is renewed over SDS while a keep-alive connection is open, and the client's, whose
+// new upstream connections must present the renewed one.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { X509Certificate } from 'node:crypto';
-import { Agent, request } from 'node:https';
+import { Agent, createServer as createHttpsServer, request } from 'node:https';
 import { connect as tlsConnect, type TLSSocket } from 'node:tls';
 import { Cluster_DiscoveryType, ClusterSchema } from '../../src/gen/envoy/config/cluster/v3/cluster_pb.js';
 import { pack, TypeUrl, unpack } from '../../src/envoy/types.js';
@@ -50,7 +51,7 @@ async function clientSidecar(t: TestContext, ca: MeshCa, sa: string, serverPort:
   s.ads.set(TypeUrl.Listener, [listener('outbound', port, [hcmChain({ cluster: 'outbound|8080||server', statPrefix: 'outbound' })])]);
   await s.ads.push(TypeUrl.Cluster, TypeUrl.Listener);
   await eventually(async () => assert.equal((await fetch(`${s.admin}/ready`)).status, 200), 15_000);
-  return { ...s, port };
+  return { ...s, w, port };
 }
 
 async function serverSidecar(t: TestContext, ca: MeshCa): Promise<{ w: Workload; admin: string; port: number }> {
@@ -189,4 +190,29 @@ test('TCP proxy and HTTP/2 (h2c inside TLS) upstreams over mTLS', async (t) => {
   assert.equal(echoed, 'ping over mtls');
   assert.ok((await stat(c.admin, 'cluster.to-tcp.ssl.handshake')) >= 1);
   assert.ok((await stat(c.admin, 'cluster.to-http.ssl.handshake')) >= 1);
+});
+
+test('the client sidecar certificate renewed over SDS: new upstream connections present the new one', async (t) => {
+  const ca = await meshCa();
+  const { keyPem, chainPem } = await ca.issue(spiffe('server'));
+  // The server answers with the serial of the client certificate of the connection, then closes it: every request is a new upstream connection.
+  const server = createHttpsServer({ key: keyPem, cert: chainPem, ca: ca.rootPem, requestCert: true, rejectUnauthorized: true }, (req, res) => {
+    res.setHeader('connection', 'close');
+    res.end((req.socket as TLSSocket).getPeerX509Certificate()?.serialNumber ?? 'none');
+  });
+  const serverPort = await freePort();
+  await new Promise<void>((r) => server.listen(serverPort, '127.0.0.1', r));
+  t.after(() => server.close());
+  const client = await clientSidecar(t, ca, 'client', serverPort);
+  const seen = async (): Promise<string> => {
+    const res = await fetch(`http://127.0.0.1:${client.port}/who`);
+    assert.equal(res.status, 200);
+    return res.text();
+  };
+  const before = await seen();
+  assert.equal(await seen(), before, 'the same certificate on the next connection');
+  const renewed = new X509Certificate(await client.w.renew()).serialNumber;
+  assert.notEqual(renewed, before);
+  await eventually(async () => assert.equal(await seen(), renewed, 'a new upstream connection presents the renewed certificate'), 15_000);
+  assert.ok((await stat(client.admin, 'cluster.outbound|8080||server.ssl.handshake')) >= 3);
 });

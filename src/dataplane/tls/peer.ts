@@ -6,6 +6,8 @@ import type { PeerIdentity } from '../../envoy/request.js';
 import type { PeerCert } from './context.js';
 
 const peers = new WeakMap<object, PeerCert>();
+/** The request view's identity of a connection, made on its first request and shared by the rest (it is read-only). */
+const identities = new WeakMap<object, PeerIdentity>();
 
 export function rememberPeer(socket: Socket, cert: PeerCert): void {
   peers.set(socket, cert);
@@ -18,9 +20,13 @@ export function peerCertOfSocket(socket: object): PeerCert | undefined {
 
 /** The identity the request view carries: URI SANs (the SPIFFE id), DNS SANs, the subject. */
 export function peerIdentityOf(socket: object): PeerIdentity | undefined {
+  const known = identities.get(socket);
+  if (known) return known;
   const c = peers.get(socket);
   if (!c) return undefined;
-  return { uriSans: c.uris, dnsSans: c.dns, subject: subjectOf(c) };
+  const identity = { uriSans: c.uris, dnsSans: c.dns, subject: subjectOf(c) };
+  identities.set(socket, identity);
+  return identity;
 }
 
 /** The subject in RFC 2253 order and form (`CN=a,O=b`), as Envoy prints it. */

@@ -4,11 +4,11 @@
 // not checked (`sni` is only what the client sends). Each connection reads the current secrets.
 import { X509Certificate } from 'node:crypto';
 import type { Socket } from 'node:net';
-import { connect as tlsConnect, type PeerCertificate, type TLSSocket } from 'node:tls';
+import { connect as tlsConnect, createSecureContext, type PeerCertificate, type SecureContext, type TLSSocket } from 'node:tls';
 import { scope } from '../../common/log.js';
 import { UpstreamTlsContextSchema, type UpstreamTlsContext } from '../../gen/envoy/extensions/transport_sockets/tls/v3/tls_pb.js';
 import { unappliedFields } from '../../envoy/config-error.js';
-import { compileCommonTls, failedCheck, peerCertOf, type CompiledTls } from './context.js';
+import { compileCommonTls, failedCheck, peerCertOf, type CompiledTls, type TlsOptions } from './context.js';
 import type { SslStats } from './downstream.js';
 import type { SecretManager } from './secrets.js';
 
@@ -22,6 +22,11 @@ const VERIFY_ERRORS = /CERT|UNABLE_TO_|SELF_SIGNED|DEPTH_ZERO|CHAIN|SIGNATURE/;
 export class UpstreamTls {
   private readonly tls: CompiledTls;
   private readonly sni: string;
+  /**
+   * The OpenSSL context of the current secrets, made once per secret version: node:tls would
+   * otherwise parse the key, the certificate chain and the CA bundle for every new connection.
+   */
+  private context?: { readonly built: TlsOptions; readonly secure: SecureContext };
 
   constructor(
     ctx: UpstreamTlsContext,
@@ -46,10 +51,11 @@ export class UpstreamTls {
       tcp.destroy(new Error(`upstream TLS: ${o}`));
       return tcp;
     }
+    if (this.context?.built !== o) this.context = { built: o, secure: createSecureContext(o.context) };
     let sanRefused = false;
     const s = tlsConnect({
       socket: tcp,
-      ...o.context,
+      secureContext: this.context.secure,
       ...(this.sni ? { servername: this.sni } : {}),
       ...(this.tls.alpn.length ? { ALPNProtocols: [...this.tls.alpn] } : {}),
       rejectUnauthorized: o.verifies,
