@@ -44,7 +44,7 @@ import type { MeshMtlsSettings } from '../xds/generators/mtls.js';
 import { Debouncer } from '../xds/debounce.js';
 import { XdsStreamError, type ProxyInfo, type PushRequest } from '../xds/generator.js';
 import type { PathNormalization } from '../networking/common.js';
-import { createMeshGenerators, MESH_XDS_TYPES, proxyOf, setWorkloadIdentity } from '../xds/generators/index.js';
+import { createMeshGenerators, MESH_XDS_TYPES, ProxyModels } from '../xds/generators/index.js';
 import { serveJwksService, type RefreshVerdict, type RequestRefreshRequest } from '../envoy/jwks-service.js';
 import { pushFor, workloadAddresses, type PushTrigger } from '../xds/push-scope.js';
 import { XdsServer } from '../xds/server.js';
@@ -139,6 +139,8 @@ export class DiscoveryServer {
   /** The CA and the secured port's credentials, once made (start() does not wait for them). */
   ca: MeshCa | undefined;
   /** Live streams, for pushes aimed at the proxies of one workload. */
+  /** Each connected stream's proxy, its claims checked against its Pod when there is an orchestrator. */
+  private readonly proxies: ProxyModels;
   private readonly connected = new Map<string, ProxyInfo>();
   /** Addresses of WorkloadEntries changed since the last push: their proxies' own config may change. */
   private readonly changedWorkloads = new Set<string>();
@@ -168,13 +170,17 @@ export class DiscoveryServer {
         this.orchestrator = new OrchestratorRegistry({ ...opts.orchestrator, ...settings.orchestratorRegistry, workloadEntrySources: [this.store, this.autoEntries], domain: opts.domain, clusterId: opts.clusterId });
         registries.push(this.orchestrator);
         if (settings.serviceEntrySelectsPods) serviceEntries.selectPods(this.orchestrator);
-        const registry = this.orchestrator;
-        setWorkloadIdentity((proxy) => {
-          const pod = registry.podFor(proxy.id, podNameOf(proxy), proxy.namespace, proxy.ipAddresses);
-          return pod ? withWorkload(proxy, pod) : proxy;
-        });
       }
     }
+    const pods = this.orchestrator;
+    this.proxies = new ProxyModels(
+      pods
+        ? (proxy) => {
+            const pod = pods.podFor(proxy.id, podNameOf(proxy), proxy.namespace, proxy.ipAddresses);
+            return pod ? withWorkload(proxy, pod) : proxy;
+          }
+        : undefined,
+    );
     this.registry = new AggregateRegistry(registries, opts.clusterId);
     this.mtls = { ...settings.mtls, autoMtls: opts.meshMtls?.autoMtls ?? true, aliases: opts.meshMtls?.trustDomainAliases ?? [] };
     this.status = this.statusReporting();
@@ -192,6 +198,7 @@ export class DiscoveryServer {
     this.security = new ProxySecurity({ resolver: this.resolver, trustDomains: this.mtls, plugins: opts.plugins, extensionProviders: opts.extensionProviders });
     const generators = createMeshGenerators({
       pushContext: () => this.push,
+      proxies: this.proxies,
       inboundHttpFilters: (proxy, push) => this.security.httpFilters(proxy, push),
       inboundNetworkFilters: (proxy, push) => this.security.networkFilters(proxy, push),
       serverHttpFilters: (proxy, push) => this.security.grpcServerFilters(proxy, push),
@@ -242,6 +249,7 @@ export class DiscoveryServer {
         registry: this.registry,
         resolver: this.resolver,
         securityOptions: (push) => this.security.options(push),
+        proxies: this.proxies,
         adminEndpoints: settings.adminEndpoints,
       });
     }
@@ -289,7 +297,7 @@ export class DiscoveryServer {
    */
   private async onProxyConnect(info: ProxyInfo): Promise<void> {
     await this.authorizeProxy(info);
-    const proxy = proxyOf(info);
+    const proxy = this.proxies.of(info);
     let registration;
     try {
       registration = this.autoRegistration.register({ proxy, connectionId: info.connectionId, peer: info.peer });
@@ -308,7 +316,7 @@ export class DiscoveryServer {
   /** What the analyzers read: the config, every known workload, the connected gateways. */
   private analysisSources(): AnalysisSources {
     const entries = () => [...this.store.list('WorkloadEntry'), ...this.autoEntries.list('WorkloadEntry')];
-    const proxies = () => [...this.connected.values()].map(proxyOf);
+    const proxies = () => [...this.connected.values()].map((info) => this.proxies.of(info));
     return {
       list: <K extends Kind>(kind: K) => (kind === 'WorkloadEntry' ? (entries() as ResourceOf<K>[]) : this.store.list(kind)),
       workloads: () => [...entries().map((we) => ({ namespace: we.metadata.namespace, labels: we.spec.labels ?? {} })), ...proxies()],
@@ -347,7 +355,7 @@ export class DiscoveryServer {
     if (this.changedWorkloads.size === 0) return;
     const addresses = new Set(this.changedWorkloads);
     this.changedWorkloads.clear();
-    const ids = new Set([...this.connected.values()].filter((info) => proxyOf(info).ipAddresses.some((ip) => addresses.has(ip))).map((info) => info.id));
+    const ids = new Set([...this.connected.values()].filter((info) => this.proxies.of(info).ipAddresses.some((ip) => addresses.has(ip))).map((info) => info.id));
     await Promise.all([...ids].map((id) => this.xds.push(id, { reason: 'workloadentry', ...(triggeredAt !== undefined ? { triggeredAt } : {}) })));
   }
 
@@ -380,7 +388,7 @@ export class DiscoveryServer {
     const awaited = this.resolver.awaited();
     const held = new Set<string>();
     for (const info of awaited.size > 0 ? this.connected.values() : []) {
-      const { fetches } = jwksPrefetch(this.push.policiesFor('RequestAuthentication', proxyOf(info)));
+      const { fetches } = jwksPrefetch(this.push.policiesFor('RequestAuthentication', this.proxies.of(info)));
       if (fetches.some((f) => awaited.has(f.jwksUri))) held.add(info.id);
     }
     if (held.size === 0) await this.xds.pushAll(req);

@@ -17,7 +17,7 @@ import type { HttpFilter } from '../gen/envoy/extensions/filters/network/http_co
 import type { Filter } from '../gen/envoy/config/listener/v3/listener_components_pb.js';
 import { buildWorkloadSecurity, securityHttpFilters, securityNetworkFilters, type SecurityOptions } from '../security/filters.js';
 import type { ProxyInfo, ResourceGenerator } from '../xds/generator.js';
-import { proxyOf } from '../xds/generators/index.js';
+import type { ProxyModels } from '../xds/generators/index.js';
 import type { XdsServer } from '../xds/server.js';
 import { messageNameOf, registry as envoyTypes, unpackAny } from '../envoy/types.js';
 import { toJson } from '@bufbuild/protobuf';
@@ -32,6 +32,8 @@ export interface DiscoveryDebugDeps {
   readonly resolver: JwksResolver;
   /** The builders' options (--plugins, mesh config providers) for a push, as the server uses them. */
   readonly securityOptions?: (push: PushContext) => SecurityOptions;
+  /** The server's view of its connected proxies (the one its generators use). */
+  readonly proxies: ProxyModels;
   /** ENABLE_ADMIN_ENDPOINTS: serve the endpoints that change the server's state. */
   readonly adminEndpoints: boolean;
 }
@@ -70,7 +72,7 @@ function workloadOf(deps: DiscoveryDebugDeps, body: Record<string, unknown>): Wo
   if (typeof body.proxyID === 'string') {
     const info = deps.xds.proxyInfo(body.proxyID);
     if (!info) throw new BadRequest(`proxy "${body.proxyID}" is not connected (see /debug/connections)`);
-    return proxyOf(info);
+    return deps.proxies.of(info);
   }
   if (typeof body.namespace === 'string') {
     const labels = body.labels ?? {};
@@ -195,7 +197,7 @@ export function installDiscoveryDebug(mux: Mux, deps: DiscoveryDebugDeps): void 
       '/debug/authorizationz',
       '?proxyID=: the policies selecting the proxy and the jwt_authn/rbac filters generated from them (HTTP chains, and the network rbac filters of TCP chains)',
       guarded((_req, res, url) => {
-        const proxy: Proxy = proxyOf(connectedProxy(deps, url));
+        const proxy: Proxy = deps.proxies.of(connectedProxy(deps, url));
         const push = deps.pushContext();
         const sec = buildWorkloadSecurity(proxy, push.policiesFor('RequestAuthentication', proxy), push.policiesFor('AuthorizationPolicy', proxy), deps.resolver.lookup, push.rootNamespace, deps.securityOptions?.(push));
         const name = (p: { metadata: { namespace: string; name: string }; kind: string }) => `${p.kind}/${p.metadata.namespace}/${p.metadata.name}`;

@@ -21,7 +21,7 @@ import { HttpFilterSchema } from '../../src/gen/envoy/extensions/filters/network
 import { HttpConnectionManagerSchema } from '../../src/gen/envoy/extensions/filters/network/http_connection_manager/v3/http_connection_manager_pb.js';
 import { RouterSchema } from '../../src/gen/envoy/extensions/filters/http/router/v3/router_pb.js';
 import { XdsStreamError, type ProxyInfo, type ResourceGenerator, type XdsResource } from '../../src/xds/generator.js';
-import { createMeshGenerators, proxyOf } from '../../src/xds/generators/index.js';
+import { createMeshGenerators, ProxyModels } from '../../src/xds/generators/index.js';
 import { pack, toEnvoyJson, TypeUrl, unpack, unpackAny } from '../../src/envoy/types.js';
 import type { PushContext } from '../../src/model/push-context.js';
 import { MockRegistry } from '../../src/registry/mock.js';
@@ -280,12 +280,20 @@ test('a Sidecar ingress listener with captureMode NONE gets its own bound listen
 });
 
 test('a malformed node is refused with INVALID_ARGUMENT', async () => {
+  const proxies = new ProxyModels();
   const bad = info('sidecar~nope~x.foo~foo.svc.cluster.local', {});
-  assert.throws(() => proxyOf(bad), (e: unknown) => e instanceof XdsStreamError && e.code === status.INVALID_ARGUMENT && /not an IP/.test(e.message));
+  assert.throws(() => proxies.of(bad), (e: unknown) => e instanceof XdsStreamError && e.code === status.INVALID_ARGUMENT && /not an IP/.test(e.message));
   const gens = generators(pushOf(MESH));
   await assert.rejects(async () => generate(gens, TypeUrl.Listener, bad), XdsStreamError);
   const good = echoProxy();
-  assert.equal(proxyOf(good), proxyOf(good), 'parsed once per stream');
+  assert.equal(proxies.of(good), proxies.of(good), 'parsed once per stream');
+});
+
+test("a server's workload identity (what the orchestrator says a proxy is) applies to its own proxies only", () => {
+  const good = echoProxy();
+  const fromPod = new ProxyModels((p) => ({ ...p, labels: { app: 'from-pod' } }));
+  assert.deepEqual(fromPod.of(good).labels, { app: 'from-pod' });
+  assert.deepEqual(new ProxyModels().of(good).labels, { app: 'echo' }, 'another server in the same process keeps what the proxy claims');
 });
 
 // ---------------------------------------------------------------- proxyless gRPC

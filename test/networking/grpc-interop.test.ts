@@ -8,7 +8,7 @@ import { register as registerGrpcXds, XdsServer as GrpcXdsServer } from '@grpc/g
 import { setScopeLevel } from '../../src/common/log.js';
 import { PushContext } from '../../src/model/push-context.js';
 import { MockRegistry } from '../../src/registry/mock.js';
-import { createMeshGenerators, proxyOf } from '../../src/xds/generators/index.js';
+import { createMeshGenerators, ProxyModels } from '../../src/xds/generators/index.js';
 import { XdsServer } from '../../src/xds/server.js';
 import { TypeUrl } from '../../src/envoy/types.js';
 import { freePort } from '../../samples/local-mesh.js';
@@ -46,7 +46,8 @@ function call(client: Client): Promise<string> {
 
 /** The discovery server on 127.0.0.1:0 serving `push()`; returns the bootstrap a gRPC app would use. */
 async function discovery(t: TestContext, push: () => PushContext): Promise<{ server: XdsServer; bootstrap: string }> {
-  const server = new XdsServer({ generators: createMeshGenerators({ pushContext: push }), onConnect: (p) => void proxyOf(p) });
+  const proxies = new ProxyModels();
+  const server = new XdsServer({ generators: createMeshGenerators({ pushContext: push, proxies }), onConnect: (p) => void proxies.of(p) });
   t.after(() => server.close());
   const port = await server.listen('127.0.0.1:0');
   const bootstrap = JSON.stringify({

@@ -27,11 +27,13 @@ export interface MeshGeneratorOptions extends SidecarOptions, GrpcOptions, Gatew
    * streams whose namespace the identity check verified.
    */
   readonly credentials?: { readonly store: CredentialStore; readonly verified: (info: ProxyInfo) => boolean };
+  /** The server's view of its proxies, shared with its other users (debug, security); one of its own when absent. */
+  readonly proxies?: ProxyModels;
 }
 
 /** The options with their defaults filled in, and the recorders every type shares. */
 export interface MeshContext {
-  readonly opts: MeshGeneratorOptions & { readonly cache: XdsCache };
+  readonly opts: MeshGeneratorOptions & { readonly cache: XdsCache; readonly proxies: ProxyModels };
   readonly conflicts: ConflictRecorder;
 }
 
@@ -43,32 +45,33 @@ export interface XdsType extends PushScoped {
   generator(ctx: MeshContext): ResourceGenerator;
 }
 
-const proxies = new WeakMap<ProxyInfo, Proxy>();
-
-/** Where a parsed proxy's identity is checked against the orchestrator (its Pod); identity when unset. */
-let workloadIdentity: (proxy: Proxy) => Proxy = (proxy) => proxy;
-
-/** Installs the function that replaces what a proxy claims (labels, service account) by what its workload is. */
-export function setWorkloadIdentity(resolve: (proxy: Proxy) => Proxy): void {
-  workloadIdentity = resolve;
-}
-
 /**
- * The model's view of a connected proxy (parsed once per stream). Throws XdsStreamError
- * INVALID_ARGUMENT for a malformed node: call it from the server's `onConnect` to refuse the stream.
+ * The model's view of the connected proxies of one discovery server: each stream's node parsed once,
+ * with what it claims (labels, service account) replaced by what its workload is when the server
+ * knows the workload (the orchestrator's Pod).
  */
-export function proxyOf(info: ProxyInfo): Proxy {
-  let proxy = proxies.get(info);
-  if (!proxy) {
-    try {
-      proxy = workloadIdentity(parseProxy(info.id, info.metadata, info.node.extensions.map((e) => e.name)));
-    } catch (e) {
-      if (e instanceof ProxyParseError) throw new XdsStreamError(status.INVALID_ARGUMENT, e.message);
-      throw e;
+export class ProxyModels {
+  private readonly parsed = new WeakMap<ProxyInfo, Proxy>();
+
+  constructor(private readonly workloadIdentity: (proxy: Proxy) => Proxy = (proxy) => proxy) {}
+
+  /**
+   * The proxy of a stream. Throws XdsStreamError INVALID_ARGUMENT for a malformed node: call it from
+   * the server's `onConnect` to refuse the stream.
+   */
+  of(info: ProxyInfo): Proxy {
+    let proxy = this.parsed.get(info);
+    if (!proxy) {
+      try {
+        proxy = this.workloadIdentity(parseProxy(info.id, info.metadata, info.node.extensions.map((e) => e.name)));
+      } catch (e) {
+        if (e instanceof ProxyParseError) throw new XdsStreamError(status.INVALID_ARGUMENT, e.message);
+        throw e;
+      }
+      this.parsed.set(info, proxy);
     }
-    proxies.set(info, proxy);
+    return proxy;
   }
-  return proxy;
 }
 
 const packedLists = new WeakMap<readonly object[], readonly XdsResource[]>();
@@ -94,7 +97,7 @@ export function generatorOf(
   build: (proxy: Proxy, push: PushContext, names: ReadonlySet<string> | undefined) => readonly XdsResource[],
 ): ResourceGenerator {
   return {
-    generate: (req: GenerateRequest) => build(proxyOf(req.proxy), ctx.opts.pushContext(), req.subscription.wildcard ? undefined : req.subscription.names),
+    generate: (req: GenerateRequest) => build(ctx.opts.proxies.of(req.proxy), ctx.opts.pushContext(), req.subscription.wildcard ? undefined : req.subscription.names),
   };
 }
 

@@ -7,14 +7,14 @@ import { counter } from '../../common/metrics.js';
 import type { ResourceGenerator } from '../generator.js';
 import { XdsCache } from '../cache.js';
 import { cds } from './cds.js';
-import { ConflictRecorder, oncePerPush, type MeshContext, type MeshGeneratorOptions, type XdsType } from './context.js';
+import { ConflictRecorder, oncePerPush, ProxyModels, type MeshContext, type MeshGeneratorOptions, type XdsType } from './context.js';
 import { eds } from './eds.js';
 import { lds } from './lds.js';
 import { nds } from './nds.js';
 import { rds } from './rds.js';
 import { sds } from './sds.js';
 
-export { proxyOf, setWorkloadIdentity, type MeshGeneratorOptions, type XdsType } from './context.js';
+export { ProxyModels, type MeshGeneratorOptions, type XdsType } from './context.js';
 
 const log = scope('model');
 
@@ -45,6 +45,7 @@ export function createMeshGenerators(options: MeshGeneratorOptions, types: reado
       }),
       ...options,
       cache: options.cache ?? new XdsCache(),
+      proxies: options.proxies ?? new ProxyModels(),
     },
   };
   return new Map(types.map((t) => [t.typeUrl, t.generator(ctx)]));

@@ -13,7 +13,7 @@ import { allocatedFor } from '../../model/auto-allocate.js';
 import { buildNameTable, usesAutoAllocation } from '../../networking/name-table.js';
 import type { XdsResource } from '../generator.js';
 import { isNonSecurityConfigChange, type PushTrigger } from '../push-scope.js';
-import { proxyOf, type XdsType } from './context.js';
+import type { XdsType } from './context.js';
 
 /** The name of the one NameTable resource a proxy receives. */
 export const NAME_TABLE_RESOURCE = 'nametable';
@@ -28,7 +28,7 @@ export const nds: XdsType = {
   pushedBy: (t: PushTrigger) => t.source === 'service' || isNonSecurityConfigChange(t),
   generator: (ctx) => ({
     generate: ({ proxy: info }) => {
-      const proxy = proxyOf(info);
+      const proxy = ctx.opts.proxies.of(info);
       if (!proxy.dnsCapture) return [];
       const push = ctx.opts.pushContext();
       const scope = push.sidecarScope(proxy);

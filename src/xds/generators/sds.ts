@@ -15,7 +15,7 @@ import { credentialSecret, resolveCredential, verifiedCertificateReferences } fr
 import { isRouter, mergedGatewayFor } from './gateway.js';
 import type { ProxyInfo, XdsResource } from '../generator.js';
 import type { PushTrigger } from '../push-scope.js';
-import { proxyOf, type XdsType } from './context.js';
+import type { XdsType } from './context.js';
 
 const log = scope('ads');
 
@@ -30,7 +30,7 @@ export const sds: XdsType = {
       generate: ({ proxy: info, subscription }) => {
         const served = ctx.opts.credentials;
         if (!served || subscription.wildcard) return [];
-        const proxy = proxyOf(info);
+        const proxy = ctx.opts.proxies.of(info);
         if (!served.verified(info)) {
           if (!unverified.has(info)) log.warn(`SDS: ${info.id} from ${info.peer} has no verified identity (plaintext port, or XDS_AUTH off): no Secrets are served to it`);
           unverified.add(info);
