@@ -13,13 +13,12 @@ import { RouterSchema } from '../../src/gen/envoy/extensions/filters/http/router
 import { buildHttpConnectionManager } from '../../src/dataplane/http-connection-manager.js';
 import { StaticClusterManager } from './static-cluster-manager.js';
 import { FilterConfig_Protocol, FilterConfigSchema } from '../../src/gen/mesh/envoy/config/filter/http/alpn/v2alpha1/config_pb.js';
-import { Cluster_DiscoveryType, ClusterSchema } from '../../src/gen/envoy/config/cluster/v3/cluster_pb.js';
 import { pack, TypeUrl } from '../../src/envoy/types.js';
 import { alpnFilter } from '../../src/networking/alpn-filter.js';
 import { freePort } from '../../samples/local-mesh.js';
 import { eventually } from '../helpers/proc.js';
 import { meshCa, meshTls, sidecar, spiffe, upstreamTls, workload, type MeshCa } from './tls-fixtures.js';
-import { hcmChain, listener } from './xds-fixtures.js';
+import { hcmChain, listener, staticCluster } from './xds-fixtures.js';
 
 /** An HTTPS server with a mesh certificate for `sa/server`, recording each connection's offered ALPN. */
 async function recordingServer(t: TestContext, ca: MeshCa): Promise<{ port: number; offered: string[][] }> {
@@ -44,17 +43,9 @@ async function recordingServer(t: TestContext, ca: MeshCa): Promise<{ port: numb
   return { port: (server.address() as { port: number }).port, offered };
 }
 
+/** A cluster of the server over TLS with the mesh's certificates, offering `alpn`. */
 function tlsCluster(name: string, port: number, alpn: readonly string[]) {
-  return {
-    name,
-    any: pack(ClusterSchema, {
-      name,
-      clusterDiscoveryType: { case: 'type', value: Cluster_DiscoveryType.STATIC },
-      connectTimeout: { seconds: 1n },
-      loadAssignment: { clusterName: name, endpoints: [{ lbEndpoints: [{ hostIdentifier: { case: 'endpoint', value: { address: { address: { case: 'socketAddress', value: { address: '127.0.0.1', portSpecifier: { case: 'portValue', value: port } } } } } } }] }] },
-      transportSocket: upstreamTls(meshTls([spiffe('server')], alpn), 'outbound_.80_._.server.default.svc.cluster.local'),
-    }),
-  };
+  return staticCluster(name, [port], { transportSocket: upstreamTls(meshTls([spiffe('server')], alpn), 'outbound_.80_._.server.default.svc.cluster.local') });
 }
 
 /** The filter as the discovery server builds it. */
