@@ -71,6 +71,8 @@ const targets = [
   'xds/xds/type/v3',
   // The mesh's own APIs (proto/ of this repository, staged as mesh-proto/).
   'mesh-proto/mesh/v1',
+  // The ALPN override HTTP filter (mesh.alpn).
+  'mesh-proto/mesh/envoy/config/filter/http/alpn/v2alpha1',
 ];
 
 // The mesh's own .proto files; staged next to the Envoy ones as one more buf module.

@@ -172,6 +172,8 @@ export interface UpstreamRequest {
   readonly framing: BodyFraming;
   /** original_src: the connection comes from the downstream client's address. */
   readonly source?: OriginalSource;
+  /** The ALPN override of the request's upstream protocol (`mesh.alpn`), for a mesh-mTLS transport. */
+  readonly alpn?: readonly string[];
 }
 
 export function trailerMap(t: NodeJS.Dict<string | string[]> | H2Headers): HeaderMap | undefined {
@@ -201,7 +203,7 @@ export function http2Exchange(r: UpstreamRequest, pool: Http2Pool, ev: UpstreamE
   delete headers.host;
   Object.assign(headers, { ':method': r.method, ':path': r.path, ':scheme': 'http', ':authority': authority });
   // waitForTrailers: the request's trailers are only known once its body has ended.
-  const stream: ClientHttp2Stream = pool.session(r.endpoint, r.source).request(headers, { waitForTrailers: true });
+  const stream: ClientHttp2Stream = pool.session(r.endpoint, r.source, r.alpn).request(headers, { waitForTrailers: true });
   let requestTrailers: HeaderMap | undefined;
   let trailers: HeaderMap | undefined;
   let answered = false;

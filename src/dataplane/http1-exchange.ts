@@ -25,7 +25,7 @@ export function http1Exchange(r: UpstreamRequest, pool: Http1Pool, ev: UpstreamE
 }
 
 function nodeExchange(r: UpstreamRequest, pool: Http1Pool, ev: UpstreamEvents): UpstreamExchange {
-  const upstream = httpRequest({ host: r.endpoint.host, port: r.endpoint.port, method: r.method, path: r.path, headers: r.headers, ...pool.requestOptions(r.endpoint, r.source) });
+  const upstream = httpRequest({ host: r.endpoint.host, port: r.endpoint.port, method: r.method, path: r.path, headers: r.headers, ...pool.requestOptions(r.endpoint, r.source, r.alpn) });
   upstream.on('error', (e) => ev.error(e));
   upstream.on('response', (up) => {
     const trailers = (): HeaderMap | undefined => (up.rawTrailers.length > 0 ? trailerMap(up.trailers) : undefined);
@@ -65,7 +65,7 @@ class UndiciExchange implements UpstreamExchange, UpstreamBody, Dispatcher.Dispa
       // undici destroys a body it could not send; the failure itself reaches onResponseError.
       this.body.on('error', () => {});
     }
-    pool.pool(r.endpoint, r.source).dispatch({ method: r.method, path: r.path, headers: r.headers as Record<string, string | string[]>, body: this.body ?? null }, this);
+    pool.pool(r.endpoint, r.source, r.alpn).dispatch({ method: r.method, path: r.path, headers: r.headers as Record<string, string | string[]>, body: this.body ?? null }, this);
   }
 
   finish(): void {

@@ -45,12 +45,21 @@ export type TransportOf = (endpoint: Endpoint) => UpstreamTls | undefined;
 
 /**
  * A connection to `ep` with its transport: the TCP socket, or the TLS client over it. `ready` is
- * the event that says it can carry requests (`connect`, or `secureConnect` once verified).
+ * the event that says it can carry requests (`connect`, or `secureConnect` once verified); `alpn`
+ * (the transport's alpnFor) replaces the transport's configured ALPN.
  */
-export function openUpstream(ep: Endpoint, transport: UpstreamTls | undefined, ms: number, onTimeout: () => void, options: Partial<NetConnectOpts> = {}, source?: OriginalSource): { socket: Socket; ready: 'connect' | 'secureConnect' } {
+export function openUpstream(
+  ep: Endpoint,
+  transport: UpstreamTls | undefined,
+  ms: number,
+  onTimeout: () => void,
+  options: Partial<NetConnectOpts> = {},
+  source?: OriginalSource,
+  alpn?: readonly string[],
+): { socket: Socket; ready: 'connect' | 'secureConnect' } {
   const tcp = connectWithin({ ...options, host: ep.host, port: ep.port } as NetConnectOpts, ms, onTimeout, source);
   tcp.setNoDelay(true);
-  return transport ? { socket: transport.wrap(tcp), ready: 'secureConnect' } : { socket: tcp, ready: 'connect' };
+  return transport ? { socket: transport.wrap(tcp, alpn), ready: 'secureConnect' } : { socket: tcp, ready: 'connect' };
 }
 
 /**
@@ -78,9 +87,12 @@ function hostPort(ep: Endpoint): string {
   return ep.host.includes(':') ? `[${ep.host}]:${ep.port}` : `${ep.host}:${ep.port}`;
 }
 
-/** Connections are shared per endpoint and original source (none: the proxy's own address). */
-function poolKey(ep: Endpoint, source: OriginalSource | undefined): string {
-  return source ? `${hostPort(ep)} from ${source.address}` : hostPort(ep);
+/**
+ * Connections are shared per endpoint, original source (none: the proxy's own address) and ALPN
+ * override (none: the transport's own), as Envoy hashes the transport socket options into its pools.
+ */
+function poolKey(ep: Endpoint, source: OriginalSource | undefined, alpn: readonly string[] | undefined): string {
+  return `${hostPort(ep)}${source ? ` from ${source.address}` : ''}${alpn ? ` alpn ${alpn.join(',')}` : ''}`;
 }
 
 /** A node:http keep-alive agent sized for a proxy, whose new connections follow the pool's connect rules. */
@@ -108,6 +120,8 @@ class UpstreamAgent extends Agent {
  */
 export class Http1Pool {
   readonly agent: UpstreamAgent;
+  /** The keep-alive agents of requests with an ALPN override, by that ALPN. */
+  private readonly alpnAgents = new Map<string, UpstreamAgent>();
   private readonly pools = new Map<string, Pool>();
   private retired = false;
 
@@ -120,12 +134,16 @@ export class Http1Pool {
     this.agent = new UpstreamAgent((options) => this.connect(options).socket);
   }
 
-  /** The undici pool of an endpoint (per original source: its connections bind it), made on first use. */
-  pool(ep: Endpoint, source?: OriginalSource): Pool {
-    const key = poolKey(ep, source);
+  /**
+   * The undici pool of an endpoint (per original source: its connections bind it; per ALPN
+   * override of `mesh.alpn`), made on first use.
+   */
+  pool(ep: Endpoint, source?: OriginalSource, override?: readonly string[]): Pool {
+    const alpn = this.transportOf(ep)?.alpnFor(override);
+    const key = poolKey(ep, source, alpn);
     const existing = this.pools.get(key);
     if (existing) return existing;
-    const pool = new Pool(`http://${hostPort(ep)}`, { connections: null, headersTimeout: 0, bodyTimeout: 0, connect: this.connector(ep, source) });
+    const pool = new Pool(`http://${hostPort(ep)}`, { connections: null, headersTimeout: 0, bodyTimeout: 0, connect: this.connector(ep, source, alpn) });
     // A retired pool serves the request it is asked for, then closes once that is done.
     if (this.retired) setImmediate(() => void pool.close());
     else this.pools.set(key, pool);
@@ -136,12 +154,15 @@ export class Http1Pool {
   retire(): void {
     this.retired = true;
     this.agent.retire();
+    for (const a of this.alpnAgents.values()) a.retire();
     for (const p of this.pools.values()) void p.close();
     this.pools.clear();
   }
 
   destroy(): void {
     this.agent.destroy();
+    for (const a of this.alpnAgents.values()) a.destroy();
+    this.alpnAgents.clear();
     for (const p of this.pools.values()) void p.destroy();
     this.pools.clear();
   }
@@ -150,21 +171,33 @@ export class Http1Pool {
    * node:http options for a request to `ep`: the keep-alive agent, or, from an original source,
    * a connection of the request's own (the agent's pooling knows nothing of sources).
    */
-  requestOptions(ep: Endpoint, source?: OriginalSource): Pick<ClientRequestArgs, 'agent' | 'createConnection'> {
-    if (!source) return { agent: this.agent };
-    return { agent: false, createConnection: () => this.connect({ host: ep.host, port: ep.port }, source).socket };
+  requestOptions(ep: Endpoint, source?: OriginalSource, override?: readonly string[]): Pick<ClientRequestArgs, 'agent' | 'createConnection'> {
+    const alpn = this.transportOf(ep)?.alpnFor(override);
+    if (source) return { agent: false, createConnection: () => this.connect({ host: ep.host, port: ep.port }, source, alpn).socket };
+    return { agent: alpn ? this.agentFor(alpn) : this.agent };
   }
 
-  private connect(options: NetConnectOpts, source?: OriginalSource): { socket: Socket; ready: 'connect' | 'secureConnect' } {
+  private agentFor(alpn: readonly string[]): UpstreamAgent {
+    const key = alpn.join(',');
+    let agent = this.alpnAgents.get(key);
+    if (!agent) {
+      agent = new UpstreamAgent((options) => this.connect(options, undefined, alpn).socket);
+      if (this.retired) agent.retire();
+      this.alpnAgents.set(key, agent);
+    }
+    return agent;
+  }
+
+  private connect(options: NetConnectOpts, source?: OriginalSource, alpn?: readonly string[]): { socket: Socket; ready: 'connect' | 'secureConnect' } {
     this.onConnection();
     const ep = { host: (options as { host?: string }).host ?? 'localhost', port: Number((options as { port?: number | string }).port) };
-    return openUpstream(ep, this.transportOf(ep), this.connectTimeoutMs, this.onConnectTimeout, options, source);
+    return openUpstream(ep, this.transportOf(ep), this.connectTimeoutMs, this.onConnectTimeout, options, source, alpn);
   }
 
   /** undici's connector: our socket (counted, connect timeout, TLS when the endpoint's transport says so), handed over once ready. */
-  private connector(ep: Endpoint, source: OriginalSource | undefined): buildConnector.connector {
+  private connector(ep: Endpoint, source: OriginalSource | undefined, alpn: readonly string[] | undefined): buildConnector.connector {
     return (_options, callback) => {
-      const { socket, ready } = this.connect({ host: ep.host, port: ep.port }, source);
+      const { socket, ready } = this.connect({ host: ep.host, port: ep.port }, source, alpn);
       const settle = (e?: Error): void => {
         socket.off(ready, settle);
         socket.off('error', settle);
@@ -192,14 +225,15 @@ export class Http2Pool {
     private readonly transportOf: TransportOf = () => undefined,
   ) {}
 
-  /** The session to `ep` (per original source: its connection binds it). */
-  session(ep: Endpoint, source?: OriginalSource): ClientHttp2Session {
-    const key = poolKey(ep, source);
+  /** The session to `ep` (per original source: its connection binds it; per ALPN override of `mesh.alpn`). */
+  session(ep: Endpoint, source?: OriginalSource, override?: readonly string[]): ClientHttp2Session {
+    const alpn = this.transportOf(ep)?.alpnFor(override);
+    const key = poolKey(ep, source, alpn);
     const existing = this.sessions.get(key);
     if (existing && !existing.closed && !existing.destroyed) return existing;
     const ms = this.connectTimeoutMs;
     const session = h2connect(`http://${hostPort(ep)}`, {
-      createConnection: () => openUpstream(ep, this.transportOf(ep), ms, this.onConnectTimeout, {}, source).socket,
+      createConnection: () => openUpstream(ep, this.transportOf(ep), ms, this.onConnectTimeout, {}, source, alpn).socket,
     });
     this.onConnection();
     const forget = (): void => {

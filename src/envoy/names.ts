@@ -17,6 +17,8 @@ export const TLS_INSPECTOR_FILTER_NAME = 'envoy.filters.listener.tls_inspector';
 export const ORIGINAL_SRC_FILTER_NAME = 'envoy.filters.listener.original_src';
 /** The TLS transport socket (Downstream/UpstreamTlsContext). */
 export const TLS_TRANSPORT_SOCKET_NAME = 'envoy.transport_sockets.tls';
+/** The mesh's ALPN override HTTP filter (the Go mesh's `istio.alpn`). */
+export const ALPN_FILTER_NAME = 'mesh.alpn';
 /** HTTP filter of VirtualService fault injection (per-route config under the same name). */
 export const FAULT_FILTER_NAME = 'envoy.filters.http.fault';
 /** HTTP filter of VirtualService CORS policies (per-route config under the same name). */

@@ -100,9 +100,19 @@ export class RequestHeaders {
   }
 }
 
+/** An upstream HTTP protocol, as the ALPN override filter names them. */
+export type UpstreamProtocol = 'http/1.0' | 'http/1.1' | 'h2';
+
+export type AlpnOverride = ReadonlyMap<UpstreamProtocol, readonly string[]>;
+
 /** A request in flight through the filter chain: mutable headers and path, and the metadata. */
 export class StreamRequest implements RequestView {
   readonly metadata: DynamicMetadata = {};
+  /**
+   * The ALPN the upstream mesh-mTLS connection offers, by upstream protocol (set by the `mesh.alpn`
+   * filter, read by the router); unset: the cluster's own.
+   */
+  alpnOverride?: AlpnOverride;
   readonly header: HeaderGetter = (name) => {
     switch (name) {
       case ':method':

@@ -17,6 +17,7 @@ import { hostMatches } from '../model/selection.js';
 import { isHttpProtocol } from '../model/service.js';
 import { TCP_PROXY_FILTER_NAME, TLS_INSPECTOR_FILTER_NAME } from '../envoy/names.js';
 import { pack } from '../envoy/types.js';
+import { alpnFilter } from './alpn-filter.js';
 import { EDGE_HCM, hcmFilter, routeConfiguredFilters, socketAddress, type PathNormalization } from './common.js';
 import { autoPassthroughChains, type SniTarget } from './gateway-sni.js';
 import { gatewayTransportSocket } from './gateway-tls.js';
@@ -52,7 +53,7 @@ interface L4Route {
 }
 
 function httpFilter(statPrefix: string, routeName: string, opts: GatewayListenerOptions): Filter {
-  return hcmFilter(statPrefix, { rds: routeName }, [...(opts.httpFilters ?? []), ...routeConfiguredFilters()], opts.pathNormalization, EDGE_HCM);
+  return hcmFilter(statPrefix, { rds: routeName }, [...(opts.httpFilters ?? []), alpnFilter(), ...routeConfiguredFilters()], opts.pathNormalization, EDGE_HCM);
 }
 
 /** The workload's network filters (the policies selecting the gateway), then the route's tcp_proxy. */

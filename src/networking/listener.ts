@@ -13,6 +13,7 @@ import type { OutboundTrafficMode } from '../model/push-context.js';
 import { isHttpProtocol, type Protocol, type Service } from '../model/service.js';
 import { HTTP_INSPECTOR_FILTER_NAME, ORIGINAL_SRC_FILTER_NAME } from '../envoy/names.js';
 import { pack } from '../envoy/types.js';
+import { alpnFilter } from './alpn-filter.js';
 import { hcmFilter, http10Fields, routeConfiguredFilters, seconds, socketAddress, tcpProxyFilter, type HcmExtras, type PathNormalization } from './common.js';
 import {
   BLACKHOLE_CLUSTER,
@@ -324,7 +325,7 @@ export function buildOutboundListeners(services: readonly Service[], opts: Outbo
           }
           continue;
         }
-        const httpFilter = (): Filter => hcmFilter(`outbound_${name}`, { rds: outboundRouteName(port.port) }, [...(opts.httpFilters ?? []), ...routeConfiguredFilters()], opts.pathNormalization, http10Fields(opts.acceptHttp10));
+        const httpFilter = (): Filter => hcmFilter(`outbound_${name}`, { rds: outboundRouteName(port.port) }, [...(opts.httpFilters ?? []), alpnFilter(), ...routeConfiguredFilters()], opts.pathNormalization, http10Fields(opts.acceptHttp10));
         const sniffed = sniffedProtocol(port.protocol, opts.sniffing);
         // A sniffed port's TCP fallback follows the `tcp` routes too, as the Go mesh builds the
         // TCP chains of an auto-detected port before adding its HTTP chain.

@@ -23,6 +23,7 @@ import { pack, TypeUrl } from '../../src/envoy/types.js';
 type PolicyInit = MessageInitShape<typeof PolicySchema>;
 type ChainInit = Exclude<MessageInitShape<typeof FilterChainSchema>, FilterChain>;
 type ListenerInit = Exclude<MessageInitShape<typeof ListenerSchema>, Listener>;
+type ClusterInit = Exclude<MessageInitShape<typeof ClusterSchema>, { $typeName: string }>;
 
 /** An ADS server whose resources per type are whatever the test last set. */
 export class FixtureAds {
@@ -114,10 +115,11 @@ function assignment(name: string, ports: readonly number[]) {
   return { clusterName: name, endpoints: [{ lbEndpoints: ports.map((p) => ({ hostIdentifier: { case: 'endpoint' as const, value: { address: socketAddress('127.0.0.1', p) } } })) }] };
 }
 
-export function staticCluster(name: string, ports: readonly number[]) {
+/** A STATIC cluster of 127.0.0.1 ports; `extra` adds fields (e.g. a transport socket). */
+export function staticCluster(name: string, ports: readonly number[], extra: Partial<ClusterInit> = {}) {
   return {
     name,
-    any: pack(ClusterSchema, { name, clusterDiscoveryType: { case: 'type', value: Cluster_DiscoveryType.STATIC }, lbPolicy: Cluster_LbPolicy.ROUND_ROBIN, connectTimeout: { seconds: 1n }, loadAssignment: assignment(name, ports) }),
+    any: pack(ClusterSchema, { name, clusterDiscoveryType: { case: 'type', value: Cluster_DiscoveryType.STATIC }, lbPolicy: Cluster_LbPolicy.ROUND_ROBIN, connectTimeout: { seconds: 1n }, loadAssignment: assignment(name, ports), ...extra }),
   };
 }
 

@@ -54,9 +54,9 @@ export interface ServerWorkload {
   /** The service's hostname and ServiceEntry name. */
   readonly host: string;
   readonly serviceName: string;
-  /** The port's name and protocol, the same on the workload, the service and the Sidecar ingress. */
+  /** The port's name and protocol, the same on the workload, the service and the Sidecar ingress; no protocol: sniffed. */
   readonly portName: string;
-  readonly protocol: 'HTTP' | 'TCP';
+  readonly protocol?: 'HTTP' | 'TCP';
   /** The app's port, the sidecar's inbound port, the service port, and a port for the server's own outbound listeners. */
   readonly app: number;
   readonly inbound: number;
@@ -69,6 +69,7 @@ export interface ServerWorkload {
  * the ServiceEntry selecting it, and a Sidecar whose ingress (captureMode NONE) leads to the app.
  */
 export function serverWorkloadYaml(w: ServerWorkload): string {
+  const protocol = w.protocol ? `, protocol: ${w.protocol}` : '';
   return `
 apiVersion: networking.mesh.io/v1
 kind: WorkloadEntry
@@ -82,7 +83,7 @@ spec:
   hosts: [${w.host}]
   location: MESH_INTERNAL
   resolution: STATIC
-  ports: [{number: ${w.service}, name: ${w.portName}, protocol: ${w.protocol}}]
+  ports: [{number: ${w.service}, name: ${w.portName}${protocol}}]
   workloadSelector: {labels: {app: server}}
 ---
 apiVersion: networking.mesh.io/v1
@@ -90,8 +91,8 @@ kind: Sidecar
 metadata: {namespace: default, name: server}
 spec:
   workloadSelector: {labels: {app: server}}
-  ingress: [{port: {number: ${w.inbound}, protocol: ${w.protocol}, name: ${w.portName}}, defaultEndpoint: "127.0.0.1:${w.app}", captureMode: NONE}]
+  ingress: [{port: {number: ${w.inbound}${protocol}, name: ${w.portName}}, defaultEndpoint: "127.0.0.1:${w.app}", captureMode: NONE}]
   # Its outbound listeners elsewhere than the client's (both proxies share the loopback).
-  egress: [{port: {number: ${w.unused}, protocol: ${w.protocol}, name: ${w.portName}}, hosts: ["./*"]}]
+  egress: [{port: {number: ${w.unused}${protocol}, name: ${w.portName}}, hosts: ["./*"]}]
 `;
 }

@@ -252,7 +252,7 @@ test('outbound listeners: HTTP ports share 0.0.0.0_<port> with RDS <port>; TCP b
   assert.equal(hcm.routeSpecifier.value?.routeConfigName, '80');
   assert.equal(hcm.routeSpecifier.case === 'rds' && hcm.routeSpecifier.value.configSource?.configSourceSpecifier.case, 'ads');
   // The per-route configs of VirtualServices need the fault and CORS filters, before the router as the Go mesh places them.
-  assert.deepEqual(hcm.httpFilters.map((f) => f.name), ['envoy.filters.http.fault', 'envoy.filters.http.cors', 'envoy.filters.http.router']);
+  assert.deepEqual(hcm.httpFilters.map((f) => f.name), ['mesh.alpn', 'envoy.filters.http.fault', 'envoy.filters.http.cors', 'envoy.filters.http.router']);
   const db = listenerByName(listeners, '10.96.0.20_5432');
   assert.equal(addr(db.address), '10.96.0.20:5432');
   assert.equal(tcpClusterOf(db.filterChains[0]!), 'outbound|5432||db.foo.svc.cluster.local');

@@ -1,4 +1,5 @@
 // The HTTP filters this proxy runs: one import per filter file, each registers itself.
+import './alpn.js';
 import './ext-authz.js';
 import './cors.js';
 import './fault.js';

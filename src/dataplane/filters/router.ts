@@ -330,7 +330,9 @@ export class Router {
           });
         },
       };
-      const request = { endpoint, method: sreq.method, path, headers, framing, source };
+      // Envoy's upstream protocol of the cluster: HTTP/2 when configured, else HTTP/1.1.
+      const alpn = sreq.alpnOverride?.get(cluster.http2 ? 'h2' : 'http/1.1');
+      const request = { endpoint, method: sreq.method, path, headers, framing, source, alpn };
       let upstream: UpstreamExchange;
       try {
         upstream = cluster.http2 ? http2Exchange(request, cluster.http2, events) : http1Exchange(request, cluster.http1, events);

@@ -11,6 +11,7 @@ import { unappliedFields } from '../../envoy/config-error.js';
 import { compileCommonTls, failedCheck, peerCertOf, type CompiledTls, type TlsOptions } from './context.js';
 import type { SslStats } from './downstream.js';
 import type { SecretManager } from './secrets.js';
+import { MESH_ALPN } from '../../security/mtls/tls-context.js';
 
 const log = scope('upstream');
 
@@ -41,10 +42,20 @@ export class UpstreamTls {
   }
 
   /**
-   * The TLS client over `tcp` (connecting or connected). It emits `secureConnect` once the server
-   * is verified; a refused server, or a secret not there yet, destroys it with the reason.
+   * The ALPN a request's connection offers given its `mesh.alpn` override: the override when this
+   * is the mesh's mTLS (it offers the `mesh` token), else undefined (the configured ALPN). A user's
+   * TLS (DestinationRule SIMPLE/MUTUAL) keeps its own, as the Go mesh's `alpn_override: "false"`.
    */
-  wrap(tcp: Socket): Socket | TLSSocket {
+  alpnFor(override: readonly string[] | undefined): readonly string[] | undefined {
+    return override?.length && this.tls.alpn.includes(MESH_ALPN) ? override : undefined;
+  }
+
+  /**
+   * The TLS client over `tcp` (connecting or connected), offering `alpn` (from alpnFor) or the
+   * configured ALPN. It emits `secureConnect` once the server is verified; a refused server, or a
+   * secret not there yet, destroys it with the reason.
+   */
+  wrap(tcp: Socket, alpn: readonly string[] = this.tls.alpn): Socket | TLSSocket {
     const o = this.tls.options();
     if (typeof o === 'string') {
       this.stats.connection_error.inc();
@@ -57,7 +68,7 @@ export class UpstreamTls {
       socket: tcp,
       secureContext: this.context.secure,
       ...(this.sni ? { servername: this.sni } : {}),
-      ...(this.tls.alpn.length ? { ALPNProtocols: [...this.tls.alpn] } : {}),
+      ...(alpn.length ? { ALPNProtocols: [...alpn] } : {}),
       rejectUnauthorized: o.verifies,
       // Called (by node) only once the chain verified: the validation context's checks, never the host name.
       checkServerIdentity: (_host: string, cert: PeerCertificate) => {

@@ -26,7 +26,10 @@ export const MESH_PEER_EXCHANGE_ALPN = 'mesh-peer-exchange';
 export const MESH_CLIENT_ALPNS = [MESH_PEER_EXCHANGE_ALPN, MESH_ALPN];
 export const MESH_CLIENT_H2_ALPNS = [MESH_PEER_EXCHANGE_ALPN, MESH_ALPN, 'h2'];
 /** HTTP over mesh mTLS as the Go mesh's client-side ALPN override announces it (sniffed ports). */
-export const MESH_HTTP_ALPNS = ['mesh-http/1.0', 'mesh-http/1.1', 'mesh-h2'];
+export const MESH_HTTP10_ALPN = 'mesh-http/1.0';
+export const MESH_HTTP11_ALPN = 'mesh-http/1.1';
+export const MESH_H2_ALPN = 'mesh-h2';
+export const MESH_HTTP_ALPNS = [MESH_HTTP10_ALPN, MESH_HTTP11_ALPN, MESH_H2_ALPN];
 /** Every ALPN a mesh client may offer: a PERMISSIVE port's mTLS chain matches any of them. */
 export const ALL_MESH_ALPNS = [MESH_ALPN, MESH_PEER_EXCHANGE_ALPN, ...MESH_HTTP_ALPNS];
 
