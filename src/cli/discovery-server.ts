@@ -18,15 +18,13 @@ import { ConfigAnalysis, installAnalysisDebug, type AnalysisSources } from '../d
 import { installPprof, type Profiler } from '../debug/pprof/handlers.js';
 import { closeServer, formatAddress, httpServer, listen, ListenError, Mux, sendJson, sendText } from '../debug/http.js';
 import { ROOT_NAMESPACE, type Kind, type ResourceOf } from '../api/types.js';
-import { podNameOf, withWorkload } from '../model/proxy.js';
 import { PushContext } from '../model/push-context.js';
-import { AggregateRegistry } from '../registry/aggregate.js';
 import { AutoRegistration, AutoRegistrationError } from '../registry/autoregister.js';
-import { MockRegistry } from '../registry/mock.js';
-import { OrchestratorRegistry } from '../registry/orchestrator/controller.js';
-import { ServiceEntryRegistry } from '../registry/serviceentry.js';
-import type { ServiceRegistry } from '../registry/types.js';
 import { JwksResolver } from '../security/authn/jwks-resolver.js';
+import type { AggregateRegistry } from '../registry/aggregate.js';
+import type { MockRegistry } from '../registry/mock.js';
+import type { OrchestratorRegistry } from '../registry/orchestrator/controller.js';
+import { discoveryRegistries } from './discovery-registries.js';
 import { ProxySecurity } from './discovery-security.js';
 import { jwksPrefetch, unknownKidRefresh } from '../security/authn/jwks-policy.js';
 import { AuthenticationError, IdentityMismatchError } from '../security/ca/xds-auth.js';
@@ -156,32 +154,11 @@ export class DiscoveryServer {
     this.store = opts.configDir ? new FileConfigStore({ configDir: opts.configDir }) : new OrchestratorConfigSource({ validate: settings.crdValidation, revision: settings.revision, ...opts.orchestrator });
     this.autoEntries.markSynced();
     this.autoRegistration = new AutoRegistration({ config: this.store, entries: this.autoEntries, controllerId: `pilot-discovery-${buildInfo.version}`, ...settings.autoRegistration });
-    const serviceEntries = new ServiceEntryRegistry(this.store, opts.clusterId, this.autoEntries);
-    const registries: ServiceRegistry[] = [serviceEntries];
-    if (opts.registries.includes('Mock')) {
-      this.mock = new MockRegistry(opts.clusterId);
-      registries.push(this.mock);
-    }
-    if (opts.registries.includes('Orchestrator')) {
-      // With --configDir and no --orchconfig there is no orchestrator to read (the local mode).
-      if (!this.hasOrchestrator()) {
-        log.info('--registries Orchestrator: no orchestrator with --configDir and no --orchconfig; services come from ServiceEntry and WorkloadEntry');
-      } else {
-        this.orchestrator = new OrchestratorRegistry({ ...opts.orchestrator, ...settings.orchestratorRegistry, workloadEntrySources: [this.store, this.autoEntries], domain: opts.domain, clusterId: opts.clusterId });
-        registries.push(this.orchestrator);
-        if (settings.serviceEntrySelectsPods) serviceEntries.selectPods(this.orchestrator);
-      }
-    }
-    const pods = this.orchestrator;
-    this.proxies = new ProxyModels(
-      pods
-        ? (proxy) => {
-            const pod = pods.podFor(proxy.id, podNameOf(proxy), proxy.namespace, proxy.ipAddresses);
-            return pod ? withWorkload(proxy, pod) : proxy;
-          }
-        : undefined,
-    );
-    this.registry = new AggregateRegistry(registries, opts.clusterId);
+    const registries = discoveryRegistries({ ...opts, hasOrchestrator: this.hasOrchestrator() }, settings, this.store, this.autoEntries);
+    this.registry = registries.registry;
+    this.mock = registries.mock;
+    this.orchestrator = registries.orchestrator;
+    this.proxies = registries.proxies;
     this.mtls = { ...settings.mtls, autoMtls: opts.meshMtls?.autoMtls ?? true, aliases: opts.meshMtls?.trustDomainAliases ?? [] };
     this.status = this.statusReporting();
     this.credentials = credentialService({

@@ -1,0 +1,60 @@
+// The discovery server's service registries from --registries: ServiceEntry (always), Mock, and the
+// orchestrator's when there is one to read; and the proxies' model view, whose claims the
+// orchestrator's Pods replace.
+import type { OrchestratorSourceOptions } from '../config/orchestrator.js';
+import type { ConfigSource } from '../config/store.js';
+import type { MemoryStore } from '../config/memory.js';
+import { scope } from '../common/log.js';
+import { podNameOf, withWorkload } from '../model/proxy.js';
+import { AggregateRegistry } from '../registry/aggregate.js';
+import { MockRegistry } from '../registry/mock.js';
+import { OrchestratorRegistry } from '../registry/orchestrator/controller.js';
+import { ServiceEntryRegistry } from '../registry/serviceentry.js';
+import type { ServiceRegistry } from '../registry/types.js';
+import { ProxyModels } from '../xds/generators/index.js';
+import type { DiscoverySettings } from './discovery-settings.js';
+
+const log = scope('default');
+
+export interface RegistryOptions {
+  readonly registries: readonly string[];
+  readonly clusterId: string;
+  readonly domain: string;
+  readonly orchestrator: OrchestratorSourceOptions;
+  /** False in the local mode (--configDir without --orchconfig): no orchestrator to read. */
+  readonly hasOrchestrator: boolean;
+}
+
+export interface DiscoveryRegistries {
+  readonly registry: AggregateRegistry;
+  readonly mock: MockRegistry | undefined;
+  readonly orchestrator: OrchestratorRegistry | undefined;
+  readonly proxies: ProxyModels;
+}
+
+export function discoveryRegistries(opts: RegistryOptions, settings: DiscoverySettings, store: ConfigSource, autoEntries: MemoryStore): DiscoveryRegistries {
+  const serviceEntries = new ServiceEntryRegistry(store, opts.clusterId, autoEntries);
+  const registries: ServiceRegistry[] = [serviceEntries];
+  const mock = opts.registries.includes('Mock') ? new MockRegistry(opts.clusterId) : undefined;
+  if (mock) registries.push(mock);
+  let orchestrator: OrchestratorRegistry | undefined;
+  if (opts.registries.includes('Orchestrator')) {
+    if (!opts.hasOrchestrator) {
+      log.info('--registries Orchestrator: no orchestrator with --configDir and no --orchconfig; services come from ServiceEntry and WorkloadEntry');
+    } else {
+      orchestrator = new OrchestratorRegistry({ ...opts.orchestrator, ...settings.orchestratorRegistry, workloadEntrySources: [store, autoEntries], domain: opts.domain, clusterId: opts.clusterId });
+      registries.push(orchestrator);
+      if (settings.serviceEntrySelectsPods) serviceEntries.selectPods(orchestrator);
+    }
+  }
+  const pods = orchestrator;
+  const proxies = new ProxyModels(
+    pods
+      ? (proxy) => {
+          const pod = pods.podFor(proxy.id, podNameOf(proxy), proxy.namespace, proxy.ipAddresses);
+          return pod ? withWorkload(proxy, pod) : proxy;
+        }
+      : undefined,
+  );
+  return { registry: new AggregateRegistry(registries, opts.clusterId), mock, orchestrator, proxies };
+}
