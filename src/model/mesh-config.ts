@@ -1,10 +1,12 @@
 // The discovery server's mesh config file (`--meshConfig`): the fields it applies, read purely
-// from the file's text. `pathNormalization`, the ext_authz `extensionProviders`, `enableAutoMtls`
-// and `trustDomainAliases` are effective; the other fields are reported so that the program can say
-// they are not.
+// from the file's text. `pathNormalization`, the ext_authz `extensionProviders`, `enableAutoMtls`,
+// `trustDomainAliases` and the Ingress fields (`ingressControllerMode`, `ingressClass`,
+// `ingressSelector`, `ingressService`) are effective; the other fields are reported so that the
+// program can say they are not.
 import { parse as parseYaml, YAMLParseError } from 'yaml';
 import { PATH_NORMALIZATIONS, type PathNormalization } from '../networking/common.js';
 import { ExtensionProviderError, parseExtensionProviders, type ExtensionProviders } from './extension-providers.js';
+import { DEFAULT_INGRESS_SETTINGS, INGRESS_CONTROLLER_MODES, type IngressControllerMode, type IngressSettings } from './ingress/class.js';
 
 export class MeshConfigError extends Error {}
 
@@ -17,13 +19,28 @@ export interface MeshConfig {
   readonly enableAutoMtls: boolean;
   /** `trustDomainAliases`: other trust domains that name the same workloads (SAN checks, AuthorizationPolicy principals). */
   readonly trustDomainAliases: readonly string[];
+  /** Which orchestrator Ingresses are translated, and the gateway their Gateways select (model/ingress/). */
+  readonly ingress: IngressSettings;
   /** Top-level fields present in the file that have no effect yet. */
   readonly notEffective: readonly string[];
 }
 
-export const DEFAULT_MESH_CONFIG: MeshConfig = { pathNormalization: 'BASE', extensionProviders: { authorizers: new Map(), notEffective: [] }, enableAutoMtls: true, trustDomainAliases: [], notEffective: [] };
+export const DEFAULT_MESH_CONFIG: MeshConfig = { pathNormalization: 'BASE', extensionProviders: { authorizers: new Map(), notEffective: [] }, enableAutoMtls: true, trustDomainAliases: [], ingress: DEFAULT_INGRESS_SETTINGS, notEffective: [] };
 
-const EFFECTIVE_FIELDS = new Set(['pathNormalization', 'extensionProviders', 'enableAutoMtls', 'trustDomainAliases']);
+const EFFECTIVE_FIELDS = new Set(['pathNormalization', 'extensionProviders', 'enableAutoMtls', 'trustDomainAliases', 'ingressControllerMode', 'ingressClass', 'ingressSelector', 'ingressService']);
+
+function readIngressFields(doc: Record<string, unknown>, file: string): IngressSettings {
+  const mode = doc['ingressControllerMode'] ?? DEFAULT_INGRESS_SETTINGS.mode;
+  if (typeof mode !== 'string' || !(INGRESS_CONTROLLER_MODES as readonly string[]).includes(mode)) {
+    throw new MeshConfigError(`${file}: ingressControllerMode: ${JSON.stringify(mode)} is not one of ${INGRESS_CONTROLLER_MODES.join(', ')}`);
+  }
+  const text = (field: 'ingressClass' | 'ingressSelector' | 'ingressService'): string => {
+    const v = doc[field] ?? DEFAULT_INGRESS_SETTINGS[field];
+    if (typeof v !== 'string') throw new MeshConfigError(`${file}: ${field}: expected a string, got ${JSON.stringify(v)}`);
+    return v;
+  };
+  return { mode: mode as IngressControllerMode, ingressClass: text('ingressClass'), ingressSelector: text('ingressSelector'), ingressService: text('ingressService') };
+}
 
 function readMtlsFields(doc: Record<string, unknown>, file: string): Pick<MeshConfig, 'enableAutoMtls' | 'trustDomainAliases'> {
   const auto = doc['enableAutoMtls'] ?? true;
@@ -69,5 +86,5 @@ export function parseMeshConfig(text: string, file: string): MeshConfig {
   }
   const notEffective = Object.keys(doc).filter((k) => !EFFECTIVE_FIELDS.has(k)).sort();
   notEffective.push(...extensionProviders.notEffective.map((p) => `extensionProviders: ${p}`));
-  return { pathNormalization, extensionProviders, ...readMtlsFields(doc, file), notEffective };
+  return { pathNormalization, extensionProviders, ...readMtlsFields(doc, file), ingress: readIngressFields(doc, file), notEffective };
 }

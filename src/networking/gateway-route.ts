@@ -9,6 +9,7 @@ import { hostsForNamespace, resolveGatewayName, type BoundServer, type GatewayVi
 import { hostMatches } from '../model/selection.js';
 import { buildHttpRoutes, type HashPolicyInit, type HttpRouteSpec, type RouteInit } from './http-route.js';
 import { destinationResolver } from './route.js';
+import { usesIngressSemantics } from '../model/ingress/virtual-services.js';
 
 type VirtualHostInit = Omit<Exclude<MessageInitShape<typeof VirtualHostSchema>, { $typeName: string }>, 'routes'> & { routes?: RouteInit[] };
 
@@ -52,6 +53,7 @@ function vsRoutes(v: GatewayVirtualService, server: BoundServer, opts: GatewayRo
     resolve: destinationResolver(v.vs.metadata.namespace, port, opts),
     gateway: (entry: string) => resolveGatewayName(entry, v.vs.metadata.namespace) === server.gateway,
     ...(opts.defaultTimeout ? { defaultTimeout: opts.defaultTimeout } : {}),
+    ...(usesIngressSemantics(v.vs) ? { segmentPrefix: true } : {}),
   };
   return (v.vs.spec.http ?? []).flatMap((r) => buildHttpRoutes(r as HttpRouteSpec, ctx));
 }

@@ -70,6 +70,8 @@ export interface HttpRouteContext extends MatchContext {
   readonly resolve: (d: Destination) => ResolvedDestination;
   /** MESH_DEFAULT_REQUEST_TIMEOUT, seconds; 0 = none. */
   readonly defaultTimeout?: number;
+  /** Routes generated from Ingresses: a Prefix matches whole path segments (see route-match.ts). */
+  readonly segmentPrefix?: boolean;
 }
 
 /** The Go mesh's retry policy for routes that do not set `retries`. */
@@ -222,7 +224,7 @@ export function buildHttpRoutes(r: HttpRouteSpec, ctx: HttpRouteContext): RouteI
   };
   return conditions.map((m) => ({
     name: m?.name ? `${r.name ?? ''}.${m.name}` : (r.name ?? ''),
-    match: routeMatch(m),
+    match: routeMatch(m, ctx.segmentPrefix),
     ...shared,
   }));
 }

@@ -84,14 +84,20 @@ function queryMatcher(name: string, m: StringMatch): QueryMatcherInit {
   return { name, queryParameterMatchSpecifier: sm ? { case: 'stringMatch', value: sm } : { case: 'presentMatch', value: true } };
 }
 
-function pathSpecifier(uri: StringMatch | undefined): RouteMatchInit['pathSpecifier'] {
+function pathSpecifier(uri: StringMatch | undefined, segmentPrefix: boolean): RouteMatchInit['pathSpecifier'] {
   if (uri?.exact !== undefined) return { case: 'path', value: uri.exact };
   if (uri?.regex !== undefined) return { case: 'safeRegex', value: { regex: uri.regex } };
-  return { case: 'prefix', value: uri?.prefix ?? '/' };
+  const prefix = uri?.prefix ?? '/';
+  // An Ingress Prefix path matches element-wise (`/foo` matches `/foo` and `/foo/bar`, not `/foobar`), as the Go mesh translates it.
+  if (segmentPrefix && prefix !== '/') return { case: 'pathSeparatedPrefix', value: prefix.replace(/\/+$/, '') };
+  return { case: 'prefix', value: prefix };
 }
 
-/** The Envoy match of one condition; no condition matches every request (prefix `/`). */
-export function routeMatch(m: HttpMatchRequest | undefined): RouteMatchInit {
+/**
+ * The Envoy match of one condition; no condition matches every request (prefix `/`).
+ * `segmentPrefix`: the Ingress route semantics (a prefix matches whole path segments).
+ */
+export function routeMatch(m: HttpMatchRequest | undefined, segmentPrefix = false): RouteMatchInit {
   const headers: HeaderMatcherInit[] = [];
   const pseudo: Array<[string, StringMatch | undefined]> = [
     [':authority', m?.authority],
@@ -103,7 +109,7 @@ export function routeMatch(m: HttpMatchRequest | undefined): RouteMatchInit {
   for (const [name, sm] of Object.entries(m?.withoutHeaders ?? {})) headers.push(headerMatcher(name, sm, true));
   const query = Object.entries(m?.queryParams ?? {}).map(([name, sm]) => queryMatcher(name, sm));
   return {
-    pathSpecifier: pathSpecifier(m?.uri),
+    pathSpecifier: pathSpecifier(m?.uri, segmentPrefix),
     ...(m?.ignoreUriCase ? { caseSensitive: false } : {}),
     headers,
     queryParameters: query,
