@@ -1,6 +1,7 @@
 // The discovery server's service registries from --registries: ServiceEntry (always), Mock, and the
-// orchestrator's when there is one to read; and the proxies' model view, whose claims the
-// orchestrator's Pods replace.
+// orchestrator's when there is one to read (with it, the Ingress translation unless the mesh
+// config's ingressControllerMode is OFF, as in the Go mesh); and the proxies' model view, whose
+// claims the orchestrator's Pods replace.
 import type { OrchestratorSourceOptions } from '../config/orchestrator.js';
 import type { ConfigSource } from '../config/store.js';
 import type { MemoryStore } from '../config/memory.js';
@@ -9,6 +10,8 @@ import { podNameOf, withWorkload } from '../model/proxy.js';
 import { AggregateRegistry } from '../registry/aggregate.js';
 import { MockRegistry } from '../registry/mock.js';
 import { OrchestratorRegistry } from '../registry/orchestrator/controller.js';
+import { IngressController } from '../registry/orchestrator/ingress.js';
+import type { IngressSettings } from '../model/ingress/class.js';
 import { ServiceEntryRegistry } from '../registry/serviceentry.js';
 import type { ServiceRegistry } from '../registry/types.js';
 import { ProxyModels } from '../xds/generators/index.js';
@@ -23,12 +26,16 @@ export interface RegistryOptions {
   readonly orchestrator: OrchestratorSourceOptions;
   /** False in the local mode (--configDir without --orchconfig): no orchestrator to read. */
   readonly hasOrchestrator: boolean;
+  /** The mesh config's Ingress fields, and where the generated Gateways go. */
+  readonly ingress: { readonly settings: IngressSettings; readonly namespace: string };
 }
 
 export interface DiscoveryRegistries {
   readonly registry: AggregateRegistry;
   readonly mock: MockRegistry | undefined;
   readonly orchestrator: OrchestratorRegistry | undefined;
+  /** The orchestrator's Ingresses, with the orchestrator registry and ingressControllerMode other than OFF. */
+  readonly ingress: IngressController | undefined;
   readonly proxies: ProxyModels;
 }
 
@@ -38,6 +45,7 @@ export function discoveryRegistries(opts: RegistryOptions, settings: DiscoverySe
   const mock = opts.registries.includes('Mock') ? new MockRegistry(opts.clusterId) : undefined;
   if (mock) registries.push(mock);
   let orchestrator: OrchestratorRegistry | undefined;
+  let ingress: IngressController | undefined;
   if (opts.registries.includes('Orchestrator')) {
     if (!opts.hasOrchestrator) {
       log.info('--registries Orchestrator: no orchestrator with --configDir and no --orchconfig; services come from ServiceEntry and WorkloadEntry');
@@ -45,6 +53,7 @@ export function discoveryRegistries(opts: RegistryOptions, settings: DiscoverySe
       orchestrator = new OrchestratorRegistry({ ...opts.orchestrator, ...settings.orchestratorRegistry, workloadEntrySources: [store, autoEntries], domain: opts.domain, clusterId: opts.clusterId });
       registries.push(orchestrator);
       if (settings.serviceEntrySelectsPods) serviceEntries.selectPods(orchestrator);
+      if (opts.ingress.settings.mode !== 'OFF') ingress = new IngressController({ ...opts.orchestrator, domain: opts.domain, settings: opts.ingress.settings, ingressNamespace: opts.ingress.namespace });
     }
   }
   const pods = orchestrator;
@@ -56,5 +65,5 @@ export function discoveryRegistries(opts: RegistryOptions, settings: DiscoverySe
         }
       : undefined,
   );
-  return { registry: new AggregateRegistry(registries, opts.clusterId), mock, orchestrator, proxies };
+  return { registry: new AggregateRegistry(registries, opts.clusterId), mock, orchestrator, ingress, proxies };
 }

@@ -19,6 +19,8 @@ import { installPprof, type Profiler } from '../debug/pprof/handlers.js';
 import { closeServer, formatAddress, httpServer, listen, ListenError, Mux, sendJson, sendText } from '../debug/http.js';
 import { ROOT_NAMESPACE, type Kind, type ResourceOf } from '../api/types.js';
 import { PushContext } from '../model/push-context.js';
+import { DEFAULT_INGRESS_SETTINGS, type IngressSettings } from '../model/ingress/class.js';
+import { withIngressConfig, type IngressController } from '../registry/orchestrator/ingress.js';
 import { AutoRegistration, AutoRegistrationError } from '../registry/autoregister.js';
 import { JwksResolver } from '../security/authn/jwks-resolver.js';
 import type { AggregateRegistry } from '../registry/aggregate.js';
@@ -89,6 +91,8 @@ export interface DiscoveryOptions {
   plugins?: ReadonlySet<SecurityPlugin>;
   /** Mesh config enableAutoMtls (default true) and trustDomainAliases (default none). */
   meshMtls?: { autoMtls: boolean; trustDomainAliases: readonly string[] };
+  /** Mesh config ingressControllerMode, ingressClass, ingressSelector, ingressService; default the mesh's defaults. */
+  ingress?: IngressSettings;
 }
 
 /** Where the deployment mounts the injection template ConfigMap. */
@@ -109,6 +113,8 @@ export class DiscoveryServer {
   readonly mock: MockRegistry | undefined;
   /** `--registries Orchestrator` with an orchestrator to read. */
   readonly orchestrator: OrchestratorRegistry | undefined;
+  /** The orchestrator's Ingresses, translated into Gateways and VirtualServices at every push. */
+  readonly ingress: IngressController | undefined;
   readonly resolver: JwksResolver;
   readonly xds: XdsServer;
   /** WorkloadEntries of auto-registered proxies (the config source stays the user's, read-only). */
@@ -154,10 +160,13 @@ export class DiscoveryServer {
     this.store = opts.configDir ? new FileConfigStore({ configDir: opts.configDir }) : new OrchestratorConfigSource({ validate: settings.crdValidation, revision: settings.revision, ...opts.orchestrator });
     this.autoEntries.markSynced();
     this.autoRegistration = new AutoRegistration({ config: this.store, entries: this.autoEntries, controllerId: `pilot-discovery-${buildInfo.version}`, ...settings.autoRegistration });
-    const registries = discoveryRegistries({ ...opts, hasOrchestrator: this.hasOrchestrator() }, settings, this.store, this.autoEntries);
+    // As the Go mesh's K8S_INGRESS_NS defaults to its own namespace.
+    const ingress = { settings: opts.ingress ?? DEFAULT_INGRESS_SETTINGS, namespace: settings.ingressNamespace || opts.namespace || ROOT_NAMESPACE };
+    const registries = discoveryRegistries({ ...opts, hasOrchestrator: this.hasOrchestrator(), ingress }, settings, this.store, this.autoEntries);
     this.registry = registries.registry;
     this.mock = registries.mock;
     this.orchestrator = registries.orchestrator;
+    this.ingress = registries.ingress;
     this.proxies = registries.proxies;
     this.mtls = { ...settings.mtls, autoMtls: opts.meshMtls?.autoMtls ?? true, aliases: opts.meshMtls?.trustDomainAliases ?? [] };
     this.status = this.statusReporting();
@@ -350,7 +359,8 @@ export class DiscoveryServer {
   }
 
   private buildPush(): PushContext {
-    return PushContext.build({ config: this.store, registry: this.registry, domain: this.opts.domain, clusterId: this.opts.clusterId, traffic: this.settings.traffic, credentialsServed: this.credentials !== undefined });
+    const config = this.ingress ? withIngressConfig(this.store, this.ingress.translate(this.registry.services())) : this.store;
+    return PushContext.build({ config, registry: this.registry, domain: this.opts.domain, clusterId: this.opts.clusterId, traffic: this.settings.traffic, credentialsServed: this.credentials !== undefined });
   }
 
   /**
@@ -388,7 +398,11 @@ export class DiscoveryServer {
     ca.catch(() => undefined);
     await this.bind('http', this.opts.httpAddr, this.debug);
     await this.bind('monitoring', this.opts.monitoringAddr, this.monitoring);
-    await Promise.all([this.store.start(), this.orchestrator?.start(), this.credentials?.start()]);
+    await Promise.all([this.store.start(), this.orchestrator?.start(), this.ingress?.start(), this.credentials?.start()]);
+    this.ingress?.onChange(() => {
+      this.trigger({ source: 'config', kind: 'Gateway' });
+      this.trigger({ source: 'config', kind: 'VirtualService' });
+    });
     this.credentials?.store.onChange((c) => this.trigger({ source: 'credential', ...c }));
     this.store.onEvent((e) => this.onConfigEvent(e));
     if (this.analysis) {
@@ -467,7 +481,7 @@ export class DiscoveryServer {
     this.profiler?.close();
     this.analysis?.close();
     this.injectionTemplate.close();
-    await Promise.all([...this.servers.map(closeServer), this.webhook.close(), this.webhooks?.close(), this.status?.close(), this.store.close(), this.orchestrator?.close()]);
+    await Promise.all([...this.servers.map(closeServer), this.webhook.close(), this.webhooks?.close(), this.status?.close(), this.store.close(), this.orchestrator?.close(), this.ingress?.close()]);
     this.servers.length = 0;
   }
 }

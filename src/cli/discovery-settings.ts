@@ -50,6 +50,8 @@ export interface DiscoverySettings {
   readonly revision: string;
   /** PILOT_ENABLE_STATUS and its pacing; distribution tracking (status/). */
   readonly status: { readonly enabled: boolean; readonly qps: number; readonly burst: number; readonly workers: number; readonly distribution: boolean; readonly retentionMs: number };
+  /** ORCH_INGRESS_NS: the namespace of the Gateways generated from Ingresses; '' = the discovery server's namespace. */
+  readonly ingressNamespace: string;
   /** Mesh mTLS settings from the environment (mesh config adds auto mTLS and the aliases). */
   readonly mtls: { readonly trustDomain: string; readonly skipValidation: boolean; readonly inboundTlsV2: boolean };
 }
@@ -99,6 +101,7 @@ export function discoverySettings(): DiscoverySettings {
       distribution: setting('PILOT_ENABLE_CONFIG_DISTRIBUTION_TRACKING'),
       retentionMs: setting('PILOT_DISTRIBUTION_HISTORY_RETENTION'),
     },
+    ingressNamespace: setting('ORCH_INGRESS_NS'),
     mtls: { trustDomain: setting('TRUST_DOMAIN'), skipValidation: setting('PILOT_SKIP_VALIDATE_TRUST_DOMAIN'), inboundTlsV2: setting('PILOT_SIDECAR_ENABLE_INBOUND_TLS_V2') },
   };
 }

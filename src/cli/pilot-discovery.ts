@@ -155,6 +155,7 @@ async function runDiscovery(ctx: RunContext): Promise<number> {
     extensionProviders: mesh.extensionProviders,
     plugins,
     meshMtls: { autoMtls: mesh.enableAutoMtls, trustDomainAliases: mesh.trustDomainAliases },
+    ingress: mesh.ingress,
   });
   // Handlers first: a signal that arrives while starting, or right after "ready" is logged (the
   // CA and the secured port may still be being made), is a graceful shutdown, never death by signal.

@@ -231,6 +231,8 @@ export const WIRED_SETTINGS: ReadonlySet<SettingName> = new Set<SettingName>([
   'PILOT_SCOPE_GATEWAY_TO_NAMESPACE',
   // xds/generators/gateway-clusters.ts (router proxies' CDS and EDS)
   'PILOT_FILTER_GATEWAY_CLUSTER_CONFIG',
+  // registry/orchestrator/ingress.ts, model/ingress/: the namespace of the Gateways generated from Ingresses
+  'ORCH_INGRESS_NS',
   // xds/server.ts, xds/debounce.ts, debug/discovery.ts (ENABLE_DEBUG_ON_HTTP)
   'PILOT_XDS_SEND_TIMEOUT',
   'PILOT_PUSH_THROTTLE',

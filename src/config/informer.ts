@@ -144,6 +144,38 @@ export interface InformerHandlers {
   prune(seen: ReadonlySet<string>): void;
 }
 
+/** `namespace/name`, or `name` for a cluster-scoped object. */
+export function objectKey(meta: { namespace?: string; name?: string } | undefined): string {
+  return meta?.namespace ? `${meta.namespace}/${meta.name ?? ''}` : (meta?.name ?? '');
+}
+
+/**
+ * Handlers that keep a collection's objects in `cache` by objectKey; `changed` hears of each add,
+ * update (a new resourceVersion) and delete. `namespace`: the collection's, undefined for all.
+ */
+export function cachingHandlers(cache: Map<string, unknown>, namespace: string | undefined, changed: (event: 'add' | 'update' | 'delete') => void): InformerHandlers {
+  const keyOf = (object: unknown): string => objectKey((object as { metadata?: ObjectMeta } | null)?.metadata);
+  return {
+    apply: (object) => {
+      const key = keyOf(object);
+      const before = cache.get(key) as { metadata?: ObjectMeta } | undefined;
+      const version = (object as { metadata?: ObjectMeta }).metadata?.resourceVersion;
+      cache.set(key, object);
+      if (before?.metadata?.resourceVersion !== version || version === undefined) changed(before ? 'update' : 'add');
+      return key;
+    },
+    remove: (object) => {
+      if (cache.delete(keyOf(object))) changed('delete');
+    },
+    prune: (seen) => {
+      for (const key of [...cache.keys()]) {
+        const inScope = namespace === undefined || key.startsWith(`${namespace}/`);
+        if (inScope && !seen.has(key) && cache.delete(key)) changed('delete');
+      }
+    },
+  };
+}
+
 export interface InformerOptions {
   backoff?: BackoffOptions;
   clock?: Clock;

@@ -3,7 +3,8 @@
 // of `{type, object}` with ADDED/MODIFIED/DELETED/BOOKMARK, resuming from `resourceVersion`, and an
 // ERROR event carrying a 410 Status when that version has been compacted away. Core resources are
 // served under `/api/v1`, others under `/apis/<group>/<version>`; cluster-scoped kinds (Node,
-// Namespace, webhook configurations) have no namespace.
+// Namespace, IngressClass, webhook configurations) have no namespace. `metadata.creationTimestamp`
+// is kept as the test gives it (the real server sets it on create).
 //
 // One object: GET; PUT (an update: `metadata.resourceVersion` required and must be current, else 409
 // Conflict) and PATCH (`application/json-patch+json` or `application/merge-patch+json`; strategic
@@ -64,6 +65,8 @@ const BUILTINS: readonly BuiltinResource[] = [
   { kind: 'Namespace', groupVersion: 'v1', plural: 'namespaces', namespaced: false },
   { kind: 'EndpointSlice', groupVersion: 'discovery.k8s.io/v1', plural: 'endpointslices', namespaced: true },
   { kind: 'Deployment', groupVersion: 'apps/v1', plural: 'deployments', namespaced: true },
+  { kind: 'Ingress', groupVersion: 'networking.k8s.io/v1', plural: 'ingresses', namespaced: true },
+  { kind: 'IngressClass', groupVersion: 'networking.k8s.io/v1', plural: 'ingressclasses', namespaced: false },
   { kind: 'PodDisruptionBudget', groupVersion: 'policy/v1', plural: 'poddisruptionbudgets', namespaced: true },
   { kind: 'ClusterRole', groupVersion: 'rbac.authorization.k8s.io/v1', plural: 'clusterroles', namespaced: false },
   { kind: 'ClusterRoleBinding', groupVersion: 'rbac.authorization.k8s.io/v1', plural: 'clusterrolebindings', namespaced: false },

@@ -6,13 +6,13 @@ import type { V1Endpoints, V1EndpointSlice, V1Namespace, V1Node, V1Pod, V1Servic
 import { settingDefault } from '../../common/env.js';
 import { scope } from '../../common/log.js';
 import { counter, gauge } from '../../common/metrics.js';
-import { collectionPath, InformerGroup, OrchestratorClient, type InformerGroupOptions, type ObjectMeta, type ResourceType } from '../../config/informer.js';
+import { cachingHandlers, collectionPath, InformerGroup, OrchestratorClient, type InformerGroupOptions, type ResourceType } from '../../config/informer.js';
 import type { WorkloadEntry } from '../../api/types.js';
 import type { Service } from '../../model/service.js';
 import type { ConfigStore } from '../../config/store.js';
 import { RecomputedRegistry } from '../recomputed.js';
 import type { PodWorkloads, SelectableWorkload } from '../serviceentry.js';
-import { convertCluster, objectKey, podsByIp, podWorkloads, REGISTRY_NAME, type ConvertOptions, type RegistryState } from './convert.js';
+import { convertCluster, podsByIp, podWorkloads, REGISTRY_NAME, type ConvertOptions, type RegistryState } from './convert.js';
 
 const log = scope('orch');
 
@@ -119,32 +119,13 @@ export class OrchestratorRegistry extends RecomputedRegistry<RegistryState> impl
 
   private watch(kind: CachedKind, cache: Map<string, unknown>, namespace: string | undefined): void {
     const type = TYPES[kind];
-    const keyOf = (object: unknown): string => objectKey((object as { metadata?: ObjectMeta } | null)?.metadata);
     const changed = (event: string): void => {
       counter('pilot_orch_reg_events').inc({ type: kind, event });
       if (kind === 'Pod') this.podIps = podsByIp(this.pods.values());
       if (kind === 'Pod' || kind === 'Node') for (const h of [...this.podHandlers]) h();
       this.invalidate();
     };
-    this.informers.add(`${kind} (${type.group || 'core'}/${type.version}${namespace ? `, namespace ${namespace}` : ''})`, collectionPath(type, namespace), {
-      apply: (object) => {
-        const key = keyOf(object);
-        const before = cache.get(key) as { metadata?: ObjectMeta } | undefined;
-        const version = (object as { metadata?: ObjectMeta }).metadata?.resourceVersion;
-        cache.set(key, object);
-        if (before?.metadata?.resourceVersion !== version || version === undefined) changed(before ? 'update' : 'add');
-        return key;
-      },
-      remove: (object) => {
-        if (cache.delete(keyOf(object))) changed('delete');
-      },
-      prune: (seen) => {
-        for (const key of [...cache.keys()]) {
-          const inScope = namespace === undefined || key.startsWith(`${namespace}/`);
-          if (inScope && !seen.has(key) && cache.delete(key)) changed('delete');
-        }
-      },
-    });
+    this.informers.add(`${kind} (${type.group || 'core'}/${type.version}${namespace ? `, namespace ${namespace}` : ''})`, collectionPath(type, namespace), cachingHandlers(cache, namespace, changed));
   }
 
   /** Connects and starts the informers; resolves once every collection has been listed. */

@@ -57,11 +57,6 @@ export interface RegistryState {
   readonly stats: EndpointStats;
 }
 
-/** `namespace/name`, or the name alone for cluster-scoped objects (Nodes, Namespaces). */
-export function objectKey(meta: { namespace?: string; name?: string } | undefined): string {
-  return meta?.namespace ? `${meta.namespace}/${meta.name ?? ''}` : (meta?.name ?? '');
-}
-
 export function serviceHostname(name: string, namespace: string, domain: string): string {
   return `${name}.${namespace}.svc.${domain}`;
 }

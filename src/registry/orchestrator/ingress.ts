@@ -1,0 +1,107 @@
+// The orchestrator's Ingress resources (networking.k8s.io/v1 Ingress and IngressClass) read through
+// the shared informers, as the Go mesh's ingress controller reads them when its orchestrator
+// registry is on; ../../model/ingress/ translates them at every push into the Gateways and
+// VirtualServices the push context sees next to the config store's. Ingress status is not written.
+import { scope } from '../../common/log.js';
+import { cachingHandlers, collectionPath, InformerGroup, OrchestratorClient, type InformerGroupOptions, type ResourceType } from '../../config/informer.js';
+import type { Kind, ResourceOf } from '../../api/types.js';
+import type { IngressSettings, OrchIngress, OrchIngressClass } from '../../model/ingress/class.js';
+import { servicePortsOf, translateIngresses, type IngressTranslation } from '../../model/ingress/translate.js';
+import type { ConfigView } from '../../model/push-context.js';
+import type { Service } from '../../model/service.js';
+
+const log = scope('orch');
+
+/** The resource types read (deploy/ grants get, list and watch on exactly these). */
+export const INGRESS_TYPES = {
+  Ingress: { kind: 'Ingress', group: 'networking.k8s.io', version: 'v1', plural: 'ingresses' },
+  IngressClass: { kind: 'IngressClass', group: 'networking.k8s.io', version: 'v1', plural: 'ingressclasses' },
+} as const satisfies Record<string, ResourceType>;
+
+export interface IngressControllerOptions extends InformerGroupOptions {
+  /** --orchconfig; absent means the in-cluster configuration. */
+  kubeconfig?: string;
+  /** --appNamespace: only these namespaces' Ingresses; empty: all. */
+  namespaces?: readonly string[];
+  /** --domain. */
+  domain: string;
+  /** The mesh config's Ingress fields. */
+  settings: IngressSettings;
+  /** Where the Gateways are generated (ORCH_INGRESS_NS, else the discovery server's namespace). */
+  ingressNamespace: string;
+}
+
+/** Notices already logged, by Ingress: logged again only when they change. */
+const logged = new Map<string, string>();
+
+function logNotices(translation: IngressTranslation): void {
+  for (const key of [...logged.keys()]) if (!translation.notices.has(key)) logged.delete(key);
+  for (const [key, notices] of translation.notices) {
+    const text = notices.join('\n');
+    if (logged.get(key) === text) continue;
+    logged.set(key, text);
+    notices.forEach((n) => log.warn(n));
+  }
+}
+
+export class IngressController {
+  private readonly ingresses = new Map<string, unknown>();
+  private readonly classes = new Map<string, unknown>();
+  private readonly informers: InformerGroup;
+  private readonly handlers = new Set<() => void>();
+
+  constructor(private readonly options: IngressControllerOptions) {
+    this.informers = new InformerGroup(options);
+    const namespaces = options.namespaces?.filter((n) => n !== '') ?? [];
+    const changed = () => this.handlers.forEach((h) => h());
+    for (const ns of namespaces.length === 0 ? [undefined] : [...new Set(namespaces)]) {
+      this.informers.add(`Ingress (networking.k8s.io/v1${ns ? `, namespace ${ns}` : ''})`, collectionPath(INGRESS_TYPES.Ingress, ns), cachingHandlers(this.ingresses, ns, changed));
+    }
+    this.informers.add('IngressClass (networking.k8s.io/v1)', collectionPath(INGRESS_TYPES.IngressClass), cachingHandlers(this.classes, undefined, changed));
+  }
+
+  /** Connects and starts the informers; resolves once both collections have been listed. */
+  async start(): Promise<void> {
+    await this.informers.start(OrchestratorClient.connect(this.options.kubeconfig));
+    log.info(`Ingress translation on (ingressControllerMode ${this.options.settings.mode}, class ${this.options.settings.ingressClass}): Gateways in namespace ${this.options.ingressNamespace}; Ingress status (status.loadBalancer) is not written`);
+  }
+
+  async close(): Promise<void> {
+    await this.informers.close();
+  }
+
+  /** Called after any Ingress or IngressClass change. */
+  onChange(handler: () => void): void {
+    this.handlers.add(handler);
+  }
+
+  /** The translation of what is held now; named ports resolve against `services`. Logs what is not routed, once per change. */
+  translate(services: readonly Service[]): IngressTranslation {
+    const translation = translateIngresses({
+      ingresses: [...this.ingresses.values()].filter(hasName) as OrchIngress[],
+      classes: [...this.classes.values()].filter(hasName) as OrchIngressClass[],
+      settings: this.options.settings,
+      ingressNamespace: this.options.ingressNamespace,
+      domain: this.options.domain,
+      servicePorts: servicePortsOf(services, this.options.domain),
+    });
+    logNotices(translation);
+    return translation;
+  }
+}
+
+/** Objects as the API serves them always have a name; anything else is not an object to translate. */
+function hasName(o: unknown): boolean {
+  return typeof (o as { metadata?: { name?: unknown } } | null)?.metadata?.name === 'string';
+}
+
+/** The config store's resources with the generated Gateways and VirtualServices added. */
+export function withIngressConfig(config: ConfigView, translation: Pick<IngressTranslation, 'gateways' | 'virtualServices'>): ConfigView {
+  return {
+    list<K extends Kind>(kind: K, namespace?: string): ResourceOf<K>[] {
+      const own = config.list(kind, namespace);
+      const generated = kind === 'Gateway' ? translation.gateways : kind === 'VirtualService' ? translation.virtualServices : [];
+      return [...own, ...(generated.filter((r) => namespace === undefined || r.metadata.namespace === namespace) as ResourceOf<K>[])];
+    },
+  };
+}
