@@ -118,10 +118,13 @@ async function workloadIdentityEnv(agentDir: string, issuerUrl: string, rootFile
   return { XDS_ROOT_CA: rootFile };
 }
 
-/** `pilot-agent proxy router` in mesh-system, labelled as the sample Gateway selects it, with ports of its own. */
+/**
+ * `pilot-agent proxy router` in mesh-system, labelled as the sample Gateway selects it (`app`) and
+ * as the Gateways generated from orchestrator Ingresses select by default (`mesh: ingressgateway`), with ports of its own.
+ */
 function startGatewayAgent(dir: string, ports: LocalMeshPorts, sidecarConfig: Record<string, unknown>, secureEnv: NodeJS.ProcessEnv, sink: string[] | undefined): ChildProcess {
   mkdirSync(join(dir, 'etc', 'mesh', 'pod'), { recursive: true });
-  writeFileSync(join(dir, 'etc', 'mesh', 'pod', 'labels'), 'app="ingressgateway"\n');
+  writeFileSync(join(dir, 'etc', 'mesh', 'pod', 'labels'), 'app="ingressgateway"\nmesh="ingressgateway"\n');
   const proxyConfig = { ...sidecarConfig, proxyAdminPort: ports.gatewayAdmin, statusPort: ports.gatewayStatus, metricsPort: 0, configPath: join(dir, 'proxy') };
   return program('pilot-agent', ['proxy', 'router'], {
     cwd: dir,

@@ -18,6 +18,7 @@ import { parseAllDocuments, parse as parseYaml } from 'yaml';
 import { pluralOf } from '../../src/api/crds.js';
 import { GROUP_OF_KIND, KINDS } from '../../src/api/types.js';
 import { TYPES } from '../../src/registry/orchestrator/controller.js';
+import { INGRESS_TYPES } from '../../src/registry/orchestrator/ingress.js';
 import { MUTATING_WEBHOOK_CONFIGURATIONS } from '../../src/webhooks/revision-tags.js';
 import { parseTemplate } from '../../src/webhooks/inject-template.js';
 import { REPO_ROOT } from '../helpers/proc.js';
@@ -91,7 +92,7 @@ function grants(docs: Doc[]): string[] {
 }
 
 test('RBAC grants list and watch on exactly what the informers read, get/patch on the webhook configurations of the revision and its tags, get/update on the status of the mesh kinds', () => {
-  const read = [...Object.values(TYPES), MUTATING_WEBHOOK_CONFIGURATIONS].map((t) => `${t.group}/${t.plural}`).concat(KINDS.map((k) => `${GROUP_OF_KIND[k]}/${pluralOf(k)}`)).map((r) => `${r}:list,watch`);
+  const read = [...Object.values(TYPES), ...Object.values(INGRESS_TYPES), MUTATING_WEBHOOK_CONFIGURATIONS].map((t) => `${t.group}/${t.plural}`).concat(KINDS.map((k) => `${GROUP_OF_KIND[k]}/${pluralOf(k)}`)).map((r) => `${r}:list,watch`);
   const status = KINDS.map((k) => `${GROUP_OF_KIND[k]}/${pluralOf(k)}/status:get,update`);
   const webhooks = (mutating: string, validating: string) => [
     `admissionregistration.k8s.io/mutatingwebhookconfigurations:get,patch@${mutating}`,
