@@ -53,7 +53,18 @@ export function discoveryRegistries(opts: RegistryOptions, settings: DiscoverySe
       orchestrator = new OrchestratorRegistry({ ...opts.orchestrator, ...settings.orchestratorRegistry, workloadEntrySources: [store, autoEntries], domain: opts.domain, clusterId: opts.clusterId });
       registries.push(orchestrator);
       if (settings.serviceEntrySelectsPods) serviceEntries.selectPods(orchestrator);
-      if (opts.ingress.settings.mode !== 'OFF') ingress = new IngressController({ ...opts.orchestrator, domain: opts.domain, settings: opts.ingress.settings, ingressNamespace: opts.ingress.namespace });
+      if (opts.ingress.settings.mode !== 'OFF') {
+        const services = orchestrator;
+        const { qps, burst, workers } = settings.status;
+        ingress = new IngressController({
+          ...opts.orchestrator,
+          domain: opts.domain,
+          settings: opts.ingress.settings,
+          ingressNamespace: opts.ingress.namespace,
+          serviceObject: (namespace, name) => services.serviceObject(namespace, name),
+          status: { qps, burst, workers },
+        });
+      }
     }
   }
   const pods = orchestrator;

@@ -4,6 +4,7 @@
 // at once and never two for one resource, every request paced by one token bucket
 // (PILOT_STATUS_QPS / PILOT_STATUS_BURST). A write reads the object through `/status` and updates
 // `/status` with the resourceVersion it read (so RBAC needs get and update on `<plural>/status` only): a 409 Conflict (someone changed it in between) reads and tries again.
+// Other resources' status (the orchestrator's Ingresses) goes the same way as a StatusTarget.
 import { GROUP_OF_KIND, type ApiVersionName, type ResourceKey } from '../api/types.js';
 import { pluralOf } from '../api/crds.js';
 import { scope } from '../common/log.js';
@@ -33,10 +34,15 @@ interface StoredObject {
   [field: string]: unknown;
 }
 
-interface Pending {
-  readonly key: ResourceKey;
-  desired: DesiredStatus;
+/** The status of any resource: its path, and the status wanted given the one read (undefined: nothing to write). */
+export interface StatusTarget {
+  /** Names the resource in logs and as the one pending write per resource. */
+  readonly id: string;
+  readonly path: string;
+  readonly next: (current: unknown) => unknown;
 }
+
+type Pending = { readonly key: ResourceKey; desired: DesiredStatus } | { readonly target: StatusTarget };
 
 export class StatusWriter {
   private readonly pending = new Map<string, Pending>();
@@ -56,8 +62,15 @@ export class StatusWriter {
     if (this.stop.signal.aborted) return;
     const k = keyString(key);
     const queued = this.pending.get(k);
-    if (queued) queued.desired = { ...queued.desired, ...desired };
+    if (queued && 'desired' in queued) queued.desired = { ...queued.desired, ...desired };
     else this.pending.set(k, { key, desired });
+    this.pump();
+  }
+
+  /** Queues the write of another resource's status; it replaces one still pending for the same id. */
+  enqueueTarget(target: StatusTarget): void {
+    if (this.stop.signal.aborted) return;
+    this.pending.set(target.id, { target });
     this.pump();
   }
 
@@ -92,37 +105,43 @@ export class StatusWriter {
     return `${collectionPath(type, key.namespace)}/${key.name}`;
   }
 
-  private async write({ key, desired }: Pending): Promise<void> {
-    const path = this.path(key);
+  /** The status a mesh resource should have, given the object read. */
+  private meshStatus(object: StoredObject, desired: DesiredStatus): Status | undefined {
+    let wanted = desired;
+    // The spec changed since: a newer snapshot tracks the new generation and will say so.
+    if (desired.distribution && object.metadata?.generation !== desired.distribution.generation) {
+      const { distribution: _stale, ...rest } = desired;
+      wanted = rest;
+    }
+    return desiredStatus(object.status, wanted, new Date().toISOString());
+  }
+
+  private async write(item: Pending): Promise<void> {
+    const path = 'target' in item ? item.target.path : this.path(item.key);
+    const name = 'target' in item ? item.target.id : keyString(item.key);
     for (let attempt = 0; attempt <= MAX_CONFLICT_RETRIES; attempt++) {
       try {
         await this.bucket.take(this.stop.signal);
         const object = (await this.options.client.request('GET', `${path}/status`)) as StoredObject;
-        let wanted = desired;
-        // The spec changed since: a newer snapshot tracks the new generation and will say so.
-        if (desired.distribution && object.metadata?.generation !== desired.distribution.generation) {
-          const { distribution: _stale, ...rest } = desired;
-          wanted = rest;
-        }
-        const next = desiredStatus(object.status, wanted, new Date().toISOString());
+        const next = 'target' in item ? item.target.next(object.status) : this.meshStatus(object, item.desired);
         if (next === undefined) return;
         await this.bucket.take(this.stop.signal);
         await this.options.client.request('PUT', `${path}/status`, { ...object, status: next });
         this.written += 1;
-        log.debug(`status of ${keyString(key)} written`);
+        log.debug(`status of ${name} written`);
         return;
       } catch (e) {
         if (this.stop.signal.aborted) return;
         const code = statusOf(e);
         if (code === 409) {
-          log.debug(`status of ${keyString(key)}: conflict, reading it again (${messageOf(e)})`);
+          log.debug(`status of ${name}: conflict, reading it again (${messageOf(e)})`);
           continue;
         }
-        if (code === 404) log.debug(`status of ${keyString(key)} not written: the resource is gone`);
-        else log.warn(`status of ${keyString(key)} not written: ${messageOf(e)}`);
+        if (code === 404) log.debug(`status of ${name} not written: the resource is gone`);
+        else log.warn(`status of ${name} not written: ${messageOf(e)}`);
         return;
       }
     }
-    log.warn(`status of ${keyString(key)} not written: it kept changing (${MAX_CONFLICT_RETRIES + 1} conflicts); the next change writes it`);
+    log.warn(`status of ${name} not written: it kept changing (${MAX_CONFLICT_RETRIES + 1} conflicts); the next change writes it`);
   }
 }

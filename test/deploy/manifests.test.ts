@@ -91,9 +91,9 @@ function grants(docs: Doc[]): string[] {
   return role!.rules.flatMap((r) => r.apiGroups.flatMap((g) => r.resources.map((res) => `${g}/${res}:${[...r.verbs].sort().join(',')}${r.resourceNames ? `@${r.resourceNames.join(',')}` : ''}`))).sort();
 }
 
-test('RBAC grants list and watch on exactly what the informers read, get/patch on the webhook configurations of the revision and its tags, get/update on the status of the mesh kinds', () => {
+test('RBAC grants list and watch on exactly what the informers read, get/patch on the webhook configurations of the revision and its tags, get/update on the status of the mesh kinds and of Ingresses', () => {
   const read = [...Object.values(TYPES), ...Object.values(INGRESS_TYPES), MUTATING_WEBHOOK_CONFIGURATIONS].map((t) => `${t.group}/${t.plural}`).concat(KINDS.map((k) => `${GROUP_OF_KIND[k]}/${pluralOf(k)}`)).map((r) => `${r}:list,watch`);
-  const status = KINDS.map((k) => `${GROUP_OF_KIND[k]}/${pluralOf(k)}/status:get,update`);
+  const status = KINDS.map((k) => `${GROUP_OF_KIND[k]}/${pluralOf(k)}/status:get,update`).concat(`${INGRESS_TYPES.Ingress.group}/${INGRESS_TYPES.Ingress.plural}/status:get,update`);
   const webhooks = (mutating: string, validating: string) => [
     `admissionregistration.k8s.io/mutatingwebhookconfigurations:get,patch@${mutating}`,
     `admissionregistration.k8s.io/validatingwebhookconfigurations:get,patch@${validating}`,

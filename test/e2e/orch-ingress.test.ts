@@ -5,7 +5,8 @@
 // gateway there routes its host and paths (Prefix by whole segments, Exact exactly, another path
 // 404); an Ingress of another class is ignored; an edit moves traffic without a restart; with
 // ORCH_INGRESS_NS=edge the Gateway lives in edge: the gateway there gets the routes, the one in
-// mesh-system no longer does. PILOT_SCOPE_GATEWAY_TO_NAMESPACE is on: without it a Gateway's
+// mesh-system no longer does. The Ingress's status.loadBalancer follows the ingress Service of the
+// ingress namespace. PILOT_SCOPE_GATEWAY_TO_NAMESPACE is on: without it a Gateway's
 // selector picks gateway proxies of every namespace (as in the Go mesh), and both would route.
 import { after, before, test } from 'node:test';
 import assert from 'node:assert/strict';
@@ -68,7 +69,7 @@ function gatewayObjects(ns: string, ip: string, port: number): StoredObject[] {
   return [
     namespace(ns),
     pod(`gw-${ns}`, ns, ip, labels, { serviceAccount: 'ingressgateway' }),
-    service('mesh-ingressgateway', ns, [{ name: 'http', port: 80, targetPort: port }], { selector: labels }),
+    service('mesh-ingressgateway', ns, [{ name: 'http', port: 80, targetPort: port }], { selector: labels, externalIPs: [ns === 'edge' ? '192.0.2.20' : '192.0.2.10'] }),
     endpointSlice('mesh-ingressgateway', ns, [{ name: 'http', port }], [{ ip, pod: `gw-${ns}` }]),
   ];
 }
@@ -117,6 +118,11 @@ async function routedTo(gw: GatewayProxy, path: string, app: string): Promise<vo
   }, 60_000);
 }
 
+/** The Ingress's status.loadBalancer.ingress as the API server holds it. */
+function loadBalancerOf(name: string): unknown {
+  return (api.get(ingress(name, 'shop', {}))?.['status'] as { loadBalancer?: { ingress?: unknown } } | undefined)?.loadBalancer?.ingress;
+}
+
 before(async () => {
   state = mkdtempSync(join(tmpdir(), 'orch-ingress-'));
   ({ api, kubeconfig } = await standIn(state));
@@ -156,7 +162,10 @@ test('the gateway in mesh-system routes the Ingress host: Prefix by whole segmen
     await routedTo(system!, '/api/items?x=1', 'web');
     await routedTo(system!, '/exact', 'web');
     for (const path of ['/apix', '/exact/more', '/other']) assert.equal((await viaGateway(system!, path)).status, 404, path);
-    assert.match(discovery.output, /Ingress translation on \(ingressControllerMode STRICT, class mesh\): Gateways in namespace mesh-system; Ingress status \(status\.loadBalancer\) is not written/);
+    assert.match(discovery.output, /Ingress translation on \(ingressControllerMode STRICT, class mesh\): Gateways in namespace mesh-system; status\.loadBalancer from Service mesh-system\/mesh-ingressgateway/);
+    // The ingress Service's external IP is the Ingress's load balancer address; the other class's Ingress gets none.
+    await eventually(() => assert.deepEqual(loadBalancerOf('shop'), [{ ip: '192.0.2.10' }]), 30_000);
+    assert.equal(loadBalancerOf('other'), undefined);
   });
 });
 
@@ -189,6 +198,7 @@ test('with ORCH_INGRESS_NS=edge the Gateway lives in edge: its gateway gets the 
     discovery = startDiscovery({ ORCH_INGRESS_NS: 'edge' });
     await discovery.waitFor(/Gateways in namespace edge/, 60_000);
     await routedTo(edge!, '/api/edge', 'web2');
+    await eventually(() => assert.deepEqual(loadBalancerOf('shop'), [{ ip: '192.0.2.20' }]), 30_000);
     await eventually(async () => {
       const r = await viaGateway(system!, '/api');
       assert.ok(r.status === 0 || r.status === 404, `mesh-system still routes: ${r.status} ${r.body}`);

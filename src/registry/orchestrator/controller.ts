@@ -144,6 +144,11 @@ export class OrchestratorRegistry extends RecomputedRegistry<RegistryState> impl
     return this.informers.synced;
   }
 
+  /** A Service as last read (its status too), undefined when it is not known. */
+  serviceObject(namespace: string, name: string): V1Service | undefined {
+    return this.serviceObjects.get(`${namespace}/${name}`);
+  }
+
   /** A namespace's labels, undefined when it is not known (not read yet, or deleted). */
   namespaceLabels(name: string): Readonly<Record<string, string>> | undefined {
     const ns = this.namespaceObjects.get(name);

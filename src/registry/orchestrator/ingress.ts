@@ -1,7 +1,8 @@
 // The orchestrator's Ingress resources (networking.k8s.io/v1 Ingress and IngressClass) read through
 // the shared informers, as the Go mesh's ingress controller reads them when its orchestrator
 // registry is on; ../../model/ingress/ translates them at every push into the Gateways and
-// VirtualServices the push context sees next to the config store's. Ingress status is not written.
+// VirtualServices the push context sees next to the config store's; the Ingresses served get the
+// ingress Service's addresses in status.loadBalancer.ingress, as the Go mesh writes them.
 import { scope } from '../../common/log.js';
 import { cachingHandlers, collectionPath, InformerGroup, OrchestratorClient, type InformerGroupOptions, type ResourceType } from '../../config/informer.js';
 import type { Kind, ResourceOf } from '../../api/types.js';
@@ -9,6 +10,8 @@ import type { IngressSettings, OrchIngress, OrchIngressClass } from '../../model
 import { servicePortsOf, translateIngresses, type IngressTranslation } from '../../model/ingress/translate.js';
 import type { ConfigView } from '../../model/push-context.js';
 import type { Service } from '../../model/service.js';
+import { ingressStatus, loadBalancerIngress, serviceAddresses, type IngressServiceObject, type LoadBalancerIngress } from '../../model/ingress/status.js';
+import { StatusWriter } from '../../status/writer.js';
 
 const log = scope('orch');
 
@@ -29,6 +32,10 @@ export interface IngressControllerOptions extends InformerGroupOptions {
   settings: IngressSettings;
   /** Where the Gateways are generated (ORCH_INGRESS_NS, else the discovery server's namespace). */
   ingressNamespace: string;
+  /** The orchestrator's Services as last read (the registry's), for the ingress Service's addresses. */
+  serviceObject: (namespace: string, name: string) => IngressServiceObject | undefined;
+  /** The pacing of status writes (PILOT_STATUS_QPS, PILOT_STATUS_BURST, PILOT_STATUS_MAX_WORKERS). */
+  status: { qps: number; burst: number; workers: number };
 }
 
 /** Notices already logged, by Ingress: logged again only when they change. */
@@ -49,6 +56,7 @@ export class IngressController {
   private readonly classes = new Map<string, unknown>();
   private readonly informers: InformerGroup;
   private readonly handlers = new Set<() => void>();
+  private writer: StatusWriter | undefined;
 
   constructor(private readonly options: IngressControllerOptions) {
     this.informers = new InformerGroup(options);
@@ -62,12 +70,16 @@ export class IngressController {
 
   /** Connects and starts the informers; resolves once both collections have been listed. */
   async start(): Promise<void> {
-    await this.informers.start(OrchestratorClient.connect(this.options.kubeconfig));
-    log.info(`Ingress translation on (ingressControllerMode ${this.options.settings.mode}, class ${this.options.settings.ingressClass}): Gateways in namespace ${this.options.ingressNamespace}; Ingress status (status.loadBalancer) is not written`);
+    const client = OrchestratorClient.connect(this.options.kubeconfig);
+    this.writer = new StatusWriter({ client, ...this.options.status });
+    await this.informers.start(client);
+    const { mode, ingressClass, ingressService } = this.options.settings;
+    const status = ingressService ? `status.loadBalancer from Service ${this.options.ingressNamespace}/${ingressService}` : 'no ingressService: Ingress status is not written (the Go mesh then uses the gateway Pods\' node addresses; we do not)';
+    log.info(`Ingress translation on (ingressControllerMode ${mode}, class ${ingressClass}): Gateways in namespace ${this.options.ingressNamespace}; ${status}`);
   }
 
   async close(): Promise<void> {
-    await this.informers.close();
+    await Promise.all([this.informers.close(), this.writer?.close()]);
   }
 
   /** Called after any Ingress or IngressClass change. */
@@ -86,7 +98,22 @@ export class IngressController {
       servicePorts: servicePortsOf(services, this.options.domain),
     });
     logNotices(translation);
+    this.writeStatus(translation.served);
     return translation;
+  }
+
+  /** Queues the status of each served Ingress whose load balancer addresses differ from the wanted ones. */
+  private writeStatus(served: readonly string[]): void {
+    const { ingressService } = this.options.settings;
+    if (!this.writer || !ingressService) return;
+    const service = this.options.serviceObject(this.options.ingressNamespace, ingressService);
+    const wanted: LoadBalancerIngress[] = loadBalancerIngress(service ? serviceAddresses(service) : []);
+    for (const key of served) {
+      const held = this.ingresses.get(key) as (OrchIngress & { status?: unknown }) | undefined;
+      if (!held || ingressStatus(held.status, wanted) === undefined) continue;
+      const path = `${collectionPath(INGRESS_TYPES.Ingress, held.metadata.namespace)}/${held.metadata.name}`;
+      this.writer.enqueueTarget({ id: `Ingress/${key}`, path, next: (current) => ingressStatus(current, wanted) });
+    }
   }
 }
 
