@@ -11,7 +11,8 @@ import { AggregateRegistry } from '../registry/aggregate.js';
 import { MockRegistry } from '../registry/mock.js';
 import { OrchestratorRegistry } from '../registry/orchestrator/controller.js';
 import { IngressController } from '../registry/orchestrator/ingress.js';
-import type { IngressSettings } from '../model/ingress/class.js';
+import { DEFAULT_INGRESS_SETTINGS, type IngressSettings } from '../model/ingress/class.js';
+import { ROOT_NAMESPACE } from '../api/types.js';
 import { ServiceEntryRegistry } from '../registry/serviceentry.js';
 import type { ServiceRegistry } from '../registry/types.js';
 import { ProxyModels } from '../xds/generators/index.js';
@@ -26,8 +27,10 @@ export interface RegistryOptions {
   readonly orchestrator: OrchestratorSourceOptions;
   /** False in the local mode (--configDir without --orchconfig): no orchestrator to read. */
   readonly hasOrchestrator: boolean;
-  /** The mesh config's Ingress fields, and where the generated Gateways go. */
-  readonly ingress: { readonly settings: IngressSettings; readonly namespace: string };
+  /** --namespace: the generated Gateways go there unless ORCH_INGRESS_NS says otherwise. */
+  readonly namespace?: string;
+  /** The mesh config's Ingress fields; default the mesh's defaults. */
+  readonly ingress?: IngressSettings;
 }
 
 export interface DiscoveryRegistries {
@@ -53,14 +56,16 @@ export function discoveryRegistries(opts: RegistryOptions, settings: DiscoverySe
       orchestrator = new OrchestratorRegistry({ ...opts.orchestrator, ...settings.orchestratorRegistry, workloadEntrySources: [store, autoEntries], domain: opts.domain, clusterId: opts.clusterId });
       registries.push(orchestrator);
       if (settings.serviceEntrySelectsPods) serviceEntries.selectPods(orchestrator);
-      if (opts.ingress.settings.mode !== 'OFF') {
+      const ingressSettings = opts.ingress ?? DEFAULT_INGRESS_SETTINGS;
+      if (ingressSettings.mode !== 'OFF') {
         const services = orchestrator;
         const { qps, burst, workers } = settings.status;
         ingress = new IngressController({
           ...opts.orchestrator,
           domain: opts.domain,
-          settings: opts.ingress.settings,
-          ingressNamespace: opts.ingress.namespace,
+          settings: ingressSettings,
+          // As the Go mesh's K8S_INGRESS_NS defaults to its own namespace.
+          ingressNamespace: settings.ingressNamespace || opts.namespace || ROOT_NAMESPACE,
           serviceObject: (namespace, name) => services.serviceObject(namespace, name),
           status: { qps, burst, workers },
         });

@@ -19,7 +19,7 @@ import { installPprof, type Profiler } from '../debug/pprof/handlers.js';
 import { closeServer, formatAddress, httpServer, listen, ListenError, Mux, sendJson, sendText } from '../debug/http.js';
 import { ROOT_NAMESPACE, type Kind, type ResourceOf } from '../api/types.js';
 import { PushContext } from '../model/push-context.js';
-import { DEFAULT_INGRESS_SETTINGS, type IngressSettings } from '../model/ingress/class.js';
+import type { IngressSettings } from '../model/ingress/class.js';
 import { withIngressConfig, type IngressController } from '../registry/orchestrator/ingress.js';
 import { AutoRegistration, AutoRegistrationError } from '../registry/autoregister.js';
 import { JwksResolver } from '../security/authn/jwks-resolver.js';
@@ -160,9 +160,7 @@ export class DiscoveryServer {
     this.store = opts.configDir ? new FileConfigStore({ configDir: opts.configDir }) : new OrchestratorConfigSource({ validate: settings.crdValidation, revision: settings.revision, ...opts.orchestrator });
     this.autoEntries.markSynced();
     this.autoRegistration = new AutoRegistration({ config: this.store, entries: this.autoEntries, controllerId: `pilot-discovery-${buildInfo.version}`, ...settings.autoRegistration });
-    // As the Go mesh's K8S_INGRESS_NS defaults to its own namespace.
-    const ingress = { settings: opts.ingress ?? DEFAULT_INGRESS_SETTINGS, namespace: settings.ingressNamespace || opts.namespace || ROOT_NAMESPACE };
-    const registries = discoveryRegistries({ ...opts, hasOrchestrator: this.hasOrchestrator(), ingress }, settings, this.store, this.autoEntries);
+    const registries = discoveryRegistries({ ...opts, hasOrchestrator: this.hasOrchestrator() }, settings, this.store, this.autoEntries);
     this.registry = registries.registry;
     this.mock = registries.mock;
     this.orchestrator = registries.orchestrator;

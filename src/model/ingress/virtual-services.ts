@@ -91,21 +91,22 @@ function backendPort(service: string, namespace: string, port: { number?: number
 function ruleRoutes(r: HostRule, opts: VirtualServiceOptions, notices: string[]): HttpRoute[] {
   const ns = r.ingress.metadata.namespace;
   const routes: HttpRoute[] = [];
-  (r.rule.http?.paths ?? []).forEach((p, j) => {
+  for (const [j, p] of (r.rule.http?.paths ?? []).entries()) {
     const at = `spec.rules[${r.index}].http.paths[${j}]`;
     const uri = uriMatch(p);
-    if (!uri.ok) return notices.push(`${at}: ${uri.error}; the path is not routed`);
     const service = p.backend?.service;
-    if (!service?.name) return notices.push(`${at}.backend.service is missing (only service backends are routed); the path is not routed`);
-    const port = backendPort(service.name, ns, service.port, opts.servicePorts);
-    if (!port.ok) return notices.push(`${at}.${port.error}; the path is not routed`);
-    if (opts.servicePorts(ns, service.name) === undefined) notices.push(`${at}.backend.service.name: service ${ns}/${service.name} is not known: requests for this path fail until it exists`);
-    routes.push({
-      ...(uri.uri ? { match: [{ uri: uri.uri }] } : {}),
-      route: [{ destination: { host: `${service.name}.${ns}.svc.${opts.domain}`, port: { number: port.port } }, weight: 100 }],
-    });
-    return undefined;
-  });
+    const port = service?.name ? backendPort(service.name, ns, service.port, opts.servicePorts) : undefined;
+    if (!uri.ok) notices.push(`${at}: ${uri.error}; the path is not routed`);
+    else if (!service?.name) notices.push(`${at}.backend.service is missing (only service backends are routed); the path is not routed`);
+    else if (!port?.ok) notices.push(`${at}.${port?.error}; the path is not routed`);
+    else {
+      if (opts.servicePorts(ns, service.name) === undefined) notices.push(`${at}.backend.service.name: service ${ns}/${service.name} is not known: requests for this path fail until it exists`);
+      routes.push({
+        ...(uri.uri ? { match: [{ uri: uri.uri }] } : {}),
+        route: [{ destination: { host: `${service.name}.${ns}.svc.${opts.domain}`, port: { number: port.port } }, weight: 100 }],
+      });
+    }
+  }
   return routes;
 }
 
@@ -134,12 +135,11 @@ export function ingressVirtualServices(ingresses: readonly OrchIngress[], opts: 
     const own = notices.get(ingressName(ingress)) ?? [];
     notices.set(ingressName(ingress), own);
     if (ingress.spec?.defaultBackend !== undefined) own.push('spec.defaultBackend is not effective (nor in the Go mesh): route `*` with a VirtualService bound to a Gateway instead');
-    (ingress.spec?.rules ?? []).forEach((rule, index) => {
-      if (!rule.http) return own.push(`spec.rules[${index}] (host ${JSON.stringify(rule.host ?? '*')}) has no http paths; it is not routed`);
+    for (const [index, rule] of (ingress.spec?.rules ?? []).entries()) {
       const host = rule.host || '*';
-      byHost.set(host, [...(byHost.get(host) ?? []), { ingress, index, rule }]);
-      return undefined;
-    });
+      if (!rule.http) own.push(`spec.rules[${index}] (host ${JSON.stringify(host)}) has no http paths; it is not routed`);
+      else byHost.set(host, [...(byHost.get(host) ?? []), { ingress, index, rule }]);
+    }
   }
   const virtualServices: VirtualService[] = [];
   for (const [host, rules] of [...byHost].sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0))) {
