@@ -172,3 +172,29 @@ test('malformed pins, unparsable CRLs and CRLs without a CA are refused naming t
     /c\.common_tls_context\.validation_context: certificate pins without trusted_ca are not supported on upstream connections/,
   );
 });
+
+test('several certificates: the client\'s signature algorithms pick RSA or ECDSA; two of one key type are refused', async (t) => {
+  const ca = await meshCa();
+  const rsa = await ca.issue(spiffe('server'), [], { kind: 'RSA', bits: 2048 });
+  const ecdsa = await ca.issue(spiffe('server'));
+  const tls = new DownstreamTls(create(DownstreamTlsContextSchema, { commonTlsContext: { tlsCertificates: [certificate(rsa), certificate(ecdsa)] } }), 'l', new SecretManager(), stats());
+  const srv = netServer((raw) => tls.handshake(raw, (secured) => secured.end('ok')));
+  await new Promise<void>((resolve) => srv.listen(0, '127.0.0.1', resolve));
+  t.after(() => srv.close());
+  const presented = (sigalgs: string) =>
+    new Promise<string>((resolve, reject) => {
+      const c = tlsConnect({ host: '127.0.0.1', port: (srv.address() as { port: number }).port, ca: ca.rootPem, servername: 'x', checkServerIdentity: () => undefined, sigalgs }, () => {
+        resolve(c.getPeerX509Certificate()!.fingerprint256);
+        c.destroy();
+      });
+      c.on('error', reject);
+    });
+  assert.equal(await presented('rsa_pss_rsae_sha256:rsa_pkcs1_sha256'), hashOf(rsa));
+  assert.equal(await presented('ecdsa_secp256r1_sha256'), hashOf(ecdsa));
+
+  const other = await ca.issue(spiffe('other'));
+  assert.throws(
+    () => new DownstreamTls(create(DownstreamTlsContextSchema, { commonTlsContext: { tlsCertificates: [certificate(ecdsa), certificate(other)] } }), 'l', new SecretManager(), stats()),
+    /l\.common_tls_context\.tls_certificates: two certificates with EC keys/,
+  );
+});

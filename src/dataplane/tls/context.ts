@@ -3,6 +3,7 @@
 // ALPN and the TLS parameters. What it cannot honour is a ConfigError naming the field: a
 // security setting is never dropped. The node:tls options are built from the current secrets on
 // the first handshake after a change, so rotation needs no recompile.
+import { createPrivateKey } from 'node:crypto';
 import { create } from '@bufbuild/protobuf';
 import type { SecureContextOptions } from 'node:tls';
 import { scope } from '../../common/log.js';
@@ -38,6 +39,26 @@ function certificateOf(c: TlsCertificate, field: string): { cert: string; key: s
   if (c.pkcs12) throw new ConfigError(`${field}.pkcs12`, 'PKCS#12 is not supported; use certificate_chain and private_key');
   if (c.watchedDirectory || c.ocspStaple || c.signedCertificateTimestamp.length > 0) log.warn(`${field}: watched_directory, ocsp_staple and signed_certificate_timestamp are accepted but not applied`);
   return { cert: readDataSource(c.certificateChain, `${field}.certificate_chain`), key: readDataSource(c.privateKey, `${field}.private_key`) };
+}
+
+/**
+ * Several certificates are served side by side, the client's signature algorithms picking one
+ * (an RSA and an ECDSA certificate, the Go mesh's credentialNames). OpenSSL holds one per key
+ * type, so a second of the same type would silently replace the first: refused instead (Envoy
+ * would pick between them by SNI, which this proxy does not do).
+ */
+function oneCertificatePerKeyType(certs: readonly { key: string }[], field: string): void {
+  const seen = new Set<string>();
+  for (const c of certs) {
+    let type: string;
+    try {
+      type = createPrivateKey(c.key).asymmetricKeyType ?? 'unknown';
+    } catch (e) {
+      throw new ConfigError(`${field}.tls_certificates`, `a private key does not parse: ${(e as Error).message}`);
+    }
+    if (seen.has(type)) throw new ConfigError(`${field}.tls_certificates`, `two certificates with ${type.toUpperCase()} keys: several certificates are served by key type (one RSA, one ECDSA), selection by SNI is not supported`);
+    seen.add(type);
+  }
 }
 
 export interface TlsOptions {
@@ -110,6 +131,7 @@ export function compileCommonTls(c: CommonTlsContext | undefined, field: string,
   if (unapplied.length > 0) log.warn(`${f}: accepted but not applied: ${unapplied.join(', ')}`);
   const params = tlsParams(c?.tlsParams, f, side);
   const inlineCerts = (c?.tlsCertificates ?? []).map((t, i) => certificateOf(t, `${f}.tls_certificates[${i}]`));
+  if (inlineCerts.length > 1) oneCertificatePerKeyType(inlineCerts, f);
   const certRefs = (c?.tlsCertificateSdsSecretConfigs ?? []).map((s, i) => secrets.reference(s, `${f}.tls_certificate_sds_secret_configs[${i}]`));
   let inlineValidation: Validation | undefined;
   let validationRef: SecretRef | undefined;
@@ -139,6 +161,7 @@ export function compileCommonTls(c: CommonTlsContext | undefined, field: string,
       if (s?.type.case !== 'tlsCertificate') throw new ConfigError(`secret ${ref.name}`, 'is not a tls_certificate');
       certs.push(certificateOf(s.type.value, `secret ${ref.name}.tls_certificate`));
     }
+    if (certs.length > 1) oneCertificatePerKeyType(certs, f);
     let validation = inlineValidation;
     if (validationRef) {
       const s = secrets.get(validationRef);

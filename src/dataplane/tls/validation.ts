@@ -12,6 +12,7 @@ import {
   SubjectAltNameMatcher_SanType as SanType,
   type CertificateValidationContext,
 } from '../../gen/envoy/extensions/transport_sockets/tls/v3/common_pb.js';
+import { certificateHashHex, HASH_PIN_FORMAT, isSpkiPin, SPKI_PIN_FORMAT } from '../../envoy/cert-pins.js';
 import { ConfigError } from '../../envoy/config-error.js';
 import { compileStringMatcher, readDataSource } from '../../envoy/matchers.js';
 
@@ -74,15 +75,14 @@ function compileSanMatchers(v: CertificateValidationContext, field: string): ((c
   return all.length > 0 ? (c) => all.some((f) => f(c)) : undefined;
 }
 
-/** A certificate hash pin as lowercase hex: 64 hex digits, or (as Envoy reads them) 32 colon-separated pairs. */
 function certificateHash(pin: string, field: string): string {
-  const hex = pin.length === 95 ? pin.replaceAll(':', '') : pin;
-  if (!/^[0-9a-fA-F]{64}$/.test(hex)) throw new ConfigError(field, `${JSON.stringify(pin)} is not a hex-encoded SHA-256 (64 hex digits, or 32 pairs separated by colons)`);
-  return hex.toLowerCase();
+  const hex = certificateHashHex(pin);
+  if (hex === undefined) throw new ConfigError(field, `${JSON.stringify(pin)} ${HASH_PIN_FORMAT}`);
+  return hex;
 }
 
 function spkiPin(pin: string, field: string): string {
-  if (!/^[A-Za-z0-9+/]{43}=$/.test(pin)) throw new ConfigError(field, `${JSON.stringify(pin)} is not a base64-encoded SHA-256 (44 characters)`);
+  if (!isSpkiPin(pin)) throw new ConfigError(field, `${JSON.stringify(pin)} ${SPKI_PIN_FORMAT}`);
   return pin;
 }
 
