@@ -20,6 +20,7 @@ import {
 import type { Kind } from './types.js';
 import { asRecord, type Fields } from './values.js';
 import { setting } from '../common/env.js';
+import { destinationRuleTls } from './client-tls.js';
 import { serverTls } from './server-tls.js';
 
 type Check = (value: string) => string | undefined;
@@ -316,6 +317,7 @@ function destinationRule(spec: Fields, path: string, out: Findings): void {
   else out.string(spec['host'], `${path}.host`, checkHost);
   trafficDurations(spec['trafficPolicy'], `${path}.trafficPolicy`, out);
   trafficDurations(spec['subsets'], `${path}.subsets`, out);
+  destinationRuleTls(spec, path, (p, m) => out.add(p, m));
   out.strings(spec['exportTo'], `${path}.exportTo`, checkExportTo);
   const subsets = asArray(spec['subsets']).map(asRecord);
   out.unique(subsets.map((s) => s?.['name']), (i) => `${joinPath(`${path}.subsets`, i)}.name`, 'subset name');

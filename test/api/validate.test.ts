@@ -197,6 +197,9 @@ const INVALID: [string, unknown, string, string][] = [
   ['Gateway caCrl with SIMPLE', doc('Gateway', { servers: [{ port: { number: 443, protocol: 'HTTPS' }, hosts: ['*'], tls: { mode: 'SIMPLE', serverCertificate: '/c.pem', privateKey: '/k.pem', caCrl: '/ca.crl' } }] }), 'spec.servers[0].tls.caCrl', 'not supported with mode SIMPLE'],
   ['Gateway malformed certificate hash', doc('Gateway', { servers: [{ port: { number: 443, protocol: 'HTTPS' }, hosts: ['*'], tls: { mode: 'MUTUAL', credentialName: 'a', verifyCertificateHash: ['abc'] } }] }), 'spec.servers[0].tls.verifyCertificateHash[0]', 'is not a hex-encoded SHA-256'],
   ['Gateway malformed SPKI pin', doc('Gateway', { servers: [{ port: { number: 443, protocol: 'HTTPS' }, hosts: ['*'], tls: { mode: 'MUTUAL', credentialName: 'a', verifyCertificateSpki: ['not base64!'] } }] }), 'spec.servers[0].tls.verifyCertificateSpki[0]', 'is not a base64-encoded SHA-256'],
+  ['DestinationRule insecureSkipVerify with a CA', doc('DestinationRule', { host: 'a', trafficPolicy: { tls: { mode: 'SIMPLE', insecureSkipVerify: true, caCertificates: '/ca.pem' } } }), 'spec.trafficPolicy.tls.caCertificates', 'cannot be set when insecureSkipVerify is true'],
+  ['DestinationRule MUTUAL insecureSkipVerify with SANs', doc('DestinationRule', { host: 'a', subsets: [{ name: 'v1', trafficPolicy: { portLevelSettings: [{ port: { number: 443 }, tls: { mode: 'MUTUAL', credentialName: 'c', insecureSkipVerify: true, subjectAltNames: ['a'] } }] } }] }), 'spec.subsets[0].trafficPolicy.portLevelSettings[0].tls.subjectAltNames', 'cannot be set when insecureSkipVerify is true'],
+  ['DestinationRule credentialName with files', doc('DestinationRule', { host: 'a', trafficPolicy: { tls: { mode: 'MUTUAL', credentialName: 'c', caCrl: '/ca.crl' } } }), 'spec.trafficPolicy.tls.caCrl', 'cannot be set with credentialName'],
 ];
 
 describe('invalid resources', () => {
