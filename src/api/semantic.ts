@@ -17,9 +17,11 @@ import {
   checkLabelValue,
   checkPortString,
 } from './syntax.js';
-import { SERVER_TLS_MODES, type Kind } from './types.js';
+import type { Kind } from './types.js';
 import { asRecord, type Fields } from './values.js';
 import { setting } from '../common/env.js';
+import { destinationRuleTls } from './client-tls.js';
+import { serverTls } from './server-tls.js';
 
 type Check = (value: string) => string | undefined;
 
@@ -315,6 +317,7 @@ function destinationRule(spec: Fields, path: string, out: Findings): void {
   else out.string(spec['host'], `${path}.host`, checkHost);
   trafficDurations(spec['trafficPolicy'], `${path}.trafficPolicy`, out);
   trafficDurations(spec['subsets'], `${path}.subsets`, out);
+  destinationRuleTls(spec, path, (p, m) => out.add(p, m));
   out.strings(spec['exportTo'], `${path}.exportTo`, checkExportTo);
   const subsets = asArray(spec['subsets']).map(asRecord);
   out.unique(subsets.map((s) => s?.['name']), (i) => `${joinPath(`${path}.subsets`, i)}.name`, 'subset name');
@@ -331,27 +334,6 @@ function virtualService(spec: Fields, path: string, out: Findings): void {
       out.add(`${joinPath(`${path}.http`, i)}.delegate`, 'cannot be combined with route; a delegating rule routes through the delegate');
     }
   });
-}
-
-/** A server's TLS settings, as the Go mesh validates them: a known mode, and certificates where the mode terminates TLS. */
-function serverTls(server: Fields, path: string, out: Findings): void {
-  const protocol = String(asRecord(server['port'])?.['protocol'] ?? '').toUpperCase();
-  const tls = asRecord(server['tls']);
-  if (!tls) {
-    if (protocol === 'HTTPS' || protocol === 'TLS') out.add(`${path}.tls`, `required for a ${protocol} server`);
-    return;
-  }
-  const mode = tls['mode'] ?? 'PASSTHROUGH';
-  if (typeof mode !== 'string' || !(SERVER_TLS_MODES as readonly string[]).includes(mode)) {
-    out.add(`${path}.tls.mode`, `expected one of ${SERVER_TLS_MODES.join(', ')}`);
-    return;
-  }
-  if (tls['httpsRedirect'] === true && tls['mode'] === undefined) return;
-  const terminates = mode === 'SIMPLE' || mode === 'MUTUAL' || mode === 'OPTIONAL_MUTUAL';
-  if (!terminates || tls['credentialName']) return;
-  if (!tls['serverCertificate']) out.add(`${path}.tls.serverCertificate`, `required with mode ${mode} unless credentialName is set`);
-  if (!tls['privateKey']) out.add(`${path}.tls.privateKey`, `required with mode ${mode} unless credentialName is set`);
-  if (mode !== 'SIMPLE' && !tls['caCertificates']) out.add(`${path}.tls.caCertificates`, `required with mode ${mode} unless credentialName is set`);
 }
 
 function gateway(spec: Fields, path: string, out: Findings): void {

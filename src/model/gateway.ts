@@ -7,6 +7,9 @@ import type { Gateway, GatewayServer, SERVER_TLS_MODES, VirtualService } from '.
 import { isHttpProtocol, parseProtocol, type Protocol } from './service.js';
 import { labelsMatch } from './selection.js';
 import { exportedTo, resolveHost } from './traffic.js';
+import { serverTlsNotices } from './gateway-credentials.js';
+
+export { GATEWAY_CREDENTIAL_PREFIX, parseGatewayCredential } from './gateway-credentials.js';
 
 export type ServerTlsMode = (typeof SERVER_TLS_MODES)[number];
 
@@ -18,10 +21,28 @@ export interface ServerTls {
   readonly privateKey?: string;
   readonly caCertificates?: string;
   readonly credentialName?: string;
+  /** Several credentials (an RSA and an ECDSA certificate): the client's signature algorithms pick one. */
+  readonly credentialNames?: readonly string[];
+  /** Several file pairs, as credentialNames. */
+  readonly tlsCertificates?: readonly ServerTlsCertificate[];
+  /** The client CA of MUTUAL from this credential instead of `<credentialName>-cacert`. */
+  readonly caCertCredentialName?: string;
+  readonly caCrl?: string;
   readonly subjectAltNames?: readonly string[];
+  readonly verifyCertificateSpki?: readonly string[];
+  readonly verifyCertificateHash?: readonly string[];
+  /** Accept any client certificate (Envoy's ACCEPT_UNTRUSTED). */
+  readonly insecureSkipVerify?: boolean;
   readonly minProtocolVersion?: string;
   readonly maxProtocolVersion?: string;
   readonly cipherSuites?: readonly string[];
+  readonly ecdhCurves?: readonly string[];
+}
+
+export interface ServerTlsCertificate {
+  readonly serverCertificate?: string;
+  readonly privateKey?: string;
+  readonly caCertificates?: string;
 }
 
 /** One server of one Gateway, its hosts with `./` made explicit and `*` namespaces dropped. */
@@ -304,49 +325,12 @@ export function hostsForNamespace(serverHosts: readonly string[], vsNamespace: s
 }
 
 /**
- * Prefix of credential names that Gateway API translation writes (the Go mesh's
- * `kubernetes-gateway://<namespace>/<name>`): served only when a Gateway of the proxy's own
- * namespace references it (security/credentials/secret.ts).
- */
-export const GATEWAY_CREDENTIAL_PREFIX = 'orch-gateway://';
-
-/** The Secret an `orch-gateway://<namespace>/<name>` credential names; undefined when either part is missing. */
-export function parseGatewayCredential(credentialName: string): { namespace: string; name: string } | undefined {
-  if (!credentialName.startsWith(GATEWAY_CREDENTIAL_PREFIX)) return undefined;
-  const [namespace = '', name = '', ...extra] = credentialName.slice(GATEWAY_CREDENTIAL_PREFIX.length).split('/');
-  return namespace !== '' && name !== '' && extra.length === 0 ? { namespace, name } : undefined;
-}
-
-/** Why a Gateway's `orch-gateway://` credentialName is never served to its proxies; undefined when it can be. */
-function gatewayCredentialProblem(credentialName: string, gatewayNamespace: string): string | undefined {
-  if (!credentialName.startsWith(GATEWAY_CREDENTIAL_PREFIX)) return undefined;
-  const ref = parseGatewayCredential(credentialName);
-  if (!ref) return `${GATEWAY_CREDENTIAL_PREFIX} names need <namespace>/<name>`;
-  if (ref.namespace !== gatewayNamespace) return `it names a Secret of namespace ${ref.namespace}: a Gateway only gets Secrets of its own namespace (a cross-namespace reference would need a ReferenceGrant, which is not supported)`;
-  return undefined;
-}
-
-const TRANSLATED_TLS = new Set(['httpsRedirect', 'mode', 'serverCertificate', 'privateKey', 'caCertificates', 'credentialName', 'subjectAltNames', 'minProtocolVersion', 'maxProtocolVersion', 'cipherSuites']);
-
-/**
  * What a Gateway sets that the translation does not honour, as sentences naming the resource and
  * field. `credentialsServed`: the discovery server serves credentialName secrets (MESHD_ENABLE_SDS_SERVER).
  */
 export function gatewayNotices(gw: Gateway, credentialsServed = false): string[] {
   const name = `Gateway ${gw.metadata.namespace}/${gw.metadata.name}`;
-  return (gw.spec.servers ?? []).flatMap((s, i) => {
-    const tls = (s.tls ?? {}) as Record<string, unknown>;
-    const path = `servers[${i}].tls`;
-    const out = Object.keys(tls)
-      .filter((k) => !TRANSLATED_TLS.has(k))
-      .map((k) => `${path}.${k} is not effective yet`);
-    const refProblem = typeof tls['credentialName'] === 'string' ? gatewayCredentialProblem(tls['credentialName'], gw.metadata.namespace) : undefined;
-    if (refProblem) out.push(`${path}.credentialName ${String(tls['credentialName'])} is never served: ${refProblem}`);
-    if (!credentialsServed && typeof tls['credentialName'] === 'string' && tls['credentialName'] !== '') {
-      out.push(`${path}.credentialName is not effective yet: the discovery server does not serve credential secrets over SDS (MESHD_ENABLE_SDS_SERVER is off, or PILOT_ENABLE_XDS_IDENTITY_CHECK is off); use serverCertificate and privateKey files`);
-    }
-    return out.map((m) => `${name}: ${m}`);
-  });
+  return (gw.spec.servers ?? []).flatMap((s, i) => serverTlsNotices((s.tls ?? {}) as Record<string, unknown>, `servers[${i}].tls`, gw.metadata.namespace, credentialsServed).map((m) => `${name}: ${m}`));
 }
 
 const L4_MATCH = new Set(['port', 'gateways', 'sniHosts']);

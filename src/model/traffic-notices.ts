@@ -24,7 +24,7 @@ const POLICY_FIELDS = {
     http: { http1MaxPendingRequests: true, http2MaxRequests: true, maxRequestsPerConnection: true, maxRetries: true, idleTimeout: true },
   },
   outlierDetection: { consecutive5xxErrors: true, consecutiveGatewayErrors: true, interval: true, baseEjectionTime: true, maxEjectionPercent: true, minHealthPercent: true },
-  tls: { mode: true, clientCertificate: true, privateKey: true, caCertificates: true, subjectAltNames: true, sni: true },
+  tls: { mode: true, clientCertificate: true, privateKey: true, caCertificates: true, caCrl: true, credentialName: true, insecureSkipVerify: true, subjectAltNames: true, sni: true },
 } as const;
 const TRAFFIC_POLICY: Shape = { ...POLICY_FIELDS, portLevelSettings: { port: { number: true }, ...POLICY_FIELDS } };
 
@@ -95,7 +95,34 @@ function unsupportedValues(spec: unknown, path = ''): string[] {
   for (const [k, v] of Object.entries(spec as Record<string, unknown>)) {
     const p = path ? `${path}.${k}` : k;
     if (k === 'simple' && typeof v === 'string' && !SUPPORTED_LB.has(v)) out.push(`${p} ${v} is not effective yet`);
+    else if (k === 'tls' && v !== null && typeof v === 'object') out.push(...clientTlsNotices(v as Record<string, unknown>, p));
     else out.push(...unsupportedValues(v, p));
+  }
+  return out;
+}
+
+/**
+ * What of a rule's `tls` applies only in part: `credentialName` is read by gateways only (as the Go
+ * mesh, which does not give sidecars the credential), a CRL needs the CA it is checked against,
+ * insecureSkipVerify and credentialName mean nothing for the mesh's own mTLS.
+ */
+function clientTlsNotices(tls: Record<string, unknown>, path: string): string[] {
+  const mode = typeof tls['mode'] === 'string' ? tls['mode'] : 'DISABLE';
+  const originates = mode === 'SIMPLE' || mode === 'MUTUAL';
+  const out: string[] = [];
+  if (!originates) {
+    for (const k of ['credentialName', 'insecureSkipVerify', 'caCrl']) if (tls[k] !== undefined && tls[k] !== false && tls[k] !== '') out.push(`${path}.${k} has no effect with mode ${mode}`);
+    return out;
+  }
+  const credential = typeof tls['credentialName'] === 'string' && tls['credentialName'] !== '';
+  if (credential) {
+    out.push(`${path}.credentialName applies on gateways only: sidecars originate ${mode} TLS without it, from the file fields (the Go mesh gives sidecars no TLS from this rule)`);
+  }
+  if (tls['insecureSkipVerify'] === true && tls['caCrl']) out.push(`${path}.caCrl has no effect with insecureSkipVerify`);
+  if (!tls['caCertificates'] && !tls['insecureSkipVerify']) {
+    const unverified = ['caCrl', 'subjectAltNames'].filter((k) => Array.isArray(tls[k]) ? (tls[k] as unknown[]).length > 0 : !!tls[k]);
+    const where = credential ? ' on sidecars' : '';
+    for (const k of unverified) out.push(`${path}.${k} has no effect without caCertificates${where}: the server certificate is not verified (there are no system roots)`);
   }
   return out;
 }

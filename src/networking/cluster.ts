@@ -16,6 +16,8 @@ export interface ClusterOptions {
   readonly connectTimeout?: number;
   /** The cluster's name when not the outbound one (a gateway's SNI-DNAT clusters). */
   readonly name?: string;
+  /** Built for a router proxy: a DestinationRule's tls.credentialName applies (upstream-tls.ts). */
+  readonly gateway?: boolean;
 }
 
 /** A DestinationRule's part in one outbound cluster: the subset it is for and the merged policy. */
@@ -75,7 +77,7 @@ export function buildOutboundCluster(
   traffic: ClusterTraffic = { subset: '', policy: {} },
 ): Cluster {
   const name = opts.name ?? outboundClusterName(port.port, service.hostname, traffic.subset);
-  const proto = { ...protocolOptions(port.protocol, traffic.policy), ...clusterPolicy(traffic.policy, service.hostname), ...meshMtlsFields(service, port, traffic.subset, traffic.policy, traffic.mtls) };
+  const proto = { ...protocolOptions(port.protocol, traffic.policy), ...clusterPolicy(traffic.policy, service.hostname, opts.gateway === true), ...meshMtlsFields(service, port, traffic.subset, traffic.policy, traffic.mtls) };
   switch (service.resolution) {
     case 'STATIC':
       return cluster(name, Cluster_DiscoveryType.EDS, opts, {

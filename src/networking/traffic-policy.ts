@@ -5,12 +5,10 @@
 import type { MessageInitShape } from '@bufbuild/protobuf';
 import { Cluster_LbPolicy, type ClusterSchema } from '../gen/envoy/config/cluster/v3/cluster_pb.js';
 import { RoutingPriority } from '../gen/envoy/config/core/v3/base_pb.js';
-import { SubjectAltNameMatcher_SanType } from '../gen/envoy/extensions/transport_sockets/tls/v3/common_pb.js';
-import { UpstreamTlsContextSchema } from '../gen/envoy/extensions/transport_sockets/tls/v3/tls_pb.js';
-import { pack } from '../envoy/types.js';
 import type { EffectiveRule } from '../model/traffic.js';
 import { duration as durationInit } from './common.js';
 import type { HashPolicyInit } from './http-route.js';
+import { upstreamTls, type ClientTlsSettings } from './upstream-tls.js';
 
 /** The DestinationRule trafficPolicy fields this module reads (the API's own names). */
 export interface TrafficPolicy {
@@ -55,19 +53,9 @@ export interface OutlierDetectionSettings {
   readonly minHealthPercent?: number;
 }
 
-export interface ClientTlsSettings {
-  readonly mode?: string;
-  readonly clientCertificate?: string;
-  readonly privateKey?: string;
-  readonly caCertificates?: string;
-  readonly subjectAltNames?: readonly string[];
-  readonly sni?: string;
-}
-
 type ClusterInit = Exclude<MessageInitShape<typeof ClusterSchema>, { $typeName: string }>;
 
 const UINT32_MAX = 4294967295;
-const TLS_TRANSPORT_SOCKET = 'envoy.transport_sockets.tls';
 
 /**
  * The policy for `port` and `subset` (its own trafficPolicy) on top of the rule's: port-level
@@ -157,47 +145,16 @@ function outlierDetection(od: OutlierDetectionSettings | undefined): Partial<Clu
   };
 }
 
-/** SIMPLE and MUTUAL originate TLS with the given files; DISABLE and unset leave the cluster plain. */
-function upstreamTls(tls: ClientTlsSettings | undefined, hostname: string): Partial<ClusterInit> {
-  if (!tls || (tls.mode !== 'SIMPLE' && tls.mode !== 'MUTUAL')) return {};
-  const sans = tls.subjectAltNames ?? [];
-  const validation =
-    tls.caCertificates || sans.length > 0
-      ? {
-          validationContext: {
-            ...(tls.caCertificates ? { trustedCa: { specifier: { case: 'filename' as const, value: tls.caCertificates } } } : {}),
-            matchTypedSubjectAltNames: sans.map((s) => ({ sanType: SubjectAltNameMatcher_SanType.DNS, matcher: { matchPattern: { case: 'exact' as const, value: s } } })),
-          },
-        }
-      : {};
-  const certificates =
-    tls.mode === 'MUTUAL' && tls.clientCertificate && tls.privateKey
-      ? [{ certificateChain: { specifier: { case: 'filename' as const, value: tls.clientCertificate } }, privateKey: { specifier: { case: 'filename' as const, value: tls.privateKey } } }]
-      : [];
-  return {
-    transportSocket: {
-      name: TLS_TRANSPORT_SOCKET,
-      configType: {
-        case: 'typedConfig',
-        value: pack(UpstreamTlsContextSchema, {
-          sni: tls.sni || hostname,
-          commonTlsContext: {
-            tlsCertificates: certificates,
-            ...(validation.validationContext ? { validationContextType: { case: 'validationContext' as const, value: validation.validationContext } } : {}),
-          },
-        }),
-      },
-    },
-  };
-}
-
-/** The cluster fields a merged policy sets (the HTTP protocol options are the caller's, see commonHttpOptions). */
-export function clusterPolicy(policy: TrafficPolicy, hostname: string): Partial<ClusterInit> {
+/**
+ * The cluster fields a merged policy sets (the HTTP protocol options are the caller's, see
+ * commonHttpOptions). `gateway`: built for a router proxy (DestinationRule credentialName applies).
+ */
+export function clusterPolicy(policy: TrafficPolicy, hostname: string, gateway = false): Partial<ClusterInit> {
   return {
     ...loadBalancer(policy.loadBalancer),
     ...connectionPool(policy.connectionPool),
     ...outlierDetection(policy.outlierDetection),
-    ...upstreamTls(policy.tls, hostname),
+    ...upstreamTls(policy.tls, hostname, gateway),
   };
 }
 

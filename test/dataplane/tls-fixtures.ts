@@ -10,7 +10,7 @@ import type { TestContext } from 'node:test';
 import type { JsonObject, MessageInitShape } from '@bufbuild/protobuf';
 import { SdsServer } from '../../src/agent/sds/server.js';
 import { CERT_FILES, SecretManager as AgentSecrets } from '../../src/agent/sds/secret-manager.js';
-import { createSelfSignedRoot, generateKeyPair, signLeaf, type KeyPair } from '../../src/security/ca/pki.js';
+import { createSelfSignedRoot, generateKeyPair, signLeaf, type KeyAlgorithm, type KeyPair } from '../../src/security/ca/pki.js';
 import { loadBootstrap } from '../../src/dataplane/bootstrap.js';
 import { MeshProxy } from '../../src/dataplane/proxy.js';
 import type { TransportSocketSchema } from '../../src/gen/envoy/config/core/v3/base_pb.js';
@@ -28,8 +28,10 @@ export const spiffe = (sa: string, ns = 'default'): string => `spiffe://${TRUST_
 
 export interface MeshCa {
   readonly rootPem: string;
-  /** A leaf for `uri` (and DNS names): key and chain PEM. */
-  issue(uri: string, dns?: readonly string[]): Promise<{ keyPem: string; chainPem: string }>;
+  /** A leaf for `uri` (and DNS names): key and chain PEM; an ECDSA P-256 key unless `alg` says otherwise. */
+  issue(uri: string, dns?: readonly string[], alg?: KeyAlgorithm): Promise<{ keyPem: string; chainPem: string }>;
+  /** A CRL of this CA (PEM) revoking the certificates of these serial numbers (hex, as X509Certificate.serialNumber). */
+  crl(revokedSerials: readonly string[]): Promise<string>;
 }
 
 /** A root of `trustDomain` (its subject names it: roots of different trust domains are told apart by it). */
@@ -38,10 +40,23 @@ export async function meshCa(trustDomain = TRUST_DOMAIN): Promise<MeshCa> {
   const root = await createSelfSignedRoot(keys, trustDomain, 24 * 3600_000);
   return {
     rootPem: root.toString('pem'),
-    issue: async (uri, dns = []) => {
-      const leafKeys = await generateKeyPair({ kind: 'ECDSA', curve: 'P-256' });
+    issue: async (uri, dns = [], alg = { kind: 'ECDSA', curve: 'P-256' }) => {
+      const leafKeys = await generateKeyPair(alg);
       const leaf = await signLeaf({ cert: root, key: keys.privateKey }, { publicKey: new x509.PublicKey(await crypto.subtle.exportKey('spki', leafKeys.publicKey)), uris: [uri], dnsNames: dns, ttlMs: 3600_000 });
       return { keyPem: leafKeys.pem, chainPem: leaf.toString('pem') };
+    },
+    crl: async (revokedSerials) => {
+      const now = Date.now();
+      const crl = await x509.X509CrlGenerator.create({
+        issuer: root.subject,
+        thisUpdate: new Date(now - 60_000),
+        nextUpdate: new Date(now + 3600_000),
+        entries: revokedSerials.map((serialNumber) => ({ serialNumber, revocationDate: new Date(now - 60_000) })),
+        signingKey: keys.privateKey,
+        signingAlgorithm: { name: 'ECDSA', hash: 'SHA-256' },
+      });
+      // OpenSSL (and Envoy) read CRLs under RFC 7468's label, X509 CRL.
+      return crl.toString('pem').replace(/-----(BEGIN|END) CRL-----/g, '-----$1 X509 CRL-----');
     },
   };
 }

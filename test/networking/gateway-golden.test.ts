@@ -16,9 +16,9 @@ import { gatewayNotices, gatewayRouteNotices } from '../../src/model/gateway.js'
 import { parseProxy, type Proxy } from '../../src/model/proxy.js';
 import { virtualServiceNotices } from '../../src/model/traffic-notices.js';
 import { gatewayListeners, gatewayRoutes, mergedGatewayFor } from '../../src/xds/generators/gateway.js';
-import { sidecarRoutes } from '../../src/xds/generators/sidecar.js';
+import { sidecarClusters, sidecarRoutes } from '../../src/xds/generators/sidecar.js';
 import { gatewayClusters, gatewayLoadAssignments } from '../../src/xds/generators/gateway-clusters.js';
-import { ClusterSchema } from '../../src/gen/envoy/config/cluster/v3/cluster_pb.js';
+import { ClusterSchema, type Cluster } from '../../src/gen/envoy/config/cluster/v3/cluster_pb.js';
 import { ClusterLoadAssignmentSchema } from '../../src/gen/envoy/config/endpoint/v3/endpoint_pb.js';
 import { setScopeLevel } from '../../src/common/log.js';
 import { goldenCases } from '../helpers/golden.js';
@@ -130,4 +130,30 @@ test('the network rbac filters of the policies selecting a gateway come before t
     assert.ok(tcp.length > 0, name);
     for (const c of tcp) assert.deepEqual(c.filters.map((f) => f.name), ['envoy.filters.network.rbac', 'envoy.filters.network.tcp_proxy'], `${name}: ${c.name}`);
   }
+});
+
+test('DestinationRule tls.credentialName: a gateway originates with the Secret over SDS, a sidecar does not read it', () => {
+  const resources = validated('dr-credential', [
+    { apiVersion: 'networking.mesh.io/v1', kind: 'ServiceEntry', metadata: { namespace: 'ingress', name: 'pay' }, spec: { hosts: ['pay.example.com'], location: 'MESH_EXTERNAL', resolution: 'DNS', ports: [{ number: 443, name: 'https', protocol: 'HTTPS' }] } },
+    { apiVersion: 'networking.mesh.io/v1', kind: 'DestinationRule', metadata: { namespace: 'ingress', name: 'pay' }, spec: { host: 'pay.example.com', trafficPolicy: { tls: { mode: 'MUTUAL', credentialName: 'pay-client', subjectAltNames: ['pay.example.com'] } } } },
+  ]);
+  const push = pushOf(resources);
+  const tlsOf = (clusters: readonly { name: string }[]) => {
+    const c = clusters.find((x) => x.name === 'outbound|443||pay.example.com') as Cluster;
+    return (toEnvoyJson(ClusterSchema, c) as { transport_socket?: { typed_config: { common_tls_context: Record<string, unknown> } } }).transport_socket?.typed_config.common_tls_context;
+  };
+  const ads = { ads: {}, resource_api_version: 'V3' };
+  assert.deepEqual(tlsOf(gatewayClusters(routerProxy(), push, {})), {
+    tls_certificate_sds_secret_configs: [{ name: 'orch://pay-client', sds_config: ads }],
+    combined_validation_context: {
+      default_validation_context: { match_typed_subject_alt_names: [{ san_type: 'DNS', matcher: { exact: 'pay.example.com' } }] },
+      validation_context_sds_secret_config: { name: 'orch://pay-client-cacert', sds_config: ads },
+    },
+  });
+  assert.deepEqual(tlsOf(sidecarClusters(sidecarProxy('10.0.0.70', 'app', 'ingress'), push, false)), {}, 'a sidecar: TLS without the credential (reported)');
+  const skip = pushOf(validated('dr-credential-skip', [resources[0]!, { ...resources[1]!, spec: { host: 'pay.example.com', trafficPolicy: { tls: { mode: 'MUTUAL', credentialName: 'pay-client', insecureSkipVerify: true } } } }]));
+  assert.deepEqual(tlsOf(gatewayClusters(routerProxy(), skip, {})), {
+    tls_certificate_sds_secret_configs: [{ name: 'orch://pay-client', sds_config: ads }],
+    validation_context: { trust_chain_verification: 'ACCEPT_UNTRUSTED' },
+  });
 });

@@ -35,6 +35,7 @@ interface Got {
   name: string;
   cert?: string;
   ca?: string;
+  crl?: string;
 }
 
 async function secrets(s: SotwStream): Promise<Got[]> {
@@ -51,7 +52,8 @@ async function secrets(s: SotwStream): Promise<Got[]> {
       }
       if (sec.type.case === 'validationContext') {
         const spec = sec.type.value.trustedCa?.specifier;
-        return { name: sec.name, ca: spec?.case === 'inlineBytes' ? text(spec.value) : '' };
+        const crl = sec.type.value.crl?.specifier;
+        return { name: sec.name, ca: spec?.case === 'inlineBytes' ? text(spec.value) : '', ...(crl?.case === 'inlineBytes' ? { crl: text(crl.value) } : {}) };
       }
       return { name: sec.name };
     })
@@ -105,13 +107,13 @@ test('SDS over ADS: a rotated Secret is pushed to the proxies that watch it only
   assert.deepEqual(await secrets(admin), [{ name: 'orch://admin', cert: pem('admin-v2').toString() }]);
 });
 
-/** A Gateway selecting every router proxy, one server with `credentialName` in `mode`. */
-function gatewayResource(namespace: string, name: string, credentialName: string, mode: string) {
+/** A Gateway selecting every router proxy, one server with `credentialName` (or other credential fields) in `mode`. */
+function gatewayResource(namespace: string, name: string, credentialName: string, mode: string, more: Record<string, unknown> = {}) {
   return {
     apiVersion: 'networking.mesh.io/v1',
     kind: 'Gateway',
     metadata: { namespace, name },
-    spec: { servers: [{ port: { number: 443, name: 'https', protocol: 'HTTPS' }, hosts: [`${name}.example.com`], tls: { mode, credentialName } }] },
+    spec: { servers: [{ port: { number: 443, name: 'https', protocol: 'HTTPS' }, hosts: [`${name}.example.com`], tls: { mode, ...(credentialName ? { credentialName } : {}), ...more } }] },
   };
 }
 
@@ -144,4 +146,23 @@ test('SDS over ADS: orch-gateway:// names are served only when a Gateway of the 
   const sidecar = sotw(h.client());
   sidecar.send({ node: node('sidecar~10.0.0.8~app-1.gw~gw.svc.cluster.local', { NAMESPACE: 'gw' }), typeUrl: SDS, resourceNames: ['orch-gateway://gw/site'] });
   assert.deepEqual(await secrets(sidecar), []);
+});
+
+test('SDS over ADS: a CA is served with its CRL (ca.crl); credentialNames and caCertCredentialName are verified references too', async () => {
+  const store = new CredentialStore();
+  const crl = Buffer.from('-----BEGIN X509 CRL-----\ncrl\n-----END X509 CRL-----\n');
+  store.set('gw', 'rsa', { certificateChain: pem('rsa'), privateKey: Buffer.from('key') });
+  store.set('gw', 'ecdsa', { certificateChain: pem('ecdsa'), privateKey: Buffer.from('key') });
+  store.set('gw', 'clients', { caCertificate: pem('clients-ca'), crl });
+  const snapshot = pushOf([
+    ...MESH,
+    ...validated('gateways', [gatewayResource('gw', 'pair', '', 'MUTUAL', { credentialNames: ['orch-gateway://gw/rsa', 'orch-gateway://gw/ecdsa'], caCertCredentialName: 'orch-gateway://gw/clients' })]),
+  ]);
+  const h = await serve(store, () => true, snapshot);
+  const asked = ['orch-gateway://gw/rsa', 'orch-gateway://gw/ecdsa', 'orch-gateway://gw/clients-cacert', 'orch-gateway://gw/rsa-cacert'];
+  assert.deepEqual(await secrets(gateway(h, 'gw', asked)), [
+    { name: 'orch-gateway://gw/clients-cacert', ca: pem('clients-ca').toString(), crl: crl.toString() },
+    { name: 'orch-gateway://gw/ecdsa', cert: pem('ecdsa').toString() },
+    { name: 'orch-gateway://gw/rsa', cert: pem('rsa').toString() },
+  ]);
 });

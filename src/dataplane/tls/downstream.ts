@@ -2,8 +2,11 @@
 // A node:tls Server that never listens does the handshakes (connections are emitted into it, as
 // the HTTP servers of http-hosting.ts get theirs); its secure context is replaced when a secret
 // changes, so new handshakes get the new certificate while established connections keep theirs.
-// After the handshake the peer certificate is verified (trust chain, then the validation
-// context's SAN and pin checks) and the chain's network filter gets the decrypted stream.
+// After the handshake the peer certificate is verified (trust chain and CRLs, then the validation
+// context's SAN and pin checks) and the chain's network filter gets the decrypted stream. As in
+// Envoy, SAN or pin checks make a client certificate required, and ACCEPT_UNTRUSTED lets a client
+// through whatever its certificate (counted in ssl.fail_verify_*); only a certificate that passed
+// every check gives the connection an identity (RBAC principals, XFCC).
 import type { Socket } from 'node:net';
 import { Server as TlsServer, type TLSSocket } from 'node:tls';
 import { scope } from '../../common/log.js';
@@ -93,7 +96,8 @@ export class DownstreamTls {
     const o = this.tls.options();
     if (typeof o === 'string') return o;
     if (this.server && this.built === o) return this.server;
-    const options = { ...o.context, requestCert: o.verifies, rejectUnauthorized: false, ...(this.tls.alpn.length ? { ALPNCallback: this.selectAlpn } : {}) };
+    const requestCert = o.verifies || o.acceptUntrusted || o.checks.length > 0;
+    const options = { ...o.context, requestCert, rejectUnauthorized: false, ...(this.tls.alpn.length ? { ALPNCallback: this.selectAlpn } : {}) };
     if (this.server) this.server.setSecureContext(options);
     else {
       this.server = new TlsServer(options);
@@ -130,6 +134,7 @@ export class DownstreamTls {
     serve(s);
   }
 
+  /** Why the client is refused (its stat), or undefined; failures let through by ACCEPT_UNTRUSTED are counted here. */
   private verify(s: TLSSocket): keyof SslStats | undefined {
     const o = this.tls.options();
     if (typeof o === 'string') return 'connection_error';
@@ -137,14 +142,18 @@ export class DownstreamTls {
     const x509 = s.getPeerX509Certificate();
     if (!x509) {
       this.stats.no_certificate.inc();
-      return this.requireClientCert ? 'fail_verify_no_cert' : undefined;
+      const required = this.requireClientCert || (o.checks.length > 0 && !o.acceptUntrusted);
+      return required ? 'fail_verify_no_cert' : undefined;
     }
-    if (!o.verifies) return undefined;
-    if (!s.authorized) return 'fail_verify_error';
+    if (!o.verifies && o.checks.length === 0) return undefined;
     const cert = peerCertOf(x509);
-    const failed = failedCheck(o, cert);
-    if (failed) return failed;
-    rememberPeer(s, cert);
+    const failed = o.verifies && !s.authorized ? 'fail_verify_error' : failedCheck(o, cert);
+    if (!failed) {
+      rememberPeer(s, cert);
+      return undefined;
+    }
+    if (!o.acceptUntrusted) return failed;
+    this.stats[failed].inc();
     return undefined;
   }
 }

@@ -1,7 +1,9 @@
 // A cluster's UpstreamTlsContext: the TLS client side of each new upstream connection (HTTP/1.1
 // pools, HTTP/2 sessions, the TCP proxy). As in Envoy, the server certificate is verified only when
-// a validation context gives a trusted CA; then its SAN and pin checks apply, and the host name is
-// not checked (`sni` is only what the client sends). Each connection reads the current secrets.
+// a validation context gives a trusted CA; then its CRLs, SAN and pin checks apply, and the host
+// name is not checked (`sni` is only what the client sends). ACCEPT_UNTRUSTED (the Go mesh's
+// insecureSkipVerify) connects whatever the server presents, failures only counted. Each
+// connection reads the current secrets.
 import { X509Certificate } from 'node:crypto';
 import type { Socket } from 'node:net';
 import { connect as tlsConnect, createSecureContext, type PeerCertificate, type SecureContext, type TLSSocket } from 'node:tls';
@@ -69,13 +71,14 @@ export class UpstreamTls {
       secureContext: this.context.secure,
       ...(this.sni ? { servername: this.sni } : {}),
       ...(alpn.length ? { ALPNProtocols: [...alpn] } : {}),
-      rejectUnauthorized: o.verifies,
+      rejectUnauthorized: o.verifies && !o.acceptUntrusted,
       // Called (by node) only once the chain verified: the validation context's checks, never the host name.
       checkServerIdentity: (_host: string, cert: PeerCertificate) => {
         const failed = failedCheck(o, peerCertOf(new X509Certificate(cert.raw)));
         if (!failed) return undefined;
-        sanRefused = true;
         this.stats[failed].inc();
+        if (o.acceptUntrusted) return undefined;
+        sanRefused = true;
         return new Error(`upstream TLS: server certificate refused (${failed})`);
       },
     });
@@ -84,6 +87,8 @@ export class UpstreamTls {
     tcp.once('connect', () => (connected = true));
     s.once('secureConnect', () => {
       secured = true;
+      // Only with ACCEPT_UNTRUSTED does an unverified chain get here.
+      if (o.verifies && !s.authorized) this.stats.fail_verify_error.inc();
       this.stats.handshake.inc();
     });
     // A failure of the handshake itself (not of the TCP connect, not after it).

@@ -5,7 +5,7 @@
 import { create } from '@bufbuild/protobuf';
 import { SecretSchema, type Secret } from '../../gen/envoy/extensions/transport_sockets/tls/v3/secret_pb.js';
 import { GATEWAY_CREDENTIAL_PREFIX, parseGatewayCredential, type MergedGateway } from '../../model/gateway.js';
-import { CREDENTIAL_CA_SUFFIX, CREDENTIAL_RESOURCE_PREFIX } from '../../networking/gateway-tls.js';
+import { clientCaResourceName, CREDENTIAL_CA_SUFFIX, CREDENTIAL_RESOURCE_PREFIX } from '../../networking/gateway-tls.js';
 import type { Credential } from './store.js';
 
 /** What an `orch://` resource name asks for. */
@@ -59,16 +59,20 @@ export function resolveCredential(resourceName: string, proxyNamespace: string, 
 
 /**
  * The `orch-gateway://` names a router proxy may be served, as the Go mesh verifies certificate
- * references: those its servers' `credentialName` give, when the server's Gateway and the Secret
- * are both in the proxy's (verified) namespace; with MUTUAL or OPTIONAL_MUTUAL, the `-cacert` too.
+ * references: those its servers' `credentialName` or `credentialNames` give, when the server's
+ * Gateway and the Secret are both in the proxy's (verified) namespace; with MUTUAL or
+ * OPTIONAL_MUTUAL, the client CA's resource too (`-cacert`, or `caCertCredentialName`'s).
  */
 export function verifiedCertificateReferences(merged: MergedGateway, proxyNamespace: string): Set<string> {
   const out = new Set<string>();
+  const own = (name: string) => parseGatewayCredential(name)?.namespace === proxyNamespace;
   for (const s of merged.ports.flatMap((p) => p.servers)) {
-    const name = s.tls?.credentialName ?? '';
-    if (s.gatewayNamespace !== proxyNamespace || parseGatewayCredential(name)?.namespace !== proxyNamespace) continue;
-    out.add(name);
-    if (s.tls?.mode === 'MUTUAL' || s.tls?.mode === 'OPTIONAL_MUTUAL') out.add(`${name}${CREDENTIAL_CA_SUFFIX}`);
+    if (!s.tls || s.gatewayNamespace !== proxyNamespace) continue;
+    const names = s.tls.credentialNames?.length ? s.tls.credentialNames : [s.tls.credentialName ?? ''];
+    for (const name of names.filter(own)) out.add(name);
+    const ca = clientCaResourceName(s.tls);
+    const caOf = s.tls.caCertCredentialName || names[0] || '';
+    if ((s.tls.mode === 'MUTUAL' || s.tls.mode === 'OPTIONAL_MUTUAL') && ca && own(caOf)) out.add(ca);
   }
   return out;
 }
@@ -76,14 +80,16 @@ export function verifiedCertificateReferences(merged: MergedGateway, proxyNamesp
 const inline = (bytes: Buffer) => ({ specifier: { case: 'inlineBytes' as const, value: new Uint8Array(bytes) } });
 
 /**
- * The Envoy Secret for a request, from the credential(s) found: for `-cacert`, the CA of the
- * `<name>-cacert` Secret if there is one, else the CA bundle of `<name>` itself; otherwise the
+ * The Envoy Secret for a request, from the credential(s) found: for `-cacert`, the CA (and CRL)
+ * of the `<name>-cacert` Secret if there is one, else those of `<name>` itself; otherwise the
  * certificate and key. Undefined when what is asked for is not there.
  */
 export function credentialSecret(resourceName: string, req: CredentialRequest, lookup: (name: string) => Credential | undefined): Secret | undefined {
   if (req.ca) {
-    const ca = lookup(`${req.name}${CREDENTIAL_CA_SUFFIX}`)?.caCertificate ?? lookup(req.name)?.caCertificate;
-    return ca ? create(SecretSchema, { name: resourceName, type: { case: 'validationContext', value: { trustedCa: inline(ca) } } }) : undefined;
+    const holder = [lookup(`${req.name}${CREDENTIAL_CA_SUFFIX}`), lookup(req.name)].find((c) => c?.caCertificate);
+    if (!holder?.caCertificate) return undefined;
+    // The CRL beside the CA (the Secret's ca.crl), as the Go mesh serves it.
+    return create(SecretSchema, { name: resourceName, type: { case: 'validationContext', value: { trustedCa: inline(holder.caCertificate), ...(holder.crl ? { crl: inline(holder.crl) } : {}) } } });
   }
   const c = lookup(req.name);
   if (!c?.certificateChain || !c.privateKey) return undefined;

@@ -8,6 +8,8 @@ export interface Credential {
   readonly certificateChain?: Buffer;
   readonly privateKey?: Buffer;
   readonly caCertificate?: Buffer;
+  /** The CA's revocation list (PEM), served with the CA. */
+  readonly crl?: Buffer;
 }
 
 export interface CredentialChange {
@@ -19,6 +21,7 @@ export interface CredentialChange {
 const CERT_KEYS = ['tls.crt', 'cert'];
 const KEY_KEYS = ['tls.key', 'key'];
 const CA_KEYS = ['ca.crt', 'cacert'];
+const CRL_KEYS = ['ca.crl', 'crl'];
 
 function first(data: ReadonlyMap<string, Buffer>, keys: readonly string[]): Buffer | undefined {
   for (const k of keys) {
@@ -33,14 +36,15 @@ export function credentialOf(data: ReadonlyMap<string, Buffer>): Credential | un
   const certificateChain = first(data, CERT_KEYS);
   const privateKey = first(data, KEY_KEYS);
   const caCertificate = first(data, CA_KEYS);
+  const crl = first(data, CRL_KEYS);
   if (!certificateChain && !privateKey && !caCertificate) return undefined;
-  return { ...(certificateChain ? { certificateChain } : {}), ...(privateKey ? { privateKey } : {}), ...(caCertificate ? { caCertificate } : {}) };
+  return { ...(certificateChain ? { certificateChain } : {}), ...(privateKey ? { privateKey } : {}), ...(caCertificate ? { caCertificate } : {}), ...(crl ? { crl } : {}) };
 }
 
 function same(a: Credential | undefined, b: Credential | undefined): boolean {
   const eq = (x: Buffer | undefined, y: Buffer | undefined) => (x === undefined ? y === undefined : y !== undefined && x.equals(y));
   if (!a || !b) return a === b;
-  return eq(a.certificateChain, b.certificateChain) && eq(a.privateKey, b.privateKey) && eq(a.caCertificate, b.caCertificate);
+  return eq(a.certificateChain, b.certificateChain) && eq(a.privateKey, b.privateKey) && eq(a.caCertificate, b.caCertificate) && eq(a.crl, b.crl);
 }
 
 export class CredentialStore {

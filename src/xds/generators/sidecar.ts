@@ -242,7 +242,9 @@ export function hashPolicies(proxy: Proxy, push: PushContext): Record<string, Ha
 
 /** Outbound clusters of every visible service port, inbound clusters, BlackHole and Passthrough. */
 export function sidecarClusters(proxy: Proxy, push: PushContext, withInbound = true, cache?: XdsCache, mtlsSettings?: MeshMtlsSettings): Cluster[] {
-  const outbound = memo(push.sidecarScope(proxy), `cds:${push.traffic.selectorKey(proxy)}:${!!(mtlsSettings && proxy.meshMtls)}`, () =>
+  // Routers read a DestinationRule's tls.credentialName, sidecars do not: their clusters differ.
+  const gateway = proxy.type === 'router';
+  const outbound = memo(push.sidecarScope(proxy), `cds:${push.traffic.selectorKey(proxy)}:${!!(mtlsSettings && proxy.meshMtls)}:${gateway}`, () =>
     push.sidecarScope(proxy).services.flatMap((s) =>
       s.ports.flatMap((p) =>
         clusterVariants(ruleTraffic(push.traffic.destinationRule(proxy, s.hostname, s.namespace)), p.port).map((v) => {
@@ -253,7 +255,7 @@ export function sidecarClusters(proxy: Proxy, push: PushContext, withInbound = t
           const keyEndpoints = s.resolution === 'STATIC' ? [] : endpoints;
           const mtls = mtlsSettings ? clusterMtls(proxy, push, s, instances, mtlsSettings) : undefined;
           const traffic = { ...v, ...(mtls ? { mtls } : {}) };
-          return cached(cache, () => ['cds', serviceKey(s), p, keyEndpoints, v.subset, v.policy, mtls], () => buildOutboundCluster(s, p, endpoints, {}, traffic));
+          return cached(cache, () => ['cds', serviceKey(s), p, keyEndpoints, v.subset, v.policy, mtls, gateway], () => buildOutboundCluster(s, p, endpoints, { gateway }, traffic));
         }),
       ),
     ),

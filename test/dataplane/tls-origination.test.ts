@@ -1,0 +1,93 @@
+// DestinationRule TLS origination end to end in mesh-proxy: the clusters are built by the discovery
+// server's builder (networking/upstream-tls.ts) from a rule's `tls`, pushed over a real ADS stream,
+// and mesh-proxy connects to real HTTPS servers on loopback: insecureSkipVerify reaches a server no
+// CA vouches for, a CRL beside the CA refuses a revoked server, and on a gateway `credentialName`
+// brings the client certificate and the CA over SDS (the Secrets as the discovery server builds
+// them from its credential store).
+import { test, type TestContext } from 'node:test';
+import assert from 'node:assert/strict';
+import { X509Certificate } from 'node:crypto';
+import { mkdtempSync, writeFileSync } from 'node:fs';
+import { createServer } from 'node:https';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import type { TLSSocket } from 'node:tls';
+import { anyPack } from '@bufbuild/protobuf/wkt';
+import { SecretSchema } from '../../src/gen/envoy/extensions/transport_sockets/tls/v3/secret_pb.js';
+import { TypeUrl } from '../../src/envoy/types.js';
+import { upstreamTls, type ClientTlsSettings } from '../../src/networking/upstream-tls.js';
+import { credentialSecret, resolveCredential } from '../../src/security/credentials/secret.js';
+import { freePort } from '../../samples/local-mesh.js';
+import { eventually } from '../helpers/proc.js';
+import { meshCa, sidecar, spiffe, workload } from './tls-fixtures.js';
+import { hcmChain, listener, staticCluster } from './xds-fixtures.js';
+
+const HOST = 'api.example.com';
+
+/** An HTTPS server answering with the client certificate's fingerprint ('none' without one). */
+async function server(t: TestContext, creds: { keyPem: string; chainPem: string }, clientCa?: string): Promise<number> {
+  const s = createServer({ key: creds.keyPem, cert: creds.chainPem, ...(clientCa ? { ca: clientCa, requestCert: true, rejectUnauthorized: true } : {}) }, (req, res) => {
+    res.end((req.socket as TLSSocket).getPeerX509Certificate()?.fingerprint256 ?? 'none');
+  });
+  await new Promise<void>((resolve) => s.listen(0, '127.0.0.1', resolve));
+  t.after(() => {
+    s.closeAllConnections();
+    s.close();
+  });
+  return (s.address() as { port: number }).port;
+}
+
+test('DestinationRule tls through mesh-proxy: insecureSkipVerify, caCrl, and credentialName over SDS on a gateway', async (t) => {
+  const ca = await meshCa();
+  const stranger = await meshCa('stranger.domain');
+  const dir = mkdtempSync(join(tmpdir(), 'tls-origination-'));
+  const file = (name: string, text: string) => {
+    writeFileSync(join(dir, name), text);
+    return join(dir, name);
+  };
+  const good = await ca.issue(spiffe('api'), [HOST]);
+  const revoked = await ca.issue(spiffe('api'), [HOST]);
+  const unknown = await stranger.issue(spiffe('api'), [HOST]);
+  const caFile = file('ca.pem', ca.rootPem);
+  const crlFile = file('ca.crl', await ca.crl([new X509Certificate(revoked.chainPem).serialNumber]));
+  const clientCa = await meshCa('clients.domain');
+  const client = await clientCa.issue(spiffe('egress'));
+  const [goodPort, revokedPort, unknownPort, mutualPort] = [await server(t, good), await server(t, revoked), await server(t, unknown), await server(t, good, clientCa.rootPem)];
+
+  const { ads, admin } = await sidecar(t, await workload(t, ca, 'egress'));
+  const cluster = (name: string, port: number, tls: ClientTlsSettings, gateway = false) => staticCluster(name, [port], upstreamTls(tls, HOST, gateway));
+  const clusters = [
+    cluster('lax', unknownPort, { mode: 'SIMPLE', insecureSkipVerify: true }),
+    cluster('strict', unknownPort, { mode: 'SIMPLE', caCertificates: caFile }),
+    cluster('crl-good', goodPort, { mode: 'SIMPLE', caCertificates: caFile, caCrl: crlFile, subjectAltNames: [HOST] }),
+    cluster('crl-revoked', revokedPort, { mode: 'SIMPLE', caCertificates: caFile, caCrl: crlFile, subjectAltNames: [HOST] }),
+    cluster('credential', mutualPort, { mode: 'MUTUAL', credentialName: 'api-client', subjectAltNames: [HOST] }, true),
+  ];
+  ads.set(TypeUrl.Cluster, clusters);
+  const ports = new Map<string, number>();
+  for (const c of clusters) ports.set(c.name, await freePort());
+  ads.set(TypeUrl.Listener, clusters.map((c) => listener(c.name, ports.get(c.name)!, [hcmChain({ cluster: c.name })])));
+  // The credential's Secrets as the discovery server serves them: the client certificate, and the CA of the server.
+  const store = new Map([['api-client', { certificateChain: Buffer.from(client.chainPem), privateKey: Buffer.from(client.keyPem), caCertificate: Buffer.from(ca.rootPem) }]]);
+  ads.set(
+    TypeUrl.Secret,
+    ['orch://api-client', 'orch://api-client-cacert'].map((name) => {
+      const r = resolveCredential(name, 'default');
+      assert.equal(r.kind, 'request');
+      const secret = credentialSecret(name, (r as { request: Parameters<typeof credentialSecret>[1] }).request, (n) => store.get(n))!;
+      return { name, any: anyPack(SecretSchema, secret) };
+    }),
+  );
+  await ads.push(TypeUrl.Cluster, TypeUrl.Listener, TypeUrl.Secret);
+  await eventually(async () => assert.equal((await fetch(`${admin}/ready`)).status, 200), 15_000);
+  const get = async (name: string) => {
+    const r = await fetch(`http://127.0.0.1:${ports.get(name)}/`);
+    return { status: r.status, body: await r.text() };
+  };
+
+  assert.deepEqual(await get('lax'), { status: 200, body: 'none' }, 'insecureSkipVerify: a server of an unknown CA');
+  assert.equal((await get('strict')).status, 503, 'the same server, verified against the CA: refused');
+  assert.deepEqual(await get('crl-good'), { status: 200, body: 'none' });
+  assert.equal((await get('crl-revoked')).status, 503, 'a revoked server certificate');
+  assert.deepEqual(await get('credential'), { status: 200, body: new X509Certificate(client.chainPem).fingerprint256 }, 'the client certificate of the credential, the server verified with its CA');
+});
