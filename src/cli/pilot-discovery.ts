@@ -49,7 +49,7 @@ const DISCOVERY_FLAGS: readonly FlagDef[] = [
   { name: 'orchestratorApiQPS', type: 'float32', default: '80', usage: 'Maximum QPS when communicating with the orchestrator API', effective: true },
   { name: 'meshConfig', type: 'string', default: './etc/mesh/config/mesh', usage: 'File name for mesh configuration. If not specified, a default mesh will be used.', effective: true },
   { name: 'monitoringAddr', type: 'string', default: ':15014', usage: 'HTTP address to use for the self-monitoring information', effective: true },
-  { name: 'namespace', short: 'n', type: 'string', default: 'mesh-system', env: 'POD_NAMESPACE', usage: 'Select a namespace where the controller resides', effective: false },
+  { name: 'namespace', short: 'n', type: 'string', default: 'mesh-system', env: 'POD_NAMESPACE', usage: 'Select a namespace where the controller resides', effective: true },
   { name: 'networksConfig', type: 'string', default: '/etc/mesh/config/meshNetworks', usage: 'File name for mesh networks configuration. If not specified, a default mesh networks will be used.', effective: false },
   { name: 'plugins', type: 'stringSlice', default: 'ext_authz,authn,authz', usage: 'comma-separated list of networking plugins to enable', effective: true },
   { name: 'profile', type: 'bool', default: 'false', usage: 'Enable profiling via web interface host:port/debug/pprof', effective: true },
