@@ -6,7 +6,6 @@
 // tokens are cached per provider (bounded LRU, until they expire), so a repeated token costs a map
 // lookup and the time/audience checks, not a signature check.
 import type { JsonObject, JsonValue } from '@bufbuild/protobuf';
-import { flattenedVerify } from 'jose';
 import { LRUCache } from 'lru-cache';
 import { scope } from '../common/log.js';
 import type {
@@ -25,6 +24,9 @@ import { keyFits, parseJwks, parseJwt, JwtStatus, type Jwt, type Key } from './j
 import { JWT_AUTHN_FILTER_NAME } from './names.js';
 
 const log = scope('jwt');
+
+/** jose, loaded for the first signature to check: a proxy without JWT policies never needs it. */
+let jose: Promise<typeof import('jose')> | undefined;
 
 /** Envoy's default clock skew for exp/nbf. */
 const DEFAULT_CLOCK_SKEW_S = 60;
@@ -153,6 +155,7 @@ export function compileJwtAuthn(config: JwtAuthentication, opts: JwtAuthnOptions
 
   async function verifySignature(p: Provider, jwt: Jwt): Promise<JwtStatus> {
     if (!p.keys) return JwtStatus.JwksNoValidKeys;
+    const { flattenedVerify } = await (jose ??= import('jose'));
     let fitted = false;
     for (const k of p.keys) {
       if (!keyFits(k, jwt)) continue;
