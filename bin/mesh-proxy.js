@@ -1,5 +1,5 @@
 #!/usr/bin/env node
-import { main } from '../dist/src/cli/runtime.js';
+import { main } from '../dist/src/cli/main.js';
 import { meshProxy } from '../dist/src/cli/mesh-proxy.js';
 
 main(meshProxy);

@@ -31,7 +31,7 @@ import { StsServer } from './sts/sts-server.js';
 import { CloudTokenExchange, type TokenManagerPlugin } from './sts/token-exchange.js';
 import { xdsCredentials } from './xds-credentials.js';
 import { XdsProxy } from './xds-proxy.js';
-import { PROXY_NODE_FLAGS } from '../dataplane/node-flags.js';
+import { PROXY_NODE_FLAGS, proxyProcessEnv } from '../dataplane/node-flags.js';
 
 const log = scope('default');
 
@@ -252,7 +252,7 @@ export class ProxyAgent {
   private spawnProxy(command: readonly string[], pc: ProxyConfig, node: NodeIdentity): void {
     const argv = [...(this.opts.proxyCommand ?? command), ...proxyArgs(this.bootstrapFile!, pc, node, this.opts)];
     log.info(`starting proxy: ${argv.join(' ')}`);
-    const child = spawn(argv[0]!, argv.slice(1), { stdio: this.opts.proxyStdio ?? 'inherit', env: this.env });
+    const child = spawn(argv[0]!, argv.slice(1), { stdio: this.opts.proxyStdio ?? 'inherit', env: proxyProcessEnv(this.env) });
     this.child = child;
     this.childExit = new Promise((resolveExit) => {
       child.once('error', (e) => {

@@ -1,12 +1,14 @@
 // What every command of both programs shares: the log flags, settings and logging set up before a
-// command runs, the `version` and `request` commands, and the process entry point.
+// command runs, the `version` and `request` commands; the process entry point (main.ts).
 import { ineffectiveSettings, loadSettings, SettingsError, type Program } from '../common/env.js';
 import { configureLogging, LogConfigError, registerScopes, scope } from '../common/log.js';
 import { ineffectiveMetrics } from '../common/metrics.js';
 import { formatVersion } from '../common/version.js';
-import { execute, UsageError, type CommandDef, type RunContext } from './command.js';
+import { UsageError, type CommandDef, type RunContext } from './command.js';
 import type { FlagDef } from './flags.js';
 import { httpRequest } from './http-request.js';
+
+export { main } from './main.js';
 
 export const LOG_FLAGS: readonly FlagDef[] = [
   { name: 'log_as_json', type: 'bool', default: 'false', usage: 'Whether to format output as JSON or in plain console-friendly format', effective: true },
@@ -114,17 +116,4 @@ export function requestCommand(program: Program, scopes: readonly string[], shor
       return 0;
     },
   };
-}
-
-/** The process entry point of a program. */
-export function main(root: CommandDef): void {
-  execute(root, process.argv.slice(2)).then(
-    (code) => {
-      process.exitCode = code;
-    },
-    (e: unknown) => {
-      process.stderr.write(`Error: ${e instanceof Error ? e.message : String(e)}\n`);
-      process.exitCode = 1;
-    },
-  );
 }

@@ -1,6 +1,20 @@
-// The Node.js flags mesh-proxy's processes run with (the main process started by the agent, and
-// each worker it forks). V8's young generation defaults to 16 MiB semi-spaces, sized for
-// throughput of allocation-heavy programs; a proxy's per-request garbage is small and short-lived,
-// and 2 MiB semi-spaces take about 23 MiB off a proxy's RSS with no CPU per request measurable on
-// the data-plane bench (docs/bench.md, 2026-11-24 "per-request cost").
+// The Node.js flags and environment mesh-proxy's processes run with (the main process started by
+// the agent, and each worker it forks). V8's young generation defaults to 16 MiB semi-spaces, sized
+// for throughput of allocation-heavy programs; a proxy's per-request garbage is small and
+// short-lived, and 2 MiB semi-spaces take about 23 MiB off a proxy's RSS with no CPU per request
+// measurable on the data-plane bench (docs/bench.md, 2026-11-24 "per-request cost").
 export const PROXY_NODE_FLAGS: readonly string[] = ['--max-semi-space-size=2'];
+
+/**
+ * glibc gives each thread that allocates its own malloc arena (up to 8 per core), and V8's
+ * compiler and GC threads keep theirs populated; two arenas take about 3 MiB off a loaded proxy's
+ * RSS with no CPU measurable (docs/bench.md, 2026-11-24 "mesh-proxy's memory"). glibc reads it at
+ * process start, so it is set in the environment the proxy is started with; a value the user set
+ * wins. Other allocators (Envoy's tcmalloc, musl) ignore it.
+ */
+export const PROXY_PROCESS_ENV: Readonly<Record<string, string>> = { MALLOC_ARENA_MAX: '2' };
+
+/** The environment of a proxy process: `env` with the proxy's defaults under it. */
+export function proxyProcessEnv(env: NodeJS.ProcessEnv): NodeJS.ProcessEnv {
+  return { ...PROXY_PROCESS_ENV, ...env };
+}

@@ -3,7 +3,6 @@
 // variable part extracted as a tag (`envoy_cluster_upstream_rq_total{envoy_cluster_name="..."}`).
 // They are not the mesh's spec metrics (src/common/metrics.ts): those belong to the programs'
 // registries; these describe one proxy's traffic and config and live as long as the process.
-import { Counter, Gauge, Registry } from 'prom-client';
 
 export interface StatName {
   /** Envoy's dotted name, as `/stats` prints it. */
@@ -86,8 +85,12 @@ export class StatsStore {
       .join('');
   }
 
-  /** `/stats/prometheus`: the Prometheus text format, through prom-client. */
+  /**
+   * `/stats/prometheus`: the Prometheus text format, through prom-client, loaded on the first
+   * scrape rather than in every proxy process (most are never scraped directly).
+   */
   async prometheus(): Promise<string> {
+    const { Counter, Gauge, Registry } = await import('prom-client');
     const registry = new Registry();
     const byProm = new Map<string, StatSample[]>();
     for (const s of this.samples()) {

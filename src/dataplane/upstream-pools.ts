@@ -5,11 +5,12 @@ import { Agent, type ClientRequestArgs } from 'node:http';
 import { connect as h2connect, type ClientHttp2Session } from 'node:http2';
 import { createConnection, type NetConnectOpts, type Socket } from 'node:net';
 import type { Duplex } from 'node:stream';
-import { Pool, type buildConnector } from 'undici';
+import type { buildConnector } from 'undici';
 import type { RequestView } from '../envoy/request.js';
 import type { CircuitBreaker } from './cluster-health.js';
 import { bindsOriginalSrc, originalSrcSocket, type OriginalSource } from './original-src.js';
 import type { UpstreamTls } from './tls/upstream.js';
+import { Pool } from './undici-pool.js';
 
 export interface Endpoint {
   readonly host: string;

@@ -6,8 +6,6 @@
 // tokens are cached per provider (bounded LRU, until they expire), so a repeated token costs a map
 // lookup and the time/audience checks, not a signature check.
 import type { JsonObject, JsonValue } from '@bufbuild/protobuf';
-import { flattenedVerify } from 'jose';
-import { LRUCache } from 'lru-cache';
 import { scope } from '../common/log.js';
 import type {
   JwtAuthentication,
@@ -20,11 +18,15 @@ import type { StreamRequest } from './request.js';
 import { durationMs } from '../common/duration.js';
 import { compileRouteMatch } from './route-match.js';
 import type { FilterOutcome, LocalReply } from './filter.js';
+import { JwtCache, type CachedJwt } from './jwt-cache.js';
 import { Extractor, type FoundToken, type LocationSpec } from './jwt-locations.js';
 import { keyFits, parseJwks, parseJwt, JwtStatus, type Jwt, type Key } from './jwt-token.js';
 import { JWT_AUTHN_FILTER_NAME } from './names.js';
 
 const log = scope('jwt');
+
+/** jose, loaded for the first signature to check: a proxy without JWT policies never needs it. */
+let jose: Promise<typeof import('jose')> | undefined;
 
 /** Envoy's default clock skew for exp/nbf. */
 const DEFAULT_CLOCK_SKEW_S = 60;
@@ -54,30 +56,6 @@ export interface JwtAuthnStats {
   jwt_cache_miss: number;
   /** Signature checks actually performed (not an Envoy stat: what the cache saves). */
   signature_verifications: number;
-}
-
-class JwtCache {
-  private readonly lru: LRUCache<string, Jwt> | undefined;
-  constructor(
-    max: number,
-    private readonly skew: number,
-  ) {
-    this.lru = max > 0 ? new LRUCache({ max }) : undefined;
-  }
-
-  get(token: string, now: number): Jwt | undefined {
-    const jwt = this.lru?.get(token);
-    if (!jwt) return undefined;
-    if (jwt.exp !== 0 && now > jwt.exp + this.skew) {
-      this.lru?.delete(token);
-      return undefined;
-    }
-    return jwt;
-  }
-
-  set(token: string, jwt: Jwt): void {
-    this.lru?.set(token, jwt);
-  }
 }
 
 interface Provider {
@@ -123,8 +101,8 @@ function audiencesAllowed(allowed: ReadonlySet<string> | undefined, jwtAuds: rea
 interface Context {
   readonly req: StreamRequest;
   readonly payloads: Record<string, JsonValue>;
-  /** Signature results of this request, by provider and token. */
-  readonly verified: Map<string, JwtStatus>;
+  /** Signature results of this request, by provider and token (made on the first signature check). */
+  verified?: Map<string, JwtStatus>;
 }
 
 type Verifier = (ctx: Context) => Promise<JwtStatus>;
@@ -153,6 +131,7 @@ export function compileJwtAuthn(config: JwtAuthentication, opts: JwtAuthnOptions
 
   async function verifySignature(p: Provider, jwt: Jwt): Promise<JwtStatus> {
     if (!p.keys) return JwtStatus.JwksNoValidKeys;
+    const { flattenedVerify } = await (jose ??= import('jose'));
     let fitted = false;
     for (const k of p.keys) {
       if (!keyFits(k, jwt)) continue;
@@ -186,7 +165,8 @@ export function compileJwtAuthn(config: JwtAuthentication, opts: JwtAuthnOptions
     return JwtStatus.JwksKidAlgMismatch;
   }
 
-  function onGoodJwt(p: Provider, jwt: Jwt, found: FoundToken, ctx: Context): void {
+  function onGoodJwt(p: Provider, entry: CachedJwt, found: FoundToken, ctx: Context): void {
+    const { jwt } = entry;
     const { req } = ctx;
     if (p.forwardPayloadHeader) {
       const b64 = jwt.payloadB64;
@@ -198,7 +178,7 @@ export function compileJwtAuthn(config: JwtAuthentication, opts: JwtAuthnOptions
     }
     if (!p.forward) found.remove(req);
     if (p.headerInMetadata) ctx.payloads[p.headerInMetadata] = jwt.header;
-    if (p.payloadInMetadata) ctx.payloads[p.payloadInMetadata] = normalizePayload(jwt.payload, p.spaceDelimitedClaims);
+    if (p.payloadInMetadata) ctx.payloads[p.payloadInMetadata] = entry.metadataPayload ??= normalizePayload(jwt.payload, p.spaceDelimitedClaims);
   }
 
   /** Envoy's authenticator: every token found must pass unless failures are allowed. */
@@ -211,8 +191,8 @@ export function compileJwtAuthn(config: JwtAuthentication, opts: JwtAuthnOptions
       // Every token must verify; like Envoy, the last extracted is verified first, so the payload
       // left in metadata (what RBAC sees) is that of the FIRST token: a second `Authorization`
       // value or an `access_token` parameter cannot lend the request another identity.
-      for (const found of [...tokens].reverse()) {
-        status = await authenticateOne(fixed, found, audiences, ctx);
+      for (let i = tokens.length - 1; i >= 0; i--) {
+        status = await authenticateOne(fixed, tokens[i]!, audiences, ctx);
         if (status !== JwtStatus.Ok && !allowFailed && !allowMissing) return status;
       }
       return allowFailed ? JwtStatus.Ok : status;
@@ -221,14 +201,15 @@ export function compileJwtAuthn(config: JwtAuthentication, opts: JwtAuthnOptions
 
   async function authenticateOne(fixed: Provider | undefined, found: FoundToken, audiences: ReadonlySet<string> | undefined, ctx: Context): Promise<JwtStatus> {
     const t = now();
-    let jwt: Jwt | undefined;
+    let entry: CachedJwt | undefined;
     if (fixed) {
-      jwt = fixed.cache.get(found.token, t);
-      if (jwt) stats.jwt_cache_hit++;
+      entry = fixed.cache.get(found.token, t);
+      if (entry) stats.jwt_cache_hit++;
       else stats.jwt_cache_miss++;
     }
-    let cached = jwt !== undefined;
-    if (!jwt) {
+    let jwt: Jwt;
+    if (entry) jwt = entry.jwt;
+    else {
       const parsed = parseJwt(found.token);
       if (typeof parsed === 'string') return parsed;
       jwt = parsed;
@@ -238,11 +219,10 @@ export function compileJwtAuthn(config: JwtAuthentication, opts: JwtAuthnOptions
     if (!p) return JwtStatus.JwtUnknownIssuer;
     if (!fixed) {
       // Unlike Envoy, a bypass requirement (allow_missing) uses the issuer's cache too.
-      const hit = p.cache.get(found.token, t);
-      if (hit) {
+      entry = p.cache.get(found.token, t);
+      if (entry) {
         stats.jwt_cache_hit++;
-        jwt = hit;
-        cached = true;
+        jwt = entry.jwt;
       } else stats.jwt_cache_miss++;
     }
     if (jwt.nbf !== 0 && t < jwt.nbf - p.clockSkew) return JwtStatus.JwtNotYetValid;
@@ -250,18 +230,19 @@ export function compileJwtAuthn(config: JwtAuthentication, opts: JwtAuthnOptions
     if (p.subject && !p.subject(typeof jwt.payload.sub === 'string' ? jwt.payload.sub : '')) return JwtStatus.JwtVerificationFail;
     if (p.maxLifetime !== undefined && (jwt.exp === 0 || jwt.exp - t >= p.maxLifetime)) return JwtStatus.JwtExpired;
     if (!audiencesAllowed(audiences ?? p.audiences, jwt.audiences)) return JwtStatus.JwtAudienceNotAllowed;
-    if (!cached) {
+    if (!entry) {
       // requires_any may meet the same token twice (its provider, then allow_missing): check once.
       const memoKey = `${p.name}\0${found.token}`;
-      let s = ctx.verified.get(memoKey);
+      const verified = (ctx.verified ??= new Map());
+      let s = verified.get(memoKey);
       if (s === undefined) {
         s = await verifySignature(p, jwt);
-        ctx.verified.set(memoKey, s);
+        verified.set(memoKey, s);
       }
       if (s !== JwtStatus.Ok) return s;
-      p.cache.set(found.token, jwt);
+      entry = p.cache.set(found.token, jwt);
     }
-    onGoodJwt(p, jwt, found, ctx);
+    onGoodJwt(p, entry, found, ctx);
     return JwtStatus.Ok;
   }
 
@@ -361,7 +342,7 @@ export function compileJwtAuthn(config: JwtAuthentication, opts: JwtAuthnOptions
         stats.allowed++;
         return { kind: 'continue' };
       }
-      const ctx: Context = { req, payloads: {}, verified: new Map() };
+      const ctx: Context = { req, payloads: {} };
       const status = await rule.verifier(ctx);
       if (status === JwtStatus.Ok) {
         stats.allowed++;

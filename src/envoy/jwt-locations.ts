@@ -68,13 +68,26 @@ interface Location {
   any: boolean;
   readonly issuerAllowed: (iss: string) => boolean;
   readonly remove: (req: StreamRequest) => void;
+  /** A header location's token in a value (afterPrefix), the last value's answer kept. */
+  readonly headerToken: (value: string) => string | undefined;
 }
 
 function location(spec: LocationSpec): Location {
+  // A client repeats its header: the same value gives back the same token string without a scan
+  // (and the token cache then finds it by identity, see jwt-cache.ts).
+  let lastValue: string | undefined;
+  let lastToken: string | undefined;
   const loc: Location = {
     spec,
     issuers: new Set(),
     any: false,
+    headerToken: (value) => {
+      if (value !== lastValue) {
+        lastToken = afterPrefix(value, spec.kind === 'header' ? spec.prefix : '');
+        lastValue = value;
+      }
+      return lastToken;
+    },
     issuerAllowed: (iss) => loc.any || loc.issuers.has(iss),
     remove:
       spec.kind === 'header'
@@ -120,10 +133,10 @@ export class Extractor {
     const out: FoundToken[] = [];
     let params: URLSearchParams | undefined;
     let cookies: Map<string, string> | undefined;
-    for (const { spec, issuerAllowed, remove } of this.ordered) {
+    for (const { spec, issuerAllowed, remove, headerToken } of this.ordered) {
       if (spec.kind === 'header') {
         for (const v of req.headers.values(spec.name)) {
-          const token = afterPrefix(v, spec.prefix);
+          const token = headerToken(v);
           if (token !== undefined) out.push({ token, issuerAllowed, remove });
         }
       } else if (spec.kind === 'param') {

@@ -62,7 +62,6 @@ export interface Key {
   readonly key: KeyObject;
 }
 
-/** Verified tokens of one provider; an entry lives until exp + clock skew, as long as the token itself is accepted. */
 const B64URL = /^[A-Za-z0-9_-]*$/;
 
 function b64urlDecode(s: string): Buffer | undefined {

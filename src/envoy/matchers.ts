@@ -45,6 +45,15 @@ function re2Substitution(s: string): string {
 }
 
 /**
+ * What the Go mesh writes for "present" (`.+`) and "anything" (`.*`), decided without running the
+ * engine: RE2's `.` is any character but a newline, and a match is of the whole input.
+ */
+const WHOLE_LINE: ReadonlyMap<string, Predicate<string>> = new Map([
+  ['.+', (s: string) => s.length > 0 && !s.includes('\n')],
+  ['.*', (s: string) => !s.includes('\n')],
+]);
+
+/**
  * An RE2 pattern compiled by re2js, a pure-JavaScript port of RE2: matching is linear in the
  * input, so no pattern or request can make the proxy backtrack for ever (ReDoS), and the syntax is
  * RE2's own (as Envoy's), not JavaScript's.
@@ -57,7 +66,7 @@ export function compileRegex(pattern: string, field: string): SafeRegex {
     throw new ConfigError(field, `invalid regex ${JSON.stringify(pattern)}: ${(e as Error).message}`);
   }
   return {
-    test: (input) => re.matches(input),
+    test: WHOLE_LINE.get(pattern) ?? ((input) => re.matches(input)),
     replaceAll: (input, substitution) => re.matcher(input).replaceAll(re2Substitution(substitution)),
   };
 }

@@ -71,12 +71,22 @@ function compileRequestMatcher(spec: RequestMatcherSpec, field: string): Predica
   }
 }
 
+// and/or without a closure per evaluation; one member is that member (the Go mesh nests single
+// ids and rules several levels deep).
 function all<T>(ps: readonly Predicate<T>[]): Predicate<T> {
-  return (v) => ps.every((p) => p(v));
+  if (ps.length === 1) return ps[0]!;
+  return (v) => {
+    for (const p of ps) if (!p(v)) return false;
+    return true;
+  };
 }
 
 function any<T>(ps: readonly Predicate<T>[]): Predicate<T> {
-  return (v) => ps.some((p) => p(v));
+  if (ps.length === 1) return ps[0]!;
+  return (v) => {
+    for (const p of ps) if (p(v)) return true;
+    return false;
+  };
 }
 
 export function compilePermission(p: Permission, field: string): Predicate<RequestView> {
@@ -169,17 +179,19 @@ interface CompiledPolicy {
   readonly name: string;
   readonly permissions: readonly Predicate<RequestView>[];
   readonly principals: readonly Predicate<RequestView>[];
+  /** Some permission and some principal match. */
+  readonly matches: Predicate<RequestView>;
 }
 
 function compilePolicy(name: string, p: Policy, field: string): CompiledPolicy {
   if (p.condition || p.checkedCondition) throw new ConfigError(`${field}.condition`, 'CEL conditions are not supported');
   if (p.permissions.length === 0) throw new ConfigError(`${field}.permissions`, 'at least one permission is required');
   if (p.principals.length === 0) throw new ConfigError(`${field}.principals`, 'at least one principal is required');
-  return {
-    name,
-    permissions: p.permissions.map((x, i) => compilePermission(x, `${field}.permissions[${i}]`)),
-    principals: p.principals.map((x, i) => compilePrincipal(x, `${field}.principals[${i}]`)),
-  };
+  const permissions = p.permissions.map((x, i) => compilePermission(x, `${field}.permissions[${i}]`));
+  const principals = p.principals.map((x, i) => compilePrincipal(x, `${field}.principals[${i}]`));
+  const permitted = any(permissions);
+  const identified = any(principals);
+  return { name, permissions, principals, matches: (req) => permitted(req) && identified(req) };
 }
 
 const ACTION_NAMES: Record<RBAC_Action, RbacActionName> = {
@@ -202,9 +214,7 @@ export function compileRbacEngine(rules: RbacRules, field = 'rules'): RbacEngine
     evaluate(req) {
       for (const i of candidates(pathOnly(req.path))) {
         const p = policies[i]!;
-        if (p.permissions.some((f) => f(req)) && p.principals.some((f) => f(req))) {
-          return { allowed: decide(true), matchedPolicy: p.name };
-        }
+        if (p.matches(req)) return { allowed: decide(true), matchedPolicy: p.name };
       }
       return { allowed: decide(false) };
     },
@@ -290,7 +300,7 @@ export function compileRbacRules(config: RbacRulesConfig): CompiledRbacRules {
       const r = engine.evaluate(req);
       count(r.allowed ? ALLOWED : DENIED);
       if (!r.allowed) log.debug(`${describe(req)} denied, matched policy ${r.matchedPolicy ?? 'none'}`);
-      return { ...r, enforced: true };
+      return r.matchedPolicy === undefined ? { allowed: r.allowed, enforced: true } : { allowed: r.allowed, matchedPolicy: r.matchedPolicy, enforced: true };
     },
   };
 }

@@ -5,6 +5,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { loadSettings } from '../../src/common/env.js';
 import { ProxyAgent, proxyCommandFor, runProxyAgent, type ProxyAgentOptions } from '../../src/agent/agent.js';
+import { proxyProcessEnv } from '../../src/dataplane/node-flags.js';
 import { AdsClient } from '../../src/envoy/ads-client.js';
 import { TypeUrl } from '../../src/envoy/types.js';
 import { freePort } from '../../samples/local-mesh.js';
@@ -90,6 +91,12 @@ test('the proxy command: a .js proxy runs under this Node with a 2 MiB young gen
   assert.deepEqual(proxyCommandFor(''), [process.execPath, '--max-semi-space-size=2', join(REPO_ROOT, 'bin', 'mesh-proxy.js')]);
   assert.deepEqual(proxyCommandFor('/opt/proxy/main.mjs'), [process.execPath, '--max-semi-space-size=2', '/opt/proxy/main.mjs']);
   assert.deepEqual(proxyCommandFor('/usr/local/bin/envoy'), ['/usr/local/bin/envoy']);
+});
+
+test('the proxy starts with two malloc arenas unless the environment says otherwise', () => {
+  assert.equal(proxyProcessEnv({ PATH: '/bin' }).MALLOC_ARENA_MAX, '2');
+  assert.equal(proxyProcessEnv({ PATH: '/bin' }).PATH, '/bin');
+  assert.equal(proxyProcessEnv({ MALLOC_ARENA_MAX: '8' }).MALLOC_ARENA_MAX, '8');
 });
 
 test('the written bootstrap carries MESH_BOOTSTRAP_OVERRIDE and PILOT_INITIAL_FETCH_TIMEOUT; an unreadable override stops the start naming it', async () => {

@@ -205,6 +205,42 @@ describe('jwt_authn: verified-token cache', () => {
     await f.decodeHeaders(bearer(t2));
     assert.equal(f.stats.signature_verifications, 4);
   });
+
+  it('a token repeated back to back still counts as used for the LRU order', async () => {
+    const f = compileJwtAuthn(meshJwtAuthn({ main: meshProvider(ISSUER, jwks(rsa), { jwtCacheConfig: { jwtCacheSize: 2 } }) }));
+    const [t1, t2, t3] = await Promise.all([mint(rsa, { sub: '1' }), mint(rsa, { sub: '2' }), mint(rsa, { sub: '3' })]);
+    for (const t of [t1, t2, t2, t1, t1, t3]) assert.equal((await f.decodeHeaders(bearer(t))).kind, 'continue');
+    assert.equal(f.stats.signature_verifications, 3);
+    // t2 was used before t1's repeats: t3 evicted t2, t1 is still cached.
+    await f.decodeHeaders(bearer(t1));
+    assert.equal(f.stats.signature_verifications, 3);
+    await f.decodeHeaders(bearer(t2));
+    assert.equal(f.stats.signature_verifications, 4);
+  });
+
+  it('an entry never outlives its JWKS: a config with other keys checks the signature again and rejects', async () => {
+    const token = await mint(rsa);
+    const before = meshFilter();
+    assert.equal((await before.decodeHeaders(bearer(token))).kind, 'continue');
+    // Same issuer and kid, the key replaced (rotation gone wrong, or a revoked key).
+    const after = compileJwtAuthn(meshJwtAuthn({ main: meshProvider(ISSUER, jwks(stranger)) }));
+    assert.equal((await rejection(after, bearer(token))).body, 'Jwt verification fails');
+    assert.equal(after.stats.signature_verifications, 1);
+  });
+
+  it('a cached token gives every request the same normalized payload', async () => {
+    const f = compileJwtAuthn(
+      meshJwtAuthn({ main: meshProvider(ISSUER, jwks(rsa), { payloadInMetadata: 'jwt_payload', normalizePayloadInMetadata: { spaceDelimitedClaims: ['scope'] } }) }),
+    );
+    const token = await mint(rsa, { claims: { scope: 'read write' } });
+    for (let i = 0; i < 3; i++) {
+      const req = bearer(token);
+      assert.equal((await f.decodeHeaders(req)).kind, 'continue');
+      const payload = req.metadata[JWT_AUTHN_FILTER_NAME]?.['jwt_payload'] as Record<string, unknown>;
+      assert.deepEqual([payload.sub, payload.scope], ['alice', ['read', 'write']]);
+    }
+    assert.equal(f.stats.jwt_cache_hit, 2);
+  });
 });
 
 describe('jwt_authn: providers and requirements', () => {

@@ -84,6 +84,8 @@ describe('mesh-proxy process', () => {
       assert.equal(workers.length, 2, `two worker processes: ${proxy.output}`);
       // The workers run with the proxy's Node flags (small young generation: less RSS per process).
       for (const w of workers) assert.ok(readFileSync(`/proc/${w}/cmdline`, 'utf8').split('\0').includes('--max-semi-space-size=2'), `worker ${w} runs with --max-semi-space-size=2`);
+      // ... and two malloc arenas (glibc reads MALLOC_ARENA_MAX from the environment it starts with).
+      for (const w of workers) assert.ok(readFileSync(`/proc/${w}/environ`, 'utf8').split('\0').includes('MALLOC_ARENA_MAX=2'), `worker ${w} runs with MALLOC_ARENA_MAX=2`);
       assert.deepEqual((JSON.parse((await get(adminPort, '/server_info')).body) as { command_line_options: unknown }).command_line_options, { concurrency: 3 });
       // Each request on a new connection (agent: false): six connections, two per worker.
       for (let i = 0; i < 6; i++) assert.deepEqual(await get(listenerPort, `/r${i}`), { status: 200, body: `app saw /r${i}` });
