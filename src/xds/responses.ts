@@ -6,7 +6,7 @@ import { DeltaDiscoveryResponseSchema, DiscoveryResponseSchema } from '../gen/en
 import { isWildcardType } from '../envoy/types.js';
 import { concatBytes, encodedDelta, encodedSotw, setDiff, type ResourceSet, type ResponseCache, type SetDiff } from './cache.js';
 import type { Delivery, VersionedResource, Watch } from './connection.js';
-import type { ResponseBytes } from './ads-transport.js';
+import type { ResponseBytes } from './response-writer.js';
 
 type ControlPlane = { identifier: string } | undefined;
 
