@@ -6,7 +6,7 @@
 // the prefix and the per-stream fields, then the body shared by every stream sent the same resources,
 // written as it is (HTTP/2 keeps a reference to written buffers; nothing is copied). The stream's
 // order, headers, trailers and write callbacks are those grpc-js itself would give.
-import type { ServerDuplexStream } from '@grpc/grpc-js';
+import { ServerInterceptingCall, type ServerDuplexStream, type ServerInterceptingCallInterface } from '@grpc/grpc-js';
 
 /**
  * A response as encoded pieces (see encodeSotw, encodeDelta): the per-stream fields, then the
@@ -32,7 +32,7 @@ export class OutgoingResponse {
  * The parts of grpc-js's server call (BaseServerInterceptingCall, 1.10 to 1.14 at least) the
  * direct path uses: the HTTP/2 stream, the response headers sent before the first message, the
  * cancellation check, the channelz message count. Checked at each stream's start: a grpc-js
- * without them (or a call wrapped by an interceptor) gets the ordinary write.
+ * without them gets the ordinary write.
  */
 interface GrpcServerCall {
   readonly stream: { write(chunk: Uint8Array, cb?: (err?: Error | null) => void): boolean };
@@ -41,8 +41,27 @@ interface GrpcServerCall {
   readonly callEventTracker?: { addMessageSent(): void } | null;
 }
 
+/** An interceptor's call as grpc-js builds it: the next call and the interceptor's responder. */
+interface InterceptorInternals {
+  readonly nextCall?: unknown;
+  readonly responder?: { readonly sendMetadata?: unknown; readonly sendMessage?: unknown };
+}
+
+/** grpc-js's pass-through responder, as given to an interceptor that leaves responses alone. */
+const passThrough = (new ServerInterceptingCall({} as ServerInterceptingCallInterface) as unknown as InterceptorInternals).responder;
+
+/**
+ * The innermost grpc-js call behind a handler's stream. Interceptors that leave outgoing metadata
+ * and messages alone (ours only stamp incoming metadata: security/ca/transport.ts) are looked
+ * through; one that changes responses keeps the ordinary write, so it sees every message.
+ */
 function grpcServerCall(call: object): GrpcServerCall | undefined {
-  const inner: unknown = (call as { call?: unknown }).call;
+  let inner: unknown = (call as { call?: unknown }).call;
+  while (inner instanceof ServerInterceptingCall) {
+    const { nextCall, responder } = inner as unknown as InterceptorInternals;
+    if (passThrough === undefined || responder?.sendMessage !== passThrough.sendMessage || responder?.sendMetadata !== passThrough.sendMetadata) return undefined;
+    inner = nextCall;
+  }
   if (typeof inner !== 'object' || inner === null) return undefined;
   const c = inner as Partial<Record<keyof GrpcServerCall, unknown>>;
   const stream = c.stream as { write?: unknown } | undefined;
