@@ -5,7 +5,7 @@ import type { MethodDefinition, ServerOptions } from '@grpc/grpc-js';
 import { settingDefault } from '../common/env.js';
 import { grpcServiceDefinition } from '../envoy/grpc-service.js';
 import { AggregatedDiscoveryService } from '../gen/envoy/service/discovery/v3/ads_pb.js';
-import { decodeSotwRequest } from './subscriptions.js';
+import { decodeDeltaRequest, decodeSotwRequest } from './subscriptions.js';
 import { OutgoingResponse } from './response-writer.js';
 
 /** The transport flags of the ADS server. */
@@ -52,15 +52,15 @@ function preEncoded<Req, Res>(method: MethodDefinition<Req, Res>): MethodDefinit
 }
 
 /**
- * The ADS definition, both protocols writing pre-encoded responses; SotW requests keep their
- * resource names as bytes (see subscriptions.ts).
+ * The ADS definition, both protocols writing pre-encoded responses; requests keep their (SotW) or
+ * their subscribed (Delta) resource names as bytes (see subscriptions.ts).
  */
 export function adsDefinition() {
   const ads = grpcServiceDefinition(AggregatedDiscoveryService);
   return {
     ...ads,
     streamAggregatedResources: { ...preEncoded(ads.streamAggregatedResources), requestDeserialize: (b: Buffer) => decodeSotwRequest(b) },
-    deltaAggregatedResources: preEncoded(ads.deltaAggregatedResources),
+    deltaAggregatedResources: { ...preEncoded(ads.deltaAggregatedResources), requestDeserialize: (b: Buffer) => decodeDeltaRequest(b) },
   };
 }
 
