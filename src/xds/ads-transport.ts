@@ -1,6 +1,6 @@
 // The ADS server's gRPC plumbing: server options from the keepalive and size flags, the ADS
-// service definition whose responses are written as pre-encoded bytes (response-writer.ts), and the semaphore bounding
-// how many streams are pushed to at once (PILOT_PUSH_THROTTLE).
+// service definition whose responses are written as pre-encoded bytes (response-writer.ts), and
+// the semaphore bounding how many streams are pushed to at once (PILOT_PUSH_THROTTLE).
 import type { MethodDefinition, ServerOptions } from '@grpc/grpc-js';
 import { settingDefault } from '../common/env.js';
 import { grpcServiceDefinition } from '../envoy/grpc-service.js';
