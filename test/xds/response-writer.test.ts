@@ -1,10 +1,10 @@
 // Responses written as gRPC frames them (response-writer.ts), on a real grpc-js server and client:
 // the grpc-js in use has the call shape the direct path needs (a grpc-js upgrade that changes it
 // fails here rather than silently falling back to the copying write), also behind the discovery
-// server's own interceptor, and what the client decodes
-// is exactly the messages written, large ones spread over many HTTP/2 frames, with one body buffer
-// shared by several streams, in order, followed by the call's status. An interceptor that changes
-// responses keeps gRPC's own write and sees every message.
+// server's own interceptor, and what the client decodes is exactly the messages written, large ones
+// spread over many HTTP/2 frames, with one body buffer shared by several streams, in order,
+// followed by the call's status. An interceptor that sees responses keeps gRPC's own write and
+// gets every message.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { create, toBinary } from '@bufbuild/protobuf';
