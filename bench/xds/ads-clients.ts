@@ -35,7 +35,8 @@ export interface ExpectMessage {
   expect: Record<string, number>;
 }
 export type ParentMessage = ConnectMessage | ExpectMessage;
-export type ChildMessage = { ready: true } | { received: Record<string, number> };
+/** `ended`: a stream the server ended (send timeout, say): the step can no longer complete. */
+export type ChildMessage = { ready: true } | { received: Record<string, number> } | { ended: string };
 
 /**
  * Walks the top-level protobuf fields, keeping 1 (version_info), 4 (type_url) and 5 (nonce): the
@@ -140,7 +141,7 @@ function connect({ nodes, eds = [], rds = [] }: ConnectMessage['connect']): void
       }
       onResponse(r.typeUrl);
     });
-    call.on('error', (e: Error) => console.error(`stream ${i}: ${e.message}`));
+    call.on('error', (e: Error) => send({ ended: `stream ${i}: ${e.message}` }));
     call.write(protocol.subscribe(TypeUrl.Cluster, [], nodes[i % nodes.length]!));
     call.write(protocol.subscribe(TypeUrl.Listener, []));
   }

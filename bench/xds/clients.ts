@@ -41,7 +41,9 @@ export class SimulatedProxies {
       this.child.once('exit', onExit);
       this.child.once('message', (m: ChildMessage) => {
         this.child.off('exit', onExit);
-        resolve(m);
+        // Without it the step would wait forever for the responses of a stream that is gone.
+        if ('ended' in m) reject(new Error(`the server ended a simulated proxy's stream: ${m.ended}`));
+        else resolve(m);
       });
     });
   }

@@ -155,7 +155,8 @@ printTable(
     `XDS cache ${setting('PILOT_ENABLE_XDS_CACHE') ? `on (size ${setting('PILOT_XDS_CACHE_SIZE')})` : 'off'}, Node ${process.version}`,
   rows,
 );
-console.log(`server total: ${total.toFixed(0)} ms CPU over ${(process.uptime() * 1000).toFixed(0)} ms, peak RSS ${mb(peakRss)} MB, heap used ${mb(process.memoryUsage().heapUsed)} MB`);
+const memory = process.memoryUsage();
+console.log(`server total: ${total.toFixed(0)} ms CPU over ${(process.uptime() * 1000).toFixed(0)} ms, peak RSS ${mb(peakRss)} MB, heap used ${mb(memory.heapUsed)} MB, external ${mb(memory.external)} MB`);
 await profiler?.stop();
 await server.stop();
 rmSync(dir, { recursive: true, force: true });

@@ -1,11 +1,12 @@
 // The ADS server's gRPC plumbing: server options from the keepalive and size flags, the ADS
-// service definition whose responses are written as pre-encoded bytes, and the semaphore bounding
-// how many streams are pushed to at once (PILOT_PUSH_THROTTLE).
+// service definition whose responses are written as pre-encoded bytes (response-writer.ts), and
+// the semaphore bounding how many streams are pushed to at once (PILOT_PUSH_THROTTLE).
 import type { MethodDefinition, ServerOptions } from '@grpc/grpc-js';
 import { settingDefault } from '../common/env.js';
 import { grpcServiceDefinition } from '../envoy/grpc-service.js';
 import { AggregatedDiscoveryService } from '../gen/envoy/service/discovery/v3/ads_pb.js';
-import { decodeSotwRequest } from './subscriptions.js';
+import { decodeDeltaRequest, decodeSotwRequest } from './subscriptions.js';
+import { OutgoingResponse } from './response-writer.js';
 
 /** The transport flags of the ADS server. */
 export interface AdsTransportOptions {
@@ -38,50 +39,6 @@ export function grpcOptions(o: AdsTransportOptions): ServerOptions {
   return opts;
 }
 
-/**
- * A response as encoded pieces (see encodeSotw, encodeDelta): the per-stream fields, then the
- * resource entries shared by every stream sent them. Protobuf parses them concatenated as one message.
- */
-export type ResponseBytes = readonly [head: Uint8Array, body: Uint8Array];
-
-/** What a stream's write hands gRPC: the response's bytes, and whether gRPC has serialized them. */
-export class OutgoingResponse {
-  taken = false;
-  constructor(public bytes: Uint8Array) {}
-}
-
-/**
- * Joins each response's pieces in one buffer reused for every write, instead of a new buffer per
- * response: gRPC copies a message into its own frame when it serializes it, which it does during
- * `write()`, so the joined bytes are garbage at once. With 2000 proxies each sent 0.5 MB, a fresh
- * buffer per response was most of what the garbage collector had to deal with. Should gRPC ever
- * serialize later (a write queued behind metadata, say), the response is given a copy of its own
- * before the buffer is reused, so the bytes sent are always the ones written. The buffer keeps the
- * size of the largest response written (at most the size guard's limit, 4 MiB by default).
- */
-export class ResponseJoiner {
-  private scratch = new Uint8Array(64 * 1024);
-
-  write(parts: ResponseBytes, write: (r: OutgoingResponse) => void): void {
-    const [head, body] = parts;
-    const size = head.length + body.length;
-    if (size > this.scratch.length) this.scratch = new Uint8Array(Math.max(size, 2 * this.scratch.length));
-    this.scratch.set(head, 0);
-    this.scratch.set(body, head.length);
-    const r = new OutgoingResponse(this.scratch.subarray(0, size));
-    try {
-      write(r);
-    } finally {
-      if (!r.taken) r.bytes = r.bytes.slice();
-    }
-  }
-}
-
-/** The encoded size of a response. */
-export function responseSize(parts: ResponseBytes): number {
-  return parts[0].length + parts[1].length;
-}
-
 /** A method whose responses are written as bytes already encoded. */
 function preEncoded<Req, Res>(method: MethodDefinition<Req, Res>): MethodDefinition<Req, OutgoingResponse> {
   return {
@@ -95,15 +52,15 @@ function preEncoded<Req, Res>(method: MethodDefinition<Req, Res>): MethodDefinit
 }
 
 /**
- * The ADS definition, both protocols writing pre-encoded responses; SotW requests keep their
- * resource names as bytes (see subscriptions.ts).
+ * The ADS definition, both protocols writing pre-encoded responses; requests keep their (SotW) or
+ * their subscribed (Delta) resource names as bytes (see subscriptions.ts).
  */
 export function adsDefinition() {
   const ads = grpcServiceDefinition(AggregatedDiscoveryService);
   return {
     ...ads,
     streamAggregatedResources: { ...preEncoded(ads.streamAggregatedResources), requestDeserialize: (b: Buffer) => decodeSotwRequest(b) },
-    deltaAggregatedResources: preEncoded(ads.deltaAggregatedResources),
+    deltaAggregatedResources: { ...preEncoded(ads.deltaAggregatedResources), requestDeserialize: (b: Buffer) => decodeDeltaRequest(b) },
   };
 }
 

@@ -9,7 +9,7 @@ import type { Status } from '../gen/google/rpc/status_pb.js';
 import type { ProxyInfo, Subscription } from './generator.js';
 import type { ResourceSet } from './cache.js';
 import { isWildcardType, shortTypeName } from '../envoy/types.js';
-import { encodeNames, internNames, internNameSet, sameBytes, type RequestedNames } from './subscriptions.js';
+import { encodeNames, internedNamed, internNames, internNameSet, sameBytes, type RequestedNames } from './subscriptions.js';
 
 export const WILDCARD = '*';
 
@@ -137,6 +137,11 @@ export class Watch implements Subscription {
     this.deltaBase = undefined;
   }
 
+  /** Delta: whether the proxy holds nothing of this type (from this stream or, as it said, elsewhere). */
+  holdsNothing(): boolean {
+    return this.versions ? this.versions.size === 0 : this.deltaBase === undefined;
+  }
+
   /** Delta: whether the proxy holds `name` from this stream (or from elsewhere, as it said). */
   holds(name: string): boolean {
     return this.versions ? this.versions.has(name) : (this.deltaBase?.resources.has(name) ?? false);
@@ -235,15 +240,11 @@ function sotwWildcard(typeUrl: string, names: RequestedNames): boolean {
   return isWildcardType(typeUrl) && (names.list.length === 0 || names.hasWildcard);
 }
 
-function withoutWildcard(names: Iterable<string>): Set<string> {
-  const s = new Set(names);
-  s.delete(WILDCARD);
-  return s;
-}
-
 export interface DeltaRequest {
   readonly typeUrl: string;
   readonly resourceNamesSubscribe: readonly string[];
+  /** resource_names_subscribe as wire bytes, when the transport kept them (decodeDeltaRequest). */
+  readonly namesBytes?: Uint8Array;
   readonly resourceNamesUnsubscribe: readonly string[];
   readonly initialResourceVersions: Readonly<Record<string, string>>;
   readonly responseNonce: string;
@@ -335,9 +336,10 @@ export class Connection {
   applyDelta(req: DeltaRequest): DeltaDecision {
     let w = this.watches.get(req.typeUrl);
     if (!w) {
-      const subscribe = new Set(req.resourceNamesSubscribe);
-      const wildcard = isWildcardType(req.typeUrl) && (subscribe.size === 0 || subscribe.has(WILDCARD));
-      w = new Watch(req.typeUrl, wildcard, internNameSet(withoutWildcard(subscribe)));
+      // Shared with the streams that subscribed to the same list first (see subscriptions.ts).
+      const requested = internNames(req.namesBytes ?? encodeNames(req.resourceNamesSubscribe), () => req.resourceNamesSubscribe);
+      const wildcard = isWildcardType(req.typeUrl) && (requested.list.length === 0 || requested.hasWildcard);
+      w = new Watch(req.typeUrl, wildcard, internedNamed(requested));
       for (const [name, version] of Object.entries(req.initialResourceVersions)) w.clientVersions.set(name, version);
       w.heldFromElsewhere = w.clientVersions.size > 0;
       this.watches.set(req.typeUrl, w);

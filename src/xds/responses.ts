@@ -6,7 +6,7 @@ import { DeltaDiscoveryResponseSchema, DiscoveryResponseSchema } from '../gen/en
 import { isWildcardType } from '../envoy/types.js';
 import { concatBytes, encodedDelta, encodedSotw, setDiff, type ResourceSet, type ResponseCache, type SetDiff } from './cache.js';
 import type { Delivery, VersionedResource, Watch } from './connection.js';
-import type { ResponseBytes } from './ads-transport.js';
+import type { ResponseBytes } from './response-writer.js';
 
 type ControlPlane = { identifier: string } | undefined;
 
@@ -58,6 +58,15 @@ export interface DeltaDiff extends SetDiff {
   readonly missing: readonly string[];
 }
 
+const wholeSets = new WeakMap<ResourceSet, SetDiff>();
+
+/** A stream's first response to `set`, when the proxy holds nothing: the same list for every stream given the set. */
+function everything(set: ResourceSet): SetDiff {
+  let diff = wholeSets.get(set);
+  if (!diff) wholeSets.set(set, (diff = { updated: [...set.resources.values()], removed: [] }));
+  return diff;
+}
+
 /** What the proxy lacks of `set` given the versions it holds, by comparing every resource. */
 function diffFromVersions(held: ReadonlyMap<string, string>, set: ResourceSet): SetDiff {
   const updated: VersionedResource[] = [];
@@ -73,7 +82,7 @@ function diffFromVersions(held: ReadonlyMap<string, string>, set: ResourceSet): 
  * response is recorded by applyDelta once it is to be sent.
  */
 export function deltaDiff(w: Watch, set: ResourceSet, added: readonly string[], force: boolean): DeltaDiff | undefined {
-  const { updated, removed } = w.deltaBase ? setDiff(w.deltaBase, set) : diffFromVersions(w.clientVersions, set);
+  const { updated, removed } = w.deltaBase ? setDiff(w.deltaBase, set) : w.holdsNothing() ? everything(set) : diffFromVersions(w.clientVersions, set);
   const missing = added.filter((name) => !set.resources.has(name) && !w.holds(name));
   if (!force && updated.length === 0 && removed.length === 0 && missing.length === 0) return undefined;
   return { updated, removed, missing };

@@ -18,7 +18,8 @@ import { csdsHandlers } from './csds.js';
 import { recordReply, updateRejectGauge } from './replies.js';
 import { XdsStreamError, type DeliveryObserver, type ProxyInfo, type PushRequest, type ResourceGenerator } from './generator.js';
 import { grpcServiceDefinition } from '../envoy/grpc-service.js';
-import { adsDefinition, grpcOptions, ResponseJoiner, responseSize, Semaphore, type AdsTransportOptions, type OutgoingResponse, type ResponseBytes } from './ads-transport.js';
+import { adsDefinition, grpcOptions, Semaphore, type AdsTransportOptions } from './ads-transport.js';
+import { ResponseJoiner, responseSize, responseWriter, type OutgoingResponse, type ResponseBytes, type ResponseWriter } from './response-writer.js';
 import { ResponseSizeGuard, sized } from './size-guard.js';
 import { PushHold, type FlowControlOptions } from './flow-control.js';
 import { shortTypeName, TypeUrl } from '../envoy/types.js';
@@ -216,7 +217,8 @@ export class XdsServer {
       if (session) this.dropSession(session);
       call.emit('error', e);
     };
-    const send = (msg: ResponseBytes): Promise<void> => this.write(call, msg);
+    const writer = responseWriter(call, this.joiner);
+    const send = (msg: ResponseBytes): Promise<void> => this.write(writer, msg);
     call.on('data', (req: Req) => {
       if (failed) return;
       if (!session) {
@@ -463,7 +465,7 @@ export class XdsServer {
   }
 
   /** Writes one response; resolves once gRPC has taken it, or rejects after the send timeout. */
-  private write(call: { write(msg: OutgoingResponse, cb: (err?: Error | null) => void): boolean }, msg: ResponseBytes): Promise<void> {
+  private write(writer: ResponseWriter, msg: ResponseBytes): Promise<void> {
     return new Promise((resolve, reject) => {
       let timer: NodeJS.Timeout | undefined;
       if (this.sendTimeoutMs > 0) {
@@ -472,13 +474,11 @@ export class XdsServer {
           reject(new XdsStreamError(status.DEADLINE_EXCEEDED, `send did not complete within ${this.sendTimeoutMs}ms`));
         }, this.sendTimeoutMs);
       }
-      this.joiner.write(msg, (r) =>
-        call.write(r, (err) => {
-          clearTimeout(timer);
-          if (err) reject(err);
-          else resolve();
-        }),
-      );
+      writer(msg, (err) => {
+        clearTimeout(timer);
+        if (err) reject(err);
+        else resolve();
+      });
     });
   }
 

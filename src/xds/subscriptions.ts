@@ -3,21 +3,24 @@
 // the ADS transport keeps a request's names as their wire bytes (decodeSotwRequest), an ACK is
 // recognised by comparing those bytes with the previous request's, and a changed list is interned:
 // streams asking for the same names share one decoded list and one Set. Generators can then
-// memoize a named type's resources per (snapshot, name set) instead of per proxy. Delta
-// subscriptions change by increments; the set a change leaves is interned the same way.
+// memoize a named type's resources per (snapshot, name set) instead of per proxy. A Delta stream's
+// first request is read the same way (its resource_names_subscribe); later Delta subscriptions
+// change by increments, and the set a change leaves is interned too.
 import { createHash } from 'node:crypto';
-import { create, fromBinary, toBinary } from '@bufbuild/protobuf';
+import { create, fromBinary, toBinary, type MessageShape } from '@bufbuild/protobuf';
 import { BinaryReader, WireType } from '@bufbuild/protobuf/wire';
-import { DiscoveryRequestSchema, type DiscoveryRequest } from '../gen/envoy/service/discovery/v3/discovery_pb.js';
+import { DeltaDiscoveryRequestSchema, DiscoveryRequestSchema, type DeltaDiscoveryRequest, type DiscoveryRequest } from '../gen/envoy/service/discovery/v3/discovery_pb.js';
 import { LRUCache } from 'lru-cache';
 
-/** The field number of DiscoveryRequest.resource_names. */
+/** The field number of DiscoveryRequest.resource_names, and of DeltaDiscoveryRequest.resource_names_subscribe. */
 const RESOURCE_NAMES = 3;
 /** Distinct name lists kept; a stream holds its own list, so an evicted one only stops being shared. */
 const SUBSCRIPTIONS_SIZE = 1024;
 
 /** A DiscoveryRequest whose resource_names were kept as wire bytes; `resourceNames` decodes them on first read. */
 export type SotwWireRequest = DiscoveryRequest & { readonly namesBytes: Uint8Array };
+/** A DeltaDiscoveryRequest whose resource_names_subscribe were kept the same way. */
+export type DeltaWireRequest = DeltaDiscoveryRequest & { readonly namesBytes: Uint8Array };
 
 /** One distinct list of requested names, shared (read-only) by every stream that asked for it. */
 export interface RequestedNames {
@@ -36,23 +39,39 @@ export interface RequestedNames {
  * fromBinary does.
  */
 export function decodeSotwRequest(buf: Uint8Array): SotwWireRequest {
+  return decodeKeepingNames(DiscoveryRequestSchema, 'resourceNames', buf);
+}
+
+/**
+ * The same for a DeltaDiscoveryRequest and its resource_names_subscribe (field 3 too): a Delta
+ * stream's first EDS request names every cluster, and the proxies of a namespace name the same ones.
+ */
+export function decodeDeltaRequest(buf: Uint8Array): DeltaWireRequest {
+  return decodeKeepingNames(DeltaDiscoveryRequestSchema, 'resourceNamesSubscribe', buf);
+}
+
+function decodeKeepingNames<Desc extends typeof DiscoveryRequestSchema | typeof DeltaDiscoveryRequestSchema, Field extends 'resourceNames' | 'resourceNamesSubscribe'>(
+  schema: Desc,
+  field: Field,
+  buf: Uint8Array,
+): MessageShape<Desc> & { readonly namesBytes: Uint8Array } {
   const reader = new BinaryReader(buf);
   const spans: Array<[number, number]> = [];
   while (reader.pos < reader.len) {
     const start = reader.pos;
-    const [field, wireType] = reader.tag();
-    if (field === RESOURCE_NAMES && wireType === WireType.LengthDelimited) {
+    const [number, wireType] = reader.tag();
+    if (number === RESOURCE_NAMES && wireType === WireType.LengthDelimited) {
       const len = reader.uint32();
       reader.pos += len;
-      if (reader.pos > reader.len) throw new RangeError('premature EOF in resource_names');
+      if (reader.pos > reader.len) throw new RangeError('premature EOF in resource names');
       const last = spans[spans.length - 1];
       if (last && last[1] === start) last[1] = reader.pos;
       else spans.push([start, reader.pos]);
     } else {
-      reader.skip(wireType, field);
+      reader.skip(wireType, number);
     }
   }
-  if (spans.length === 0) return Object.assign(fromBinary(DiscoveryRequestSchema, buf), { namesBytes: new Uint8Array(0) });
+  if (spans.length === 0) return Object.assign(fromBinary(schema, buf) as MessageShape<Desc>, { namesBytes: new Uint8Array(0) });
   const namesBytes = spans.length === 1 ? buf.subarray(spans[0][0], spans[0][1]) : Buffer.concat(spans.map(([a, b]) => buf.subarray(a, b)));
   const rest: Uint8Array[] = [];
   let at = 0;
@@ -61,9 +80,9 @@ export function decodeSotwRequest(buf: Uint8Array): SotwWireRequest {
     at = b;
   }
   rest.push(buf.subarray(at));
-  const msg = fromBinary(DiscoveryRequestSchema, Buffer.concat(rest));
+  const msg = fromBinary(schema, Buffer.concat(rest)) as MessageShape<Desc>;
   let names: string[] | undefined;
-  Object.defineProperty(msg, 'resourceNames', {
+  Object.defineProperty(msg, field, {
     enumerable: true,
     configurable: true,
     get: () => (names ??= fromBinary(DiscoveryRequestSchema, namesBytes).resourceNames),
@@ -109,7 +128,7 @@ const internedSets = new LRUCache<string, { readonly text: string; readonly set:
  * The shared set equal to `names`, in the same order (a Delta watch's names after a change): streams
  * that made the same subscriptions share one set. Never change the returned set in place.
  */
-export function internNameSet(names: Set<string>): ReadonlySet<string> {
+export function internNameSet(names: ReadonlySet<string>): ReadonlySet<string> {
   let text = '';
   for (const n of names) text += `${n}\0`;
   const key = createHash('sha256').update(text).digest('base64url');
@@ -117,4 +136,16 @@ export function internNameSet(names: Set<string>): ReadonlySet<string> {
   if (hit && hit.text === text) return hit.set;
   internedSets.set(key, { text, set: names });
   return names;
+}
+
+const deltaNamed = new WeakMap<RequestedNames, ReadonlySet<string>>();
+
+/**
+ * A Delta watch's first names (a requested list without `*`), as the set shared with the watches
+ * that reached the same names by increments (internNameSet), looked up once per distinct list.
+ */
+export function internedNamed(requested: RequestedNames): ReadonlySet<string> {
+  let set = deltaNamed.get(requested);
+  if (!set) deltaNamed.set(requested, (set = internNameSet(requested.named)));
+  return set;
 }

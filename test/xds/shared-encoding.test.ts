@@ -12,7 +12,7 @@ import { setScopeLevel } from '../../src/common/log.js';
 import { PushContext } from '../../src/model/push-context.js';
 import { ServiceEntryRegistry } from '../../src/registry/serviceentry.js';
 import { concatBytes, encodedDelta, encodedSotw, ResponseCache, XdsCache } from '../../src/xds/cache.js';
-import { ResponseJoiner, type OutgoingResponse, type ResponseBytes } from '../../src/xds/ads-transport.js';
+import { ResponseJoiner, type OutgoingResponse, type ResponseBytes } from '../../src/xds/response-writer.js';
 import { Watch, type Delivery, type VersionedResource } from '../../src/xds/connection.js';
 import type { ProxyInfo } from '../../src/xds/generator.js';
 import { createMeshGenerators } from '../../src/xds/generators/index.js';

@@ -1,14 +1,14 @@
-// SotW subscriptions by content: a request's resource names are kept as wire bytes and decoded only
-// when the list changes; the rest of the request decodes as usual. Streams asking for the same names
+// Subscriptions by content: a SotW request's resource names (a Delta request's subscribed names) are
+// kept as wire bytes and decoded only when the list is new; the rest of the request decodes as usual. Streams asking for the same names
 // share one set, an ACK repeating the names is recognised from the bytes, and a changed list still
 // changes the subscription.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { create, toBinary, type JsonObject, type MessageInitShape } from '@bufbuild/protobuf';
 import { NodeSchema } from '../../src/gen/envoy/config/core/v3/base_pb.js';
-import { DiscoveryRequestSchema, type DiscoveryRequest } from '../../src/gen/envoy/service/discovery/v3/discovery_pb.js';
+import { DeltaDiscoveryRequestSchema, DiscoveryRequestSchema, type DiscoveryRequest } from '../../src/gen/envoy/service/discovery/v3/discovery_pb.js';
 import { Connection } from '../../src/xds/connection.js';
-import { decodeSotwRequest, encodeNames } from '../../src/xds/subscriptions.js';
+import { decodeDeltaRequest, decodeSotwRequest, encodeNames } from '../../src/xds/subscriptions.js';
 import { TypeUrl } from '../../src/envoy/types.js';
 
 const EDS = TypeUrl.ClusterLoadAssignment;
@@ -60,6 +60,42 @@ test('names interleaved with other fields are all kept, in order; a request nami
   const none = decodeSotwRequest(wire({ typeUrl: TypeUrl.Cluster }));
   assert.deepEqual(none.resourceNames, []);
   assert.equal(none.namesBytes.length, 0);
+});
+
+test('a Delta request decodes with its subscribed names kept as bytes; Delta streams subscribing to the same list at the start share its set', () => {
+  const names = clusters(3);
+  const init = {
+    node: { id: 'sidecar~1' },
+    typeUrl: EDS,
+    resourceNamesSubscribe: names,
+    resourceNamesUnsubscribe: ['gone'],
+    initialResourceVersions: { [names[0]!]: 'v0' },
+    responseNonce: 'n1',
+    errorDetail: { code: 3, message: 'bad' },
+  };
+  const bytes = Buffer.from(toBinary(DeltaDiscoveryRequestSchema, create(DeltaDiscoveryRequestSchema, init)));
+  const req = decodeDeltaRequest(bytes);
+  assert.deepEqual([req.node?.id, req.typeUrl, req.responseNonce, req.errorDetail?.message], ['sidecar~1', EDS, 'n1', 'bad']);
+  assert.deepEqual(req.resourceNamesUnsubscribe, ['gone']);
+  assert.deepEqual(req.initialResourceVersions, { [names[0]!]: 'v0' });
+  assert.deepEqual(Buffer.from(req.namesBytes), Buffer.from(encodeNames(names)));
+  assert.deepEqual(req.resourceNamesSubscribe, names);
+  assert.deepEqual(Buffer.from(toBinary(DeltaDiscoveryRequestSchema, req)), bytes, 're-encoded, it is the request that was sent');
+  assert.throws(() => decodeDeltaRequest(bytes.subarray(0, 20)));
+
+  const first = (subscribe: string[]) => {
+    const c = new Connection({ id: 'p', metadata: {} as JsonObject, node: create(NodeSchema, { id: 'p' }), connectionId: 'p', peer: 'test' }, 'delta');
+    const wire = Buffer.from(toBinary(DeltaDiscoveryRequestSchema, create(DeltaDiscoveryRequestSchema, { typeUrl: EDS, resourceNamesSubscribe: subscribe })));
+    const decision = c.applyDelta(decodeDeltaRequest(wire));
+    return { decision, w: c.watches.get(EDS)! };
+  };
+  const a = first([...names, '*', names[0]!]);
+  const b = first([...names, '*', names[0]!]);
+  assert.equal(a.w.names, b.w.names, 'one set');
+  assert.deepEqual([...a.w.names], names, 'without "*" and the repeat');
+  assert.deepEqual(a.decision, { respond: true, added: names });
+  assert.equal(a.w.wildcard, false, 'EDS is never wildcard');
+  assert.notEqual(first(names.slice(1)).w.names, a.w.names);
 });
 
 test('a truncated request is refused, as the full decoder refuses it', () => {
