@@ -136,7 +136,7 @@ export function destinationRuleNotices(dr: DestinationRule): string[] {
 
 export function virtualServiceNotices(vs: VirtualService): string[] {
   const name = `VirtualService ${vs.metadata.namespace}/${vs.metadata.name}`;
-  // Gateways translate tcp and tls routes (networking/gateway.ts); sidecars do not yet.
+  // tcp and tls routes of a VirtualService bound only to Gateways are checked against what gateways translate (gateway.ts gatewayRouteNotices).
   const l4 = (p: string) => boundToMesh(vs) || !/^(tcp|tls)(\[|$)/.test(p);
   const fields = untranslated(vs.spec, VIRTUAL_SERVICE, '').filter(l4).map((p) => `${p} is not effective yet`);
   return fields.map((m) => `${name}: ${m}`);
