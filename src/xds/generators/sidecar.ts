@@ -23,7 +23,7 @@ import type { HashPolicyInit } from '../../networking/http-route.js';
 import { labelsMatch } from '../../model/selection.js';
 import type { PathNormalization } from '../../networking/common.js';
 import { cacheKey, memo, memoPair, type XdsCache } from '../cache.js';
-import { perObject } from '../../common/same-inputs.js';
+import { identityKey, perObject } from '../../common/same-inputs.js';
 import { clusterMtls, inboundMtls, type MeshMtlsSettings } from './mtls.js';
 import { portMtlsMode } from '../../security/mtls/peer-authentication.js';
 import { TLS_MODE_LABEL } from '../../networking/outbound-mtls.js';
@@ -88,11 +88,11 @@ function cached<T>(cache: XdsCache | undefined, key: () => [kind: string, ...inp
 }
 
 /**
- * An HTTP filter's part of a dependency key, hashed once per filter object: the security filters
- * are shared by the proxies the same policies select, and their packed configs (a large RBAC
- * config, say) would otherwise be serialized into every proxy's inbound listener key.
+ * An HTTP or network filter's part of a dependency key, hashed once per filter object: the security
+ * filters are shared by the proxies the same policies select, and their packed configs (a large
+ * RBAC config, say) would otherwise be serialized into every proxy's inbound listener key.
  */
-const filterKey = perObject((f: HttpFilter) => cacheKey('http-filter', f));
+const filterKey = perObject((f: HttpFilter | NetworkFilter) => cacheKey('filter', f));
 
 /**
  * A service's part of a dependency key, hashed once per Service object (services are immutable and
@@ -139,7 +139,8 @@ export function sidecarListeners(proxy: Proxy, push: PushContext, opts: SidecarO
   const sniffing = opts.outboundSniffing ?? false;
   const perPod = cap && (opts.headlessPodListeners ?? false);
   const accept10 = http10(proxy, opts);
-  const outbound = memo(scope, `lds:${cap}:${sniffing}:${usesAutoAllocation(proxy)}:${opts.pathNormalization ?? ''}:${perPod}:${push.traffic.sourceLabelsKey(proxy)}:${accept10}`, () => {
+  const outboundKey = `lds:${cap}:${sniffing}:${usesAutoAllocation(proxy)}:${opts.pathNormalization ?? ''}:${perPod}:${push.traffic.sourceLabelsKey(proxy)}:${accept10}`;
+  const outbound = memo(scope, outboundKey, () => {
     const services = outboundServices(proxy, push);
     const listenerOpts = {
       bind: cap ? WILDCARD_ADDRESS : LOCALHOST,
@@ -153,22 +154,29 @@ export function sidecarListeners(proxy: Proxy, push: PushContext, opts: SidecarO
     return cached(opts.cache, () => ['lds-outbound', services.map(serviceKey), listenerOpts], () => buildOutboundListeners(services, listenerOpts));
   });
   outbound.conflicts.forEach((c) => opts.onConflict?.(c));
-  // The inbound side is the proxy's own (its ports, the policies selecting it): built per proxy,
-  // through the cache so that proxies with equal inputs share one message.
-  // Ports bound by a listener of their own (a Sidecar ingress listener decides per port) and those
-  // reached through capture (virtualInbound's chains).
-  const own = inboundPortList.filter((p) => bindsOwnListener(p, cap));
-  const redirected = inboundPortList.filter((p) => !bindsOwnListener(p, cap));
-  const inboundKey = (): object => ({ ...inboundOpts, httpFilters: (inboundOpts.httpFilters ?? []).map(filterKey) });
-  const ingress = own.length > 0 ? cached(opts.cache, () => ['lds-ingress', own, inboundKey()], () => buildIngressListeners(own, inboundOpts)) : [];
-  if (!cap) return [...ingress, ...outbound.listeners];
-  // The proxy's own Pod gets no outbound listener of its own address (the inbound side has it), as the Go mesh.
-  const ownIp = proxy.ipAddresses[0];
-  const outboundListeners = perPod && ownIp ? outbound.listeners.filter((l) => !l.name.startsWith(`${ownIp}_`)) : outbound.listeners;
-  const mode = scope.outboundTrafficPolicy;
   const tproxy = proxy.interceptionMode === 'TPROXY';
-  const virtualOutbound = memo(scope, `virtualOutbound:${tproxy}`, () => cached(opts.cache, () => ['virtualOutbound', mode, tproxy], () => buildVirtualOutbound(mode, tproxy)));
-  return [virtualOutbound, cached(opts.cache, () => ['virtualInbound', redirected, inboundKey()], () => buildVirtualInbound(redirected, inboundOpts)), ...ingress, ...outboundListeners];
+  // The proxy's own part (its ports, the filters of the policies selecting it, its mTLS) by a cheap
+  // key: ports and options by value, filters by identity (the security builders share them between
+  // the proxies the same policies select). Proxies with equal inputs get one list, and its
+  // dependency keys (which hash every input, packed RBAC configs included) are computed once per
+  // distinct inputs per snapshot instead of once per proxy (on the scope: it goes with the snapshot).
+  const { httpFilters = [], networkFilters = [], ...inboundValues } = inboundOpts;
+  const ownIp = perPod ? (proxy.ipAddresses[0] ?? '') : '';
+  const proxyKey = `${outboundKey}|${tproxy}:${ownIp}:${JSON.stringify([inboundPortList, inboundValues])}:${identityKey(httpFilters, networkFilters)}`;
+  return memo(scope, proxyKey, () => {
+    // Ports bound by a listener of their own (a Sidecar ingress listener decides per port) and those
+    // reached through capture (virtualInbound's chains).
+    const own = inboundPortList.filter((p) => bindsOwnListener(p, cap));
+    const redirected = inboundPortList.filter((p) => !bindsOwnListener(p, cap));
+    const inboundKey = (): object => ({ ...inboundValues, httpFilters: httpFilters.map(filterKey), networkFilters: networkFilters.map(filterKey) });
+    const ingress = own.length > 0 ? cached(opts.cache, () => ['lds-ingress', own, inboundKey()], () => buildIngressListeners(own, inboundOpts)) : [];
+    if (!cap) return [...ingress, ...outbound.listeners];
+    // The proxy's own Pod gets no outbound listener of its own address (the inbound side has it), as the Go mesh.
+    const outboundListeners = ownIp ? outbound.listeners.filter((l) => !l.name.startsWith(`${ownIp}_`)) : outbound.listeners;
+    const mode = scope.outboundTrafficPolicy;
+    const virtualOutbound = memo(scope, `virtualOutbound:${tproxy}`, () => cached(opts.cache, () => ['virtualOutbound', mode, tproxy], () => buildVirtualOutbound(mode, tproxy)));
+    return [virtualOutbound, cached(opts.cache, () => ['virtualInbound', redirected, inboundKey()], () => buildVirtualInbound(redirected, inboundOpts)), ...ingress, ...outboundListeners];
+  });
 }
 
 /** PILOT_HTTP10, or the proxy's own HTTP10 metadata set to "1", as the Go mesh reads them. */
