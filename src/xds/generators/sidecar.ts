@@ -5,6 +5,7 @@ import type { Cluster } from '../../gen/envoy/config/cluster/v3/cluster_pb.js';
 import type { ClusterLoadAssignment } from '../../gen/envoy/config/endpoint/v3/endpoint_pb.js';
 import type { Listener } from '../../gen/envoy/config/listener/v3/listener_pb.js';
 import type { RouteConfiguration } from '../../gen/envoy/config/route/v3/route_pb.js';
+import type { VirtualHost } from '../../gen/envoy/config/route/v3/route_components_pb.js';
 import type { HttpFilter } from '../../gen/envoy/extensions/filters/network/http_connection_manager/v3/http_connection_manager_pb.js';
 import type { Filter as NetworkFilter } from '../../gen/envoy/config/listener/v3/listener_components_pb.js';
 import { allocatedFor, withAllocatedAddresses } from '../../model/auto-allocate.js';
@@ -17,7 +18,7 @@ import { bindsOwnListener, inboundPorts } from '../../networking/inbound.js';
 import { buildIngressListeners, buildOutboundListeners, buildVirtualInbound, buildVirtualOutbound, sniffedProtocol, type InboundOptions, type ListenerConflict } from '../../networking/listener.js';
 import { usesAutoAllocation } from '../../networking/name-table.js';
 import { LOCALHOST, outboundClusterName, WILDCARD_ADDRESS } from '../../networking/names.js';
-import { buildOutboundRouteConfig } from '../../networking/route.js';
+import { inMeshName, outboundRouteConfig, routedByVirtualService, serviceVirtualHost, type OutboundRouteOptions } from '../../networking/route.js';
 import { clusterVariants, routeHashPolicy, ruleTraffic } from '../../networking/traffic-policy.js';
 import type { HashPolicyInit } from '../../networking/http-route.js';
 import { labelsMatch } from '../../model/selection.js';
@@ -85,6 +86,11 @@ export function toEndpoints(instances: readonly ServiceInstance[]): EndpointInpu
 /** Through the XDS cache's dependency tier when there is a cache (see ../cache.ts). */
 function cached<T>(cache: XdsCache | undefined, key: () => [kind: string, ...inputs: unknown[]], build: () => T): T {
   return cache ? cache.cached(key, build) : build();
+}
+
+/** The same with a key made by the caller: its parts already hashes, identities or small values. */
+function getOrBuild<T>(cache: XdsCache | undefined, key: string, build: () => T): T {
+  return cache ? cache.getOrBuild(key, build) : build();
 }
 
 /**
@@ -161,7 +167,10 @@ export function sidecarListeners(proxy: Proxy, push: PushContext, opts: SidecarO
   // dependency keys (which hash every input, packed RBAC configs included) are computed once per
   // distinct inputs per snapshot instead of once per proxy (on the scope: it goes with the snapshot).
   const { httpFilters = [], networkFilters = [], ...inboundValues } = inboundOpts;
-  const ownIp = perPod ? (proxy.ipAddresses[0] ?? '') : '';
+  // The proxy's own Pod gets no outbound listener of its own address (the inbound side has it), as
+  // the Go mesh: the address is an input only where such a listener exists (a headless service's Pod).
+  const ip = perPod ? proxy.ipAddresses[0] : undefined;
+  const ownIp = ip && listenerAddresses(outbound.listeners).has(ip) ? ip : '';
   const proxyKey = `${outboundKey}|${tproxy}:${ownIp}:${JSON.stringify([inboundPortList, inboundValues])}:${identityKey(httpFilters, networkFilters)}`;
   return memo(scope, proxyKey, () => {
     // Ports bound by a listener of their own (a Sidecar ingress listener decides per port) and those
@@ -171,12 +180,16 @@ export function sidecarListeners(proxy: Proxy, push: PushContext, opts: SidecarO
     const inboundKey = (): object => ({ ...inboundValues, httpFilters: httpFilters.map(filterKey), networkFilters: networkFilters.map(filterKey) });
     const ingress = own.length > 0 ? cached(opts.cache, () => ['lds-ingress', own, inboundKey()], () => buildIngressListeners(own, inboundOpts)) : [];
     if (!cap) return [...ingress, ...outbound.listeners];
-    // The proxy's own Pod gets no outbound listener of its own address (the inbound side has it), as the Go mesh.
     const outboundListeners = ownIp ? outbound.listeners.filter((l) => !l.name.startsWith(`${ownIp}_`)) : outbound.listeners;
     const mode = scope.outboundTrafficPolicy;
     const virtualOutbound = memo(scope, `virtualOutbound:${tproxy}`, () => cached(opts.cache, () => ['virtualOutbound', mode, tproxy], () => buildVirtualOutbound(mode, tproxy)));
     return [virtualOutbound, cached(opts.cache, () => ['virtualInbound', redirected, inboundKey()], () => buildVirtualInbound(redirected, inboundOpts)), ...ingress, ...outboundListeners];
   });
+}
+
+/** What precedes the first `_` of the listeners' names (`<address>_<port>`), once per listener list. */
+function listenerAddresses(listeners: readonly Listener[]): ReadonlySet<string> {
+  return memo(listeners, 'addresses', () => new Set(listeners.map((l) => l.name.slice(0, l.name.indexOf('_')))));
 }
 
 /** PILOT_HTTP10, or the proxy's own HTTP10 metadata set to "1", as the Go mesh reads them. */
@@ -214,7 +227,7 @@ export function sidecarRoutes(proxy: Proxy, push: PushContext, names?: ReadonlyS
         else byPort.set(p.port, [s]);
       }
     }
-    const opts = {
+    const opts: OutboundRouteOptions = {
       domain: push.domain,
       proxyNamespace: proxy.namespace,
       outboundTrafficPolicy: scope.outboundTrafficPolicy,
@@ -224,12 +237,35 @@ export function sidecarRoutes(proxy: Proxy, push: PushContext, names?: ReadonlyS
       hashPolicies: hashPolicies(proxy, push),
       defaultTimeout,
     };
+    let hashedOpts: string | undefined;
+    const optsKey = (): string => (hashedOpts ??= cacheKey('rds-options', opts));
     return [...byPort.entries()]
       .sort(([a], [b]) => a - b)
-      .map(([port, services]) => cached(cache, () => ['rds', port, services.map(serviceKey), opts], () => buildOutboundRouteConfig(port, services, opts)));
+      .map(([port, services]) => {
+        // Incremental: each service's virtual host by its own inputs, the configuration by its
+        // hosts' identities, so a push that changes one service builds one host (and the
+        // configurations that hold it), not every host of every scope.
+        const hosts = services.map((s) => virtualHost(s, port, opts, cache, optsKey));
+        return getOrBuild(cache, `rds:${port}:${opts.outboundTrafficPolicy}:${identityKey(hosts)}`, () => outboundRouteConfig(port, hosts, opts.outboundTrafficPolicy));
+      });
   });
   // One list per (snapshot scope, name set), as for EDS.
   return names ? memoPair(all, names, () => all.filter((r) => names.has(r.name))) : all;
+}
+
+/**
+ * A service's virtual host on a port through the dependency tier. Without a VirtualService it reads
+ * the service, the port, whether its bare name resolves from the proxy's namespace, its cluster's
+ * hash policy and the default timeout: hosts are shared by every scope and kept across snapshots.
+ * A VirtualService's routes read every option (the proxy's labels, the other services' ports), so
+ * those hosts are keyed by all of them, hashed once per configuration (`optsKey`).
+ */
+function virtualHost(s: Service, port: number, opts: OutboundRouteOptions, cache: XdsCache | undefined, optsKey: () => string): VirtualHost {
+  if (routedByVirtualService(s, opts)) return getOrBuild(cache, `vhost-vs:${serviceKey(s)}:${port}:${optsKey()}`, () => serviceVirtualHost(s, port, opts));
+  const bareName = inMeshName(s.hostname, opts.domain)?.namespace === opts.proxyNamespace;
+  const hashPolicy = opts.hashPolicies?.[outboundClusterName(port, s.hostname)] ?? [];
+  const key = `vhost:${serviceKey(s)}:${port}:${opts.domain}:${bareName}:${opts.defaultTimeout ?? 0}:${hashPolicy.length > 0 ? cacheKey('hash', hashPolicy) : ''}`;
+  return getOrBuild(cache, key, () => serviceVirtualHost(s, port, opts));
 }
 
 /** Route hash policies of the clusters whose DestinationRule balances by consistent hash. */
