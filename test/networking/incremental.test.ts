@@ -11,7 +11,7 @@ import type { AnyResource } from '../../src/api/types.js';
 import { PushContext } from '../../src/model/push-context.js';
 import type { Service, ServiceInstance } from '../../src/model/service.js';
 import { XdsCache } from '../../src/xds/cache.js';
-import { sidecarListeners, sidecarRoutes } from '../../src/xds/generators/sidecar.js';
+import { sidecarClusters, sidecarListeners, sidecarRoutes } from '../../src/xds/generators/sidecar.js';
 import { pack } from '../../src/envoy/types.js';
 import { hcmOf, listenerByName, svc } from './envoy.js';
 import { pushOf, serviceEntry, sidecarProxy, storeOf, workloadEntry } from './fixtures.js';
@@ -146,4 +146,20 @@ test('RDS: a host routed by a VirtualService follows its edits', () => {
     assert.equal(routeCluster(cached!), cluster);
     assert.deepEqual(bytes(cached!), bytes(sidecarRoutes(proxy, push)[0]!));
   }
+});
+
+test("CDS: scopes that see a service alike share its clusters; a DestinationRule exported to one namespace changes that scope's only", () => {
+  const dr: AnyResource = {
+    apiVersion: NET,
+    kind: 'DestinationRule',
+    metadata: { namespace: 'foo', name: 'a' },
+    spec: { host: 'a.foo.svc.cluster.local', exportTo: ['.'], trafficPolicy: { connectionPool: { tcp: { maxConnections: 7 } } } },
+  };
+  const push = pushOf([httpService('foo', 'a'), httpService('bar', 'b'), dr]);
+  const cluster = (ns: string, name: string) => sidecarClusters(sidecarProxy('10.0.0.9', 'x-1', ns), push, true, new XdsCache()).find((c) => c.name === name)!;
+  assert.equal(cluster('bar', 'outbound|80||b.bar.svc.cluster.local'), cluster('baz', 'outbound|80||b.bar.svc.cluster.local'));
+  assert.equal(cluster('bar', 'outbound|80||a.foo.svc.cluster.local'), cluster('baz', 'outbound|80||a.foo.svc.cluster.local'));
+  const inFoo = cluster('foo', 'outbound|80||a.foo.svc.cluster.local');
+  assert.equal(inFoo.circuitBreakers?.thresholds[0]?.maxConnections, 7, 'the rule applies in its own namespace');
+  assert.notEqual(cluster('bar', 'outbound|80||a.foo.svc.cluster.local').circuitBreakers?.thresholds[0]?.maxConnections, 7, 'and not where it is not exported');
 });

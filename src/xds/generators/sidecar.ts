@@ -286,21 +286,29 @@ export function hashPolicies(proxy: Proxy, push: PushContext): Record<string, Ha
 
 /** Outbound clusters of every visible service port, inbound clusters, BlackHole and Passthrough. */
 export function sidecarClusters(proxy: Proxy, push: PushContext, withInbound = true, cache?: XdsCache, mtlsSettings?: MeshMtlsSettings): Cluster[] {
-  const outbound = memo(push.sidecarScope(proxy), `cds:${push.traffic.selectorKey(proxy)}:${!!(mtlsSettings && proxy.meshMtls)}`, () =>
-    push.sidecarScope(proxy).services.flatMap((s) =>
-      s.ports.flatMap((p) =>
-        clusterVariants(ruleTraffic(push.traffic.destinationRule(proxy, s.hostname, s.namespace)), p.port).map((v) => {
-          const instances = subsetInstances(push.instances(s, p.port), v.labels);
-          const endpoints = toEndpoints(instances);
-          // EDS clusters do not carry their endpoints: leaving them out of the key keeps the
-          // cluster (and its version) when only endpoints change.
-          const keyEndpoints = s.resolution === 'STATIC' ? [] : endpoints;
-          const mtls = mtlsSettings ? clusterMtls(proxy, push, s, instances, mtlsSettings) : undefined;
-          const traffic = { ...v, ...(mtls ? { mtls } : {}) };
-          return cached(cache, () => ['cds', serviceKey(s), p, keyEndpoints, v.subset, v.policy, mtls], () => buildOutboundCluster(s, p, endpoints, {}, traffic));
-        }),
-      ),
-    ),
+  // Auto mTLS settings for a proxy with a workload certificate only (clusterMtls).
+  const mtlsOf = proxy.meshMtls ? mtlsSettings : undefined;
+  const mtlsOn = mtlsOf !== undefined;
+  const outbound = memo(push.sidecarScope(proxy), `cds:${push.traffic.selectorKey(proxy)}:${mtlsOn}`, () =>
+    push.sidecarScope(proxy).services.flatMap((s) => {
+      const rule = ruleTraffic(push.traffic.destinationRule(proxy, s.hostname, s.namespace));
+      // A service's clusters read the service, its rule and whether the proxy has mTLS: built (and
+      // keyed) once per snapshot for every scope that sees them alike, not once per scope.
+      return memo(push, `cds-service:${serviceKey(s)}:${rule ? JSON.stringify(rule) : ''}:${mtlsOn}`, () =>
+        s.ports.flatMap((p) =>
+          clusterVariants(rule, p.port).map((v) => {
+            const instances = subsetInstances(push.instances(s, p.port), v.labels);
+            const endpoints = toEndpoints(instances);
+            // EDS clusters do not carry their endpoints: leaving them out of the key keeps the
+            // cluster (and its version) when only endpoints change.
+            const keyEndpoints = s.resolution === 'STATIC' ? [] : endpoints;
+            const mtls = mtlsOf ? clusterMtls(proxy, push, s, instances, mtlsOf) : undefined;
+            const traffic = { ...v, ...(mtls ? { mtls } : {}) };
+            return cached(cache, () => ['cds', serviceKey(s), p, keyEndpoints, v.subset, v.policy, mtls], () => buildOutboundCluster(s, p, endpoints, {}, traffic));
+          }),
+        ),
+      );
+    }),
   );
   // Inbound clusters by their few inputs, once per snapshot; the whole list once per (outbound
   // list, inbound ports), so proxies given the same clusters get the same list (packed and interned once).
