@@ -10,7 +10,7 @@ import type { HttpFilter } from '../../gen/envoy/extensions/filters/network/http
 import type { Filter as NetworkFilter } from '../../gen/envoy/config/listener/v3/listener_components_pb.js';
 import { allocatedFor, withAllocatedAddresses } from '../../model/auto-allocate.js';
 import type { Proxy } from '../../model/proxy.js';
-import type { PushContext } from '../../model/push-context.js';
+import type { PushContext, SidecarScope } from '../../model/push-context.js';
 import { isHttpProtocol, type Service, type ServiceInstance } from '../../model/service.js';
 import { blackHoleCluster, buildInboundCluster, buildOutboundCluster, passthroughCluster } from '../../networking/cluster.js';
 import { buildLoadAssignment, type EndpointInput } from '../../networking/endpoint.js';
@@ -197,6 +197,11 @@ function http10(proxy: Proxy, opts: SidecarOptions): boolean {
   return (opts.http10 ?? false) || proxy.metadata['HTTP10'] === '1';
 }
 
+/** The ports of the scope's services by hostname, once per scope (listeners and routes read them). */
+function servicePortsOf(scope: SidecarScope): Record<string, number[]> {
+  return memo(scope, 'servicePorts', () => Object.fromEntries(scope.services.map((s) => [s.hostname, s.ports.map((p) => p.port)])));
+}
+
 /** What the `tcp`/`tls` routes of the VirtualServices the proxy sees need (a port is set per listener). */
 function l4RouteContext(proxy: Proxy, push: PushContext): L4RouteContext {
   return {
@@ -205,7 +210,7 @@ function l4RouteContext(proxy: Proxy, push: PushContext): L4RouteContext {
     proxyLabels: proxy.labels,
     virtualServices: push.traffic.virtualServicesFor(proxy.namespace).filter((v) => v.vs.spec.tcp || v.vs.spec.tls),
     domain: push.domain,
-    servicePorts: Object.fromEntries(push.sidecarScope(proxy).services.map((s) => [s.hostname, s.ports.map((p) => p.port)])),
+    servicePorts: servicePortsOf(push.sidecarScope(proxy)),
   };
 }
 
@@ -233,7 +238,7 @@ export function sidecarRoutes(proxy: Proxy, push: PushContext, names?: ReadonlyS
       outboundTrafficPolicy: scope.outboundTrafficPolicy,
       proxyLabels: proxy.labels,
       virtualServices: traffic.virtualServicesFor(proxy.namespace),
-      servicePorts: Object.fromEntries(scope.services.map((s) => [s.hostname, s.ports.map((p) => p.port)])),
+      servicePorts: servicePortsOf(scope),
       hashPolicies: hashPolicies(proxy, push),
       defaultTimeout,
     };
