@@ -14,7 +14,7 @@ import { XdsCache } from '../../src/xds/cache.js';
 import { sidecarClusters, sidecarListeners, sidecarRoutes } from '../../src/xds/generators/sidecar.js';
 import { pack } from '../../src/envoy/types.js';
 import { hcmOf, listenerByName, svc } from './envoy.js';
-import { pushOf, serviceEntry, sidecarProxy, storeOf, workloadEntry } from './fixtures.js';
+import { pushOf, serviceEntry, sidecar, sidecarProxy, storeOf, workloadEntry } from './fixtures.js';
 
 const NET = 'networking.mesh.io/v1';
 
@@ -162,4 +162,22 @@ test("CDS: scopes that see a service alike share its clusters; a DestinationRule
   const inFoo = cluster('foo', 'outbound|80||a.foo.svc.cluster.local');
   assert.equal(inFoo.circuitBreakers?.thresholds[0]?.maxConnections, 7, 'the rule applies in its own namespace');
   assert.notEqual(cluster('bar', 'outbound|80||a.foo.svc.cluster.local').circuitBreakers?.thresholds[0]?.maxConnections, 7, 'and not where it is not exported');
+});
+
+test('a new service a Sidecar hides from a proxy leaves its clusters, routes and listeners the very same objects (nothing to send)', () => {
+  const cache = new XdsCache();
+  const base = [httpService('bar', 'b'), httpService('foo', 'a'), sidecar('bar', 'own-namespace', { egress: [{ hosts: ['./*'] }] })];
+  const proxy = sidecarProxy('10.0.0.7', 'b-1', 'bar');
+  const generate = (push: PushContext) => ({
+    clusters: sidecarClusters(proxy, push, true, cache),
+    routes: sidecarRoutes(proxy, push, undefined, false, cache),
+    listeners: sidecarListeners(proxy, push, { cache }),
+  });
+  const before = generate(pushOf(base));
+  const after = generate(pushOf([...base, httpService('foo', 'c')]));
+  for (const kind of ['clusters', 'routes', 'listeners'] as const) {
+    assert.equal(after[kind].length, before[kind].length, kind);
+    after[kind].forEach((m, i) => assert.equal(m, before[kind][i], `${kind}: ${m.name}`));
+  }
+  assert.ok(!after.clusters.some((c) => c.name.includes('a.foo')), 'the Sidecar hides foo');
 });
