@@ -1,6 +1,7 @@
 // `npm run bench -- <name>`: runs one benchmark. Each prints a table; see docs/bench.md.
 const BENCHES: Record<string, { file: string; about: string }> = {
   xds: { file: './xds/discovery.js', about: 'discovery server, real pipeline: 1000 ServiceEntry services, 2000 proxies over gRPC' },
+  'xds-generation': { file: './generation.js', about: 'the generators alone (no gRPC): CPU per change for 2000 sidecars' },
   'xds-server': { file: './xds/ads-server.js', about: 'ADS server alone with fixed resources' },
   dataplane: { file: './dataplane/run.js', about: 'mesh-proxy throughput, latency, CPU and RSS (--seconds N)' },
   'policy-cost': { file: './dataplane/policy-cost.js', about: 'jwt_authn + rbac CPU per request with the dataplane bench\'s policy (REQUESTS=, ROUNDS=)' },

@@ -21,6 +21,14 @@ function keyPart(v: unknown): string {
 }
 
 /**
+ * A key of values by identity: equal keys mean the same objects (arrays: the same elements, in
+ * order) and equal primitives. Cheap, for memos within the lifetime of the objects.
+ */
+export function identityKey(...args: readonly unknown[]): string {
+  return args.map(keyPart).join('|');
+}
+
+/**
  * `fn` memoized by the identities of its arguments (an array argument by its elements'): a call
  * whose arguments are the same objects in the same order returns the earlier result. Only for pure
  * functions of immutable inputs: a changed input must be a new object. Keeps the last `size` results.
@@ -28,7 +36,7 @@ function keyPart(v: unknown): string {
 export function sameInputs<Args extends unknown[], R extends NonNullable<unknown>>(fn: (...args: Args) => R, size = 1024): (...args: Args) => R {
   const results = new LRUCache<string, R>({ max: size });
   return (...args: Args): R => {
-    const key = args.map(keyPart).join('|');
+    const key = identityKey(...args);
     let r = results.get(key);
     if (r === undefined) results.set(key, (r = fn(...args)));
     return r;

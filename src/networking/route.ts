@@ -1,9 +1,9 @@
 // RDS: an outbound route configuration per HTTP port, a virtual host per service with every name a
 // client may use for it (FQDN, short names by namespace, VIPs, each with and without the port), and
 // the inline route of inbound HTTP chains.
-import { create } from '@bufbuild/protobuf';
+import { clone, create } from '@bufbuild/protobuf';
 import { RouteConfigurationSchema, type RouteConfiguration } from '../gen/envoy/config/route/v3/route_pb.js';
-import type { VirtualHostSchema } from '../gen/envoy/config/route/v3/route_components_pb.js';
+import { VirtualHostSchema, type VirtualHost } from '../gen/envoy/config/route/v3/route_components_pb.js';
 import type { MessageInitShape } from '@bufbuild/protobuf';
 import type { OutboundTrafficMode } from '../model/push-context.js';
 import type { Service } from '../model/service.js';
@@ -41,18 +41,22 @@ export interface OutboundRouteOptions {
  */
 export function serviceDomains(service: Service, port: number, proxyNamespace: string, domain: string): string[] {
   const names = [service.hostname];
-  const suffix = `.svc.${domain}`;
-  if (service.hostname.endsWith(suffix)) {
-    const short = service.hostname.slice(0, -suffix.length);
-    const dot = short.indexOf('.');
-    if (dot > 0) {
-      const ns = short.slice(dot + 1);
-      names.push(`${short}.svc`, short);
-      if (ns === proxyNamespace) names.push(short.slice(0, dot));
-    }
+  const short = inMeshName(service.hostname, domain);
+  if (short) {
+    names.push(`${short.name}.${short.namespace}.svc`, `${short.name}.${short.namespace}`);
+    if (short.namespace === proxyNamespace) names.push(short.name);
   }
   names.push(...service.addresses.filter((a) => !a.includes('/')));
   return names.flatMap((n) => [n, `${n}:${port}`]);
+}
+
+/** `<name>.<ns>.svc.<domain>` as its name and namespace; undefined for other hosts. */
+export function inMeshName(hostname: string, domain: string): { name: string; namespace: string } | undefined {
+  const suffix = `.svc.${domain}`;
+  if (!hostname.endsWith(suffix)) return undefined;
+  const short = hostname.slice(0, -suffix.length);
+  const dot = short.indexOf('.');
+  return dot > 0 ? { name: short.slice(0, dot), namespace: short.slice(dot + 1) } : undefined;
 }
 
 function routeTo(cluster: string, hashPolicy: readonly HashPolicyInit[] = [], defaultTimeout = 0): VirtualHostInit['routes'] {
@@ -109,23 +113,45 @@ function catchAll(mode: OutboundTrafficMode): VirtualHostInit {
   };
 }
 
+/** A service's virtual host on `port`: every domain a client may use for it, and its routes. */
+export function serviceVirtualHost(s: Service, port: number, opts: OutboundRouteOptions): VirtualHost {
+  return create(VirtualHostSchema, { name: `${s.hostname}:${port}`, domains: serviceDomains(s, port, opts.proxyNamespace, opts.domain), routes: serviceRoutes(s, port, opts) });
+}
+
 /**
- * The route configuration named `<port>`: one virtual host per service having that port, then the
- * catch-all (`allow_any` to PassthroughCluster, or `block_all` answering 502). A domain already
- * claimed by an earlier service is not repeated (Envoy rejects duplicates); services are expected
- * sorted, so the outcome is stable.
+ * Whether a VirtualService with HTTP routes claims the service: its virtual host then depends on
+ * that VirtualService, the proxy's labels and the other services' ports, not only on the service.
  */
-export function buildOutboundRouteConfig(port: number, services: readonly Service[], opts: OutboundRouteOptions): RouteConfiguration {
+export function routedByVirtualService(s: Service, opts: Pick<OutboundRouteOptions, 'virtualServices'>): boolean {
+  return !!virtualServiceFor(s.hostname, opts.virtualServices ?? [])?.vs.spec.http;
+}
+
+/**
+ * The route configuration named `<port>` from the services' virtual hosts, in order, then the
+ * catch-all (`allow_any` to PassthroughCluster, or `block_all` answering 502). A domain already
+ * claimed by an earlier host is not repeated (Envoy rejects duplicates); a host left without
+ * domains is left out. Hosts are expected in service order, so the outcome is stable.
+ */
+export function outboundRouteConfig(port: number, hosts: readonly VirtualHost[], mode: OutboundTrafficMode): RouteConfiguration {
   const claimed = new Set<string>();
-  const hosts: VirtualHostInit[] = [];
-  for (const s of services) {
-    const domains = serviceDomains(s, port, opts.proxyNamespace, opts.domain).filter((d) => !claimed.has(d));
-    if (domains.length === 0) continue;
-    domains.forEach((d) => claimed.add(d));
-    hosts.push({ name: `${s.hostname}:${port}`, domains, routes: serviceRoutes(s, port, opts) });
+  const out: VirtualHost[] = [];
+  for (const host of hosts) {
+    let kept = host;
+    if (host.domains.some((d) => claimed.has(d))) {
+      kept = clone(VirtualHostSchema, host);
+      kept.domains = host.domains.filter((d) => !claimed.has(d));
+      if (kept.domains.length === 0) continue;
+    }
+    kept.domains.forEach((d) => claimed.add(d));
+    out.push(kept);
   }
-  hosts.push(catchAll(opts.outboundTrafficPolicy));
-  return create(RouteConfigurationSchema, { name: outboundRouteName(port), virtualHosts: hosts, validateClusters: false });
+  out.push(create(VirtualHostSchema, catchAll(mode)));
+  return create(RouteConfigurationSchema, { name: outboundRouteName(port), virtualHosts: out, validateClusters: false });
+}
+
+/** The route configuration named `<port>`: one virtual host per service having that port (sorted), then the catch-all. */
+export function buildOutboundRouteConfig(port: number, services: readonly Service[], opts: OutboundRouteOptions): RouteConfiguration {
+  return outboundRouteConfig(port, services.map((s) => serviceVirtualHost(s, port, opts)), opts.outboundTrafficPolicy);
 }
 
 /** The inline route of an inbound HTTP chain: everything to the local application's cluster. */

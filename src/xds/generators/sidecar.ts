@@ -5,11 +5,12 @@ import type { Cluster } from '../../gen/envoy/config/cluster/v3/cluster_pb.js';
 import type { ClusterLoadAssignment } from '../../gen/envoy/config/endpoint/v3/endpoint_pb.js';
 import type { Listener } from '../../gen/envoy/config/listener/v3/listener_pb.js';
 import type { RouteConfiguration } from '../../gen/envoy/config/route/v3/route_pb.js';
+import type { VirtualHost } from '../../gen/envoy/config/route/v3/route_components_pb.js';
 import type { HttpFilter } from '../../gen/envoy/extensions/filters/network/http_connection_manager/v3/http_connection_manager_pb.js';
 import type { Filter as NetworkFilter } from '../../gen/envoy/config/listener/v3/listener_components_pb.js';
 import { allocatedFor, withAllocatedAddresses } from '../../model/auto-allocate.js';
 import type { Proxy } from '../../model/proxy.js';
-import type { PushContext } from '../../model/push-context.js';
+import type { PushContext, SidecarScope } from '../../model/push-context.js';
 import { isHttpProtocol, type Service, type ServiceInstance } from '../../model/service.js';
 import { blackHoleCluster, buildInboundCluster, buildOutboundCluster, passthroughCluster } from '../../networking/cluster.js';
 import { buildLoadAssignment, type EndpointInput } from '../../networking/endpoint.js';
@@ -17,13 +18,13 @@ import { bindsOwnListener, inboundPorts } from '../../networking/inbound.js';
 import { buildIngressListeners, buildOutboundListeners, buildVirtualInbound, buildVirtualOutbound, sniffedProtocol, type InboundOptions, type ListenerConflict } from '../../networking/listener.js';
 import { usesAutoAllocation } from '../../networking/name-table.js';
 import { LOCALHOST, outboundClusterName, WILDCARD_ADDRESS } from '../../networking/names.js';
-import { buildOutboundRouteConfig } from '../../networking/route.js';
+import { inMeshName, outboundRouteConfig, routedByVirtualService, serviceVirtualHost, type OutboundRouteOptions } from '../../networking/route.js';
 import { clusterVariants, routeHashPolicy, ruleTraffic } from '../../networking/traffic-policy.js';
 import type { HashPolicyInit } from '../../networking/http-route.js';
 import { labelsMatch } from '../../model/selection.js';
 import type { PathNormalization } from '../../networking/common.js';
 import { cacheKey, memo, memoPair, type XdsCache } from '../cache.js';
-import { perObject } from '../../common/same-inputs.js';
+import { identityKey, perObject } from '../../common/same-inputs.js';
 import { clusterMtls, inboundMtls, type MeshMtlsSettings } from './mtls.js';
 import { portMtlsMode } from '../../security/mtls/peer-authentication.js';
 import { TLS_MODE_LABEL } from '../../networking/outbound-mtls.js';
@@ -87,12 +88,17 @@ function cached<T>(cache: XdsCache | undefined, key: () => [kind: string, ...inp
   return cache ? cache.cached(key, build) : build();
 }
 
+/** The same with a key made by the caller: its parts already hashes, identities or small values. */
+function getOrBuild<T>(cache: XdsCache | undefined, key: string, build: () => T): T {
+  return cache ? cache.getOrBuild(key, build) : build();
+}
+
 /**
- * An HTTP filter's part of a dependency key, hashed once per filter object: the security filters
- * are shared by the proxies the same policies select, and their packed configs (a large RBAC
- * config, say) would otherwise be serialized into every proxy's inbound listener key.
+ * An HTTP or network filter's part of a dependency key, hashed once per filter object: the security
+ * filters are shared by the proxies the same policies select, and their packed configs (a large
+ * RBAC config, say) would otherwise be serialized into every proxy's inbound listener key.
  */
-const filterKey = perObject((f: HttpFilter) => cacheKey('http-filter', f));
+const filterKey = perObject((f: HttpFilter | NetworkFilter) => cacheKey('filter', f));
 
 /**
  * A service's part of a dependency key, hashed once per Service object (services are immutable and
@@ -139,7 +145,8 @@ export function sidecarListeners(proxy: Proxy, push: PushContext, opts: SidecarO
   const sniffing = opts.outboundSniffing ?? false;
   const perPod = cap && (opts.headlessPodListeners ?? false);
   const accept10 = http10(proxy, opts);
-  const outbound = memo(scope, `lds:${cap}:${sniffing}:${usesAutoAllocation(proxy)}:${opts.pathNormalization ?? ''}:${perPod}:${push.traffic.sourceLabelsKey(proxy)}:${accept10}`, () => {
+  const outboundKey = `lds:${cap}:${sniffing}:${usesAutoAllocation(proxy)}:${opts.pathNormalization ?? ''}:${perPod}:${push.traffic.sourceLabelsKey(proxy)}:${accept10}`;
+  const outbound = memo(scope, outboundKey, () => {
     const services = outboundServices(proxy, push);
     const listenerOpts = {
       bind: cap ? WILDCARD_ADDRESS : LOCALHOST,
@@ -153,27 +160,46 @@ export function sidecarListeners(proxy: Proxy, push: PushContext, opts: SidecarO
     return cached(opts.cache, () => ['lds-outbound', services.map(serviceKey), listenerOpts], () => buildOutboundListeners(services, listenerOpts));
   });
   outbound.conflicts.forEach((c) => opts.onConflict?.(c));
-  // The inbound side is the proxy's own (its ports, the policies selecting it): built per proxy,
-  // through the cache so that proxies with equal inputs share one message.
-  // Ports bound by a listener of their own (a Sidecar ingress listener decides per port) and those
-  // reached through capture (virtualInbound's chains).
-  const own = inboundPortList.filter((p) => bindsOwnListener(p, cap));
-  const redirected = inboundPortList.filter((p) => !bindsOwnListener(p, cap));
-  const inboundKey = (): object => ({ ...inboundOpts, httpFilters: (inboundOpts.httpFilters ?? []).map(filterKey) });
-  const ingress = own.length > 0 ? cached(opts.cache, () => ['lds-ingress', own, inboundKey()], () => buildIngressListeners(own, inboundOpts)) : [];
-  if (!cap) return [...ingress, ...outbound.listeners];
-  // The proxy's own Pod gets no outbound listener of its own address (the inbound side has it), as the Go mesh.
-  const ownIp = proxy.ipAddresses[0];
-  const outboundListeners = perPod && ownIp ? outbound.listeners.filter((l) => !l.name.startsWith(`${ownIp}_`)) : outbound.listeners;
-  const mode = scope.outboundTrafficPolicy;
   const tproxy = proxy.interceptionMode === 'TPROXY';
-  const virtualOutbound = memo(scope, `virtualOutbound:${tproxy}`, () => cached(opts.cache, () => ['virtualOutbound', mode, tproxy], () => buildVirtualOutbound(mode, tproxy)));
-  return [virtualOutbound, cached(opts.cache, () => ['virtualInbound', redirected, inboundKey()], () => buildVirtualInbound(redirected, inboundOpts)), ...ingress, ...outboundListeners];
+  // The proxy's own part (its ports, the filters of the policies selecting it, its mTLS) by a cheap
+  // key: ports and options by value, filters by identity (the security builders share them between
+  // the proxies the same policies select). Proxies with equal inputs get one list, and its
+  // dependency keys (which hash every input, packed RBAC configs included) are computed once per
+  // distinct inputs per snapshot instead of once per proxy (on the scope: it goes with the snapshot).
+  const { httpFilters = [], networkFilters = [], ...inboundValues } = inboundOpts;
+  // The proxy's own Pod gets no outbound listener of its own address (the inbound side has it), as
+  // the Go mesh: the address is an input only where such a listener exists (a headless service's Pod).
+  const ip = perPod ? proxy.ipAddresses[0] : undefined;
+  const ownIp = ip && listenerAddresses(outbound.listeners).has(ip) ? ip : '';
+  const proxyKey = `${outboundKey}|${tproxy}:${ownIp}:${JSON.stringify([inboundPortList, inboundValues])}:${identityKey(httpFilters, networkFilters)}`;
+  return memo(scope, proxyKey, () => {
+    // Ports bound by a listener of their own (a Sidecar ingress listener decides per port) and those
+    // reached through capture (virtualInbound's chains).
+    const own = inboundPortList.filter((p) => bindsOwnListener(p, cap));
+    const redirected = inboundPortList.filter((p) => !bindsOwnListener(p, cap));
+    const inboundKey = (): object => ({ ...inboundValues, httpFilters: httpFilters.map(filterKey), networkFilters: networkFilters.map(filterKey) });
+    const ingress = own.length > 0 ? cached(opts.cache, () => ['lds-ingress', own, inboundKey()], () => buildIngressListeners(own, inboundOpts)) : [];
+    if (!cap) return [...ingress, ...outbound.listeners];
+    const outboundListeners = ownIp ? outbound.listeners.filter((l) => !l.name.startsWith(`${ownIp}_`)) : outbound.listeners;
+    const mode = scope.outboundTrafficPolicy;
+    const virtualOutbound = memo(scope, `virtualOutbound:${tproxy}`, () => cached(opts.cache, () => ['virtualOutbound', mode, tproxy], () => buildVirtualOutbound(mode, tproxy)));
+    return [virtualOutbound, cached(opts.cache, () => ['virtualInbound', redirected, inboundKey()], () => buildVirtualInbound(redirected, inboundOpts)), ...ingress, ...outboundListeners];
+  });
+}
+
+/** What precedes the first `_` of the listeners' names (`<address>_<port>`), once per listener list. */
+function listenerAddresses(listeners: readonly Listener[]): ReadonlySet<string> {
+  return memo(listeners, 'addresses', () => new Set(listeners.map((l) => l.name.slice(0, l.name.indexOf('_')))));
 }
 
 /** PILOT_HTTP10, or the proxy's own HTTP10 metadata set to "1", as the Go mesh reads them. */
 function http10(proxy: Proxy, opts: SidecarOptions): boolean {
   return (opts.http10 ?? false) || proxy.metadata['HTTP10'] === '1';
+}
+
+/** The ports of the scope's services by hostname, once per scope (listeners and routes read them). */
+function servicePortsOf(scope: SidecarScope): Record<string, number[]> {
+  return memo(scope, 'servicePorts', () => Object.fromEntries(scope.services.map((s) => [s.hostname, s.ports.map((p) => p.port)])));
 }
 
 /** What the `tcp`/`tls` routes of the VirtualServices the proxy sees need (a port is set per listener). */
@@ -184,7 +210,7 @@ function l4RouteContext(proxy: Proxy, push: PushContext): L4RouteContext {
     proxyLabels: proxy.labels,
     virtualServices: push.traffic.virtualServicesFor(proxy.namespace).filter((v) => v.vs.spec.tcp || v.vs.spec.tls),
     domain: push.domain,
-    servicePorts: Object.fromEntries(push.sidecarScope(proxy).services.map((s) => [s.hostname, s.ports.map((p) => p.port)])),
+    servicePorts: servicePortsOf(push.sidecarScope(proxy)),
   };
 }
 
@@ -206,22 +232,45 @@ export function sidecarRoutes(proxy: Proxy, push: PushContext, names?: ReadonlyS
         else byPort.set(p.port, [s]);
       }
     }
-    const opts = {
+    const opts: OutboundRouteOptions = {
       domain: push.domain,
       proxyNamespace: proxy.namespace,
       outboundTrafficPolicy: scope.outboundTrafficPolicy,
       proxyLabels: proxy.labels,
       virtualServices: traffic.virtualServicesFor(proxy.namespace),
-      servicePorts: Object.fromEntries(scope.services.map((s) => [s.hostname, s.ports.map((p) => p.port)])),
+      servicePorts: servicePortsOf(scope),
       hashPolicies: hashPolicies(proxy, push),
       defaultTimeout,
     };
+    let hashedOpts: string | undefined;
+    const optsKey = (): string => (hashedOpts ??= cacheKey('rds-options', opts));
     return [...byPort.entries()]
       .sort(([a], [b]) => a - b)
-      .map(([port, services]) => cached(cache, () => ['rds', port, services.map(serviceKey), opts], () => buildOutboundRouteConfig(port, services, opts)));
+      .map(([port, services]) => {
+        // Incremental: each service's virtual host by its own inputs, the configuration by its
+        // hosts' identities, so a push that changes one service builds one host (and the
+        // configurations that hold it), not every host of every scope.
+        const hosts = services.map((s) => virtualHost(s, port, opts, cache, optsKey));
+        return getOrBuild(cache, `rds:${port}:${opts.outboundTrafficPolicy}:${identityKey(hosts)}`, () => outboundRouteConfig(port, hosts, opts.outboundTrafficPolicy));
+      });
   });
   // One list per (snapshot scope, name set), as for EDS.
   return names ? memoPair(all, names, () => all.filter((r) => names.has(r.name))) : all;
+}
+
+/**
+ * A service's virtual host on a port through the dependency tier. Without a VirtualService it reads
+ * the service, the port, whether its bare name resolves from the proxy's namespace, its cluster's
+ * hash policy and the default timeout: hosts are shared by every scope and kept across snapshots.
+ * A VirtualService's routes read every option (the proxy's labels, the other services' ports), so
+ * those hosts are keyed by all of them, hashed once per configuration (`optsKey`).
+ */
+function virtualHost(s: Service, port: number, opts: OutboundRouteOptions, cache: XdsCache | undefined, optsKey: () => string): VirtualHost {
+  if (routedByVirtualService(s, opts)) return getOrBuild(cache, `vhost-vs:${serviceKey(s)}:${port}:${optsKey()}`, () => serviceVirtualHost(s, port, opts));
+  const bareName = inMeshName(s.hostname, opts.domain)?.namespace === opts.proxyNamespace;
+  const hashPolicy = opts.hashPolicies?.[outboundClusterName(port, s.hostname)] ?? [];
+  const key = `vhost:${serviceKey(s)}:${port}:${opts.domain}:${bareName}:${opts.defaultTimeout ?? 0}:${hashPolicy.length > 0 ? cacheKey('hash', hashPolicy) : ''}`;
+  return getOrBuild(cache, key, () => serviceVirtualHost(s, port, opts));
 }
 
 /** Route hash policies of the clusters whose DestinationRule balances by consistent hash. */
@@ -242,23 +291,31 @@ export function hashPolicies(proxy: Proxy, push: PushContext): Record<string, Ha
 
 /** Outbound clusters of every visible service port, inbound clusters, BlackHole and Passthrough. */
 export function sidecarClusters(proxy: Proxy, push: PushContext, withInbound = true, cache?: XdsCache, mtlsSettings?: MeshMtlsSettings): Cluster[] {
+  // Auto mTLS settings for a proxy with a workload certificate only (clusterMtls).
+  const mtlsOf = proxy.meshMtls ? mtlsSettings : undefined;
+  const mtlsOn = mtlsOf !== undefined;
   // Routers read a DestinationRule's tls.credentialName, sidecars do not: their clusters differ.
   const gateway = proxy.type === 'router';
-  const outbound = memo(push.sidecarScope(proxy), `cds:${push.traffic.selectorKey(proxy)}:${!!(mtlsSettings && proxy.meshMtls)}:${gateway}`, () =>
-    push.sidecarScope(proxy).services.flatMap((s) =>
-      s.ports.flatMap((p) =>
-        clusterVariants(ruleTraffic(push.traffic.destinationRule(proxy, s.hostname, s.namespace)), p.port).map((v) => {
-          const instances = subsetInstances(push.instances(s, p.port), v.labels);
-          const endpoints = toEndpoints(instances);
-          // EDS clusters do not carry their endpoints: leaving them out of the key keeps the
-          // cluster (and its version) when only endpoints change.
-          const keyEndpoints = s.resolution === 'STATIC' ? [] : endpoints;
-          const mtls = mtlsSettings ? clusterMtls(proxy, push, s, instances, mtlsSettings) : undefined;
-          const traffic = { ...v, ...(mtls ? { mtls } : {}) };
-          return cached(cache, () => ['cds', serviceKey(s), p, keyEndpoints, v.subset, v.policy, mtls, gateway], () => buildOutboundCluster(s, p, endpoints, { gateway }, traffic));
-        }),
-      ),
-    ),
+  const outbound = memo(push.sidecarScope(proxy), `cds:${push.traffic.selectorKey(proxy)}:${mtlsOn}:${gateway}`, () =>
+    push.sidecarScope(proxy).services.flatMap((s) => {
+      const rule = ruleTraffic(push.traffic.destinationRule(proxy, s.hostname, s.namespace));
+      // A service's clusters read the service, its rule and whether the proxy has mTLS: built (and
+      // keyed) once per snapshot for every scope that sees them alike, not once per scope.
+      return memo(push, `cds-service:${serviceKey(s)}:${rule ? JSON.stringify(rule) : ''}:${mtlsOn}:${gateway}`, () =>
+        s.ports.flatMap((p) =>
+          clusterVariants(rule, p.port).map((v) => {
+            const instances = subsetInstances(push.instances(s, p.port), v.labels);
+            const endpoints = toEndpoints(instances);
+            // EDS clusters do not carry their endpoints: leaving them out of the key keeps the
+            // cluster (and its version) when only endpoints change.
+            const keyEndpoints = s.resolution === 'STATIC' ? [] : endpoints;
+            const mtls = mtlsOf ? clusterMtls(proxy, push, s, instances, mtlsOf) : undefined;
+            const traffic = { ...v, ...(mtls ? { mtls } : {}) };
+            return cached(cache, () => ['cds', serviceKey(s), p, keyEndpoints, v.subset, v.policy, mtls, gateway], () => buildOutboundCluster(s, p, endpoints, { gateway }, traffic));
+          }),
+        ),
+      );
+    }),
   );
   // Inbound clusters by their few inputs, once per snapshot; the whole list once per (outbound
   // list, inbound ports), so proxies given the same clusters get the same list (packed and interned once).
