@@ -7,7 +7,7 @@ import type { Socket } from 'node:net';
 import { Writable } from 'node:stream';
 import type { OutgoingHttpHeaders } from 'node:http';
 import type { DownstreamResponse, HeaderMap, UpstreamBody, UpstreamEvents, UpstreamExchange } from '../http-codec.js';
-import { endToEnd, trailerMap } from '../http-codec.js';
+import { isEndToEnd } from '../http-codec.js';
 import { ResponseParseError, ResponseParser, type ResponseSink } from './response-parser.js';
 
 /** A new connection to the endpoint, and the event that says it can carry a request. */
@@ -207,12 +207,14 @@ export class Http1Connection implements ResponseSink {
   }
 }
 
-/** A response header block as a header map: lower-case names, repeated fields as arrays. */
-function headerObject(pairs: string[]): Record<string, string | string[]> {
-  const h: Record<string, string | string[]> = {};
+/** The end-to-end fields of a header block as a header map: repeated fields as arrays; undefined if none. */
+function endToEndMap(pairs: string[]): HeaderMap | undefined {
+  let h: HeaderMap | undefined;
   for (let i = 0; i < pairs.length; i += 2) {
     const k = pairs[i]!;
     const v = pairs[i + 1]!;
+    if (!isEndToEnd(k, v)) continue;
+    h ??= {};
     const cur = h[k];
     h[k] = cur === undefined ? v : typeof cur === 'string' ? [cur, v] : [...cur, v];
   }
@@ -305,7 +307,7 @@ export class ClientExchange implements UpstreamExchange, UpstreamBody {
   onHead(status: number, message: string, pairs: string[]): void {
     if (this.finished) return;
     this.answered = true;
-    this.ev.head({ status, message, headers: endToEnd(headerObject(pairs)), endStream: false }, this);
+    this.ev.head({ status, message, headers: endToEndMap(pairs) ?? {}, endStream: false }, this);
   }
 
   onData(chunk: Buffer): void {
@@ -323,7 +325,7 @@ export class ClientExchange implements UpstreamExchange, UpstreamBody {
     // The request's body is still coming: the connection cannot be reused.
     if (!this.requestDone) this.destroy();
     else this.settle();
-    done?.(trailers ? trailerMap(headerObject(trailers)) : undefined);
+    done?.(trailers ? endToEndMap(trailers) : undefined);
   }
 
   fail(e: Error): void {
