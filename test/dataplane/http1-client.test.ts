@@ -28,6 +28,8 @@ const RESPONSES: Record<string, string | ((socket: Socket, nth: number) => void)
   '/obs-fold': 'HTTP/1.1 200 OK\r\nx-a: one\r\n two\r\ncontent-length: 0\r\n\r\n',
   '/bad-chunk': 'HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\nzz\r\nhello\r\n0\r\n\r\n',
   '/continue-first': 'HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 201 Created\r\ncontent-length: 4\r\n\r\ndone',
+  // A HEAD response announces the length of the body a GET would get, and sends none.
+  '/head': 'HTTP/1.1 200 OK\r\ncontent-length: 5\r\n\r\n',
   '/cut-short': (socket) => socket.end('HTTP/1.1 200 OK\r\ncontent-length: 10\r\n\r\nhello'),
   // Answers the first request of a connection and drops the connection on the second, unanswered:
   // what a keep-alive connection the upstream closed while it was idle looks like to a client.
@@ -154,6 +156,15 @@ describe('HTTP/1.1 upstream client: keep-alive', () => {
     await assert.rejects(send('/cut-short'));
     assert.equal((await send('/ok')).body, 'hello');
     assert.equal(connections, 4);
+  });
+
+  it('reads no body after the head of a HEAD response, then reuses the connection', async () => {
+    const r = await send('/head', 'HEAD');
+    assert.equal(r.status, 200);
+    assert.equal(r.headers['content-length'], '5');
+    assert.equal(r.body, '');
+    assert.equal((await send('/ok')).body, 'hello');
+    assert.equal(connections, 1);
   });
 
   it('passes a chunked response with its trailers, skips a 1xx before the final response', async () => {
