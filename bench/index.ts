@@ -3,6 +3,7 @@ const BENCHES: Record<string, { file: string; about: string }> = {
   xds: { file: './xds/discovery.js', about: 'discovery server, real pipeline: 1000 ServiceEntry services, 2000 proxies over gRPC' },
   'xds-server': { file: './xds/ads-server.js', about: 'ADS server alone with fixed resources' },
   dataplane: { file: './dataplane/run.js', about: 'mesh-proxy throughput, latency, CPU and RSS (--seconds N)' },
+  'hcm-alone': { file: './dataplane/hcm-alone.js', about: 'the connection manager alone, CPU per request over rounds, for A/B runs (--seconds N --rounds N --policy)' },
   'rbac-scale': { file: './dataplane/rbac-scale.js', about: 'RBAC decision time with a 6000-rule AuthorizationPolicy (RULES=, REQUESTS=)' },
 };
 
