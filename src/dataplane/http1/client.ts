@@ -18,7 +18,7 @@ const IDEMPOTENT = new Set(['GET', 'HEAD', 'OPTIONS', 'PUT', 'DELETE', 'TRACE'])
 /** A header value that could split the head. */
 const UNSAFE_VALUE = /[\r\n\0]/;
 
-/** The request head, or an error naming the header whose value cannot be sent. */
+/** The request head; throws naming a header whose value could split it (CR, LF, NUL). */
 export function requestHead(method: string, path: string, headers: OutgoingHttpHeaders): string {
   let head = `${method} ${path} HTTP/1.1\r\n`;
   for (const name in headers) {
@@ -41,14 +41,18 @@ export function requestHead(method: string, path: string, headers: OutgoingHttpH
 /** The idle keep-alive connections of one pool key (endpoint, original source, ALPN), newest first used. */
 export class ConnectionList {
   private readonly idle: Http1Connection[] = [];
+  /** Every open connection, idle or busy, for destroy(). */
+  private readonly open = new Set<Http1Connection>();
   private retired = false;
 
-  constructor(private readonly open: OpenConnection) {}
+  constructor(private readonly connect: OpenConnection) {}
 
   /** An idle connection, or a new one. */
   acquire(): Http1Connection {
     for (let c = this.idle.pop(); c; c = this.idle.pop()) if (c.usable) return c.take();
-    return new Http1Connection(this.open(), this);
+    const c = new Http1Connection(this.connect(), this);
+    this.open.add(c);
+    return c;
   }
 
   /** A connection whose exchange ended cleanly: kept for the next request unless the list is retired. */
@@ -57,7 +61,9 @@ export class ConnectionList {
     else this.idle.push(c.park());
   }
 
+  /** The connection closed. */
   forget(c: Http1Connection): void {
+    this.open.delete(c);
     const i = this.idle.indexOf(c);
     if (i >= 0) this.idle.splice(i, 1);
   }
@@ -68,8 +74,10 @@ export class ConnectionList {
     for (const c of this.idle.splice(0)) c.close();
   }
 
+  /** Every connection closes, busy ones too (their exchanges fail). */
   destroy(): void {
     this.retire();
+    for (const c of [...this.open]) c.socket.destroy();
   }
 }
 
