@@ -1,6 +1,6 @@
 // How the router reaches an upstream cluster: the cluster's endpoints and its connection pools
-// (HTTP/1.1 over undici and node:http, HTTP/2 sessions), every connection within its connect
-// timeout. The cluster manager (clusters.ts) builds these from CDS/EDS.
+// (HTTP/1.1 over the proxy's own client, node:http and undici, HTTP/2 sessions), every connection
+// within its connect timeout. The cluster manager (clusters.ts) builds these from CDS/EDS.
 import { Agent, type ClientRequestArgs } from 'node:http';
 import { connect as h2connect, type ClientHttp2Session } from 'node:http2';
 import { createConnection, type NetConnectOpts, type Socket } from 'node:net';
@@ -10,6 +10,7 @@ import type { RequestView } from '../envoy/request.js';
 import type { CircuitBreaker } from './cluster-health.js';
 import { bindsOriginalSrc, originalSrcSocket, type OriginalSource } from './original-src.js';
 import type { UpstreamTls } from './tls/upstream.js';
+import { ConnectionList } from './http1/client.js';
 import { Pool } from './undici-pool.js';
 
 export interface Endpoint {
@@ -114,16 +115,18 @@ class UpstreamAgent extends Agent {
 }
 
 /**
- * A cluster's HTTP/1.1 connections: an undici pool per endpoint (keep-alive, unbounded, no
- * timeouts of its own: the route's timeout applies) for requests whose body has a known length
- * or none, and a node:http agent for chunked requests, as undici cannot send request trailers.
- * Every new connection is counted and gives up after the connect timeout.
+ * A cluster's HTTP/1.1 connections: the proxy's own keep-alive connections per endpoint
+ * (http1/client.ts; unbounded, no timeouts of their own: the route's timeout applies) for requests
+ * whose body has a known length or none, a node:http agent for chunked and `Expect` requests, and
+ * an undici pool per endpoint for the ext_authz HTTP check. Every new connection is counted and
+ * gives up after the connect timeout.
  */
 export class Http1Pool {
   readonly agent: UpstreamAgent;
   /** The keep-alive agents of requests with an ALPN override, by that ALPN. */
   private readonly alpnAgents = new Map<string, UpstreamAgent>();
   private readonly pools = new Map<string, Pool>();
+  private readonly lists = new Map<string, ConnectionList>();
   private retired = false;
 
   constructor(
@@ -151,9 +154,27 @@ export class Http1Pool {
     return pool;
   }
 
+  /**
+   * The keep-alive connections of the proxy's own HTTP/1.1 client (http1/client.ts) to an
+   * endpoint, per original source and ALPN override as the undici pools.
+   */
+  connections(ep: Endpoint, source?: OriginalSource, override?: readonly string[]): ConnectionList {
+    const alpn = this.transportOf(ep)?.alpnFor(override);
+    const key = poolKey(ep, source, alpn);
+    const existing = this.lists.get(key);
+    if (existing) return existing;
+    const list = new ConnectionList(() => this.connect({ host: ep.host, port: ep.port }, source, alpn));
+    // A retired pool serves the request it is asked for; the connection closes once that is done.
+    if (this.retired) list.retire();
+    else this.lists.set(key, list);
+    return list;
+  }
+
   /** In-flight requests finish; no connection is kept or opened for reuse. */
   retire(): void {
     this.retired = true;
+    for (const l of this.lists.values()) l.retire();
+    this.lists.clear();
     this.agent.retire();
     for (const a of this.alpnAgents.values()) a.retire();
     for (const p of this.pools.values()) void p.close();
@@ -161,6 +182,8 @@ export class Http1Pool {
   }
 
   destroy(): void {
+    for (const l of this.lists.values()) l.destroy();
+    this.lists.clear();
     this.agent.destroy();
     for (const a of this.alpnAgents.values()) a.destroy();
     this.alpnAgents.clear();

@@ -10,6 +10,7 @@ import type { StreamRequest } from '../../envoy/request.js';
 import type { ClusterManager } from '../clusters.js';
 import type { Endpoint, UpstreamCluster } from '../upstream-pools.js';
 import { http1Exchange } from '../http1-exchange.js';
+import { ResponseParseError } from '../http1/response-parser.js';
 import {
   bodyFraming,
   http2Exchange,
@@ -59,6 +60,14 @@ const CONNECT_FAILURE: LocalReply = {
   body: 'upstream connect error or disconnect/reset before headers. reset reason: connection failure',
   headers: {},
   details: 'upstream_reset_before_response_started{connection_failure}',
+};
+
+/** Envoy's answer when the upstream's response is not valid HTTP (a reset for protocol error: 502). */
+const PROTOCOL_ERROR: LocalReply = {
+  status: 502,
+  body: 'upstream connect error or disconnect/reset before headers. reset reason: protocol error',
+  headers: {},
+  details: 'upstream_reset_before_response_started{protocol_error}',
 };
 
 /** Envoy's answer when a circuit breaker overflows. */
@@ -292,7 +301,7 @@ export class Router {
           clearTimeout(tryTimer);
           log.debug(`upstream ${cluster.name} ${endpoint.host}:${endpoint.port} failed: ${e.message}`);
           cluster.report?.(endpoint, 'failure');
-          if (!(mayRetry() && retry!.retriableFailure(failureOf(e)) && again())) reply(CONNECT_FAILURE);
+          if (!(mayRetry() && retry!.retriableFailure(failureOf(e)) && again())) reply(e instanceof ResponseParseError ? PROTOCOL_ERROR : CONNECT_FAILURE);
         },
         head(up, body) {
           if (state === 'abandoned' || answered) {

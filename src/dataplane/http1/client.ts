@@ -1,0 +1,356 @@
+// The proxy's own HTTP/1.1 keep-alive client for the common upstream request (no body, or one of
+// known length, no `Expect`): the head (and a body already at hand) goes out in one write, the
+// response is parsed by response-parser.ts and its body written straight into the downstream
+// response. A connection goes back to its endpoint's idle list only when both the request and the
+// response were complete and the response allowed it; anything else closes it.
+import type { Socket } from 'node:net';
+import { Writable } from 'node:stream';
+import type { OutgoingHttpHeaders } from 'node:http';
+import type { DownstreamResponse, HeaderMap, UpstreamBody, UpstreamEvents, UpstreamExchange } from '../http-codec.js';
+import { isEndToEnd } from '../http-codec.js';
+import { ResponseParseError, ResponseParser, type ResponseSink } from './response-parser.js';
+
+/** A new connection to the endpoint, and the event that says it can carry a request. */
+export type OpenConnection = () => { socket: Socket; ready: 'connect' | 'secureConnect' };
+
+/** Methods a client may send again after a reused connection closed before answering (RFC 9110 9.2.2). */
+const IDEMPOTENT = new Set(['GET', 'HEAD', 'OPTIONS', 'PUT', 'DELETE', 'TRACE']);
+/** A header value that could split the head. */
+const UNSAFE_VALUE = /[\r\n\0]/;
+
+/** The request head; throws naming a header whose value could split it (CR, LF, NUL). */
+export function requestHead(method: string, path: string, headers: OutgoingHttpHeaders): string {
+  let head = `${method} ${path} HTTP/1.1\r\n`;
+  for (const name in headers) {
+    const v = headers[name];
+    if (v === undefined) continue;
+    if (typeof v === 'object') {
+      for (const one of v) {
+        if (UNSAFE_VALUE.test(one)) throw new Error(`invalid character in header ${name}`);
+        head += `${name}: ${one}\r\n`;
+      }
+    } else {
+      const one = String(v);
+      if (UNSAFE_VALUE.test(one)) throw new Error(`invalid character in header ${name}`);
+      head += `${name}: ${one}\r\n`;
+    }
+  }
+  return `${head}\r\n`;
+}
+
+/** The idle keep-alive connections of one pool key (endpoint, original source, ALPN), newest first used. */
+export class ConnectionList {
+  private readonly idle: Http1Connection[] = [];
+  /** Every open connection, idle or busy, for destroy(). */
+  private readonly open = new Set<Http1Connection>();
+  private retired = false;
+
+  constructor(private readonly connect: OpenConnection) {}
+
+  /** An idle connection, or a new one. */
+  acquire(): Http1Connection {
+    for (let c = this.idle.pop(); c; c = this.idle.pop()) if (c.usable) return c.take();
+    const c = new Http1Connection(this.connect(), this);
+    this.open.add(c);
+    return c;
+  }
+
+  /** A connection whose exchange ended cleanly: kept for the next request unless the list is retired. */
+  release(c: Http1Connection): void {
+    if (this.retired) c.close();
+    else this.idle.push(c.park());
+  }
+
+  /** The connection closed. */
+  forget(c: Http1Connection): void {
+    this.open.delete(c);
+    const i = this.idle.indexOf(c);
+    if (i >= 0) this.idle.splice(i, 1);
+  }
+
+  /** Idle connections close; busy ones close once their exchange ends. */
+  retire(): void {
+    this.retired = true;
+    for (const c of this.idle.splice(0)) c.close();
+  }
+
+  /** Every connection closes, busy ones too (their exchanges fail). */
+  destroy(): void {
+    this.retire();
+    for (const c of [...this.open]) c.socket.destroy();
+  }
+}
+
+/** One upstream connection: requests one after another, each answered before the next is sent. */
+export class Http1Connection implements ResponseSink {
+  readonly socket: Socket;
+  private ready = false;
+  /** Written before the connection was ready (TLS: before the server was verified). */
+  private queued: (string | Buffer)[] = [];
+  /** Request body writers waiting for the socket to drain. */
+  private waiting: (() => void)[] = [];
+  private readonly parser = new ResponseParser(this);
+  private exchange: ClientExchange | undefined;
+  /** Requests this connection carried before the current one. */
+  reuses = 0;
+  private closed = false;
+
+  constructor(
+    opened: { socket: Socket; ready: 'connect' | 'secureConnect' },
+    private readonly home: ConnectionList,
+  ) {
+    const socket = (this.socket = opened.socket);
+    socket.once(opened.ready, () => {
+      this.ready = true;
+      socket.setKeepAlive(true, 60_000);
+      socket.cork();
+      for (const q of this.queued.splice(0)) socket.write(q);
+      socket.uncork();
+      if (!socket.writableNeedDrain) this.wake();
+    });
+    socket.on('drain', () => this.wake());
+    socket.on('data', (d: Buffer) => this.onBytes(d));
+    socket.on('end', () => this.onEof());
+    socket.on('error', (e) => this.onClosed(e));
+    socket.on('close', () => this.onClosed(new Error('upstream connection closed')));
+  }
+
+  get usable(): boolean {
+    return !this.closed && !this.socket.destroyed && this.socket.readable;
+  }
+
+  take(): this {
+    this.reuses++;
+    this.socket.ref();
+    return this;
+  }
+
+  /** Idle: an idle pooled connection must not keep the process alive. */
+  park(): this {
+    this.socket.unref();
+    return this;
+  }
+
+  begin(ex: ClientExchange, headRequest: boolean): void {
+    this.exchange = ex;
+    this.parser.expect(headRequest);
+  }
+
+  /** Writes (one write for all of `data`); false: wait with `whenDrained` before writing more. */
+  write(...data: (string | Buffer)[]): boolean {
+    if (!this.ready) {
+      this.queued.push(...data);
+      return false;
+    }
+    if (data.length === 1) return this.socket.write(data[0]!);
+    this.socket.cork();
+    for (const d of data) this.socket.write(d);
+    this.socket.uncork();
+    return !this.socket.writableNeedDrain;
+  }
+
+  /** Calls `cb` once the connection takes more (or is gone). */
+  whenDrained(cb: () => void): void {
+    if (this.closed) cb();
+    else this.waiting.push(cb);
+  }
+
+  private wake(): void {
+    for (const cb of this.waiting.splice(0)) cb();
+  }
+
+  /** The exchange is over (request and response complete): back to the list or closed. */
+  done(): void {
+    this.exchange = undefined;
+    if (this.parser.reusable && this.usable) this.home.release(this);
+    else this.close();
+  }
+
+  close(): void {
+    this.closed = true;
+    this.exchange = undefined;
+    this.socket.destroy();
+    this.wake();
+  }
+
+  onHead(status: number, message: string, pairs: string[]): void {
+    this.exchange?.onHead(status, message, pairs);
+  }
+
+  onData(chunk: Buffer): void {
+    this.exchange?.onData(chunk);
+  }
+
+  onEnd(trailers: string[] | undefined): void {
+    this.exchange?.onEnd(trailers);
+  }
+
+  private onBytes(d: Buffer): void {
+    try {
+      this.parser.execute(d);
+    } catch (e) {
+      const ex = this.exchange;
+      this.close();
+      ex?.fail(e as Error);
+    }
+  }
+
+  private onEof(): void {
+    try {
+      this.parser.finishAtEof();
+      if (!this.exchange) this.close();
+    } catch (e) {
+      this.onClosed(e as Error);
+    }
+  }
+
+  private onClosed(e: Error): void {
+    const ex = this.exchange;
+    this.closed = true;
+    this.exchange = undefined;
+    this.home.forget(this);
+    this.socket.destroy();
+    this.wake();
+    ex?.fail(e);
+  }
+}
+
+/** The end-to-end fields of a header block as a header map: repeated fields as arrays; undefined if none. */
+function endToEndMap(pairs: string[]): HeaderMap | undefined {
+  let h: HeaderMap | undefined;
+  for (let i = 0; i < pairs.length; i += 2) {
+    const k = pairs[i]!;
+    const v = pairs[i + 1]!;
+    if (!isEndToEnd(k, v)) continue;
+    h ??= {};
+    const cur = h[k];
+    h[k] = cur === undefined ? v : typeof cur === 'string' ? [cur, v] : [...cur, v];
+  }
+  return h;
+}
+
+export interface ClientRequest {
+  readonly method: string;
+  readonly path: string;
+  readonly headers: OutgoingHttpHeaders;
+  /** Whether a body of `content-length` bytes follows (written through `body`). */
+  readonly hasBody: boolean;
+}
+
+/**
+ * One request on a pooled connection. It is also the response's body: the chunks go to the
+ * downstream response given to `pipeTo`. After `destroy()` nothing more is reported (the caller
+ * already answered) and the connection is closed, never reused.
+ */
+export class ClientExchange implements UpstreamExchange, UpstreamBody {
+  readonly body?: Writable;
+  private conn: Http1Connection;
+  /** With a body, the head waits for its first bytes so that both go out in one write. */
+  private head: string | undefined;
+  private requestDone: boolean;
+  private responseDone = false;
+  private answered = false;
+  private finished = false;
+  private out?: DownstreamResponse;
+  private doneCb?: (trailers: HeaderMap | undefined) => void;
+
+  constructor(
+    private readonly r: ClientRequest,
+    private readonly list: ConnectionList,
+    private readonly ev: UpstreamEvents,
+  ) {
+    const head = requestHead(r.method, r.path, r.headers);
+    this.requestDone = !r.hasBody;
+    this.conn = list.acquire();
+    this.conn.begin(this, r.method === 'HEAD');
+    if (!r.hasBody) {
+      this.conn.write(head);
+      return;
+    }
+    this.head = head;
+    this.body = new Writable({
+      write: (chunk: Buffer, _enc, cb: () => void) => {
+        if (this.finished) return cb();
+        const head = this.head;
+        this.head = undefined;
+        if (head === undefined ? this.conn.write(chunk) : this.conn.write(head, chunk)) cb();
+        else this.conn.whenDrained(cb);
+      },
+    });
+  }
+
+  /** Sends the request again on another connection (only ever a body-less one). */
+  private restart(): void {
+    this.conn = this.list.acquire();
+    this.conn.begin(this, this.r.method === 'HEAD');
+    this.conn.write(requestHead(this.r.method, this.r.path, this.r.headers));
+  }
+
+  finish(): void {
+    // An empty body: the head alone.
+    if (this.head !== undefined && !this.finished) this.conn.write(this.head);
+    this.head = undefined;
+    this.requestDone = true;
+    if (this.responseDone) this.settle();
+  }
+
+  destroy(): void {
+    if (this.finished) return;
+    this.finished = true;
+    this.conn.close();
+  }
+
+  pipeTo(out: DownstreamResponse, done: (trailers: HeaderMap | undefined) => void): void {
+    this.out = out;
+    this.doneCb = done;
+  }
+
+  /** The response is not wanted: the connection closes rather than reading a body nobody needs. */
+  discard(): void {
+    this.out = undefined;
+    this.doneCb = undefined;
+    this.destroy();
+  }
+
+  onHead(status: number, message: string, pairs: string[]): void {
+    if (this.finished) return;
+    this.answered = true;
+    this.ev.head({ status, message, headers: endToEndMap(pairs) ?? {}, endStream: false }, this);
+  }
+
+  onData(chunk: Buffer): void {
+    const out = this.out as NodeJS.WritableStream | undefined;
+    if (out && !out.write(chunk)) {
+      const socket = this.conn.socket;
+      socket.pause();
+      out.once('drain', () => socket.resume());
+    }
+  }
+
+  onEnd(trailers: string[] | undefined): void {
+    this.responseDone = true;
+    const done = this.doneCb;
+    // The request's body is still coming: the connection cannot be reused.
+    if (!this.requestDone) this.destroy();
+    else this.settle();
+    done?.(trailers ? endToEndMap(trailers) : undefined);
+  }
+
+  fail(e: Error): void {
+    if (this.finished) return;
+    // A reused connection the upstream had closed while idle: the request never reached it, so it
+    // is sent once more on a new connection when that is safe (nothing to resend, idempotent).
+    if (!this.answered && this.conn.reuses > 0 && !this.r.hasBody && IDEMPOTENT.has(this.r.method) && !(e instanceof ResponseParseError)) {
+      this.restart();
+      return;
+    }
+    this.finished = true;
+    this.ev.error(e);
+  }
+
+  private settle(): void {
+    if (this.finished) return;
+    this.finished = true;
+    this.conn.done();
+  }
+}
