@@ -124,3 +124,23 @@ test('DestinationRule SIMPLE without caCertificates through mesh-proxy: the serv
   assert.equal(await status('unknown-ca'), 503, 'a server of a CA outside the system bundle');
   assert.equal(await status('san-mismatch'), 503, 'a server of a system CA, another name than subjectAltNames');
 });
+
+test('SIMPLE without caCertificates, the agent without system roots (unreadable SSL_CERT_FILE): the proxy is not ready and connects nothing', async (t) => {
+  const system = await meshCa('system.example');
+  const saved = process.env['SSL_CERT_FILE'];
+  process.env['SSL_CERT_FILE'] = join(mkdtempSync(join(tmpdir(), 'tls-origination-none-')), 'absent.crt');
+  t.after(() => (saved === undefined ? delete process.env['SSL_CERT_FILE'] : (process.env['SSL_CERT_FILE'] = saved)));
+  const serverPort = await server(t, await system.issue(spiffe('api'), [HOST]));
+
+  const { ads, admin } = await sidecar(t, await workload(t, await meshCa(), 'egress'));
+  const port = await freePort();
+  ads.set(TypeUrl.Cluster, [staticCluster('api', [serverPort], upstreamTls({ mode: 'SIMPLE' }, HOST, false))]);
+  ads.set(TypeUrl.Listener, [listener('api', port, [hcmChain({ cluster: 'api' })])]);
+  await ads.push(TypeUrl.Cluster, TypeUrl.Listener);
+  await eventually(async () => {
+    const r = await fetch(`${admin}/ready`);
+    assert.equal(r.status, 503);
+    assert.match(await r.text(), /secret file-root:system/);
+  }, 10_000);
+  assert.equal((await fetch(`http://127.0.0.1:${port}/`)).status, 503, 'no request reaches the server without the roots');
+});
