@@ -5,12 +5,12 @@
 // unreadable SSL_CERT_FILE (fail closed).
 import { test, type TestContext } from 'node:test';
 import assert from 'node:assert/strict';
-import { mkdtempSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, renameSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { rootCertificates } from 'node:tls';
 import { create } from '@bufbuild/protobuf';
-import { credentials } from '@grpc/grpc-js';
+import { credentials, type ClientDuplexStream } from '@grpc/grpc-js';
 import { SecretSchema } from '../../src/gen/envoy/extensions/transport_sockets/tls/v3/secret_pb.js';
 import { DiscoveryRequestSchema, type DiscoveryRequest, type DiscoveryResponse } from '../../src/gen/envoy/service/discovery/v3/discovery_pb.js';
 import { SecretDiscoveryService } from '../../src/gen/envoy/service/secret/v3/sds_pb.js';
@@ -20,22 +20,29 @@ import { readSystemRoots, SYSTEM_ROOT_SECRET } from '../../src/agent/sds/system-
 import { grpcClient } from '../../src/envoy/grpc-service.js';
 import { TypeUrl, unpack } from '../../src/envoy/types.js';
 import { meshCa } from '../dataplane/tls-fixtures.js';
+import { eventually } from '../helpers/proc.js';
 
 type Fetch = (req: DiscoveryRequest, cb: (err: Error | null, res: DiscoveryResponse) => void) => void;
+interface Client {
+  fetchSecrets: Fetch;
+  streamSecrets(): ClientDuplexStream<DiscoveryRequest, DiscoveryResponse>;
+  close(): void;
+}
 
 /** An agent SDS server with no workload certificate yet, and `fetchSecrets` on its socket. */
-async function agentSds(t: TestContext, env: NodeJS.ProcessEnv): Promise<(names: string[]) => Promise<DiscoveryResponse>> {
+async function agentSds(t: TestContext, env: NodeJS.ProcessEnv): Promise<{ fetch: (names: string[]) => Promise<DiscoveryResponse>; client: Client }> {
   const dir = mkdtempSync(join(tmpdir(), 'mesh-sysroots-'));
   const secrets = new SecretManager({ source: { kind: 'files', dir }, graceRatio: 0.5 });
   const sds = new SdsServer(secrets, join(dir, 'socket'), undefined, () => readSystemRoots(env));
   await sds.start();
-  const client = grpcClient(SecretDiscoveryService, `unix:${sds.socketPath}`, credentials.createInsecure()) as unknown as { fetchSecrets: Fetch; close(): void };
+  const client = grpcClient(SecretDiscoveryService, `unix:${sds.socketPath}`, credentials.createInsecure()) as unknown as Client;
   t.after(() => {
     client.close();
     sds.close();
   });
-  return (names) =>
+  const fetch = (names: string[]): Promise<DiscoveryResponse> =>
     new Promise((resolve, reject) => client.fetchSecrets(create(DiscoveryRequestSchema, { typeUrl: TypeUrl.Secret, resourceNames: names }), (err, res) => (err ? reject(err) : resolve(res))));
+  return { fetch, client };
 }
 
 function trustedCaOf(res: DiscoveryResponse): string {
@@ -51,13 +58,13 @@ test('file-root:system is the SSL_CERT_FILE bundle, served before any workload c
   const bundle = join(dir, 'bundle.pem');
   const pem = (await meshCa('one.example')).rootPem + (await meshCa('two.example')).rootPem;
   writeFileSync(bundle, pem);
-  const fetch = await agentSds(t, { SSL_CERT_FILE: bundle });
+  const { fetch } = await agentSds(t, { SSL_CERT_FILE: bundle });
   assert.equal(trustedCaOf(await fetch([SYSTEM_ROOT_SECRET])), pem);
   assert.equal((await fetch(['ROOTCA'])).resources.length, 0, 'the mesh roots still wait for the workload certificate');
 });
 
 test('an unreadable SSL_CERT_FILE serves no file-root:system (no wider bundle instead)', async (t) => {
-  const fetch = await agentSds(t, { SSL_CERT_FILE: '/nonexistent/bundle.pem' });
+  const { fetch } = await agentSds(t, { SSL_CERT_FILE: '/nonexistent/bundle.pem' });
   assert.equal((await fetch([SYSTEM_ROOT_SECRET])).resources.length, 0);
   assert.throws(() => readSystemRoots({ SSL_CERT_FILE: '/nonexistent/bundle.pem' }), /SSL_CERT_FILE=\/nonexistent\/bundle\.pem: not a readable PEM certificate bundle/);
 });
@@ -74,4 +81,34 @@ test('without SSL_CERT_FILE: the first distribution bundle that exists, else the
   const fallback = readSystemRoots({}, [join(dir, 'absent.crt')]);
   assert.equal(fallback.source, 'node');
   assert.equal(fallback.pem.match(/BEGIN CERTIFICATE/g)?.length, rootCertificates.length);
+});
+
+test('a rewritten bundle is pushed on the open stream; an unreadable one keeps the roots read before', async (t) => {
+  const dir = mkdtempSync(join(tmpdir(), 'mesh-sysroots-update-'));
+  const bundle = join(dir, 'bundle.pem');
+  /** As update-ca-certificates: a new file renamed into place. */
+  const install = (text: string) => {
+    writeFileSync(join(dir, 'new.tmp'), text);
+    renameSync(join(dir, 'new.tmp'), bundle);
+  };
+  const first = (await meshCa('first.example')).rootPem;
+  install(first);
+  const { fetch, client } = await agentSds(t, { SSL_CERT_FILE: bundle });
+  const pushed: string[] = [];
+  const stream = client.streamSecrets();
+  stream.on('data', (r: DiscoveryResponse) => {
+    pushed.push(trustedCaOf(r));
+    stream.write(create(DiscoveryRequestSchema, { typeUrl: TypeUrl.Secret, resourceNames: [SYSTEM_ROOT_SECRET], versionInfo: r.versionInfo, responseNonce: r.nonce }));
+  });
+  stream.on('error', () => undefined);
+  t.after(() => stream.end());
+  stream.write(create(DiscoveryRequestSchema, { typeUrl: TypeUrl.Secret, resourceNames: [SYSTEM_ROOT_SECRET] }));
+  await eventually(() => assert.deepEqual(pushed, [first]), 10_000);
+
+  install('not a certificate\n');
+  const second = (await meshCa('second.example')).rootPem;
+  install(second);
+  await eventually(() => assert.equal(pushed.at(-1), second), 10_000);
+  assert.ok(!pushed.includes('not a certificate\n'), 'the unreadable bundle was never served');
+  assert.equal(trustedCaOf(await fetch([SYSTEM_ROOT_SECRET])), second);
 });

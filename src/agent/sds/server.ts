@@ -5,8 +5,8 @@
 // on the open streams; the proxy's NACKs are counted, not retried. A stream is stale while the
 // certificate its proxy last accepted is not the current one (a push not yet ACKed, or NACKed).
 import { createHash } from 'node:crypto';
-import { mkdirSync, rmSync } from 'node:fs';
-import { dirname } from 'node:path';
+import { mkdirSync, rmSync, watch, type FSWatcher } from 'node:fs';
+import { basename, dirname } from 'node:path';
 import { create, type MessageInitShape } from '@bufbuild/protobuf';
 import { Server, ServerCredentials, type ServerDuplexStream, type ServerUnaryCall, type sendUnaryData } from '@grpc/grpc-js';
 import { scope } from '../../common/log.js';
@@ -78,6 +78,7 @@ export class SdsServer {
   private nonce = 0;
   /** The system roots once read (an Error: SSL_CERT_FILE unreadable, the secret is not served). */
   private systemRoots?: SystemRoots | Error;
+  private systemRootsWatcher?: FSWatcher;
 
   constructor(
     private readonly secrets: SecretManager,
@@ -114,6 +115,7 @@ export class SdsServer {
     gauge('total_active_connections').dec(this.streams.size);
     this.streams.clear();
     this.countStale();
+    this.systemRootsWatcher?.close();
     rmSync(this.socketPath, { force: true });
   }
 
@@ -130,13 +132,38 @@ export class SdsServer {
       try {
         this.systemRoots = this.readRoots();
         if (this.systemRoots.source === 'node') log.warn(`no operating system CA bundle found; ${SYSTEM_ROOT_SECRET} serves the roots bundled with Node.js`);
-        else log.info(`${SYSTEM_ROOT_SECRET} serves the CA bundle ${this.systemRoots.source}`);
+        else {
+          log.info(`${SYSTEM_ROOT_SECRET} serves the CA bundle ${this.systemRoots.source}`);
+          this.watchSystemRoots(this.systemRoots.source);
+        }
       } catch (e) {
         this.systemRoots = e as Error;
         log.error(`${SYSTEM_ROOT_SECRET} cannot be served: ${this.systemRoots.message}`);
       }
     }
     return this.systemRoots instanceof Error ? undefined : rootsResource(SYSTEM_ROOT_SECRET, this.systemRoots.pem);
+  }
+
+  /**
+   * A bundle rewritten (by the distribution's update tool, usually a rename into place, hence the
+   * directory is watched) is pushed; an unreadable one keeps the last good roots.
+   */
+  private watchSystemRoots(path: string): void {
+    this.systemRootsWatcher = watch(dirname(path), (_event, name) => {
+      if (name !== basename(path)) return;
+      let next: SystemRoots;
+      try {
+        next = this.readRoots();
+      } catch (e) {
+        log.warn(`${SYSTEM_ROOT_SECRET}: ${(e as Error).message}; keeping the roots read before`);
+        return;
+      }
+      if (this.systemRoots instanceof Error || next.pem === this.systemRoots?.pem) return;
+      this.systemRoots = next;
+      log.info(`${SYSTEM_ROOT_SECRET}: ${next.source} changed; pushed`);
+      for (const s of this.streams) if (s.names.has(SYSTEM_ROOT_SECRET)) s.push();
+    });
+    this.systemRootsWatcher.unref();
   }
 
   private currentDefault(): string | undefined {
