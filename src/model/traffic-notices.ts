@@ -103,8 +103,9 @@ function unsupportedValues(spec: unknown, path = ''): string[] {
 
 /**
  * What of a rule's `tls` applies only in part: `credentialName` is read by gateways only (as the Go
- * mesh, which does not give sidecars the credential), a CRL needs the CA it is checked against,
- * insecureSkipVerify and credentialName mean nothing for the mesh's own mTLS.
+ * mesh, which does not give sidecars the credential), a CRL means nothing when the server is not
+ * verified, insecureSkipVerify and credentialName mean nothing for the mesh's own mTLS. Without
+ * caCertificates the server is verified against the system roots, its SANs and CRL checked.
  */
 function clientTlsNotices(tls: Record<string, unknown>, path: string): string[] {
   const mode = typeof tls['mode'] === 'string' ? tls['mode'] : 'DISABLE';
@@ -119,11 +120,6 @@ function clientTlsNotices(tls: Record<string, unknown>, path: string): string[] 
     out.push(`${path}.credentialName applies on gateways only: sidecars originate ${mode} TLS without it, from the file fields (the Go mesh gives sidecars no TLS from this rule)`);
   }
   if (tls['insecureSkipVerify'] === true && tls['caCrl']) out.push(`${path}.caCrl has no effect with insecureSkipVerify`);
-  if (!tls['caCertificates'] && !tls['insecureSkipVerify']) {
-    const unverified = ['caCrl', 'subjectAltNames'].filter((k) => Array.isArray(tls[k]) ? (tls[k] as unknown[]).length > 0 : !!tls[k]);
-    const where = credential ? ' on sidecars' : '';
-    for (const k of unverified) out.push(`${path}.${k} has no effect without caCertificates${where}: the server certificate is not verified (there are no system roots)`);
-  }
   return out;
 }
 

@@ -30,6 +30,8 @@ export const CREDENTIAL_CA_SUFFIX = '-cacert';
 const AGENT_SDS_CLUSTER = 'sds-grpc';
 const WORKLOAD_SECRET = 'default';
 const ROOT_SECRET = 'ROOTCA';
+/** The operating system's roots the agent serves (the Go mesh's name). */
+export const SYSTEM_ROOT_SECRET = 'file-root:system';
 
 /** ALPN a terminating gateway offers, as the Go mesh: HTTP/2 first. */
 const ALPN_HTTP = ['h2', 'http/1.1'];
@@ -62,7 +64,8 @@ function overAds(name: string): SdsInit {
   return { name, sdsConfig: adsConfigSource() };
 }
 
-function fromAgent(name: string): SdsInit {
+/** A secret from the agent's SDS server (the bootstrap's `sds-grpc` cluster). */
+export function fromAgent(name: string): SdsInit {
   return {
     name,
     sdsConfig: {

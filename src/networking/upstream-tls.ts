@@ -1,6 +1,8 @@
 // A DestinationRule's `tls` (SIMPLE, MUTUAL) as a cluster's UpstreamTlsContext, as the Go mesh
 // builds it (cluster_tls.go): the client certificate and CA from files (`clientCertificate`,
-// `privateKey`, `caCertificates`, the CRL `caCrl`), or, on a gateway, from the `credentialName`
+// `privateKey`, `caCertificates`, the CRL `caCrl`; without `caCertificates` the server is verified
+// against the operating system's roots, `file-root:system` from the agent's SDS, the SANs and the
+// CRL checked as with a CA file), or, on a gateway, from the `credentialName`
 // Secret over SDS on the ADS stream (`orch://<name>`, its CA as `orch://<name>-cacert`, its CRL with
 // it); `insecureSkipVerify` connects without verifying the server (Envoy's ACCEPT_UNTRUSTED, no
 // SAN check). Sidecars do not read `credentialName` (the Go mesh does not give them the
@@ -12,7 +14,7 @@ import { UpstreamTlsContextSchema, type CommonTlsContextSchema } from '../gen/en
 import { TLS_TRANSPORT_SOCKET_NAME } from '../envoy/names.js';
 import { pack } from '../envoy/types.js';
 import { adsConfigSource } from './common.js';
-import { clientCaResourceName, credentialResourceName } from './gateway-tls.js';
+import { clientCaResourceName, credentialResourceName, fromAgent, SYSTEM_ROOT_SECRET } from './gateway-tls.js';
 
 /** The ClientTLSSettings fields the translation reads (the API's names). */
 export interface ClientTlsSettings {
@@ -57,11 +59,13 @@ function fromCredential(tls: ClientTlsSettings & { credentialName: string }): Pa
 function fromFiles(tls: ClientTlsSettings): Partial<CommonInit> {
   const certificates = tls.mode === 'MUTUAL' && tls.clientCertificate && tls.privateKey ? [{ certificateChain: file(tls.clientCertificate), privateKey: file(tls.privateKey) }] : [];
   if (tls.insecureSkipVerify) return { tlsCertificates: certificates, ...SKIP_VERIFY };
-  // Without a CA nothing verifies the server: SANs alone would be refused by the proxy (reported when the rule is read).
-  const validation: ValidationInit | undefined = tls.caCertificates
-    ? { trustedCa: file(tls.caCertificates), ...(tls.caCrl ? { crl: file(tls.caCrl) } : {}), matchTypedSubjectAltNames: dnsSans(tls.subjectAltNames) }
-    : undefined;
-  return { tlsCertificates: certificates, ...(validation ? { validationContextType: { case: 'validationContext' as const, value: validation } } : {}) };
+  const checks: ValidationInit = { ...(tls.caCrl ? { crl: file(tls.caCrl) } : {}), matchTypedSubjectAltNames: dnsSans(tls.subjectAltNames) };
+  if (tls.caCertificates) return { tlsCertificates: certificates, validationContextType: { case: 'validationContext', value: { trustedCa: file(tls.caCertificates), ...checks } } };
+  // No CA named: the system's roots, which the proxy must have before it connects (fail closed).
+  return {
+    tlsCertificates: certificates,
+    validationContextType: { case: 'combinedValidationContext', value: { defaultValidationContext: checks, validationContextSdsSecretConfig: fromAgent(SYSTEM_ROOT_SECRET) } },
+  };
 }
 
 /**

@@ -3,7 +3,8 @@
 // and mesh-proxy connects to real HTTPS servers on loopback: insecureSkipVerify reaches a server no
 // CA vouches for, a CRL beside the CA refuses a revoked server, and on a gateway `credentialName`
 // brings the client certificate and the CA over SDS (the Secrets as the discovery server builds
-// them from its credential store).
+// them from its credential store). Without caCertificates the server is verified against the system
+// roots, `file-root:system` from the agent's real SDS server (SSL_CERT_FILE names a test bundle).
 import { test, type TestContext } from 'node:test';
 import assert from 'node:assert/strict';
 import { X509Certificate } from 'node:crypto';
@@ -90,4 +91,56 @@ test('DestinationRule tls through mesh-proxy: insecureSkipVerify, caCrl, and cre
   assert.deepEqual(await get('crl-good'), { status: 200, body: 'none' });
   assert.equal((await get('crl-revoked')).status, 503, 'a revoked server certificate');
   assert.deepEqual(await get('credential'), { status: 200, body: new X509Certificate(client.chainPem).fingerprint256 }, 'the client certificate of the credential, the server verified with its CA');
+});
+
+test('DestinationRule SIMPLE without caCertificates through mesh-proxy: the server verified against the system roots from the agent', async (t) => {
+  const system = await meshCa('system.example');
+  const stranger = await meshCa('stranger.domain');
+  const bundle = join(mkdtempSync(join(tmpdir(), 'tls-origination-system-')), 'ca-certificates.crt');
+  writeFileSync(bundle, system.rootPem);
+  // The agent's SDS reads the system bundle on the first request for it (after this test's clusters arrive).
+  const saved = process.env['SSL_CERT_FILE'];
+  process.env['SSL_CERT_FILE'] = bundle;
+  t.after(() => (saved === undefined ? delete process.env['SSL_CERT_FILE'] : (process.env['SSL_CERT_FILE'] = saved)));
+  const [trustedPort, unknownPort, otherNamePort] = [
+    await server(t, await system.issue(spiffe('api'), [HOST])),
+    await server(t, await stranger.issue(spiffe('api'), [HOST])),
+    await server(t, await system.issue(spiffe('api'), ['other.example.com'])),
+  ];
+
+  const { ads, admin } = await sidecar(t, await workload(t, await meshCa(), 'egress'));
+  const simple = (name: string, port: number, sans?: string[]) => staticCluster(name, [port], upstreamTls({ mode: 'SIMPLE', ...(sans ? { subjectAltNames: sans } : {}) }, HOST, false));
+  const clusters = [simple('trusted', trustedPort), simple('trusted-san', trustedPort, [HOST]), simple('unknown-ca', unknownPort), simple('san-mismatch', otherNamePort, [HOST])];
+  ads.set(TypeUrl.Cluster, clusters);
+  const ports = new Map<string, number>();
+  for (const c of clusters) ports.set(c.name, await freePort());
+  ads.set(TypeUrl.Listener, clusters.map((c) => listener(c.name, ports.get(c.name)!, [hcmChain({ cluster: c.name })])));
+  await ads.push(TypeUrl.Cluster, TypeUrl.Listener);
+  await eventually(async () => assert.equal((await fetch(`${admin}/ready`)).status, 200), 15_000);
+  const status = async (name: string) => (await fetch(`http://127.0.0.1:${ports.get(name)}/`)).status;
+
+  assert.equal(await status('trusted'), 200, 'a server whose CA is in the system bundle');
+  assert.equal(await status('trusted-san'), 200, 'the same, its SAN matched');
+  assert.equal(await status('unknown-ca'), 503, 'a server of a CA outside the system bundle');
+  assert.equal(await status('san-mismatch'), 503, 'a server of a system CA, another name than subjectAltNames');
+});
+
+test('SIMPLE without caCertificates, the agent without system roots (unreadable SSL_CERT_FILE): the proxy is not ready and connects nothing', async (t) => {
+  const system = await meshCa('system.example');
+  const saved = process.env['SSL_CERT_FILE'];
+  process.env['SSL_CERT_FILE'] = join(mkdtempSync(join(tmpdir(), 'tls-origination-none-')), 'absent.crt');
+  t.after(() => (saved === undefined ? delete process.env['SSL_CERT_FILE'] : (process.env['SSL_CERT_FILE'] = saved)));
+  const serverPort = await server(t, await system.issue(spiffe('api'), [HOST]));
+
+  const { ads, admin } = await sidecar(t, await workload(t, await meshCa(), 'egress'));
+  const port = await freePort();
+  ads.set(TypeUrl.Cluster, [staticCluster('api', [serverPort], upstreamTls({ mode: 'SIMPLE' }, HOST, false))]);
+  ads.set(TypeUrl.Listener, [listener('api', port, [hcmChain({ cluster: 'api' })])]);
+  await ads.push(TypeUrl.Cluster, TypeUrl.Listener);
+  await eventually(async () => {
+    const r = await fetch(`${admin}/ready`);
+    assert.equal(r.status, 503);
+    assert.match(await r.text(), /secret file-root:system/);
+  }, 10_000);
+  assert.equal((await fetch(`http://127.0.0.1:${port}/`)).status, 503, 'no request reaches the server without the roots');
 });

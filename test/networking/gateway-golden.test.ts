@@ -150,7 +150,20 @@ test('DestinationRule tls.credentialName: a gateway originates with the Secret o
       validation_context_sds_secret_config: { name: 'orch://pay-client-cacert', sds_config: ads },
     },
   });
-  assert.deepEqual(tlsOf(sidecarClusters(sidecarProxy('10.0.0.70', 'app', 'ingress'), push, false)), {}, 'a sidecar: TLS without the credential (reported)');
+  const agent = {
+    api_config_source: { api_type: 'GRPC', grpc_services: [{ envoy_grpc: { cluster_name: 'sds-grpc' } }], set_node_on_first_message_only: true, transport_api_version: 'V3' },
+    resource_api_version: 'V3',
+  };
+  assert.deepEqual(
+    tlsOf(sidecarClusters(sidecarProxy('10.0.0.70', 'app', 'ingress'), push, false)),
+    {
+      combined_validation_context: {
+        default_validation_context: { match_typed_subject_alt_names: [{ san_type: 'DNS', matcher: { exact: 'pay.example.com' } }] },
+        validation_context_sds_secret_config: { name: 'file-root:system', sds_config: agent },
+      },
+    },
+    'a sidecar: TLS without the credential (reported), the server verified against the system roots',
+  );
   const skip = pushOf(validated('dr-credential-skip', [resources[0]!, { ...resources[1]!, spec: { host: 'pay.example.com', trafficPolicy: { tls: { mode: 'MUTUAL', credentialName: 'pay-client', insecureSkipVerify: true } } } }]));
   assert.deepEqual(tlsOf(gatewayClusters(routerProxy(), skip, {})), {
     tls_certificate_sds_secret_configs: [{ name: 'orch://pay-client', sds_config: ads }],

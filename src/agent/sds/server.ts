@@ -1,11 +1,12 @@
 // The agent's SDS server: Envoy's SecretDiscoveryService (State of the World, Delta and Fetch) on a
-// local Unix socket, serving the workload secret `default` (key + chain) and the trust bundle
-// `ROOTCA` as envoy.extensions.transport_sockets.tls.v3.Secret. A renewed certificate is pushed
+// local Unix socket, serving the workload secret `default` (key + chain), the trust bundle
+// `ROOTCA` and the operating system's roots `file-root:system` (system-roots.ts) as
+// envoy.extensions.transport_sockets.tls.v3.Secret. A renewed certificate is pushed
 // on the open streams; the proxy's NACKs are counted, not retried. A stream is stale while the
 // certificate its proxy last accepted is not the current one (a push not yet ACKed, or NACKed).
 import { createHash } from 'node:crypto';
-import { mkdirSync, rmSync } from 'node:fs';
-import { dirname } from 'node:path';
+import { mkdirSync, rmSync, watch, type FSWatcher } from 'node:fs';
+import { basename, dirname } from 'node:path';
 import { create, type MessageInitShape } from '@bufbuild/protobuf';
 import { Server, ServerCredentials, type ServerDuplexStream, type ServerUnaryCall, type sendUnaryData } from '@grpc/grpc-js';
 import { scope } from '../../common/log.js';
@@ -24,6 +25,7 @@ import { grpcServiceDefinition } from '../../envoy/grpc-service.js';
 import { pack, TypeUrl } from '../../envoy/types.js';
 import type { FederatedBundles } from '../../security/federation/bundle-fetcher.js';
 import { ROOT_SECRET, WORKLOAD_SECRET, type SecretManager, type WorkloadSecret } from './secret-manager.js';
+import { readSystemRoots, SYSTEM_ROOT_SECRET, type SystemRoots } from './system-roots.js';
 
 const log = scope('sds');
 
@@ -32,18 +34,24 @@ export const SDS_SOCKET_PATH = './var/run/secrets/workload-spiffe-uds/socket';
 
 type SecretInit = MessageInitShape<typeof SecretSchema>;
 
+const bytes = (text: string) => ({ specifier: { case: 'inlineBytes' as const, value: Buffer.from(text) } });
+
+/** A validation-context Secret trusting the roots of `pem`. */
+function rootsResource(name: string, pem: string): SecretInit {
+  return { name, type: { case: 'validationContext', value: { trustedCa: bytes(pem) } } };
+}
+
 /**
  * The Secret resource of `name` for the current workload secret; undefined for a name we do not
  * serve. `federatedPem`: roots of other trust domains (SPIFFE_BUNDLE_ENDPOINTS), trusted beside ours.
  */
 export function secretResource(name: string, s: WorkloadSecret, federatedPem = ''): SecretInit | undefined {
-  const bytes = (text: string) => ({ specifier: { case: 'inlineBytes' as const, value: Buffer.from(text) } });
   if (name === WORKLOAD_SECRET) {
     return { name, type: { case: 'tlsCertificate', value: { certificateChain: bytes(s.chainPem), privateKey: bytes(s.keyPem) } } };
   }
   // A root file may lack its final newline: glued to the next PEM block, OpenSSL would read only the first.
   const trusted = federatedPem ? `${s.rootPem.trimEnd()}\n${federatedPem}` : s.rootPem;
-  if (name === ROOT_SECRET) return { name, type: { case: 'validationContext', value: { trustedCa: bytes(trusted) } } };
+  if (name === ROOT_SECRET) return rootsResource(name, trusted);
   return undefined;
 }
 
@@ -68,11 +76,15 @@ export class SdsServer {
   private readonly grpc = new Server();
   private readonly streams = new Set<Stream>();
   private nonce = 0;
+  /** The system roots once read (an Error: SSL_CERT_FILE unreadable, the secret is not served). */
+  private systemRoots?: SystemRoots | Error;
+  private systemRootsWatcher?: FSWatcher;
 
   constructor(
     private readonly secrets: SecretManager,
     readonly socketPath: string,
     private readonly federated?: FederatedBundles,
+    private readonly readRoots: () => SystemRoots = readSystemRoots,
   ) {
     this.grpc.addService(grpcServiceDefinition(SecretDiscoveryService), {
       streamSecrets: (call: ServerDuplexStream<DiscoveryRequest, DiscoveryResponse>) => this.serveSotw(call),
@@ -103,13 +115,55 @@ export class SdsServer {
     gauge('total_active_connections').dec(this.streams.size);
     this.streams.clear();
     this.countStale();
+    this.systemRootsWatcher?.close();
     rmSync(this.socketPath, { force: true });
   }
 
   private resources(names: Iterable<string>): SecretInit[] {
     const s = this.secrets.secret;
-    if (!s) return [];
-    return [...names].map((n) => secretResource(n, s, this.federated?.pem)).filter((r): r is SecretInit => r !== undefined);
+    return [...names]
+      .map((n) => (n === SYSTEM_ROOT_SECRET ? this.systemRootsResource() : s ? secretResource(n, s, this.federated?.pem) : undefined))
+      .filter((r): r is SecretInit => r !== undefined);
+  }
+
+  /** `file-root:system`, read on its first request; unreadable, it is never served (what needs it does not connect). */
+  private systemRootsResource(): SecretInit | undefined {
+    if (!this.systemRoots) {
+      try {
+        this.systemRoots = this.readRoots();
+        if (this.systemRoots.source === 'node') log.warn(`no operating system CA bundle found; ${SYSTEM_ROOT_SECRET} serves the roots bundled with Node.js`);
+        else {
+          log.info(`${SYSTEM_ROOT_SECRET} serves the CA bundle ${this.systemRoots.source}`);
+          this.watchSystemRoots(this.systemRoots.source);
+        }
+      } catch (e) {
+        this.systemRoots = e as Error;
+        log.error(`${SYSTEM_ROOT_SECRET} cannot be served: ${this.systemRoots.message}`);
+      }
+    }
+    return this.systemRoots instanceof Error ? undefined : rootsResource(SYSTEM_ROOT_SECRET, this.systemRoots.pem);
+  }
+
+  /**
+   * A bundle rewritten (by the distribution's update tool, usually a rename into place, hence the
+   * directory is watched) is pushed; an unreadable one keeps the last good roots.
+   */
+  private watchSystemRoots(path: string): void {
+    this.systemRootsWatcher = watch(dirname(path), (_event, name) => {
+      if (name !== basename(path)) return;
+      let next: SystemRoots;
+      try {
+        next = this.readRoots();
+      } catch (e) {
+        log.warn(`${SYSTEM_ROOT_SECRET}: ${(e as Error).message}; keeping the roots read before`);
+        return;
+      }
+      if (this.systemRoots instanceof Error || next.pem === this.systemRoots?.pem) return;
+      this.systemRoots = next;
+      log.info(`${SYSTEM_ROOT_SECRET}: ${next.source} changed; pushed`);
+      for (const s of this.streams) if (s.names.has(SYSTEM_ROOT_SECRET)) s.push();
+    });
+    this.systemRootsWatcher.unref();
   }
 
   private currentDefault(): string | undefined {
