@@ -3,6 +3,7 @@
 // Go mesh merges them (HTTP servers share one route configuration `http.<port>`, TLS servers are
 // told apart by SNI, conflicting servers are dropped and reported), and the VirtualServices bound
 // to each Gateway by name. Pure; networking/gateway*.ts turn the result into Envoy resources.
+import { compareByNamespacedName } from '../common/compare.js';
 import type { Gateway, GatewayServer, SERVER_TLS_MODES, VirtualService } from '../api/types.js';
 import { isHttpProtocol, parseProtocol, type Protocol } from './service.js';
 import { labelsMatch } from './selection.js';
@@ -75,12 +76,6 @@ export interface MergedGateway {
   readonly byRouteName: ReadonlyMap<string, readonly BoundServer[]>;
   /** Servers left out, one sentence each (`Gateway foo/gw: server 1 on port 80 ...`). */
   readonly rejected: readonly string[];
-}
-
-function cmpMeta(a: { metadata: { namespace: string; name: string } }, b: { metadata: { namespace: string; name: string } }): number {
-  const x = `${a.metadata.namespace}/${a.metadata.name}`;
-  const y = `${b.metadata.namespace}/${b.metadata.name}`;
-  return x < y ? -1 : x > y ? 1 : 0;
 }
 
 /** HTTP, HTTP2, GRPC (and gRPC-Web) servers: one plaintext connection manager per port. */
@@ -161,7 +156,7 @@ export function gatewaysForProxy(
 ): Gateway[] {
   return gateways
     .filter((g) => (!scopeToNamespace || g.metadata.namespace === proxy.namespace) && labelsMatch(g.spec.selector, proxy.labels))
-    .sort(cmpMeta);
+    .sort(compareByNamespacedName);
 }
 
 /**
@@ -289,9 +284,9 @@ export class GatewayIndex {
   private readonly bound: readonly GatewayVirtualService[];
 
   constructor(gateways: readonly Gateway[], virtualServices: readonly VirtualService[], domain: string) {
-    this.gateways = [...gateways].sort(cmpMeta);
+    this.gateways = [...gateways].sort(compareByNamespacedName);
     this.bound = [...virtualServices]
-      .sort(cmpMeta)
+      .sort(compareByNamespacedName)
       .map((vs) => ({
         vs,
         hosts: (vs.spec.hosts ?? []).map((h) => resolveHost(h, vs.metadata.namespace, domain)),

@@ -1,6 +1,7 @@
 // The networking API as the snapshot sees it: DestinationRules and VirtualServices indexed by the
 // FQDN of their hosts, filtered by exportTo and selectors for one proxy. No I/O; the builders in
 // networking/ turn what these return into Envoy messages.
+import { compareByNamespacedName } from '../common/compare.js';
 import type { DestinationRule, Subset, VirtualService } from '../api/types.js';
 import type { Proxy } from './proxy.js';
 import { hostMatches, labelsMatch } from './selection.js';
@@ -27,12 +28,6 @@ export interface TrafficStats {
   readonly duplicateSubsets: number;
   /** Hosts claimed by more than one VirtualService bound to the mesh. */
   readonly duplicateDomains: readonly string[];
-}
-
-function cmpMeta(a: { metadata: { namespace: string; name: string } }, b: { metadata: { namespace: string; name: string } }): number {
-  const x = `${a.metadata.namespace}/${a.metadata.name}`;
-  const y = `${b.metadata.namespace}/${b.metadata.name}`;
-  return x < y ? -1 : x > y ? 1 : 0;
 }
 
 /** `reviews` in namespace `ns` is `reviews.ns.svc.<domain>`; names with a dot and `*` stay. */
@@ -77,12 +72,12 @@ export class TrafficIndex {
     private readonly rootNamespace: string,
     opts: TrafficOptions = {},
   ) {
-    this.rules = [...rules].sort(cmpMeta);
+    this.rules = [...rules].sort(compareByNamespacedName);
     if (opts.destinationRuleInheritance) this.defaults = namespaceDefaults(this.rules, rootNamespace, opts.warn ?? (() => undefined));
     const delegation = { enabled: opts.virtualServiceDelegate ?? true, domain, warn: opts.warn ?? (() => undefined) };
     this.services = mergeDelegates(virtualServices, delegation)
       .filter(boundToMesh)
-      .sort(cmpMeta)
+      .sort(compareByNamespacedName)
       .map((vs) => ({ vs, hosts: (vs.spec.hosts ?? []).map((h) => resolveHost(h, vs.metadata.namespace, domain)) }));
     this.stats = { duplicateSubsets: this.countDuplicateSubsets(), duplicateDomains: this.duplicateDomains() };
   }

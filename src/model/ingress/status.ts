@@ -2,6 +2,7 @@
 // the mesh config's `ingressService` in the ingress namespace (its external name, else its load
 // balancer's IPs or host names and its external IPs), IPs as `ip`, anything else as `hostname`,
 // ordered by host name then IP. Pure; registry/orchestrator/ingress.ts writes it.
+import { compareText } from '../../common/compare.js';
 import { isIP } from 'node:net';
 
 export interface LoadBalancerIngress {
@@ -23,8 +24,7 @@ export function serviceAddresses(service: IngressServiceObject): string[] {
 
 export function loadBalancerIngress(addresses: readonly string[]): LoadBalancerIngress[] {
   const entries: LoadBalancerIngress[] = addresses.map((a) => (isIP(a) ? { ip: a } : { hostname: a }));
-  const cmp = (x = '', y = '') => (x < y ? -1 : x > y ? 1 : 0);
-  return entries.sort((a, b) => cmp(a.hostname, b.hostname) || cmp(a.ip, b.ip));
+  return entries.sort((a, b) => compareText(a.hostname ?? '', b.hostname ?? '') || compareText(a.ip ?? '', b.ip ?? ''));
 }
 
 /** The Ingress status with `loadBalancer.ingress` set to `wanted`; undefined when it already is. */

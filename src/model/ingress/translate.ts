@@ -1,6 +1,7 @@
 // Ingress resources to the mesh's Gateways and VirtualServices (the Go mesh's ingress controller),
 // pure: the Ingresses and IngressClasses read, the mesh config's settings and the registry's service
 // ports in; generated resources and, per Ingress, what of it is not routed out.
+import { compareText } from '../../common/compare.js';
 import type { Gateway, VirtualService } from '../../api/types.js';
 import type { Service } from '../service.js';
 import { ingressName, isOurIngress, type IngressSettings, type OrchIngress, type OrchIngressClass } from './class.js';
@@ -28,7 +29,7 @@ export interface IngressTranslation {
 
 export function translateIngresses(input: IngressInput): IngressTranslation {
   const classes = new Map(input.classes.map((c) => [c.metadata.name, c]));
-  const ours = input.ingresses.filter((i) => isOurIngress(i, classes, input.settings)).sort((a, b) => (ingressName(a) < ingressName(b) ? -1 : ingressName(a) > ingressName(b) ? 1 : 0));
+  const ours = input.ingresses.filter((i) => isOurIngress(i, classes, input.settings)).sort((a, b) => compareText(ingressName(a), ingressName(b)));
   const gateways = ours.map((i) => ingressGateway(i, input.ingressNamespace, input.settings));
   const routes = ingressVirtualServices(ours, input);
   const notices = new Map<string, readonly string[]>();

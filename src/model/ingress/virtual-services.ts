@@ -4,6 +4,7 @@
 // first and, at equal length, Exact before Prefix. It lives in the namespace of the first rule's
 // Ingress, is bound to that Ingress's generated Gateway and is marked for Ingress route semantics
 // (a Prefix path matches whole path segments; see networking/route-match.ts).
+import { compareText } from '../../common/compare.js';
 import { NETWORKING_GROUP, type HttpRoute, type VirtualService } from '../../api/types.js';
 import type { StringMatch } from '../../networking/route-match.js';
 import { ingressName, type HttpIngressPath, type IngressRule, type OrchIngress } from './class.js';
@@ -45,8 +46,7 @@ function compareRules(a: HostRule, b: HostRule): number {
   const ta = Date.parse(a.ingress.metadata.creationTimestamp ?? '') || 0;
   const tb = Date.parse(b.ingress.metadata.creationTimestamp ?? '') || 0;
   if (ta !== tb) return ta - tb;
-  const byText = (x: string, y: string) => (x < y ? -1 : x > y ? 1 : 0);
-  return byText(a.ingress.metadata.name, b.ingress.metadata.name) || byText(a.ingress.metadata.namespace, b.ingress.metadata.namespace) || a.index - b.index;
+  return compareText(a.ingress.metadata.name, b.ingress.metadata.name) || compareText(a.ingress.metadata.namespace, b.ingress.metadata.namespace) || a.index - b.index;
 }
 
 /** ImplementationSpecific (and absent) paths, as the Go mesh reads them: `/x/*` and `/x.*` are prefixes, `/*` and `` everything, others exact. */
@@ -142,7 +142,7 @@ export function ingressVirtualServices(ingresses: readonly OrchIngress[], opts: 
     }
   }
   const virtualServices: VirtualService[] = [];
-  for (const [host, rules] of [...byHost].sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0))) {
+  for (const [host, rules] of [...byHost].sort(([a], [b]) => compareText(a, b))) {
     rules.sort(compareRules);
     const first = rules[0]!.ingress;
     const http = sortRoutes(rules.flatMap((r) => ruleRoutes(r, opts, notices.get(ingressName(r.ingress))!)));
