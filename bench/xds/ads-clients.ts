@@ -1,9 +1,13 @@
 // Simulated SotW proxies for the xDS benchmarks (bench/xds/discovery.ts, bench/xds/ads-server.ts),
 // run as a child process so that they do not share the server's CPU time accounting. Each stream
 // behaves like Envoy at startup: CDS and LDS (wildcard) first, EDS for the named clusters once CDS
-// arrives, RDS for the named routes once LDS arrives, and an ACK for every response. Only
-// version_info, type_url and nonce are decoded, so the simulated proxies cost little next to the
-// server being measured.
+// arrives, RDS for the named routes once LDS arrives, and an ACK for every response.
+//
+// The streams are gRPC calls made by hand on node:http2 (50 sessions, the streams spread over
+// them), so that every byte of every response still crosses a real HTTP/2 connection under flow
+// control, but the simulator pays only nghttp2's framing and a streaming walk over each response's
+// top-level fields (response-reader.ts): no whole-message buffer, no per-message gRPC objects.
+// A response counts, and is ACKed, once its last byte has arrived.
 //
 // argv: <address> <streams> [sotw|delta]. With `delta` the streams speak Delta xDS: a wildcard
 // subscription to CDS and LDS, EDS and RDS subscribed by name, and an ACK (the response's nonce)
@@ -12,16 +16,12 @@
 //                                   {ready: true} once every stream has one response of each type it asked for
 //   {expect: {<type URL>: n, ...}}  answers {received: {<type URL>: n, ...}} once at least n responses of
 //                                   each listed type arrived (on all streams together) after this message
+// Both answers carry `cpuMs`: this process's user+system CPU since the message they answer.
 import { create, toBinary, type JsonObject, type MessageInitShape } from '@bufbuild/protobuf';
-import { Client, credentials, type ClientDuplexStream } from '@grpc/grpc-js';
+import { connect as http2Connect, constants, type ClientHttp2Session, type ClientHttp2Stream } from 'node:http2';
 import { DeltaDiscoveryRequestSchema, DiscoveryRequestSchema } from '../../src/gen/envoy/service/discovery/v3/discovery_pb.js';
 import { TypeUrl } from '../../src/envoy/types.js';
-
-interface Head {
-  version: string;
-  typeUrl: string;
-  nonce: string;
-}
+import { ResponseReader, type ResponseHead } from './response-reader.js';
 
 interface SimulatedNode {
   id: string;
@@ -36,57 +36,36 @@ export interface ExpectMessage {
 }
 export type ParentMessage = ConnectMessage | ExpectMessage;
 /** `ended`: a stream the server ended (send timeout, say): the step can no longer complete. */
-export type ChildMessage = { ready: true } | { received: Record<string, number> } | { ended: string };
-
-/**
- * Walks the top-level protobuf fields, keeping 1 (version_info), 4 (type_url) and 5 (nonce): the
- * same field numbers in a DiscoveryResponse and a DeltaDiscoveryResponse (system_version_info).
- */
-function head(buf: Buffer): Head {
-  const h: Head = { version: '', typeUrl: '', nonce: '' };
-  let i = 0;
-  const varint = (): number => {
-    let value = 0;
-    let shift = 0;
-    let b: number;
-    do {
-      b = buf[i++]!;
-      value += (b & 0x7f) * 2 ** shift;
-      shift += 7;
-    } while (b & 0x80);
-    return value;
-  };
-  while (i < buf.length) {
-    const tag = varint();
-    const wire = tag & 7;
-    if (wire === 2) {
-      const len = varint();
-      const text = (): string => buf.toString('utf8', i, i + len);
-      if (tag >>> 3 === 1) h.version = text();
-      else if (tag >>> 3 === 4) h.typeUrl = text();
-      else if (tag >>> 3 === 5) h.nonce = text();
-      i += len;
-    } else if (wire === 0) varint();
-    else if (wire === 5) i += 4;
-    else if (wire === 1) i += 8;
-    else throw new Error(`unexpected wire type ${wire}`);
-  }
-  return h;
-}
+export type ChildMessage = { ready: true; cpuMs: number } | { received: Record<string, number>; cpuMs: number } | { ended: string };
 
 const SERVICE = '/envoy.service.discovery.v3.AggregatedDiscoveryService';
-const CHANNELS = 50;
-const identity = (b: Buffer): Buffer => b;
-const encode = (init: MessageInitShape<typeof DiscoveryRequestSchema>): Buffer =>
-  Buffer.from(toBinary(DiscoveryRequestSchema, create(DiscoveryRequestSchema, init)));
-const encodeDelta = (init: MessageInitShape<typeof DeltaDiscoveryRequestSchema>): Buffer =>
-  Buffer.from(toBinary(DeltaDiscoveryRequestSchema, create(DeltaDiscoveryRequestSchema, init)));
+const SESSIONS = 50;
+/**
+ * Flow-control windows as the discovery server sees a proxy's connection. In the Go mesh that peer
+ * is the agent's gRPC client (pilot/pkg/grpc ClientOptions: 1 MiB per stream, 1 MiB per
+ * connection, fixed); current Envoy defaults Http2ProtocolOptions to the same 1 MiB (older ones,
+ * and the API docs, to 256 MiB), and the xds-grpc cluster of the bootstrap keeps the defaults. One
+ * proxy has one stream on its own connection; here a session carries STREAMS_PER_SESSION of them,
+ * so its window is that many connections' worth: no tighter, no looser than separate proxies.
+ */
+const STREAM_WINDOW = 1 << 20;
 
-/** The requests of one protocol: the first of a type (with its names), and the ACK of a response. */
+const frame = (message: Uint8Array): Buffer => {
+  const out = Buffer.allocUnsafe(5 + message.length);
+  out[0] = 0;
+  out.writeUInt32BE(message.length, 1);
+  out.set(message, 5);
+  return out;
+};
+const encode = (init: MessageInitShape<typeof DiscoveryRequestSchema>): Buffer => frame(toBinary(DiscoveryRequestSchema, create(DiscoveryRequestSchema, init)));
+const encodeDelta = (init: MessageInitShape<typeof DeltaDiscoveryRequestSchema>): Buffer =>
+  frame(toBinary(DeltaDiscoveryRequestSchema, create(DeltaDiscoveryRequestSchema, init)));
+
+/** The requests of one protocol (gRPC frames): the first of a type (with its names), and the ACK of a response. */
 interface Protocol {
   path: string;
   subscribe(typeUrl: string, names: string[], node?: SimulatedNode): Buffer;
-  ack(r: Head, names: string[]): Buffer;
+  ack(r: ResponseHead, names: string[]): Buffer;
 }
 
 const SOTW: Protocol = {
@@ -108,18 +87,71 @@ const send = (m: ChildMessage): void => void process.send!(m);
 
 let expected: Record<string, number> | undefined;
 let counts: Record<string, number> = {};
+/** CPU at the parent's last message: each answer reports what was spent since. */
+let cpuAtRequest = process.cpuUsage();
+const cpuSinceRequest = (): number => {
+  const u = process.cpuUsage(cpuAtRequest);
+  return (u.user + u.system) / 1000;
+};
 
 function onResponse(typeUrl: string): void {
   if (!expected) return;
   counts[typeUrl] = (counts[typeUrl] ?? 0) + 1;
   if (Object.entries(expected).every(([t, n]) => (counts[t] ?? 0) >= n)) {
     expected = undefined;
-    send({ received: counts });
+    send({ received: counts, cpuMs: cpuSinceRequest() });
   }
 }
 
+function openSession(streamsOnIt: number): ClientHttp2Session {
+  const session = http2Connect(`http://${address}`, {
+    settings: { initialWindowSize: STREAM_WINDOW },
+    // Node refuses new streams past this much buffered session memory (MB): room for every
+    // stream's window, as a proxy's own connection would have.
+    maxSessionMemory: Math.ceil(streamsOnIt * (STREAM_WINDOW / 2 ** 20)) + 16,
+  });
+  session.once('connect', () => session.setLocalWindowSize(streamsOnIt * STREAM_WINDOW));
+  session.on('error', (e: Error) => send({ ended: `session to ${address}: ${e.message}` }));
+  return session;
+}
+
+/** One proxy's ADS call: a gRPC bidi stream as a POST whose request and response bodies stay open. */
+function openStream(session: ClientHttp2Session, i: number, onHead: (stream: ClientHttp2Stream, r: ResponseHead) => void): ClientHttp2Stream {
+  const stream = session.request({
+    [constants.HTTP2_HEADER_METHOD]: 'POST',
+    [constants.HTTP2_HEADER_PATH]: protocol.path,
+    [constants.HTTP2_HEADER_CONTENT_TYPE]: 'application/grpc',
+    [constants.HTTP2_HEADER_TE]: 'trailers',
+  });
+  let ended = false;
+  const end = (why: string): void => {
+    if (ended) return;
+    ended = true;
+    send({ ended: `stream ${i}: ${why}` });
+    stream.close(constants.NGHTTP2_CANCEL);
+  };
+  const reader = new ResponseReader((r) => onHead(stream, r));
+  stream.on('response', (headers) => {
+    const status = headers[':status'];
+    // A trailers-only response (an immediate error) carries grpc-status in the headers.
+    if (status !== 200 || headers['grpc-status'] !== undefined) end(`HTTP ${status}, grpc-status ${headers['grpc-status']}: ${headers['grpc-message'] ?? ''}`);
+  });
+  stream.on('data', (chunk: Buffer) => {
+    try {
+      reader.push(chunk);
+    } catch (e) {
+      end((e as Error).message);
+    }
+  });
+  // An ADS stream never ends while the proxy lives: any end is the server giving up on it.
+  stream.on('trailers', (trailers) => end(`grpc-status ${trailers['grpc-status']}: ${trailers['grpc-message'] ?? ''}`));
+  stream.on('error', (e: Error) => end(e.message));
+  stream.on('close', () => end(`closed (RST_STREAM code ${stream.rstCode})`));
+  return stream;
+}
+
 function connect({ nodes, eds = [], rds = [] }: ConnectMessage['connect']): void {
-  const channels = Array.from({ length: CHANNELS }, () => new Client(address!, credentials.createInsecure(), { 'grpc.max_receive_message_length': -1 }));
+  const sessions = Array.from({ length: Math.min(SESSIONS, streams) }, (_, s) => openSession(Math.ceil((streams - s) / SESSIONS)));
   const wanted = [TypeUrl.Cluster, TypeUrl.Listener, ...(eds.length ? [TypeUrl.ClusterLoadAssignment] : []), ...(rds.length ? [TypeUrl.RouteConfiguration] : [])];
   const follow: Record<string, { typeUrl: string; names: string[] } | undefined> = {
     [TypeUrl.Cluster]: eds.length ? { typeUrl: TypeUrl.ClusterLoadAssignment, names: eds } : undefined,
@@ -128,26 +160,25 @@ function connect({ nodes, eds = [], rds = [] }: ConnectMessage['connect']): void
   const namesOf: Record<string, string[]> = { [TypeUrl.ClusterLoadAssignment]: eds, [TypeUrl.RouteConfiguration]: rds };
   let ready = 0;
   for (let i = 0; i < streams; i++) {
-    const call: ClientDuplexStream<Buffer, Head> = channels[i % CHANNELS]!.makeBidiStreamRequest(protocol.path, identity, head);
     const seen = new Set<string>();
-    call.on('data', (r: Head) => {
+    const stream = openStream(sessions[i % sessions.length]!, i, (call, r) => {
       call.write(protocol.ack(r, namesOf[r.typeUrl] ?? []));
       if (!seen.has(r.typeUrl)) {
         seen.add(r.typeUrl);
         const next = follow[r.typeUrl];
         if (next) call.write(protocol.subscribe(next.typeUrl, next.names));
-        if (seen.size === wanted.length && ++ready === streams) send({ ready: true });
+        if (seen.size === wanted.length && ++ready === streams) send({ ready: true, cpuMs: cpuSinceRequest() });
         return;
       }
       onResponse(r.typeUrl);
     });
-    call.on('error', (e: Error) => send({ ended: `stream ${i}: ${e.message}` }));
-    call.write(protocol.subscribe(TypeUrl.Cluster, [], nodes[i % nodes.length]!));
-    call.write(protocol.subscribe(TypeUrl.Listener, []));
+    stream.write(protocol.subscribe(TypeUrl.Cluster, [], nodes[i % nodes.length]!));
+    stream.write(protocol.subscribe(TypeUrl.Listener, []));
   }
 }
 
 process.on('message', (m: ParentMessage) => {
+  cpuAtRequest = process.cpuUsage();
   if ('connect' in m) connect(m.connect);
   else {
     counts = {};
