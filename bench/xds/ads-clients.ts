@@ -21,7 +21,7 @@ import { create, toBinary, type JsonObject, type MessageInitShape } from '@bufbu
 import { connect as http2Connect, constants, type ClientHttp2Session, type ClientHttp2Stream } from 'node:http2';
 import { DeltaDiscoveryRequestSchema, DiscoveryRequestSchema } from '../../src/gen/envoy/service/discovery/v3/discovery_pb.js';
 import { TypeUrl } from '../../src/envoy/types.js';
-import { ResponseReader, type ResponseHead } from './response-reader.js';
+import { grpcFrame, ResponseReader, type ResponseHead } from './response-reader.js';
 
 interface SimulatedNode {
   id: string;
@@ -50,16 +50,9 @@ const SESSIONS = 50;
  */
 const STREAM_WINDOW = 1 << 20;
 
-const frame = (message: Uint8Array): Buffer => {
-  const out = Buffer.allocUnsafe(5 + message.length);
-  out[0] = 0;
-  out.writeUInt32BE(message.length, 1);
-  out.set(message, 5);
-  return out;
-};
-const encode = (init: MessageInitShape<typeof DiscoveryRequestSchema>): Buffer => frame(toBinary(DiscoveryRequestSchema, create(DiscoveryRequestSchema, init)));
+const encode = (init: MessageInitShape<typeof DiscoveryRequestSchema>): Buffer => grpcFrame(toBinary(DiscoveryRequestSchema, create(DiscoveryRequestSchema, init)));
 const encodeDelta = (init: MessageInitShape<typeof DeltaDiscoveryRequestSchema>): Buffer =>
-  frame(toBinary(DeltaDiscoveryRequestSchema, create(DeltaDiscoveryRequestSchema, init)));
+  grpcFrame(toBinary(DeltaDiscoveryRequestSchema, create(DeltaDiscoveryRequestSchema, init)));
 
 /** The requests of one protocol (gRPC frames): the first of a type (with its names), and the ACK of a response. */
 interface Protocol {

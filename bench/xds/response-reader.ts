@@ -17,6 +17,15 @@ export interface ResponseHead {
   resources: number;
 }
 
+/** A gRPC length-prefixed message (uncompressed): what the reader takes apart. */
+export function grpcFrame(message: Uint8Array): Buffer {
+  const out = Buffer.allocUnsafe(5 + message.length);
+  out[0] = 0;
+  out.writeUInt32BE(message.length, 1);
+  out.set(message, 5);
+  return out;
+}
+
 const VERSION = 1;
 const RESOURCES = 2;
 const TYPE_URL = 4;
@@ -82,9 +91,7 @@ export class ResponseReader {
       }
       // Every other state lies inside a message: never read past its end.
       const end = i + Math.min(this.remaining, chunk.length - i);
-      const before = i;
       i = this.state === State.Skip || this.state === State.Keep ? this.take(chunk, i, end) : this.readVarint(chunk, i, end);
-      this.remaining -= i - before;
       if (this.remaining === 0) this.endMessage();
     }
   }
@@ -116,19 +123,21 @@ export class ResponseReader {
     return this.head.typeUrl ? `response of ${this.head.typeUrl}` : 'response';
   }
 
-  /** Skip or Keep: consumes up to `end`, returns the new index. */
+  /** Skip or Keep: consumes up to `end` (within the message), returns the new index. */
   private take(chunk: Buffer, i: number, end: number): number {
     const n = Math.min(this.skip, end - i);
     if (this.state === State.Keep) this.keep.push(chunk.subarray(i, i + n));
     this.skip -= n;
+    this.remaining -= n;
     if (this.skip === 0) this.fieldDone();
     return i + n;
   }
 
-  /** Tag, Length or VarintValue: reads varint bytes up to `end`, returns the new index. */
+  /** Tag, Length or VarintValue: reads varint bytes up to `end` (within the message), returns the new index. */
   private readVarint(chunk: Buffer, i: number, end: number): number {
     while (i < end) {
       const b = chunk[i++]!;
+      this.remaining--;
       if (this.varintBytes === MAX_VARINT_BYTES - 1 && b > 1) throw new ResponseStreamError(`varint longer than 64 bits in a ${this.messageName()}`);
       this.varint += (b & 0x7f) * 2 ** (7 * this.varintBytes++);
       if (b & 0x80) continue;
