@@ -17,16 +17,23 @@ export class SimulatedProxies {
     });
   }
 
-  /** Opens the streams; resolves once each has its first response of every type it asked for. */
-  async connect(init: ConnectMessage['connect']): Promise<void> {
+  /**
+   * Opens the streams; resolves once each has its first response of every type it asked for, with
+   * the simulated proxies' own CPU time (ms) from the request to then.
+   */
+  async connect(init: ConnectMessage['connect']): Promise<{ cpuMs: number }> {
     const ready = this.next();
     this.child.send({ connect: init });
-    await ready;
+    const m = await ready;
+    return { cpuMs: 'cpuMs' in m ? m.cpuMs : NaN };
   }
 
-  /** Arms a count of responses by type URL; the promise resolves once they have all arrived. */
-  expect(counts: Record<string, number>): Promise<Record<string, number>> {
-    const done = this.next().then((m) => ('received' in m ? m.received : {}));
+  /**
+   * Arms a count of responses by type URL; the promise resolves once they have all arrived, with
+   * the counts and the simulated proxies' own CPU time (ms) since this call.
+   */
+  expect(counts: Record<string, number>): Promise<{ received: Record<string, number>; cpuMs: number }> {
+    const done = this.next().then((m) => ('received' in m ? m : { received: {}, cpuMs: NaN }));
     this.child.send({ expect: counts });
     return done;
   }

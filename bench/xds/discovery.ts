@@ -86,7 +86,9 @@ const rss = new PeakRss();
 let peakRss = 0;
 const cpuStart = process.cpuUsage();
 await server.start();
-const rows: string[][] = [['step', 'all proxies have it (ms)', 'server CPU (ms)', 'server peak RSS (MB)', 'convergence p50/p99 (ms)', 'queue p50/p99 (ms)', 'responses received']];
+const rows: string[][] = [
+  ['step', 'all proxies have it (ms)', 'server CPU (ms)', "proxies' CPU (ms)", 'server peak RSS (MB)', 'convergence p50/p99 (ms)', 'queue p50/p99 (ms)', 'responses received'],
+];
 const mb = (b: number): string => (b / 1e6).toFixed(0);
 const fmt = (counts: Record<string, number>): string =>
   Object.entries(counts)
@@ -108,15 +110,18 @@ function percentiles(before: Map<number, number>, after: Map<number, number>): s
   return `${ms(quantileMs(before, after, 0.5))}/${ms(quantileMs(before, after, 0.99))}`;
 }
 
-async function step(clients: SimulatedProxies, label: string, expect: Record<string, number> | undefined, change: () => void | Promise<void>): Promise<void> {
+/** What a step's change resolves to: the responses the proxies counted and their own CPU time. */
+type Arrival = { received?: Record<string, number>; cpuMs: number };
+
+async function step(clients: SimulatedProxies, label: string, expect: Record<string, number> | undefined, change: () => Promise<Arrival> | void): Promise<void> {
   rss.reset();
   const [convergence, queue] = [await snapshot('pilot_proxy_convergence_time'), await snapshot('pilot_proxy_queue_time')];
   const cpu = process.cpuUsage();
   const start = performance.now();
   await profiler?.begin();
   const done = expect ? clients.expect(expect) : undefined;
-  await change();
-  const received = done ? await done : {};
+  const changed = await change();
+  const arrival = done ? await done : changed;
   const elapsed = performance.now() - start;
   const used = cpuMs(process.cpuUsage(cpu));
   await profiler?.end(label);
@@ -126,10 +131,11 @@ async function step(clients: SimulatedProxies, label: string, expect: Record<str
     label,
     elapsed.toFixed(0),
     used.toFixed(0),
+    arrival ? arrival.cpuMs.toFixed(0) : '-',
     mb(peak),
     percentiles(convergence, await snapshot('pilot_proxy_convergence_time')),
     percentiles(queue, await snapshot('pilot_proxy_queue_time')),
-    fmt(received),
+    fmt(arrival?.received ?? {}),
   ]);
 }
 
