@@ -76,7 +76,9 @@ const DELTA: Protocol = {
 const [address, count, mode = 'sotw'] = process.argv.slice(2);
 const protocol = mode === 'delta' ? DELTA : SOTW;
 const streams = Number(count);
-const send = (m: ChildMessage): void => void process.send!(m);
+// Once the parent is gone (bench finished or failed) there is no one to tell, and no reason to stay.
+const send = (m: ChildMessage): void => void (process.connected && process.send!(m));
+process.once('disconnect', () => process.exit(0));
 
 let expected: Record<string, number> | undefined;
 let counts: Record<string, number> = {};
