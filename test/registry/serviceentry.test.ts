@@ -134,3 +134,18 @@ test('a recomputation keeps the objects of the services and instance lists it di
   assert.deepEqual(events.map((e) => `${e.kind}:${e.event}:${e.hostname}`), ['service:add:new.example.com', 'endpoints:update:echo.foo.svc.cluster.local', 'service:update:db.foo.svc.cluster.local']);
   reg.close();
 });
+
+test('a selector of several labels selects the workloads carrying all of them, in their order; an empty one selects the whole namespace', () => {
+  const se = (name: string, labels: Record<string, string>): ServiceEntry =>
+    serviceEntry('foo', name, { hosts: [`${name}.example.com`], resolution: 'STATIC', ports: [{ number: 80, name: 'http' }], workloadSelector: { labels } }) as ServiceEntry;
+  const we = (name: string, address: string, labels: Record<string, string>, namespace = 'foo'): WorkloadEntry => workloadEntry(namespace, name, { address, labels }) as WorkloadEntry;
+  const state = convertServiceEntries(
+    [se('v1', { app: 'a', version: 'v1' }), se('any', {}), se('none', { app: 'a', version: 'v3' })],
+    [we('w1', '10.1.0.1', { version: 'v1', app: 'a' }), we('w2', '10.1.0.2', { app: 'a', version: 'v2' }), we('w3', '10.1.0.3', { app: 'a', version: 'v1', extra: 'x' }), we('w4', '10.1.0.4', { app: 'a', version: 'v1' }, 'bar'), we('w5', '10.1.0.5', {})],
+    'c1',
+  );
+  const addresses = (host: string): string[] => state.instances.get(`foo/${host}`)!.map((i) => i.address);
+  assert.deepEqual(addresses('v1.example.com'), ['10.1.0.1', '10.1.0.3']);
+  assert.deepEqual(addresses('any.example.com'), ['10.1.0.1', '10.1.0.2', '10.1.0.3', '10.1.0.5']);
+  assert.deepEqual(addresses('none.example.com'), []);
+});
