@@ -289,6 +289,11 @@ export function hashPolicies(proxy: Proxy, push: PushContext): Record<string, Ha
   return out;
 }
 
+/** Whether a service's outbound clusters hold its endpoints (DNS resolution) rather than leaving them to EDS or the original destination. */
+function carriesEndpoints(s: Service): boolean {
+  return s.resolution === 'DNS' || s.resolution === 'DNS_ROUND_ROBIN';
+}
+
 /** Outbound clusters of every visible service port, inbound clusters, BlackHole and Passthrough. */
 export function sidecarClusters(proxy: Proxy, push: PushContext, withInbound = true, cache?: XdsCache, mtlsSettings?: MeshMtlsSettings): Cluster[] {
   // Auto mTLS settings for a proxy with a workload certificate only (clusterMtls).
@@ -301,20 +306,24 @@ export function sidecarClusters(proxy: Proxy, push: PushContext, withInbound = t
       const rule = ruleTraffic(push.traffic.destinationRule(proxy, s.hostname, s.namespace));
       // A service's clusters read the service, its rule and whether the proxy has mTLS: built (and
       // keyed) once per snapshot for every scope that sees them alike, not once per scope.
-      return memo(push, `cds-service:${serviceKey(s)}:${rule ? JSON.stringify(rule) : ''}:${mtlsOn}:${gateway}`, () =>
+      const key = `cds-service:${serviceKey(s)}:${rule ? JSON.stringify(rule) : ''}:${mtlsOn}:${gateway}`;
+      const build = (): Cluster[] =>
         s.ports.flatMap((p) =>
           clusterVariants(rule, p.port).map((v) => {
             const instances = subsetInstances(push.instances(s, p.port), v.labels);
             const endpoints = toEndpoints(instances);
             // EDS clusters do not carry their endpoints: leaving them out of the key keeps the
             // cluster (and its version) when only endpoints change.
-            const keyEndpoints = s.resolution === 'STATIC' ? [] : endpoints;
+            const keyEndpoints = carriesEndpoints(s) ? endpoints : [];
             const mtls = mtlsOf ? clusterMtls(proxy, push, s, instances, mtlsOf) : undefined;
             const traffic = { ...v, ...(mtls ? { mtls } : {}) };
             return cached(cache, () => ['cds', serviceKey(s), p, keyEndpoints, v.subset, v.policy, mtls, gateway], () => buildOutboundCluster(s, p, endpoints, { gateway }, traffic));
           }),
-        ),
-      );
+        );
+      // Without auto mTLS, clusters that do not carry endpoints (EDS, ORIGINAL_DST) read nothing but
+      // the key's parts: kept across snapshots under it, so a push fingerprints no cluster of an
+      // unchanged service (the key's service part is hashed once per Service object).
+      return memo(push, key, () => (!mtlsOf && !carriesEndpoints(s) ? getOrBuild(cache, key, build) : build()));
     }),
   );
   // Inbound clusters by their few inputs, once per snapshot; the whole list once per (outbound
@@ -343,9 +352,13 @@ export function clusterLoadAssignments(proxy: Proxy, push: PushContext, names?: 
       for (const { port } of service.ports) {
         for (const v of clusterVariants(rule, port)) {
           const name = outboundClusterName(port, service.hostname, v.subset);
-          // Shared by the scopes that see the same service (a subset's endpoints depend on its labels).
-          const cla = memo(push, `eds:${service.namespace}/${name}:${JSON.stringify(v.labels ?? {})}`, () => {
-            const endpoints = toEndpoints(subsetInstances(push.instances(service, port), v.labels));
+          // Shared by the scopes that see the same service (a subset's endpoints depend on its
+          // labels), and kept with the port's instance list, which the next snapshot shares while
+          // the instances are unchanged: a push then rebuilds (and fingerprints) only the changed
+          // services' assignments. No instances: per snapshot.
+          const instances = push.instances(service, port);
+          const cla = memo(instances.length > 0 ? instances : push, `eds:${service.namespace}/${name}:${JSON.stringify(v.labels ?? {})}`, () => {
+            const endpoints = toEndpoints(subsetInstances(instances, v.labels));
             return cached(cache, () => ['eds', name, endpoints], () => buildLoadAssignment(name, endpoints));
           });
           index.set(name, cla);
