@@ -14,7 +14,7 @@ import type { PushContext, SidecarScope } from '../../model/push-context.js';
 import { isHttpProtocol, type Service, type ServiceInstance } from '../../model/service.js';
 import { blackHoleCluster, buildInboundCluster, buildOutboundCluster, passthroughCluster } from '../../networking/cluster.js';
 import { buildLoadAssignment, type EndpointInput } from '../../networking/endpoint.js';
-import { bindsOwnListener, inboundPorts } from '../../networking/inbound.js';
+import { bindsOwnListener, inboundPorts, type InboundPorts } from '../../networking/inbound.js';
 import { buildIngressListeners, buildOutboundListeners, buildVirtualInbound, buildVirtualOutbound, sniffedProtocol, type InboundOptions, type ListenerConflict } from '../../networking/listener.js';
 import { usesAutoAllocation } from '../../networking/name-table.js';
 import { LOCALHOST, outboundClusterName, WILDCARD_ADDRESS } from '../../networking/names.js';
@@ -107,6 +107,11 @@ const filterKey = perObject((f: HttpFilter | NetworkFilter) => cacheKey('filter'
  */
 const serviceKey = perObject((s: Service) => cacheKey('service', s));
 
+/** The proxy's inbound ports, once per (snapshot, proxy): listeners and clusters both read them (the one memoPair of that pair). */
+function proxyInboundPorts(proxy: Proxy, push: PushContext): InboundPorts {
+  return memoPair(push, proxy, () => inboundPorts(proxy, push));
+}
+
 function captured(proxy: Proxy): boolean {
   return proxy.interceptionMode !== 'NONE';
 }
@@ -126,7 +131,7 @@ function outboundServices(proxy: Proxy, push: PushContext): readonly Service[] {
 
 export function sidecarListeners(proxy: Proxy, push: PushContext, opts: SidecarOptions = {}): Listener[] {
   const scope = push.sidecarScope(proxy);
-  const inbound = inboundPorts(proxy, push);
+  const inbound = proxyInboundPorts(proxy, push);
   inbound.problems.forEach((p) => opts.onProblem?.(p));
   inbound.conflicts.forEach((c) => opts.onInboundConflict?.(c));
   const mtls = opts.mtls ? inboundMtls(proxy, push, opts.mtls) : undefined;
@@ -328,7 +333,7 @@ export function sidecarClusters(proxy: Proxy, push: PushContext, withInbound = t
   );
   // Inbound clusters by their few inputs, once per snapshot; the whole list once per (outbound
   // list, inbound ports), so proxies given the same clusters get the same list (packed and interned once).
-  const ports = withInbound ? inboundPorts(proxy, push).ports : [];
+  const ports = withInbound ? proxyInboundPorts(proxy, push).ports : [];
   const keys = ports.map((p) => `${p.port}:${p.target ? `${p.target.address}:${p.target.port}` : 'original-dst'}:${p.protocol}`);
   return memo(outbound, `clusters:${keys.join(',')}`, () => {
     const inbound = ports.map((p, i) => memo(push, `cds-inbound:${keys[i]}`, () => cached(cache, () => ['cds-inbound', p.port, p.target, p.protocol], () => buildInboundCluster(p.port, p.target, p.protocol))));
