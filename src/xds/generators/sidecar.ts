@@ -209,14 +209,26 @@ function servicePortsOf(scope: SidecarScope): Record<string, number[]> {
 
 /** What the `tcp`/`tls` routes of the VirtualServices the proxy sees need (a port is set per listener). */
 function l4RouteContext(proxy: Proxy, push: PushContext): L4RouteContext {
+  const virtualServices = push.traffic.virtualServicesFor(proxy.namespace).filter((v) => v.vs.spec.tcp || v.vs.spec.tls);
   return {
     port: 0,
     proxyNamespace: proxy.namespace,
     proxyLabels: proxy.labels,
-    virtualServices: push.traffic.virtualServicesFor(proxy.namespace).filter((v) => v.vs.spec.tcp || v.vs.spec.tls),
+    virtualServices,
     domain: push.domain,
-    servicePorts: servicePortsOf(push.sidecarScope(proxy)),
+    servicePorts: portsForRoutes(virtualServices, push.sidecarScope(proxy)),
   };
+}
+
+const NO_SERVICE_PORTS: Readonly<Record<string, number[]>> = Object.freeze({});
+
+/**
+ * The scope's service ports where routes read them: only a VirtualService's destinations do. Without
+ * one they are left out, so they are neither built nor serialized into the outbound listeners' key
+ * (1000 entries per scope on every push).
+ */
+function portsForRoutes(virtualServices: readonly unknown[], scope: SidecarScope): Readonly<Record<string, readonly number[]>> {
+  return virtualServices.length > 0 ? servicePortsOf(scope) : NO_SERVICE_PORTS;
 }
 
 /**
@@ -243,7 +255,7 @@ export function sidecarRoutes(proxy: Proxy, push: PushContext, names?: ReadonlyS
       outboundTrafficPolicy: scope.outboundTrafficPolicy,
       proxyLabels: proxy.labels,
       virtualServices: traffic.virtualServicesFor(proxy.namespace),
-      servicePorts: servicePortsOf(scope),
+      servicePorts: portsForRoutes(traffic.virtualServicesFor(proxy.namespace), scope),
       hashPolicies: hashPolicies(proxy, push),
       defaultTimeout,
     };
