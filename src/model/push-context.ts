@@ -11,6 +11,7 @@ import { TrafficIndex, type TrafficOptions } from './traffic.js';
 import { GatewayIndex, gatewayNotices, gatewayRouteNotices } from './gateway.js';
 import { destinationRuleNotices, virtualServiceNotices } from './traffic-notices.js';
 import { scope } from '../common/log.js';
+import { perObject } from '../common/same-inputs.js';
 
 const log = scope('model');
 
@@ -70,8 +71,8 @@ export interface SidecarScope {
 
 let versionCounter = 0;
 
-function groupBy<T>(items: readonly T[], key: (t: T) => string): Map<string, T[]> {
-  const m = new Map<string, T[]>();
+function groupBy<T, K = string>(items: readonly T[], key: (t: T) => K): Map<K, T[]> {
+  const m = new Map<K, T[]>();
   for (const t of items) {
     const k = key(t);
     const list = m.get(k);
@@ -81,9 +82,12 @@ function groupBy<T>(items: readonly T[], key: (t: T) => string): Map<string, T[]
   return m;
 }
 
-function instancePortKey(hostname: string, namespace: string, port: number): string {
-  return `${namespace}/${hostname}|${port}`;
-}
+/**
+ * A service's instances by service port, once per instance list: registries keep the list of a
+ * service whose instances did not change (registry/types.ts, keepUnchanged), so its per-port lists
+ * are the same objects in the next snapshot, and what is derived from them (load assignments) is too.
+ */
+const instancesByPort = perObject((instances: readonly ServiceInstance[]) => groupBy(instances, (i) => i.servicePort.port));
 
 /** `ns/host` egress entries: ns `*` any, `.` the proxy's, `~` none; host may be `*` or `*.suffix`. */
 function egressAllows(hosts: readonly string[], service: Service, proxyNamespace: string): boolean {
@@ -113,7 +117,6 @@ export class PushContext {
   private readonly servicesByHost: Map<string, Service[]>;
   private readonly servicesByNamespace: Map<string, Service[]>;
   private readonly instancesByService: Map<string, readonly ServiceInstance[]>;
-  private readonly instancesByPort: Map<string, ServiceInstance[]>;
   private readonly instancesByAddress: Map<string, ServiceInstance[]>;
   private readonly policies: Map<PolicyKind, Map<string, AnyResource[]>>;
   private readonly sidecarsByNamespace: Map<string, Sidecar[]>;
@@ -129,7 +132,6 @@ export class PushContext {
     this.servicesByNamespace = groupBy(this.services, (s) => s.namespace);
     this.instancesByService = new Map(this.services.map((s) => [`${s.namespace}/${s.hostname}`, opts.registry.instances(s)]));
     const all = [...this.instancesByService.values()].flat();
-    this.instancesByPort = groupBy(all, (i) => instancePortKey(i.hostname, i.namespace, i.servicePort.port));
     this.instancesByAddress = groupBy(all, (i) => i.address);
     this.policies = new Map(POLICY_KINDS.map((k) => [k, groupBy(opts.config.list(k) as AnyResource[], (r) => r.metadata.namespace)]));
     this.sidecarsByNamespace = groupBy(opts.config.list('Sidecar'), (r) => r.metadata.namespace);
@@ -177,7 +179,8 @@ export class PushContext {
   /** Instances of a service on one service port, or on every port when `port` is absent. */
   instances(service: Pick<Service, 'hostname' | 'namespace'>, port?: number): readonly ServiceInstance[] {
     if (port === undefined) return this.instancesByService.get(`${service.namespace}/${service.hostname}`) ?? [];
-    return this.instancesByPort.get(instancePortKey(service.hostname, service.namespace, port)) ?? [];
+    const all = this.instancesByService.get(`${service.namespace}/${service.hostname}`);
+    return (all && instancesByPort(all).get(port)) ?? [];
   }
 
   /** The instances the proxy's own workload serves (its inbound ports), found by its IPs. */

@@ -36,8 +36,10 @@ export class AggregateRegistry implements ServiceRegistry {
     return [...seen.values()].sort(compareServices);
   }
 
+  /** The registries' lists joined; the one registry's own list when only one has instances (it stays the same object while unchanged). */
   instances(service: Pick<Service, 'hostname' | 'namespace'>): readonly ServiceInstance[] {
-    return this.registries.flatMap((r) => r.instances(service));
+    const lists = this.registries.map((r) => r.instances(service)).filter((l) => l.length > 0);
+    return lists.length === 1 ? lists[0]! : lists.flat();
   }
 
   onEvent(handler: RegistryEventHandler): () => void {

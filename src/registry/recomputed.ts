@@ -4,7 +4,7 @@
 // relist synchronously). Reads recompute first when the state is stale, so they never see an old
 // state; each recomputation emits one event per changed service.
 import type { Service, ServiceInstance } from '../model/service.js';
-import { emitChanges, RegistryEvents, serviceKey, type RegistryEventHandler, type RegistrySnapshot, type ServiceRegistry } from './types.js';
+import { emitChanges, keepUnchanged, RegistryEvents, serviceKey, type RegistryEventHandler, type RegistrySnapshot, type ServiceRegistry } from './types.js';
 
 export abstract class RecomputedRegistry<S extends RegistrySnapshot> implements ServiceRegistry {
   abstract readonly name: string;
@@ -55,10 +55,10 @@ export abstract class RecomputedRegistry<S extends RegistrySnapshot> implements 
     this.refresh();
   }
 
-  /** Recomputes and emits one event per service whose definition or instances changed. */
+  /** Recomputes (keeping the unchanged services' objects) and emits one event per service whose definition or instances changed. */
   protected refresh(): void {
     const before = this.state;
-    this.state = this.compute();
+    this.state = keepUnchanged(before, this.compute());
     emitChanges(this.events, this.name, before, this.state, (s) => this.instancesShapeListeners(s));
   }
 

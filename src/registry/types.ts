@@ -62,6 +62,27 @@ export interface RegistrySnapshot {
 }
 
 /**
+ * `after` with the service and instance-list objects of `before` wherever they are equal. A
+ * recomputation makes every object anew; keeping the unchanged ones lets what is derived from a
+ * service once per object (its dependency key, its clusters and routes) be reused by the next
+ * snapshot instead of derived again for every service on every push, and lets `emitChanges` tell
+ * the unchanged apart by identity.
+ */
+export function keepUnchanged<S extends RegistrySnapshot>(before: S, after: S): S {
+  const old = new Map(before.services.map((s) => [serviceKey(s), s]));
+  const services = after.services.map((s) => {
+    const prev = old.get(serviceKey(s));
+    return prev && JSON.stringify(prev) === JSON.stringify(s) ? prev : s;
+  });
+  const instances = new Map<string, readonly ServiceInstance[]>();
+  for (const [key, list] of after.instances) {
+    const prev = before.instances.get(key);
+    instances.set(key, prev && JSON.stringify(prev) === JSON.stringify(list) ? prev : list);
+  }
+  return { ...after, services, instances };
+}
+
+/**
  * Emits one event per service that changed between two snapshots: `service` when its definition
  * changed, was added or deleted (a full push), `endpoints` when only its instances did (EDS) unless
  * `instancesShapeListeners` says the service's listeners follow its instances (a full push too).
@@ -81,8 +102,13 @@ export function emitChanges(
     const prev = old.get(key);
     old.delete(key);
     if (!prev) emit('service', 'add', s);
-    else if (JSON.stringify(prev) !== JSON.stringify(s)) emit('service', 'update', s);
-    else if (JSON.stringify(before.instances.get(key)) !== JSON.stringify(after.instances.get(key))) emit(instancesShapeListeners(s) ? 'service' : 'endpoints', 'update', s);
+    else if (prev !== s && JSON.stringify(prev) !== JSON.stringify(s)) emit('service', 'update', s);
+    else if (sameInstances(before.instances.get(key), after.instances.get(key))) continue;
+    else emit(instancesShapeListeners(s) ? 'service' : 'endpoints', 'update', s);
   }
   for (const s of old.values()) emit('service', 'delete', s);
+}
+
+function sameInstances(a: readonly ServiceInstance[] | undefined, b: readonly ServiceInstance[] | undefined): boolean {
+  return a === b || JSON.stringify(a) === JSON.stringify(b);
 }

@@ -11,7 +11,10 @@ import type { AnyResource } from '../../src/api/types.js';
 import { PushContext } from '../../src/model/push-context.js';
 import type { Service, ServiceInstance } from '../../src/model/service.js';
 import { XdsCache } from '../../src/xds/cache.js';
-import { sidecarClusters, sidecarListeners, sidecarRoutes } from '../../src/xds/generators/sidecar.js';
+import { clusterLoadAssignments, sidecarClusters, sidecarListeners, sidecarRoutes } from '../../src/xds/generators/sidecar.js';
+import { AggregateRegistry } from '../../src/registry/aggregate.js';
+import { ServiceEntryRegistry } from '../../src/registry/serviceentry.js';
+import { ClusterLoadAssignmentSchema } from '../../src/gen/envoy/config/endpoint/v3/endpoint_pb.js';
 import { pack } from '../../src/envoy/types.js';
 import { hcmOf, listenerByName, svc } from './envoy.js';
 import { pushOf, serviceEntry, sidecar, sidecarProxy, storeOf, workloadEntry } from './fixtures.js';
@@ -180,4 +183,34 @@ test('a new service a Sidecar hides from a proxy leaves its clusters, routes and
     after[kind].forEach((m, i) => assert.equal(m, before[kind][i], `${kind}: ${m.name}`));
   }
   assert.ok(!after.clusters.some((c) => c.name.includes('a.foo')), 'the Sidecar hides foo');
+});
+
+test('across snapshots of one registry: an endpoint change rebuilds that service\'s assignment only, a new service adds its clusters and keeps the others\' objects', () => {
+  const cache = new XdsCache();
+  const store = storeOf([httpService('foo', 'a'), httpService('bar', 'b'), workloadEntry('foo', 'a-1', { address: '10.0.0.1', labels: { app: 'a' } }), workloadEntry('bar', 'b-1', { address: '10.0.0.2', labels: { app: 'b' } })]);
+  const registry = new AggregateRegistry([new ServiceEntryRegistry(store, 'c1')]);
+  const snapshot = (): PushContext => PushContext.build({ config: store, registry, domain: 'cluster.local', clusterId: 'c1' });
+  const proxy = sidecarProxy('10.0.0.1', 'a-1', 'foo');
+  const byName = <T extends { clusterName?: string; name?: string }>(list: readonly T[]): Map<string, T> => new Map(list.map((m) => [m.clusterName ?? m.name!, m]));
+  const [a, b] = ['outbound|80||a.foo.svc.cluster.local', 'outbound|80||b.bar.svc.cluster.local'];
+
+  const first = snapshot();
+  const endpoints1 = byName(clusterLoadAssignments(proxy, first, undefined, cache));
+  const clusters1 = byName(sidecarClusters(proxy, first, true, cache));
+
+  store.apply(workloadEntry('bar', 'b-2', { address: '10.0.0.3', labels: { app: 'b' } }));
+  const second = snapshot();
+  const endpoints2 = byName(clusterLoadAssignments(proxy, second, undefined, cache));
+  assert.equal(endpoints2.get(a), endpoints1.get(a), 'the unchanged assignment is the same object');
+  assert.notEqual(endpoints2.get(b), endpoints1.get(b));
+  assert.deepEqual(endpoints2.get(b)!.endpoints.flatMap((l) => l.lbEndpoints).length, 2, 'the new endpoint is in');
+  const scratch = byName(clusterLoadAssignments(proxy, pushOf([...store.list('ServiceEntry'), ...store.list('WorkloadEntry')])));
+  for (const name of [a, b]) assert.deepEqual(toBinary(ClusterLoadAssignmentSchema, endpoints2.get(name)!), toBinary(ClusterLoadAssignmentSchema, scratch.get(name)!), name);
+
+  store.apply(httpService('bar', 'c'));
+  const third = snapshot();
+  const clusters3 = byName(sidecarClusters(proxy, third, true, cache));
+  assert.ok(clusters3.has('outbound|80||c.bar.svc.cluster.local'));
+  for (const name of [a, b]) assert.equal(clusters3.get(name), clusters1.get(name), `${name}: the same cluster object`);
+  assert.equal(byName(clusterLoadAssignments(proxy, third, undefined, cache)).get(b), endpoints2.get(b));
 });

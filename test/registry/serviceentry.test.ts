@@ -101,3 +101,51 @@ test('a burst of changes is one recomputation, and a read right after a change s
   assert.deepEqual(events.map((e) => `${e.kind}:${e.hostname}`), ['endpoints:echo.foo.svc.cluster.local'], 'one event for the whole burst');
   reg.close();
 });
+
+test('a recomputation keeps the objects of the services and instance lists it did not change', async () => {
+  const store = storeOf(MESH);
+  const reg = new ServiceEntryRegistry(store, 'c1');
+  const echo = { hostname: 'echo.foo.svc.cluster.local', namespace: 'foo' };
+  const db = { hostname: 'db.foo.svc.cluster.local', namespace: 'foo' };
+  const before = { services: reg.services(), echo: reg.instances(echo), db: reg.instances(db) };
+  const events: RegistryEvent[] = [];
+  reg.onEvent((e) => events.push(e));
+
+  store.apply(serviceEntry('foo', 'new', { hosts: ['new.example.com'], ports: [{ number: 80, name: 'http' }] }));
+  const after = reg.services();
+  assert.equal(after.length, before.services.length + 1);
+  for (const s of before.services) assert.equal(after.find((x) => x.hostname === s.hostname && x.namespace === s.namespace), s, `${s.hostname}: the same object`);
+  assert.equal(reg.instances(echo), before.echo, 'the same instance list');
+  assert.equal(reg.instances(db), before.db);
+
+  // A changed instance list is a new list (its service stays the same object), and it is reported.
+  store.apply(workloadEntry('foo', 'echo-3', { address: '10.0.0.3', labels: { app: 'echo' } }));
+  assert.notEqual(reg.instances(echo), before.echo);
+  assert.ok(reg.instances(echo).some((i) => i.address === '10.0.0.3'));
+  assert.equal(reg.services().find((s) => s.hostname === echo.hostname), before.services.find((s) => s.hostname === echo.hostname));
+  assert.equal(reg.instances(db), before.db);
+
+  // A changed service is a new object with its new definition.
+  store.apply(serviceEntry('foo', 'db', { hosts: ['db.foo.svc.cluster.local'], addresses: ['10.96.0.21'], location: 'MESH_INTERNAL', resolution: 'STATIC', ports: [{ number: 5432, name: 'tcp-pg', protocol: 'TCP' }], endpoints: [{ address: '10.0.0.5' }] }));
+  const changed = reg.services().find((s) => s.hostname === db.hostname)!;
+  assert.notEqual(changed, before.services.find((s) => s.hostname === db.hostname));
+  assert.deepEqual(changed.addresses, ['10.96.0.21']);
+  await new Promise<void>((r) => setImmediate(r));
+  assert.deepEqual(events.map((e) => `${e.kind}:${e.event}:${e.hostname}`), ['service:add:new.example.com', 'endpoints:update:echo.foo.svc.cluster.local', 'service:update:db.foo.svc.cluster.local']);
+  reg.close();
+});
+
+test('a selector of several labels selects the workloads carrying all of them, in their order; an empty one selects the whole namespace', () => {
+  const se = (name: string, labels: Record<string, string>): ServiceEntry =>
+    serviceEntry('foo', name, { hosts: [`${name}.example.com`], resolution: 'STATIC', ports: [{ number: 80, name: 'http' }], workloadSelector: { labels } }) as ServiceEntry;
+  const we = (name: string, address: string, labels: Record<string, string>, namespace = 'foo'): WorkloadEntry => workloadEntry(namespace, name, { address, labels }) as WorkloadEntry;
+  const state = convertServiceEntries(
+    [se('v1', { app: 'a', version: 'v1' }), se('any', {}), se('none', { app: 'a', version: 'v3' })],
+    [we('w1', '10.1.0.1', { version: 'v1', app: 'a' }), we('w2', '10.1.0.2', { app: 'a', version: 'v2' }), we('w3', '10.1.0.3', { app: 'a', version: 'v1', extra: 'x' }), we('w4', '10.1.0.4', { app: 'a', version: 'v1' }, 'bar'), we('w5', '10.1.0.5', {})],
+    'c1',
+  );
+  const addresses = (host: string): string[] => state.instances.get(`foo/${host}`)!.map((i) => i.address);
+  assert.deepEqual(addresses('v1.example.com'), ['10.1.0.1', '10.1.0.3']);
+  assert.deepEqual(addresses('any.example.com'), ['10.1.0.1', '10.1.0.2', '10.1.0.3', '10.1.0.5']);
+  assert.deepEqual(addresses('none.example.com'), []);
+});

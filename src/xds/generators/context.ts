@@ -80,12 +80,17 @@ const packedLists = new WeakMap<readonly object[], readonly XdsResource[]>();
  * Built messages as resources; messages shared between proxies are packed once (see packOnce), and
  * a list shared between proxies (memoized per scope, subscription, ...) becomes one list of
  * resources, which the server then filters and interns once (ResourceSets.forSubscription). A list
- * given here must not change afterwards.
+ * given here must not change afterwards. `pack` is anyPack unless the type packs from shared parts.
  */
-export function resources<Desc extends DescMessage>(schema: Desc, messages: readonly MessageShape<Desc>[], nameOf: (m: MessageShape<Desc>) => string): readonly XdsResource[] {
+export function resources<Desc extends DescMessage>(
+  schema: Desc,
+  messages: readonly MessageShape<Desc>[],
+  nameOf: (m: MessageShape<Desc>) => string,
+  pack: (m: MessageShape<Desc>) => Any = (m) => anyPack(schema, m),
+): readonly XdsResource[] {
   let list = packedLists.get(messages);
   if (!list) {
-    list = messages.map((m) => packOnce(m, () => ({ name: nameOf(m), resource: anyPack(schema, m) as Any })));
+    list = messages.map((m) => packOnce(m, () => ({ name: nameOf(m), resource: pack(m) })));
     packedLists.set(messages, list);
   }
   return list;

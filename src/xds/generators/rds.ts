@@ -7,6 +7,7 @@ import { generatorOf, isGrpc, resources, type XdsType } from './context.js';
 import { grpcRoutes } from './grpc.js';
 import { sidecarRoutes } from './sidecar.js';
 import { gatewayRoutes, isRouter } from './gateway.js';
+import { packRouteConfiguration } from './route-packing.js';
 
 export const rds: XdsType = {
   typeUrl: TypeUrl.RouteConfiguration,
@@ -17,6 +18,7 @@ export const rds: XdsType = {
         RouteConfigurationSchema,
         isGrpc(proxy) ? grpcRoutes(proxy, push, names) : isRouter(proxy) ? gatewayRoutes(proxy, push, names, ctx.opts) : sidecarRoutes(proxy, push, names, ctx.opts.outboundSniffing, ctx.opts.cache, ctx.opts.defaultRequestTimeout),
         (r) => r.name,
+        packRouteConfiguration,
       ),
     ),
 };

@@ -14,7 +14,7 @@ import type { PushContext, SidecarScope } from '../../model/push-context.js';
 import { isHttpProtocol, type Service, type ServiceInstance } from '../../model/service.js';
 import { blackHoleCluster, buildInboundCluster, buildOutboundCluster, passthroughCluster } from '../../networking/cluster.js';
 import { buildLoadAssignment, type EndpointInput } from '../../networking/endpoint.js';
-import { bindsOwnListener, inboundPorts } from '../../networking/inbound.js';
+import { bindsOwnListener, inboundPorts, type InboundPorts } from '../../networking/inbound.js';
 import { buildIngressListeners, buildOutboundListeners, buildVirtualInbound, buildVirtualOutbound, sniffedProtocol, type InboundOptions, type ListenerConflict } from '../../networking/listener.js';
 import { usesAutoAllocation } from '../../networking/name-table.js';
 import { LOCALHOST, outboundClusterName, WILDCARD_ADDRESS } from '../../networking/names.js';
@@ -107,6 +107,11 @@ const filterKey = perObject((f: HttpFilter | NetworkFilter) => cacheKey('filter'
  */
 const serviceKey = perObject((s: Service) => cacheKey('service', s));
 
+/** The proxy's inbound ports, once per (snapshot, proxy): listeners and clusters both read them (the one memoPair of that pair). */
+function proxyInboundPorts(proxy: Proxy, push: PushContext): InboundPorts {
+  return memoPair(push, proxy, () => inboundPorts(proxy, push));
+}
+
 function captured(proxy: Proxy): boolean {
   return proxy.interceptionMode !== 'NONE';
 }
@@ -126,7 +131,7 @@ function outboundServices(proxy: Proxy, push: PushContext): readonly Service[] {
 
 export function sidecarListeners(proxy: Proxy, push: PushContext, opts: SidecarOptions = {}): Listener[] {
   const scope = push.sidecarScope(proxy);
-  const inbound = inboundPorts(proxy, push);
+  const inbound = proxyInboundPorts(proxy, push);
   inbound.problems.forEach((p) => opts.onProblem?.(p));
   inbound.conflicts.forEach((c) => opts.onInboundConflict?.(c));
   const mtls = opts.mtls ? inboundMtls(proxy, push, opts.mtls) : undefined;
@@ -204,14 +209,26 @@ function servicePortsOf(scope: SidecarScope): Record<string, number[]> {
 
 /** What the `tcp`/`tls` routes of the VirtualServices the proxy sees need (a port is set per listener). */
 function l4RouteContext(proxy: Proxy, push: PushContext): L4RouteContext {
+  const virtualServices = push.traffic.virtualServicesFor(proxy.namespace).filter((v) => v.vs.spec.tcp || v.vs.spec.tls);
   return {
     port: 0,
     proxyNamespace: proxy.namespace,
     proxyLabels: proxy.labels,
-    virtualServices: push.traffic.virtualServicesFor(proxy.namespace).filter((v) => v.vs.spec.tcp || v.vs.spec.tls),
+    virtualServices,
     domain: push.domain,
-    servicePorts: servicePortsOf(push.sidecarScope(proxy)),
+    servicePorts: portsForRoutes(virtualServices, push.sidecarScope(proxy)),
   };
+}
+
+const NO_SERVICE_PORTS: Readonly<Record<string, number[]>> = Object.freeze({});
+
+/**
+ * The scope's service ports where routes read them: only a VirtualService's destinations do. Without
+ * one they are left out, so they are neither built nor serialized into the outbound listeners' key
+ * (1000 entries per scope on every push).
+ */
+function portsForRoutes(virtualServices: readonly unknown[], scope: SidecarScope): Readonly<Record<string, readonly number[]>> {
+  return virtualServices.length > 0 ? servicePortsOf(scope) : NO_SERVICE_PORTS;
 }
 
 /**
@@ -238,7 +255,7 @@ export function sidecarRoutes(proxy: Proxy, push: PushContext, names?: ReadonlyS
       outboundTrafficPolicy: scope.outboundTrafficPolicy,
       proxyLabels: proxy.labels,
       virtualServices: traffic.virtualServicesFor(proxy.namespace),
-      servicePorts: servicePortsOf(scope),
+      servicePorts: portsForRoutes(traffic.virtualServicesFor(proxy.namespace), scope),
       hashPolicies: hashPolicies(proxy, push),
       defaultTimeout,
     };
@@ -289,6 +306,11 @@ export function hashPolicies(proxy: Proxy, push: PushContext): Record<string, Ha
   return out;
 }
 
+/** Whether a service's outbound clusters hold its endpoints (DNS resolution) rather than leaving them to EDS or the original destination. */
+function carriesEndpoints(s: Service): boolean {
+  return s.resolution === 'DNS' || s.resolution === 'DNS_ROUND_ROBIN';
+}
+
 /** Outbound clusters of every visible service port, inbound clusters, BlackHole and Passthrough. */
 export function sidecarClusters(proxy: Proxy, push: PushContext, withInbound = true, cache?: XdsCache, mtlsSettings?: MeshMtlsSettings): Cluster[] {
   // Auto mTLS settings for a proxy with a workload certificate only (clusterMtls).
@@ -301,25 +323,29 @@ export function sidecarClusters(proxy: Proxy, push: PushContext, withInbound = t
       const rule = ruleTraffic(push.traffic.destinationRule(proxy, s.hostname, s.namespace));
       // A service's clusters read the service, its rule and whether the proxy has mTLS: built (and
       // keyed) once per snapshot for every scope that sees them alike, not once per scope.
-      return memo(push, `cds-service:${serviceKey(s)}:${rule ? JSON.stringify(rule) : ''}:${mtlsOn}:${gateway}`, () =>
+      const key = `cds-service:${serviceKey(s)}:${rule ? JSON.stringify(rule) : ''}:${mtlsOn}:${gateway}`;
+      const build = (): Cluster[] =>
         s.ports.flatMap((p) =>
           clusterVariants(rule, p.port).map((v) => {
             const instances = subsetInstances(push.instances(s, p.port), v.labels);
             const endpoints = toEndpoints(instances);
             // EDS clusters do not carry their endpoints: leaving them out of the key keeps the
             // cluster (and its version) when only endpoints change.
-            const keyEndpoints = s.resolution === 'STATIC' ? [] : endpoints;
+            const keyEndpoints = carriesEndpoints(s) ? endpoints : [];
             const mtls = mtlsOf ? clusterMtls(proxy, push, s, instances, mtlsOf) : undefined;
             const traffic = { ...v, ...(mtls ? { mtls } : {}) };
             return cached(cache, () => ['cds', serviceKey(s), p, keyEndpoints, v.subset, v.policy, mtls, gateway], () => buildOutboundCluster(s, p, endpoints, { gateway }, traffic));
           }),
-        ),
-      );
+        );
+      // Without auto mTLS, clusters that do not carry endpoints (EDS, ORIGINAL_DST) read nothing but
+      // the key's parts: kept across snapshots under it, so a push fingerprints no cluster of an
+      // unchanged service (the key's service part is hashed once per Service object).
+      return memo(push, key, () => (!mtlsOf && !carriesEndpoints(s) ? getOrBuild(cache, key, build) : build()));
     }),
   );
   // Inbound clusters by their few inputs, once per snapshot; the whole list once per (outbound
   // list, inbound ports), so proxies given the same clusters get the same list (packed and interned once).
-  const ports = withInbound ? inboundPorts(proxy, push).ports : [];
+  const ports = withInbound ? proxyInboundPorts(proxy, push).ports : [];
   const keys = ports.map((p) => `${p.port}:${p.target ? `${p.target.address}:${p.target.port}` : 'original-dst'}:${p.protocol}`);
   return memo(outbound, `clusters:${keys.join(',')}`, () => {
     const inbound = ports.map((p, i) => memo(push, `cds-inbound:${keys[i]}`, () => cached(cache, () => ['cds-inbound', p.port, p.target, p.protocol], () => buildInboundCluster(p.port, p.target, p.protocol))));
@@ -343,9 +369,13 @@ export function clusterLoadAssignments(proxy: Proxy, push: PushContext, names?: 
       for (const { port } of service.ports) {
         for (const v of clusterVariants(rule, port)) {
           const name = outboundClusterName(port, service.hostname, v.subset);
-          // Shared by the scopes that see the same service (a subset's endpoints depend on its labels).
-          const cla = memo(push, `eds:${service.namespace}/${name}:${JSON.stringify(v.labels ?? {})}`, () => {
-            const endpoints = toEndpoints(subsetInstances(push.instances(service, port), v.labels));
+          // Shared by the scopes that see the same service (a subset's endpoints depend on its
+          // labels), and kept with the port's instance list, which the next snapshot shares while
+          // the instances are unchanged: a push then rebuilds (and fingerprints) only the changed
+          // services' assignments. No instances: per snapshot.
+          const instances = push.instances(service, port);
+          const cla = memo(instances.length > 0 ? instances : push, `eds:${service.namespace}/${name}:${JSON.stringify(v.labels ?? {})}`, () => {
+            const endpoints = toEndpoints(subsetInstances(instances, v.labels));
             return cached(cache, () => ['eds', name, endpoints], () => buildLoadAssignment(name, endpoints));
           });
           index.set(name, cla);
