@@ -38,8 +38,8 @@ const RESPONSES: Record<string, string | ((socket: Socket, nth: number) => void)
 
 let upstream: TcpServer;
 let connections = 0;
-/** What the upstream received, request by request: the head's first line and the body. */
-let received: { line: string; body: string }[] = [];
+/** What the upstream received, request by request: the head (one character per byte), its first line and the body. */
+let received: { head: string; line: string; body: string }[] = [];
 
 function serveUpstream(socket: Socket): void {
   connections++;
@@ -57,7 +57,7 @@ function serveUpstream(socket: Socket): void {
       const body = buf.slice(end + 4, end + 4 + length);
       buf = buf.slice(end + 4 + length);
       const line = head.split('\r\n')[0]!;
-      received.push({ line, body });
+      received.push({ head, line, body });
       const path = line.split(' ')[1]!;
       const answer = RESPONSES[path] ?? 'HTTP/1.1 404 Not Found\r\ncontent-length: 0\r\n\r\n';
       nth++;
@@ -80,9 +80,9 @@ interface Reply {
 }
 
 /** A request on its own client connection; rejects when the response does not end normally. */
-function send(path: string, method = 'GET', body?: string): Promise<Reply> {
+function send(path: string, method = 'GET', body?: string, headers: Record<string, string> = {}): Promise<Reply> {
   return new Promise((resolve, reject) => {
-    const req = request({ host: '127.0.0.1', port, path, method, agent: false, headers: body === undefined ? {} : { 'content-length': Buffer.byteLength(body) } }, (res) => {
+    const req = request({ host: '127.0.0.1', port, path, method, agent: false, headers: body === undefined ? headers : { ...headers, 'content-length': Buffer.byteLength(body) } }, (res) => {
       let text = '';
       res.setEncoding('utf8');
       res.on('data', (d: string) => (text += d));
@@ -104,7 +104,8 @@ before(async () => {
     statPrefix: 'raw',
     routeSpecifier: {
       case: 'routeConfig',
-      value: { virtualHosts: [{ name: 'raw', domains: ['*'], routes: [{ match: { pathSpecifier: { case: 'prefix', value: '/' } }, action: { case: 'route', value: { clusterSpecifier: { case: 'cluster', value: 'raw' } } } }] }] },
+      // A configured value beyond ASCII, which Envoy sends as UTF-8.
+      value: { requestHeadersToAdd: [{ header: { key: 'x-configured', value: 'snow \u2603' } }], virtualHosts: [{ name: 'raw', domains: ['*'], routes: [{ match: { pathSpecifier: { case: 'prefix', value: '/' } }, action: { case: 'route', value: { clusterSpecifier: { case: 'cluster', value: 'raw' } } } }] }] },
     },
     httpFilters: [{ name: 'envoy.filters.http.router', configType: { case: 'typedConfig', value: anyPack(RouterSchema, create(RouterSchema, {})) } }],
   });
@@ -143,6 +144,15 @@ describe('HTTP/1.1 upstream client: keep-alive', () => {
     assert.equal((await send('/ok', 'POST', '')).body, 'hello');
     assert.deepEqual(received.map((r) => r.body), ['payload', '']);
     assert.equal(connections, 1);
+  });
+
+  it('passes header bytes beyond ASCII unchanged and sends a configured value as UTF-8', async () => {
+    // node:http's client writes a header value one character per byte: this is the UTF-8 of "é".
+    const utf8Bytes = Buffer.from('caf\u00e9', 'utf8').toString('latin1');
+    assert.equal((await send('/ok', 'GET', undefined, { 'x-name': utf8Bytes })).status, 200);
+    const head = received[0]!.head;
+    assert.match(head, new RegExp(`\r\nx-name: ${utf8Bytes}\r\n`));
+    assert.match(head, new RegExp(`\r\nx-configured: ${Buffer.from('snow \u2603', 'utf8').toString('latin1')}\r\n`));
   });
 
   it('does not reuse a connection after `connection: close`, a close-delimited body, or a response cut short', async () => {

@@ -20,9 +20,12 @@ interface Seen {
 }
 
 const BIG = 'x'.repeat(16 * 1024 * 1024);
-/** What the client had received when the upstream finished writing /big. */
-let receivedAtUpstreamEnd = -1;
-let received = 0;
+/**
+ * How the proxy writes /big into its downstream response: bytes written, whether the response is
+ * full now (a write() returned false and no 'drain' came since), and what was still written while
+ * it was full.
+ */
+const bigWrites = { written: 0, full: false, writtenWhileFull: 0 };
 let upstream: Server;
 let upstreamPort: number;
 let seen: Seen[] = [];
@@ -46,7 +49,7 @@ function answer(req: IncomingMessage, res: ServerResponse): void {
       return; // never answers
     case '/big':
       res.writeHead(200, { 'content-length': BIG.length });
-      res.end(BIG, () => (receivedAtUpstreamEnd = received));
+      res.end(BIG);
       return;
     case '/trailers':
       res.writeHead(201, 'Made It', { trailer: 'x-up-trailer', 'x-up': 'yes', connection: 'keep-alive' });
@@ -87,6 +90,7 @@ async function proxyTo(pool: Http1Pool, ep: { host: string; port: number }): Pro
         });
       },
     });
+    if (req.url === '/big') watchWrites(res);
     if (req.url === '/hang') setTimeout(() => {
       ex.destroy();
       res.writeHead(504).end('gave up');
@@ -101,6 +105,20 @@ async function proxyTo(pool: Http1Pool, ep: { host: string; port: number }): Pro
   return { port: await listen(server), server, errors };
 }
 
+/** Keeps `bigWrites` up to date for the writes into `res`. */
+function watchWrites(res: ServerResponse): void {
+  const write = res.write.bind(res) as (chunk: Buffer) => boolean;
+  Object.assign(bigWrites, { written: 0, full: false, writtenWhileFull: 0 });
+  res.on('drain', () => (bigWrites.full = false));
+  res.write = ((chunk: Buffer) => {
+    if (bigWrites.full) bigWrites.writtenWhileFull += chunk.length;
+    bigWrites.written += chunk.length;
+    const ok = write(chunk);
+    if (!ok) bigWrites.full = true;
+    return ok;
+  }) as typeof res.write;
+}
+
 interface Reply {
   status: number;
   message: string;
@@ -109,18 +127,20 @@ interface Reply {
   trailers: Record<string, string>;
 }
 
-function send(port: number, o: { method?: string; path?: string; headers?: Record<string, string>; body?: string[]; trailers?: Record<string, string>; slow?: boolean } = {}): Promise<Reply> {
+/**
+ * Sends a request and reads the whole reply. `stall`: the client reads the first body chunk, then
+ * stops reading until the promise it is given settles.
+ */
+function send(port: number, o: { method?: string; path?: string; headers?: Record<string, string>; body?: string[]; trailers?: Record<string, string>; stall?: () => Promise<unknown> } = {}): Promise<Reply> {
   return new Promise((resolve, reject) => {
     const req = request({ host: '127.0.0.1', port, method: o.method ?? 'GET', path: o.path ?? '/', headers: o.headers ?? {}, agent: false }, (res) => {
       let body = '';
       res.setEncoding('latin1');
       res.on('data', (d: string) => {
         body += d;
-        received = body.length;
-        // A slow reader: the proxy has to hold the upstream back.
-        if (o.slow) {
+        if (o.stall && body.length === d.length) {
           res.pause();
-          setTimeout(() => res.resume(), 1);
+          o.stall().then(() => res.resume(), reject);
         }
       });
       res.on('end', () => resolve({ status: res.statusCode ?? 0, message: res.statusMessage ?? '', headers: res.headers, body, trailers: res.trailers as Record<string, string> }));
@@ -199,11 +219,18 @@ describe('http1Exchange', () => {
   it('holds the upstream back for a slow client and delivers a large body intact', async () => {
     const pool = new Http1Pool();
     const p = await proxyTo(pool, { host: '127.0.0.1', port: upstreamPort });
-    const r = await send(p.port, { path: '/big', slow: true });
+    // The client stops reading after the first chunk. The kernel takes a few MiB for it, then the
+    // proxy's response stays full: the client reads the rest once it is, after at least 1 MiB
+    // (an early, passing fullness of the first writes does not count).
+    const stalled = (): void => assert.ok(bigWrites.full && bigWrites.written >= 1 << 20, `the response to the stalled client is full (${bigWrites.written} bytes written)`);
+    const r = await send(p.port, { path: '/big', stall: () => eventually(stalled) });
     assert.equal(r.body.length, BIG.length);
     assert.equal(r.body, BIG);
-    // Without backpressure the upstream would be done long before the client got far.
-    assert.ok(receivedAtUpstreamEnd > BIG.length / 2, `the client had ${receivedAtUpstreamEnd} bytes when the upstream finished`);
+    // Backpressure: while the response is full the proxy reads nothing from the upstream, so it
+    // writes nothing until the client drained it; without it the rest of the 16 MiB would pile up
+    // in the proxy. Unlike comparing how far client and upstream had got, this does not depend on
+    // the kernel's buffer sizes or on the box's load.
+    assert.equal(bigWrites.writtenWhileFull, 0);
   });
 
   it('reports a refused connection as an error', async () => {

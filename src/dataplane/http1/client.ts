@@ -15,25 +15,31 @@ export type OpenConnection = () => { socket: Socket; ready: 'connect' | 'secureC
 
 /** Methods a client may send again after a reused connection closed before answering (RFC 9110 9.2.2). */
 const IDEMPOTENT = new Set(['GET', 'HEAD', 'OPTIONS', 'PUT', 'DELETE', 'TRACE']);
-/** A header value that could split the head. */
-const UNSAFE_VALUE = /[\r\n\0]/;
+/** A character that could split the head (CR, LF, NUL), or one beyond a byte (from configuration). */
+const SPECIAL = /[\r\n\0\u0100-\uffff]/;
+const UNSAFE = /[\r\n\0]/;
 
-/** The request head; throws naming a header whose value could split it (CR, LF, NUL). */
+/**
+ * The head's text as bytes, one character per byte (latin1), as node:http's parser hands over the
+ * downstream request's bytes, so that those pass unchanged; a value with characters beyond a byte
+ * (configuration, JWT claims) goes as UTF-8, as Envoy sends configured values. Throws naming a
+ * header (or the path) that could split the head.
+ */
+function byteString(where: string, text: string): string {
+  if (!SPECIAL.test(text)) return text;
+  if (UNSAFE.test(text)) throw new Error(`invalid character in ${where}`);
+  return Buffer.from(text, 'utf8').toString('latin1');
+}
+
+/** The request head, to be written as latin1; throws naming a header whose value could split it. */
 export function requestHead(method: string, path: string, headers: OutgoingHttpHeaders): string {
-  let head = `${method} ${path} HTTP/1.1\r\n`;
+  let head = `${method} ${byteString('request path', path)} HTTP/1.1\r\n`;
   for (const name in headers) {
     const v = headers[name];
     if (v === undefined) continue;
     if (typeof v === 'object') {
-      for (const one of v) {
-        if (UNSAFE_VALUE.test(one)) throw new Error(`invalid character in header ${name}`);
-        head += `${name}: ${one}\r\n`;
-      }
-    } else {
-      const one = String(v);
-      if (UNSAFE_VALUE.test(one)) throw new Error(`invalid character in header ${name}`);
-      head += `${name}: ${one}\r\n`;
-    }
+      for (const one of v) head += `${name}: ${byteString(`header ${name}`, one)}\r\n`;
+    } else head += `${name}: ${byteString(`header ${name}`, String(v))}\r\n`;
   }
   return `${head}\r\n`;
 }
@@ -100,6 +106,8 @@ export class Http1Connection implements ResponseSink {
     private readonly home: ConnectionList,
   ) {
     const socket = (this.socket = opened.socket);
+    // The head is a byte string (requestHead).
+    socket.setDefaultEncoding('latin1');
     socket.once(opened.ready, () => {
       this.ready = true;
       socket.setKeepAlive(true, 60_000);
