@@ -23,7 +23,8 @@ import {
   type UpstreamEvents,
   type UpstreamExchange,
 } from '../http-codec.js';
-import { applyMutations, type CompiledRoute, type RouteTable } from '../route-table.js';
+import type { CompiledRoute, RouteTable } from '../route-table.js';
+import { applyMutations } from '../header-mutations.js';
 import { mirror } from '../mirror.js';
 import type { RetrySpec } from '../retry-policy.js';
 import { registerHttpFilter } from './registry.js';

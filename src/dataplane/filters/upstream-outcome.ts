@@ -6,7 +6,7 @@
 import type { IncomingMessage } from 'node:http';
 import type { LocalReply } from '../../envoy/filter.js';
 import { isEndToEnd } from '../http-codec.js';
-import type { MutableHeaders } from '../route-table.js';
+import type { MutableHeaders } from '../header-mutations.js';
 import type { AttemptFailure } from '../retry-policy.js';
 
 /** Node's header object as a mutable header set (for response header mutations). */
