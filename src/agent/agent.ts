@@ -31,7 +31,7 @@ import { StsServer } from './sts/sts-server.js';
 import { CloudTokenExchange, type TokenManagerPlugin } from './sts/token-exchange.js';
 import { xdsCredentials } from './xds-credentials.js';
 import { XdsProxy } from './xds-proxy.js';
-import { PROXY_NODE_FLAGS, proxyProcessEnv } from '../dataplane/node-flags.js';
+import { proxyNodeFlags, proxyProcessEnv } from '../dataplane/node-flags.js';
 
 const log = scope('default');
 
@@ -87,7 +87,7 @@ function repoRoot(): string {
 /** The proxy's argv prefix: a .js binaryPath runs under this Node (with the proxy's Node flags); empty = bin/mesh-proxy.js. */
 export function proxyCommandFor(binaryPath: string): string[] {
   const path = binaryPath || join(repoRoot(), 'bin', 'mesh-proxy.js');
-  return /\.[cm]?js$/.test(path) ? [process.execPath, ...PROXY_NODE_FLAGS, path] : [path];
+  return /\.[cm]?js$/.test(path) ? [process.execPath, ...proxyNodeFlags(process.env), path] : [path];
 }
 
 /** The proxy's flags, Envoy-style (docs/cli.md). */

@@ -5,6 +5,20 @@
 // measurable on the data-plane bench (docs/bench.md, 2026-11-24 "per-request cost").
 export const PROXY_NODE_FLAGS: readonly string[] = ['--max-semi-space-size=2'];
 
+/** A flag's name without its value and with V8's `_` spelling folded into `-`: `--max_semi_space_size=4` -> `--max-semi-space-size`. */
+function flagName(flag: string): string {
+  return flag.split('=', 1)[0]!.replaceAll('_', '-');
+}
+
+/**
+ * The proxy's Node flags minus those the user's NODE_OPTIONS sets: Node applies its command line
+ * after NODE_OPTIONS, so a flag given on both would otherwise override the user's value.
+ */
+export function proxyNodeFlags(env: NodeJS.ProcessEnv): string[] {
+  const users = new Set((env.NODE_OPTIONS ?? '').split(/\s+/).filter((o) => o.startsWith('--')).map(flagName));
+  return PROXY_NODE_FLAGS.filter((f) => !users.has(flagName(f)));
+}
+
 /**
  * glibc gives each thread that allocates its own malloc arena (up to 8 per core), and V8's
  * compiler and GC threads keep theirs populated; two arenas take about 3 MiB off a loaded proxy's

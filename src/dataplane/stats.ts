@@ -3,6 +3,7 @@
 // variable part extracted as a tag (`envoy_cluster_upstream_rq_total{envoy_cluster_name="..."}`).
 // They are not the mesh's spec metrics (src/common/metrics.ts): those belong to the programs'
 // registries; these describe one proxy's traffic and config and live as long as the process.
+import { compareText } from '../common/compare.js';
 
 export interface StatName {
   /** Envoy's dotted name, as `/stats` prints it. */
@@ -74,7 +75,9 @@ export class StatsStore {
     for (const c of this.counters.values()) add({ ...c.stat, kind: 'counter', value: c.value });
     for (const s of this.retired.values()) add(s);
     for (const source of this.sources) for (const s of source()) add(s);
-    return [...out.values()].sort((a, b) => a.name.localeCompare(b.name));
+    // Code-unit order, as Envoy's byte-wise string order: localeCompare would load ICU's collation
+    // data into every proxy whose stats are read, /stats/prometheus scrapes included (about 3 MiB of RSS).
+    return [...out.values()].sort((a, b) => compareText(a.name, b.name));
   }
 
   /** `/stats`: `name: value` lines; `filter` is a regex on the name (Envoy's `?filter=`). */

@@ -25,7 +25,7 @@ import { ClusterSchema, type Cluster } from '../gen/envoy/config/cluster/v3/clus
 import type { AdsUpdate } from '../envoy/ads-client.js';
 import { TypeUrl } from '../envoy/types.js';
 import type { StatSample } from './stats.js';
-import { PROXY_NODE_FLAGS, proxyProcessEnv } from './node-flags.js';
+import { proxyNodeFlags, proxyProcessEnv } from './node-flags.js';
 
 const log = scope('main');
 
@@ -250,7 +250,7 @@ export class WorkerPool {
   private spawn(index: number): void {
     const entry = fileURLToPath(new URL('./worker.js', import.meta.url));
     // Workers inherit stdout/stderr: their log lines are the proxy's.
-    const child = fork(entry, [], { serialization: 'advanced', stdio: ['ignore', 'inherit', 'inherit', 'ipc'], execArgv: [...PROXY_NODE_FLAGS], env: proxyProcessEnv(process.env) });
+    const child = fork(entry, [], { serialization: 'advanced', stdio: ['ignore', 'inherit', 'inherit', 'ipc'], execArgv: proxyNodeFlags(process.env), env: proxyProcessEnv(process.env) });
     const w = new Worker(index, child, (m) => this.onMessage(m));
     this.workers.set(index, w);
     w.send({

@@ -5,7 +5,7 @@
 // verifiers extract tokens and authenticate them against the provider's inlined JWKS. Verified
 // tokens are cached per provider (bounded LRU, until they expire), so a repeated token costs a map
 // lookup and the time/audience checks, not a signature check.
-import type { JsonObject, JsonValue } from '@bufbuild/protobuf';
+import type { JsonValue } from '@bufbuild/protobuf';
 import { scope } from '../common/log.js';
 import type {
   JwtAuthentication,
@@ -13,25 +13,20 @@ import type {
   JwtRequirement,
 } from '../gen/envoy/extensions/filters/http/jwt_authn/v3/config_pb.js';
 import { ConfigError } from './config-error.js';
-import { compileStringMatcher, readDataSource } from './matchers.js';
 import type { StreamRequest } from './request.js';
-import { durationMs } from '../common/duration.js';
 import { compileRouteMatch } from './route-match.js';
 import type { FilterOutcome, LocalReply } from './filter.js';
-import { JwtCache, type CachedJwt } from './jwt-cache.js';
-import { Extractor, type FoundToken, type LocationSpec } from './jwt-locations.js';
-import { keyFits, parseJwks, parseJwt, JwtStatus, type Jwt, type Key } from './jwt-token.js';
+import type { CachedJwt } from './jwt-cache.js';
+import { Extractor, type FoundToken } from './jwt-locations.js';
+import { keyFits, parseJwt, JwtStatus, type Jwt } from './jwt-token.js';
 import { JWT_AUTHN_FILTER_NAME } from './names.js';
+import { audienceSet, audiencesAllowed, claimValue, compileProvider, normalizePayload, type Provider } from './jwt-provider.js';
 
 const log = scope('jwt');
 
 /** jose, loaded for the first signature to check: a proxy without JWT policies never needs it. */
 let jose: Promise<typeof import('jose')> | undefined;
 
-/** Envoy's default clock skew for exp/nbf. */
-const DEFAULT_CLOCK_SKEW_S = 60;
-/** Envoy's default JWT cache size per provider. */
-const DEFAULT_JWT_CACHE_SIZE = 100;
 /** Unknown kids reported through onUnknownKid per compiled config, at most. */
 const MAX_REPORTED_KIDS = 64;
 /** Envoy caps the URL it puts in the realm. */
@@ -56,46 +51,6 @@ export interface JwtAuthnStats {
   jwt_cache_miss: number;
   /** Signature checks actually performed (not an Envoy stat: what the cache saves). */
   signature_verifications: number;
-}
-
-interface Provider {
-  readonly name: string;
-  readonly issuer: string;
-  readonly audiences: ReadonlySet<string> | undefined;
-  readonly keys: readonly Key[] | undefined; // undefined: the JWKS could not be used (fail closed)
-  readonly kids: ReadonlySet<string>;
-  readonly forward: boolean;
-  readonly forwardPayloadHeader: string;
-  readonly padForwardPayloadHeader: boolean;
-  readonly claimToHeaders: readonly { header: string; claim: string }[];
-  readonly payloadInMetadata: string;
-  readonly headerInMetadata: string;
-  readonly spaceDelimitedClaims: readonly string[];
-  readonly clockSkew: number;
-  /** Longest remaining lifetime accepted, in seconds (Infinity: any, but exp is required). */
-  readonly maxLifetime: number | undefined;
-  readonly subject: ((sub: string) => boolean) | undefined;
-  readonly cache: JwtCache;
-  readonly locations: readonly LocationSpec[];
-}
-
-// ---------------------------------------------------------------------------------------------
-// Requirements
-
-/** Audience check with Envoy's normalization: scheme prefix and trailing slash do not count. */
-function normalizeAudience(a: string): string {
-  let s = a.replace(/^https?:\/\//, '');
-  if (s.endsWith('/')) s = s.slice(0, -1);
-  return s;
-}
-
-/** The allowed audiences, normalized; undefined = any audience. */
-function audienceSet(allowed: readonly string[]): ReadonlySet<string> | undefined {
-  return allowed.length === 0 ? undefined : new Set(allowed.map(normalizeAudience));
-}
-
-function audiencesAllowed(allowed: ReadonlySet<string> | undefined, jwtAuds: readonly string[]): boolean {
-  return allowed === undefined || jwtAuds.some((a) => allowed.has(normalizeAudience(a)));
 }
 
 interface Context {
@@ -368,69 +323,4 @@ function failureReply(req: StreamRequest, status: JwtStatus, strip: boolean): Lo
 
 function rcDetails(status: JwtStatus): string {
   return `jwt_authn_access_denied{${status.replace(/\s/g, '_')}}`;
-}
-
-/** A claim as a header value: strings, numbers (integers without a fraction) and booleans only. */
-function claimValue(payload: JsonObject, claim: string): string | undefined {
-  let v: JsonValue | undefined = payload;
-  for (const part of claim.split('.')) {
-    if (v === null || typeof v !== 'object' || Array.isArray(v)) return undefined;
-    v = (v as JsonObject)[part];
-  }
-  if (typeof v === 'string') return v === '' ? undefined : v;
-  if (typeof v === 'number') return String(v);
-  if (typeof v === 'boolean') return v ? 'true' : 'false';
-  return undefined;
-}
-
-function normalizePayload(payload: JsonObject, spaceDelimited: readonly string[]): JsonObject {
-  if (spaceDelimited.length === 0) return payload;
-  const out: JsonObject = { ...payload };
-  for (const c of spaceDelimited) {
-    const v = out[c];
-    if (typeof v === 'string') out[c] = v.split(' ').filter(Boolean);
-  }
-  return out;
-}
-
-function compileProvider(name: string, p: JwtProvider): Provider {
-  const field = `providers[${name}]`;
-  const src = p.jwksSourceSpecifier;
-  if (src.case === 'remoteJwks') {
-    throw new ConfigError(`${field}.remote_jwks`, 'remote JWKS are not fetched by the proxy; the discovery server inlines them as local_jwks');
-  }
-  if (src.case !== 'localJwks') throw new ConfigError(field, 'local_jwks is required');
-  const keys = parseJwks(readDataSource(src.value, `${field}.local_jwks`), `${field}.local_jwks`);
-  const locations: LocationSpec[] = [
-    ...p.fromHeaders.map((h, i): LocationSpec => {
-      if (!h.name) throw new ConfigError(`${field}.from_headers[${i}].name`, 'a header name is required');
-      return { kind: 'header', name: h.name.toLowerCase(), prefix: h.valuePrefix };
-    }),
-    ...p.fromParams.map((n): LocationSpec => ({ kind: 'param', name: n })),
-    ...p.fromCookies.map((n): LocationSpec => ({ kind: 'cookie', name: n })),
-  ];
-  if (locations.length === 0) {
-    locations.push({ kind: 'header', name: 'authorization', prefix: 'Bearer ' }, { kind: 'param', name: 'access_token' });
-  }
-  const clockSkew = p.clockSkewSeconds > 0 ? p.clockSkewSeconds : DEFAULT_CLOCK_SKEW_S;
-  return {
-    name,
-    issuer: p.issuer,
-    audiences: audienceSet(p.audiences),
-    keys,
-    kids: new Set((keys ?? []).flatMap((k) => (k.kid === undefined ? [] : [k.kid]))),
-    forward: p.forward,
-    forwardPayloadHeader: p.forwardPayloadHeader.toLowerCase(),
-    padForwardPayloadHeader: p.padForwardPayloadHeader,
-    claimToHeaders: p.claimToHeaders.map((c) => ({ header: c.headerName.toLowerCase(), claim: c.claimName })),
-    payloadInMetadata: p.payloadInMetadata,
-    headerInMetadata: p.headerInMetadata,
-    spaceDelimitedClaims: p.normalizePayloadInMetadata?.spaceDelimitedClaims ?? [],
-    clockSkew,
-    // max_lifetime takes precedence over require_expiration, as in Envoy.
-    maxLifetime: p.maxLifetime ? durationMs(p.maxLifetime, 0) / 1000 : p.requireExpiration ? Infinity : undefined,
-    subject: p.subjects ? compileStringMatcher(p.subjects, `${field}.subjects`) : undefined,
-    cache: new JwtCache(p.jwtCacheConfig?.jwtCacheSize || DEFAULT_JWT_CACHE_SIZE, clockSkew),
-    locations,
-  };
 }

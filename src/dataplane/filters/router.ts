@@ -14,7 +14,6 @@ import { ResponseParseError } from '../http1/response-parser.js';
 import {
   bodyFraming,
   http2Exchange,
-  isEndToEnd,
   rawHead,
   respondHeadersOnly,
   writeHead,
@@ -24,10 +23,22 @@ import {
   type UpstreamEvents,
   type UpstreamExchange,
 } from '../http-codec.js';
-import { applyMutations, type CompiledRoute, type MutableHeaders, type RouteTable } from '../route-table.js';
+import type { CompiledRoute, RouteTable } from '../route-table.js';
+import { applyMutations } from '../header-mutations.js';
 import { mirror } from '../mirror.js';
-import type { AttemptFailure, RetrySpec } from '../retry-policy.js';
+import type { RetrySpec } from '../retry-policy.js';
 import { registerHttpFilter } from './registry.js';
+import {
+  CONNECT_FAILURE,
+  endToEndHeaders,
+  failureOf,
+  grpcStatusOf,
+  NO_HEALTHY_UPSTREAM,
+  OVERFLOW,
+  PROTOCOL_ERROR,
+  ResponseHeaderSet,
+  UPSTREAM_TIMEOUT,
+} from './upstream-outcome.js';
 import { originalSrcOf } from '../original-src.js';
 import { cookieJar } from '../hash-cookie.js';
 import type { RequestHasher } from '../load-balancers.js';
@@ -35,60 +46,6 @@ import type { RequestHasher } from '../load-balancers.js';
 const log = scope('http');
 
 registerHttpFilter({ schema: RouterSchema, terminal: true, compile: () => ({}) });
-
-/** Node's header object as a mutable header set (for response header mutations). */
-class ResponseHeaderSet implements MutableHeaders {
-  constructor(readonly h: Record<string, string | string[]>) {}
-  has(name: string): boolean {
-    return this.h[name] !== undefined;
-  }
-  add(name: string, value: string): void {
-    const cur = this.h[name];
-    this.h[name] = cur === undefined ? value : [...(Array.isArray(cur) ? cur : [cur]), value];
-  }
-  set(name: string, value: string): void {
-    this.h[name] = value;
-  }
-  remove(name: string): void {
-    delete this.h[name];
-  }
-}
-
-/** Envoy's answer when the upstream connection fails before a response. */
-const CONNECT_FAILURE: LocalReply = {
-  status: 503,
-  body: 'upstream connect error or disconnect/reset before headers. reset reason: connection failure',
-  headers: {},
-  details: 'upstream_reset_before_response_started{connection_failure}',
-};
-
-/** Envoy's answer when the upstream's response is not valid HTTP (a reset for protocol error: 502). */
-const PROTOCOL_ERROR: LocalReply = {
-  status: 502,
-  body: 'upstream connect error or disconnect/reset before headers. reset reason: protocol error',
-  headers: {},
-  details: 'upstream_reset_before_response_started{protocol_error}',
-};
-
-/** Envoy's answer when a circuit breaker overflows. */
-const OVERFLOW: LocalReply = {
-  status: 503,
-  body: 'upstream connect error or disconnect/reset before headers. reset reason: overflow',
-  headers: { 'x-envoy-overloaded': 'true' },
-  details: 'upstream_reset_before_response_started{overflow}',
-};
-
-const UPSTREAM_TIMEOUT: LocalReply = { status: 504, body: 'upstream request timeout', headers: {}, details: 'upstream_response_timeout' };
-const NO_HEALTHY_UPSTREAM: LocalReply = { status: 503, body: 'no healthy upstream', headers: {}, details: 'no_healthy_upstream' };
-
-const CONNECT_ERRORS = new Set(['ECONNREFUSED', 'EHOSTUNREACH', 'ENETUNREACH', 'EADDRNOTAVAIL']);
-
-/** Whether an exchange failed to connect (retry_on connect-failure) or was reset after connecting. */
-/** The grpc-status of a trailers-only gRPC response (in its headers), which gRPC retry_on conditions read. */
-function failureOf(e: Error): AttemptFailure {
-  const code = (e as NodeJS.ErrnoException).code;
-  return (code !== undefined && CONNECT_ERRORS.has(code)) || e.message.startsWith('connect timeout') ? 'connect-failure' : 'reset';
-}
 
 const NO_HASH = { hash: (): undefined => undefined, setCookies: [] } as const;
 
@@ -120,20 +77,6 @@ export interface Target {
   readonly encode?: (headers: ResponseHeaderMap) => void;
 }
 
-/** The grpc-status of a trailers-only gRPC response head, if it carries one. */
-function grpcStatusOf(v: string | string[] | number | undefined): number | undefined {
-  const n = Number(Array.isArray(v) ? v[0] : v);
-  return v === undefined || !Number.isInteger(n) ? undefined : n;
-}
-
-/** A response's headers without the hop-by-hop ones. */
-function endToEndHeaders(msg: IncomingMessage): Record<string, string | string[]> {
-  const out: Record<string, string | string[]> = {};
-  for (const [k, v] of Object.entries(msg.headersDistinct)) {
-    if (v && isEndToEnd(k, v[0])) out[k] = v.length === 1 ? (v[0] as string) : v;
-  }
-  return out;
-}
 
 /** What the router needs of its connection manager. */
 export interface RouterDeps {

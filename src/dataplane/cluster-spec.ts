@@ -1,0 +1,217 @@
+// A Cluster message compiled into what serves: the endpoints of its load assignment (STATIC,
+// STRICT_DNS, LOGICAL_DNS) or of EDS with their weights, priorities and transport sockets, the
+// load-balancing policy, the upstream protocol, circuit breakers and outlier detection. Pure: a
+// bad field is a ConfigError naming it, and nothing here serves traffic (live-cluster.ts does).
+import { MAGLEV_TABLE_SIZE, RING_DEFAULTS } from './load-balancers.js';
+import { compileLeastRequest, type LeastRequestSpec } from './least-request.js';
+import { unpackConfig } from './extensions.js';
+import { scope } from '../common/log.js';
+import {
+  Cluster_DiscoveryType,
+  Cluster_LbPolicy,
+  ClusterSchema,
+  type Cluster,
+} from '../gen/envoy/config/cluster/v3/cluster_pb.js';
+import type { Address as EnvoyAddress } from '../gen/envoy/config/core/v3/address_pb.js';
+import { HealthStatus } from '../gen/envoy/config/core/v3/health_check_pb.js';
+import type { ClusterLoadAssignment } from '../gen/envoy/config/endpoint/v3/endpoint_pb.js';
+import { HttpProtocolOptionsSchema } from '../gen/envoy/extensions/upstreams/http/v3/http_protocol_options_pb.js';
+import { compileCircuitBreakers, compileOutlierDetection, type CircuitLimits, type OutlierSpec } from './cluster-health.js';
+import type { Endpoint } from './upstream-pools.js';
+import { compileUpstreamTransports, TRANSPORT_SOCKET_MATCH, type TlsDeps, type UpstreamTransports } from './tls/transport-sockets.js';
+import type { UpstreamTls } from './tls/upstream.js';
+import { ConfigError, unappliedFields } from '../envoy/config-error.js';
+import { typeNameOf } from '../envoy/types.js';
+import { durationMs } from '../common/duration.js';
+import { StatsStore } from './stats.js';
+
+const log = scope('upstream');
+
+
+/** Envoy's default connect_timeout. */
+const DEFAULT_CONNECT_TIMEOUT_MS = 5_000;
+const ORIGINAL_DST_HEADER = 'x-envoy-original-dst-host';
+const HTTP_PROTOCOL_OPTIONS = 'envoy.extensions.upstreams.http.v3.HttpProtocolOptions';
+
+/** Set fields of a Cluster this proxy accepts without applying them (logged, never dropped silently). */
+const UNAPPLIED_CLUSTER = [
+  'healthChecks', 'commonLbConfig',
+  'upstreamConnectionOptions', 'dnsLookupFamily', 'dnsRefreshRate', 'perConnectionBufferLimitBytes',
+  'maxRequestsPerConnection', 'lrsServer', 'filters', 'loadBalancingPolicy',
+];
+
+export interface WeightedEndpoint extends Endpoint {
+  readonly weight: number;
+  readonly health: 'healthy' | 'unknown';
+  readonly priority: number;
+  /** From the cluster's transport_socket_matches on the endpoint's metadata, else its transport_socket. */
+  readonly transport?: UpstreamTls;
+}
+
+
+export interface ClusterSpec {
+  readonly name: string;
+  readonly message: Cluster;
+  readonly kind: 'static' | 'eds' | 'original_dst';
+  readonly edsName?: string;
+  readonly connectTimeoutMs: number;
+  readonly random: boolean;
+  /** RING_HASH or MAGLEV: requests with a hash (the route's hash_policy) map to an endpoint consistently. */
+  readonly consistent?: { readonly kind: 'ring'; readonly min: number; readonly max: number } | { readonly kind: 'maglev'; readonly size: number };
+  /** LEAST_REQUEST: picks by the endpoints' active requests. */
+  readonly leastRequest?: LeastRequestSpec;
+  /** The upstream HTTP protocol (HTTP/2 = h2c with prior knowledge; upstream TLS is not done yet). */
+  readonly protocol: 'http1' | 'http2';
+  /** For ORIGINAL_DST: the header naming the destination, when use_http_header is on. */
+  readonly originalDstHeader?: string;
+  /** The endpoints pick() chooses from (healthy or unknown, best priority). */
+  readonly endpoints: readonly WeightedEndpoint[];
+  /** All of `endpoints` have one weight (plain round robin). */
+  readonly equalWeights: boolean;
+  /** Every endpoint of the assignment, for /clusters. */
+  readonly allEndpoints: readonly WeightedEndpoint[];
+  readonly circuit: CircuitLimits;
+  readonly outlier?: OutlierSpec;
+  readonly transports: UpstreamTransports;
+}
+
+
+/** host and port of a socket address; a pipe or a named port is a ConfigError naming the field. */
+export function socketAddressOf(a: EnvoyAddress | undefined, field: string): Endpoint {
+  if (a?.address.case !== 'socketAddress') throw new ConfigError(field, 'a socket_address is required (pipes and internal addresses are not supported)');
+  const sa = a.address.value;
+  if (sa.portSpecifier.case !== 'portValue') throw new ConfigError(`${field}.socket_address`, 'port_value is required (named ports are not supported)');
+  if (!sa.address) throw new ConfigError(`${field}.socket_address.address`, 'an address is required');
+  return { host: sa.address, port: sa.portSpecifier.value };
+}
+
+/**
+ * The endpoints of an assignment: HEALTHY and UNKNOWN ones only (what Envoy load balances to
+ * without active health checks), with their weights; `usable` is the lowest priority that has any.
+ */
+export function compileAssignment(cla: ClusterLoadAssignment | undefined, field: string, transports?: UpstreamTransports): { all: WeightedEndpoint[]; usable: WeightedEndpoint[] } {
+  const all: WeightedEndpoint[] = [];
+  (cla?.endpoints ?? []).forEach((locality, li) => {
+    locality.lbEndpoints.forEach((lb, ei) => {
+      const f = `${field}.endpoints[${li}].lb_endpoints[${ei}]`;
+      if (lb.hostIdentifier.case !== 'endpoint') throw new ConfigError(f, 'an endpoint is required (endpoint_name is not supported)');
+      const at = socketAddressOf(lb.hostIdentifier.value.address, `${f}.endpoint.address`);
+      const weight = lb.loadBalancingWeight ?? 1;
+      if (weight < 1) throw new ConfigError(`${f}.load_balancing_weight`, `must be at least 1, got ${weight}`);
+      const status = lb.healthStatus;
+      if (status !== HealthStatus.HEALTHY && status !== HealthStatus.UNKNOWN) return;
+      const transport = transports?.forEndpoint(lb.metadata?.filterMetadata[TRANSPORT_SOCKET_MATCH]);
+      all.push({ ...at, weight, health: status === HealthStatus.HEALTHY ? 'healthy' : 'unknown', priority: locality.priority, ...(transport ? { transport } : {}) });
+    });
+  });
+  const best = Math.min(...all.map((e) => e.priority));
+  return { all, usable: all.filter((e) => e.priority === best) };
+}
+
+/** Whether every endpoint has the same weight. */
+export function equalWeights(eps: readonly WeightedEndpoint[]): boolean {
+  return eps.every((e) => e.weight === eps[0]!.weight);
+}
+
+/**
+ * The upstream protocol from `typed_extension_protocol_options` (HttpProtocolOptions with an
+ * explicit HTTP/1 or HTTP/2 config) or the legacy `http2_protocol_options`. The protocol
+ * settings inside (window sizes, concurrent streams) are node:http2's defaults.
+ */
+function upstreamProtocol(c: Cluster, field: string): 'http1' | 'http2' {
+  let protocol: 'http1' | 'http2' = c.http2ProtocolOptions ? 'http2' : 'http1';
+  for (const [name, any] of Object.entries(c.typedExtensionProtocolOptions)) {
+    const f = `${field}.typed_extension_protocol_options[${JSON.stringify(name)}]`;
+    const typeName = typeNameOf(any.typeUrl);
+    if (typeName !== HTTP_PROTOCOL_OPTIONS) {
+      log.warn(`${f}: protocol options of type ${typeName} are not applied`);
+      continue;
+    }
+    const opts = unpackConfig(any, HttpProtocolOptionsSchema, f);
+    const u = opts.upstreamProtocolOptions;
+    if (u.case === 'explicitHttpConfig') {
+      const p = u.value.protocolConfig.case;
+      if (p === 'http3ProtocolOptions') throw new ConfigError(`${f}.explicit_http_config`, 'HTTP/3 upstreams are not supported; use http_protocol_options or http2_protocol_options');
+      protocol = p === 'http2ProtocolOptions' ? 'http2' : 'http1';
+    } else if (u.case !== undefined) {
+      log.warn(`${f}: ${u.case === 'autoConfig' ? 'auto_config' : 'use_downstream_protocol_config'} is not supported yet; using ${protocol === 'http2' ? 'HTTP/2' : 'HTTP/1.1'}`);
+    }
+  }
+  return protocol;
+}
+
+/** A RING_HASH or MAGLEV cluster's table settings (Envoy's defaults when unset). */
+function consistentHash(c: Cluster): NonNullable<ClusterSpec['consistent']> {
+  const cfg = c.lbConfig;
+  if (c.lbPolicy === Cluster_LbPolicy.MAGLEV) return { kind: 'maglev', size: Number(cfg.case === 'maglevLbConfig' ? (cfg.value.tableSize ?? BigInt(MAGLEV_TABLE_SIZE)) : MAGLEV_TABLE_SIZE) };
+  const ring = cfg.case === 'ringHashLbConfig' ? cfg.value : undefined;
+  return { kind: 'ring', min: Number(ring?.minimumRingSize ?? BigInt(RING_DEFAULTS.min)), max: Number(ring?.maximumRingSize ?? BigInt(RING_DEFAULTS.max)) };
+}
+
+/**
+ * Compiles one Cluster; `assignments` are the accepted ClusterLoadAssignments by name (EDS); `tls`
+ * the secrets and stats its transport sockets use (absent: a validation without them).
+ */
+export function compileCluster(c: Cluster, assignments: ReadonlyMap<string, ClusterLoadAssignment>, field: string, tls?: TlsDeps): ClusterSpec {
+  if (!c.name) throw new ConfigError(`${field}.name`, 'a cluster name is required');
+  if (c.clusterDiscoveryType.case === 'clusterType') throw new ConfigError(`${field}.cluster_type`, 'custom cluster types are not supported; use type');
+  // An unset `type` is its proto default, STATIC.
+  const dt = { value: c.clusterDiscoveryType.case === 'type' ? c.clusterDiscoveryType.value : Cluster_DiscoveryType.STATIC };
+  const connectTimeoutMs = durationMs(c.connectTimeout, DEFAULT_CONNECT_TIMEOUT_MS);
+  let random = false;
+  let consistent: ClusterSpec['consistent'];
+  let leastRequest: LeastRequestSpec | undefined;
+  if (dt.value !== Cluster_DiscoveryType.ORIGINAL_DST) {
+    if (c.lbPolicy === Cluster_LbPolicy.RANDOM) random = true;
+    else if (c.lbPolicy === Cluster_LbPolicy.RING_HASH || c.lbPolicy === Cluster_LbPolicy.MAGLEV) consistent = consistentHash(c);
+    else if (c.lbPolicy === Cluster_LbPolicy.LEAST_REQUEST) leastRequest = compileLeastRequest(c, field);
+    else if (c.lbPolicy !== Cluster_LbPolicy.ROUND_ROBIN) log.warn(`${field} (${c.name}): lb_policy ${Cluster_LbPolicy[c.lbPolicy]} is not supported yet; using round robin`);
+  }
+  const unapplied = unappliedFields(ClusterSchema, c, UNAPPLIED_CLUSTER);
+  if (unapplied.length > 0) log.warn(`cluster ${c.name}: accepted but not applied yet: ${unapplied.join(', ')}`);
+  const protocol = upstreamProtocol(c, field);
+  const transports = compileUpstreamTransports(c, field, tls ?? { stats: new StatsStore() });
+  const base = {
+    transports,
+    name: c.name,
+    message: c,
+    connectTimeoutMs,
+    random,
+    ...(consistent ? { consistent } : {}),
+    ...(leastRequest ? { leastRequest } : {}),
+    protocol,
+    circuit: compileCircuitBreakers(c.circuitBreakers, protocol === 'http1'),
+    ...(c.outlierDetection ? { outlier: compileOutlierDetection(c.outlierDetection) } : {}),
+  };
+  switch (dt.value) {
+    case Cluster_DiscoveryType.STATIC:
+    case Cluster_DiscoveryType.STRICT_DNS:
+    case Cluster_DiscoveryType.LOGICAL_DNS: {
+      // A DNS cluster's host name is resolved by the socket on each new connection.
+      const { all, usable } = compileAssignment(c.loadAssignment, `${field}.load_assignment`, transports);
+      return { ...base, kind: 'static', endpoints: usable, equalWeights: equalWeights(usable), allEndpoints: all };
+    }
+    case Cluster_DiscoveryType.EDS: {
+      if (c.edsClusterConfig?.edsConfig && c.edsClusterConfig.edsConfig.configSourceSpecifier.case !== 'ads') {
+        throw new ConfigError(`${field}.eds_cluster_config.eds_config`, 'only ads is supported as the EDS config source');
+      }
+      const edsName = c.edsClusterConfig?.serviceName || c.name;
+      const { all, usable } = compileAssignment(assignments.get(edsName), `ClusterLoadAssignment ${edsName}`, transports);
+      return { ...base, kind: 'eds', edsName, endpoints: usable, equalWeights: equalWeights(usable), allEndpoints: all };
+    }
+    case Cluster_DiscoveryType.ORIGINAL_DST: {
+      if (c.lbPolicy !== Cluster_LbPolicy.CLUSTER_PROVIDED) throw new ConfigError(`${field}.lb_policy`, 'an ORIGINAL_DST cluster needs lb_policy CLUSTER_PROVIDED');
+      const cfg = c.lbConfig.case === 'originalDstLbConfig' ? c.lbConfig.value : undefined;
+      return {
+        ...base,
+        kind: 'original_dst',
+        ...(cfg?.useHttpHeader ? { originalDstHeader: (cfg.httpHeaderName || ORIGINAL_DST_HEADER).toLowerCase() } : {}),
+        endpoints: [],
+        equalWeights: true,
+        allEndpoints: [],
+      };
+    }
+    default:
+      throw new ConfigError(`${field}.type`, `cluster type ${String(dt.value)} is not supported`);
+  }
+}

@@ -1,0 +1,175 @@
+// A cluster that serves: picks an endpoint for each request by the cluster's load-balancing policy
+// over its usable endpoints (the outlier detector's ejections left out), counts what it picks, and
+// owns the cluster's connection pools. Its spec is swapped on CDS/EDS updates while the pools and
+// the per-endpoint request counts stay.
+import { maglev, ringHash, type HashTable } from './load-balancers.js';
+import { ActiveRequests, leastRequestPick } from './least-request.js';
+import { CircuitBreaker, OutlierDetector, type OutlierSpec } from './cluster-health.js';
+import { Http1Pool, Http2Pool, type Endpoint, type UpstreamCluster } from './upstream-pools.js';
+import type { UpstreamTls } from './tls/upstream.js';
+import type { RequestView } from '../envoy/request.js';
+import type { StatCounter } from './stats.js';
+import { equalWeights, type ClusterSpec, type WeightedEndpoint } from './cluster-spec.js';
+
+/** `host:port` / `[v6]:port` from a header, or undefined. */
+function parseHostPort(v: string): Endpoint | undefined {
+  const m = /^(?:\[([^\]]+)\]|([^:[\]]+)):(\d{1,5})$/.exec(v.trim());
+  if (!m) return undefined;
+  const port = Number(m[3]);
+  return port >= 1 && port <= 65535 ? { host: (m[1] ?? m[2])!, port } : undefined;
+}
+
+export interface ClusterStats {
+  readonly rq: StatCounter;
+  readonly noneHealthy: StatCounter;
+  readonly cx: StatCounter;
+  readonly connectTimeout: StatCounter;
+}
+
+/** A serving cluster: the spec can be swapped under it (EDS updates) while its pool stays. */
+export class LiveCluster implements UpstreamCluster {
+  readonly http1: Http1Pool;
+  private pool?: Http2Pool;
+  private rr = 0;
+  /** Smooth weighted round robin state, one per endpoint of the current spec. */
+  private current: number[] = [];
+  readonly breaker: CircuitBreaker;
+  private outlier?: OutlierDetector;
+  /** Kept across spec updates: requests in flight stay counted on their endpoint. */
+  private readonly active = new ActiveRequests();
+  /** The current spec's endpoints by host and port (transportOf), made on first use. */
+  private transports?: Map<string, Map<number, WeightedEndpoint>>;
+
+  constructor(
+    public spec: ClusterSpec,
+    private readonly stats: ClusterStats,
+  ) {
+    this.http1 = new Http1Pool(spec.connectTimeoutMs, () => stats.cx.inc(), () => stats.connectTimeout.inc(), (ep) => this.transportOf(ep));
+    this.breaker = new CircuitBreaker(spec.circuit);
+    this.setOutlier(spec.outlier);
+  }
+
+  private setOutlier(o: OutlierSpec | undefined): void {
+    if (!o) this.outlier = undefined;
+    else if (this.outlier) this.outlier.spec = o;
+    else this.outlier = new OutlierDetector(o);
+  }
+
+  begin(endpoint: Endpoint): () => void {
+    return this.active.begin(endpoint);
+  }
+
+  report(endpoint: Endpoint, outcome: number | 'failure'): void {
+    this.outlier?.report(endpoint, outcome, this.spec.endpoints);
+  }
+
+  /** The HTTP/2 sessions, made on first use; undefined while the cluster speaks HTTP/1.1. */
+  get http2(): Http2Pool | undefined {
+    if (this.spec.protocol !== 'http2') return undefined;
+    this.pool ??= new Http2Pool(this.spec.connectTimeoutMs, () => this.stats.cx.inc(), () => this.stats.connectTimeout.inc(), (ep) => this.transportOf(ep));
+    return this.pool;
+  }
+
+  /** The current transport of an endpoint: its match among the cluster's endpoints, else the cluster's own. */
+  transportOf(ep: Endpoint): UpstreamTls | undefined {
+    // Asked for each request (the pools key connections by ALPN): a lookup, built once per spec.
+    this.transports ??= transportsByEndpoint(this.spec.allEndpoints);
+    const known = this.transports.get(ep.host)?.get(ep.port);
+    return known ? known.transport : this.spec.transports.fallback;
+  }
+
+  /** Lets in-flight requests finish and keeps no connection. */
+  retire(): void {
+    this.http1.retire();
+    this.pool?.retire();
+  }
+
+  destroy(): void {
+    this.http1.destroy();
+    this.pool?.destroy();
+  }
+
+  get name(): string {
+    return this.spec.name;
+  }
+
+  get connectTimeoutMs(): number {
+    return this.spec.connectTimeoutMs;
+  }
+
+  update(spec: ClusterSpec): void {
+    // A protocol change starts a fresh session pool; the old one finishes its streams.
+    if (spec.protocol !== this.spec.protocol && this.pool) {
+      this.pool.retire();
+      this.pool = undefined;
+    }
+    this.spec = spec;
+    this.transports = undefined;
+    this.breaker.limits = spec.circuit;
+    this.setOutlier(spec.outlier);
+    this.http1.connectTimeoutMs = spec.connectTimeoutMs;
+    if (this.pool) this.pool.connectTimeoutMs = spec.connectTimeoutMs;
+    this.current = [];
+  }
+
+  pick(req: RequestView, hash?: () => bigint | undefined): Endpoint | undefined {
+    const ep = this.choose(req, hash);
+    if (ep) this.stats.rq.inc();
+    else this.stats.noneHealthy.inc();
+    return ep;
+  }
+
+  /** The consistent-hash table of the current endpoint set, rebuilt when the set changes. */
+  private table?: { eps: readonly WeightedEndpoint[]; key: string; lookup: HashTable };
+
+  private consistentPick(eps: readonly WeightedEndpoint[], hash: bigint): Endpoint {
+    // The same endpoint array (no update, no ejection since) is the same set: no key to build.
+    if (this.table?.eps !== eps) {
+      const c = this.spec.consistent!;
+      const key = eps.map((e) => `${e.host}:${e.port}/${e.weight}`).join(',');
+      if (this.table?.key === key) this.table.eps = eps;
+      else this.table = { eps, key, lookup: c.kind === 'ring' ? ringHash(eps, c.min, c.max) : maglev(eps, c.size) };
+    }
+    return eps[this.table.lookup(hash)]!;
+  }
+
+  private choose(req: RequestView, hashKey: (() => bigint | undefined) | undefined): Endpoint | undefined {
+    const s = this.spec;
+    if (s.kind === 'original_dst') {
+      // The header when the cluster reads one, else where the client sent the connection, as
+      // restored by a use_original_dst listener (never the proxy's own listener address).
+      const v = s.originalDstHeader ? req.header(s.originalDstHeader) : undefined;
+      if (v) return parseHostPort(v);
+      const d = req.destination;
+      return d.restored ? { host: d.address, port: d.port } : undefined;
+    }
+    const eps = this.outlier ? this.outlier.filter(s.endpoints) : s.endpoints;
+    if (eps.length === 0) return undefined;
+    const hash = s.consistent ? hashKey?.() : undefined;
+    if (hash !== undefined) return this.consistentPick(eps, hash);
+    if (s.leastRequest) return leastRequestPick(eps, s.leastRequest, this.active, this.current);
+    if (s.random || s.consistent) return eps[Math.floor(Math.random() * eps.length)];
+    if (eps === s.endpoints ? s.equalWeights : equalWeights(eps)) return eps[this.rr++ % eps.length];
+    // Smooth weighted round robin: each endpoint gets its weight's share, interleaved.
+    if (this.current.length !== eps.length) this.current = eps.map(() => 0);
+    let total = 0;
+    let best = 0;
+    eps.forEach((e, i) => {
+      this.current[i]! += e.weight;
+      total += e.weight;
+      if (this.current[i]! > this.current[best]!) best = i;
+    });
+    this.current[best]! -= total;
+    return eps[best];
+  }
+}
+
+function transportsByEndpoint(eps: readonly WeightedEndpoint[]): Map<string, Map<number, WeightedEndpoint>> {
+  const byHost = new Map<string, Map<number, WeightedEndpoint>>();
+  for (const e of eps) {
+    const ports = byHost.get(e.host) ?? byHost.set(e.host, new Map()).get(e.host)!;
+    // The first endpoint of a host and port decides, as the linear search did.
+    if (!ports.has(e.port)) ports.set(e.port, e);
+  }
+  return byHost;
+}
