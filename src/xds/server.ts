@@ -23,6 +23,7 @@ import { ResponseJoiner, responseSize, responseWriter, type OutgoingResponse, ty
 import { ResponseSizeGuard, sized } from './size-guard.js';
 import { PushHold, type FlowControlOptions } from './flow-control.js';
 import { shortTypeName, TypeUrl } from '../envoy/types.js';
+import { shareNames, type DeltaWireRequest, type SotwWireRequest } from './subscriptions.js';
 
 const log = scope('ads');
 
@@ -104,9 +105,8 @@ export class XdsServer {
     this.flowControl = options.flowControl ?? { enabled: settingDefault('PILOT_ENABLE_FLOW_CONTROL'), timeoutMs: settingDefault('PILOT_FLOW_CONTROL_TIMEOUT') };
     this.grpc = new Server(grpcOptions(options));
     this.grpc.addService(adsDefinition(), {
-      streamAggregatedResources: (call: ServerDuplexStream<DiscoveryRequest, OutgoingResponse>) => this.serveSotw(call),
-      deltaAggregatedResources: (call: ServerDuplexStream<DeltaDiscoveryRequest, OutgoingResponse>) =>
-        this.serveDelta(call),
+      streamAggregatedResources: (call: ServerDuplexStream<SotwWireRequest, OutgoingResponse>) => this.serveSotw(call),
+      deltaAggregatedResources: (call: ServerDuplexStream<DeltaWireRequest, OutgoingResponse>) => this.serveDelta(call),
     });
     this.grpc.addService(grpcServiceDefinition(ClientStatusDiscoveryService), csdsHandlers(() => this.liveConnections()));
   }
@@ -201,6 +201,7 @@ export class XdsServer {
     protocol: 'sotw' | 'delta',
     handle: (s: Session, req: Req) => Promise<void>,
     responder: (conn: Connection, send: (msg: ResponseBytes) => Promise<void>) => Session['respond'],
+    received: (s: Session, req: Req) => void,
   ): void {
     let session: Session | undefined;
     // Set once the stream is failed: requests already in flight behind the bad one are dropped.
@@ -234,6 +235,7 @@ export class XdsServer {
         void opened.conn.enqueue(() => this.open(opened)).catch(fail);
       }
       const s = session;
+      received(s, req);
       void s.conn
         .enqueue(async () => {
           if (s.conn.closed) return;
@@ -275,15 +277,26 @@ export class XdsServer {
     if (push) await this.sendHeld(s, typeUrl, push);
   }
 
-  private serveSotw(call: ServerDuplexStream<DiscoveryRequest, OutgoingResponse>): void {
-    this.serve(call, 'sotw', (s, req) => this.onSotwRequest(s, req), (conn, send) => (w, force, push) =>
-      this.respondSotw(conn, send, w, force, push),
+  private serveSotw(call: ServerDuplexStream<SotwWireRequest, OutgoingResponse>): void {
+    this.serve(
+      call,
+      'sotw',
+      (s, req) => this.onSotwRequest(s, req),
+      (conn, send) => (w, force, push) => this.respondSotw(conn, send, w, force, push),
+      (s, req) => shareNames(req, s.conn.watches.get(req.typeUrl)?.requested),
     );
   }
 
-  private serveDelta(call: ServerDuplexStream<DeltaDiscoveryRequest, OutgoingResponse>): void {
-    this.serve(call, 'delta', (s, req) => this.onDeltaRequest(s, req), (conn, send) => (w, force, push, added) =>
-      this.respondDelta(conn, send, w, force, push, added ?? []),
+  private serveDelta(call: ServerDuplexStream<DeltaWireRequest, OutgoingResponse>): void {
+    this.serve(
+      call,
+      'delta',
+      (s, req) => this.onDeltaRequest(s, req),
+      (conn, send) => (w, force, push, added) => this.respondDelta(conn, send, w, force, push, added ?? []),
+      // Only a type's first request names a whole list (later ones change it by increments).
+      (s, req) => {
+        if (!s.conn.watches.has(req.typeUrl)) shareNames(req, undefined);
+      },
     );
   }
 
