@@ -7,20 +7,18 @@ import type { Server } from 'node:http';
 import { status, type ServerCredentials } from '@grpc/grpc-js';
 import { listSettings } from '../common/env.js';
 import { scope } from '../common/log.js';
-import { counter, gauge, programRegistry } from '../common/metrics.js';
+import { gauge, programRegistry } from '../common/metrics.js';
 import { buildInfo } from '../common/version.js';
 import { FileConfigStore } from '../config/file.js';
-import { OrchestratorConfigSource, type OrchestratorSourceOptions } from '../config/orchestrator.js';
+import { OrchestratorConfigSource } from '../config/orchestrator.js';
 import { MemoryStore } from '../config/memory.js';
-import type { ConfigEvent, ConfigSource } from '../config/store.js';
+import type { ConfigSource } from '../config/store.js';
 import { installDiscoveryDebug } from '../debug/discovery.js';
 import { ConfigAnalysis, installAnalysisDebug, type AnalysisSources } from '../debug/analysis.js';
 import { installPprof, type Profiler } from '../debug/pprof/handlers.js';
 import { closeServer, formatAddress, httpServer, listen, ListenError, Mux, sendJson, sendText } from '../debug/http.js';
 import { ROOT_NAMESPACE, type Kind, type ResourceOf } from '../api/types.js';
-import { PushContext } from '../model/push-context.js';
-import type { IngressSettings } from '../model/ingress/class.js';
-import { withIngressConfig, type IngressController } from '../registry/orchestrator/ingress.js';
+import type { IngressController } from '../registry/orchestrator/ingress.js';
 import { AutoRegistration, AutoRegistrationError } from '../registry/autoregister.js';
 import { JwksResolver } from '../security/authn/jwks-resolver.js';
 import type { AggregateRegistry } from '../registry/aggregate.js';
@@ -28,25 +26,19 @@ import type { MockRegistry } from '../registry/mock.js';
 import type { OrchestratorRegistry } from '../registry/orchestrator/controller.js';
 import { discoveryRegistries } from './discovery-registries.js';
 import { ProxySecurity } from './discovery-security.js';
-import { jwksPrefetch, unknownKidRefresh } from '../security/authn/jwks-policy.js';
+import { unknownKidRefresh } from '../security/authn/jwks-policy.js';
 import { AuthenticationError, IdentityMismatchError } from '../security/ca/xds-auth.js';
 import { callerAuthenticator, startMeshCa, xdsAuthorizer, type MeshCa } from '../security/ca/setup.js';
 import { MeshFederation } from '../security/ca/federation.js';
-import type { BundleEndpoint } from '../security/federation/bundle-format.js';
 import type { CallerAuthenticator } from '../security/ca/authenticate.js';
 import type { XdsAuthorizer } from '../security/ca/xds-auth.js';
 import { credentialService, type CredentialService } from '../security/credentials/setup.js';
 import { PlaintextCredentials } from '../security/ca/transport.js';
-import type { SecurityPlugin } from '../security/plugins.js';
-import type { ExtensionProviders } from '../model/extension-providers.js';
 import { XdsCache } from '../xds/cache.js';
 import type { MeshMtlsSettings } from '../xds/generators/mtls.js';
-import { Debouncer } from '../xds/debounce.js';
-import { XdsStreamError, type ProxyInfo, type PushRequest } from '../xds/generator.js';
-import type { PathNormalization } from '../networking/common.js';
-import { createMeshGenerators, MESH_XDS_TYPES, ProxyModels } from '../xds/generators/index.js';
+import { XdsStreamError, type ProxyInfo } from '../xds/generator.js';
+import { createMeshGenerators, ProxyModels } from '../xds/generators/index.js';
 import { serveJwksService, type RefreshVerdict, type RequestRefreshRequest } from '../envoy/jwks-service.js';
-import { pushFor, workloadAddresses, type PushTrigger } from '../xds/push-scope.js';
 import { XdsServer } from '../xds/server.js';
 import { WebhookServer } from '../webhooks/server.js';
 import { TemplateFile } from '../webhooks/inject-template.js';
@@ -54,49 +46,13 @@ import { startWebhooks, type Webhooks } from '../webhooks/setup.js';
 import { OrchestratorClient } from '../config/informer.js';
 import { StatusReporting } from '../status/setup.js';
 import { discoverySettings, type DiscoverySettings } from './discovery-settings.js';
+import { INJECTION_TEMPLATE_FILE, type DiscoveryOptions } from './discovery-options.js';
+import { DiscoveryPushes } from './discovery-pushes.js';
 
 const log = scope('default');
 
-export interface DiscoveryOptions {
-  httpAddr: string;
-  monitoringAddr: string;
-  grpcAddr: string;
-  /** --secureGRPCAddr: TLS xDS and the CA; undefined or empty = not served. */
-  secureGrpcAddr?: string;
-  /** --namespace: the serving certificate is for meshd.<namespace>.svc. */
-  namespace?: string;
-  /** SPIFFE_BUNDLE_ENDPOINTS, parsed: trust domains whose clients the secured port accepts. */
-  bundleEndpoints?: readonly BundleEndpoint[];
-  httpsAddr: string;
-  /** --configDir: files replace the orchestrator as the config source. */
-  configDir?: string;
-  orchestrator: OrchestratorSourceOptions;
-  registries: readonly string[];
-  domain: string;
-  clusterId: string;
-  keepaliveIntervalMs: number;
-  keepaliveTimeoutMs: number;
-  maxConnectionAgeMs: number;
-  tlsCertFile?: string;
-  tlsKeyFile?: string;
-  /** --profile: serve /debug/pprof/ on the HTTP debug address. */
-  profile?: boolean;
-  /** The injection template file (a mounted ConfigMap); default INJECTION_TEMPLATE_FILE when it exists, else the built-in template. */
-  injectionTemplate?: string;
-  /** Mesh config pathNormalization of every HTTP connection manager; default BASE. */
-  pathNormalization?: PathNormalization;
-  /** Mesh config extensionProviders: the authorizers of CUSTOM AuthorizationPolicies. */
-  extensionProviders?: ExtensionProviders;
-  /** --plugins; default all of them. */
-  plugins?: ReadonlySet<SecurityPlugin>;
-  /** Mesh config enableAutoMtls (default true) and trustDomainAliases (default none). */
-  meshMtls?: { autoMtls: boolean; trustDomainAliases: readonly string[] };
-  /** Mesh config ingressControllerMode, ingressClass, ingressSelector, ingressService; default the mesh's defaults. */
-  ingress?: IngressSettings;
-}
-
-/** Where the deployment mounts the injection template ConfigMap. */
-export const INJECTION_TEMPLATE_FILE = '/var/lib/mesh/inject/template.yaml';
+export type { DiscoveryOptions } from './discovery-options.js';
+export { INJECTION_TEMPLATE_FILE } from './discovery-options.js';
 
 export class DiscoveryServer {
   private readonly servers: Server[] = [];
@@ -122,7 +78,7 @@ export class DiscoveryServer {
   readonly autoRegistration: AutoRegistration;
   /** The per-proxy security translation (discovery-security.ts). */
   private readonly security: ProxySecurity;
-  private readonly debouncer: Debouncer;
+  private readonly pushes: DiscoveryPushes;
   /** The HTTPS server of /inject and /validate (its certificate is the webhooks' CA bundle). */
   readonly webhook: WebhookServer;
   /** The injection template file, re-read on change. */
@@ -134,7 +90,6 @@ export class DiscoveryServer {
   private readonly profiler: Profiler | undefined;
   /** PILOT_ENABLE_ANALYSIS: the analysis of the config held, served at /debug/analyze. */
   readonly analysis: ConfigAnalysis | undefined;
-  private push: PushContext;
   private readonly authenticator: CallerAuthenticator;
   private readonly federation: MeshFederation | undefined;
   private readonly xdsAuth: XdsAuthorizer;
@@ -142,12 +97,10 @@ export class DiscoveryServer {
   private readonly mtls: MeshMtlsSettings;
   /** The CA and the secured port's credentials, once made (start() does not wait for them). */
   ca: MeshCa | undefined;
-  /** Live streams, for pushes aimed at the proxies of one workload. */
   /** Each connected stream's proxy, its claims checked against its Pod when there is an orchestrator. */
   private readonly proxies: ProxyModels;
+  /** Live streams, for pushes aimed at the proxies of one workload. */
   private readonly connected = new Map<string, ProxyInfo>();
-  /** Addresses of WorkloadEntries changed since the last push: their proxies' own config may change. */
-  private readonly changedWorkloads = new Set<string>();
   /** PILOT_ENABLE_STATUS with an orchestrator: distribution and analysis written to resource status. */
   readonly status: StatusReporting | undefined;
   /** MESHD_ENABLE_SDS_SERVER: the credentialName secrets served over SDS. */
@@ -173,15 +126,25 @@ export class DiscoveryServer {
       configDir: opts.configDir,
       orchestrator: this.hasOrchestrator() ? { kubeconfig: opts.orchestrator.kubeconfig, ...opts.orchestrator } : undefined,
     });
-    this.push = this.buildPush();
     this.federation = opts.bundleEndpoints?.length ? new MeshFederation(opts.bundleEndpoints, settings.mtls.trustDomain) : undefined;
     this.authenticator = callerAuthenticator(this.federation?.peerTrust);
     this.xdsAuth = xdsAuthorizer(this.authenticator);
-    this.debouncer = new Debouncer((req) => void this.pushAll(req), settings.debounce);
-    this.resolver = new JwksResolver({ onChange: (uri) => this.trigger({ source: 'jwks', uri }) });
+    this.resolver = new JwksResolver({ onChange: (uri) => this.pushes.trigger({ source: 'jwks', uri }) });
+    this.pushes = new DiscoveryPushes({
+      store: this.store,
+      registry: this.registry,
+      ingress: this.ingress,
+      snapshot: { domain: opts.domain, clusterId: opts.clusterId, traffic: settings.traffic, credentialsServed: this.credentials !== undefined },
+      status: this.status,
+      resolver: this.resolver,
+      proxies: this.proxies,
+      connected: this.connected,
+      xds: () => this.xds,
+      debounce: settings.debounce,
+    });
     this.security = new ProxySecurity({ resolver: this.resolver, trustDomains: this.mtls, plugins: opts.plugins, extensionProviders: opts.extensionProviders });
     const generators = createMeshGenerators({
-      pushContext: () => this.push,
+      pushContext: () => this.pushes.current,
       proxies: this.proxies,
       inboundHttpFilters: (proxy, push) => this.security.httpFilters(proxy, push),
       inboundNetworkFilters: (proxy, push) => this.security.networkFilters(proxy, push),
@@ -228,7 +191,7 @@ export class DiscoveryServer {
       installDiscoveryDebug(this.debug, {
         xds: this.xds,
         generators,
-        pushContext: () => this.push,
+        pushContext: () => this.pushes.current,
         store: this.store,
         registry: this.registry,
         resolver: this.resolver,
@@ -292,7 +255,7 @@ export class DiscoveryServer {
       }
       throw e;
     }
-    if (registration?.changed) this.rebuildPush();
+    if (registration?.changed) this.pushes.rebuild();
     this.connected.set(info.connectionId, info);
     this.analysis?.onChange();
   }
@@ -310,17 +273,6 @@ export class DiscoveryServer {
     };
   }
 
-  /** Queues the push of the types whose push scope rule the trigger meets (see ../xds/push-scope.ts). */
-  private trigger(t: PushTrigger): void {
-    const push = pushFor(MESH_XDS_TYPES, t);
-    if (push) this.debouncer.enqueue(push);
-  }
-
-  private onConfigEvent(e: ConfigEvent): void {
-    for (const address of workloadAddresses(e)) this.changedWorkloads.add(address);
-    this.trigger({ source: 'config', kind: (e.new ?? e.old).kind });
-  }
-
   /** XDS_AUTH and the identity check; the refusal's reason goes to the proxy and to the log. */
   private async authorizeProxy(info: ProxyInfo): Promise<void> {
     try {
@@ -332,58 +284,6 @@ export class DiscoveryServer {
       log.warn(`xDS stream from ${info.peer} refused: ${why}`);
       throw new XdsStreamError(code, why);
     }
-  }
-
-  /** Every type, to the proxies whose IPs are those of WorkloadEntries changed since the last push. */
-  private async pushChangedWorkloads(triggeredAt: number | undefined): Promise<void> {
-    if (this.changedWorkloads.size === 0) return;
-    const addresses = new Set(this.changedWorkloads);
-    this.changedWorkloads.clear();
-    const ids = new Set([...this.connected.values()].filter((info) => this.proxies.of(info).ipAddresses.some((ip) => addresses.has(ip))).map((info) => info.id));
-    await Promise.all([...ids].map((id) => this.xds.push(id, { reason: 'workloadentry', ...(triggeredAt !== undefined ? { triggeredAt } : {}) })));
-  }
-
-  /** A new snapshot for a push of `types` (undefined: all); a failed rebuild keeps the last good one. Returns whether it succeeded. */
-  private rebuildPush(types?: ReadonlySet<string>): boolean {
-    try {
-      this.push = this.buildPush();
-      this.status?.snapshot(types);
-      return true;
-    } catch (e) {
-      counter('pilot_xds_push_context_errors').inc();
-      log.error(`push context rebuild failed, keeping the last good snapshot: ${(e as Error).message}`);
-      return false;
-    }
-  }
-
-  private buildPush(): PushContext {
-    const config = this.ingress ? withIngressConfig(this.store, this.ingress.translate(this.registry.services())) : this.store;
-    return PushContext.build({ config, registry: this.registry, domain: this.opts.domain, clusterId: this.opts.clusterId, traffic: this.settings.traffic, credentialsServed: this.credentials !== undefined });
-  }
-
-  /**
-   * Rebuilds the snapshot and pushes; a failed rebuild keeps the last good snapshot. A proxy that a
-   * RequestAuthentication with a new jwksUri selects is pushed once that first fetch has ended or
-   * its bound passed (jwks-resolver.ts), so it gets the keys rather than the fail-closed set;
-   * every other proxy is pushed at once: one slow issuer never delays the rest of the mesh.
-   */
-  private async pushAll(req: PushRequest): Promise<void> {
-    this.resolver.track(jwksPrefetch(this.store.list('RequestAuthentication')).fetches);
-    if (!this.rebuildPush(req.types)) return;
-    const awaited = this.resolver.awaited();
-    const held = new Set<string>();
-    for (const info of awaited.size > 0 ? this.connected.values() : []) {
-      const { fetches } = jwksPrefetch(this.push.policiesFor('RequestAuthentication', this.proxies.of(info)));
-      if (fetches.some((f) => awaited.has(f.jwksUri))) held.add(info.id);
-    }
-    if (held.size === 0) await this.xds.pushAll(req);
-    else {
-      const others = new Set([...this.connected.values()].map((info) => info.id).filter((id) => !held.has(id)));
-      const later = this.resolver.firstFetches(awaited).then(() => Promise.all([...held].map((id) => this.xds.push(id, req))));
-      await Promise.all([...[...others].map((id) => this.xds.push(id, req)), later]);
-    }
-    if (req.types !== undefined) await this.pushChangedWorkloads(req.triggeredAt);
-    else this.changedWorkloads.clear();
   }
 
   /**
@@ -398,22 +298,18 @@ export class DiscoveryServer {
     await this.bind('monitoring', this.opts.monitoringAddr, this.monitoring);
     await Promise.all([this.store.start(), this.orchestrator?.start(), this.ingress?.start(), this.credentials?.start()]);
     this.ingress?.onChange(() => {
-      this.trigger({ source: 'config', kind: 'Gateway' });
-      this.trigger({ source: 'config', kind: 'VirtualService' });
+      this.pushes.trigger({ source: 'config', kind: 'Gateway' });
+      this.pushes.trigger({ source: 'config', kind: 'VirtualService' });
     });
-    this.credentials?.store.onChange((c) => this.trigger({ source: 'credential', ...c }));
-    this.store.onEvent((e) => this.onConfigEvent(e));
+    this.credentials?.store.onChange((c) => this.pushes.trigger({ source: 'credential', ...c }));
+    this.store.onEvent((e) => this.pushes.onConfigEvent(e));
     if (this.analysis) {
       this.store.onEvent(() => this.analysis?.onChange());
       this.analysis.publish();
       log.info(`config analysis on (PILOT_ENABLE_ANALYSIS): results at /debug/analyze and in the analysis log scope${this.status ? ', and in the resources\' status.validationMessages' : '; status.validationMessages is written only with PILOT_ENABLE_STATUS'}`);
     }
-    this.registry.onEvent((e) => this.trigger({ source: e.kind === 'endpoints' ? 'endpoints' : 'service' }));
-    // Readiness never waits on an issuer: the first fetches start now, and proxies connecting
-    // before they end get the fail-closed key set, then the keys by the push that follows.
-    this.resolver.track(jwksPrefetch(this.store.list('RequestAuthentication')).fetches);
-    this.push = this.buildPush();
-    this.status?.snapshot();
+    this.registry.onEvent((e) => this.pushes.trigger({ source: e.kind === 'endpoints' ? 'endpoints' : 'service' }));
+    this.pushes.start();
     await this.listenGrpc('grpc', this.opts.grpcAddr, new PlaintextCredentials());
     await this.injectionTemplate.start();
     this.webhooks = await startWebhooks({
@@ -469,7 +365,7 @@ export class DiscoveryServer {
 
   async stop(): Promise<void> {
     this.ready = false;
-    this.debouncer.close();
+    this.pushes.close();
     this.resolver.close();
     this.credentials?.close();
     this.xds.close();

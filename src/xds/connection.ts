@@ -228,6 +228,8 @@ export interface SotwRequest {
   readonly resourceNames: readonly string[];
   /** resource_names as wire bytes, when the transport kept them (decodeSotwRequest): compared without decoding. */
   readonly namesBytes?: Uint8Array;
+  /** The shared list equal to namesBytes, when the transport settled it (shareNames). */
+  readonly requested?: RequestedNames;
   readonly responseNonce: string;
   readonly errorDetail?: Status;
 }
@@ -245,6 +247,8 @@ export interface DeltaRequest {
   readonly resourceNamesSubscribe: readonly string[];
   /** resource_names_subscribe as wire bytes, when the transport kept them (decodeDeltaRequest). */
   readonly namesBytes?: Uint8Array;
+  /** The shared list equal to namesBytes, when the transport settled it (shareNames). */
+  readonly requested?: RequestedNames;
   readonly resourceNamesUnsubscribe: readonly string[];
   readonly initialResourceVersions: Readonly<Record<string, string>>;
   readonly responseNonce: string;
@@ -300,7 +304,7 @@ export class Connection {
       if (w.sent) w.ack(w.sent);
       return { kind: 'ack' };
     }
-    const requested = internNames(bytes, () => req.resourceNames);
+    const requested = req.requested ?? internNames(bytes, () => req.resourceNames);
     if (!w) {
       // First request for the type on this stream (a nonce here means a reconnect: answer anyway,
       // the proxy may hold config from another server).
@@ -337,7 +341,7 @@ export class Connection {
     let w = this.watches.get(req.typeUrl);
     if (!w) {
       // Shared with the streams that subscribed to the same list first (see subscriptions.ts).
-      const requested = internNames(req.namesBytes ?? encodeNames(req.resourceNamesSubscribe), () => req.resourceNamesSubscribe);
+      const requested = req.requested ?? internNames(req.namesBytes ?? encodeNames(req.resourceNamesSubscribe), () => req.resourceNamesSubscribe);
       const wildcard = isWildcardType(req.typeUrl) && (requested.list.length === 0 || requested.hasWildcard);
       w = new Watch(req.typeUrl, wildcard, internedNamed(requested));
       for (const [name, version] of Object.entries(req.initialResourceVersions)) w.clientVersions.set(name, version);

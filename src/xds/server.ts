@@ -11,18 +11,18 @@ import type { Node } from '../gen/envoy/config/core/v3/base_pb.js';
 import { counter, gauge, histogram } from '../common/metrics.js';
 import { scope } from '../common/log.js';
 import { settingDefault } from '../common/env.js';
-import { ResponseCache, type ResourceSet } from './cache.js';
-import { Connection, type ConnectionStatus, type Delivery, type ReplyKind, type Watch } from './connection.js';
-import { applyDelta, deltaDiff, encodeDelta, encodeSotw, incrementalBase } from './responses.js';
+import { Connection, type ConnectionStatus, type ReplyKind, type Watch } from './connection.js';
 import { csdsHandlers } from './csds.js';
 import { recordReply, updateRejectGauge } from './replies.js';
 import { XdsStreamError, type DeliveryObserver, type ProxyInfo, type PushRequest, type ResourceGenerator } from './generator.js';
 import { grpcServiceDefinition } from '../envoy/grpc-service.js';
 import { adsDefinition, grpcOptions, Semaphore, type AdsTransportOptions } from './ads-transport.js';
-import { ResponseJoiner, responseSize, responseWriter, type OutgoingResponse, type ResponseBytes, type ResponseWriter } from './response-writer.js';
-import { ResponseSizeGuard, sized } from './size-guard.js';
+import { ResponseJoiner, responseWriter, type OutgoingResponse, type ResponseBytes } from './response-writer.js';
+import { ResponseSizeGuard } from './size-guard.js';
+import { ResponseSender } from './sender.js';
 import { PushHold, type FlowControlOptions } from './flow-control.js';
-import { shortTypeName, TypeUrl } from '../envoy/types.js';
+import { TypeUrl } from '../envoy/types.js';
+import { shareNames, type DeltaWireRequest, type SotwWireRequest } from './subscriptions.js';
 
 const log = scope('ads');
 
@@ -61,7 +61,6 @@ function pushRank(typeUrl: string): number {
   return i < 0 ? PUSH_ORDER.length : i;
 }
 
-/** pilot_xds_<type>_reject exists for these four types only. */
 /** One live stream: its protocol state plus how to answer on it. */
 interface Session {
   readonly conn: Connection;
@@ -88,10 +87,7 @@ export class XdsServer {
    * behind all the others' bytes and hit the send timeout, which is meant for slow proxies.
    */
   private readonly sendSlots: Semaphore;
-  private readonly nonceEpoch = Date.now().toString(36);
-  private nonceSeq = 0;
-  /** What SotW responses share across streams (the response tier of the XDS cache, see cache.ts). */
-  private readonly responses = new ResponseCache();
+  private readonly sender: ResponseSender;
   private readonly joiner = new ResponseJoiner();
   private connectionSeq = 0;
   private readonly flowControl: FlowControlOptions;
@@ -100,13 +96,13 @@ export class XdsServer {
     this.generators = options.generators;
     this.sendTimeoutMs = options.sendTimeoutMs ?? settingDefault('PILOT_XDS_SEND_TIMEOUT');
     this.sizes = new ResponseSizeGuard(options.maxResponseBytes);
+    this.sender = new ResponseSender({ generators: this.generators, deliveries: options.deliveries, controlPlaneId: options.controlPlaneId, sendTimeoutMs: this.sendTimeoutMs, sizes: this.sizes });
     this.sendSlots = new Semaphore(options.pushThrottle ?? settingDefault('PILOT_PUSH_THROTTLE'));
     this.flowControl = options.flowControl ?? { enabled: settingDefault('PILOT_ENABLE_FLOW_CONTROL'), timeoutMs: settingDefault('PILOT_FLOW_CONTROL_TIMEOUT') };
     this.grpc = new Server(grpcOptions(options));
     this.grpc.addService(adsDefinition(), {
-      streamAggregatedResources: (call: ServerDuplexStream<DiscoveryRequest, OutgoingResponse>) => this.serveSotw(call),
-      deltaAggregatedResources: (call: ServerDuplexStream<DeltaDiscoveryRequest, OutgoingResponse>) =>
-        this.serveDelta(call),
+      streamAggregatedResources: (call: ServerDuplexStream<SotwWireRequest, OutgoingResponse>) => this.serveSotw(call),
+      deltaAggregatedResources: (call: ServerDuplexStream<DeltaWireRequest, OutgoingResponse>) => this.serveDelta(call),
     });
     this.grpc.addService(grpcServiceDefinition(ClientStatusDiscoveryService), csdsHandlers(() => this.liveConnections()));
   }
@@ -201,6 +197,7 @@ export class XdsServer {
     protocol: 'sotw' | 'delta',
     handle: (s: Session, req: Req) => Promise<void>,
     responder: (conn: Connection, send: (msg: ResponseBytes) => Promise<void>) => Session['respond'],
+    received: (s: Session, req: Req) => void,
   ): void {
     let session: Session | undefined;
     // Set once the stream is failed: requests already in flight behind the bad one are dropped.
@@ -218,7 +215,7 @@ export class XdsServer {
       call.emit('error', e);
     };
     const writer = responseWriter(call, this.joiner);
-    const send = (msg: ResponseBytes): Promise<void> => this.write(writer, msg);
+    const send = (msg: ResponseBytes): Promise<void> => this.sender.write(writer, msg);
     call.on('data', (req: Req) => {
       if (failed) return;
       if (!session) {
@@ -234,6 +231,7 @@ export class XdsServer {
         void opened.conn.enqueue(() => this.open(opened)).catch(fail);
       }
       const s = session;
+      received(s, req);
       void s.conn
         .enqueue(async () => {
           if (s.conn.closed) return;
@@ -275,15 +273,26 @@ export class XdsServer {
     if (push) await this.sendHeld(s, typeUrl, push);
   }
 
-  private serveSotw(call: ServerDuplexStream<DiscoveryRequest, OutgoingResponse>): void {
-    this.serve(call, 'sotw', (s, req) => this.onSotwRequest(s, req), (conn, send) => (w, force, push) =>
-      this.respondSotw(conn, send, w, force, push),
+  private serveSotw(call: ServerDuplexStream<SotwWireRequest, OutgoingResponse>): void {
+    this.serve(
+      call,
+      'sotw',
+      (s, req) => this.onSotwRequest(s, req),
+      (conn, send) => (w, force, push) => this.sender.respondSotw(conn, send, w, force, push),
+      (s, req) => shareNames(req, s.conn.watches.get(req.typeUrl)?.requested),
     );
   }
 
-  private serveDelta(call: ServerDuplexStream<DeltaDiscoveryRequest, OutgoingResponse>): void {
-    this.serve(call, 'delta', (s, req) => this.onDeltaRequest(s, req), (conn, send) => (w, force, push, added) =>
-      this.respondDelta(conn, send, w, force, push, added ?? []),
+  private serveDelta(call: ServerDuplexStream<DeltaWireRequest, OutgoingResponse>): void {
+    this.serve(
+      call,
+      'delta',
+      (s, req) => this.onDeltaRequest(s, req),
+      (conn, send) => (w, force, push, added) => this.sender.respondDelta(conn, send, w, force, push, added ?? []),
+      // Only a type's first request names a whole list (later ones change it by increments).
+      (s, req) => {
+        if (!s.conn.watches.has(req.typeUrl)) shareNames(req, undefined);
+      },
     );
   }
 
@@ -370,116 +379,6 @@ export class XdsServer {
     const result = apply();
     if ((conn.watches.get(typeUrl)?.rejecting ?? false) !== before) updateRejectGauge(typeUrl, this.liveConnections());
     return result;
-  }
-
-  // ---- responses ----
-
-  /**
-   * The watch's current resources, or undefined when the generator failed (nothing is sent). Streams
-   * given the same resources share one set (see ResourceSets).
-   */
-  private async generate(conn: Connection, w: Watch, push?: PushRequest): Promise<ResourceSet | undefined> {
-    const generator = this.generators.get(w.typeUrl)!;
-    const stamp = this.options.deliveries?.stamp();
-    let generated;
-    try {
-      generated = await generator.generate({ proxy: conn.proxy, typeUrl: w.typeUrl, subscription: w, push });
-    } catch (err) {
-      counter('pilot_total_xds_internal_errors').inc();
-      counter('pilot_xds_pushes').inc({ type: `${shortTypeName(w.typeUrl)}_builderr` });
-      log.error(`generating ${shortTypeName(w.typeUrl)} for ${conn.proxy.connectionId}: ${err instanceof Error ? err.message : String(err)}`);
-      return undefined;
-    }
-    const set = this.responses.sets.forSubscription(generated, w);
-    if (stamp !== undefined && !conn.closed) this.options.deliveries?.generated(conn.proxy.connectionId, w.typeUrl, stamp, set.version);
-    return set;
-  }
-
-  private nextNonce(): string {
-    return `${this.nonceEpoch}-${(++this.nonceSeq).toString(36)}`;
-  }
-
-  private async respondSotw(
-    conn: Connection,
-    send: (msg: ResponseBytes) => Promise<void>,
-    w: Watch,
-    force: boolean,
-    push?: PushRequest,
-  ): Promise<void> {
-    const start = performance.now();
-    const set = await this.generate(conn, w, push);
-    if (!set || conn.closed) return;
-    if (!force && w.sent?.version === set.version) return;
-    const delivery: Delivery = { version: set.version, nonce: this.nextNonce(), time: new Date(), resources: set.resources };
-    const since = push ? incrementalBase(w) : undefined;
-    const encoded = encodeSotw(this.responses, w.typeUrl, delivery, since, this.controlPlane());
-    if (!this.sizes.admit(conn.proxy, w.typeUrl, set.version, responseSize(encoded), () => sized(set.resources.values()))) return;
-    w.sent = delivery;
-    this.options.deliveries?.sent(conn.proxy.connectionId, w.typeUrl, delivery.nonce, delivery.version);
-    await this.sendTimed(conn, w.typeUrl, start, () => send(encoded));
-  }
-
-  private async respondDelta(
-    conn: Connection,
-    send: (msg: ResponseBytes) => Promise<void>,
-    w: Watch,
-    force: boolean,
-    push: PushRequest | undefined,
-    added: readonly string[],
-  ): Promise<void> {
-    const start = performance.now();
-    const set = await this.generate(conn, w, push);
-    if (!set || conn.closed) return;
-    const diff = deltaDiff(w, set, added, force);
-    if (!diff) return;
-    const nonce = this.nextNonce();
-    const head = { systemVersionInfo: set.version, typeUrl: w.typeUrl, nonce, removedResources: [...diff.removed, ...diff.missing], controlPlane: this.controlPlane() };
-    const encoded = encodeDelta(this.responses, head, set, diff.updated);
-    if (!this.sizes.admit(conn.proxy, w.typeUrl, set.version, responseSize(encoded), () => sized(diff.updated))) return;
-    const delivery: Delivery = { version: set.version, nonce, time: new Date(), resources: applyDelta(w, set, diff) };
-    w.sent = delivery;
-    w.pending.set(delivery.nonce, delivery);
-    this.options.deliveries?.sent(conn.proxy.connectionId, w.typeUrl, delivery.nonce, delivery.version);
-    await this.sendTimed(conn, w.typeUrl, start, () => send(encoded));
-  }
-
-  private controlPlane(): { identifier: string } | undefined {
-    return this.options.controlPlaneId === undefined ? undefined : { identifier: this.options.controlPlaneId };
-  }
-
-  /** Sends with metrics; a failed send ends the stream (the proxy reconnects and resyncs). */
-  private async sendTimed(conn: Connection, typeUrl: string, start: number, doSend: () => Promise<void>): Promise<void> {
-    const type = shortTypeName(typeUrl);
-    const sendStart = performance.now();
-    try {
-      await doSend();
-    } catch (err) {
-      counter('pilot_xds_pushes').inc({ type: `${type}_senderr` });
-      throw err;
-    }
-    const end = performance.now();
-    histogram('pilot_xds_send_time').observe((end - sendStart) / 1000);
-    histogram('pilot_xds_push_time').observe({ type }, (end - start) / 1000);
-    counter('pilot_xds_pushes').inc({ type });
-    log.debug(`${conn.proxy.connectionId}: sent ${type}`);
-  }
-
-  /** Writes one response; resolves once gRPC has taken it, or rejects after the send timeout. */
-  private write(writer: ResponseWriter, msg: ResponseBytes): Promise<void> {
-    return new Promise((resolve, reject) => {
-      let timer: NodeJS.Timeout | undefined;
-      if (this.sendTimeoutMs > 0) {
-        timer = setTimeout(() => {
-          counter('pilot_xds_write_timeout').inc();
-          reject(new XdsStreamError(status.DEADLINE_EXCEEDED, `send did not complete within ${this.sendTimeoutMs}ms`));
-        }, this.sendTimeoutMs);
-      }
-      writer(msg, (err) => {
-        clearTimeout(timer);
-        if (err) reject(err);
-        else resolve();
-      });
-    });
   }
 
   private liveConnections(): Connection[] {

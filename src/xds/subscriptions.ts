@@ -17,10 +17,18 @@ const RESOURCE_NAMES = 3;
 /** Distinct name lists kept; a stream holds its own list, so an evicted one only stops being shared. */
 const SUBSCRIPTIONS_SIZE = 1024;
 
-/** A DiscoveryRequest whose resource_names were kept as wire bytes; `resourceNames` decodes them on first read. */
-export type SotwWireRequest = DiscoveryRequest & { readonly namesBytes: Uint8Array };
+/**
+ * The names of a request as kept by the transport: their wire bytes (`resourceNames` decodes them on
+ * first read) and, once `shareNames` has run, the shared list they are equal to.
+ */
+export interface WireNames {
+  namesBytes: Uint8Array;
+  requested?: RequestedNames;
+}
+/** A DiscoveryRequest whose resource_names were kept as wire bytes. */
+export type SotwWireRequest = DiscoveryRequest & WireNames;
 /** A DeltaDiscoveryRequest whose resource_names_subscribe were kept the same way. */
-export type DeltaWireRequest = DeltaDiscoveryRequest & { readonly namesBytes: Uint8Array };
+export type DeltaWireRequest = DeltaDiscoveryRequest & WireNames;
 
 /** One distinct list of requested names, shared (read-only) by every stream that asked for it. */
 export interface RequestedNames {
@@ -54,7 +62,7 @@ function decodeKeepingNames<Desc extends typeof DiscoveryRequestSchema | typeof 
   schema: Desc,
   field: Field,
   buf: Uint8Array,
-): MessageShape<Desc> & { readonly namesBytes: Uint8Array } {
+): MessageShape<Desc> & WireNames {
   const reader = new BinaryReader(buf);
   const spans: Array<[number, number]> = [];
   while (reader.pos < reader.len) {
@@ -80,17 +88,33 @@ function decodeKeepingNames<Desc extends typeof DiscoveryRequestSchema | typeof 
     at = b;
   }
   rest.push(buf.subarray(at));
-  const msg = fromBinary(schema, Buffer.concat(rest)) as MessageShape<Desc>;
+  const msg = Object.assign(fromBinary(schema, Buffer.concat(rest)) as MessageShape<Desc>, { namesBytes }) as MessageShape<Desc> & WireNames;
+  // The names are decoded from the message's namesBytes as they are when read (not from a
+  // captured view): shareNames can so swap in the shared copy and let gRPC's buffer go.
   let names: string[] | undefined;
   Object.defineProperty(msg, field, {
     enumerable: true,
     configurable: true,
-    get: () => (names ??= fromBinary(DiscoveryRequestSchema, namesBytes).resourceNames),
+    get: () => (names ??= fromBinary(DiscoveryRequestSchema, msg.namesBytes).resourceNames),
     set: (v: string[]) => {
       names = v;
     },
   });
-  return Object.assign(msg, { namesBytes });
+  return msg;
+}
+
+/**
+ * Settles a request's names when it arrives: the shared list equal to them (`current`, the list
+ * the stream's watch holds, when the bytes are the same, as in an ACK; else the interned one), and
+ * its bytes in place of the request's. The request's own bytes are a view of gRPC's whole message
+ * (an EDS request or ACK is about 50 KB of names): a request waiting in its stream's queue would
+ * otherwise keep that buffer alive, and at 2000 streams behind the push throttle that was 100 MB.
+ */
+export function shareNames(req: WireNames, current: RequestedNames | undefined): void {
+  if (req.namesBytes.length === 0 || req.requested) return;
+  const requested = current && sameBytes(req.namesBytes, current.bytes) ? current : internNames(req.namesBytes, () => fromBinary(DiscoveryRequestSchema, req.namesBytes).resourceNames);
+  req.requested = requested;
+  req.namesBytes = requested.bytes;
 }
 
 /** The resource_names entries of a list of names, as a DiscoveryRequest encodes them. */

@@ -8,7 +8,7 @@ import { create, toBinary, type JsonObject, type MessageInitShape } from '@bufbu
 import { NodeSchema } from '../../src/gen/envoy/config/core/v3/base_pb.js';
 import { DeltaDiscoveryRequestSchema, DiscoveryRequestSchema, type DiscoveryRequest } from '../../src/gen/envoy/service/discovery/v3/discovery_pb.js';
 import { Connection } from '../../src/xds/connection.js';
-import { decodeDeltaRequest, decodeSotwRequest, encodeNames } from '../../src/xds/subscriptions.js';
+import { decodeDeltaRequest, decodeSotwRequest, encodeNames, shareNames } from '../../src/xds/subscriptions.js';
 import { TypeUrl } from '../../src/envoy/types.js';
 
 const EDS = TypeUrl.ClusterLoadAssignment;
@@ -133,6 +133,45 @@ test('streams asking for the same names share one set; an ACK repeating them is 
   const nack = decodeSotwRequest(wire({ typeUrl: EDS, resourceNames: [...names, 'outbound|80||new.ns.svc.cluster.local'], versionInfo: 'v1', responseNonce: 'n2', errorDetail: { code: 3, message: 'no' } }));
   assert.equal(a.applySotw(nack).kind, 'nack');
   assert.equal(wa.rejecting, true);
+});
+
+test('a request settled on arrival holds the shared names, not its own message buffer, and means the same', () => {
+  const names = clusters(100);
+  const a = connection();
+  const first = decodeSotwRequest(wire({ typeUrl: EDS, resourceNames: names }));
+  shareNames(first, undefined);
+  assert.equal(a.applySotw(first).kind, 'respond');
+  const w = a.watches.get(EDS)!;
+  assert.equal(w.requested, first.requested);
+  w.sent = { version: 'v1', nonce: 'n1', time: new Date(), resources: new Map() };
+
+  // An ACK: equal to the watch's list, it takes the watch's copy of the bytes; gRPC's buffer is no longer referenced.
+  const message = wire({ typeUrl: EDS, resourceNames: names, versionInfo: 'v1', responseNonce: 'n1' });
+  const ack = decodeSotwRequest(message);
+  assert.equal(ack.namesBytes.buffer, message.buffer, 'before: a view of the message');
+  shareNames(ack, w.requested);
+  assert.equal(ack.requested, w.requested);
+  assert.notEqual(ack.namesBytes.buffer, message.buffer);
+  assert.deepEqual(ack.resourceNames, names);
+  assert.equal(a.applySotw(ack).kind, 'ack');
+  assert.equal(w.acked?.nonce, 'n1');
+
+  // A changed list: interned (another stream asking for it shares it), and still a new subscription.
+  const changed = [...names.slice(1), 'outbound|80||new.ns.svc.cluster.local'];
+  const more = decodeSotwRequest(wire({ typeUrl: EDS, resourceNames: changed, versionInfo: 'v1', responseNonce: 'n1' }));
+  const other = decodeSotwRequest(wire({ typeUrl: EDS, resourceNames: changed }));
+  shareNames(more, w.requested);
+  shareNames(other, undefined);
+  assert.equal(more.requested, other.requested);
+  assert.deepEqual(more.resourceNames, changed);
+  assert.equal(a.applySotw(more).kind, 'respond');
+  assert.deepEqual([...w.names], changed);
+
+  // A request naming nothing is left as it is.
+  const none = decodeSotwRequest(wire({ typeUrl: EDS, responseNonce: 'n1' }));
+  shareNames(none, w.requested);
+  assert.equal(none.requested, undefined);
+  assert.deepEqual(none.resourceNames, []);
 });
 
 test('requests built in memory (no wire bytes) are handled the same way', () => {

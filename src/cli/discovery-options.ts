@@ -1,0 +1,49 @@
+// The discovery server's options: what `pilot-discovery discovery` reads from its flags and the
+// mesh config (src/cli/pilot-discovery.ts) and hands to DiscoveryServer.
+import type { OrchestratorSourceOptions } from '../config/orchestrator.js';
+import type { IngressSettings } from '../model/ingress/class.js';
+import type { ExtensionProviders } from '../model/extension-providers.js';
+import type { PathNormalization } from '../networking/common.js';
+import type { BundleEndpoint } from '../security/federation/bundle-format.js';
+import type { SecurityPlugin } from '../security/plugins.js';
+
+export interface DiscoveryOptions {
+  httpAddr: string;
+  monitoringAddr: string;
+  grpcAddr: string;
+  /** --secureGRPCAddr: TLS xDS and the CA; undefined or empty = not served. */
+  secureGrpcAddr?: string;
+  /** --namespace: the serving certificate is for meshd.<namespace>.svc. */
+  namespace?: string;
+  /** SPIFFE_BUNDLE_ENDPOINTS, parsed: trust domains whose clients the secured port accepts. */
+  bundleEndpoints?: readonly BundleEndpoint[];
+  httpsAddr: string;
+  /** --configDir: files replace the orchestrator as the config source. */
+  configDir?: string;
+  orchestrator: OrchestratorSourceOptions;
+  registries: readonly string[];
+  domain: string;
+  clusterId: string;
+  keepaliveIntervalMs: number;
+  keepaliveTimeoutMs: number;
+  maxConnectionAgeMs: number;
+  tlsCertFile?: string;
+  tlsKeyFile?: string;
+  /** --profile: serve /debug/pprof/ on the HTTP debug address. */
+  profile?: boolean;
+  /** The injection template file (a mounted ConfigMap); default INJECTION_TEMPLATE_FILE when it exists, else the built-in template. */
+  injectionTemplate?: string;
+  /** Mesh config pathNormalization of every HTTP connection manager; default BASE. */
+  pathNormalization?: PathNormalization;
+  /** Mesh config extensionProviders: the authorizers of CUSTOM AuthorizationPolicies. */
+  extensionProviders?: ExtensionProviders;
+  /** --plugins; default all of them. */
+  plugins?: ReadonlySet<SecurityPlugin>;
+  /** Mesh config enableAutoMtls (default true) and trustDomainAliases (default none). */
+  meshMtls?: { autoMtls: boolean; trustDomainAliases: readonly string[] };
+  /** Mesh config ingressControllerMode, ingressClass, ingressSelector, ingressService; default the mesh's defaults. */
+  ingress?: IngressSettings;
+}
+
+/** Where the deployment mounts the injection template ConfigMap. */
+export const INJECTION_TEMPLATE_FILE = '/var/lib/mesh/inject/template.yaml';
