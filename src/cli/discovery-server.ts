@@ -54,6 +54,8 @@ import { startWebhooks, type Webhooks } from '../webhooks/setup.js';
 import { OrchestratorClient } from '../config/informer.js';
 import { StatusReporting } from '../status/setup.js';
 import { discoverySettings, type DiscoverySettings } from './discovery-settings.js';
+import { DiscoveryElections } from './discovery-elections.js';
+import type { ElectionTimings } from '../registry/orchestrator/leader-election.js';
 
 const log = scope('default');
 
@@ -93,6 +95,8 @@ export interface DiscoveryOptions {
   meshMtls?: { autoMtls: boolean; trustDomainAliases: readonly string[] };
   /** Mesh config ingressControllerMode, ingressClass, ingressSelector, ingressService; default the mesh's defaults. */
   ingress?: IngressSettings;
+  /** Leader election timings; default the Go mesh's (tests only). */
+  leaderElection?: ElectionTimings;
 }
 
 /** Where the deployment mounts the injection template ConfigMap. */
@@ -150,6 +154,8 @@ export class DiscoveryServer {
   private readonly changedWorkloads = new Set<string>();
   /** PILOT_ENABLE_STATUS with an orchestrator: distribution and analysis written to resource status. */
   readonly status: StatusReporting | undefined;
+  /** The writers that run on the elected replica only: status and Ingress status. */
+  readonly elections: DiscoveryElections;
   /** MESHD_ENABLE_SDS_SERVER: the credentialName secrets served over SDS. */
   private readonly credentials: CredentialService | undefined;
   /** Streams whose namespace the identity check verified: the only ones given Secrets. */
@@ -168,6 +174,7 @@ export class DiscoveryServer {
     this.proxies = registries.proxies;
     this.mtls = { ...settings.mtls, autoMtls: opts.meshMtls?.autoMtls ?? true, aliases: opts.meshMtls?.trustDomainAliases ?? [] };
     this.status = this.statusReporting();
+    this.elections = new DiscoveryElections({ kubeconfig: opts.orchestrator.kubeconfig, namespace: opts.namespace ?? 'mesh-system', revision: settings.revision, status: this.status, ingress: this.ingress, timings: opts.leaderElection });
     this.credentials = credentialService({
       ...settings.sdsServer,
       configDir: opts.configDir,
@@ -414,6 +421,7 @@ export class DiscoveryServer {
     this.resolver.track(jwksPrefetch(this.store.list('RequestAuthentication')).fetches);
     this.push = this.buildPush();
     this.status?.snapshot();
+    this.elections.start();
     await this.listenGrpc('grpc', this.opts.grpcAddr, new PlaintextCredentials());
     await this.injectionTemplate.start();
     this.webhooks = await startWebhooks({
@@ -479,7 +487,7 @@ export class DiscoveryServer {
     this.profiler?.close();
     this.analysis?.close();
     this.injectionTemplate.close();
-    await Promise.all([...this.servers.map(closeServer), this.webhook.close(), this.webhooks?.close(), this.status?.close(), this.store.close(), this.orchestrator?.close(), this.ingress?.close()]);
+    await Promise.all([...this.servers.map(closeServer), this.webhook.close(), this.webhooks?.close(), this.elections.close(), this.status?.close(), this.store.close(), this.orchestrator?.close(), this.ingress?.close()]);
     this.servers.length = 0;
   }
 }
