@@ -237,6 +237,7 @@ export class FakeApiServer {
   private handleObject(req: IncomingMessage, res: ServerResponse, match: RegExpExecArray): void {
     const [, group = '', , namespace, plural, name, subresource] = match as unknown as [string, string | undefined, string, string | undefined, string, string, string | undefined];
     const key = `${group}/${plural}/${namespace ?? ''}/${name}`;
+    if (this.unserved.has(plural)) return this.status(res, 404, 'NotFound');
     const interleaved = req.method === 'PUT' || req.method === 'PATCH' ? this.interleaved.findIndex((i) => (req.url ?? '').endsWith(i.path)) : -1;
     if (interleaved >= 0) this.interleaved.splice(interleaved, 1)[0]!.change();
     const stored = this.objects.get(key);
