@@ -27,6 +27,8 @@ export const BUILTINS: readonly BuiltinResource[] = [
   { kind: 'PodDisruptionBudget', groupVersion: 'policy/v1', plural: 'poddisruptionbudgets', namespaced: true },
   { kind: 'ClusterRole', groupVersion: 'rbac.authorization.k8s.io/v1', plural: 'clusterroles', namespaced: false },
   { kind: 'ClusterRoleBinding', groupVersion: 'rbac.authorization.k8s.io/v1', plural: 'clusterrolebindings', namespaced: false },
+  { kind: 'Role', groupVersion: 'rbac.authorization.k8s.io/v1', plural: 'roles', namespaced: true },
+  { kind: 'RoleBinding', groupVersion: 'rbac.authorization.k8s.io/v1', plural: 'rolebindings', namespaced: true },
   { kind: 'CustomResourceDefinition', groupVersion: 'apiextensions.k8s.io/v1', plural: 'customresourcedefinitions', namespaced: false },
   { kind: 'MutatingWebhookConfiguration', groupVersion: 'admissionregistration.k8s.io/v1', plural: 'mutatingwebhookconfigurations', namespaced: false },
   { kind: 'ValidatingWebhookConfiguration', groupVersion: 'admissionregistration.k8s.io/v1', plural: 'validatingwebhookconfigurations', namespaced: false },
