@@ -1,6 +1,7 @@
 // PILOT_ENABLE_STATUS in the discovery server: the tracker the xDS server reports deliveries to,
 // the reporter deciding what to write, the writer writing it. Built only with an orchestrator to
-// write to; the discovery server calls `snapshot` for every PushContext it builds.
+// write to; the discovery server calls `snapshot` for every PushContext it builds. Writes go out only
+// while this replica leads the status election (../cli/discovery-elections.ts calls writeWhile).
 import { KINDS } from '../api/types.js';
 import { scope } from '../common/log.js';
 import type { OrchestratorClient } from '../config/informer.js';
