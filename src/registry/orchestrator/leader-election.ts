@@ -64,18 +64,14 @@ export class LeaderElection {
   private observedAt = 0;
   private leading: AbortController | undefined;
   private lastError = '';
-  /** The lock's name. */
-  readonly name: string;
-  /** Times this replica became leader, for /debug and tests. */
-  terms = 0;
 
   constructor(private readonly options: LeaderElectionOptions) {
     this.key = options.revision || 'default';
-    this.name = options.election.perRevision ? `${options.election.id}-${this.key}` : options.election.id;
+    const name = options.election.perRevision ? `${options.election.id}-${this.key}` : options.election.id;
     this.identity = options.identity || `unknown-${hostname()}`;
     this.timings = options.timings ?? DEFAULT_TIMINGS;
     this.clock = options.clock ?? realClock;
-    this.lock = lockOf(options.election.lock, options.client, options.namespace, this.name);
+    this.lock = lockOf(options.election.lock, options.client, options.namespace, name);
   }
 
   /** `fn` runs each time this replica becomes leader; its signal aborts when it stops leading. */
@@ -103,7 +99,6 @@ export class LeaderElection {
     log.info(`campaigning for ${this.lock.description} as ${this.identity} (revision ${this.key})`);
     while (!this.stop.signal.aborted) {
       if (!(await this.acquire())) break;
-      this.terms += 1;
       this.leading = new AbortController();
       log.info(`leader election lock obtained: ${this.lock.description} (${this.identity})`);
       for (const run of this.runs) run(this.leading.signal);
@@ -150,10 +145,10 @@ export class LeaderElection {
     }
   }
 
-  /** One attempt, bounded by `withinMs` (a hung API server must not keep a leader leading). */
+  /** One attempt, bounded by `withinMs` (a hung API server must not keep a leader leading) and by close(). */
   private async attempt(withinMs: number): Promise<boolean> {
     const bound = new AbortController();
-    const timeout = this.clock.sleep(withinMs, bound.signal).then(
+    const timeout = this.clock.sleep(withinMs, AbortSignal.any([bound.signal, this.stop.signal])).then(
       () => false,
       () => false,
     );
@@ -190,11 +185,6 @@ export class LeaderElection {
     this.observed = record;
     this.observedRaw = raw;
     this.observedAt = this.clock.now();
-  }
-
-  /** The holder this replica last saw, for logs and /debug. */
-  holder(): string | undefined {
-    return this.observed?.holderIdentity || undefined;
   }
 
   /** Errors are logged when they change, not at every retry. */
