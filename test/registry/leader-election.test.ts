@@ -162,6 +162,25 @@ describe('leader election', () => {
     await r.election.close();
   });
 
+  it('stops leading at once when it finds the lock held by another replica, not at its renew deadline', async () => {
+    // Deadlines longer than the test waits: only finding the other holder can end the term.
+    const r = replica({ identity: 'meshd-f', election: { ...LEASE, id: 'mesh-intruded' }, timings: { leaseDurationMs: 120_000, renewDeadlineMs: 60_000, retryPeriodMs: 50 } });
+    await until(() => assert.equal(r.election.isLeader(), true));
+    const intrude = (holderIdentity: string) => {
+      const current = api.get(leaseRef('mesh-intruded-default'))!;
+      const now = new Date().toISOString();
+      api.put({ ...current, spec: { ...(current['spec'] as object), holderIdentity, renewTime: now, acquireTime: now } });
+    };
+    intrude('meshd-intruder');
+    await until(() => assert.equal(r.ended, 1));
+    assert.equal(lease('mesh-intruded-default')?.holderIdentity, 'meshd-intruder', 'a lock another replica renews is left alone');
+    // The other releases it: taken again at the next attempt.
+    intrude('');
+    await until(() => assert.equal(r.started, 2));
+    assert.equal(lease('mesh-intruded-default')?.holderIdentity, 'meshd-f');
+    await r.election.close();
+  });
+
   it('takes a ConfigMap lock whose record cannot be read as one nobody holds', async () => {
     api.put({ ...configMapRef('mesh-garbled'), metadata: { ...configMapRef('mesh-garbled').metadata, annotations: { [CONFIG_MAP_RECORD_ANNOTATION]: '{not json' } } } as StoredObject);
     const r = replica({ identity: 'meshd-e', election: { ...CONFIG_MAP, id: 'mesh-garbled' } });

@@ -126,6 +126,12 @@ export class LeaderElection {
       let renewed = false;
       while (!renewed && !this.stop.signal.aborted && this.clock.now() < deadline) {
         renewed = await this.attempt(deadline - this.clock.now());
+        // Another replica holds it now (ours expired by its clock): stop writing at once.
+        const holder = this.observed?.holderIdentity ?? '';
+        if (!renewed && holder !== '' && holder !== this.identity) {
+          log.warn(`${this.lock.description}: now held by ${holder}; no longer leader`);
+          return;
+        }
         if (!renewed && !(await this.pause(Math.min(this.timings.retryPeriodMs, Math.max(0, deadline - this.clock.now()))))) return;
       }
       if (!renewed) {
