@@ -14,7 +14,7 @@ import type { FakeApiServer, StoredObject } from '../config/fake-apiserver.js';
 import { discovery, until } from '../status/fixtures.js';
 import { endpointSlice, namespace, service, standIn } from './orch-fixtures.js';
 
-const TIMINGS = { leaseDurationMs: 1_000, renewDeadlineMs: 500, retryPeriodMs: 50 };
+const TIMINGS = { leaseDurationMs: 4_000, renewDeadlineMs: 2_000, retryPeriodMs: 100 };
 const INGRESS: StoredObject = {
   apiVersion: 'networking.k8s.io/v1',
   kind: 'Ingress',

@@ -12,7 +12,7 @@ import type { FakeApiServer } from '../config/fake-apiserver.js';
 import { standIn } from '../registry/orch-fixtures.js';
 import { discovery, dr, statusOf, toSubset, until } from './fixtures.js';
 
-const TIMINGS: ElectionTimings = { leaseDurationMs: 1_000, renewDeadlineMs: 500, retryPeriodMs: 50 };
+const TIMINGS: ElectionTimings = { leaseDurationMs: 4_000, renewDeadlineMs: 2_000, retryPeriodMs: 100 };
 const LEASE = { apiVersion: 'coordination.k8s.io/v1', kind: 'Lease', metadata: { name: 'mesh-status-leader-default', namespace: 'mesh-system' } };
 const ENV = { PILOT_ENABLE_STATUS: 'true', PILOT_ENABLE_ANALYSIS: 'true' };
 
