@@ -6,6 +6,7 @@ import type { ExtensionProviders } from '../model/extension-providers.js';
 import type { PathNormalization } from '../networking/common.js';
 import type { BundleEndpoint } from '../security/federation/bundle-format.js';
 import type { SecurityPlugin } from '../security/plugins.js';
+import type { ElectionTimings } from '../registry/orchestrator/leader-election.js';
 
 export interface DiscoveryOptions {
   httpAddr: string;
@@ -43,6 +44,8 @@ export interface DiscoveryOptions {
   meshMtls?: { autoMtls: boolean; trustDomainAliases: readonly string[] };
   /** Mesh config ingressControllerMode, ingressClass, ingressSelector, ingressService; default the mesh's defaults. */
   ingress?: IngressSettings;
+  /** Leader election timings; default the Go mesh's (tests only). */
+  leaderElection?: ElectionTimings;
 }
 
 /** Where the deployment mounts the injection template ConfigMap. */

@@ -48,6 +48,7 @@ import { StatusReporting } from '../status/setup.js';
 import { discoverySettings, type DiscoverySettings } from './discovery-settings.js';
 import { INJECTION_TEMPLATE_FILE, type DiscoveryOptions } from './discovery-options.js';
 import { DiscoveryPushes } from './discovery-pushes.js';
+import { DiscoveryElections } from './discovery-elections.js';
 
 const log = scope('default');
 
@@ -103,6 +104,8 @@ export class DiscoveryServer {
   private readonly connected = new Map<string, ProxyInfo>();
   /** PILOT_ENABLE_STATUS with an orchestrator: distribution and analysis written to resource status. */
   readonly status: StatusReporting | undefined;
+  /** The writers that run on the elected replica only: status and Ingress status. */
+  readonly elections: DiscoveryElections;
   /** MESHD_ENABLE_SDS_SERVER: the credentialName secrets served over SDS. */
   private readonly credentials: CredentialService | undefined;
   /** Streams whose namespace the identity check verified: the only ones given Secrets. */
@@ -121,6 +124,7 @@ export class DiscoveryServer {
     this.proxies = registries.proxies;
     this.mtls = { ...settings.mtls, autoMtls: opts.meshMtls?.autoMtls ?? true, aliases: opts.meshMtls?.trustDomainAliases ?? [] };
     this.status = this.statusReporting();
+    this.elections = new DiscoveryElections({ kubeconfig: opts.orchestrator.kubeconfig, namespace: opts.namespace ?? 'mesh-system', revision: settings.revision, status: this.status, ingress: this.ingress, timings: opts.leaderElection });
     this.credentials = credentialService({
       ...settings.sdsServer,
       configDir: opts.configDir,
@@ -310,6 +314,7 @@ export class DiscoveryServer {
     }
     this.registry.onEvent((e) => this.pushes.trigger({ source: e.kind === 'endpoints' ? 'endpoints' : 'service' }));
     this.pushes.start();
+    this.elections.start();
     await this.listenGrpc('grpc', this.opts.grpcAddr, new PlaintextCredentials());
     await this.injectionTemplate.start();
     this.webhooks = await startWebhooks({
@@ -375,7 +380,7 @@ export class DiscoveryServer {
     this.profiler?.close();
     this.analysis?.close();
     this.injectionTemplate.close();
-    await Promise.all([...this.servers.map(closeServer), this.webhook.close(), this.webhooks?.close(), this.status?.close(), this.store.close(), this.orchestrator?.close(), this.ingress?.close()]);
+    await Promise.all([...this.servers.map(closeServer), this.webhook.close(), this.webhooks?.close(), this.elections.close(), this.status?.close(), this.store.close(), this.orchestrator?.close(), this.ingress?.close()]);
     this.servers.length = 0;
   }
 }

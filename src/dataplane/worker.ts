@@ -15,7 +15,7 @@ import { ListenerManager } from './listener-manager.js';
 import { PROXY_COMPONENTS } from './logging.js';
 import { StatsStore, type StatSample } from './stats.js';
 import type { FromWorker, ToWorker, WireUpdate, WorkerInit } from './workers.js';
-import { ResourceApplier } from './xds-applier.js';
+import { ResourceApplier } from './resource-applier.js';
 
 const log = scope('main');
 

@@ -27,6 +27,8 @@ export interface StatusReporterOptions {
 export class StatusReporter {
   private readonly written = new Map<string, string>();
   private readonly messages = new Map<string, string>();
+  /** The last analysis result, to queue again for a new leader. */
+  private lastAnalysis: readonly AnalysisMessage[] | undefined;
   private timer: NodeJS.Timeout | undefined;
 
   constructor(private readonly options: StatusReporterOptions) {}
@@ -56,6 +58,7 @@ export class StatusReporter {
 
   /** An analysis result: each resource's messages, and an empty list where messages went away. */
   analysis(messages: readonly AnalysisMessage[]): void {
+    this.lastAnalysis = messages;
     const byResource = new Map<string, { key: ResourceKey; messages: AnalysisMessage[] }>();
     for (const m of messages) {
       const k = keyString(m.resource);
@@ -76,6 +79,17 @@ export class StatusReporter {
       const [kind, namespace, name] = k.split('/') as [Kind, string, string];
       this.options.sink.enqueue({ kind, namespace, name }, { messages: [] });
     }
+  }
+
+  /**
+   * Queues everything again, as if nothing had been queued before: the writer starts writing (this
+   * replica became leader), and what it dropped while another replica led must be written now.
+   */
+  resend(): void {
+    this.written.clear();
+    this.messages.clear();
+    this.report();
+    if (this.lastAnalysis) this.analysis(this.lastAnalysis);
   }
 
   close(): void {

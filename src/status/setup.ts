@@ -1,6 +1,7 @@
 // PILOT_ENABLE_STATUS in the discovery server: the tracker the xDS server reports deliveries to,
 // the reporter deciding what to write, the writer writing it. Built only with an orchestrator to
-// write to; the discovery server calls `snapshot` for every PushContext it builds.
+// write to; the discovery server calls `snapshot` for every PushContext it builds. Writes go out only
+// while this replica leads the status election (../cli/discovery-elections.ts calls writeWhile).
 import { KINDS } from '../api/types.js';
 import { scope } from '../common/log.js';
 import type { OrchestratorClient } from '../config/informer.js';
@@ -40,7 +41,7 @@ export class StatusReporting {
     private readonly sources: StatusSources,
     settings: StatusSettings,
   ) {
-    this.writer = new StatusWriter({ client: sources.client, qps: settings.qps, burst: settings.burst, workers: settings.workers });
+    this.writer = new StatusWriter({ client: sources.client, qps: settings.qps, burst: settings.burst, workers: settings.workers, elected: true });
     this.tracker = settings.distribution ? new DistributionTracker(settings.retentionMs) : undefined;
     const keys = () => KINDS.flatMap((kind) => sources.store.list(kind).map((r) => keyString({ kind, namespace: r.metadata.namespace, name: r.metadata.name })));
     this.reporter = new StatusReporter({ sink: this.writer, ...(this.tracker ? { tracker: this.tracker } : {}), hasMessages: sources.hasMessages, keys });
@@ -57,7 +58,13 @@ export class StatusReporting {
         this.reporter.changed();
       },
     };
-    log.info(`writing status (PILOT_ENABLE_STATUS): ${settings.distribution ? 'Reconciled condition' : 'no distribution (PILOT_ENABLE_CONFIG_DISTRIBUTION_TRACKING=false)'}, analysis messages when PILOT_ENABLE_ANALYSIS; ${settings.qps} QPS, burst ${settings.burst}, ${settings.workers} workers; every replica writes (no leader election)`);
+    log.info(`writing status (PILOT_ENABLE_STATUS): ${settings.distribution ? 'Reconciled condition' : 'no distribution (PILOT_ENABLE_CONFIG_DISTRIBUTION_TRACKING=false)'}, analysis messages when PILOT_ENABLE_ANALYSIS; ${settings.qps} QPS, burst ${settings.burst}, ${settings.workers} workers; written only by the replica elected status leader`);
+  }
+
+  /** Writes while `leading` holds (the status election): what is known now is queued at once. */
+  writeWhile(leading: AbortSignal): void {
+    this.writer.writeWhile(leading);
+    this.reporter.resend();
   }
 
   /** A PushContext was built from the store's current config, pushed for `types` (undefined: all). */

@@ -23,6 +23,11 @@ export interface StatusWriterOptions {
   readonly qps: number;
   readonly burst: number;
   readonly workers: number;
+  /**
+   * Written under leader election: nothing is queued or written except while the signal given to
+   * writeWhile says this replica leads. Default false: always writes.
+   */
+  readonly elected?: boolean;
   /** The API version of the paths; default v1. */
   readonly version?: ApiVersionName;
   readonly clock?: Clock;
@@ -50,16 +55,40 @@ export class StatusWriter {
   private readonly inFlight = new Set<Promise<void>>();
   private readonly bucket: TokenBucket;
   private readonly stop = new AbortController();
+  /** Aborted when the leadership writes run under ends (and on close); undefined while not leading. */
+  private term: AbortController | undefined;
   /** Status updates the API server accepted, for /debug and tests. */
   written = 0;
 
   constructor(private readonly options: StatusWriterOptions) {
     this.bucket = new TokenBucket(options.qps, options.burst, options.clock ?? realClock);
+    if (!options.elected) this.term = new AbortController();
+  }
+
+  /**
+   * Writes while `leading` is not aborted (this replica holds the election). When it aborts, what
+   * is queued is dropped and writes in progress stop before their next request: fail safe, as
+   * another replica may lead by then. Whoever calls this queues what should be written anew.
+   */
+  writeWhile(leading: AbortSignal): void {
+    if (leading.aborted || this.stop.signal.aborted) return;
+    const term = (this.term = new AbortController());
+    leading.addEventListener('abort', () => {
+      term.abort();
+      if (this.term !== term) return;
+      this.term = undefined;
+      this.pending.clear();
+    }, { once: true });
+  }
+
+  /** Whether writes go out now (not elected, or leading). */
+  writing(): boolean {
+    return this.term !== undefined && !this.stop.signal.aborted;
   }
 
   /** Queues a write; a part of `desired` replaces the same part of a write still pending. */
   enqueue(key: ResourceKey, desired: DesiredStatus): void {
-    if (this.stop.signal.aborted) return;
+    if (!this.writing()) return;
     const k = keyString(key);
     const queued = this.pending.get(k);
     if (queued && 'desired' in queued) queued.desired = { ...queued.desired, ...desired };
@@ -69,7 +98,7 @@ export class StatusWriter {
 
   /** Queues the write of another resource's status; it replaces one still pending for the same id. */
   enqueueTarget(target: StatusTarget): void {
-    if (this.stop.signal.aborted) return;
+    if (!this.writing()) return;
     this.pending.set(target.id, { target });
     this.pump();
   }
@@ -81,6 +110,7 @@ export class StatusWriter {
 
   async close(): Promise<void> {
     this.stop.abort();
+    this.term?.abort();
     this.pending.clear();
     await Promise.all(this.inFlight);
   }
@@ -117,21 +147,26 @@ export class StatusWriter {
   }
 
   private async write(item: Pending): Promise<void> {
+    const term = this.term?.signal;
+    if (!term) return;
     const path = 'target' in item ? item.target.path : this.path(item.key);
     const name = 'target' in item ? item.target.id : keyString(item.key);
     for (let attempt = 0; attempt <= MAX_CONFLICT_RETRIES; attempt++) {
       try {
-        await this.bucket.take(this.stop.signal);
+        await this.bucket.take(term);
+        if (term.aborted) return;
         const object = (await this.options.client.request('GET', `${path}/status`)) as StoredObject;
         const next = 'target' in item ? item.target.next(object.status) : this.meshStatus(object, item.desired);
         if (next === undefined) return;
-        await this.bucket.take(this.stop.signal);
+        await this.bucket.take(term);
+        // Leadership may have ended while reading: the PUT is not sent then.
+        if (term.aborted) return;
         await this.options.client.request('PUT', `${path}/status`, { ...object, status: next });
         this.written += 1;
         log.debug(`status of ${name} written`);
         return;
       } catch (e) {
-        if (this.stop.signal.aborted) return;
+        if (term.aborted) return;
         const code = statusOf(e);
         if (code === 409) {
           log.debug(`status of ${name}: conflict, reading it again (${messageOf(e)})`);

@@ -6,9 +6,10 @@
 // Namespace, IngressClass, webhook configurations) have no namespace. `metadata.creationTimestamp`
 // is kept as the test gives it (the real server sets it on create).
 //
-// One object: GET; PUT (an update: `metadata.resourceVersion` required and must be current, else 409
-// Conflict) and PATCH (`application/json-patch+json` or `application/merge-patch+json`; strategic
-// merge is refused with 415 as for custom resources). As with a CRD that enables the status
+// A collection: POST creates (409 AlreadyExists when the name is taken). One object: GET; PUT (an
+// update: `metadata.resourceVersion` required and must be current, else 409 Conflict) and PATCH
+// (`application/json-patch+json` or `application/merge-patch+json`; strategic merge is refused with
+// 415 as for custom resources). As with a CRD that enables the status
 // subresource, the `/status` path changes only `status`, the object's own path ignores `status`,
 // and `metadata.generation` counts changes of everything but metadata and status.
 
@@ -17,6 +18,7 @@ import { createServer, type Server } from 'node:https';
 import type { AddressInfo, Socket } from 'node:net';
 import fastJsonPatch, { type Operation } from 'fast-json-patch';
 import { selfSignedCertificate } from '../../src/webhooks/selfsigned.js';
+import { BUILTIN_PLURALS, discovery } from './fake-apiserver-kinds.js';
 
 const { applyPatch } = fastJsonPatch;
 
@@ -45,62 +47,6 @@ export interface StoredObject {
   [field: string]: unknown;
 }
 
-interface BuiltinResource {
-  kind: string;
-  /** group/version, `v1` for the core group. */
-  groupVersion: string;
-  plural: string;
-  namespaced: boolean;
-}
-
-/** The orchestrator's own kinds the stand-in serves, also in its discovery documents. */
-const BUILTINS: readonly BuiltinResource[] = [
-  { kind: 'Service', groupVersion: 'v1', plural: 'services', namespaced: true },
-  { kind: 'Endpoints', groupVersion: 'v1', plural: 'endpoints', namespaced: true },
-  { kind: 'Pod', groupVersion: 'v1', plural: 'pods', namespaced: true },
-  { kind: 'ConfigMap', groupVersion: 'v1', plural: 'configmaps', namespaced: true },
-  { kind: 'Secret', groupVersion: 'v1', plural: 'secrets', namespaced: true },
-  { kind: 'ServiceAccount', groupVersion: 'v1', plural: 'serviceaccounts', namespaced: true },
-  { kind: 'Node', groupVersion: 'v1', plural: 'nodes', namespaced: false },
-  { kind: 'Namespace', groupVersion: 'v1', plural: 'namespaces', namespaced: false },
-  { kind: 'EndpointSlice', groupVersion: 'discovery.k8s.io/v1', plural: 'endpointslices', namespaced: true },
-  { kind: 'Deployment', groupVersion: 'apps/v1', plural: 'deployments', namespaced: true },
-  { kind: 'Ingress', groupVersion: 'networking.k8s.io/v1', plural: 'ingresses', namespaced: true },
-  { kind: 'IngressClass', groupVersion: 'networking.k8s.io/v1', plural: 'ingressclasses', namespaced: false },
-  { kind: 'PodDisruptionBudget', groupVersion: 'policy/v1', plural: 'poddisruptionbudgets', namespaced: true },
-  { kind: 'ClusterRole', groupVersion: 'rbac.authorization.k8s.io/v1', plural: 'clusterroles', namespaced: false },
-  { kind: 'ClusterRoleBinding', groupVersion: 'rbac.authorization.k8s.io/v1', plural: 'clusterrolebindings', namespaced: false },
-  { kind: 'CustomResourceDefinition', groupVersion: 'apiextensions.k8s.io/v1', plural: 'customresourcedefinitions', namespaced: false },
-  { kind: 'MutatingWebhookConfiguration', groupVersion: 'admissionregistration.k8s.io/v1', plural: 'mutatingwebhookconfigurations', namespaced: false },
-  { kind: 'ValidatingWebhookConfiguration', groupVersion: 'admissionregistration.k8s.io/v1', plural: 'validatingwebhookconfigurations', namespaced: false },
-];
-const BUILTIN_PLURALS: Readonly<Record<string, string>> = Object.fromEntries(BUILTINS.map((b) => [b.kind, b.plural]));
-const VERBS = ['create', 'delete', 'get', 'list', 'patch', 'update', 'watch'];
-
-/** The discovery documents (`/api`, `/apis`, `/api/v1`, `/apis/<group>/<version>`) of the builtin kinds. */
-function discovery(path: string): unknown {
-  const versions = [...new Set(BUILTINS.map((b) => b.groupVersion))];
-  if (path === '/api') return { kind: 'APIVersions', versions: ['v1'], serverAddressByClientCIDRs: [] };
-  if (path === '/apis') {
-    const groups = versions.filter((gv) => gv.includes('/')).map((gv) => {
-      const [name, version] = gv.split('/') as [string, string];
-      const v = { groupVersion: gv, version };
-      return { name, versions: [v], preferredVersion: v };
-    });
-    return { kind: 'APIGroupList', apiVersion: 'v1', groups };
-  }
-  const groupVersion = path === '/api/v1' ? 'v1' : path.replace(/^\/apis\//, '');
-  if (!versions.includes(groupVersion)) return undefined;
-  const resources = BUILTINS.filter((b) => b.groupVersion === groupVersion).map((b) => ({
-    name: b.plural,
-    singularName: b.kind.toLowerCase(),
-    namespaced: b.namespaced,
-    kind: b.kind,
-    verbs: VERBS,
-  }));
-  return { kind: 'APIResourceList', apiVersion: 'v1', groupVersion, resources };
-}
-
 interface HistoryEntry {
   rv: number;
   type: 'ADDED' | 'MODIFIED' | 'DELETED';
@@ -116,6 +62,7 @@ interface Watcher {
 }
 
 export interface RecordedRequest {
+  method: string;
   path: string;
   watch: boolean;
   resourceVersion: string | null;
@@ -282,12 +229,15 @@ export class FakeApiServer {
 
   /** Recorded PATCH bodies, in order. */
   readonly patches: Array<{ path: string; contentType: string; body: unknown }> = [];
+  /** Recorded bodies of the creates that succeeded, in order. */
+  readonly created: Array<{ path: string; body: StoredObject }> = [];
   /** Recorded PUT bodies and their answers' status codes, in order. */
   readonly updates: Array<{ path: string; body: StoredObject; status: number }> = [];
 
   private handleObject(req: IncomingMessage, res: ServerResponse, match: RegExpExecArray): void {
     const [, group = '', , namespace, plural, name, subresource] = match as unknown as [string, string | undefined, string, string | undefined, string, string, string | undefined];
     const key = `${group}/${plural}/${namespace ?? ''}/${name}`;
+    if (this.unserved.has(plural)) return this.status(res, 404, 'NotFound');
     const interleaved = req.method === 'PUT' || req.method === 'PATCH' ? this.interleaved.findIndex((i) => (req.url ?? '').endsWith(i.path)) : -1;
     if (interleaved >= 0) this.interleaved.splice(interleaved, 1)[0]!.change();
     const stored = this.objects.get(key);
@@ -325,6 +275,33 @@ export class FakeApiServer {
     });
   }
 
+  /**
+   * POST to a collection, as the real server creates: the body's group/version and namespace must
+   * be the path's, and a name already taken is 409 AlreadyExists (so two creators race safely).
+   */
+  private create(req: IncomingMessage, res: ServerResponse, at: { group: string; version: string; namespace: string | undefined; plural: string }): void {
+    const chunks: Buffer[] = [];
+    req.on('data', (c: Buffer) => chunks.push(c));
+    req.on('end', () => {
+      let object: StoredObject;
+      try {
+        object = JSON.parse(Buffer.concat(chunks).toString('utf8')) as StoredObject;
+      } catch (e) {
+        return this.status(res, 400, 'BadRequest', `invalid JSON: ${(e as Error).message}`);
+      }
+      const apiVersion = at.group ? `${at.group}/${at.version}` : at.version;
+      if (object?.apiVersion !== apiVersion) return this.status(res, 400, 'BadRequest', `the API version in the data (${String(object?.apiVersion)}) does not match the expected API version (${apiVersion})`);
+      const name = object.metadata?.name;
+      if (!name) return this.status(res, 422, 'Invalid', `${at.plural} is invalid: metadata.name: Required value: name or generateName is required`);
+      if ((object.metadata.namespace ?? at.namespace) !== at.namespace) return this.status(res, 400, 'BadRequest', 'the namespace of the provided object does not match the namespace sent on the request');
+      const created: StoredObject = { ...object, metadata: { ...object.metadata, ...(at.namespace ? { namespace: at.namespace } : {}) } };
+      if (this.get(created)) return this.status(res, 409, 'AlreadyExists', `${at.plural}${at.group ? `.${at.group}` : ''} "${name}" already exists`);
+      this.created.push({ path: req.url ?? '', body: created });
+      this.put(created);
+      res.writeHead(201, { 'content-type': 'application/json' }).end(JSON.stringify(this.get(created)));
+    });
+  }
+
   /** An update's preconditions as the real server checks them: the resourceVersion it read must still be current. */
   private checkUpdate(stored: StoredObject, update: StoredObject, plural: string, name: string): { code: number; reason: string; message: string } | undefined {
     const rv = update.metadata?.resourceVersion;
@@ -339,7 +316,7 @@ export class FakeApiServer {
     const url = new URL(req.url ?? '/', this.url());
     const watch = url.searchParams.get('watch') === 'true';
     const resourceVersion = url.searchParams.get('resourceVersion');
-    this.requests.push({ path: url.pathname, watch, resourceVersion, allowWatchBookmarks: url.searchParams.get('allowWatchBookmarks') });
+    this.requests.push({ method: req.method ?? 'GET', path: url.pathname, watch, resourceVersion, allowWatchBookmarks: url.searchParams.get('allowWatchBookmarks') });
     if (req.headers.authorization !== `Bearer ${TOKEN}`) return this.status(res, 401, 'Unauthorized');
     const failure = this.failures.shift();
     if (failure !== undefined) return this.status(res, failure, 'InjectedFailure');
@@ -355,6 +332,7 @@ export class FakeApiServer {
     const [, matchedGroup, version, namespace, plural] = match as unknown as [string, string | undefined, string, string | undefined, string];
     const group = matchedGroup ?? '';
     if (this.unserved.has(plural)) return this.status(res, 404, 'NotFound');
+    if (req.method === 'POST') return this.create(req, res, { group, version, namespace, plural });
     if (!watch) {
       const items = [...this.objects.values()].filter((o) => this.matches(o, group, plural, namespace));
       res.writeHead(200, { 'content-type': 'application/json' });

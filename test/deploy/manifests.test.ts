@@ -19,6 +19,7 @@ import { pluralOf } from '../../src/api/crds.js';
 import { GROUP_OF_KIND, KINDS } from '../../src/api/types.js';
 import { TYPES } from '../../src/registry/orchestrator/controller.js';
 import { INGRESS_TYPES } from '../../src/registry/orchestrator/ingress.js';
+import { ELECTIONS } from '../../src/cli/discovery-elections.js';
 import { MUTATING_WEBHOOK_CONFIGURATIONS } from '../../src/webhooks/revision-tags.js';
 import { parseTemplate } from '../../src/webhooks/inject-template.js';
 import { REPO_ROOT } from '../helpers/proc.js';
@@ -44,7 +45,7 @@ function documents(text: string): Doc[] {
 }
 
 /** The order Helm installs kinds in (what is not listed goes last): the manifests read the same. */
-const INSTALL_ORDER = ['PodDisruptionBudget', 'ServiceAccount', 'ConfigMap', 'ClusterRole', 'ClusterRoleBinding', 'Service', 'Deployment'];
+const INSTALL_ORDER = ['PodDisruptionBudget', 'ServiceAccount', 'ConfigMap', 'ClusterRole', 'ClusterRoleBinding', 'Role', 'RoleBinding', 'Service', 'Deployment'];
 const rank = (kind: string) => (INSTALL_ORDER.includes(kind) ? INSTALL_ORDER.indexOf(kind) : INSTALL_ORDER.length);
 
 /** The chart's objects for these values, and the manifest text they render to (written with REFRESH_GOLDEN=1). */
@@ -85,9 +86,9 @@ test('deploy/revisions holds the chart rendered for the canary revision with a t
   assertSameObjects(canaryManifestDocs, canaryDocs);
 });
 
-/** What a rendering's ClusterRole grants, one `group/resource:verbs[@names]` per line. */
-function grants(docs: Doc[]): string[] {
-  const [role] = find('ClusterRole', docs) as Array<Doc & { rules: Array<{ apiGroups: string[]; resources: string[]; verbs: string[]; resourceNames?: string[] }> }>;
+/** What a rendering's ClusterRole (or Role) grants, one `group/resource:verbs[@names]` per line. */
+function grants(docs: Doc[], kind = 'ClusterRole'): string[] {
+  const [role] = find(kind, docs) as Array<Doc & { rules: Array<{ apiGroups: string[]; resources: string[]; verbs: string[]; resourceNames?: string[] }> }>;
   return role!.rules.flatMap((r) => r.apiGroups.flatMap((g) => r.resources.map((res) => `${g}/${res}:${[...r.verbs].sort().join(',')}${r.resourceNames ? `@${r.resourceNames.join(',')}` : ''}`))).sort();
 }
 
@@ -100,6 +101,25 @@ test('RBAC grants list and watch on exactly what the informers read, get/patch o
   ];
   assert.deepEqual(grants(manifestDocs), [...read, ...webhooks('mesh-sidecar-injector', 'meshd-mesh-system'), ...status].sort());
   assert.deepEqual(grants(canaryDocs), [...read, ...webhooks('mesh-sidecar-injector-canary,mesh-revision-tag-prod', 'meshd-canary-mesh-system'), ...status].sort());
+});
+
+test('RBAC grants, in the release namespace only, create and then get/update by name on the leader election locks', () => {
+  const locks = (revision: string) => [
+    'coordination.k8s.io/leases:create',
+    `coordination.k8s.io/leases:get,update@${ELECTIONS.status.id}-${revision}`,
+    '/configmaps:create',
+    `/configmaps:get,update@${ELECTIONS.ingress.id}`,
+  ];
+  assert.equal(ELECTIONS.status.lock, 'Lease');
+  assert.equal(ELECTIONS.ingress.lock, 'ConfigMap');
+  assert.deepEqual(grants(manifestDocs, 'Role'), locks('default').sort());
+  assert.deepEqual(grants(canaryDocs, 'Role'), locks('canary').sort());
+  for (const docs of [manifestDocs, canaryDocs]) {
+    const [role] = find('Role', docs);
+    const [binding] = find('RoleBinding', docs) as Array<Doc & { roleRef: { name: string } }>;
+    assert.equal(role!.metadata.namespace, RELEASE_NAMESPACE);
+    assert.equal(binding!.roleRef.name, role!.metadata.name);
+  }
 });
 
 /** The env a container is given, by name. */
@@ -181,6 +201,8 @@ test('every manifest has the fields its kind requires', () => {
     Service: { required: ['spec'], properties: { spec: { type: 'object', required: ['ports', 'selector'], properties: { ports: { type: 'array', items: { type: 'object', required: ['name', 'port'] } } } } } },
     ClusterRole: { required: ['rules'], properties: { rules: { type: 'array', items: { type: 'object', required: ['apiGroups', 'resources', 'verbs'] } } } },
     ClusterRoleBinding: { required: ['roleRef', 'subjects'] },
+    Role: { required: ['rules'], properties: { rules: { type: 'array', items: { type: 'object', required: ['apiGroups', 'resources', 'verbs'] } } } },
+    RoleBinding: { required: ['roleRef', 'subjects'] },
     MutatingWebhookConfiguration: { required: ['webhooks'], properties: { webhooks: { type: 'array', items: webhook } } },
     ValidatingWebhookConfiguration: { required: ['webhooks'], properties: { webhooks: { type: 'array', items: webhook } } },
     PodDisruptionBudget: { required: ['spec'], properties: { spec: { type: 'object', required: ['selector'] } } },
@@ -191,6 +213,7 @@ test('every manifest has the fields its kind requires', () => {
   };
   const apiVersions: Record<string, string> = {
     Deployment: 'apps/v1', Service: 'v1', ClusterRole: 'rbac.authorization.k8s.io/v1', ClusterRoleBinding: 'rbac.authorization.k8s.io/v1',
+    Role: 'rbac.authorization.k8s.io/v1', RoleBinding: 'rbac.authorization.k8s.io/v1',
     MutatingWebhookConfiguration: 'admissionregistration.k8s.io/v1', ValidatingWebhookConfiguration: 'admissionregistration.k8s.io/v1',
     PodDisruptionBudget: 'policy/v1', ConfigMap: 'v1', CustomResourceDefinition: 'apiextensions.k8s.io/v1', Namespace: 'v1', ServiceAccount: 'v1',
   };

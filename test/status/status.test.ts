@@ -6,39 +6,12 @@ import assert from 'node:assert/strict';
 import { mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { DiscoveryServer } from '../../src/cli/discovery-server.js';
-import { loadSettings } from '../../src/common/env.js';
+import type { DiscoveryServer } from '../../src/cli/discovery-server.js';
 import { TypeUrl } from '../../src/envoy/types.js';
-import type { FakeApiServer, StoredObject } from '../config/fake-apiserver.js';
+import type { FakeApiServer } from '../config/fake-apiserver.js';
 import { standIn } from '../registry/orch-fixtures.js';
-import { eventually } from '../helpers/proc.js';
-import { localDiscoveryOptions } from '../security/fixtures.js';
+import { discovery, dr, reconciled, statusOf, toSubset, until, vs } from './fixtures.js';
 import { adsClient, node, sotw, type AdsClient, type SotwStream } from '../xds/harness.js';
-
-const vs = (spec: Record<string, unknown>, labels?: Record<string, string>): StoredObject => ({
-  apiVersion: 'networking.mesh.io/v1',
-  kind: 'VirtualService',
-  metadata: { name: 'reviews', namespace: 'default', ...(labels ? { labels } : {}) },
-  spec,
-});
-const toSubset = (subset: string) => vs({ hosts: ['reviews'], http: [{ route: [{ destination: { host: 'reviews', subset } }] }] });
-const dr: StoredObject = {
-  apiVersion: 'networking.mesh.io/v1',
-  kind: 'DestinationRule',
-  metadata: { name: 'reviews', namespace: 'default' },
-  spec: { host: 'reviews', subsets: [{ name: 'v1', labels: { version: 'v1' } }, { name: 'v2', labels: { version: 'v2' } }] },
-};
-
-interface Status {
-  observedGeneration?: number;
-  conditions?: Array<{ type: string; status: string; message: string; lastTransitionTime: string }>;
-  validationMessages?: Array<{ type: { code: string; name: string }; level: string; description: string; path: string }>;
-}
-
-const statusOf = (api: FakeApiServer, object: StoredObject = vs({})): Status => (api.get(object)?.status ?? {}) as Status;
-/** Bounded waits, generous for a loaded machine. */
-const until = <T>(check: () => T | Promise<T>) => eventually(check, 15_000);
-const reconciled = (api: FakeApiServer) => statusOf(api).conditions?.find((c) => c.type === 'Reconciled');
 
 /** A proxy on one SotW stream subscribed to clusters; it ACKs only when told. */
 class Proxy {
@@ -68,19 +41,6 @@ class Proxy {
         this.ack();
       }
     })().catch(() => undefined);
-  }
-}
-
-async function discovery(kubeconfig: string, env: Record<string, string>): Promise<DiscoveryServer> {
-  const dir = mkdtempSync(join(tmpdir(), 'status-'));
-  // Settings are read once per load: these apply to this server only.
-  loadSettings('discovery', { ...process.env, ...env });
-  try {
-    const d = new DiscoveryServer({ ...localDiscoveryOptions(dir), configDir: undefined, orchestrator: { kubeconfig, backoff: { initialMs: 10, maxMs: 50 } } });
-    await d.start();
-    return d;
-  } finally {
-    loadSettings('discovery');
   }
 }
 

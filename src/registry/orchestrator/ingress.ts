@@ -57,6 +57,8 @@ export class IngressController {
   private readonly informers: InformerGroup;
   private readonly handlers = new Set<() => void>();
   private writer: StatusWriter | undefined;
+  /** The Ingresses the last translation served, for a new leader to write their status. */
+  private served: readonly string[] = [];
 
   constructor(private readonly options: IngressControllerOptions) {
     this.informers = new InformerGroup(options);
@@ -71,7 +73,8 @@ export class IngressController {
   /** Connects and starts the informers; resolves once both collections have been listed. */
   async start(): Promise<void> {
     const client = OrchestratorClient.connect(this.options.kubeconfig);
-    this.writer = new StatusWriter({ client, ...this.options.status });
+    // Ingress status is written by the elected replica only (writeStatusWhile).
+    this.writer = new StatusWriter({ client, ...this.options.status, elected: true });
     await this.informers.start(client);
     const { mode, ingressClass, ingressService } = this.options.settings;
     const status = ingressService ? `status.loadBalancer from Service ${this.options.ingressNamespace}/${ingressService}` : 'no ingressService: Ingress status is not written (the Go mesh then uses the gateway Pods\' node addresses; we do not)';
@@ -98,8 +101,16 @@ export class IngressController {
       servicePorts: servicePortsOf(services, this.options.domain),
     });
     logNotices(translation);
+    this.served = translation.served;
     this.writeStatus(translation.served);
     return translation;
+  }
+
+  /** Writes Ingress status while `leading` holds (the ingress election), starting with what the last translation served. */
+  writeStatusWhile(leading: AbortSignal): void {
+    if (!this.writer) return;
+    this.writer.writeWhile(leading);
+    this.writeStatus(this.served);
   }
 
   /** Queues the status of each served Ingress whose load balancer addresses differ from the wanted ones. */
