@@ -80,6 +80,11 @@ test('served Ingresses get status.loadBalancer.ingress from the ingress Service 
   const statusOf = (i: StoredObject) => (api.get(i)?.['status'] as { loadBalancer?: { ingress?: unknown } } | undefined)?.loadBalancer?.ingress;
   controller.translate([]);
   assert.deepEqual(asked, ['edge/mesh-ingressgateway']);
+  // Only the elected replica writes Ingress status (test/registry/ingress-leader.test.ts); once
+  // elected, it writes what the last translation served.
+  const leading = new AbortController();
+  t.after(() => leading.abort());
+  controller.writeStatusWhile(leading.signal);
   await eventually(() => assert.deepEqual(statusOf(ours), [{ ip: '198.51.100.1' }, { ip: '203.0.113.7' }, { hostname: 'lb.example.com' }]));
   assert.equal(statusOf(theirs), undefined);
 
