@@ -147,6 +147,16 @@ export class XdsServer {
     return streams.length;
   }
 
+  /**
+   * Streams with a response their proxy has not answered yet (no ACK or NACK read): 0 once every
+   * reply sent so far has been read and applied (bench/xds waits for it between steps).
+   */
+  streamsAwaitingReply(): number {
+    let n = 0;
+    for (const s of this.sessions.values()) if (s.conn.awaitsReply()) n++;
+    return n;
+  }
+
   /** A connected proxy by node id (its latest stream, if it has several), for debug views. */
   proxyInfo(proxyId: string): ProxyInfo | undefined {
     let found: ProxyInfo | undefined;

@@ -9,6 +9,7 @@ import { ClusterLoadAssignmentSchema } from '../../src/gen/envoy/config/endpoint
 import type { DiscoveryResponse } from '../../src/gen/envoy/service/discovery/v3/discovery_pb.js';
 import { XdsStreamError, type ProxyInfo } from '../../src/xds/generator.js';
 import { TypeUrl, unpackAny } from '../../src/envoy/types.js';
+import { eventually } from '../helpers/proc.js';
 import { counterValue, gaugeValue, node, sotw, startServer, type Harness, type SotwStream } from './harness.js';
 
 const PROXY = 'sidecar~10.0.0.1~app-1.foo~foo.svc.cluster.local';
@@ -92,6 +93,24 @@ test('SotW: initial wildcard fetch, then ACK produces no response and marks the 
   assert.equal(h.server.proxyInfo(PROXY), gen?.proxy);
   assert.equal(h.server.proxyInfo('not~connected'), undefined);
   assert.deepEqual(gen?.proxy.metadata, { NAMESPACE: 'default' });
+});
+
+test('SotW: streamsAwaitingReply counts the streams whose last response has no ACK or NACK read yet', async (t) => {
+  const h = await setup(t);
+  assert.equal(h.server.streamsAwaitingReply(), 0);
+  const [s, l] = await open(h, LDS);
+  assert.equal(h.server.streamsAwaitingReply(), 1);
+  const [s2, c2] = await open(h, CDS, [], 'other~proxy');
+  assert.equal(h.server.streamsAwaitingReply(), 2);
+  // The LDS ACK is read before the CDS request after it: only the new CDS response is unanswered.
+  ack(s, l);
+  const c = await roundTrip(s, CDS);
+  assert.equal(h.server.streamsAwaitingReply(), 2);
+  s.send({ typeUrl: CDS, versionInfo: '', responseNonce: c.nonce, errorDetail: { code: status.INVALID_ARGUMENT, message: 'bad cluster' } });
+  ack(s2, c2);
+  // A NACK is a reply too.
+  await eventually(() => assert.equal(h.server.streamsAwaitingReply(), 0));
+  assert.equal(watch(h, CDS)?.state, 'NACKED');
 });
 
 test('SotW: equal content gets an equal version on another stream', async (t) => {
