@@ -115,7 +115,7 @@ function percentiles(before: Map<number, number>, after: Map<number, number>): s
 
 /** Resolves once the server has read and applied every reply to what it sent. */
 async function repliesRead(): Promise<void> {
-  while (server.xds.streamsAwaitingReply() > 0) await new Promise((r) => setTimeout(r, 10));
+  while (server.xds.awaitsReplies()) await new Promise((r) => setTimeout(r, 10));
 }
 
 /** What a step's change resolves to: the responses the proxies counted and their own CPU time. */

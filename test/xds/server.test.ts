@@ -95,21 +95,22 @@ test('SotW: initial wildcard fetch, then ACK produces no response and marks the 
   assert.deepEqual(gen?.proxy.metadata, { NAMESPACE: 'default' });
 });
 
-test('SotW: streamsAwaitingReply counts the streams whose last response has no ACK or NACK read yet', async (t) => {
+test('SotW: awaitsReplies until every stream has answered its last response, an ACK or a NACK', async (t) => {
   const h = await setup(t);
-  assert.equal(h.server.streamsAwaitingReply(), 0);
+  assert.equal(h.server.awaitsReplies(), false);
   const [s, l] = await open(h, LDS);
-  assert.equal(h.server.streamsAwaitingReply(), 1);
+  assert.equal(h.server.awaitsReplies(), true);
   const [s2, c2] = await open(h, CDS, [], 'other~proxy');
-  assert.equal(h.server.streamsAwaitingReply(), 2);
-  // The LDS ACK is read before the CDS request after it: only the new CDS response is unanswered.
+  // The LDS ACK is read before the CDS request after it: then only the new CDS response is unanswered.
   ack(s, l);
   const c = await roundTrip(s, CDS);
-  assert.equal(h.server.streamsAwaitingReply(), 2);
-  s.send({ typeUrl: CDS, versionInfo: '', responseNonce: c.nonce, errorDetail: { code: status.INVALID_ARGUMENT, message: 'bad cluster' } });
+  assert.equal(watch(h, LDS)?.state, 'SYNCED');
   ack(s2, c2);
+  await eventually(() => assert.equal(watch(h, CDS, 'other~proxy')?.state, 'SYNCED'));
+  assert.equal(h.server.awaitsReplies(), true, 'the first stream has not answered its CDS response');
   // A NACK is a reply too.
-  await eventually(() => assert.equal(h.server.streamsAwaitingReply(), 0));
+  s.send({ typeUrl: CDS, versionInfo: '', responseNonce: c.nonce, errorDetail: { code: status.INVALID_ARGUMENT, message: 'bad cluster' } });
+  await eventually(() => assert.equal(h.server.awaitsReplies(), false));
   assert.equal(watch(h, CDS)?.state, 'NACKED');
 });
 
