@@ -17,16 +17,10 @@
 //   {expect: {<type URL>: n, ...}}  answers {received: {<type URL>: n, ...}} once at least n responses of
 //                                   each listed type arrived (on all streams together) after this message
 // Both answers carry `cpuMs`: this process's user+system CPU since the message they answer.
-import { create, toBinary, type JsonObject, type MessageInitShape } from '@bufbuild/protobuf';
 import { connect as http2Connect, constants, type ClientHttp2Session, type ClientHttp2Stream } from 'node:http2';
-import { DeltaDiscoveryRequestSchema, DiscoveryRequestSchema } from '../../src/gen/envoy/service/discovery/v3/discovery_pb.js';
 import { TypeUrl } from '../../src/envoy/types.js';
-import { grpcFrame, ResponseReader, type ResponseHead } from './response-reader.js';
-
-interface SimulatedNode {
-  id: string;
-  metadata: JsonObject;
-}
+import { DELTA, NameList, NO_NAMES, SOTW, type SimulatedNode } from './requests.js';
+import { ResponseReader, type ResponseHead } from './response-reader.js';
 
 export interface ConnectMessage {
   connect: { nodes: SimulatedNode[]; eds?: string[]; rds?: string[] };
@@ -38,7 +32,6 @@ export type ParentMessage = ConnectMessage | ExpectMessage;
 /** `ended`: a stream the server ended (send timeout, say): the step can no longer complete. */
 export type ChildMessage = { ready: true; cpuMs: number } | { received: Record<string, number>; cpuMs: number } | { ended: string };
 
-const SERVICE = '/envoy.service.discovery.v3.AggregatedDiscoveryService';
 const SESSIONS = 50;
 /**
  * Flow-control windows as the discovery server sees a proxy's connection. In the Go mesh that peer
@@ -49,29 +42,6 @@ const SESSIONS = 50;
  * so its window is that many connections' worth: no tighter, no looser than separate proxies.
  */
 const STREAM_WINDOW = 1 << 20;
-
-const encode = (init: MessageInitShape<typeof DiscoveryRequestSchema>): Buffer => grpcFrame(toBinary(DiscoveryRequestSchema, create(DiscoveryRequestSchema, init)));
-const encodeDelta = (init: MessageInitShape<typeof DeltaDiscoveryRequestSchema>): Buffer =>
-  grpcFrame(toBinary(DeltaDiscoveryRequestSchema, create(DeltaDiscoveryRequestSchema, init)));
-
-/** The requests of one protocol (gRPC frames): the first of a type (with its names), and the ACK of a response. */
-interface Protocol {
-  path: string;
-  subscribe(typeUrl: string, names: string[], node?: SimulatedNode): Buffer;
-  ack(r: ResponseHead, names: string[]): Buffer;
-}
-
-const SOTW: Protocol = {
-  path: `${SERVICE}/StreamAggregatedResources`,
-  subscribe: (typeUrl, names, node) => encode({ ...(node ? { node } : {}), typeUrl, resourceNames: names }),
-  ack: (r, names) => encode({ typeUrl: r.typeUrl, versionInfo: r.version, responseNonce: r.nonce, resourceNames: names }),
-};
-
-const DELTA: Protocol = {
-  path: `${SERVICE}/DeltaAggregatedResources`,
-  subscribe: (typeUrl, names, node) => encodeDelta({ ...(node ? { node } : {}), typeUrl, resourceNamesSubscribe: names }),
-  ack: (r) => encodeDelta({ typeUrl: r.typeUrl, responseNonce: r.nonce }),
-};
 
 const [address, count, mode = 'sotw'] = process.argv.slice(2);
 const protocol = mode === 'delta' ? DELTA : SOTW;
@@ -148,16 +118,17 @@ function openStream(session: ClientHttp2Session, i: number, onHead: (stream: Cli
 function connect({ nodes, eds = [], rds = [] }: ConnectMessage['connect']): void {
   const sessions = Array.from({ length: Math.min(SESSIONS, streams) }, (_, s) => openSession(Math.ceil((streams - s) / SESSIONS)));
   const wanted = [TypeUrl.Cluster, TypeUrl.Listener, ...(eds.length ? [TypeUrl.ClusterLoadAssignment] : []), ...(rds.length ? [TypeUrl.RouteConfiguration] : [])];
-  const follow: Record<string, { typeUrl: string; names: string[] } | undefined> = {
-    [TypeUrl.Cluster]: eds.length ? { typeUrl: TypeUrl.ClusterLoadAssignment, names: eds } : undefined,
-    [TypeUrl.Listener]: rds.length ? { typeUrl: TypeUrl.RouteConfiguration, names: rds } : undefined,
+  // Every stream asks for the same lists: each is encoded once (requests.ts).
+  const namesOf: Record<string, NameList> = { [TypeUrl.ClusterLoadAssignment]: new NameList(eds), [TypeUrl.RouteConfiguration]: new NameList(rds) };
+  const follow: Record<string, { typeUrl: string; names: NameList } | undefined> = {
+    [TypeUrl.Cluster]: eds.length ? { typeUrl: TypeUrl.ClusterLoadAssignment, names: namesOf[TypeUrl.ClusterLoadAssignment]! } : undefined,
+    [TypeUrl.Listener]: rds.length ? { typeUrl: TypeUrl.RouteConfiguration, names: namesOf[TypeUrl.RouteConfiguration]! } : undefined,
   };
-  const namesOf: Record<string, string[]> = { [TypeUrl.ClusterLoadAssignment]: eds, [TypeUrl.RouteConfiguration]: rds };
   let ready = 0;
   for (let i = 0; i < streams; i++) {
     const seen = new Set<string>();
     const stream = openStream(sessions[i % sessions.length]!, i, (call, r) => {
-      call.write(protocol.ack(r, namesOf[r.typeUrl] ?? []));
+      call.write(protocol.ack(r, namesOf[r.typeUrl] ?? NO_NAMES));
       if (!seen.has(r.typeUrl)) {
         seen.add(r.typeUrl);
         const next = follow[r.typeUrl];
@@ -167,8 +138,8 @@ function connect({ nodes, eds = [], rds = [] }: ConnectMessage['connect']): void
       }
       onResponse(r.typeUrl);
     });
-    stream.write(protocol.subscribe(TypeUrl.Cluster, [], nodes[i % nodes.length]!));
-    stream.write(protocol.subscribe(TypeUrl.Listener, []));
+    stream.write(protocol.subscribe(TypeUrl.Cluster, NO_NAMES, nodes[i % nodes.length]!));
+    stream.write(protocol.subscribe(TypeUrl.Listener, NO_NAMES));
   }
 }
 

@@ -19,10 +19,21 @@ export interface ResponseHead {
 
 /** A gRPC length-prefixed message (uncompressed): what the reader takes apart. */
 export function grpcFrame(message: Uint8Array): Buffer {
-  const out = Buffer.allocUnsafe(5 + message.length);
+  return grpcFrameOf([message]);
+}
+
+/** A gRPC length-prefixed message made of `parts` in order (encodings of one message's fields), in one buffer. */
+export function grpcFrameOf(parts: readonly Uint8Array[]): Buffer {
+  let length = 0;
+  for (const p of parts) length += p.length;
+  const out = Buffer.allocUnsafe(5 + length);
   out[0] = 0;
-  out.writeUInt32BE(message.length, 1);
-  out.set(message, 5);
+  out.writeUInt32BE(length, 1);
+  let at = 5;
+  for (const p of parts) {
+    out.set(p, at);
+    at += p.length;
+  }
   return out;
 }
 

@@ -294,6 +294,12 @@ export class Connection {
     };
   }
 
+  /** Whether some watch's last response has no reply (ACK or NACK) yet. */
+  awaitsReply(): boolean {
+    for (const w of this.watches.values()) if (w.syncState() === 'STALE') return true;
+    return false;
+  }
+
   /** Applies a SotW request to the watch of its type and says what the server must do. */
   applySotw(req: SotwRequest): SotwDecision {
     let w = this.watches.get(req.typeUrl);

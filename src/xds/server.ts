@@ -147,6 +147,17 @@ export class XdsServer {
     return streams.length;
   }
 
+  /**
+   * Whether some stream has a response its proxy has not answered yet (no ACK or NACK read):
+   * false once every reply to what was sent has been read and applied (bench/xds waits for it
+   * between steps). Stops at the first such stream: streams are kept in connection order, which is
+   * also the order pushes reach them, so a poll walks only the ones already settled.
+   */
+  awaitsReplies(): boolean {
+    for (const s of this.sessions.values()) if (s.conn.awaitsReply()) return true;
+    return false;
+  }
+
   /** A connected proxy by node id (its latest stream, if it has several), for debug views. */
   proxyInfo(proxyId: string): ProxyInfo | undefined {
     let found: ProxyInfo | undefined;

@@ -1,13 +1,15 @@
 // The simulated proxies' streaming reader (bench/xds/response-reader.ts): whatever the DATA chunking,
-// it reports the same heads as decoding each whole response with the generated schemas.
+// it reports the same heads as decoding each whole response with the generated schemas. And their
+// requests (bench/xds/requests.ts): a name list encoded once gives the bytes of the whole request.
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { create, fromBinary, toBinary, type DescMessage, type MessageShape } from '@bufbuild/protobuf';
+import { create, fromBinary, toBinary, type DescMessage, type MessageInitShape, type MessageShape } from '@bufbuild/protobuf';
 import { BinaryWriter, WireType } from '@bufbuild/protobuf/wire';
 import { ClusterSchema } from '../../src/gen/envoy/config/cluster/v3/cluster_pb.js';
 import { ClusterLoadAssignmentSchema } from '../../src/gen/envoy/config/endpoint/v3/endpoint_pb.js';
-import { DeltaDiscoveryResponseSchema, DiscoveryResponseSchema } from '../../src/gen/envoy/service/discovery/v3/discovery_pb.js';
+import { DeltaDiscoveryResponseSchema, DiscoveryRequestSchema, DiscoveryResponseSchema } from '../../src/gen/envoy/service/discovery/v3/discovery_pb.js';
 import { pack, TypeUrl } from '../../src/envoy/types.js';
+import { NameList, NO_NAMES, SOTW } from '../../bench/xds/requests.js';
 import { grpcFrame, ResponseReader, ResponseStreamError, type ResponseHead } from '../../bench/xds/response-reader.js';
 
 /** Unknown fields of every wire type, encoded by the protobuf runtime's own writer. */
@@ -153,5 +155,31 @@ describe('bench xds ResponseReader', () => {
     assert.throws(() => read([grpcFrame(resources.subarray(0, resources.length - 2))]), /runs past the end/);
     assert.throws(() => read([grpcFrame(sotwBytes).subarray(0, 100)]), /ended in the middle of a response/);
     assert.throws(() => read([grpcFrame(sotwBytes).subarray(0, 3)]), /ended in the middle of a response/);
+  });
+});
+
+describe('bench xds requests', () => {
+  const node = { id: 'sidecar~10.0.0.1~svc-1-1.ns-1~ns-1.svc.cluster.local', metadata: { NAMESPACE: 'ns-1', LABELS: { app: 'svc-1' } } };
+  const names = new NameList(Array.from({ length: 1000 }, (_, i) => `outbound|80||svc-${i}.ns-${i % 10}.svc.cluster.local`));
+  const whole = (init: MessageInitShape<typeof DiscoveryRequestSchema>): Buffer => grpcFrame(toBinary(DiscoveryRequestSchema, create(DiscoveryRequestSchema, init)));
+  const head: ResponseHead = { version: 'a1b2c3', typeUrl: TypeUrl.ClusterLoadAssignment, nonce: 'n-\u00e9-7', resources: 3 };
+
+  it('encodes a SotW ACK from the name list encoded once, as the bytes toBinary gives for the whole request', () => {
+    const fast = SOTW.ack(head, names);
+    assert.deepEqual(fast, whole({ versionInfo: head.version, typeUrl: head.typeUrl, responseNonce: head.nonce, resourceNames: [...names.names] }));
+    const decoded = fromBinary(DiscoveryRequestSchema, fast.subarray(5));
+    assert.equal(decoded.resourceNames.length, 1000);
+    assert.equal(decoded.resourceNames[999], 'outbound|80||svc-999.ns-9.svc.cluster.local');
+    assert.deepEqual([decoded.versionInfo, decoded.typeUrl, decoded.responseNonce], [head.version, head.typeUrl, head.nonce]);
+    assert.equal(fast.readUInt32BE(1), fast.length - 5);
+  });
+
+  it('encodes a first request (node, names) and the ACKs of wildcard types the same way', () => {
+    assert.deepEqual(SOTW.subscribe(TypeUrl.ClusterLoadAssignment, names, node), whole({ node, typeUrl: TypeUrl.ClusterLoadAssignment, resourceNames: [...names.names] }));
+    assert.deepEqual(SOTW.subscribe(TypeUrl.Listener, NO_NAMES), whole({ typeUrl: TypeUrl.Listener }));
+    const listenerAck = { ...head, typeUrl: TypeUrl.Listener };
+    assert.deepEqual(SOTW.ack(listenerAck, NO_NAMES), whole({ versionInfo: head.version, typeUrl: TypeUrl.Listener, responseNonce: head.nonce }));
+    // An ACK of a first response (empty version) has no version field at all, as toBinary leaves it out.
+    assert.deepEqual(SOTW.ack({ ...head, version: '' }, names), whole({ typeUrl: head.typeUrl, responseNonce: head.nonce, resourceNames: [...names.names] }));
   });
 });

@@ -9,6 +9,7 @@ import { ClusterLoadAssignmentSchema } from '../../src/gen/envoy/config/endpoint
 import type { DiscoveryResponse } from '../../src/gen/envoy/service/discovery/v3/discovery_pb.js';
 import { XdsStreamError, type ProxyInfo } from '../../src/xds/generator.js';
 import { TypeUrl, unpackAny } from '../../src/envoy/types.js';
+import { eventually } from '../helpers/proc.js';
 import { counterValue, gaugeValue, node, sotw, startServer, type Harness, type SotwStream } from './harness.js';
 
 const PROXY = 'sidecar~10.0.0.1~app-1.foo~foo.svc.cluster.local';
@@ -92,6 +93,25 @@ test('SotW: initial wildcard fetch, then ACK produces no response and marks the 
   assert.equal(h.server.proxyInfo(PROXY), gen?.proxy);
   assert.equal(h.server.proxyInfo('not~connected'), undefined);
   assert.deepEqual(gen?.proxy.metadata, { NAMESPACE: 'default' });
+});
+
+test('SotW: awaitsReplies until every stream has answered its last response, an ACK or a NACK', async (t) => {
+  const h = await setup(t);
+  assert.equal(h.server.awaitsReplies(), false);
+  const [s, l] = await open(h, LDS);
+  assert.equal(h.server.awaitsReplies(), true);
+  const [s2, c2] = await open(h, CDS, [], 'other~proxy');
+  // The LDS ACK is read before the CDS request after it: then only the new CDS response is unanswered.
+  ack(s, l);
+  const c = await roundTrip(s, CDS);
+  assert.equal(watch(h, LDS)?.state, 'SYNCED');
+  ack(s2, c2);
+  await eventually(() => assert.equal(watch(h, CDS, 'other~proxy')?.state, 'SYNCED'));
+  assert.equal(h.server.awaitsReplies(), true, 'the first stream has not answered its CDS response');
+  // A NACK is a reply too.
+  s.send({ typeUrl: CDS, versionInfo: '', responseNonce: c.nonce, errorDetail: { code: status.INVALID_ARGUMENT, message: 'bad cluster' } });
+  await eventually(() => assert.equal(h.server.awaitsReplies(), false));
+  assert.equal(watch(h, CDS)?.state, 'NACKED');
 });
 
 test('SotW: equal content gets an equal version on another stream', async (t) => {

@@ -101,6 +101,25 @@ test('a Delta request decodes with its subscribed names kept as bytes; Delta str
 test('a truncated request is refused, as the full decoder refuses it', () => {
   const bytes = wire({ typeUrl: EDS, resourceNames: clusters(2) });
   assert.throws(() => decodeSotwRequest(bytes.subarray(0, bytes.length - 5)));
+  // Cut inside a name, and inside a name's two-byte length, at the end of the message.
+  const long = wire({ typeUrl: EDS, resourceNames: ['a', 'n'.repeat(200)] });
+  assert.throws(() => decodeSotwRequest(long.subarray(0, long.length - 1)), /premature EOF/);
+  const lengthCut = long.subarray(0, long.indexOf(Buffer.from('n')) - 1);
+  assert.equal(lengthCut[lengthCut.length - 1], 200 | 0x80, 'the cut leaves the first byte of the length');
+  assert.throws(() => decodeSotwRequest(lengthCut), /premature EOF/);
+});
+
+test('names of every length, empty ones and one written with a longer tag, decode as the full decoder does', () => {
+  const names = ['', 'x', 'm'.repeat(127), 'l'.repeat(128), 'k'.repeat(20_000), ...clusters(3), ''];
+  const bytes = wire({ typeUrl: EDS, responseNonce: 'n', resourceNames: names });
+  const req = decodeSotwRequest(bytes);
+  assert.deepEqual(req.resourceNames, names);
+  assert.equal(req.responseNonce, 'n');
+  assert.deepEqual(Buffer.from(toBinary(DiscoveryRequestSchema, req)), bytes, 're-encoded, it is the request that was sent');
+  // Field 3's tag as a two-byte varint (0x9a 0x00): valid protobuf, ends the run of one-byte tags.
+  const odd = Buffer.concat([wire({ resourceNames: ['a'] }), Buffer.from([0x9a, 0x00, 1, 0x62]), wire({ resourceNames: ['c'], typeUrl: EDS })]);
+  assert.deepEqual(decodeSotwRequest(odd).resourceNames, ['a', 'b', 'c']);
+  assert.equal(decodeSotwRequest(odd).typeUrl, EDS);
 });
 
 test('streams asking for the same names share one set; an ACK repeating them is an ACK; a changed list re-subscribes', () => {
