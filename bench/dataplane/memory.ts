@@ -1,6 +1,7 @@
 // What one mesh-proxy's memory is made of under load (issue 17): the local mesh with one proxy
 // worker and the dataplane bench's policy (the sample JWT + RBAC, or none), then ROUNDS times
 // `wrk -t1 -c20` for --seconds through the inbound listener, after each: wrk's req/s, the proxy's
+// CPU per request (steadier than req/s on a shared box), its
 // VmRSS, anonymous and file-backed resident pages (/proc), and inside it (memory-hook.ts, on
 // SIGUSR2) V8's heap, Node's external memory and the code space. Compare builds or flags by
 // alternating runs; MESH_BENCH_V8_FLAGS tries V8 flags in the proxy alone.
@@ -12,7 +13,7 @@ import { execFileSync } from 'node:child_process';
 import { freePorts, startLocalMesh } from '../../samples/local-mesh.js';
 import type { ProxyMemory } from './memory-hook.js';
 import { adminToken, applyJwtRbac, until } from './mesh-policy.js';
-import { childPid, residentMiB, rssMiB } from './procstat.js';
+import { childPid, cpuSeconds, residentMiB, rssMiB } from './procstat.js';
 import { wrk } from './wrk.js';
 
 const option = (name: string, dflt: number) => (process.argv.includes(name) ? Number(process.argv[process.argv.indexOf(name) + 1]) : dflt);
@@ -53,20 +54,22 @@ try {
   const proxy = childPid(mesh.agent.pid!, 'mesh-proxy');
   const lines = [
     `bench/dataplane memory: mesh-proxy --concurrency 1, ${policy ? 'JWT + RBAC' : 'no policy'}, wrk -t1 -c20 ${seconds} s per round; MESH_BENCH_V8_FLAGS=${process.env.MESH_BENCH_V8_FLAGS ?? ''}; MiB`,
-    '| round | req/s | VmRSS | anonymous | file-backed | heap total | heap used | code space | external | array buffers |',
-    '|---|---|---|---|---|---|---|---|---|---|',
+    '| round | req/s | µs CPU per request | VmRSS | anonymous | file-backed | heap total | heap used | code space | external | array buffers |',
+    '|---|---|---|---|---|---|---|---|---|---|---|',
   ];
   const idle = await inside(proxy);
   const r0 = residentMiB(proxy);
-  lines.push(`| idle | - | ${rssMiB(proxy).toFixed(1)} | ${r0.anonymous.toFixed(1)} | ${r0.file.toFixed(1)} | ${mib(idle.usage.heapTotal)} | ${mib(idle.usage.heapUsed)} | ${mib(idle.spaces.code_space ?? NaN)} | ${mib(idle.usage.external)} | ${mib(idle.usage.arrayBuffers)} |`);
+  lines.push(`| idle | - | - | ${rssMiB(proxy).toFixed(1)} | ${r0.anonymous.toFixed(1)} | ${r0.file.toFixed(1)} | ${mib(idle.usage.heapTotal)} | ${mib(idle.usage.heapUsed)} | ${mib(idle.spaces.code_space ?? NaN)} | ${mib(idle.usage.external)} | ${mib(idle.usage.arrayBuffers)} |`);
   await wrk(inbound, 1, headers); // warm-up: JIT, connection pools
   for (let i = 1; i <= rounds; i++) {
+    const cpu = cpuSeconds(proxy);
     const load = await wrk(inbound, seconds, headers);
+    const perRequest = ((cpuSeconds(proxy) - cpu) * 1e6) / (load.rps * seconds);
     if (load.errors || load.non2xx) throw new Error(`round ${i}: ${load.errors} socket errors, ${load.non2xx} non-2xx responses`);
     const r = residentMiB(proxy);
     const rss = rssMiB(proxy);
     const m = await inside(proxy);
-    lines.push(`| ${i} | ${load.rps.toFixed(0)} | ${rss.toFixed(1)} | ${r.anonymous.toFixed(1)} | ${r.file.toFixed(1)} | ${mib(m.usage.heapTotal)} | ${mib(m.usage.heapUsed)} | ${mib(m.spaces.code_space ?? NaN)} | ${mib(m.usage.external)} | ${mib(m.usage.arrayBuffers)} |`);
+    lines.push(`| ${i} | ${load.rps.toFixed(0)} | ${perRequest.toFixed(1)} | ${rss.toFixed(1)} | ${r.anonymous.toFixed(1)} | ${r.file.toFixed(1)} | ${mib(m.usage.heapTotal)} | ${mib(m.usage.heapUsed)} | ${mib(m.spaces.code_space ?? NaN)} | ${mib(m.usage.external)} | ${mib(m.usage.arrayBuffers)} |`);
   }
   process.stdout.write(`${lines.join('\n')}\n`);
 } finally {
