@@ -1,15 +1,15 @@
 // What one mesh-proxy's memory is made of under load (issue 17): the local mesh with one proxy
 // worker and the dataplane bench's policy (the sample JWT + RBAC, or none), then ROUNDS times
 // `wrk -t1 -c20` for --seconds through the inbound listener, after each: wrk's req/s, the proxy's
-// CPU per request (steadier than req/s on a shared box), its
-// VmRSS, anonymous and file-backed resident pages (/proc), and inside it (memory-hook.ts, on
+// CPU per request (steadier than req/s on a shared box), its VmRSS, anonymous and file-backed
+// resident pages (/proc), and inside it (memory-hook.ts, on
 // SIGUSR2) V8's heap, Node's external memory and the code space. Compare builds or flags by
 // alternating runs; MESH_BENCH_V8_FLAGS tries V8 flags in the proxy alone.
 //   npm run bench -- memory [--seconds N] [--rounds N] [--no-policy]   (needs `npm run build`)
+import { execFileSync } from 'node:child_process';
 import { existsSync, mkdtempSync, readFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { execFileSync } from 'node:child_process';
 import { freePorts, startLocalMesh } from '../../samples/local-mesh.js';
 import type { ProxyMemory } from './memory-hook.js';
 import { adminToken, applyJwtRbac, until } from './mesh-policy.js';
