@@ -4,6 +4,7 @@ const BENCHES: Record<string, { file: string; about: string }> = {
   'xds-generation': { file: './generation.js', about: 'the generators alone (no gRPC): CPU per change for 2000 sidecars' },
   'xds-server': { file: './xds/ads-server.js', about: 'ADS server alone with fixed resources' },
   dataplane: { file: './dataplane/run.js', about: 'mesh-proxy throughput, latency, CPU and RSS (--seconds N)' },
+  memory: { file: './dataplane/memory.js', about: 'one mesh-proxy worker\'s RSS under wrk load, and what it is made of (--seconds N --rounds N --no-policy)' },
   'policy-cost': { file: './dataplane/policy-cost.js', about: 'jwt_authn + rbac CPU per request with the dataplane bench\'s policy (REQUESTS=, ROUNDS=)' },
   'hcm-alone': { file: './dataplane/hcm-alone.js', about: 'the connection manager alone, CPU per request over rounds, for A/B runs (--seconds N --rounds N --policy)' },
   'rbac-scale': { file: './dataplane/rbac-scale.js', about: 'RBAC decision time with a 6000-rule AuthorizationPolicy (RULES=, REQUESTS=)' },

@@ -38,3 +38,10 @@ export function rssMiB(pid: number): number {
     return sum + (m ? Number(m[1]) / 1024 : NaN);
   }, 0);
 }
+
+/** The process's resident memory by kind, MiB (/proc/<pid>/smaps_rollup): anonymous (heaps, stacks) and file-backed (the executable's and libraries' pages). */
+export function residentMiB(pid: number): { rss: number; anonymous: number; file: number } {
+  const text = readFileSync(`/proc/${pid}/smaps_rollup`, 'utf8');
+  const kb = (field: string) => Number(new RegExp(`^${field}:\\s+(\\d+) kB`, 'm').exec(text)?.[1] ?? NaN);
+  return { rss: kb('Rss') / 1024, anonymous: kb('Anonymous') / 1024, file: (kb('Rss') - kb('Anonymous')) / 1024 };
+}

@@ -20,6 +20,7 @@ import { parseAllDocuments } from 'yaml';
 import { freePort, freePorts, startLocalMesh } from '../../samples/local-mesh.js';
 import { startNginx } from './nginx.js';
 import type { OpenLoopResult } from './open-loop.js';
+import { adminToken, applyJwtRbac, until } from './mesh-policy.js';
 import { childPid, cpuSeconds, rssMiB } from './procstat.js';
 import { wrk, type WrkResult } from './wrk.js';
 
@@ -58,14 +59,6 @@ function callerSeen(port: number, host: string): Promise<string> {
     req.on('error', () => resolve(''));
     req.end();
   });
-}
-
-async function until(check: () => Promise<boolean>, what: string): Promise<void> {
-  const deadline = Date.now() + 30_000;
-  while (!(await check())) {
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 200));
-  }
 }
 
 /**
@@ -131,7 +124,7 @@ async function main(): Promise<void> {
     const service = { host: 'httpbin.default.svc.cluster.local' };
     throughInbound(mesh.configDir, ports.inbound);
     await until(async () => (await (await fetch(`http://127.0.0.1:${ports.admin}/clusters`)).text()).includes(`127.0.0.1:${ports.inbound}`), 'the service endpoint at the inbound listener');
-    const token = (await (await fetch(`${mesh.issuerUrl}/token?sub=bench&groups=admins&exp=1h`)).text()).trim();
+    const token = await adminToken(mesh.issuerUrl!);
     const proxy = childPid(mesh.agent.pid!, 'mesh-proxy');
     const measure = async (name: string, url: string, headers: Record<string, string>, pids: number[], warmUp = 1) => {
       await wrk(url, warmUp, headers); // warm-up: JIT, connection pools
@@ -163,10 +156,7 @@ async function main(): Promise<void> {
     if (Math.min(split.a, split.b) < 0.4 * (split.a + split.b)) throw new Error(`the 20th route's 50/50 split was not exercised: subset a ${split.a}, b ${split.b} requests`);
     execFileSync('rm', ['-f', join(mesh.configDir, '04-twenty-routes.yaml')]);
     await until(async () => (await matchedRoute(outbound, routed)) === undefined, 'the route table without the VirtualService');
-    const ra = readFileSync(join(process.cwd(), 'samples', 'policies', '01-require-jwt.yaml'), 'utf8').replaceAll('http://127.0.0.1:8899', mesh.issuerUrl!);
-    writeFileSync(join(mesh.configDir, '01-require-jwt.yaml'), ra);
-    writeFileSync(join(mesh.configDir, '03-allow-admins.yaml'), readFileSync(join(process.cwd(), 'samples', 'policies', '03-allow-admins.yaml'), 'utf8'));
-    await until(async () => (await fetch(inbound)).status === 403, 'the JWT + RBAC config');
+    await applyJwtRbac(mesh.configDir, mesh.issuerUrl!, inbound);
     await measure('mesh-proxy, JWT + RBAC', inbound, { authorization: `Bearer ${token}` }, [proxy]);
     await measure('two sidecar hops, JWT + RBAC', outbound, { ...service, authorization: `Bearer ${token}` }, [proxy]);
     await mesh.stop();

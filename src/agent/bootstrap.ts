@@ -2,7 +2,7 @@
 // xDS cluster, ADS for listeners and clusters), the MESH_BOOTSTRAP_OVERRIDE merge, its Envoy JSON,
 // and `--templateFile` rendering.
 import { create, merge, type JsonValue, type MessageInitShape } from '@bufbuild/protobuf';
-import { parse as parseYaml } from 'yaml';
+import { parseYaml } from '../common/lazy-yaml.js';
 import { isIP } from 'node:net';
 import { BootstrapSchema, type Bootstrap } from '../gen/envoy/config/bootstrap/v3/bootstrap_pb.js';
 import { Cluster_DiscoveryType, type ClusterSchema } from '../gen/envoy/config/cluster/v3/cluster_pb.js';

@@ -1,7 +1,7 @@
 // Build information for `version`, `/version` and the mesh_build metric. The build writes
 // dist/build-info.json; running from sources (tsx) reports a development build.
 import { readFileSync } from 'node:fs';
-import { stringify } from 'yaml';
+import { stringifyYaml } from './lazy-yaml.js';
 
 export interface BuildInfo {
   version: string;
@@ -47,6 +47,6 @@ export function versionDocument(info: BuildInfo = buildInfo): { clientVersion: R
 
 export function formatVersion(output: string, short: boolean): string {
   if (output === 'json') return JSON.stringify(versionDocument(), null, 2) + '\n';
-  if (output === 'yaml') return stringify(versionDocument());
+  if (output === 'yaml') return stringifyYaml(versionDocument());
   return (short ? buildInfo.version : longVersion()) + '\n';
 }

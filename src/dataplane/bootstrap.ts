@@ -5,7 +5,7 @@
 // Every problem is a BootstrapError naming the source and the field.
 import { readFileSync } from 'node:fs';
 import { create, mergeFromBinary, toBinary, type JsonValue } from '@bufbuild/protobuf';
-import { parse as parseYaml } from 'yaml';
+import { parseYaml } from '../common/lazy-yaml.js';
 import { scope } from '../common/log.js';
 import { BootstrapSchema, type Bootstrap } from '../gen/envoy/config/bootstrap/v3/bootstrap_pb.js';
 import type { Cluster } from '../gen/envoy/config/cluster/v3/cluster_pb.js';

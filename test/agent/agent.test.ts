@@ -87,9 +87,9 @@ test('writes the bootstrap, starts the proxy with its flags, and exits with the 
   assert.deepEqual([ep.address, ep.port_value], ['127.0.0.1', agent.ports.xds]);
 });
 
-test('the proxy command: a .js proxy runs under this Node with a 2 MiB young generation (less RSS), another binary as it is', () => {
-  assert.deepEqual(proxyCommandFor(''), [process.execPath, '--max-semi-space-size=2', join(REPO_ROOT, 'bin', 'mesh-proxy.js')]);
-  assert.deepEqual(proxyCommandFor('/opt/proxy/main.mjs'), [process.execPath, '--max-semi-space-size=2', '/opt/proxy/main.mjs']);
+test('the proxy command: a .js proxy runs under this Node with a 2 MiB young generation and 20 % old-generation growth (less RSS), another binary as it is', () => {
+  assert.deepEqual(proxyCommandFor(''), [process.execPath, '--max-semi-space-size=2', '--heap-growing-percent=20', join(REPO_ROOT, 'bin', 'mesh-proxy.js')]);
+  assert.deepEqual(proxyCommandFor('/opt/proxy/main.mjs'), [process.execPath, '--max-semi-space-size=2', '--heap-growing-percent=20', '/opt/proxy/main.mjs']);
   assert.deepEqual(proxyCommandFor('/usr/local/bin/envoy'), ['/usr/local/bin/envoy']);
 });
 

@@ -82,8 +82,8 @@ describe('mesh-proxy process', () => {
       await eventually(async () => assert.equal((await get(adminPort, '/ready')).status, 200, 'the proxy turns ready'), 15_000);
       const workers = childPids(proxy.child.pid!);
       assert.equal(workers.length, 2, `two worker processes: ${proxy.output}`);
-      // The workers run with the proxy's Node flags (small young generation: less RSS per process).
-      for (const w of workers) assert.ok(readFileSync(`/proc/${w}/cmdline`, 'utf8').split('\0').includes('--max-semi-space-size=2'), `worker ${w} runs with --max-semi-space-size=2`);
+      // The workers run with the proxy's Node flags (small young generation, slow old-generation growth: less RSS per process).
+      for (const w of workers) for (const flag of ['--max-semi-space-size=2', '--heap-growing-percent=20']) assert.ok(readFileSync(`/proc/${w}/cmdline`, 'utf8').split('\0').includes(flag), `worker ${w} runs with ${flag}`);
       // ... and two malloc arenas (glibc reads MALLOC_ARENA_MAX from the environment it starts with).
       for (const w of workers) assert.ok(readFileSync(`/proc/${w}/environ`, 'utf8').split('\0').includes('MALLOC_ARENA_MAX=2'), `worker ${w} runs with MALLOC_ARENA_MAX=2`);
       assert.deepEqual((JSON.parse((await get(adminPort, '/server_info')).body) as { command_line_options: unknown }).command_line_options, { concurrency: 3 });

@@ -20,10 +20,10 @@ function youngGenerationMiB(env: NodeJS.ProcessEnv): number {
 }
 
 test('a proxy process runs with 2 MiB semi-spaces unless NODE_OPTIONS sets its own size, which wins', () => {
-  assert.deepEqual(proxyNodeFlags({}), ['--max-semi-space-size=2']);
+  assert.deepEqual(proxyNodeFlags({}), ['--max-semi-space-size=2', '--heap-growing-percent=20']);
   assert.ok(youngGenerationMiB({}) <= 4, 'the proxy default caps the young generation at two 2 MiB semi-spaces');
-  assert.deepEqual(proxyNodeFlags({ NODE_OPTIONS: '--max-old-space-size=512 --max-semi-space-size=16' }), []);
-  assert.deepEqual(proxyNodeFlags({ NODE_OPTIONS: '--max_semi_space_size=16' }), [], "V8's underscore spelling is the same flag");
+  assert.deepEqual(proxyNodeFlags({ NODE_OPTIONS: '--max-old-space-size=512 --max-semi-space-size=16' }), ['--heap-growing-percent=20']);
+  assert.deepEqual(proxyNodeFlags({ NODE_OPTIONS: '--max_semi_space_size=16' }), ['--heap-growing-percent=20'], "V8's underscore spelling is the same flag");
   assert.ok(youngGenerationMiB({ NODE_OPTIONS: '--max-semi-space-size=16' }) > 4, "the user's 16 MiB semi-spaces are in effect");
-  assert.deepEqual(proxyNodeFlags({ NODE_OPTIONS: '--max-old-space-size=512' }), ['--max-semi-space-size=2'], 'other NODE_OPTIONS leave the default alone');
+  assert.deepEqual(proxyNodeFlags({ NODE_OPTIONS: '--max-old-space-size=512' }), ['--max-semi-space-size=2', '--heap-growing-percent=20'], 'other NODE_OPTIONS leave the defaults alone');
 });
