@@ -24,17 +24,10 @@ export function grpcFrame(message: Uint8Array): Buffer {
 
 /** A gRPC length-prefixed message made of `parts` in order (encodings of one message's fields), in one buffer. */
 export function grpcFrameOf(parts: readonly Uint8Array[]): Buffer {
-  let length = 0;
-  for (const p of parts) length += p.length;
-  const out = Buffer.allocUnsafe(5 + length);
-  out[0] = 0;
-  out.writeUInt32BE(length, 1);
-  let at = 5;
-  for (const p of parts) {
-    out.set(p, at);
-    at += p.length;
-  }
-  return out;
+  const length = parts.reduce((n, p) => n + p.length, 0);
+  const prefix = Buffer.alloc(5);
+  prefix.writeUInt32BE(length, 1);
+  return Buffer.concat([prefix, ...parts], 5 + length);
 }
 
 const VERSION = 1;
