@@ -2,6 +2,7 @@
 // cobra-style help, inherited ("global") flags, one-line errors with "did you mean", and typed flag
 // values with defaults resolved from the environment.
 import { Command, CommanderError, Option } from 'commander';
+import { compareText } from '../common/compare.js';
 import { formatDuration } from '../common/duration.js';
 import { defaultValue, FlagError, flagUsages, parseValue, type FlagDef, type FlagType, type FlagValueOf } from './flags.js';
 
@@ -59,7 +60,7 @@ export class FlagValues {
     return [...this.defs.values()]
       .filter((f) => f.name !== 'help')
       .map((f) => ({ name: f.name, value: flagText(this.values.get(f.name)), default: f.default, explicit: this.explicit.has(f.name), effective: f.effective }))
-      .sort((a, b) => a.name.localeCompare(b.name));
+      .sort((a, b) => compareText(a.name, b.name));
   }
   /** Flags the user set that change nothing yet, for the startup notice. */
   explicitIneffective(): FlagDef[] {
@@ -110,7 +111,7 @@ function allFlags(chain: readonly CommandDef[]): FlagDef[] {
   return [...localFlags(chain[chain.length - 1]!), ...inheritedFlags(chain)];
 }
 
-const byName = (a: FlagDef, b: FlagDef) => a.name.localeCompare(b.name);
+const byName = (a: FlagDef, b: FlagDef) => compareText(a.name, b.name);
 
 /** Help text in cobra's layout. */
 export function renderHelp(chain: readonly CommandDef[]): string {
@@ -120,7 +121,7 @@ export function renderHelp(chain: readonly CommandDef[]): string {
   if (def.run) out.push(`  ${path}${def.args ? ` ${def.args}` : ''} [flags]`);
   if (def.subcommands?.length) out.push(`  ${path} [command]`);
   if (def.subcommands?.length) {
-    const subs = [...def.subcommands, { name: 'help', short: 'Help about any command' }].sort((a, b) => a.name.localeCompare(b.name));
+    const subs = [...def.subcommands, { name: 'help', short: 'Help about any command' }].sort((a, b) => compareText(a.name, b.name));
     const w = Math.max(...subs.map((s) => s.name.length));
     out.push('', 'Available Commands:', ...subs.map((s) => `  ${s.name.padEnd(w)}  ${s.short}`));
   }

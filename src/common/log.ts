@@ -3,6 +3,7 @@
 // Writes are synchronous so that no line is lost when a process exits or crashes, and so that lines
 // from one process stay in order across targets.
 import { closeSync, openSync, writeSync } from 'node:fs';
+import { compareText } from './compare.js';
 import { RotatingFile, type RotateOptions } from './rotate.js';
 
 export const LEVELS = ['debug', 'info', 'warn', 'error', 'fatal', 'none'] as const;
@@ -235,7 +236,7 @@ export interface ScopeInfo {
 export function listScopes(): ScopeInfo[] {
   return [...scopes.entries()]
     .map(([name, st]) => ({ name, level: st.level, stackTraceLevel: st.stackLevel, logCallers: st.caller }))
-    .sort((a, b) => a.name.localeCompare(b.name));
+    .sort((a, b) => compareText(a.name, b.name));
 }
 
 export function closeLogging(): void {

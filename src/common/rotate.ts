@@ -3,6 +3,7 @@
 // max age (days) or beyond max count are removed. 0 means no limit for age and count.
 import { closeSync, openSync, readdirSync, renameSync, statSync, unlinkSync, writeSync } from 'node:fs';
 import { basename, dirname, extname, join } from 'node:path';
+import { compareText } from './compare.js';
 
 export interface RotateOptions {
   path: string;
@@ -62,7 +63,7 @@ export class RotatingFile {
     return readdirSync(dir)
       .filter((f) => f.startsWith(`${stem}-`) && f.endsWith(ext) && f !== basename(this.opts.path))
       .map((f) => join(dir, f))
-      .sort((a, b) => statSync(b).mtimeMs - statSync(a).mtimeMs || b.localeCompare(a));
+      .sort((a, b) => statSync(b).mtimeMs - statSync(a).mtimeMs || compareText(b, a));
   }
 
   private prune(): void {

@@ -4,6 +4,7 @@
 import { isDeepStrictEqual } from 'node:util';
 import { keyOf, type AnyResource, type Kind, type ResourceKey, type ResourceOf } from '../api/types.js';
 import { scope } from '../common/log.js';
+import { compareText } from '../common/compare.js';
 import { keyString, type ConfigEvent, type ConfigEventHandler, type ConfigStore } from './store.js';
 
 const log = scope('source');
@@ -37,7 +38,7 @@ export class MemoryStore implements ConfigStore {
         out.push(resource as ResourceOf<K>);
       }
     }
-    return out.sort((a, b) => a.metadata.namespace.localeCompare(b.metadata.namespace) || a.metadata.name.localeCompare(b.metadata.name));
+    return out.sort((a, b) => compareText(a.metadata.namespace, b.metadata.namespace) || compareText(a.metadata.name, b.metadata.name));
   }
 
   get<K extends Kind>(key: ResourceKey & { kind: K }): ResourceOf<K> | undefined {

@@ -11,7 +11,7 @@ import type { CircuitBreaker } from './cluster-health.js';
 import { bindsOriginalSrc, originalSrcSocket, type OriginalSource } from './original-src.js';
 import type { UpstreamTls } from './tls/upstream.js';
 import { ConnectionList } from './http1/client.js';
-import { Pool } from './undici-pool.js';
+import { undiciPool, type Pool } from './undici-pool.js';
 
 export interface Endpoint {
   readonly host: string;
@@ -147,7 +147,8 @@ export class Http1Pool {
     const key = poolKey(ep, source, alpn);
     const existing = this.pools.get(key);
     if (existing) return existing;
-    const pool = new Pool(`http://${hostPort(ep)}`, { connections: null, headersTimeout: 0, bodyTimeout: 0, connect: this.connector(ep, source, alpn) });
+    const UndiciPool = undiciPool();
+    const pool = new UndiciPool(`http://${hostPort(ep)}`, { connections: null, headersTimeout: 0, bodyTimeout: 0, connect: this.connector(ep, source, alpn) });
     // A retired pool serves the request it is asked for, then closes once that is done.
     if (this.retired) setImmediate(() => void pool.close());
     else this.pools.set(key, pool);

@@ -3,6 +3,7 @@
 // that debug handlers register into, and graceful close.
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
+import { compareText } from '../common/compare.js';
 
 export type Handler = (req: IncomingMessage, res: ServerResponse, url: URL) => void | Promise<void>;
 
@@ -25,7 +26,7 @@ export class Mux {
   }
 
   list(): Array<{ path: string; help: string }> {
-    return [...this.routes.values()].map(({ path, help }) => ({ path, help })).sort((a, b) => a.path.localeCompare(b.path));
+    return [...this.routes.values()].map(({ path, help }) => ({ path, help })).sort((a, b) => compareText(a.path, b.path));
   }
 
   /** Serves a request; unknown paths are 404 naming the path, handler errors are 500 with the reason. */

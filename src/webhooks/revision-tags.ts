@@ -2,6 +2,7 @@
 // MutatingWebhookConfiguration labelled `mesh.io/tag` is a tag pointing at the revision of its
 // `mesh.io/rev` label. The injector resolves `mesh.io/rev=<tag>` through them, and the caBundle
 // upkeep of revision R keeps the tag configurations pointing at R.
+import { compareText } from '../common/compare.js';
 import { scope } from '../common/log.js';
 import { collectionPath, InformerGroup, type InformerGroupOptions, type ObjectMeta, type OrchestratorClient, type ResourceType } from '../config/informer.js';
 import { REVISION_LABEL, TAG_LABEL, type RevisionTagMap } from '../config/revision.js';
@@ -99,7 +100,7 @@ export class RevisionTags {
     return [...this.configurations.values()]
       .filter((c) => c.revision === revision)
       .map((c) => ({ plural: 'mutatingwebhookconfigurations' as const, name: c.name }))
-      .sort((a, b) => a.name.localeCompare(b.name));
+      .sort((a, b) => compareText(a.name, b.name));
   }
 
   /** Recomputes the map; handlers run only when a configuration's tag or revision changed (not on caBundle patches). */

@@ -1,6 +1,7 @@
 // The discovery server's connected proxies as the introspection page shows them: per proxy and xDS
 // type, the last push (version and time), whether it was acked, and the last NACK.
 import type { ConnectionStatus } from '../../xds/connection.js';
+import { compareText } from '../../common/compare.js';
 import type { ProxyView } from './api.js';
 
 export function proxyViews(connections: readonly ConnectionStatus[]): ProxyView[] {
@@ -19,5 +20,5 @@ export function proxyViews(connections: readonly ConnectionStatus[]): ProxyView[
         ...(w.lastNack ? { lastNack: w.lastNack.message } : {}),
       })),
     }))
-    .sort((a, b) => a.proxyId.localeCompare(b.proxyId) || a.connectionId.localeCompare(b.connectionId));
+    .sort((a, b) => compareText(a.proxyId, b.proxyId) || compareText(a.connectionId, b.connectionId));
 }
