@@ -191,6 +191,11 @@ export class XdsCache {
   }
 }
 
+/** Through `cache`'s dependency tier when there is one (see XdsCache.cached), else built each time. */
+export function cachedIn<T>(cache: XdsCache | undefined, key: () => [kind: string, ...inputs: unknown[]], build: () => T): T {
+  return cache ? cache.cached(key, build) : build();
+}
+
 // ---- 3. resource tier ----
 
 const packed = new WeakMap<object, XdsResource>();

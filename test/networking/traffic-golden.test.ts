@@ -10,7 +10,8 @@ import { ClusterLoadAssignmentSchema } from '../../src/gen/envoy/config/endpoint
 import { RouteConfigurationSchema } from '../../src/gen/envoy/config/route/v3/route_pb.js';
 import { toEnvoyJson } from '../../src/envoy/types.js';
 import { destinationRuleNotices, virtualServiceNotices } from '../../src/model/traffic-notices.js';
-import { clusterLoadAssignments, sidecarClusters, sidecarListeners, sidecarRoutes } from '../../src/xds/generators/sidecar.js';
+import { clusterLoadAssignments } from '../../src/xds/generators/sidecar-endpoints.js';
+import { sidecarClusters, sidecarListeners, sidecarRoutes } from '../../src/xds/generators/sidecar.js';
 import { ListenerSchema } from '../../src/gen/envoy/config/listener/v3/listener_pb.js';
 import { TrafficDirection } from '../../src/gen/envoy/config/core/v3/base_pb.js';
 import { setScopeLevel } from '../../src/common/log.js';

@@ -11,7 +11,8 @@ import { ClusterLoadAssignmentSchema } from '../../src/gen/envoy/config/endpoint
 import { FilterChainSchema } from '../../src/gen/envoy/config/listener/v3/listener_components_pb.js';
 import { toEnvoyJson } from '../../src/envoy/types.js';
 import { parseProxy, TLS_TRANSPORT_EXTENSION, type Proxy } from '../../src/model/proxy.js';
-import { clusterLoadAssignments, sidecarClusters, sidecarListeners } from '../../src/xds/generators/sidecar.js';
+import { clusterLoadAssignments } from '../../src/xds/generators/sidecar-endpoints.js';
+import { sidecarClusters, sidecarListeners } from '../../src/xds/generators/sidecar.js';
 import type { MeshMtlsSettings } from '../../src/xds/generators/mtls.js';
 import { goldenCases } from '../helpers/golden.js';
 import { pushOf } from '../networking/fixtures.js';

@@ -3,7 +3,7 @@ import { ClusterLoadAssignmentSchema } from '../../gen/envoy/config/endpoint/v3/
 import { isNonSecurityConfigChange, type PushTrigger } from '../push-scope.js';
 import { TypeUrl } from '../../envoy/types.js';
 import { generatorOf, resources, type XdsType } from './context.js';
-import { clusterLoadAssignments } from './sidecar.js';
+import { clusterLoadAssignments } from './sidecar-endpoints.js';
 import { isRouter } from './gateway.js';
 import { gatewayLoadAssignments } from './gateway-clusters.js';
 

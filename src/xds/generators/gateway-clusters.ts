@@ -17,7 +17,8 @@ import { labelsMatch } from '../../model/selection.js';
 import { portMtlsMode, workloadMtls } from '../../security/mtls/peer-authentication.js';
 import { memo, type XdsCache } from '../cache.js';
 import { mergedGatewayFor, sniTargets, type GatewayOptions } from './gateway.js';
-import { clusterLoadAssignments, sidecarClusters, toEndpoints } from './sidecar.js';
+import { clusterLoadAssignments, toEndpoints } from './sidecar-endpoints.js';
+import { sidecarClusters } from './sidecar.js';
 import type { MeshMtlsSettings } from './mtls.js';
 
 /**

@@ -2,7 +2,6 @@
 // of (proxy, push, options); the ResourceGenerator adapters are in ./index.ts.
 import { isIP } from 'node:net';
 import type { Cluster } from '../../gen/envoy/config/cluster/v3/cluster_pb.js';
-import type { ClusterLoadAssignment } from '../../gen/envoy/config/endpoint/v3/endpoint_pb.js';
 import type { Listener } from '../../gen/envoy/config/listener/v3/listener_pb.js';
 import type { RouteConfiguration } from '../../gen/envoy/config/route/v3/route_pb.js';
 import type { VirtualHost } from '../../gen/envoy/config/route/v3/route_components_pb.js';
@@ -11,9 +10,8 @@ import type { Filter as NetworkFilter } from '../../gen/envoy/config/listener/v3
 import { allocatedFor, withAllocatedAddresses } from '../../model/auto-allocate.js';
 import type { Proxy } from '../../model/proxy.js';
 import type { PushContext, SidecarScope } from '../../model/push-context.js';
-import { isHttpProtocol, type Service, type ServiceInstance } from '../../model/service.js';
+import { isHttpProtocol, type Service } from '../../model/service.js';
 import { blackHoleCluster, buildInboundCluster, buildOutboundCluster, passthroughCluster } from '../../networking/cluster.js';
-import { buildLoadAssignment, type EndpointInput } from '../../networking/endpoint.js';
 import { bindsOwnListener, inboundPorts, type InboundPorts } from '../../networking/inbound.js';
 import { buildIngressListeners, buildOutboundListeners, buildVirtualInbound, buildVirtualOutbound, sniffedProtocol, type InboundOptions, type ListenerConflict } from '../../networking/listener.js';
 import { usesAutoAllocation } from '../../networking/name-table.js';
@@ -21,13 +19,12 @@ import { LOCALHOST, outboundClusterName, WILDCARD_ADDRESS } from '../../networki
 import { inMeshName, outboundRouteConfig, routedByVirtualService, serviceVirtualHost, type OutboundRouteOptions } from '../../networking/route.js';
 import { clusterVariants, routeHashPolicy, ruleTraffic } from '../../networking/traffic-policy.js';
 import type { HashPolicyInit } from '../../networking/http-route.js';
-import { labelsMatch } from '../../model/selection.js';
 import type { PathNormalization } from '../../networking/common.js';
-import { cacheKey, memo, memoPair, type XdsCache } from '../cache.js';
+import { cachedIn, cacheKey, memo, memoPair, type XdsCache } from '../cache.js';
 import { identityKey, perObject } from '../../common/same-inputs.js';
 import { clusterMtls, inboundMtls, type MeshMtlsSettings } from './mtls.js';
+import { subsetInstances, toEndpoints } from './sidecar-endpoints.js';
 import { portMtlsMode } from '../../security/mtls/peer-authentication.js';
-import { TLS_MODE_LABEL } from '../../networking/outbound-mtls.js';
 import type { L4RouteContext } from '../../networking/tcp-route.js';
 
 export interface SidecarOptions {
@@ -72,20 +69,6 @@ function headlessPods(services: readonly Service[], push: PushContext): Record<s
     out[`${s.namespace}/${s.hostname}`] = [...new Set(push.instances(s).map((i) => i.address).filter((a) => isIP(a) !== 0))].sort();
   }
   return out;
-}
-
-/** A subset's instances: those carrying every one of its labels (all of them for the port's own cluster). */
-function subsetInstances(instances: readonly ServiceInstance[], labels: Readonly<Record<string, string>> | undefined): readonly ServiceInstance[] {
-  return labels ? instances.filter((i) => labelsMatch(labels, i.labels)) : instances;
-}
-
-export function toEndpoints(instances: readonly ServiceInstance[]): EndpointInput[] {
-  return instances.map((i) => ({ address: i.address, port: i.endpointPort, locality: i.locality, weight: i.weight, ...(i.labels[TLS_MODE_LABEL] ? { tlsMode: i.labels[TLS_MODE_LABEL] } : {}) }));
-}
-
-/** Through the XDS cache's dependency tier when there is a cache (see ../cache.ts). */
-function cached<T>(cache: XdsCache | undefined, key: () => [kind: string, ...inputs: unknown[]], build: () => T): T {
-  return cache ? cache.cached(key, build) : build();
 }
 
 /** The same with a key made by the caller: its parts already hashes, identities or small values. */
@@ -162,7 +145,7 @@ export function sidecarListeners(proxy: Proxy, push: PushContext, opts: SidecarO
       ...(accept10 ? { acceptHttp10: true } : {}),
       l4Routes: l4RouteContext(proxy, push),
     };
-    return cached(opts.cache, () => ['lds-outbound', services.map(serviceKey), listenerOpts], () => buildOutboundListeners(services, listenerOpts));
+    return cachedIn(opts.cache, () => ['lds-outbound', services.map(serviceKey), listenerOpts], () => buildOutboundListeners(services, listenerOpts));
   });
   outbound.conflicts.forEach((c) => opts.onConflict?.(c));
   const tproxy = proxy.interceptionMode === 'TPROXY';
@@ -183,12 +166,12 @@ export function sidecarListeners(proxy: Proxy, push: PushContext, opts: SidecarO
     const own = inboundPortList.filter((p) => bindsOwnListener(p, cap));
     const redirected = inboundPortList.filter((p) => !bindsOwnListener(p, cap));
     const inboundKey = (): object => ({ ...inboundValues, httpFilters: httpFilters.map(filterKey), networkFilters: networkFilters.map(filterKey) });
-    const ingress = own.length > 0 ? cached(opts.cache, () => ['lds-ingress', own, inboundKey()], () => buildIngressListeners(own, inboundOpts)) : [];
+    const ingress = own.length > 0 ? cachedIn(opts.cache, () => ['lds-ingress', own, inboundKey()], () => buildIngressListeners(own, inboundOpts)) : [];
     if (!cap) return [...ingress, ...outbound.listeners];
     const outboundListeners = ownIp ? outbound.listeners.filter((l) => !l.name.startsWith(`${ownIp}_`)) : outbound.listeners;
     const mode = scope.outboundTrafficPolicy;
-    const virtualOutbound = memo(scope, `virtualOutbound:${tproxy}`, () => cached(opts.cache, () => ['virtualOutbound', mode, tproxy], () => buildVirtualOutbound(mode, tproxy)));
-    return [virtualOutbound, cached(opts.cache, () => ['virtualInbound', redirected, inboundKey()], () => buildVirtualInbound(redirected, inboundOpts)), ...ingress, ...outboundListeners];
+    const virtualOutbound = memo(scope, `virtualOutbound:${tproxy}`, () => cachedIn(opts.cache, () => ['virtualOutbound', mode, tproxy], () => buildVirtualOutbound(mode, tproxy)));
+    return [virtualOutbound, cachedIn(opts.cache, () => ['virtualInbound', redirected, inboundKey()], () => buildVirtualInbound(redirected, inboundOpts)), ...ingress, ...outboundListeners];
   });
 }
 
@@ -334,7 +317,7 @@ export function sidecarClusters(proxy: Proxy, push: PushContext, withInbound = t
             const keyEndpoints = carriesEndpoints(s) ? endpoints : [];
             const mtls = mtlsOf ? clusterMtls(proxy, push, s, instances, mtlsOf) : undefined;
             const traffic = { ...v, ...(mtls ? { mtls } : {}) };
-            return cached(cache, () => ['cds', serviceKey(s), p, keyEndpoints, v.subset, v.policy, mtls, gateway], () => buildOutboundCluster(s, p, endpoints, { gateway }, traffic));
+            return cachedIn(cache, () => ['cds', serviceKey(s), p, keyEndpoints, v.subset, v.policy, mtls, gateway], () => buildOutboundCluster(s, p, endpoints, { gateway }, traffic));
           }),
         );
       // Without auto mTLS, clusters that do not carry endpoints (EDS, ORIGINAL_DST) read nothing but
@@ -348,58 +331,7 @@ export function sidecarClusters(proxy: Proxy, push: PushContext, withInbound = t
   const ports = withInbound ? proxyInboundPorts(proxy, push).ports : [];
   const keys = ports.map((p) => `${p.port}:${p.target ? `${p.target.address}:${p.target.port}` : 'original-dst'}:${p.protocol}`);
   return memo(outbound, `clusters:${keys.join(',')}`, () => {
-    const inbound = ports.map((p, i) => memo(push, `cds-inbound:${keys[i]}`, () => cached(cache, () => ['cds-inbound', p.port, p.target, p.protocol], () => buildInboundCluster(p.port, p.target, p.protocol))));
-    return [...outbound, ...inbound, ...memo(push, 'catchAll', () => cached(cache, () => ['cds-catchall'], () => [blackHoleCluster(), passthroughCluster()]))];
-  });
-}
-
-/**
- * Load assignments of the proxy's EDS clusters (`names`, or all of them). A name that is not an
- * outbound cluster of a STATIC service the proxy sees is left out (the server reports it as absent).
- * Proxies ask for every cluster by name on every push, so the scope's assignments are indexed by
- * cluster name once per snapshot and each name costs one lookup.
- */
-export function clusterLoadAssignments(proxy: Proxy, push: PushContext, names?: ReadonlySet<string>, cache?: XdsCache): ClusterLoadAssignment[] {
-  const scope = push.sidecarScope(proxy);
-  const byName = memo(scope, `eds:${push.traffic.selectorKey(proxy)}`, () => {
-    const index = new Map<string, ClusterLoadAssignment>();
-    for (const service of scope.services) {
-      if (service.resolution !== 'STATIC') continue;
-      const rule = ruleTraffic(push.traffic.destinationRule(proxy, service.hostname, service.namespace));
-      for (const { port } of service.ports) {
-        for (const v of clusterVariants(rule, port)) {
-          const name = outboundClusterName(port, service.hostname, v.subset);
-          // Shared by the scopes that see the same service (a subset's endpoints depend on its
-          // labels), and kept with the port's instance list, which the next snapshot shares while
-          // the instances are unchanged: a push then rebuilds (and fingerprints) only the changed
-          // services' assignments. No instances: per snapshot.
-          const instances = push.instances(service, port);
-          const cla = memo(instances.length > 0 ? instances : push, `eds:${service.namespace}/${name}:${JSON.stringify(v.labels ?? {})}`, () => {
-            const endpoints = toEndpoints(subsetInstances(instances, v.labels));
-            return cached(cache, () => ['eds', name, endpoints], () => buildLoadAssignment(name, endpoints));
-          });
-          index.set(name, cla);
-        }
-      }
-    }
-    return index;
-  });
-  return subscribedAssignments(byName, names);
-}
-
-/**
- * The assignments of `names` (all when undefined) from a scope's index, one list per (index, name
- * set): SotW streams asking for the same names share one set (subscriptions.ts), so the proxies of a
- * scope get one list, and the server filters and interns it once (ResourceSets.forSubscription).
- */
-function subscribedAssignments(byName: ReadonlyMap<string, ClusterLoadAssignment>, names: ReadonlySet<string> | undefined): ClusterLoadAssignment[] {
-  if (!names) return memo(byName, 'all', () => [...byName.values()]);
-  return memoPair(byName, names, () => {
-    const out: ClusterLoadAssignment[] = [];
-    for (const n of names) {
-      const cla = byName.get(n);
-      if (cla) out.push(cla);
-    }
-    return out;
+    const inbound = ports.map((p, i) => memo(push, `cds-inbound:${keys[i]}`, () => cachedIn(cache, () => ['cds-inbound', p.port, p.target, p.protocol], () => buildInboundCluster(p.port, p.target, p.protocol))));
+    return [...outbound, ...inbound, ...memo(push, 'catchAll', () => cachedIn(cache, () => ['cds-catchall'], () => [blackHoleCluster(), passthroughCluster()]))];
   });
 }

@@ -1,0 +1,73 @@
+// A sidecar's EDS: the load assignments of its outbound clusters, indexed by cluster name once per
+// (snapshot scope, selector key), and the endpoint inputs that CDS (clusters carrying endpoints) and
+// the gateways' clusters share with it.
+import type { ClusterLoadAssignment } from '../../gen/envoy/config/endpoint/v3/endpoint_pb.js';
+import type { Proxy } from '../../model/proxy.js';
+import type { PushContext } from '../../model/push-context.js';
+import { labelsMatch } from '../../model/selection.js';
+import type { ServiceInstance } from '../../model/service.js';
+import { buildLoadAssignment, type EndpointInput } from '../../networking/endpoint.js';
+import { outboundClusterName } from '../../networking/names.js';
+import { TLS_MODE_LABEL } from '../../networking/outbound-mtls.js';
+import { clusterVariants, ruleTraffic } from '../../networking/traffic-policy.js';
+import { cachedIn, memo, memoPair, type XdsCache } from '../cache.js';
+
+/** A subset's instances: those carrying every one of its labels (all of them for the port's own cluster). */
+export function subsetInstances(instances: readonly ServiceInstance[], labels: Readonly<Record<string, string>> | undefined): readonly ServiceInstance[] {
+  return labels ? instances.filter((i) => labelsMatch(labels, i.labels)) : instances;
+}
+
+export function toEndpoints(instances: readonly ServiceInstance[]): EndpointInput[] {
+  return instances.map((i) => ({ address: i.address, port: i.endpointPort, locality: i.locality, weight: i.weight, ...(i.labels[TLS_MODE_LABEL] ? { tlsMode: i.labels[TLS_MODE_LABEL] } : {}) }));
+}
+
+/**
+ * Load assignments of the proxy's EDS clusters (`names`, or all of them). A name that is not an
+ * outbound cluster of a STATIC service the proxy sees is left out (the server reports it as absent).
+ * Proxies ask for every cluster by name on every push, so the scope's assignments are indexed by
+ * cluster name once per snapshot and each name costs one lookup.
+ */
+export function clusterLoadAssignments(proxy: Proxy, push: PushContext, names?: ReadonlySet<string>, cache?: XdsCache): ClusterLoadAssignment[] {
+  const scope = push.sidecarScope(proxy);
+  const byName = memo(scope, `eds:${push.traffic.selectorKey(proxy)}`, () => {
+    const index = new Map<string, ClusterLoadAssignment>();
+    for (const service of scope.services) {
+      if (service.resolution !== 'STATIC') continue;
+      const rule = ruleTraffic(push.traffic.destinationRule(proxy, service.hostname, service.namespace));
+      for (const { port } of service.ports) {
+        for (const v of clusterVariants(rule, port)) {
+          const name = outboundClusterName(port, service.hostname, v.subset);
+          // Shared by the scopes that see the same service (a subset's endpoints depend on its
+          // labels), and kept with the port's instance list, which the next snapshot shares while
+          // the instances are unchanged: a push then rebuilds (and fingerprints) only the changed
+          // services' assignments. No instances: per snapshot.
+          const instances = push.instances(service, port);
+          const cla = memo(instances.length > 0 ? instances : push, `eds:${service.namespace}/${name}:${JSON.stringify(v.labels ?? {})}`, () => {
+            const endpoints = toEndpoints(subsetInstances(instances, v.labels));
+            return cachedIn(cache, () => ['eds', name, endpoints], () => buildLoadAssignment(name, endpoints));
+          });
+          index.set(name, cla);
+        }
+      }
+    }
+    return index;
+  });
+  return subscribedAssignments(byName, names);
+}
+
+/**
+ * The assignments of `names` (all when undefined) from a scope's index, one list per (index, name
+ * set): SotW streams asking for the same names share one set (subscriptions.ts), so the proxies of a
+ * scope get one list, and the server filters and interns it once (ResourceSets.forSubscription).
+ */
+function subscribedAssignments(byName: ReadonlyMap<string, ClusterLoadAssignment>, names: ReadonlySet<string> | undefined): ClusterLoadAssignment[] {
+  if (!names) return memo(byName, 'all', () => [...byName.values()]);
+  return memoPair(byName, names, () => {
+    const out: ClusterLoadAssignment[] = [];
+    for (const n of names) {
+      const cla = byName.get(n);
+      if (cla) out.push(cla);
+    }
+    return out;
+  });
+}
