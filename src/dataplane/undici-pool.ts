@@ -5,21 +5,14 @@
 // more (docs/bench.md, 2026-11-24 "mesh-proxy's memory"). undici publishes no exports map, so its
 // lib/ files are reachable by path; the class is the one the index re-exports, and the request API
 // is put on the dispatcher prototype as the index does (test/dataplane/ext-authz.test.ts uses it).
-import { createRequire } from 'node:module';
 import type { Dispatcher as UndiciDispatcher, Pool as UndiciPool } from 'undici';
-
-const require = createRequire(import.meta.url);
+import { onFirstUse } from '../common/lazy-require.js';
 
 export type Pool = UndiciPool;
 
-let loaded: typeof UndiciPool | undefined;
-
 /** undici's `Pool` class, its modules loaded by the first call. */
-export function undiciPool(): typeof UndiciPool {
-  if (!loaded) {
-    const Dispatcher = require('undici/lib/dispatcher/dispatcher.js') as typeof UndiciDispatcher;
-    Object.assign(Dispatcher.prototype, require('undici/lib/api/index.js') as object);
-    loaded = require('undici/lib/dispatcher/pool.js') as typeof UndiciPool;
-  }
-  return loaded;
-}
+export const undiciPool = onFirstUse((req) => {
+  const Dispatcher = req('undici/lib/dispatcher/dispatcher.js') as typeof UndiciDispatcher;
+  Object.assign(Dispatcher.prototype, req('undici/lib/api/index.js') as object);
+  return req('undici/lib/dispatcher/pool.js') as typeof UndiciPool;
+});

@@ -2,10 +2,10 @@
 // per config into plain predicates. The RBAC filter and the router share them, so a header or a
 // path matches the same way wherever it appears.
 import { readFileSync } from 'node:fs';
-import { createRequire } from 'node:module';
 import { BlockList, isIPv4, isIPv6 } from 'node:net';
 import type { JsonObject, JsonValue } from '@bufbuild/protobuf';
 import type { RE2JS } from 're2js';
+import { onFirstUse } from '../common/lazy-require.js';
 import type { FractionalPercent } from '../gen/envoy/type/v3/percent_pb.js';
 import type { CidrRange } from '../gen/envoy/config/core/v3/address_pb.js';
 import type { DataSource } from '../gen/envoy/config/core/v3/base_pb.js';
@@ -54,8 +54,7 @@ const WHOLE_LINE: ReadonlyMap<string, Predicate<string>> = new Map([
   ['.*', (s: string) => !s.includes('\n')],
 ]);
 
-const require = createRequire(import.meta.url);
-let re2js: typeof RE2JS | undefined;
+const re2js = onFirstUse((req) => (req('re2js') as { RE2JS: typeof RE2JS }).RE2JS);
 
 /**
  * An RE2 pattern compiled by re2js, a pure-JavaScript port of RE2. re2js is loaded by the first
@@ -63,9 +62,8 @@ let re2js: typeof RE2JS | undefined;
  * proxy whose config has none, or only the Go mesh's `.+` and `.*`, never loads it.
  */
 function re2Compile(pattern: string, field: string): RE2JS {
-  re2js ??= (require('re2js') as { RE2JS: typeof RE2JS }).RE2JS;
   try {
-    return re2js.compile(pattern);
+    return re2js().compile(pattern);
   } catch (e) {
     throw new ConfigError(field, `invalid regex ${JSON.stringify(pattern)}: ${(e as Error).message}`);
   }
