@@ -22,6 +22,7 @@ import { HCM_FILTER_NAME } from '../../src/envoy/names.js';
 import { StaticClusterManager } from '../../test/dataplane/static-cluster-manager.js';
 import { ISSUER, jwks, meshJwtAuthn, meshProvider, mint, testKey } from '../../test/dataplane/fixtures.js';
 import { freePort } from '../../samples/local-mesh.js';
+import { numberOption } from './options.js';
 import { wrk } from './wrk.js';
 
 /** The app: a small JSON body with content-length, as the sample httpbin's /ip. */
@@ -31,9 +32,8 @@ s.keepAliveTimeout = 60000;
 s.listen(Number(process.argv[1]), '127.0.0.1');`;
 
 async function main(): Promise<void> {
-  const option = (name: string, dflt: number) => (process.argv.includes(name) ? Number(process.argv[process.argv.indexOf(name) + 1]) : dflt);
-  const seconds = option('--seconds', 3);
-  const rounds = option('--rounds', 4);
+  const seconds = numberOption('--seconds', 3);
+  const rounds = numberOption('--rounds', 4);
   const policy = process.argv.includes('--policy');
   const appPort = await freePort();
   const app = spawn(process.execPath, ['-e', APP, String(appPort)], { stdio: 'inherit' });

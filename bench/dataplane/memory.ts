@@ -13,12 +13,12 @@ import { join } from 'node:path';
 import { freePorts, startLocalMesh } from '../../samples/local-mesh.js';
 import type { ProxyMemory } from './memory-hook.js';
 import { adminToken, applyJwtRbac, until } from './mesh-policy.js';
+import { numberOption } from './options.js';
 import { childPid, cpuSeconds, residentMiB, rssMiB } from './procstat.js';
 import { wrk } from './wrk.js';
 
-const option = (name: string, dflt: number) => (process.argv.includes(name) ? Number(process.argv[process.argv.indexOf(name) + 1]) : dflt);
-const seconds = option('--seconds', 5);
-const rounds = option('--rounds', 3);
+const seconds = numberOption('--seconds', 5);
+const rounds = numberOption('--rounds', 3);
 const policy = !process.argv.includes('--no-policy');
 
 const hook = join(process.cwd(), 'dist', 'bench', 'dataplane', 'memory-hook.js');

@@ -21,6 +21,7 @@ import { freePort, freePorts, startLocalMesh } from '../../samples/local-mesh.js
 import { startNginx } from './nginx.js';
 import type { OpenLoopResult } from './open-loop.js';
 import { adminToken, applyJwtRbac, until } from './mesh-policy.js';
+import { numberOption } from './options.js';
 import { childPid, cpuSeconds, rssMiB } from './procstat.js';
 import { wrk, type WrkResult } from './wrk.js';
 
@@ -110,9 +111,8 @@ interface Row {
 }
 
 async function main(): Promise<void> {
-  const option = (name: string, dflt: number) => (process.argv.includes(name) ? Number(process.argv[process.argv.indexOf(name) + 1]) : dflt);
-  const seconds = option('--seconds', 10);
-  const concurrency = option('--concurrency', 1);
+  const seconds = numberOption('--seconds', 10);
+  const concurrency = numberOption('--concurrency', 1);
   const ports = await freePorts();
   const mesh = await startLocalMesh({ stateDir: mkdtempSync(join(tmpdir(), 'bench-mesh-')), issuer: true, ports, output: 'pipe', proxyConcurrency: concurrency });
   const nginxPort = await freePort();
