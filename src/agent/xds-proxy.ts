@@ -21,6 +21,7 @@ import {
   ServerCredentials,
   status,
   type ChannelCredentials,
+  type Client,
   type ClientDuplexStream,
   type ServerDuplexStream,
   type ServiceError,
@@ -30,12 +31,18 @@ import { DiscoveryRequestSchema, type DiscoveryRequest, type DiscoveryResponse }
 import type { Node } from '../gen/envoy/config/core/v3/base_pb.js';
 import { counter } from '../common/metrics.js';
 import { scope } from '../common/log.js';
-import { Backoff, requestRank, type AdsGrpcClient } from '../envoy/ads-client.js';
+import { Backoff, requestRank } from '../envoy/ads-client.js';
 import { grpcClient, grpcServiceDefinition } from '../envoy/grpc-service.js';
-import { IssuerCooldown, JwksRefreshClient, serveJwksService, type RefreshVerdict, type RequestRefreshRequest } from '../envoy/jwks-service.js';
+import { JwksRefreshGrpcClient, serveJwksService } from '../envoy/jwks-grpc.js';
+import { IssuerCooldown, type RefreshVerdict, type RequestRefreshRequest } from '../envoy/jwks-service.js';
 import { shortTypeName, TypeUrl } from '../envoy/types.js';
 
 const log = scope('xdsproxy');
+
+/** The grpc-js client of the ADS service, typed for the SotW method. */
+interface AdsGrpcClient extends Client {
+  streamAggregatedResources(): ClientDuplexStream<DiscoveryRequest, DiscoveryResponse>;
+}
 
 export interface XdsProxyOptions {
   /** host:port of the discovery server. */
@@ -205,14 +212,14 @@ export class XdsProxy extends EventEmitter<XdsProxyEvents> {
   private readonly grpc: AdsGrpcClient;
   private readonly relays = new Set<Relay>();
   private readonly ackedTypes = new Map<string, string>();
-  private readonly jwks: JwksRefreshClient;
+  private readonly jwks: JwksRefreshGrpcClient;
   private readonly jwksCooldown: IssuerCooldown;
 
   constructor(private readonly opts: XdsProxyOptions) {
     super();
     const creds = opts.credentials ?? grpcCredentials.createInsecure();
     this.grpc = grpcClient(AggregatedDiscoveryService, opts.upstreamAddress, creds) as AdsGrpcClient;
-    this.jwks = new JwksRefreshClient(opts.upstreamAddress, creds);
+    this.jwks = new JwksRefreshGrpcClient(opts.upstreamAddress, creds);
     this.jwksCooldown = new IssuerCooldown(opts.jwksRefreshCooldownMs ?? DEFAULT_JWKS_REFRESH_COOLDOWN_MS);
     serveJwksService(this.server, (req) => this.relayJwksRefresh(req));
     this.server.addService(grpcServiceDefinition(AggregatedDiscoveryService), {

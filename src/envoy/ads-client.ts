@@ -1,5 +1,5 @@
-// An ADS client (State of the World) on @grpc/grpc-js with the generated Envoy types: what the
-// data-plane proxy uses to get its configuration.
+// An ADS client (State of the World) with the generated Envoy types: what the data-plane proxy uses
+// to get its configuration. The stream is a gRPC call on node:http2 (grpc-call.ts).
 //
 // - Subscribes to listeners and clusters as wildcards, then to the routes and endpoints they name
 //   (RDS names from HttpConnectionManager.rds, EDS names from EDS clusters), as Envoy does.
@@ -11,17 +11,16 @@
 import { EventEmitter } from 'node:events';
 import { create, type Message, type MessageInitShape } from '@bufbuild/protobuf';
 import type { Any } from '@bufbuild/protobuf/wkt';
-import { credentials as grpcCredentials, type ChannelCredentials, type Client, type ClientDuplexStream, type ServiceError, type StatusObject } from '@grpc/grpc-js';
 import { AggregatedDiscoveryService } from '../gen/envoy/service/discovery/v3/ads_pb.js';
 import { SecretDiscoveryService } from '../gen/envoy/service/secret/v3/sds_pb.js';
-import { DiscoveryRequestSchema, type DiscoveryRequest, type DiscoveryResponse } from '../gen/envoy/service/discovery/v3/discovery_pb.js';
+import { DiscoveryRequestSchema, type DiscoveryResponse, type DiscoveryResponseSchema } from '../gen/envoy/service/discovery/v3/discovery_pb.js';
 import { NodeSchema } from '../gen/envoy/config/core/v3/base_pb.js';
 import type { ConfigSource } from '../gen/envoy/config/core/v3/config_source_pb.js';
 import { ListenerSchema, type Listener } from '../gen/envoy/config/listener/v3/listener_pb.js';
 import { ClusterSchema, Cluster_DiscoveryType, type Cluster } from '../gen/envoy/config/cluster/v3/cluster_pb.js';
 import { HttpConnectionManagerSchema } from '../gen/envoy/extensions/filters/network/http_connection_manager/v3/http_connection_manager_pb.js';
 import { scope } from '../common/log.js';
-import { grpcClient } from './grpc-service.js';
+import { GrpcChannel, type GrpcCall } from './grpc-call.js';
 import { isWildcardType, shortTypeName, TypeUrl, typeUrlOf, unpack, unpackAny } from './types.js';
 
 const log = scope('adsc');
@@ -84,11 +83,10 @@ export class PartiallyApplied extends Error {
 export type AdsHandler = (update: AdsUpdate) => void | Promise<void>;
 
 export interface AdsClientOptions {
-  /** host:port of the ADS server. */
+  /** The ADS server: host:port, or unix:<path>. */
   address: string;
   node: MessageInitShape<typeof NodeSchema>;
   onUpdate: AdsHandler;
-  credentials?: ChannelCredentials;
   /** Wildcard types subscribed at start; default clusters then listeners. */
   wildcardTypes?: readonly string[];
   /** Subscribe to the routes and endpoints that listeners and clusters name; default true. */
@@ -108,15 +106,7 @@ export interface AdsClientEvents {
   nack: [typeUrl: string, version: string, error: string];
 }
 
-/** The grpc-js client of the ADS service, typed for the SotW method. */
-export interface AdsGrpcClient extends Client {
-  streamAggregatedResources(): ClientDuplexStream<DiscoveryRequest, DiscoveryResponse>;
-}
-
-/** The grpc-js client of the SDS service, typed for the SotW method. */
-interface SdsGrpcClient extends Client {
-  streamSecrets(): ClientDuplexStream<DiscoveryRequest, DiscoveryResponse>;
-}
+type DiscoveryCall = GrpcCall<typeof DiscoveryRequestSchema, typeof DiscoveryResponseSchema>;
 
 interface TypeState {
   wildcard: boolean;
@@ -184,11 +174,10 @@ function messages<T>(state: TypeState | undefined, typeName: string): T[] {
 }
 
 export class AdsClient extends EventEmitter<AdsClientEvents> {
-  private readonly grpc: Client;
-  private readonly openStream: () => ClientDuplexStream<DiscoveryRequest, DiscoveryResponse>;
+  private readonly channel: GrpcChannel;
   private readonly states = new Map<string, TypeState>();
   private readonly backoff: Backoff;
-  private call?: ClientDuplexStream<DiscoveryRequest, DiscoveryResponse>;
+  private call?: DiscoveryCall;
   private retryTimer?: NodeJS.Timeout;
   private closed = false;
   /** Responses are handled one at a time, in order, so ACKs keep the stream's order. */
@@ -196,16 +185,7 @@ export class AdsClient extends EventEmitter<AdsClientEvents> {
 
   constructor(private readonly opts: AdsClientOptions) {
     super();
-    const creds = opts.credentials ?? grpcCredentials.createInsecure();
-    if (opts.service === 'sds') {
-      const sds = grpcClient(SecretDiscoveryService, opts.address, creds) as unknown as SdsGrpcClient;
-      this.openStream = () => sds.streamSecrets();
-      this.grpc = sds;
-    } else {
-      const ads = grpcClient(AggregatedDiscoveryService, opts.address, creds) as AdsGrpcClient;
-      this.openStream = () => ads.streamAggregatedResources();
-      this.grpc = ads;
-    }
+    this.channel = new GrpcChannel(opts.address);
     this.backoff = new Backoff(opts.initialBackoffMs, opts.maxBackoffMs);
     for (const t of opts.wildcardTypes ?? [TypeUrl.Cluster, TypeUrl.Listener]) this.stateOf(t).wildcard = true;
   }
@@ -218,7 +198,7 @@ export class AdsClient extends EventEmitter<AdsClientEvents> {
     this.closed = true;
     clearTimeout(this.retryTimer);
     this.call?.cancel();
-    this.grpc.close();
+    this.channel.close();
   }
 
   /** Subscribes to exactly these names of a named type (replacing the previous set). */
@@ -251,7 +231,8 @@ export class AdsClient extends EventEmitter<AdsClientEvents> {
 
   private connect(): void {
     if (this.closed) return;
-    const call = this.openStream();
+    const method = this.opts.service === 'sds' ? SecretDiscoveryService.method.streamSecrets : AggregatedDiscoveryService.method.streamAggregatedResources;
+    const call: DiscoveryCall = this.channel.call(method);
     this.call = call;
     let established = false;
     let ended = false;
@@ -268,7 +249,7 @@ export class AdsClient extends EventEmitter<AdsClientEvents> {
       log.warn(`${this.opts.service === 'sds' ? 'SDS' : 'ADS'} stream to ${this.opts.address} ended (${why}); reconnecting in ${delay}ms`);
       this.retryTimer = setTimeout(() => this.connect(), delay);
     };
-    call.on('data', (res: DiscoveryResponse) => {
+    call.on('message', (res) => {
       if (!established) {
         established = true;
         this.backoff.reset();
@@ -278,9 +259,7 @@ export class AdsClient extends EventEmitter<AdsClientEvents> {
         .then(() => (this.call === call ? this.onResponse(res) : undefined))
         .catch((e: unknown) => log.error(`handling a ${shortTypeName(res.typeUrl)} response failed: ${(e as Error).message}`));
     });
-    call.on('status', (s: StatusObject) => end(`${s.code} ${s.details}`));
-    call.on('error', (e: ServiceError) => end(`${e.code} ${e.details}`));
-    call.on('end', () => end('stream closed by the server'));
+    call.on('end', (s) => end(s.code === 0 ? 'stream closed by the server' : `${s.code} ${s.details}`));
     // Resume from what is held: versions and names, no nonce (nonces belong to the old stream).
     const types = [...this.states.keys()].sort((a, b) => requestRank(a) - requestRank(b));
     for (const t of types) {

@@ -1,19 +1,13 @@
-// The mesh's JwksService (proto/mesh/v1/jwks.proto) on grpc-js: the server side each hop installs
-// (the discovery server decides, the agent relays), the client the proxy and the agent call, and
-// the per-issuer cooldown both the agent and the proxy apply before asking.
+// The mesh's JwksService (proto/mesh/v1/jwks.proto): the client the proxy calls (on node:http2,
+// grpc-call.ts, so a proxy loads no grpc-js), the request check every server applies, and the
+// per-issuer cooldown both the agent and the proxy apply before asking. The servers, and the
+// agent's client over its channel to the discovery server, are on grpc-js (jwks-grpc.ts).
 //
 // A refresh request is advisory: it carries an issuer and a kid, returns no keys, and changes no
 // decision. Whatever it causes reaches the proxy as an ordinary xDS push.
 import { create } from '@bufbuild/protobuf';
-import { credentials as grpcCredentials, status, type ChannelCredentials, type Client, type Server, type ServerUnaryCall, type sendUnaryData, type ServiceError } from '@grpc/grpc-js';
-import {
-  JwksService,
-  RequestRefreshRequestSchema,
-  RequestRefreshResponseSchema,
-  type RequestRefreshRequest,
-  type RequestRefreshResponse,
-} from '../gen/mesh/v1/jwks_pb.js';
-import { grpcClient, grpcServiceDefinition } from './grpc-service.js';
+import { JwksService, RequestRefreshRequestSchema, type RequestRefreshRequest, type RequestRefreshResponse } from '../gen/mesh/v1/jwks_pb.js';
+import { GrpcChannel } from './grpc-call.js';
 
 export type { RequestRefreshRequest, RequestRefreshResponse };
 
@@ -27,60 +21,36 @@ const MAX_FIELD_LENGTH = 1024;
 /** How long a caller waits for an answer before giving up (the request is advisory). */
 export const JWKS_REFRESH_DEADLINE_MS = 5_000;
 
-/**
- * Adds JwksService to a grpc-js server (before it binds). Malformed requests (empty or oversized
- * issuer/kid) are INVALID_ARGUMENT; the handler's refusals are answers, not errors.
- */
-export function serveJwksService(server: Server, handler: RefreshHandler): void {
-  server.addService(grpcServiceDefinition(JwksService), {
-    requestRefresh: (call: ServerUnaryCall<RequestRefreshRequest, RequestRefreshResponse>, done: sendUnaryData<RequestRefreshResponse>) => {
-      const { issuer, kid } = call.request;
-      const bad = !issuer || issuer.length > MAX_FIELD_LENGTH ? 'issuer' : !kid || kid.length > MAX_FIELD_LENGTH ? 'kid' : undefined;
-      if (bad) {
-        done({ code: status.INVALID_ARGUMENT, details: `${bad}: required, at most ${MAX_FIELD_LENGTH} characters` });
-        return;
-      }
-      Promise.resolve()
-        .then(() => handler(call.request))
-        .then(
-          (v) => done(null, create(RequestRefreshResponseSchema, v)),
-          (e: unknown) => done({ code: status.INTERNAL, details: (e as Error).message }),
-        );
-    },
-  });
+/** Why a request is malformed (`issuer: ...` or `kid: ...`), or undefined. */
+export function malformedRefresh({ issuer, kid }: RequestRefreshRequest): string | undefined {
+  const bad = !issuer || issuer.length > MAX_FIELD_LENGTH ? 'issuer' : !kid || kid.length > MAX_FIELD_LENGTH ? 'kid' : undefined;
+  return bad && `${bad}: required, at most ${MAX_FIELD_LENGTH} characters`;
 }
 
-interface JwksGrpcClient extends Client {
-  requestRefresh(
-    req: RequestRefreshRequest,
-    options: { deadline: number },
-    cb: (err: ServiceError | null, res?: RequestRefreshResponse) => void,
-  ): unknown;
+/** The verdict an answer carries. */
+export function verdictOf(res: RequestRefreshResponse | undefined): RefreshVerdict {
+  return { accepted: res?.accepted ?? false, reason: res?.reason ?? '' };
 }
 
-/** A JwksService client; one channel, reused for every request. */
+/** A plaintext JwksService client (the proxy's, to the agent or the discovery server); one connection, reused. */
 export class JwksRefreshClient {
-  private readonly grpc: JwksGrpcClient;
+  private readonly channel: GrpcChannel;
 
-  constructor(
-    readonly address: string,
-    credentials: ChannelCredentials = grpcCredentials.createInsecure(),
-  ) {
-    this.grpc = grpcClient(JwksService, address, credentials) as JwksGrpcClient;
+  constructor(readonly address: string) {
+    this.channel = new GrpcChannel(address);
   }
 
   /** The answer of the server; rejects on a transport or server error, or after the deadline. */
-  requestRefresh(issuer: string, kid: string, deadlineMs = JWKS_REFRESH_DEADLINE_MS): Promise<RefreshVerdict> {
-    return new Promise((resolve, reject) => {
-      this.grpc.requestRefresh(create(RequestRefreshRequestSchema, { issuer, kid }), { deadline: Date.now() + deadlineMs }, (err, res) => {
-        if (err) reject(new Error(`JwksService at ${this.address}: ${err.code} ${err.details}`));
-        else resolve({ accepted: res?.accepted ?? false, reason: res?.reason ?? '' });
-      });
-    });
+  async requestRefresh(issuer: string, kid: string, deadlineMs = JWKS_REFRESH_DEADLINE_MS): Promise<RefreshVerdict> {
+    try {
+      return verdictOf(await this.channel.unary(JwksService.method.requestRefresh, create(RequestRefreshRequestSchema, { issuer, kid }), deadlineMs));
+    } catch (e) {
+      throw new Error(`JwksService at ${this.address}: ${(e as Error).message}`);
+    }
   }
 
   close(): void {
-    this.grpc.close();
+    this.channel.close();
   }
 }
 

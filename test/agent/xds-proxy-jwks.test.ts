@@ -5,7 +5,8 @@ import assert from 'node:assert/strict';
 import { Server, ServerCredentials } from '@grpc/grpc-js';
 import { XdsProxy } from '../../src/agent/xds-proxy.js';
 import { setScopeLevel } from '../../src/common/log.js';
-import { JwksRefreshClient, serveJwksService, type RequestRefreshRequest } from '../../src/envoy/jwks-service.js';
+import { serveJwksService } from '../../src/envoy/jwks-grpc.js';
+import { JwksRefreshClient, type RequestRefreshRequest } from '../../src/envoy/jwks-service.js';
 
 setScopeLevel('xdsproxy', 'error');
 

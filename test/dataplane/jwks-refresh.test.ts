@@ -5,7 +5,7 @@ import { Server, ServerCredentials } from '@grpc/grpc-js';
 import { setScopeLevel } from '../../src/common/log.js';
 import { JwksRefresher } from '../../src/dataplane/jwks-refresh.js';
 import { StatsStore } from '../../src/dataplane/stats.js';
-import { serveJwksService } from '../../src/envoy/jwks-service.js';
+import { serveJwksService } from '../../src/envoy/jwks-grpc.js';
 import { eventually } from '../helpers/proc.js';
 
 setScopeLevel('jwt', 'error');

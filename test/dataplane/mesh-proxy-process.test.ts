@@ -7,6 +7,7 @@ import { createServer, request, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { pathToFileURL } from 'node:url';
 import { after, before, describe, it } from 'node:test';
 import { freePort } from '../../samples/local-mesh.js';
 import { TypeUrl } from '../../src/envoy/types.js';
@@ -114,6 +115,42 @@ describe('mesh-proxy process', () => {
       proxy.child.kill('SIGTERM');
       assert.equal(await proxy.wait(), 0, proxy.output);
       for (const pid of replaced) assert.ok(!existsSync(`/proc/${pid}`), `worker ${pid} exited with the proxy`);
+    } finally {
+      await proxy.stop('SIGKILL');
+    }
+  });
+
+  it('loads no grpc-js in its main process or its workers: its gRPC calls are on node:http2 (issue 17, RSS)', async () => {
+    // Every process of the proxy (NODE_OPTIONS reaches the workers) appends each module URL it
+    // resolves, with its pid, to a file before the import proceeds.
+    const seen = join(dir, 'resolved');
+    const hook = join(dir, 'resolve-hook.mjs');
+    writeFileSync(
+      hook,
+      `import { appendFileSync } from 'node:fs';
+      export async function resolve(specifier, context, next) { const r = await next(specifier, context); appendFileSync(${JSON.stringify(seen)}, process.pid + ' ' + r.url + '\\n'); return r; }`,
+    );
+    const register = join(dir, 'register-hook.mjs');
+    writeFileSync(register, `import { register } from 'node:module'; register(${JSON.stringify(pathToFileURL(hook).href)});`);
+    const [adminPort, listenerPort] = await Promise.all([freePort(), freePort()]);
+    ads.set(TypeUrl.Listener, [listener('inbound', listenerPort, [hcmChain({ cluster: 'app' })])]);
+    await ads.push(TypeUrl.Listener);
+    const file = writeBootstrap(dir, ads.port, adminPort);
+    const proxy = new Running(start('mesh-proxy', ['-c', file, '--concurrency', '2'], { env: { NODE_OPTIONS: `--import ${register}` } }));
+    try {
+      await eventually(async () => assert.equal((await get(adminPort, '/ready')).status, 200, 'the proxy turns ready'), 15_000);
+      for (let i = 0; i < 4; i++) assert.equal((await get(listenerPort, `/r${i}`)).status, 200);
+      const byPid = new Map<string, string[]>();
+      for (const line of readFileSync(seen, 'utf8').split('\n').filter(Boolean)) {
+        const [pid, url] = line.split(' ') as [string, string];
+        byPid.set(pid, [...(byPid.get(pid) ?? []), url]);
+      }
+      const [worker] = childPids(proxy.child.pid!);
+      for (const pid of [String(proxy.child.pid), String(worker)]) {
+        const urls = byPid.get(pid) ?? [];
+        assert.ok(urls.some((u) => u.endsWith('/src/envoy/grpc-call.js')), `process ${pid} loaded the proxy's gRPC calls (the hook saw it)`);
+        assert.deepEqual(urls.filter((u) => u.includes('/@grpc/')), [], `process ${pid} resolved no grpc-js`);
+      }
     } finally {
       await proxy.stop('SIGKILL');
     }

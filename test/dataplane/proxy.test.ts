@@ -14,7 +14,8 @@ import { RouteConfigurationSchema } from '../../src/gen/envoy/config/route/v3/ro
 import { TcpProxySchema } from '../../src/gen/envoy/extensions/filters/network/tcp_proxy/v3/tcp_proxy_pb.js';
 import { loadBootstrap } from '../../src/dataplane/bootstrap.js';
 import { MeshProxy } from '../../src/dataplane/proxy.js';
-import { serveJwksService, type RequestRefreshRequest } from '../../src/envoy/jwks-service.js';
+import { serveJwksService } from '../../src/envoy/jwks-grpc.js';
+import type { RequestRefreshRequest } from '../../src/envoy/jwks-service.js';
 import { pack, TypeUrl } from '../../src/envoy/types.js';
 import { freePort } from '../../samples/local-mesh.js';
 import { eventually, statValue } from '../helpers/proc.js';

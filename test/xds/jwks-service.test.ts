@@ -2,7 +2,8 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { Server, ServerCredentials } from '@grpc/grpc-js';
-import { IssuerCooldown, JwksRefreshClient, serveJwksService, type RequestRefreshRequest } from '../../src/envoy/jwks-service.js';
+import { serveJwksService } from '../../src/envoy/jwks-grpc.js';
+import { IssuerCooldown, JwksRefreshClient, type RequestRefreshRequest } from '../../src/envoy/jwks-service.js';
 
 async function serve(handler: Parameters<typeof serveJwksService>[1]): Promise<{ server: Server; address: string }> {
   const server = new Server();
