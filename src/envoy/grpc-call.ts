@@ -174,10 +174,10 @@ export class GrpcCall<I extends DescMessage, O extends DescMessage> extends Even
     // The server's end of the response ends the call, though this side may still be open (a
     // bidi stream the server ends): the stream is closed then, as grpc-js does.
     stream.on('end', () => {
-      this.finish(this.status ?? { code: GrpcStatus.INTERNAL, details: 'the server ended the stream without a status' });
+      this.finish(this.status ?? this.dropped() ?? { code: GrpcStatus.INTERNAL, details: 'the server ended the stream without a status' });
       stream.close(constants.NGHTTP2_NO_ERROR);
     });
-    stream.on('close', () => this.finish(this.status ?? (stream.rstCode ? statusOfReset(stream.rstCode) : { code: GrpcStatus.INTERNAL, details: 'the stream closed without a status' })));
+    stream.on('close', () => this.finish(this.status ?? this.dropped() ?? (stream.rstCode ? statusOfReset(stream.rstCode) : { code: GrpcStatus.INTERNAL, details: 'the stream closed without a status' })));
   }
 
   write(message: MessageShape<I>): void {
@@ -193,6 +193,12 @@ export class GrpcCall<I extends DescMessage, O extends DescMessage> extends Even
   cancel(status: CallStatus = { code: GrpcStatus.CANCELLED, details: 'Cancelled on client' }): void {
     this.finish(status);
     this.stream.close(constants.NGHTTP2_CANCEL);
+  }
+
+  /** UNAVAILABLE when the connection is gone (the server closed it, say after its GOAWAY), as grpc-js reports it. */
+  private dropped(): CallStatus | undefined {
+    const session = this.stream.session;
+    return session === undefined || session.destroyed ? { code: GrpcStatus.UNAVAILABLE, details: 'Connection dropped' } : undefined;
   }
 
   private onHead(h: IncomingHttpHeaders & IncomingHttpStatusHeader): void {

@@ -22,8 +22,8 @@ type Refresh = (call: ServerUnaryCall<RequestRefreshRequest, RequestRefreshRespo
 type Stream = (call: ServerDuplexStream<DiscoveryRequest, DiscoveryResponse>) => void;
 
 /** A grpc-js server with JwksService and ADS's SotW method; resolves once bound. */
-async function grpcServer(at: string, handlers: { refresh?: Refresh; stream?: Stream }): Promise<{ server: Server; port: number }> {
-  const server = new Server();
+async function grpcServer(at: string, handlers: { refresh?: Refresh; stream?: Stream }, options: ConstructorParameters<typeof Server>[0] = {}): Promise<{ server: Server; port: number }> {
+  const server = new Server(options);
   const unimplemented = (_: unknown, done: sendUnaryData<never>): void => done({ code: status.UNIMPLEMENTED, details: 'not in this test' });
   server.addService(grpcServiceDefinition(JwksService), { requestRefresh: handlers.refresh ?? unimplemented });
   if (handlers.stream) server.addService(grpcServiceDefinition(AggregatedDiscoveryService), { streamAggregatedResources: handlers.stream, deltaAggregatedResources: () => undefined });
@@ -123,6 +123,35 @@ test('a Unix socket target, and a server that goes away ends the stream with UNA
   assert.equal(s.code, GrpcStatus.UNAVAILABLE, s.details);
   ({ server } = await grpcServer(`unix:${socket}`, { stream, refresh: echoIssuer }));
   assert.equal((await channel.unary(requestRefresh, refresh('back'), 2_000)).reason, 'back');
+});
+
+test('the server\'s GOAWAY (its max connection age) ends a stream; the next call opens a new connection', async (t) => {
+  const peers = new Set<string>();
+  const { server, port } = await grpcServer(
+    '127.0.0.1:0',
+    {
+      stream: (call) => {
+        peers.add(call.getPeer());
+        call.on('data', (req: DiscoveryRequest) => call.write(create(DiscoveryResponseSchema, { typeUrl: req.typeUrl })));
+      },
+    },
+    { 'grpc.max_connection_age_ms': 300, 'grpc.max_connection_age_grace_ms': 200 },
+  );
+  t.after(() => server.forceShutdown());
+  const channel = new GrpcChannel(`127.0.0.1:${port}`);
+  t.after(() => channel.close());
+  for (const round of [1, 2]) {
+    const call = channel.call(ads);
+    const done = collect<DiscoveryResponse>(call);
+    call.write(create(DiscoveryRequestSchema, { typeUrl: `round ${round}` }));
+    const { messages, status: s } = await done;
+    assert.deepEqual(
+      messages.map((m) => m.typeUrl),
+      [`round ${round}`],
+    );
+    assert.deepEqual(s, { code: GrpcStatus.UNAVAILABLE, details: 'Connection dropped' }, `round ${round}: the stream ends when its connection ages out`);
+  }
+  assert.equal(peers.size, 2, 'each stream came on its own connection');
 });
 
 test('nothing listening: UNAVAILABLE naming the connect error', async () => {
