@@ -28,7 +28,10 @@ export async function waitForReady(opts: WaitOptions): Promise<number> {
   let last = 'no attempt made';
   for (;;) {
     const started = Date.now();
-    const why = await probe(opts.url, Math.min(opts.requestTimeoutMs, Math.max(1, deadline - started)));
+    // Each attempt gets the whole --requestTimeoutMillis, as in the Go mesh's agent: the deadline is
+    // checked between attempts. Cut to the time left, an attempt near the deadline had a few ms
+    // and reported "timed out" for a server that answers 503 at once.
+    const why = await probe(opts.url, opts.requestTimeoutMs);
     if (why === null) {
       log.info('Proxy is ready');
       return 0;
