@@ -75,7 +75,7 @@ function unusable(key: Record<string, unknown>): string | undefined {
   }
   if (key.kty === 'oct' && imported.symmetricKeySize === 0) return 'empty symmetric key';
   const bits = imported.asymmetricKeyDetails?.modulusLength;
-  // Verifiers (jose among them) refuse RSA keys below 2048 bits.
+  // Verifiers (the proxy's jws-verify.ts, jose) refuse RSA keys below 2048 bits.
   if (key.kty === 'RSA' && (bits === undefined || bits < 2048)) return `RSA modulus of ${bits ?? 0} bits is below 2048`;
   return undefined;
 }

@@ -12,11 +12,12 @@ import { after, before, describe, it } from 'node:test';
 import { freePort } from '../../samples/local-mesh.js';
 import { TypeUrl } from '../../src/envoy/types.js';
 import { eventually, run, Running, start, statValue } from '../helpers/proc.js';
+import { ISSUER, jwks, meshJwtAuthn, meshProvider, mint, testKey } from './fixtures.js';
 import { bootstrapJson, FixtureAds, hcmChain, listener, staticCluster, writeBootstrap } from './xds-fixtures.js';
 
-function get(port: number, path: string, method = 'GET'): Promise<{ status: number; body: string }> {
+function get(port: number, path: string, method = 'GET', headers: Record<string, string> = {}): Promise<{ status: number; body: string }> {
   return new Promise((resolve, reject) => {
-    const req = request({ host: '127.0.0.1', port, path, method, agent: false }, (res) => {
+    const req = request({ host: '127.0.0.1', port, path, method, headers, agent: false }, (res) => {
       let body = '';
       res.setEncoding('utf8');
       res.on('data', (d: string) => (body += d));
@@ -120,7 +121,7 @@ describe('mesh-proxy process', () => {
     }
   });
 
-  it('loads no grpc-js in its main process or its workers: its gRPC calls are on node:http2 (issue 17, RSS)', async () => {
+  it('loads neither grpc-js nor jose in its main process or its workers, verifying JWTs (issue 17, RSS)', async () => {
     // Every process of the proxy (NODE_OPTIONS reaches the workers) appends each module URL it
     // resolves, with its pid, to a file before the import proceeds.
     const seen = join(dir, 'resolved');
@@ -133,13 +134,21 @@ describe('mesh-proxy process', () => {
     const register = join(dir, 'register-hook.mjs');
     writeFileSync(register, `import { register } from 'node:module'; register(${JSON.stringify(pathToFileURL(hook).href)});`);
     const [adminPort, listenerPort] = await Promise.all([freePort(), freePort()]);
-    ads.set(TypeUrl.Listener, [listener('inbound', listenerPort, [hcmChain({ cluster: 'app' })])]);
+    const key = await testKey('RS256', 'k1');
+    const jwt = meshJwtAuthn({ origins: meshProvider(ISSUER, jwks(key)) });
+    ads.set(TypeUrl.Listener, [listener('inbound', listenerPort, [hcmChain({ cluster: 'app', jwt })])]);
     await ads.push(TypeUrl.Listener);
     const file = writeBootstrap(dir, ads.port, adminPort);
     const proxy = new Running(start('mesh-proxy', ['-c', file, '--concurrency', '2'], { env: { NODE_OPTIONS: `--import ${register}` } }));
     try {
       await eventually(async () => assert.equal((await get(adminPort, '/ready')).status, 200, 'the proxy turns ready'), 15_000);
-      for (let i = 0; i < 4; i++) assert.equal((await get(listenerPort, `/r${i}`)).status, 200);
+      // Four connections, two per process: each process checks a signature, and refuses a bad one.
+      const token = await mint(key);
+      for (let i = 0; i < 4; i++) {
+        assert.equal((await get(listenerPort, `/r${i}`, 'GET', { authorization: `Bearer ${token}` })).status, 200);
+        assert.equal((await get(listenerPort, `/r${i}`, 'GET', { authorization: `Bearer ${token.slice(0, -4)}AAAA` })).status, 401);
+      }
+      assert.equal(await statValue((await get(adminPort, '/stats')).body, 'http.inbound_test.jwt_authn.allowed'), 4, 'every process verified tokens');
       const byPid = new Map<string, string[]>();
       for (const line of readFileSync(seen, 'utf8').split('\n').filter(Boolean)) {
         const [pid, url] = line.split(' ') as [string, string];
@@ -149,7 +158,7 @@ describe('mesh-proxy process', () => {
       for (const pid of [String(proxy.child.pid), String(worker)]) {
         const urls = byPid.get(pid) ?? [];
         assert.ok(urls.some((u) => u.endsWith('/src/envoy/grpc-call.js')), `process ${pid} loaded the proxy's gRPC calls (the hook saw it)`);
-        assert.deepEqual(urls.filter((u) => u.includes('/@grpc/')), [], `process ${pid} resolved no grpc-js`);
+        assert.deepEqual(urls.filter((u) => u.includes('/@grpc/') || u.includes('/node_modules/jose/')), [], `process ${pid} resolved neither grpc-js nor jose`);
       }
     } finally {
       await proxy.stop('SIGKILL');
