@@ -7,7 +7,8 @@
 // `toBinary` of the whole request (what Envoy sends too).
 import { create, toBinary, type JsonObject, type MessageInitShape } from '@bufbuild/protobuf';
 import { DeltaDiscoveryRequestSchema, DiscoveryRequestSchema } from '../../src/gen/envoy/service/discovery/v3/discovery_pb.js';
-import { grpcFrameOf, type ResponseHead } from './response-reader.js';
+import { grpcFrameOf } from '../../src/envoy/grpc-call.js';
+import type { ResponseHead } from './response-reader.js';
 
 export interface SimulatedNode {
   id: string;

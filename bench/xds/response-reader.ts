@@ -17,19 +17,6 @@ export interface ResponseHead {
   resources: number;
 }
 
-/** A gRPC length-prefixed message (uncompressed): what the reader takes apart. */
-export function grpcFrame(message: Uint8Array): Buffer {
-  return grpcFrameOf([message]);
-}
-
-/** A gRPC length-prefixed message made of `parts` in order (encodings of one message's fields), in one buffer. */
-export function grpcFrameOf(parts: readonly Uint8Array[]): Buffer {
-  const length = parts.reduce((n, p) => n + p.length, 0);
-  const prefix = Buffer.alloc(5);
-  prefix.writeUInt32BE(length, 1);
-  return Buffer.concat([prefix, ...parts], 5 + length);
-}
-
 const VERSION = 1;
 const RESOURCES = 2;
 const TYPE_URL = 4;

@@ -58,19 +58,17 @@ function statusOfHttp(status: number): number {
   return GrpcStatus.UNKNOWN;
 }
 
+/** gRPC codes of the HTTP/2 reset codes grpc-js distinguishes; any other reset is INTERNAL. */
+const RESET_STATUS: Readonly<Record<number, number>> = {
+  [constants.NGHTTP2_REFUSED_STREAM]: GrpcStatus.UNAVAILABLE,
+  [constants.NGHTTP2_CANCEL]: GrpcStatus.CANCELLED,
+  [constants.NGHTTP2_ENHANCE_YOUR_CALM]: GrpcStatus.RESOURCE_EXHAUSTED,
+  [constants.NGHTTP2_INADEQUATE_SECURITY]: GrpcStatus.PERMISSION_DENIED,
+};
+
 /** A stream reset by the server, as grpc-js reports it. */
 function statusOfReset(code: number): CallStatus {
-  const grpc =
-    code === constants.NGHTTP2_REFUSED_STREAM
-      ? GrpcStatus.UNAVAILABLE
-      : code === constants.NGHTTP2_CANCEL
-        ? GrpcStatus.CANCELLED
-        : code === constants.NGHTTP2_ENHANCE_YOUR_CALM
-          ? GrpcStatus.RESOURCE_EXHAUSTED
-          : code === constants.NGHTTP2_INADEQUATE_SECURITY
-            ? GrpcStatus.PERMISSION_DENIED
-            : GrpcStatus.INTERNAL;
-  return { code: grpc, details: `Received RST_STREAM with code ${code}` };
+  return { code: RESET_STATUS[code] ?? GrpcStatus.INTERNAL, details: `Received RST_STREAM with code ${code}` };
 }
 
 /** grpc-status and grpc-message (percent-encoded) of trailers or a trailers-only response. */
@@ -88,10 +86,20 @@ function statusOfTrailers(h: IncomingHttpHeaders): CallStatus {
 
 /** A message in gRPC's framing: uncompressed flag, big-endian length, bytes. */
 export function grpcFrame(message: Uint8Array): Buffer {
-  const out = Buffer.allocUnsafe(5 + message.length);
+  return grpcFrameOf([message]);
+}
+
+/** One message made of `parts` in order (encodings of its fields), framed in one buffer. */
+export function grpcFrameOf(parts: readonly Uint8Array[]): Buffer {
+  const length = parts.reduce((n, p) => n + p.length, 0);
+  const out = Buffer.allocUnsafe(5 + length);
   out[0] = 0;
-  out.writeUInt32BE(message.length, 1);
-  out.set(message, 5);
+  out.writeUInt32BE(length, 1);
+  let at = 5;
+  for (const p of parts) {
+    out.set(p, at);
+    at += p.length;
+  }
   return out;
 }
 

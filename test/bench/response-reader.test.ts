@@ -10,7 +10,8 @@ import { ClusterLoadAssignmentSchema } from '../../src/gen/envoy/config/endpoint
 import { DeltaDiscoveryResponseSchema, DiscoveryRequestSchema, DiscoveryResponseSchema } from '../../src/gen/envoy/service/discovery/v3/discovery_pb.js';
 import { pack, TypeUrl } from '../../src/envoy/types.js';
 import { NameList, NO_NAMES, SOTW } from '../../bench/xds/requests.js';
-import { grpcFrame, ResponseReader, ResponseStreamError, type ResponseHead } from '../../bench/xds/response-reader.js';
+import { grpcFrame } from '../../src/envoy/grpc-call.js';
+import { ResponseReader, ResponseStreamError, type ResponseHead } from '../../bench/xds/response-reader.js';
 
 /** Unknown fields of every wire type, encoded by the protobuf runtime's own writer. */
 function unknownFields(): Array<{ no: number; wireType: WireType; data: Uint8Array }> {
