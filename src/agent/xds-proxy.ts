@@ -33,8 +33,8 @@ import { counter } from '../common/metrics.js';
 import { scope } from '../common/log.js';
 import { Backoff, requestRank } from '../envoy/ads-client.js';
 import { grpcClient, grpcServiceDefinition } from '../envoy/grpc-service.js';
-import { JwksRefreshGrpcClient, serveJwksService } from '../envoy/jwks-grpc.js';
-import { IssuerCooldown, type RefreshVerdict, type RequestRefreshRequest } from '../envoy/jwks-service.js';
+import { grpcRefreshTransport, serveJwksService } from '../envoy/jwks-grpc.js';
+import { IssuerCooldown, JwksRefreshClient, type RefreshVerdict, type RequestRefreshRequest } from '../envoy/jwks-service.js';
 import { shortTypeName, TypeUrl } from '../envoy/types.js';
 
 const log = scope('xdsproxy');
@@ -212,14 +212,14 @@ export class XdsProxy extends EventEmitter<XdsProxyEvents> {
   private readonly grpc: AdsGrpcClient;
   private readonly relays = new Set<Relay>();
   private readonly ackedTypes = new Map<string, string>();
-  private readonly jwks: JwksRefreshGrpcClient;
+  private readonly jwks: JwksRefreshClient;
   private readonly jwksCooldown: IssuerCooldown;
 
   constructor(private readonly opts: XdsProxyOptions) {
     super();
     const creds = opts.credentials ?? grpcCredentials.createInsecure();
     this.grpc = grpcClient(AggregatedDiscoveryService, opts.upstreamAddress, creds) as AdsGrpcClient;
-    this.jwks = new JwksRefreshGrpcClient(opts.upstreamAddress, creds);
+    this.jwks = new JwksRefreshClient(opts.upstreamAddress, grpcRefreshTransport(opts.upstreamAddress, creds));
     this.jwksCooldown = new IssuerCooldown(opts.jwksRefreshCooldownMs ?? DEFAULT_JWKS_REFRESH_COOLDOWN_MS);
     serveJwksService(this.server, (req) => this.relayJwksRefresh(req));
     this.server.addService(grpcServiceDefinition(AggregatedDiscoveryService), {

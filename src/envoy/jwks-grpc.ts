@@ -1,11 +1,11 @@
 // JwksService on grpc-js: the server each hop installs (the discovery server decides, the agent
-// relays), and the agent's client over its channel to the discovery server, which carries TLS
-// when XDS_ROOT_CA is set. The proxy's client is in jwks-service.ts.
+// relays), and the transport of the agent's client over its channel to the discovery server,
+// which carries TLS when XDS_ROOT_CA is set. The client itself is in jwks-service.ts.
 import { create } from '@bufbuild/protobuf';
 import { credentials as grpcCredentials, status, type ChannelCredentials, type Client, type Server, type ServerUnaryCall, type sendUnaryData, type ServiceError } from '@grpc/grpc-js';
-import { JwksService, RequestRefreshRequestSchema, RequestRefreshResponseSchema, type RequestRefreshRequest, type RequestRefreshResponse } from '../gen/mesh/v1/jwks_pb.js';
+import { JwksService, RequestRefreshResponseSchema, type RequestRefreshRequest, type RequestRefreshResponse } from '../gen/mesh/v1/jwks_pb.js';
 import { grpcClient, grpcServiceDefinition } from './grpc-service.js';
-import { JWKS_REFRESH_DEADLINE_MS, malformedRefresh, verdictOf, type RefreshHandler, type RefreshVerdict } from './jwks-service.js';
+import { malformedRefresh, type RefreshHandler, type RefreshTransport } from './jwks-service.js';
 
 /**
  * Adds JwksService to a grpc-js server (before it binds). Malformed requests (empty or oversized
@@ -33,28 +33,14 @@ interface JwksGrpcClient extends Client {
   requestRefresh(req: RequestRefreshRequest, options: { deadline: number }, cb: (err: ServiceError | null, res?: RequestRefreshResponse) => void): unknown;
 }
 
-/** A JwksService client on a grpc-js channel; one channel, reused for every request. */
-export class JwksRefreshGrpcClient {
-  private readonly grpc: JwksGrpcClient;
-
-  constructor(
-    readonly address: string,
-    credentials: ChannelCredentials = grpcCredentials.createInsecure(),
-  ) {
-    this.grpc = grpcClient(JwksService, address, credentials) as JwksGrpcClient;
-  }
-
-  /** The answer of the server; rejects on a transport or server error, or after the deadline. */
-  requestRefresh(issuer: string, kid: string, deadlineMs = JWKS_REFRESH_DEADLINE_MS): Promise<RefreshVerdict> {
-    return new Promise((resolve, reject) => {
-      this.grpc.requestRefresh(create(RequestRefreshRequestSchema, { issuer, kid }), { deadline: Date.now() + deadlineMs }, (err, res) => {
-        if (err) reject(new Error(`JwksService at ${this.address}: ${err.code} ${err.details}`));
-        else resolve(verdictOf(res));
-      });
-    });
-  }
-
-  close(): void {
-    this.grpc.close();
-  }
+/** RequestRefresh on a grpc-js channel: the agent's, whose channel to the discovery server may be TLS. */
+export function grpcRefreshTransport(address: string, credentials: ChannelCredentials = grpcCredentials.createInsecure()): RefreshTransport {
+  const grpc = grpcClient(JwksService, address, credentials) as JwksGrpcClient;
+  return {
+    call: (req, deadlineMs) =>
+      new Promise((resolve, reject) =>
+        grpc.requestRefresh(req, { deadline: Date.now() + deadlineMs }, (err, res) => (err || !res ? reject(new Error(err ? `${err.code} ${err.details}` : 'no response')) : resolve(res))),
+      ),
+    close: () => grpc.close(),
+  };
 }

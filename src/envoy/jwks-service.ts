@@ -1,7 +1,8 @@
-// The mesh's JwksService (proto/mesh/v1/jwks.proto): the client the proxy calls (on node:http2,
-// grpc-call.ts, so a proxy loads no grpc-js), the request check every server applies, and the
-// per-issuer cooldown both the agent and the proxy apply before asking. The servers, and the
-// agent's client over its channel to the discovery server, are on grpc-js (jwks-grpc.ts).
+// The mesh's JwksService (proto/mesh/v1/jwks.proto): the client (on node:http2, grpc-call.ts, so a
+// proxy loads no grpc-js; the agent gives it a grpc-js transport), the request check every server
+// applies, and the per-issuer cooldown both the agent and the proxy apply before asking. The
+// servers, and the agent's transport over its channel to the discovery server, are on grpc-js
+// (jwks-grpc.ts).
 //
 // A refresh request is advisory: it carries an issuer and a kid, returns no keys, and changes no
 // decision. Whatever it causes reaches the proxy as an ordinary xDS push.
@@ -27,30 +28,38 @@ export function malformedRefresh({ issuer, kid }: RequestRefreshRequest): string
   return bad && `${bad}: required, at most ${MAX_FIELD_LENGTH} characters`;
 }
 
-/** The verdict an answer carries. */
-export function verdictOf(res: RequestRefreshResponse | undefined): RefreshVerdict {
-  return { accepted: res?.accepted ?? false, reason: res?.reason ?? '' };
+/** How a client makes one RequestRefresh call; rejects with the transport's `<code> <details>`. */
+export interface RefreshTransport {
+  call(req: RequestRefreshRequest, deadlineMs: number): Promise<RequestRefreshResponse>;
+  close(): void;
 }
 
-/** A plaintext JwksService client (the proxy's, to the agent or the discovery server); one connection, reused. */
-export class JwksRefreshClient {
-  private readonly channel: GrpcChannel;
+/** The call on node:http2, plaintext: the proxy's, to the agent or the discovery server. */
+function http2Transport(address: string): RefreshTransport {
+  const channel = new GrpcChannel(address);
+  return { call: (req, deadlineMs) => channel.unary(JwksService.method.requestRefresh, req, deadlineMs), close: () => channel.close() };
+}
 
-  constructor(readonly address: string) {
-    this.channel = new GrpcChannel(address);
-  }
+/** A JwksService client; one connection, reused for every request. */
+export class JwksRefreshClient {
+  constructor(
+    readonly address: string,
+    private readonly transport: RefreshTransport = http2Transport(address),
+  ) {}
 
   /** The answer of the server; rejects on a transport or server error, or after the deadline. */
   async requestRefresh(issuer: string, kid: string, deadlineMs = JWKS_REFRESH_DEADLINE_MS): Promise<RefreshVerdict> {
+    let res: RequestRefreshResponse;
     try {
-      return verdictOf(await this.channel.unary(JwksService.method.requestRefresh, create(RequestRefreshRequestSchema, { issuer, kid }), deadlineMs));
+      res = await this.transport.call(create(RequestRefreshRequestSchema, { issuer, kid }), deadlineMs);
     } catch (e) {
       throw new Error(`JwksService at ${this.address}: ${(e as Error).message}`);
     }
+    return { accepted: res.accepted, reason: res.reason };
   }
 
   close(): void {
-    this.channel.close();
+    this.transport.close();
   }
 }
 
