@@ -58,12 +58,12 @@ interface Context {
   verified?: Map<string, JwtStatus>;
 }
 
-type Verifier = (ctx: Context) => Promise<JwtStatus>;
+type Verifier = (ctx: Context) => JwtStatus;
 
 export interface CompiledJwtAuthn {
   readonly stats: JwtAuthnStats;
   /** Runs the filter: continue (payload in req.metadata) or a 401/403 local reply. */
-  decodeHeaders(req: StreamRequest): Promise<FilterOutcome>;
+  decodeHeaders(req: StreamRequest): FilterOutcome;
 }
 
 /** Compiles a JwtAuthentication config; throws ConfigError for what the proxy cannot honour. */
@@ -82,7 +82,7 @@ export function compileJwtAuthn(config: JwtAuthentication, opts: JwtAuthnOptions
   const byIssuer = (iss: string): Provider | undefined =>
     allProviders.find((p) => p.issuer === iss) ?? allProviders.find((p) => p.issuer === '');
 
-  async function verifySignature(p: Provider, jwt: Jwt): Promise<JwtStatus> {
+  function verifySignature(p: Provider, jwt: Jwt): JwtStatus {
     if (!p.keys) return JwtStatus.JwksNoValidKeys;
     let fitted = false;
     const signingInput = `${jwt.headerB64}.${jwt.payloadB64}`;
@@ -129,7 +129,7 @@ export function compileJwtAuthn(config: JwtAuthentication, opts: JwtAuthnOptions
 
   /** Envoy's authenticator: every token found must pass unless failures are allowed. */
   function authenticator(fixed: Provider | undefined, extractor: Extractor, audiences: ReadonlySet<string> | undefined, allowFailed: boolean, allowMissing: boolean): Verifier {
-    return async (ctx) => {
+    return (ctx) => {
       for (const h of extractor.sanitize) ctx.req.headers.remove(h);
       const tokens = extractor.extract(ctx.req);
       if (tokens.length === 0) return allowFailed || allowMissing ? JwtStatus.Ok : JwtStatus.JwtMissed;
@@ -138,14 +138,14 @@ export function compileJwtAuthn(config: JwtAuthentication, opts: JwtAuthnOptions
       // left in metadata (what RBAC sees) is that of the FIRST token: a second `Authorization`
       // value or an `access_token` parameter cannot lend the request another identity.
       for (let i = tokens.length - 1; i >= 0; i--) {
-        status = await authenticateOne(fixed, tokens[i]!, audiences, ctx);
+        status = authenticateOne(fixed, tokens[i]!, audiences, ctx);
         if (status !== JwtStatus.Ok && !allowFailed && !allowMissing) return status;
       }
       return allowFailed ? JwtStatus.Ok : status;
     };
   }
 
-  async function authenticateOne(fixed: Provider | undefined, found: FoundToken, audiences: ReadonlySet<string> | undefined, ctx: Context): Promise<JwtStatus> {
+  function authenticateOne(fixed: Provider | undefined, found: FoundToken, audiences: ReadonlySet<string> | undefined, ctx: Context): JwtStatus {
     const t = now();
     let entry: CachedJwt | undefined;
     if (fixed) {
@@ -182,7 +182,7 @@ export function compileJwtAuthn(config: JwtAuthentication, opts: JwtAuthnOptions
       const verified = (ctx.verified ??= new Map());
       let s = verified.get(memoKey);
       if (s === undefined) {
-        s = await verifySignature(p, jwt);
+        s = verifySignature(p, jwt);
         verified.set(memoKey, s);
       }
       if (s !== JwtStatus.Ok) return s;
@@ -202,7 +202,7 @@ export function compileJwtAuthn(config: JwtAuthentication, opts: JwtAuthnOptions
     const rt = r?.requiresType ?? { case: undefined };
     switch (rt.case) {
       case undefined:
-        return async () => JwtStatus.Ok;
+        return () => JwtStatus.Ok;
       case 'providerName': {
         const p = provider(rt.value, `${field}.provider_name`);
         return authenticator(p, new Extractor([p]), undefined, false, false);
@@ -229,12 +229,12 @@ export function compileJwtAuthn(config: JwtAuthentication, opts: JwtAuthnOptions
         if (members.length === 0 && (allowMissing || allowFailed)) {
           members.push(authenticator(undefined, new Extractor(allProviders), undefined, allowFailed, true));
         }
-        return async (ctx) => {
+        return (ctx) => {
           // None passed: the most telling failure wins; "missing" and "unknown issuer" only when
           // nothing else went wrong (a token for one provider is "unknown issuer" to the others).
           let final: JwtStatus = JwtStatus.JwtMissed;
           for (const v of members) {
-            const s = await v(ctx);
+            const s = v(ctx);
             if (s === JwtStatus.Ok) return s;
             if ((s !== JwtStatus.JwtMissed && s !== JwtStatus.JwtUnknownIssuer) || final === JwtStatus.JwtMissed) final = s;
           }
@@ -244,9 +244,9 @@ export function compileJwtAuthn(config: JwtAuthentication, opts: JwtAuthnOptions
       }
       case 'requiresAll': {
         const all = rt.value.requirements.map((c, i) => compileRequirement(c, `${field}.requires_all.requirements[${i}]`));
-        return async (ctx) => {
+        return (ctx) => {
           for (const v of all) {
-            const s = await v(ctx);
+            const s = v(ctx);
             if (s !== JwtStatus.Ok) return s;
           }
           return JwtStatus.Ok;
@@ -278,7 +278,7 @@ export function compileJwtAuthn(config: JwtAuthentication, opts: JwtAuthnOptions
 
   return {
     stats,
-    async decodeHeaders(req) {
+    decodeHeaders(req) {
       if (bypassCors && req.method === 'OPTIONS' && req.headers.has('origin') && req.headers.has('access-control-request-method')) {
         stats.allowed++;
         return { kind: 'continue' };
@@ -289,7 +289,7 @@ export function compileJwtAuthn(config: JwtAuthentication, opts: JwtAuthnOptions
         return { kind: 'continue' };
       }
       const ctx: Context = { req, payloads: {} };
-      const status = await rule.verifier(ctx);
+      const status = rule.verifier(ctx);
       if (status === JwtStatus.Ok) {
         stats.allowed++;
         if (Object.keys(ctx.payloads).length > 0) {

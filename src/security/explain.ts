@@ -282,7 +282,7 @@ export async function explain(sec: ExplainSecurity, req: ExplainRequest, opts: E
   const view = synthetic(req, sec.jwtAuthn);
   if (sec.jwtAuthn) {
     const jwt = compileJwtAuthn(sec.jwtAuthn, opts.onUnknownKid ? { onUnknownKid: opts.onUnknownKid } : {});
-    const out = await jwt.decodeHeaders(view);
+    const out = jwt.decodeHeaders(view);
     if (out.kind === 'reply') {
       const because = `${out.reply.body || out.reply.details} (the token does not validate)`;
       trace.push(`jwt_authn: ${out.reply.status}: ${because}`);
