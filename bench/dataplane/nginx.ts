@@ -1,14 +1,9 @@
 // nginx (Debian), one worker, as a reverse proxy with keep-alive to the same app: the C proxy every
 // bench/dataplane table is compared with, measured in the same run.
-import { spawn, type ChildProcess } from 'node:child_process';
 import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-
-export interface Nginx {
-  pid: number;
-  stop(): Promise<void>;
-}
+import { startChildServer, type ChildServer } from './child-server.js';
 
 function config(dir: string, listen: number, app: number): string {
   const temp = (name: string) => `${name} ${join(dir, name.replace('_temp_path', ''))};`;
@@ -33,32 +28,15 @@ http {
 `;
 }
 
-export async function startNginx(listen: number, app: number): Promise<Nginx> {
+export async function startNginx(listen: number, app: number): Promise<ChildServer> {
   const dir = mkdtempSync(join(tmpdir(), 'bench-nginx-'));
   writeFileSync(join(dir, 'nginx.conf'), config(dir, listen, app));
-  const child: ChildProcess = spawn('nginx', ['-p', dir, '-c', join(dir, 'nginx.conf')], { stdio: ['ignore', 'ignore', 'pipe'] });
-  let err = '';
-  child.stderr!.on('data', (d: Buffer) => (err += d.toString()));
-  await new Promise<void>((resolve, reject) => {
-    child.on('error', (e) => reject(new Error(`nginx could not start (${e.message}); install Debian's nginx-light`)));
-    child.on('exit', (code) => reject(new Error(`nginx exited (${code}): ${err.trim()}`)));
-    const poll = async (): Promise<void> => {
-      try {
-        await fetch(`http://127.0.0.1:${listen}/ip`);
-        resolve();
-      } catch {
-        setTimeout(() => void poll(), 100);
-      }
-    };
-    void poll();
+  return startChildServer({
+    name: 'nginx',
+    command: 'nginx',
+    args: ['-p', dir, '-c', join(dir, 'nginx.conf')],
+    ready: `http://127.0.0.1:${listen}/ip`,
+    hint: "install Debian's nginx-light",
+    stopSignal: 'SIGQUIT',
   });
-  child.removeAllListeners('exit');
-  return {
-    pid: child.pid!,
-    stop: () =>
-      new Promise<void>((resolve) => {
-        child.on('exit', () => resolve());
-        child.kill('SIGQUIT');
-      }),
-  };
 }

@@ -1,15 +1,16 @@
 // bench/dataplane: the app reached directly, through nginx (one worker, the C proxy every table is
-// compared with), and through mesh-proxy without policy and with JWT + RBAC, over HTTP/1.1
-// keep-alive; mesh-proxy through one sidecar (the inbound listener) and through two, as a call
-// between two workloads goes: the client's outbound listener, then the server's inbound listener
-// (here both are the local mesh's one proxy), and two hops through a route table of 20
-// VirtualService routes where the request matches the last; and the same two hops between two
-// sidecars over mesh mTLS (the secured local mesh with its `sleep` client workload: the client's
-// outbound listener, auto mTLS, the app's sidecar's inbound listener; CPU and RSS of both proxies).
-// For each path: the maximum requests/s with wrk (a C
-// load generator, one thread, 20 connections), latency at a fixed 1000 requests/s with an
-// open-loop client (open-loop.ts, microsecond HDR histogram, its own process), and the proxy's CPU
-// per 1000 requests/s and RSS (worker processes included) from /proc.
+// compared with), through the Node floor (node-floor.mjs: about the least a one-thread Node proxy
+// does per request, so the nearest to nginx any one-worker Node proxy comes on this machine), and
+// through mesh-proxy without policy and with JWT + RBAC, over HTTP/1.1 keep-alive; mesh-proxy
+// through one sidecar (the inbound listener) and through two, as a call between two workloads
+// goes: the client's outbound listener, then the server's inbound listener (here both are the
+// local mesh's one proxy), and two hops through a route table of 20 VirtualService routes where the
+// request matches the last; and the same two hops between two sidecars over mesh mTLS (the secured
+// local mesh with its `sleep` client workload: the client's outbound listener, auto mTLS, the app's
+// sidecar's inbound listener; CPU and RSS of both proxies). For each path: the maximum requests/s
+// with wrk (a C load generator, one thread, 20 connections), latency at a fixed 1000 requests/s
+// with an open-loop client (open-loop.ts, microsecond HDR histogram, its own process), and the
+// proxy's CPU per 1000 requests/s and RSS (worker processes included) from /proc.
 //   npm run bench -- dataplane [--seconds N] [--concurrency N]   (the proxy's workers, default 1)
 import { execFileSync, spawn } from 'node:child_process';
 import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
@@ -19,6 +20,7 @@ import { join } from 'node:path';
 import { parseAllDocuments } from 'yaml';
 import { freePort, freePorts, startLocalMesh } from '../../samples/local-mesh.js';
 import { startNginx } from './nginx.js';
+import { startChildServer } from './child-server.js';
 import type { OpenLoopResult } from './open-loop.js';
 import { adminToken, applyJwtRbac, until } from './mesh-policy.js';
 import { numberOption } from './options.js';
@@ -117,6 +119,14 @@ async function main(): Promise<void> {
   const mesh = await startLocalMesh({ stateDir: mkdtempSync(join(tmpdir(), 'bench-mesh-')), issuer: true, ports, output: 'pipe', proxyConcurrency: concurrency });
   const nginxPort = await freePort();
   const nginx = await startNginx(nginxPort, ports.app);
+  const floorPort = await freePort();
+  const floor = await startChildServer({
+    name: 'the Node floor',
+    command: process.execPath,
+    args: [join(process.cwd(), 'bench', 'dataplane', 'node-floor.mjs'), String(floorPort), String(ports.app)],
+    ready: `http://127.0.0.1:${floorPort}/ip`,
+    stopSignal: 'SIGTERM',
+  });
   const rows: Row[] = [];
   try {
     const inbound = `http://127.0.0.1:${ports.inbound}/ip`;
@@ -141,6 +151,7 @@ async function main(): Promise<void> {
     };
     await measure('direct to the app', `http://127.0.0.1:${ports.app}/ip`, {}, []);
     await measure('nginx, 1 worker', `http://127.0.0.1:${nginxPort}/ip`, {}, [nginx.pid]);
+    await measure('Node floor (bare forwarder, 1 thread)', `http://127.0.0.1:${floorPort}/ip`, {}, [floor.pid]);
     // No policy: the RequestAuthentication the launcher wrote is removed first.
     execFileSync('rm', ['-f', join(mesh.configDir, '01-require-jwt.yaml')]);
     await until(async () => (await fetch(inbound, { headers: { authorization: 'Bearer x' } })).status === 200, 'the policy-free config');
@@ -171,6 +182,7 @@ async function main(): Promise<void> {
       await secured.stop();
     }
   } finally {
+    await floor.stop();
     await nginx.stop();
     await mesh.stop();
   }
@@ -181,17 +193,18 @@ function table(rows: Row[], seconds: number, concurrency: number): string {
   const f = (n: number | undefined, d = 0) => (n === undefined ? '-' : n.toFixed(d));
   const direct = rows[0]!;
   const nginx = rows[1]!;
+  const floor = rows[2]!;
   const lines = [
-    '| path | max req/s (wrk) | × nginx | p50 µs | p90 µs | p99 µs | p99.9 µs | added p90 µs | vCPU per 1000 req/s | RSS MiB | errors/non-2xx |',
-    '|---|---|---|---|---|---|---|---|---|---|---|',
+    '| path | max req/s (wrk) | × nginx | × Node floor | p50 µs | p90 µs | p99 µs | p99.9 µs | added p90 µs | vCPU per 1000 req/s | RSS MiB | errors/non-2xx |',
+    '|---|---|---|---|---|---|---|---|---|---|---|---|',
   ];
   for (const r of rows) {
     const errors = r.max.errors + r.fixed.errors + (r.fixed.sent - r.fixed.completed - r.fixed.errors);
     lines.push(
-      `| ${r.name} | ${f(r.max.rps)} | ${f(r.max.rps / nginx.max.rps, 2)} | ${r.fixed.p50} | ${r.fixed.p90} | ${r.fixed.p99} | ${r.fixed.p999} | ${r === direct ? '-' : r.fixed.p90 - direct.fixed.p90} | ${f(r.cpuPer1k, 3)} | ${f(r.rss)} | ${errors}/${r.max.non2xx + r.fixed.non2xx} |`,
+      `| ${r.name} | ${f(r.max.rps)} | ${f(r.max.rps / nginx.max.rps, 2)} | ${f(r.max.rps / floor.max.rps, 2)} | ${r.fixed.p50} | ${r.fixed.p90} | ${r.fixed.p99} | ${r.fixed.p999} | ${r === direct ? '-' : r.fixed.p90 - direct.fixed.p90} | ${f(r.cpuPer1k, 3)} | ${f(r.rss)} | ${errors}/${r.max.non2xx + r.fixed.non2xx} |`,
     );
   }
-  const head = `bench/dataplane: ${seconds} s per run; throughput: wrk -t1 -c20, HTTP/1.1 keep-alive; latency: open-loop ${RATE} req/s over 20 connections; mesh-proxy --concurrency ${concurrency}; nginx 1 worker; this machine`;
+  const head = `bench/dataplane: ${seconds} s per run; throughput: wrk -t1 -c20, HTTP/1.1 keep-alive; latency: open-loop ${RATE} req/s over 20 connections; mesh-proxy --concurrency ${concurrency}; nginx 1 worker; the Node floor 1 thread; this machine`;
   return `\n${head}\n${lines.join('\n')}\n`;
 }
 

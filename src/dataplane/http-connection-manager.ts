@@ -21,7 +21,7 @@ import { unpackConfig } from './extensions.js';
 import { ConfigError, unappliedFields } from '../envoy/config-error.js';
 import { HCM_FILTER_NAME } from '../envoy/names.js';
 import { typeNameOf, typeUrlOf } from '../envoy/types.js';
-import type { HttpFilter, LocalReply, ResponseHeaderMap } from '../envoy/filter.js';
+import type { FilterOutcome, HttpFilter, LocalReply, ResponseHeaderMap } from '../envoy/filter.js';
 import type { JwtAuthnOptions } from '../envoy/jwt-authn.js';
 import { normalizeIp } from '../envoy/matchers.js';
 import { RequestHeaders, StreamRequest, type Address } from '../envoy/request.js';
@@ -299,8 +299,10 @@ export function buildHttpConnectionManager(hcm: HttpConnectionManager, deps: Hcm
   /**
    * Everything before the upstream: path normalization, route lookup (cached, as Envoy does, before the filters),
    * upgrade admission, the filters in order, then the router's target (or its local reply).
+   * Synchronous while the filters answer synchronously (jwt_authn, rbac): a request waits for a
+   * later turn only from the first filter that answers with a promise (ext_authz, a fault delay).
    */
-  async function admit(sreq: StreamRequest, upgrade: string | undefined, reply: (r: LocalReply) => void): Promise<Target | undefined> {
+  function admit(sreq: StreamRequest, upgrade: string | undefined, reply: (r: LocalReply) => void): Target | undefined | Promise<Target | undefined> {
     const normalized = normalizePath(sreq.path);
     if (normalized.kind === 'reject') {
       reply({ status: 400, body: '', headers: {}, details: normalized.details });
@@ -323,33 +325,49 @@ export function buildHttpConnectionManager(hcm: HttpConnectionManager, deps: Hcm
       encode(headers);
       reply({ ...r, headers });
     };
-    for (const f of chain.filters) {
-      const outcome = await f.decodeHeaders(sreq, route?.perFilter.get(f.name) ?? NO_PER_ROUTE);
+    /** Whether the request goes on past a filter's outcome. */
+    const passes = (outcome: FilterOutcome): boolean => {
       if (outcome.kind === 'reply') {
         replyEncoded(outcome.reply);
-        return undefined;
+        return false;
       }
       if (outcome.encodeHeaders) encoders.push(outcome.encodeHeaders);
-    }
-    const target = router.target(sreq, route, encoders.length > 0 ? replyEncoded : reply);
-    return target && encoders.length > 0 ? { ...target, encode } : target;
+      return true;
+    };
+    const decodeFrom = (first: number): Target | undefined | Promise<Target | undefined> => {
+      for (let i = first; i < chain.filters.length; i++) {
+        const f = chain.filters[i]!;
+        const outcome = f.decodeHeaders(sreq, route?.perFilter.get(f.name) ?? NO_PER_ROUTE);
+        if (outcome instanceof Promise) return outcome.then((o) => (passes(o) ? decodeFrom(i + 1) : undefined));
+        if (!passes(outcome)) return undefined;
+      }
+      const target = router.target(sreq, route, encoders.length > 0 ? replyEncoded : reply);
+      return target && encoders.length > 0 ? { ...target, encode } : target;
+    };
+    return decodeFrom(0);
   }
 
-  async function run(req: DownstreamRequest, res: DownstreamResponse, connection?: Socket): Promise<void> {
+  /** Serves one request; a promise only when a filter made it wait. */
+  function run(req: DownstreamRequest, res: DownstreamResponse, connection?: Socket): Promise<void> | undefined {
     const refused = refuseHead(req, limits);
     if (refused) {
       closeUnreadRequest(req, res, limits, true);
       sendLocal(res, refused, undefined, false);
-      return;
+      return undefined;
     }
     const sreq = streamRequest(req, connection);
     const requestId = sreq.headers.joined('x-request-id');
     const grpc = isGrpc(sreq.headers.joined('content-type'));
-    const target = await admit(sreq, undefined, (reply) => {
+    const admitted = admit(sreq, undefined, (reply) => {
       closeUnreadRequest(req, res, limits);
       sendLocal(res, reply, requestId, grpc);
     });
-    if (target) router.forward(req, res, sreq, target, requestId, grpc);
+    const go = (target: Target | undefined): void => {
+      if (target) router.forward(req, res, sreq, target, requestId, grpc);
+    };
+    if (admitted instanceof Promise) return admitted.then(go);
+    go(admitted);
+    return undefined;
   }
 
   async function runUpgrade(req: IncomingMessage, socket: Duplex, head: Buffer): Promise<void> {
@@ -366,10 +384,15 @@ export function buildHttpConnectionManager(hcm: HttpConnectionManager, deps: Hcm
     codec,
     limits,
     handle(req, res, connection) {
-      run(req, res, connection).catch((e: unknown) => {
+      const failed = (e: unknown): void => {
         log.error(`request ${req.method} ${req.url} failed: ${(e as Error).message}`);
         sendLocal(res, { status: 500, body: 'internal error', headers: {}, details: 'internal_error' }, undefined, isGrpc(String(req.headers['content-type'] ?? '')));
-      });
+      };
+      try {
+        run(req, res, connection)?.catch(failed);
+      } catch (e) {
+        failed(e);
+      }
     },
     handleUpgrade(req, socket, head) {
       runUpgrade(req, socket, head).catch((e: unknown) => {

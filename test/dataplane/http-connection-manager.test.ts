@@ -9,6 +9,7 @@ import { anyPack } from '@bufbuild/protobuf/wkt';
 import { FilterChainSchema } from '../../src/gen/envoy/config/listener/v3/listener_components_pb.js';
 import { RBAC_Action, type PolicySchema, type PrincipalSchema } from '../../src/gen/envoy/config/rbac/v3/rbac_pb.js';
 import type { RouteConfigurationSchema } from '../../src/gen/envoy/config/route/v3/route_pb.js';
+import { HTTPFaultSchema } from '../../src/gen/envoy/extensions/filters/http/fault/v3/fault_pb.js';
 import { JwtAuthenticationSchema } from '../../src/gen/envoy/extensions/filters/http/jwt_authn/v3/config_pb.js';
 import { RBACSchema } from '../../src/gen/envoy/extensions/filters/http/rbac/v3/rbac_pb.js';
 import { RouterSchema } from '../../src/gen/envoy/extensions/filters/http/router/v3/router_pb.js';
@@ -126,6 +127,8 @@ function routeConfig(extra: RouteConfigInit = {}): RouteConfigInit {
 }
 
 interface ChainOptions {
+  /** A fault filter first that delays every request this long: a filter answering with a promise. */
+  delayMs?: number;
   jwtKeys?: TestKey[];
   policies?: Record<string, PolicyInit>;
   useRemoteAddress?: boolean;
@@ -135,6 +138,10 @@ interface ChainOptions {
 /** A filter chain as the discovery server sends it: HCM with jwt_authn -> rbac -> router. */
 function filterChain(o: ChainOptions) {
   const httpFilters = [];
+  if (o.delayMs !== undefined) {
+    const delay = { faultDelaySecifier: { case: 'fixedDelay' as const, value: { seconds: 0n, nanos: o.delayMs * 1_000_000 } }, percentage: { numerator: 100 } };
+    httpFilters.push({ name: 'envoy.filters.http.fault', configType: { case: 'typedConfig' as const, value: anyPack(HTTPFaultSchema, create(HTTPFaultSchema, { delay })) } });
+  }
   if (o.jwtKeys) {
     httpFilters.push({ name: 'envoy.filters.http.jwt_authn', configType: { case: 'typedConfig' as const, value: anyPack(JwtAuthenticationSchema, meshJwtAuthn({ origins: meshProvider(ISSUER, jwks(...o.jwtKeys)) })) } });
   }
@@ -292,6 +299,26 @@ describe('connection manager and router', () => {
         { name: 'envoy.filters.http.jwt_authn', allowed: 3, denied: 0, jwt_cache_hit: 1, jwt_cache_miss: 1, signature_verifications: 1 },
         { name: 'envoy.filters.http.rbac', allowed: 2, denied: 1, shadow_allowed: 0, shadow_denied: 0 },
       ],
+    );
+  });
+
+  it('a filter that answers later holds the request, and the filters after it still decide', async () => {
+    // Most filters decide at once and the request goes on in the same turn; a fault delay answers
+    // with a promise, after which jwt_authn and rbac run as they would have.
+    const { port, hcm } = await proxy({ delayMs: 60, jwtKeys: [rsa], policies: { p: { permissions: [ANY_PERMISSION], principals: [requestPrincipal(ISSUER, 'alice')] } } });
+    const timed = async (headers: Record<string, string>) => {
+      const started = Date.now();
+      const r = await send(port, { headers });
+      return { status: r.status, waited: Date.now() - started };
+    };
+    const allowed = await timed({ authorization: `Bearer ${await mint(rsa)}` });
+    const denied = await timed({ authorization: `Bearer ${await mint(rsa, { sub: 'bob' })}` });
+    const invalid = await timed({ authorization: `Bearer ${await mint(other)}` });
+    assert.deepEqual([allowed.status, denied.status, invalid.status], [200, 403, 401]);
+    for (const r of [allowed, denied, invalid]) assert.ok(r.waited >= 55, `answered after ${r.waited} ms, before the 60 ms delay`);
+    assert.deepEqual(
+      hcm.filterStats.map((s) => ('fault' in s ? { name: s.name, delays: s.fault.delays_injected } : 'rbac' in s ? { name: s.name, allowed: s.rbac.allowed, denied: s.rbac.denied } : { name: s.name })),
+      [{ name: 'envoy.filters.http.fault', delays: 3 }, { name: 'envoy.filters.http.jwt_authn' }, { name: 'envoy.filters.http.rbac', allowed: 1, denied: 1 }],
     );
   });
 
