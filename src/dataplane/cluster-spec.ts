@@ -15,6 +15,7 @@ import {
 import type { Address as EnvoyAddress } from '../gen/envoy/config/core/v3/address_pb.js';
 import { HealthStatus } from '../gen/envoy/config/core/v3/health_check_pb.js';
 import type { ClusterLoadAssignment } from '../gen/envoy/config/endpoint/v3/endpoint_pb.js';
+import { HttpProtocolOptionsSchema as CoreHttpProtocolOptionsSchema } from '../gen/envoy/config/core/v3/protocol_pb.js';
 import { HttpProtocolOptionsSchema } from '../gen/envoy/extensions/upstreams/http/v3/http_protocol_options_pb.js';
 import { compileCircuitBreakers, compileOutlierDetection, type CircuitLimits, type OutlierSpec } from './cluster-health.js';
 import type { Endpoint } from './upstream-pools.js';
@@ -23,6 +24,7 @@ import type { UpstreamTls } from './tls/upstream.js';
 import { ConfigError, unappliedFields } from '../envoy/config-error.js';
 import { typeNameOf } from '../envoy/types.js';
 import { durationMs } from '../common/duration.js';
+import { DEFAULT_IDLE_TIMEOUT_MS, type ConnectionLimits } from './connection-limits.js';
 import { StatsStore } from './stats.js';
 
 const log = scope('upstream');
@@ -37,7 +39,7 @@ const HTTP_PROTOCOL_OPTIONS = 'envoy.extensions.upstreams.http.v3.HttpProtocolOp
 const UNAPPLIED_CLUSTER = [
   'healthChecks', 'commonLbConfig',
   'upstreamConnectionOptions', 'dnsLookupFamily', 'dnsRefreshRate', 'perConnectionBufferLimitBytes',
-  'maxRequestsPerConnection', 'lrsServer', 'filters', 'loadBalancingPolicy',
+  'lrsServer', 'filters', 'loadBalancingPolicy',
 ];
 
 export interface WeightedEndpoint extends Endpoint {
@@ -62,6 +64,7 @@ export interface ClusterSpec {
   readonly leastRequest?: LeastRequestSpec;
   /** The upstream HTTP protocol (HTTP/2 = h2c with prior knowledge; upstream TLS is not done yet). */
   readonly protocol: 'http1' | 'http2';
+  readonly connection: ConnectionLimits;
   /** For ORIGINAL_DST: the header naming the destination, when use_http_header is on. */
   readonly originalDstHeader?: string;
   /** The endpoints pick() chooses from (healthy or unknown, best priority). */
@@ -113,13 +116,21 @@ export function equalWeights(eps: readonly WeightedEndpoint[]): boolean {
   return eps.every((e) => e.weight === eps[0]!.weight);
 }
 
+/** Fields of the HTTP protocol options this proxy accepts without applying them (logged). */
+const UNAPPLIED_COMMON_HTTP = ['maxConnectionDuration', 'maxHeadersCount', 'maxStreamDuration', 'headersWithUnderscoresAction'];
+const UNAPPLIED_UPSTREAM_HTTP = ['upstreamHttpProtocolOptions', 'httpFilters', 'headerValidationConfig'];
+
 /**
- * The upstream protocol from `typed_extension_protocol_options` (HttpProtocolOptions with an
- * explicit HTTP/1 or HTTP/2 config) or the legacy `http2_protocol_options`. The protocol
+ * The upstream protocol and connection limits from `typed_extension_protocol_options`
+ * (HttpProtocolOptions with an explicit HTTP/1 or HTTP/2 config and its
+ * common_http_protocol_options), else the legacy `http2_protocol_options`,
+ * `common_http_protocol_options` and `max_requests_per_connection` of the Cluster. The protocol
  * settings inside (window sizes, concurrent streams) are node:http2's defaults.
  */
-function upstreamProtocol(c: Cluster, field: string): 'http1' | 'http2' {
+function upstreamProtocol(c: Cluster, field: string): { protocol: 'http1' | 'http2'; connection: ConnectionLimits } {
   let protocol: 'http1' | 'http2' = c.http2ProtocolOptions ? 'http2' : 'http1';
+  let common = c.commonHttpProtocolOptions;
+  let commonField = `${field}.common_http_protocol_options`;
   for (const [name, any] of Object.entries(c.typedExtensionProtocolOptions)) {
     const f = `${field}.typed_extension_protocol_options[${JSON.stringify(name)}]`;
     const typeName = typeNameOf(any.typeUrl);
@@ -128,6 +139,12 @@ function upstreamProtocol(c: Cluster, field: string): 'http1' | 'http2' {
       continue;
     }
     const opts = unpackConfig(any, HttpProtocolOptionsSchema, f);
+    const unapplied = unappliedFields(HttpProtocolOptionsSchema, opts, UNAPPLIED_UPSTREAM_HTTP);
+    if (unapplied.length > 0) log.warn(`${f}: accepted but not applied yet: ${unapplied.join(', ')}`);
+    if (opts.commonHttpProtocolOptions) {
+      common = opts.commonHttpProtocolOptions;
+      commonField = `${f}.common_http_protocol_options`;
+    }
     const u = opts.upstreamProtocolOptions;
     if (u.case === 'explicitHttpConfig') {
       const p = u.value.protocolConfig.case;
@@ -137,7 +154,15 @@ function upstreamProtocol(c: Cluster, field: string): 'http1' | 'http2' {
       log.warn(`${f}: ${u.case === 'autoConfig' ? 'auto_config' : 'use_downstream_protocol_config'} is not supported yet; using ${protocol === 'http2' ? 'HTTP/2' : 'HTTP/1.1'}`);
     }
   }
-  return protocol;
+  if (common) {
+    const unapplied = unappliedFields(CoreHttpProtocolOptionsSchema, common, UNAPPLIED_COMMON_HTTP);
+    if (unapplied.length > 0) log.warn(`${commonField}: accepted but not applied yet: ${unapplied.join(', ')}`);
+  }
+  const connection = {
+    idleTimeoutMs: durationMs(common?.idleTimeout, DEFAULT_IDLE_TIMEOUT_MS),
+    maxRequests: common?.maxRequestsPerConnection ?? c.maxRequestsPerConnection ?? 0,
+  };
+  return { protocol, connection };
 }
 
 /** A RING_HASH or MAGLEV cluster's table settings (Envoy's defaults when unset). */
@@ -169,7 +194,7 @@ export function compileCluster(c: Cluster, assignments: ReadonlyMap<string, Clus
   }
   const unapplied = unappliedFields(ClusterSchema, c, UNAPPLIED_CLUSTER);
   if (unapplied.length > 0) log.warn(`cluster ${c.name}: accepted but not applied yet: ${unapplied.join(', ')}`);
-  const protocol = upstreamProtocol(c, field);
+  const { protocol, connection } = upstreamProtocol(c, field);
   const transports = compileUpstreamTransports(c, field, tls ?? { stats: new StatsStore() });
   const base = {
     transports,
@@ -180,6 +205,7 @@ export function compileCluster(c: Cluster, assignments: ReadonlyMap<string, Clus
     ...(consistent ? { consistent } : {}),
     ...(leastRequest ? { leastRequest } : {}),
     protocol,
+    connection,
     circuit: compileCircuitBreakers(c.circuitBreakers, protocol === 'http1'),
     ...(c.outlierDetection ? { outlier: compileOutlierDetection(c.outlierDetection) } : {}),
   };

@@ -114,7 +114,14 @@ export class DynamicClusterManager implements ClusterManager {
   private clusterStats(name: string): ClusterStats {
     const tag = { name: 'envoy_cluster_name', value: name };
     const c = (stat: string) => this.stats.counter(statName('cluster', stat, tag));
-    return { rq: c('upstream_rq_total'), noneHealthy: c('upstream_cx_none_healthy'), cx: c('upstream_cx_total'), connectTimeout: c('upstream_cx_connect_timeout') };
+    return {
+      rq: c('upstream_rq_total'),
+      noneHealthy: c('upstream_cx_none_healthy'),
+      cx: c('upstream_cx_total'),
+      connectTimeout: c('upstream_cx_connect_timeout'),
+      idleTimeout: c('upstream_cx_idle_timeout'),
+      maxRequests: c('upstream_cx_max_requests'),
+    };
   }
 
   private *gauges(): Iterable<StatSample> {

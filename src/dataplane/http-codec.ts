@@ -5,7 +5,8 @@
 import type { IncomingHttpHeaders, IncomingMessage, OutgoingHttpHeaders, ServerResponse } from 'node:http';
 import { constants as h2, Http2ServerResponse, type ClientHttp2Stream, type Http2ServerRequest, type IncomingHttpHeaders as H2Headers } from 'node:http2';
 import type { Readable, Writable } from 'node:stream';
-import type { Http2Pool, Endpoint } from './upstream-pools.js';
+import type { Endpoint } from './upstream-pools.js';
+import type { Http2Pool } from './http2-pool.js';
 import type { OriginalSource } from './original-src.js';
 import type { RequestHeaders } from '../envoy/request.js';
 
@@ -203,7 +204,7 @@ export function http2Exchange(r: UpstreamRequest, pool: Http2Pool, ev: UpstreamE
   delete headers.host;
   Object.assign(headers, { ':method': r.method, ':path': r.path, ':scheme': 'http', ':authority': authority });
   // waitForTrailers: the request's trailers are only known once its body has ended.
-  const stream: ClientHttp2Stream = pool.session(r.endpoint, r.source, r.alpn).request(headers, { waitForTrailers: true });
+  const stream: ClientHttp2Stream = pool.request(r.endpoint, r.source, r.alpn, headers, { waitForTrailers: true });
   let requestTrailers: HeaderMap | undefined;
   let trailers: HeaderMap | undefined;
   let answered = false;

@@ -5,7 +5,8 @@
 import { maglev, ringHash, type HashTable } from './load-balancers.js';
 import { ActiveRequests, leastRequestPick } from './least-request.js';
 import { CircuitBreaker, OutlierDetector, type OutlierSpec } from './cluster-health.js';
-import { Http1Pool, Http2Pool, type Endpoint, type UpstreamCluster } from './upstream-pools.js';
+import { Http1Pool, type Endpoint, type PoolOptions, type UpstreamCluster } from './upstream-pools.js';
+import { Http2Pool } from './http2-pool.js';
 import type { UpstreamTls } from './tls/upstream.js';
 import type { RequestView } from '../envoy/request.js';
 import type { StatCounter } from './stats.js';
@@ -24,6 +25,8 @@ export interface ClusterStats {
   readonly noneHealthy: StatCounter;
   readonly cx: StatCounter;
   readonly connectTimeout: StatCounter;
+  readonly idleTimeout: StatCounter;
+  readonly maxRequests: StatCounter;
 }
 
 /** A serving cluster: the spec can be swapped under it (EDS updates) while its pool stays. */
@@ -44,9 +47,19 @@ export class LiveCluster implements UpstreamCluster {
     public spec: ClusterSpec,
     private readonly stats: ClusterStats,
   ) {
-    this.http1 = new Http1Pool(spec.connectTimeoutMs, () => stats.cx.inc(), () => stats.connectTimeout.inc(), (ep) => this.transportOf(ep));
+    this.http1 = new Http1Pool(this.poolOptions());
     this.breaker = new CircuitBreaker(spec.circuit);
     this.setOutlier(spec.outlier);
+  }
+
+  /** The pools read the current spec on each use, so an update (connect timeout, limits) applies to them. */
+  private poolOptions(): PoolOptions {
+    const s = this.stats;
+    return {
+      settings: () => this.spec,
+      transportOf: (ep) => this.transportOf(ep),
+      count: { connection: () => s.cx.inc(), connectTimeout: () => s.connectTimeout.inc(), idleTimeout: () => s.idleTimeout.inc(), maxRequests: () => s.maxRequests.inc() },
+    };
   }
 
   private setOutlier(o: OutlierSpec | undefined): void {
@@ -66,7 +79,7 @@ export class LiveCluster implements UpstreamCluster {
   /** The HTTP/2 sessions, made on first use; undefined while the cluster speaks HTTP/1.1. */
   get http2(): Http2Pool | undefined {
     if (this.spec.protocol !== 'http2') return undefined;
-    this.pool ??= new Http2Pool(this.spec.connectTimeoutMs, () => this.stats.cx.inc(), () => this.stats.connectTimeout.inc(), (ep) => this.transportOf(ep));
+    this.pool ??= new Http2Pool(this.poolOptions());
     return this.pool;
   }
 
@@ -107,8 +120,6 @@ export class LiveCluster implements UpstreamCluster {
     this.transports = undefined;
     this.breaker.limits = spec.circuit;
     this.setOutlier(spec.outlier);
-    this.http1.connectTimeoutMs = spec.connectTimeoutMs;
-    if (this.pool) this.pool.connectTimeoutMs = spec.connectTimeoutMs;
     this.current = [];
   }
 

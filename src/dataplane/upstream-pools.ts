@@ -1,8 +1,7 @@
-// How the router reaches an upstream cluster: the cluster's endpoints and its connection pools
-// (HTTP/1.1 over the proxy's own client, node:http and undici, HTTP/2 sessions), every connection
-// within its connect timeout. The cluster manager (clusters.ts) builds these from CDS/EDS.
+// How the router reaches an upstream cluster: the cluster's endpoints and its HTTP/1.1 connection
+// pools (the proxy's own client, node:http and undici; HTTP/2 sessions: http2-pool.ts), every
+// connection within its connect timeout. The cluster manager (clusters.ts) builds these from CDS/EDS.
 import { Agent, type ClientRequestArgs } from 'node:http';
-import { connect as h2connect, type ClientHttp2Session } from 'node:http2';
 import { createConnection, type NetConnectOpts, type Socket } from 'node:net';
 import type { Duplex } from 'node:stream';
 import type { buildConnector } from 'undici';
@@ -10,7 +9,9 @@ import type { RequestView } from '../envoy/request.js';
 import type { CircuitBreaker } from './cluster-health.js';
 import { bindsOriginalSrc, originalSrcSocket, type OriginalSource } from './original-src.js';
 import type { UpstreamTls } from './tls/upstream.js';
-import { ConnectionList } from './http1/client.js';
+import { ConnectionList, type PoolCloses } from './http1/client.js';
+import { DEFAULT_CONNECTION_LIMITS, type ConnectionLimits } from './connection-limits.js';
+import type { Http2Pool } from './http2-pool.js';
 import { undiciPool, type Pool } from './undici-pool.js';
 
 export interface Endpoint {
@@ -44,6 +45,45 @@ export interface UpstreamCluster {
 
 /** How an endpoint's connections are secured; undefined: plaintext. */
 export type TransportOf = (endpoint: Endpoint) => UpstreamTls | undefined;
+
+/** A cluster's settings its pools read on each use, so that an update applies to open pools. */
+export interface PoolSettings {
+  /** 0: none. */
+  readonly connectTimeoutMs: number;
+  readonly connection: ConnectionLimits;
+}
+
+/** The cluster's counters a pool bumps. */
+export interface PoolCounters extends PoolCloses {
+  /** A new connection (upstream_cx_total). */
+  connection(): void;
+  /** A connection that did not connect in time (upstream_cx_connect_timeout). */
+  connectTimeout(): void;
+}
+
+/** What a cluster gives its pools; each part has a default (no timeout, Envoy's limits, plaintext, no counters). */
+export interface PoolOptions {
+  readonly settings?: () => PoolSettings;
+  readonly transportOf?: TransportOf;
+  readonly count?: Partial<PoolCounters>;
+}
+
+const UNSET: PoolSettings = { connectTimeoutMs: 0, connection: DEFAULT_CONNECTION_LIMITS };
+const NOTHING = (): void => {};
+
+/** What every pool of a cluster keeps of its options, defaults filled in. */
+export abstract class ClusterPool {
+  protected readonly settings: () => PoolSettings;
+  protected readonly transportOf: TransportOf;
+  protected readonly count: PoolCounters;
+
+  constructor(o: PoolOptions = {}) {
+    const c = o.count ?? {};
+    this.settings = o.settings ?? (() => UNSET);
+    this.transportOf = o.transportOf ?? (() => undefined);
+    this.count = { connection: c.connection ?? NOTHING, connectTimeout: c.connectTimeout ?? NOTHING, idleTimeout: c.idleTimeout ?? NOTHING, maxRequests: c.maxRequests ?? NOTHING };
+  }
+}
 
 /**
  * A connection to `ep` with its transport: the TCP socket, or the TLS client over it. `ready` is
@@ -85,7 +125,7 @@ export function connectWithin(options: NetConnectOpts, ms: number, onTimeout: ()
 }
 
 /** `host:port`, `[v6]:port` for IPv6 literals. */
-function hostPort(ep: Endpoint): string {
+export function hostPort(ep: Endpoint): string {
   return ep.host.includes(':') ? `[${ep.host}]:${ep.port}` : `${ep.host}:${ep.port}`;
 }
 
@@ -93,7 +133,7 @@ function hostPort(ep: Endpoint): string {
  * Connections are shared per endpoint, original source (none: the proxy's own address) and ALPN
  * override (none: the transport's own), as Envoy hashes the transport socket options into its pools.
  */
-function poolKey(ep: Endpoint, source: OriginalSource | undefined, alpn: readonly string[] | undefined): string {
+export function poolKey(ep: Endpoint, source: OriginalSource | undefined, alpn: readonly string[] | undefined): string {
   return `${hostPort(ep)}${source ? ` from ${source.address}` : ''}${alpn ? ` alpn ${alpn.join(',')}` : ''}`;
 }
 
@@ -121,7 +161,7 @@ class UpstreamAgent extends Agent {
  * an undici pool per endpoint for the ext_authz HTTP check. Every new connection is counted and
  * gives up after the connect timeout.
  */
-export class Http1Pool {
+export class Http1Pool extends ClusterPool {
   readonly agent: UpstreamAgent;
   /** The keep-alive agents of requests with an ALPN override, by that ALPN. */
   private readonly alpnAgents = new Map<string, UpstreamAgent>();
@@ -129,13 +169,9 @@ export class Http1Pool {
   private readonly lists = new Map<string, ConnectionList>();
   private retired = false;
 
-  constructor(
-    public connectTimeoutMs = 0,
-    private readonly onConnection: () => void = () => {},
-    private readonly onConnectTimeout: () => void = () => {},
-    private readonly transportOf: TransportOf = () => undefined,
-  ) {
-    this.agent = new UpstreamAgent((options) => this.connect(options).socket);
+  constructor(options: PoolOptions = {}) {
+    super(options);
+    this.agent = new UpstreamAgent((o) => this.connect(o).socket);
   }
 
   /**
@@ -164,7 +200,7 @@ export class Http1Pool {
     const key = poolKey(ep, source, alpn);
     const existing = this.lists.get(key);
     if (existing) return existing;
-    const list = new ConnectionList(() => this.connect({ host: ep.host, port: ep.port }, source, alpn));
+    const list = new ConnectionList(() => this.connect({ host: ep.host, port: ep.port }, source, alpn), () => this.settings().connection, this.count);
     // A retired pool serves the request it is asked for; the connection closes once that is done.
     if (this.retired) list.retire();
     else this.lists.set(key, list);
@@ -214,9 +250,9 @@ export class Http1Pool {
   }
 
   private connect(options: NetConnectOpts, source?: OriginalSource, alpn?: readonly string[]): { socket: Socket; ready: 'connect' | 'secureConnect' } {
-    this.onConnection();
+    this.count.connection();
     const ep = { host: (options as { host?: string }).host ?? 'localhost', port: Number((options as { port?: number | string }).port) };
-    return openUpstream(ep, this.transportOf(ep), this.connectTimeoutMs, this.onConnectTimeout, options, source, alpn);
+    return openUpstream(ep, this.transportOf(ep), this.settings().connectTimeoutMs, this.count.connectTimeout, options, source, alpn);
   }
 
   /** undici's connector: our socket (counted, connect timeout, TLS when the endpoint's transport says so), handed over once ready. */
@@ -232,60 +268,5 @@ export class Http1Pool {
       socket.once(ready, settle);
       socket.once('error', settle);
     };
-  }
-}
-
-/**
- * HTTP/2 (h2c, prior knowledge) sessions to a cluster's endpoints: one multiplexed session per
- * endpoint, replaced by a new one once it received GOAWAY, closed or failed.
- */
-export class Http2Pool {
-  private readonly sessions = new Map<string, ClientHttp2Session>();
-  private retired = false;
-
-  constructor(
-    public connectTimeoutMs = 0,
-    private readonly onConnection: () => void = () => {},
-    private readonly onConnectTimeout: () => void = () => {},
-    private readonly transportOf: TransportOf = () => undefined,
-  ) {}
-
-  /** The session to `ep` (per original source: its connection binds it; per ALPN override of `mesh.alpn`). */
-  session(ep: Endpoint, source?: OriginalSource, override?: readonly string[]): ClientHttp2Session {
-    const alpn = this.transportOf(ep)?.alpnFor(override);
-    const key = poolKey(ep, source, alpn);
-    const existing = this.sessions.get(key);
-    if (existing && !existing.closed && !existing.destroyed) return existing;
-    const ms = this.connectTimeoutMs;
-    const session = h2connect(`http://${hostPort(ep)}`, {
-      createConnection: () => openUpstream(ep, this.transportOf(ep), ms, this.onConnectTimeout, {}, source, alpn).socket,
-    });
-    this.onConnection();
-    const forget = (): void => {
-      if (this.sessions.get(key) === session) this.sessions.delete(key);
-    };
-    // After GOAWAY the session finishes its streams but takes no new ones: the next request opens a new one.
-    session.on('goaway', forget);
-    session.on('close', forget);
-    // Errors reach the streams that were open; the session itself only needs replacing.
-    session.on('error', forget);
-    // An idle pooled session must not keep the process alive.
-    session.unref();
-    // A retired pool serves the request it is asked for, then lets the session wind down.
-    if (this.retired) setImmediate(() => session.close());
-    else this.sessions.set(key, session);
-    return session;
-  }
-
-  /** In-flight streams finish; no session is kept or opened for reuse. */
-  retire(): void {
-    this.retired = true;
-    for (const s of this.sessions.values()) s.close();
-    this.sessions.clear();
-  }
-
-  destroy(): void {
-    for (const s of this.sessions.values()) s.destroy();
-    this.sessions.clear();
   }
 }

@@ -6,6 +6,7 @@ import { createServer, request, type IncomingHttpHeaders, type IncomingMessage, 
 import type { Socket } from 'node:net';
 import { after, afterEach, before, describe, it } from 'node:test';
 import { Http1Pool } from '../../src/dataplane/upstream-pools.js';
+import { DEFAULT_CONNECTION_LIMITS } from '../../src/dataplane/connection-limits.js';
 import { bodyFraming, type HeaderMap } from '../../src/dataplane/http-codec.js';
 import { http1Exchange } from '../../src/dataplane/http1-exchange.js';
 import { close, listen } from '../helpers/http.js';
@@ -178,7 +179,7 @@ after(() => close(upstream));
 describe('http1Exchange', () => {
   it('forwards a request without a body and streams the response back, over one kept-alive connection', async () => {
     let connections = 0;
-    const pool = new Http1Pool(1000, () => connections++);
+    const pool = new Http1Pool({ settings: () => ({ connectTimeoutMs: 1000, connection: DEFAULT_CONNECTION_LIMITS }), count: { connection: () => connections++ } });
     const p = await proxyTo(pool, { host: '127.0.0.1', port: upstreamPort });
     seen = [];
     const r1 = await send(p.port, { path: '/a?q=1', headers: { 'x-custom': 'v', host: 'app.internal' } });
@@ -238,7 +239,7 @@ describe('http1Exchange', () => {
     const freePort = await listen(probe);
     await close(probe);
     let connections = 0;
-    const pool = new Http1Pool(1000, () => connections++);
+    const pool = new Http1Pool({ settings: () => ({ connectTimeoutMs: 1000, connection: DEFAULT_CONNECTION_LIMITS }), count: { connection: () => connections++ } });
     const p = await proxyTo(pool, { host: '127.0.0.1', port: freePort });
     const r = await send(p.port);
     assert.deepEqual([r.status, r.body], [503, 'failed']);

@@ -1,6 +1,7 @@
 // A cluster manager over fixed endpoint lists, for tests that need upstreams without CDS/EDS.
 import type { ClusterManager } from '../../src/dataplane/clusters.js';
-import { Http1Pool, Http2Pool, type Endpoint, type UpstreamCluster } from '../../src/dataplane/upstream-pools.js';
+import { Http1Pool, type Endpoint, type UpstreamCluster } from '../../src/dataplane/upstream-pools.js';
+import { Http2Pool } from '../../src/dataplane/http2-pool.js';
 
 /** Round-robin over fixed endpoint lists; `set` replaces a cluster's endpoints (EDS-style). */
 export class StaticClusterManager implements ClusterManager {

@@ -9,6 +9,7 @@ import type { OutgoingHttpHeaders } from 'node:http';
 import type { DownstreamResponse, HeaderMap, UpstreamBody, UpstreamEvents, UpstreamExchange } from '../http-codec.js';
 import { isEndToEnd } from '../http-codec.js';
 import { ResponseParseError, ResponseParser, type ResponseSink } from './response-parser.js';
+import { DEFAULT_CONNECTION_LIMITS, IdleTimer, type ConnectionLimits } from '../connection-limits.js';
 
 /** A new connection to the endpoint, and the event that says it can carry a request. */
 export type OpenConnection = () => { socket: Socket; ready: 'connect' | 'secureConnect' };
@@ -44,6 +45,14 @@ export function requestHead(method: string, path: string, headers: OutgoingHttpH
   return `${head}\r\n`;
 }
 
+/** Why a pool closed a connection of its own accord, for the cluster's counters. */
+export interface PoolCloses {
+  /** Idle for the cluster's idle_timeout (upstream_cx_idle_timeout). */
+  idleTimeout(): void;
+  /** It carried max_requests_per_connection requests (upstream_cx_max_requests). */
+  maxRequests(): void;
+}
+
 /** The idle keep-alive connections of one pool key (endpoint, original source, ALPN), newest first used. */
 export class ConnectionList {
   private readonly idle: Http1Connection[] = [];
@@ -51,7 +60,12 @@ export class ConnectionList {
   private readonly open = new Set<Http1Connection>();
   private retired = false;
 
-  constructor(private readonly connect: OpenConnection) {}
+  constructor(
+    private readonly connect: OpenConnection,
+    /** The cluster's limits as they are now (an update applies to connections already open). */
+    private readonly limits: () => ConnectionLimits = () => DEFAULT_CONNECTION_LIMITS,
+    private readonly closes?: PoolCloses,
+  ) {}
 
   /** An idle connection, or a new one. */
   acquire(): Http1Connection {
@@ -61,10 +75,23 @@ export class ConnectionList {
     return c;
   }
 
-  /** A connection whose exchange ended cleanly: kept for the next request unless the list is retired. */
+  /**
+   * A connection whose exchange ended cleanly: kept for the next request unless the list is
+   * retired or the connection carried max_requests_per_connection requests.
+   */
   release(c: Http1Connection): void {
+    const { idleTimeoutMs, maxRequests } = this.limits();
     if (this.retired) c.close();
-    else this.idle.push(c.park());
+    else if (maxRequests > 0 && c.reuses + 1 >= maxRequests) {
+      this.closes?.maxRequests();
+      c.close();
+    } else this.idle.push(c.park(idleTimeoutMs));
+  }
+
+  /** An idle connection reached the idle timeout. */
+  expired(c: Http1Connection): void {
+    this.closes?.idleTimeout();
+    c.close();
   }
 
   /** The connection closed. */
@@ -100,6 +127,7 @@ export class Http1Connection implements ResponseSink {
   /** Requests this connection carried before the current one. */
   reuses = 0;
   private closed = false;
+  private readonly idleTimer = new IdleTimer(() => this.home.expired(this));
 
   constructor(
     opened: { socket: Socket; ready: 'connect' | 'secureConnect' },
@@ -129,13 +157,15 @@ export class Http1Connection implements ResponseSink {
 
   take(): this {
     this.reuses++;
+    this.idleTimer.busy();
     this.socket.ref();
     return this;
   }
 
-  /** Idle: an idle pooled connection must not keep the process alive. */
-  park(): this {
+  /** Idle: an idle pooled connection must not keep the process alive; it closes after `idleTimeoutMs` (0: never). */
+  park(idleTimeoutMs: number): this {
     this.socket.unref();
+    this.idleTimer.start(idleTimeoutMs);
     return this;
   }
 
@@ -176,6 +206,7 @@ export class Http1Connection implements ResponseSink {
 
   close(): void {
     this.closed = true;
+    this.idleTimer.stop();
     this.exchange = undefined;
     this.socket.destroy();
     this.wake();
@@ -215,6 +246,7 @@ export class Http1Connection implements ResponseSink {
   private onClosed(e: Error): void {
     const ex = this.exchange;
     this.closed = true;
+    this.idleTimer.stop();
     this.exchange = undefined;
     this.home.forget(this);
     this.socket.destroy();

@@ -1,0 +1,113 @@
+// A cluster's HTTP/2 (h2c with prior knowledge, or TLS) sessions: one multiplexed session per
+// endpoint, original source and ALPN override, replaced by a new one once it received GOAWAY,
+// closed or failed. A session is drained (node's close(): open streams finish, no new ones) after
+// it has had no open stream for the cluster's idle_timeout, or once it has carried
+// max_requests_per_connection streams, as Envoy's pool does.
+import { connect as h2connect, type ClientHttp2Session, type ClientHttp2Stream, type ClientSessionRequestOptions, type OutgoingHttpHeaders } from 'node:http2';
+import { IdleTimer } from './connection-limits.js';
+import type { OriginalSource } from './original-src.js';
+import { ClusterPool, hostPort, openUpstream, poolKey, type Endpoint } from './upstream-pools.js';
+
+/** A pooled session and what it has carried. */
+interface PooledSession {
+  readonly session: ClientHttp2Session;
+  readonly idle: IdleTimer;
+  /** Streams open now. */
+  open: number;
+  /** Streams it carried. */
+  served: number;
+  /** Out of the pool: it closes once its last stream ends. */
+  draining: boolean;
+}
+
+export class Http2Pool extends ClusterPool {
+  private readonly sessions = new Map<string, PooledSession>();
+  private retired = false;
+
+  /** A new stream on the session to `ep`; throws if the session can take no stream. */
+  request(ep: Endpoint, source: OriginalSource | undefined, override: readonly string[] | undefined, headers: OutgoingHttpHeaders, options: ClientSessionRequestOptions): ClientHttp2Stream {
+    const key = poolKey(ep, source, this.transportOf(ep)?.alpnFor(override));
+    const pooled = this.pooled(key, ep, source, override);
+    const stream = pooled.session.request(headers, options);
+    pooled.open++;
+    pooled.served++;
+    pooled.idle.busy();
+    stream.once('close', () => {
+      if (--pooled.open > 0) return;
+      if (pooled.draining) pooled.session.close();
+      else pooled.idle.start(this.settings().connection.idleTimeoutMs);
+    });
+    const { maxRequests } = this.settings().connection;
+    if (maxRequests > 0 && pooled.served >= maxRequests) {
+      this.count.maxRequests();
+      this.drain(key, pooled);
+    }
+    return stream;
+  }
+
+  /** In-flight streams finish; no session is kept or opened for reuse. */
+  retire(): void {
+    this.retired = true;
+    for (const p of this.sessions.values()) {
+      p.idle.stop();
+      p.session.close();
+    }
+    this.sessions.clear();
+  }
+
+  destroy(): void {
+    for (const p of this.sessions.values()) {
+      p.idle.stop();
+      p.session.destroy();
+    }
+    this.sessions.clear();
+  }
+
+  /** The open session of `key`, or a new one. */
+  private pooled(key: string, ep: Endpoint, source: OriginalSource | undefined, override: readonly string[] | undefined): PooledSession {
+    const existing = this.sessions.get(key);
+    if (existing && !existing.session.closed && !existing.session.destroyed) return existing;
+    const alpn = this.transportOf(ep)?.alpnFor(override);
+    const ms = this.settings().connectTimeoutMs;
+    const session = h2connect(`http://${hostPort(ep)}`, {
+      createConnection: () => openUpstream(ep, this.transportOf(ep), ms, this.count.connectTimeout, {}, source, alpn).socket,
+    });
+    this.count.connection();
+    const pooled: PooledSession = {
+      session,
+      open: 0,
+      served: 0,
+      draining: false,
+      idle: new IdleTimer(() => {
+        this.count.idleTimeout();
+        this.drain(key, pooled);
+      }),
+    };
+    const forget = (): void => {
+      pooled.idle.stop();
+      if (this.sessions.get(key) === pooled) this.sessions.delete(key);
+    };
+    // After GOAWAY the session finishes its streams but takes no new ones: the next request opens a new one.
+    session.on('goaway', forget);
+    session.on('close', forget);
+    // Errors reach the streams that were open; the session itself only needs replacing.
+    session.on('error', forget);
+    // An idle pooled session must not keep the process alive.
+    session.unref();
+    // A retired pool serves the request it is asked for, then lets the session wind down.
+    if (this.retired) setImmediate(() => session.close());
+    else this.sessions.set(key, pooled);
+    return pooled;
+  }
+
+  /**
+   * No new streams on the session; it closes once its open ones have ended (closing it earlier
+   * would refuse streams not yet sent).
+   */
+  private drain(key: string, pooled: PooledSession): void {
+    pooled.idle.stop();
+    pooled.draining = true;
+    if (this.sessions.get(key) === pooled) this.sessions.delete(key);
+    if (pooled.open === 0) pooled.session.close();
+  }
+}
