@@ -77,10 +77,13 @@ function fixed(value: bigint, div: bigint): string {
   return `${whole}.${frac.toString().padStart(digits, '0').replace(/0+$/, '')}`;
 }
 
+/** The longest delay a Node timer takes (a longer one fires at once, with a warning). */
+export const MAX_TIMER_MS = 2_147_483_647;
+
 /** Milliseconds for timers; saturates at Node's timer maximum rather than overflowing. */
 export function toMillis(ns: bigint): number {
   const ms = ns / NS.ms!;
-  return ms > 2_147_483_647n ? 2_147_483_647 : Number(ms);
+  return ms > BigInt(MAX_TIMER_MS) ? MAX_TIMER_MS : Number(ms);
 }
 
 /** A protobuf Duration in whole milliseconds; `fallback` when the field is not set. */

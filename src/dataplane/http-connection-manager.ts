@@ -10,7 +10,6 @@ import type { Duplex } from 'node:stream';
 import type { TLSSocket } from 'node:tls';
 import { scope } from '../common/log.js';
 import type { FilterChain } from '../gen/envoy/config/listener/v3/listener_components_pb.js';
-import { Http1ProtocolOptionsSchema } from '../gen/envoy/config/core/v3/protocol_pb.js';
 import {
   HttpConnectionManager_CodecType,
   HttpConnectionManagerSchema,
@@ -18,7 +17,8 @@ import {
 } from '../gen/envoy/extensions/filters/network/http_connection_manager/v3/http_connection_manager_pb.js';
 import type { ClusterManager } from './clusters.js';
 import { unpackConfig } from './extensions.js';
-import { ConfigError, unappliedFields } from '../envoy/config-error.js';
+import { ConfigError } from '../envoy/config-error.js';
+import { unappliedHcmFields } from './hcm-unapplied.js';
 import { HCM_FILTER_NAME } from '../envoy/names.js';
 import { typeNameOf, typeUrlOf } from '../envoy/types.js';
 import type { FilterOutcome, HttpFilter, LocalReply, ResponseHeaderMap } from '../envoy/filter.js';
@@ -51,7 +51,6 @@ const log = scope('http');
 
 const NO_PER_ROUTE: readonly unknown[] = [];
 
-
 /** Private, loopback and link-local ranges: Envoy's default notion of an internal client. */
 const INTERNAL = (() => {
   const b = new BlockList();
@@ -63,16 +62,6 @@ const INTERNAL = (() => {
 function isInternal(ip: string): boolean {
   return isIPv4(ip) ? INTERNAL.check(ip, 'ipv4') : isIPv6(ip) && INTERNAL.check(ip, 'ipv6');
 }
-
-/** Set fields of the HCM that this proxy does not apply yet (logged when present). */
-const UNAPPLIED_HCM = [
-  'tracing', 'accessLog', 'accessLogOptions', 'http2ProtocolOptions', 'streamIdleTimeout', 'requestTimeout', 'requestHeadersTimeout',
-  'drainTimeout', 'localReplyConfig',
-  'internalAddressConfig', 'originalIpDetectionExtensions', 'via',
-];
-
-/** http_protocol_options fields not honoured (accept_http_10 is, in request-guards.ts). */
-const UNAPPLIED_HTTP1 = ['allowAbsoluteUrl', 'defaultHostForHttp10', 'headerKeyFormat', 'enableTrailers', 'allowChunkedLength', 'overrideStreamErrorOnInvalidHttpMessage', 'sendFullyQualifiedUrl', 'useBalsaParser', 'allowCustomMethods'];
 
 export interface HcmDeps {
   readonly clusters: ClusterManager;
@@ -186,9 +175,8 @@ export function buildHttpConnectionManager(hcm: HttpConnectionManager, deps: Hcm
   const codec = codecOf(hcm);
   const limits = requestLimits(hcm);
   const chain = compileHttpFilters(hcm, deps);
-  const unapplied = unappliedFields(HttpConnectionManagerSchema, hcm, UNAPPLIED_HCM);
+  const unapplied = unappliedHcmFields(hcm);
   const xfcc = compileXfcc(hcm);
-  if (hcm.httpProtocolOptions) unapplied.push(...unappliedFields(Http1ProtocolOptionsSchema, hcm.httpProtocolOptions, UNAPPLIED_HTTP1).map((f) => `http_protocol_options.${f}`));
   if (unapplied.length > 0) log.warn(`connection manager ${JSON.stringify(hcm.statPrefix)}: accepted but not applied yet: ${unapplied.join(', ')}`);
   const stripPort: 'any' | number | undefined =
     hcm.stripPortMode.case === 'stripAnyHostPort' && hcm.stripPortMode.value

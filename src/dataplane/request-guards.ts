@@ -7,7 +7,7 @@ import { ServerResponse, type IncomingMessage } from 'node:http';
 import type { Socket } from 'node:net';
 import type { Duplex } from 'node:stream';
 import type { HttpConnectionManager } from '../gen/envoy/extensions/filters/network/http_connection_manager/v3/http_connection_manager_pb.js';
-import { durationMs } from '../common/duration.js';
+import { durationMs, MAX_TIMER_MS } from '../common/duration.js';
 import type { LocalReply } from '../envoy/filter.js';
 import type { DownstreamRequest, DownstreamResponse } from './http-codec.js';
 
@@ -16,6 +16,8 @@ const DEFAULT_MAX_HEADERS_KB = 60;
 const DEFAULT_MAX_HEADERS_COUNT = 100;
 /** Envoy's default delayed_close_timeout: how long a closing connection's last bytes may take. */
 const DEFAULT_DELAYED_CLOSE_MS = 1000;
+/** Envoy's default common_http_protocol_options.idle_timeout: one hour. */
+const DEFAULT_IDLE_TIMEOUT_MS = 3_600_000;
 
 export interface RequestLimits {
   /** Bytes of request headers (node's maxHeaderSize / HTTP/2 SETTINGS_MAX_HEADER_LIST_SIZE). */
@@ -26,6 +28,13 @@ export interface RequestLimits {
   readonly delayedCloseMs: number;
   /** http_protocol_options.accept_http_10: without it an HTTP/1.0 request gets 426, as in Envoy. */
   readonly acceptHttp10: boolean;
+  /**
+   * common_http_protocol_options.idle_timeout: how long a downstream connection may have no
+   * request in progress before it is closed (HTTP/2: drained). 0: never.
+   */
+  readonly idleTimeoutMs: number;
+  /** common_http_protocol_options.max_requests_per_connection; 0: no limit. */
+  readonly maxRequestsPerConnection: number;
 }
 
 export function requestLimits(hcm: HttpConnectionManager): RequestLimits {
@@ -34,6 +43,8 @@ export function requestLimits(hcm: HttpConnectionManager): RequestLimits {
     maxHeadersCount: hcm.commonHttpProtocolOptions?.maxHeadersCount ?? DEFAULT_MAX_HEADERS_COUNT,
     delayedCloseMs: durationMs(hcm.delayedCloseTimeout, DEFAULT_DELAYED_CLOSE_MS),
     acceptHttp10: hcm.httpProtocolOptions?.acceptHttp10 ?? false,
+    idleTimeoutMs: Math.min(Math.max(durationMs(hcm.commonHttpProtocolOptions?.idleTimeout, DEFAULT_IDLE_TIMEOUT_MS), 0), MAX_TIMER_MS),
+    maxRequestsPerConnection: hcm.commonHttpProtocolOptions?.maxRequestsPerConnection ?? 0,
   };
 }
 

@@ -6,6 +6,7 @@ import { create, type MessageInitShape } from '@bufbuild/protobuf';
 import type { Any } from '@bufbuild/protobuf/wkt';
 import { Cluster_DiscoveryType, Cluster_LbPolicy, ClusterSchema } from '../../src/gen/envoy/config/cluster/v3/cluster_pb.js';
 import { TrafficDirection } from '../../src/gen/envoy/config/core/v3/base_pb.js';
+import type { HttpProtocolOptionsSchema } from '../../src/gen/envoy/config/core/v3/protocol_pb.js';
 import { ClusterLoadAssignmentSchema } from '../../src/gen/envoy/config/endpoint/v3/endpoint_pb.js';
 import type { FilterChain, FilterChainSchema } from '../../src/gen/envoy/config/listener/v3/listener_components_pb.js';
 import { ListenerSchema, type Listener } from '../../src/gen/envoy/config/listener/v3/listener_pb.js';
@@ -76,6 +77,8 @@ export interface HcmOptions {
   readonly serverName?: string;
   /** initial_fetch_timeout of the RDS config source; unset as the discovery server leaves it. */
   readonly rdsInitialFetchTimeout?: { seconds: bigint; nanos?: number };
+  /** The HCM's common_http_protocol_options (idle timeout, requests per connection, ...). */
+  readonly common?: MessageInitShape<typeof HttpProtocolOptionsSchema>;
 }
 
 export function routeConfig(name: string, cluster: string) {
@@ -103,6 +106,7 @@ export function hcmChain(o: HcmOptions, extra: Partial<ChainInit> = {}): ChainIn
       ? { case: 'rds', value: { routeConfigName: o.rds, configSource: { configSourceSpecifier: { case: 'ads', value: {} }, ...(o.rdsInitialFetchTimeout ? { initialFetchTimeout: o.rdsInitialFetchTimeout } : {}) } } }
       : { case: 'routeConfig', value: routeConfig('inline', o.cluster ?? 'app') },
     httpFilters,
+    ...(o.common ? { commonHttpProtocolOptions: o.common } : {}),
   });
   return { filters: [{ name: 'envoy.filters.network.http_connection_manager', configType: { case: 'typedConfig', value: hcm } }], ...extra };
 }

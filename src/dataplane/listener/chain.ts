@@ -63,8 +63,8 @@ export abstract class Chain {
    * Asks connections to finish; after `drainTimeMs` the rest are closed. Resolves when all are
    * gone. `closeIdle` (shutdown) also closes idle connections at once; otherwise (listener update
    * or removal, drain_listeners) they get `connection: close` on their next response or close
-   * after the keep-alive timeout, as closing a connection a client may be reusing right now would
-   * fail its request.
+   * after the connection manager's idle timeout (or the drain time), as closing a connection a
+   * client may be reusing right now would fail its request.
    */
   drain(drainTimeMs: number, closeIdle = false): Promise<void> {
     this.draining = true;

@@ -1,7 +1,8 @@
 // The http_connection_manager network filter hosted on node's servers: a node:http server and a
 // node:http2 server that never listen themselves; each connection of the chain is emitted into the
 // one its codec (and, for AUTO, its first bytes) calls for. node:http2 gets a socket whose first
-// bytes were already read behind a stream that replays them.
+// bytes were already read behind a stream that replays them. The connection's idle timeout and
+// request limit (common_http_protocol_options) are kept by connection-limits.ts.
 import { createServer as createHttpServer, type IncomingMessage, type Server as HttpServer, type ServerResponse } from 'node:http';
 import { createServer as createHttp2Server, type Http2ServerRequest, type Http2ServerResponse, type Http2Server, type Http2Session, type ServerHttp2Session } from 'node:http2';
 import type { Socket } from 'node:net';
@@ -15,6 +16,7 @@ import { Chain, type ListenerCounters } from './chain.js';
 import { registerNetworkFilter } from './network-filters.js';
 import { isH2cUpgrade, serveH2cAsHttp1 } from '../request-guards.js';
 import { sniffH2Preface } from './sniffers.js';
+import { Http1Connections, limitSession, type Http1Connection } from './connection-limits.js';
 
 const log = scope('conn_handler');
 
@@ -24,6 +26,7 @@ export class HttpChain extends Chain {
   /** The downstream socket of each HTTP/2 session (its own `socket` may be a wrapper). */
   private readonly h2Sockets = new WeakMap<Http2Session, Socket>();
   private readonly h2Sessions = new Set<ServerHttp2Session>();
+  private readonly h1Connections: Http1Connections;
 
   constructor(
     name: string,
@@ -36,7 +39,7 @@ export class HttpChain extends Chain {
     const tag = { name: 'envoy_http_conn_manager_prefix', value: handler.statPrefix };
     const hcmRq = stats.counter(statName('http', 'downstream_rq_total', tag));
     const hcmClass = [1, 2, 3, 4, 5].map((k) => stats.counter(statName('http', `downstream_rq_${k}xx`, tag)));
-    const count = (res: ServerResponse | Http2ServerResponse): void => {
+    const count = (res: ServerResponse | Http2ServerResponse, conn?: Http1Connection): void => {
       counters.rq.inc();
       hcmRq.inc();
       res.once('finish', () => {
@@ -45,6 +48,7 @@ export class HttpChain extends Chain {
           counters.rqClass[k - 1]!.inc();
           hcmClass[k - 1]!.inc();
         }
+        conn?.end();
         if (this.closingIdle) setImmediate(() => this.server.closeIdleConnections());
       });
     };
@@ -52,16 +56,22 @@ export class HttpChain extends Chain {
     const { maxHeaderBytes, maxHeadersCount } = handler.limits;
     this.server = createHttpServer({ maxHeaderSize: maxHeaderBytes });
     this.server.maxHeadersCount = maxHeadersCount + 1;
+    // The idle timeout is the connection manager's (no `Keep-Alive` header, as from Envoy).
+    this.server.keepAliveTimeout = 0;
+    this.h1Connections = new Http1Connections(handler.limits);
     // node:http tracks connections (closeIdleConnections, header timeouts) only once 'listening'
     // fired; this server never listens itself, its connections are handed over.
     this.server.emit('listening');
     const serve = (req: IncomingMessage, res: ServerResponse): void => {
-      count(res);
-      if (this.draining) res.setHeader('connection', 'close');
+      const conn = this.h1Connections.of(req.socket);
+      count(res, conn);
+      // The connection's last request (max_requests_per_connection) closes it as a drain does.
+      if (conn?.begin() === true || this.draining) res.setHeader('connection', 'close');
       handler.handle(req, res);
     };
     this.server.on('request', serve);
     this.server.on('upgrade', (req: IncomingMessage, socket: Duplex, head: Buffer) => {
+      this.h1Connections.release(socket);
       if (isH2cUpgrade(req)) return serveH2cAsHttp1(req, socket, head, serve);
       counters.rq.inc();
       hcmRq.inc();
@@ -71,6 +81,7 @@ export class HttpChain extends Chain {
     this.h2 = createHttp2Server({ maxHeaderListPairs: maxHeadersCount + 8, settings: { maxHeaderListSize: maxHeaderBytes } });
     this.h2.on('session', (session: ServerHttp2Session) => {
       this.h2Sessions.add(session);
+      limitSession(session, handler.limits);
       session.once('close', () => this.h2Sessions.delete(session));
     });
     this.h2.on('sessionError', (e: Error) => log.debug(`HTTP/2 session error: ${e.message}`));
@@ -96,6 +107,7 @@ export class HttpChain extends Chain {
   }
 
   private acceptH1(socket: Socket): void {
+    this.h1Connections.open(socket);
     this.server.emit('connection', socket);
     // After inspection the socket is paused with the bytes read put back: the parser reads the
     // handle directly, so the buffered bytes only reach it once the stream flows again.
