@@ -1,6 +1,7 @@
 // How long an upstream connection may stay idle and how many requests it may carry
 // (common_http_protocol_options' idle_timeout and max_requests_per_connection), with Envoy's
 // defaults, and the timer that closes a connection once it has been idle that long.
+import { MAX_TIMER_MS } from '../common/duration.js';
 
 /** Envoy's idle_timeout of an HTTP connection when none is set: one hour. */
 export const DEFAULT_IDLE_TIMEOUT_MS = 3_600_000;
@@ -26,10 +27,11 @@ export class IdleTimer {
 
   constructor(private readonly expire: () => void) {}
 
-  /** Idle from now: expires after `ms` (0: never) unless busy() first. */
+  /** Idle from now: expires after `ms` (0: never; at most node's longest timer) unless busy() first. */
   start(ms: number): void {
     this.idle = true;
     if (ms <= 0) return this.stop();
+    ms = Math.min(ms, MAX_TIMER_MS);
     if (this.timer && this.ms === ms) {
       this.timer.refresh();
       return;

@@ -10,14 +10,13 @@ import type { HttpConnectionManager } from '../gen/envoy/extensions/filters/netw
 import { durationMs, MAX_TIMER_MS } from '../common/duration.js';
 import type { LocalReply } from '../envoy/filter.js';
 import type { DownstreamRequest, DownstreamResponse } from './http-codec.js';
+import { DEFAULT_IDLE_TIMEOUT_MS } from './connection-limits.js';
 
 /** Envoy's defaults: max_request_headers_kb 60, common_http_protocol_options.max_headers_count 100. */
 const DEFAULT_MAX_HEADERS_KB = 60;
 const DEFAULT_MAX_HEADERS_COUNT = 100;
 /** Envoy's default delayed_close_timeout: how long a closing connection's last bytes may take. */
 const DEFAULT_DELAYED_CLOSE_MS = 1000;
-/** Envoy's default common_http_protocol_options.idle_timeout: one hour. */
-const DEFAULT_IDLE_TIMEOUT_MS = 3_600_000;
 
 export interface RequestLimits {
   /** Bytes of request headers (node's maxHeaderSize / HTTP/2 SETTINGS_MAX_HEADER_LIST_SIZE). */

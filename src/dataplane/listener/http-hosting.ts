@@ -2,7 +2,7 @@
 // node:http2 server that never listen themselves; each connection of the chain is emitted into the
 // one its codec (and, for AUTO, its first bytes) calls for. node:http2 gets a socket whose first
 // bytes were already read behind a stream that replays them. The connection's idle timeout and
-// request limit (common_http_protocol_options) are kept by connection-limits.ts.
+// request limit (common_http_protocol_options) are kept by downstream-limits.ts.
 import { createServer as createHttpServer, type IncomingMessage, type Server as HttpServer, type ServerResponse } from 'node:http';
 import { createServer as createHttp2Server, type Http2ServerRequest, type Http2ServerResponse, type Http2Server, type Http2Session, type ServerHttp2Session } from 'node:http2';
 import type { Socket } from 'node:net';
@@ -16,7 +16,7 @@ import { Chain, type ListenerCounters } from './chain.js';
 import { registerNetworkFilter } from './network-filters.js';
 import { isH2cUpgrade, serveH2cAsHttp1 } from '../request-guards.js';
 import { sniffH2Preface } from './sniffers.js';
-import { Http1Connections, limitSession, type Http1Connection } from './connection-limits.js';
+import { DownstreamConnections, limitSession, type DownstreamConnection } from './downstream-limits.js';
 
 const log = scope('conn_handler');
 
@@ -26,7 +26,7 @@ export class HttpChain extends Chain {
   /** The downstream socket of each HTTP/2 session (its own `socket` may be a wrapper). */
   private readonly h2Sockets = new WeakMap<Http2Session, Socket>();
   private readonly h2Sessions = new Set<ServerHttp2Session>();
-  private readonly h1Connections: Http1Connections;
+  private readonly h1Connections: DownstreamConnections;
 
   constructor(
     name: string,
@@ -39,7 +39,7 @@ export class HttpChain extends Chain {
     const tag = { name: 'envoy_http_conn_manager_prefix', value: handler.statPrefix };
     const hcmRq = stats.counter(statName('http', 'downstream_rq_total', tag));
     const hcmClass = [1, 2, 3, 4, 5].map((k) => stats.counter(statName('http', `downstream_rq_${k}xx`, tag)));
-    const count = (res: ServerResponse | Http2ServerResponse, conn?: Http1Connection): void => {
+    const count = (res: ServerResponse | Http2ServerResponse, conn?: DownstreamConnection): void => {
       counters.rq.inc();
       hcmRq.inc();
       res.once('finish', () => {
@@ -58,7 +58,7 @@ export class HttpChain extends Chain {
     this.server.maxHeadersCount = maxHeadersCount + 1;
     // The idle timeout is the connection manager's (no `Keep-Alive` header, as from Envoy).
     this.server.keepAliveTimeout = 0;
-    this.h1Connections = new Http1Connections(handler.limits);
+    this.h1Connections = new DownstreamConnections(handler.limits);
     // node:http tracks connections (closeIdleConnections, header timeouts) only once 'listening'
     // fired; this server never listens itself, its connections are handed over.
     this.server.emit('listening');

@@ -9,62 +9,63 @@
 // which under 2 s makes node's Agent stop reusing the connection; the second only says
 // `connection: close` without closing, and answers a further request with a 503 of its own.
 //
-// One timer per connection, made when it opens and re-armed with refresh() when its last request
-// ends; a timer firing while a request is in progress does nothing. Per request: counters (and on
-// HTTP/2 a listener for the stream's close).
+// One IdleTimer per connection (connection-limits.ts), re-armed when its last request ends. Per
+// request: counters (and on HTTP/2 a listener for the stream's close).
 import type { ServerHttp2Session } from 'node:http2';
 import type { Socket } from 'node:net';
 import type { Duplex } from 'node:stream';
+import { IdleTimer } from '../connection-limits.js';
 import type { RequestLimits } from '../request-guards.js';
 
-export type ConnectionLimits = Pick<RequestLimits, 'idleTimeoutMs' | 'maxRequestsPerConnection'>;
+export type DownstreamLimits = Pick<RequestLimits, 'idleTimeoutMs' | 'maxRequestsPerConnection'>;
 
-/** One HTTP/1.1 connection: its requests in progress and so far, and its idle timer. */
-export class Http1Connection {
+/** One downstream HTTP/1.1 connection: its requests in progress and so far, and its idle timer. */
+export class DownstreamConnection {
   private active = 0;
   private requests = 0;
-  private readonly idle: NodeJS.Timeout | undefined;
+  private readonly idle: IdleTimer;
 
   constructor(
-    private readonly socket: Socket,
+    socket: Socket,
     private readonly maxRequests: number,
-    idleTimeoutMs: number,
+    private readonly idleTimeoutMs: number,
   ) {
-    if (idleTimeoutMs > 0) {
-      this.idle = setTimeout(() => this.active === 0 && socket.destroy(), idleTimeoutMs).unref();
-      socket.once('close', () => this.stop());
-    }
+    this.idle = new IdleTimer(() => socket.destroy());
+    // Idle from the start: a connection that never sends a request closes too.
+    this.idle.start(idleTimeoutMs);
+    socket.once('close', () => this.stop());
   }
 
   /** A request begins; true when it is the last the connection carries (answer `connection: close`). */
   begin(): boolean {
     this.active++;
+    this.idle.busy();
     return this.maxRequests > 0 && ++this.requests >= this.maxRequests;
   }
 
   /** A request's response is done. */
   end(): void {
-    if (--this.active === 0 && !this.socket.destroyed) this.idle?.refresh();
+    if (--this.active === 0) this.idle.start(this.idleTimeoutMs);
   }
 
   stop(): void {
-    clearTimeout(this.idle);
+    this.idle.stop();
   }
 }
 
 /** The HTTP/1.1 connections of a server, by socket. */
-export class Http1Connections {
-  private readonly bySocket = new WeakMap<Duplex, Http1Connection>();
+export class DownstreamConnections {
+  private readonly bySocket = new WeakMap<Duplex, DownstreamConnection>();
 
-  constructor(private readonly limits: ConnectionLimits) {}
+  constructor(private readonly limits: DownstreamLimits) {}
 
   /** A connection handed to the server: its idle time starts now. */
   open(socket: Socket): void {
     const { idleTimeoutMs, maxRequestsPerConnection } = this.limits;
-    if (idleTimeoutMs > 0 || maxRequestsPerConnection > 0) this.bySocket.set(socket, new Http1Connection(socket, maxRequestsPerConnection, idleTimeoutMs));
+    if (idleTimeoutMs > 0 || maxRequestsPerConnection > 0) this.bySocket.set(socket, new DownstreamConnection(socket, maxRequestsPerConnection, idleTimeoutMs));
   }
 
-  of(socket: Duplex): Http1Connection | undefined {
+  of(socket: Duplex): DownstreamConnection | undefined {
     return this.bySocket.get(socket);
   }
 
@@ -76,18 +77,20 @@ export class Http1Connections {
 }
 
 /** Applies the limits to an HTTP/2 session: session.close() is the drain (GOAWAY, open streams finish). */
-export function limitSession(session: ServerHttp2Session, limits: ConnectionLimits): void {
+export function limitSession(session: ServerHttp2Session, limits: DownstreamLimits): void {
   const { idleTimeoutMs, maxRequestsPerConnection: max } = limits;
   if (idleTimeoutMs === 0 && max === 0) return;
   let open = 0;
   let streams = 0;
-  const idle = idleTimeoutMs > 0 ? setTimeout(() => open === 0 && session.close(), idleTimeoutMs).unref() : undefined;
+  const idle = new IdleTimer(() => session.close());
+  idle.start(idleTimeoutMs);
   session.on('stream', (stream) => {
     open++;
+    idle.busy();
     if (max > 0 && ++streams >= max) session.close();
     stream.once('close', () => {
-      if (--open === 0 && !session.closed) idle?.refresh();
+      if (--open === 0 && !session.closed) idle.start(idleTimeoutMs);
     });
   });
-  if (idle) session.once('close', () => clearTimeout(idle));
+  session.once('close', () => idle.stop());
 }
