@@ -15,7 +15,6 @@ import {
 import type { Address as EnvoyAddress } from '../gen/envoy/config/core/v3/address_pb.js';
 import { HealthStatus } from '../gen/envoy/config/core/v3/health_check_pb.js';
 import type { ClusterLoadAssignment } from '../gen/envoy/config/endpoint/v3/endpoint_pb.js';
-import { HttpProtocolOptionsSchema as CoreHttpProtocolOptionsSchema } from '../gen/envoy/config/core/v3/protocol_pb.js';
 import { HttpProtocolOptionsSchema } from '../gen/envoy/extensions/upstreams/http/v3/http_protocol_options_pb.js';
 import { compileCircuitBreakers, compileOutlierDetection, type CircuitLimits, type OutlierSpec } from './cluster-health.js';
 import type { Endpoint } from './upstream-pools.js';
@@ -24,7 +23,7 @@ import type { UpstreamTls } from './tls/upstream.js';
 import { ConfigError, unappliedFields } from '../envoy/config-error.js';
 import { typeNameOf } from '../envoy/types.js';
 import { durationMs } from '../common/duration.js';
-import { DEFAULT_IDLE_TIMEOUT_MS, type ConnectionLimits } from './connection-limits.js';
+import { connectionLimitsOf, unappliedCommonFields, type ConnectionLimits } from './connection-limits.js';
 import { StatsStore } from './stats.js';
 
 const log = scope('upstream');
@@ -116,8 +115,8 @@ export function equalWeights(eps: readonly WeightedEndpoint[]): boolean {
   return eps.every((e) => e.weight === eps[0]!.weight);
 }
 
-/** Fields of the HTTP protocol options this proxy accepts without applying them (logged). */
-const UNAPPLIED_COMMON_HTTP = ['maxConnectionDuration', 'maxHeadersCount', 'maxStreamDuration', 'headersWithUnderscoresAction'];
+/** Fields of the HTTP protocol options this proxy applies to upstream connections; the others are logged. */
+const APPLIED_COMMON_HTTP = ['idleTimeout', 'maxRequestsPerConnection'];
 const UNAPPLIED_UPSTREAM_HTTP = ['upstreamHttpProtocolOptions', 'httpFilters', 'headerValidationConfig'];
 
 /**
@@ -155,13 +154,12 @@ function upstreamProtocol(c: Cluster, field: string): { protocol: 'http1' | 'htt
     }
   }
   if (common) {
-    const unapplied = unappliedFields(CoreHttpProtocolOptionsSchema, common, UNAPPLIED_COMMON_HTTP);
+    const unapplied = unappliedCommonFields(common, APPLIED_COMMON_HTTP);
     if (unapplied.length > 0) log.warn(`${commonField}: accepted but not applied yet: ${unapplied.join(', ')}`);
   }
-  const connection = {
-    idleTimeoutMs: durationMs(common?.idleTimeout, DEFAULT_IDLE_TIMEOUT_MS),
-    maxRequests: common?.maxRequestsPerConnection ?? c.maxRequestsPerConnection ?? 0,
-  };
+  const limits = connectionLimitsOf(common);
+  // The deprecated Cluster field counts when the options do not say.
+  const connection = common?.maxRequestsPerConnection === undefined && c.maxRequestsPerConnection !== undefined ? { ...limits, maxRequests: c.maxRequestsPerConnection } : limits;
   return { protocol, connection };
 }
 

@@ -1,7 +1,10 @@
-// How long an upstream connection may stay idle and how many requests it may carry
+// How long a connection (upstream or downstream) may stay idle and how many requests it may carry
 // (common_http_protocol_options' idle_timeout and max_requests_per_connection), with Envoy's
-// defaults, and the timer that closes a connection once it has been idle that long.
-import { MAX_TIMER_MS } from '../common/duration.js';
+// defaults, which fields of those options are not applied, and the timer that closes a connection
+// once it has been idle that long.
+import { HttpProtocolOptionsSchema, type HttpProtocolOptions } from '../gen/envoy/config/core/v3/protocol_pb.js';
+import { durationMs, MAX_TIMER_MS } from '../common/duration.js';
+import { unappliedFields } from '../envoy/config-error.js';
 
 /** Envoy's idle_timeout of an HTTP connection when none is set: one hour. */
 export const DEFAULT_IDLE_TIMEOUT_MS = 3_600_000;
@@ -15,6 +18,28 @@ export interface ConnectionLimits {
 
 export const DEFAULT_CONNECTION_LIMITS: ConnectionLimits = { idleTimeoutMs: DEFAULT_IDLE_TIMEOUT_MS, maxRequests: 0 };
 
+/** The limits of common_http_protocol_options (Envoy's defaults for what is unset); the idle timeout at most node's longest timer. */
+export function connectionLimitsOf(common: HttpProtocolOptions | undefined): ConnectionLimits {
+  return {
+    idleTimeoutMs: Math.min(Math.max(durationMs(common?.idleTimeout, DEFAULT_IDLE_TIMEOUT_MS), 0), MAX_TIMER_MS),
+    maxRequests: common?.maxRequestsPerConnection ?? 0,
+  };
+}
+
+/** The set fields of common_http_protocol_options other than `applied`, by their proto names. */
+export function unappliedCommonFields(common: HttpProtocolOptions, applied: readonly string[]): string[] {
+  const names = HttpProtocolOptionsSchema.fields.map((f) => f.localName).filter((n) => !applied.includes(n));
+  return unappliedFields(HttpProtocolOptionsSchema, common, names);
+}
+
+/** Why a pool closed a connection of its own accord, for the cluster's counters. */
+export interface PoolCloses {
+  /** Idle for the cluster's idle_timeout (upstream_cx_idle_timeout). */
+  idleTimeout(): void;
+  /** It carried max_requests_per_connection requests (upstream_cx_max_requests). */
+  maxRequests(): void;
+}
+
 /**
  * Calls `expire` once its owner has been idle for the limit. One timer per connection, re-armed
  * (not re-created) each time the connection goes idle, so a request costs no timer of its own; a
@@ -27,11 +52,10 @@ export class IdleTimer {
 
   constructor(private readonly expire: () => void) {}
 
-  /** Idle from now: expires after `ms` (0: never; at most node's longest timer) unless busy() first. */
+  /** Idle from now: expires after `ms` (0: never; connectionLimitsOf caps it) unless busy() first. */
   start(ms: number): void {
     this.idle = true;
     if (ms <= 0) return this.stop();
-    ms = Math.min(ms, MAX_TIMER_MS);
     if (this.timer && this.ms === ms) {
       this.timer.refresh();
       return;

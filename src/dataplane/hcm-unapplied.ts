@@ -1,9 +1,10 @@
 // The fields of an HttpConnectionManager this proxy accepts but does not apply yet: the connection
 // manager logs them when set, so that a config relying on them is not silently served otherwise.
 import type { DescMessage, MessageShape } from '@bufbuild/protobuf';
-import { Http1ProtocolOptionsSchema, HttpProtocolOptionsSchema } from '../gen/envoy/config/core/v3/protocol_pb.js';
+import { Http1ProtocolOptionsSchema } from '../gen/envoy/config/core/v3/protocol_pb.js';
 import { HttpConnectionManagerSchema, type HttpConnectionManager } from '../gen/envoy/extensions/filters/network/http_connection_manager/v3/http_connection_manager_pb.js';
 import { unappliedFields } from '../envoy/config-error.js';
+import { unappliedCommonFields } from './connection-limits.js';
 
 /** Set fields of the HCM that this proxy does not apply yet (logged when present). */
 const UNAPPLIED_HCM = [
@@ -17,10 +18,9 @@ const UNAPPLIED_HTTP1 = ['allowAbsoluteUrl', 'defaultHostForHttp10', 'headerKeyF
 
 /**
  * common_http_protocol_options: every field but these, which are applied (request-guards.ts, and
- * listener/connection-limits.ts for the downstream connection's lifetime).
+ * listener/downstream-limits.ts for the downstream connection's lifetime).
  */
-const APPLIED_COMMON = new Set(['maxHeadersCount', 'idleTimeout', 'maxRequestsPerConnection']);
-const UNAPPLIED_COMMON = HttpProtocolOptionsSchema.fields.map((f) => f.localName).filter((n) => !APPLIED_COMMON.has(n));
+const APPLIED_COMMON = ['maxHeadersCount', 'idleTimeout', 'maxRequestsPerConnection'];
 
 /** The unapplied fields set in a sub-message of the HCM, named `<field>.<sub-field>`. */
 function unappliedIn<D extends DescMessage>(field: string, schema: D, msg: MessageShape<D> | undefined, names: readonly string[]): string[] {
@@ -32,6 +32,6 @@ export function unappliedHcmFields(hcm: HttpConnectionManager): string[] {
   return [
     ...unappliedFields(HttpConnectionManagerSchema, hcm, UNAPPLIED_HCM),
     ...unappliedIn('http_protocol_options', Http1ProtocolOptionsSchema, hcm.httpProtocolOptions, UNAPPLIED_HTTP1),
-    ...unappliedIn('common_http_protocol_options', HttpProtocolOptionsSchema, hcm.commonHttpProtocolOptions, UNAPPLIED_COMMON),
+    ...(hcm.commonHttpProtocolOptions ? unappliedCommonFields(hcm.commonHttpProtocolOptions, APPLIED_COMMON).map((f) => `common_http_protocol_options.${f}`) : []),
   ];
 }

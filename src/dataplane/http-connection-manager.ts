@@ -350,11 +350,8 @@ export function buildHttpConnectionManager(hcm: HttpConnectionManager, deps: Hcm
       closeUnreadRequest(req, res, limits);
       sendLocal(res, reply, requestId, grpc);
     });
-    const go = (target: Target | undefined): void => {
-      if (target) router.forward(req, res, sreq, target, requestId, grpc);
-    };
-    if (admitted instanceof Promise) return admitted.then(go);
-    go(admitted);
+    if (admitted instanceof Promise) return admitted.then((target) => target && router.forward(req, res, sreq, target, requestId, grpc));
+    if (admitted) router.forward(req, res, sreq, admitted, requestId, grpc);
     return undefined;
   }
 

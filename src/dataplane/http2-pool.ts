@@ -26,8 +26,9 @@ export class Http2Pool extends ClusterPool {
 
   /** A new stream on the session to `ep`; throws if the session can take no stream. */
   request(ep: Endpoint, source: OriginalSource | undefined, override: readonly string[] | undefined, headers: OutgoingHttpHeaders, options: ClientSessionRequestOptions): ClientHttp2Stream {
-    const key = poolKey(ep, source, this.transportOf(ep)?.alpnFor(override));
-    const pooled = this.pooled(key, ep, source, override);
+    const alpn = this.transportOf(ep)?.alpnFor(override);
+    const key = poolKey(ep, source, alpn);
+    const pooled = this.pooled(key, ep, source, alpn);
     const stream = pooled.session.request(headers, options);
     pooled.open++;
     pooled.served++;
@@ -64,10 +65,9 @@ export class Http2Pool extends ClusterPool {
   }
 
   /** The open session of `key`, or a new one. */
-  private pooled(key: string, ep: Endpoint, source: OriginalSource | undefined, override: readonly string[] | undefined): PooledSession {
+  private pooled(key: string, ep: Endpoint, source: OriginalSource | undefined, alpn: readonly string[] | undefined): PooledSession {
     const existing = this.sessions.get(key);
     if (existing && !existing.session.closed && !existing.session.destroyed) return existing;
-    const alpn = this.transportOf(ep)?.alpnFor(override);
     const ms = this.settings().connectTimeoutMs;
     const session = h2connect(`http://${hostPort(ep)}`, {
       createConnection: () => openUpstream(ep, this.transportOf(ep), ms, this.count.connectTimeout, {}, source, alpn).socket,

@@ -7,10 +7,10 @@ import { ServerResponse, type IncomingMessage } from 'node:http';
 import type { Socket } from 'node:net';
 import type { Duplex } from 'node:stream';
 import type { HttpConnectionManager } from '../gen/envoy/extensions/filters/network/http_connection_manager/v3/http_connection_manager_pb.js';
-import { durationMs, MAX_TIMER_MS } from '../common/duration.js';
+import { durationMs } from '../common/duration.js';
 import type { LocalReply } from '../envoy/filter.js';
 import type { DownstreamRequest, DownstreamResponse } from './http-codec.js';
-import { DEFAULT_IDLE_TIMEOUT_MS } from './connection-limits.js';
+import { connectionLimitsOf } from './connection-limits.js';
 
 /** Envoy's defaults: max_request_headers_kb 60, common_http_protocol_options.max_headers_count 100. */
 const DEFAULT_MAX_HEADERS_KB = 60;
@@ -37,13 +37,14 @@ export interface RequestLimits {
 }
 
 export function requestLimits(hcm: HttpConnectionManager): RequestLimits {
+  const connection = connectionLimitsOf(hcm.commonHttpProtocolOptions);
   return {
     maxHeaderBytes: (hcm.maxRequestHeadersKb ?? DEFAULT_MAX_HEADERS_KB) * 1024,
     maxHeadersCount: hcm.commonHttpProtocolOptions?.maxHeadersCount ?? DEFAULT_MAX_HEADERS_COUNT,
     delayedCloseMs: durationMs(hcm.delayedCloseTimeout, DEFAULT_DELAYED_CLOSE_MS),
     acceptHttp10: hcm.httpProtocolOptions?.acceptHttp10 ?? false,
-    idleTimeoutMs: Math.min(Math.max(durationMs(hcm.commonHttpProtocolOptions?.idleTimeout, DEFAULT_IDLE_TIMEOUT_MS), 0), MAX_TIMER_MS),
-    maxRequestsPerConnection: hcm.commonHttpProtocolOptions?.maxRequestsPerConnection ?? 0,
+    idleTimeoutMs: connection.idleTimeoutMs,
+    maxRequestsPerConnection: connection.maxRequests,
   };
 }
 

@@ -9,7 +9,7 @@ import type { OutgoingHttpHeaders } from 'node:http';
 import type { DownstreamResponse, HeaderMap, UpstreamBody, UpstreamEvents, UpstreamExchange } from '../http-codec.js';
 import { isEndToEnd } from '../http-codec.js';
 import { ResponseParseError, ResponseParser, type ResponseSink } from './response-parser.js';
-import { DEFAULT_CONNECTION_LIMITS, IdleTimer, type ConnectionLimits } from '../connection-limits.js';
+import { DEFAULT_CONNECTION_LIMITS, IdleTimer, type ConnectionLimits, type PoolCloses } from '../connection-limits.js';
 
 /** A new connection to the endpoint, and the event that says it can carry a request. */
 export type OpenConnection = () => { socket: Socket; ready: 'connect' | 'secureConnect' };
@@ -43,14 +43,6 @@ export function requestHead(method: string, path: string, headers: OutgoingHttpH
     } else head += `${name}: ${byteString(`header ${name}`, String(v))}\r\n`;
   }
   return `${head}\r\n`;
-}
-
-/** Why a pool closed a connection of its own accord, for the cluster's counters. */
-export interface PoolCloses {
-  /** Idle for the cluster's idle_timeout (upstream_cx_idle_timeout). */
-  idleTimeout(): void;
-  /** It carried max_requests_per_connection requests (upstream_cx_max_requests). */
-  maxRequests(): void;
 }
 
 /** The idle keep-alive connections of one pool key (endpoint, original source, ALPN), newest first used. */
