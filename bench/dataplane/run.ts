@@ -2,22 +2,21 @@
 // compared with), through the Node floor (node-floor.mjs: about the least a one-thread Node proxy
 // does per request, so the nearest to nginx any one-worker Node proxy comes on this machine), and
 // through mesh-proxy without policy and with JWT + RBAC, over HTTP/1.1 keep-alive; mesh-proxy
-// through one sidecar (the inbound listener) and through two, as a call between two workloads
-// goes: the client's outbound listener, then the server's inbound listener (here both are the
-// local mesh's one proxy), and two hops through a route table of 20 VirtualService routes where the
-// request matches the last; and the same two hops between two sidecars over mesh mTLS (the secured
-// local mesh with its `sleep` client workload: the client's outbound listener, auto mTLS, the app's
-// sidecar's inbound listener; CPU and RSS of both proxies). For each path: the maximum requests/s
-// with wrk (a C load generator, one thread, 20 connections), latency at a fixed 1000 requests/s
-// with an open-loop client (open-loop.ts, microsecond HDR histogram, its own process), and the
-// proxy's CPU per 1000 requests/s and RSS (worker processes included) from /proc.
+// through one sidecar (the app's, its inbound listener) and through two, as a call between two
+// workloads goes: the client workload's (`sleep`) sidecar, its outbound listener, then the app's
+// sidecar's inbound listener, two proxy processes as in a cluster; two hops through a route table
+// of 20 VirtualService routes where the request matches the last; and the same two hops over mesh
+// mTLS (the secured local mesh: auto mTLS between the two sidecars). For each path: the maximum
+// requests/s with wrk (a C load generator, one thread, 20 connections), latency at a fixed 1000
+// requests/s with an open-loop client (open-loop.ts, microsecond HDR histogram, its own process,
+// after a warm-up at that rate), and from /proc the proxies' CPU per 1000 requests/s (both
+// sidecars' together for two hops) and each proxy's RSS (worker processes included).
 //   npm run bench -- dataplane [--seconds N] [--concurrency N]   (the proxy's workers, default 1)
 import { execFileSync, spawn } from 'node:child_process';
-import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, writeFileSync } from 'node:fs';
 import { get as httpGet, request } from 'node:http';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { parseAllDocuments } from 'yaml';
 import { freePort, freePorts, startLocalMesh } from '../../samples/local-mesh.js';
 import { startNginx } from './nginx.js';
 import { startChildServer } from './child-server.js';
@@ -28,24 +27,18 @@ import { childPid, cpuSeconds, rssMiB } from './procstat.js';
 import { wrk, type WrkResult } from './wrk.js';
 
 const RATE = 1000;
+/** Seconds at the fixed rate before the recorded ones (open-loop.ts: the steady state is measured). */
+const WARM_UP_SECONDS = 2;
 
 /** The open-loop client in its own process (so that it never shares an event loop with what it measures). */
 async function fixedRate(url: string, seconds: number, headers: Record<string, string>): Promise<OpenLoopResult> {
   const script = join(process.cwd(), 'bench', 'dataplane', 'open-loop.ts');
-  const child = spawn(process.execPath, ['--import', 'tsx', script, url, String(RATE), String(seconds), JSON.stringify(headers)], { stdio: ['ignore', 'pipe', 'inherit'] });
+  const child = spawn(process.execPath, ['--import', 'tsx', script, url, String(RATE), String(seconds), JSON.stringify(headers), String(WARM_UP_SECONDS)], { stdio: ['ignore', 'pipe', 'inherit'] });
   let out = '';
   child.stdout.on('data', (d: Buffer) => (out += d.toString()));
   const code = await new Promise((r) => child.on('close', r));
   if (code !== 0) throw new Error(`the open-loop client failed (exit ${String(code)})`);
   return JSON.parse(out) as OpenLoopResult;
-}
-
-/** The service's endpoint becomes the proxy's inbound listener, so outbound calls take both hops. */
-function throughInbound(configDir: string, inboundPort: number): void {
-  const file = join(configDir, 'workloads.yaml');
-  const docs = parseAllDocuments(readFileSync(file, 'utf8'));
-  for (const doc of docs) if (doc.get('kind') === 'WorkloadEntry') doc.setIn(['spec', 'ports', 'http'], inboundPort);
-  writeFileSync(file, docs.map((d) => d.toString()).join('---\n'));
 }
 
 /** The x-forwarded-client-cert the app saw for a call to the service's outbound port ('' if none). */
@@ -109,14 +102,15 @@ interface Row {
   max: WrkResult;
   fixed: OpenLoopResult;
   cpuPer1k?: number;
-  rss?: number;
+  /** Each measured proxy's RSS, in the order of its pids (the client's sidecar first). */
+  rss?: number[];
 }
 
 async function main(): Promise<void> {
   const seconds = numberOption('--seconds', 10);
   const concurrency = numberOption('--concurrency', 1);
   const ports = await freePorts();
-  const mesh = await startLocalMesh({ stateDir: mkdtempSync(join(tmpdir(), 'bench-mesh-')), issuer: true, ports, output: 'pipe', proxyConcurrency: concurrency });
+  const mesh = await startLocalMesh({ stateDir: mkdtempSync(join(tmpdir(), 'bench-mesh-')), issuer: true, client: true, ports, output: 'pipe', proxyConcurrency: concurrency });
   const nginxPort = await freePort();
   const nginx = await startNginx(nginxPort, ports.app);
   const floorPort = await freePort();
@@ -132,10 +126,9 @@ async function main(): Promise<void> {
     const inbound = `http://127.0.0.1:${ports.inbound}/ip`;
     const outbound = `http://127.0.0.1:${ports.service}/ip`;
     const service = { host: 'httpbin.default.svc.cluster.local' };
-    throughInbound(mesh.configDir, ports.inbound);
-    await until(async () => (await (await fetch(`http://127.0.0.1:${ports.admin}/clusters`)).text()).includes(`127.0.0.1:${ports.inbound}`), 'the service endpoint at the inbound listener');
     const token = await adminToken(mesh.issuerUrl!);
     const proxy = childPid(mesh.agent.pid!, 'mesh-proxy');
+    const pair = [childPid(mesh.clientAgent!.pid!, 'mesh-proxy'), proxy];
     const measure = async (name: string, url: string, headers: Record<string, string>, pids: number[], warmUp = 1) => {
       await wrk(url, warmUp, headers); // warm-up: JIT, connection pools
       const max = await wrk(url, seconds, headers);
@@ -145,7 +138,7 @@ async function main(): Promise<void> {
       const row: Row = { name, max, fixed };
       if (pids.length) {
         row.cpuPer1k = ((cpu() - before) / seconds) * (1000 / RATE) * (fixed.sent / Math.max(fixed.completed, 1));
-        row.rss = pids.reduce((sum, pid) => sum + rssMiB(pid), 0);
+        row.rss = pids.map(rssMiB);
       }
       rows.push(row);
     };
@@ -156,27 +149,27 @@ async function main(): Promise<void> {
     execFileSync('rm', ['-f', join(mesh.configDir, '01-require-jwt.yaml')]);
     await until(async () => (await fetch(inbound, { headers: { authorization: 'Bearer x' } })).status === 200, 'the policy-free config');
     await measure('mesh-proxy, no policy', inbound, {}, [proxy]);
-    await measure('two sidecar hops, no policy', outbound, service, [proxy]);
+    await measure('two sidecar hops, no policy', outbound, service, pair);
     // 20 VirtualService routes for the service, the request matching only the last one.
     writeFileSync(join(mesh.configDir, '04-twenty-routes.yaml'), twentyRoutes());
     const routed = { ...service, 'x-bench-route': 'r20' };
     await until(async () => (await matchedRoute(outbound, routed)) === 'r20', 'the 20-route VirtualService');
-    await measure('two sidecar hops, 20 routes', outbound, routed, [proxy]);
-    // The split was taken: both subset clusters served a fair share of the measured requests.
-    const split = await subsetRequests(ports.admin);
+    await measure('two sidecar hops, 20 routes', outbound, routed, pair);
+    // The split was taken: both subset clusters (the client's sidecar's) served a fair share of the measured requests.
+    const split = await subsetRequests(ports.clientAdmin);
     if (Math.min(split.a, split.b) < 0.4 * (split.a + split.b)) throw new Error(`the 20th route's 50/50 split was not exercised: subset a ${split.a}, b ${split.b} requests`);
     execFileSync('rm', ['-f', join(mesh.configDir, '04-twenty-routes.yaml')]);
     await until(async () => (await matchedRoute(outbound, routed)) === undefined, 'the route table without the VirtualService');
     await applyJwtRbac(mesh.configDir, mesh.issuerUrl!, inbound);
     await measure('mesh-proxy, JWT + RBAC', inbound, { authorization: `Bearer ${token}` }, [proxy]);
-    await measure('two sidecar hops, JWT + RBAC', outbound, { ...service, authorization: `Bearer ${token}` }, [proxy]);
+    await measure('two sidecar hops, JWT + RBAC', outbound, { ...service, authorization: `Bearer ${token}` }, pair);
     await mesh.stop();
     const secured = await startLocalMesh({ stateDir: mkdtempSync(join(tmpdir(), 'bench-mesh-mtls-')), secure: true, client: true, ports: await freePorts(), output: 'pipe', proxyConcurrency: concurrency });
     try {
       const securedOutbound = `http://127.0.0.1:${secured.ports.service}/ip`;
       await until(async () => (await callerSeen(secured.ports.service, service.host)).includes('URI=spiffe://cluster.local/ns/sleep/sa/sleep'), 'the mTLS hop from the sleep sidecar');
       const pids = [childPid(secured.clientAgent!.pid!, 'mesh-proxy'), childPid(secured.agent.pid!, 'mesh-proxy')];
-      // Fresh proxies, whose TLS path has not run yet (the rows above share one warmed proxy).
+      // Fresh proxies, whose TLS path has not run yet (the rows above share two warmed ones).
       await measure('two sidecars over mTLS, no policy', securedOutbound, service, pids, seconds);
     } finally {
       await secured.stop();
@@ -195,16 +188,16 @@ function table(rows: Row[], seconds: number, concurrency: number): string {
   const nginx = rows[1]!;
   const floor = rows[2]!;
   const lines = [
-    '| path | max req/s (wrk) | × nginx | × Node floor | p50 µs | p90 µs | p99 µs | p99.9 µs | added p90 µs | vCPU per 1000 req/s | RSS MiB | errors/non-2xx |',
+    '| path | max req/s (wrk) | × nginx | × Node floor | p50 µs | p90 µs | p99 µs | p99.9 µs | added p90 µs | vCPU per 1000 req/s | RSS MiB (client + app sidecar) | errors/non-2xx |',
     '|---|---|---|---|---|---|---|---|---|---|---|---|',
   ];
   for (const r of rows) {
     const errors = r.max.errors + r.fixed.errors + (r.fixed.sent - r.fixed.completed - r.fixed.errors);
     lines.push(
-      `| ${r.name} | ${f(r.max.rps)} | ${f(r.max.rps / nginx.max.rps, 2)} | ${f(r.max.rps / floor.max.rps, 2)} | ${r.fixed.p50} | ${r.fixed.p90} | ${r.fixed.p99} | ${r.fixed.p999} | ${r === direct ? '-' : r.fixed.p90 - direct.fixed.p90} | ${f(r.cpuPer1k, 3)} | ${f(r.rss)} | ${errors}/${r.max.non2xx + r.fixed.non2xx} |`,
+      `| ${r.name} | ${f(r.max.rps)} | ${f(r.max.rps / nginx.max.rps, 2)} | ${f(r.max.rps / floor.max.rps, 2)} | ${r.fixed.p50} | ${r.fixed.p90} | ${r.fixed.p99} | ${r.fixed.p999} | ${r === direct ? '-' : r.fixed.p90 - direct.fixed.p90} | ${f(r.cpuPer1k, 3)} | ${r.rss ? r.rss.map((m) => f(m)).join(' + ') : '-'} | ${errors}/${r.max.non2xx + r.fixed.non2xx} |`,
     );
   }
-  const head = `bench/dataplane: ${seconds} s per run; throughput: wrk -t1 -c20, HTTP/1.1 keep-alive; latency: open-loop ${RATE} req/s over 20 connections; mesh-proxy --concurrency ${concurrency}; nginx 1 worker; the Node floor 1 thread; this machine`;
+  const head = `bench/dataplane: ${seconds} s per run; throughput: wrk -t1 -c20, HTTP/1.1 keep-alive; latency: open-loop ${RATE} req/s over 20 connections after ${WARM_UP_SECONDS} s at that rate; mesh-proxy --concurrency ${concurrency}; nginx 1 worker; the Node floor 1 thread; this machine`;
   return `\n${head}\n${lines.join('\n')}\n`;
 }
 
