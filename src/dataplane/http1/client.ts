@@ -9,6 +9,7 @@ import type { OutgoingHttpHeaders } from 'node:http';
 import type { DownstreamResponse, HeaderMap, UpstreamBody, UpstreamEvents, UpstreamExchange } from '../http-codec.js';
 import { isEndToEnd } from '../http-codec.js';
 import { ResponseParseError, ResponseParser, type ResponseSink } from './response-parser.js';
+import { requestHead } from './request-head.js';
 import { DEFAULT_CONNECTION_LIMITS, IdleTimer, type ConnectionLimits, type PoolCloses } from '../connection-limits.js';
 
 /** A new connection to the endpoint, and the event that says it can carry a request. */
@@ -16,34 +17,6 @@ export type OpenConnection = () => { socket: Socket; ready: 'connect' | 'secureC
 
 /** Methods a client may send again after a reused connection closed before answering (RFC 9110 9.2.2). */
 const IDEMPOTENT = new Set(['GET', 'HEAD', 'OPTIONS', 'PUT', 'DELETE', 'TRACE']);
-/** A character that could split the head (CR, LF, NUL), or one beyond a byte (from configuration). */
-const SPECIAL = /[\r\n\0\u0100-\uffff]/;
-const UNSAFE = /[\r\n\0]/;
-
-/**
- * The head's text as bytes, one character per byte (latin1), as node:http's parser hands over the
- * downstream request's bytes, so that those pass unchanged; a value with characters beyond a byte
- * (configuration, JWT claims) goes as UTF-8, as Envoy sends configured values. Throws naming a
- * header (or the path) that could split the head.
- */
-function byteString(where: string, text: string): string {
-  if (!SPECIAL.test(text)) return text;
-  if (UNSAFE.test(text)) throw new Error(`invalid character in ${where}`);
-  return Buffer.from(text, 'utf8').toString('latin1');
-}
-
-/** The request head, to be written as latin1; throws naming a header whose value could split it. */
-export function requestHead(method: string, path: string, headers: OutgoingHttpHeaders): string {
-  let head = `${method} ${byteString('request path', path)} HTTP/1.1\r\n`;
-  for (const name in headers) {
-    const v = headers[name];
-    if (v === undefined) continue;
-    if (typeof v === 'object') {
-      for (const one of v) head += `${name}: ${byteString(`header ${name}`, one)}\r\n`;
-    } else head += `${name}: ${byteString(`header ${name}`, String(v))}\r\n`;
-  }
-  return `${head}\r\n`;
-}
 
 /** The idle keep-alive connections of one pool key (endpoint, original source, ALPN), newest first used. */
 export class ConnectionList {
