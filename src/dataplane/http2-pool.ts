@@ -2,10 +2,11 @@
 // endpoint, original source and ALPN override, replaced by a new one once it received GOAWAY,
 // closed or failed. A session is drained (node's close(): open streams finish, no new ones) after
 // it has had no open stream for the cluster's idle_timeout, or once it has carried
-// max_requests_per_connection streams, as Envoy's pool does. A session's end is counted by who
-// ended it first: the pool (drain, retire, destroy), node (a protocol error) or a connect timeout
-// are local; the upstream's GOAWAY, FIN or reset remote. It ended with active requests when streams
-// were open as its socket closed, or as the pool destroyed it.
+// max_requests_per_connection streams, or after the upstream's GOAWAY, as Envoy's pool does. A
+// session's end is counted by who ended it first: the pool (drain, including after GOAWAY, retire,
+// destroy), node (a protocol error) or a connect timeout are local; the upstream's FIN or reset
+// remote. It ended with active requests when streams were open as its socket closed, or as the
+// pool destroyed it.
 import { connect as h2connect, type ClientHttp2Session, type ClientHttp2Stream, type ClientSessionRequestOptions, type OutgoingHttpHeaders } from 'node:http2';
 import { IdleTimer } from './connection-limits.js';
 import type { OriginalSource } from './original-src.js';
@@ -99,11 +100,9 @@ export class Http2Pool extends ClusterPool {
     };
     onPeerEnd(socket, () => (pooled.endedBy ??= 'remote'));
     socket.once('close', () => this.count.destroyed(pooled.endedBy ?? 'local', pooled.cutShort || pooled.open > 0));
-    // After GOAWAY the session finishes its streams but takes no new ones: the next request opens a new one.
-    session.on('goaway', () => {
-      pooled.endedBy ??= 'remote';
-      forget();
-    });
+    // After GOAWAY the session finishes its streams but takes no new ones (the next request opens a
+    // new one), and the pool closes it then, as Envoy's does: so Envoy counts such an end as local.
+    session.on('goaway', () => this.drain(key, pooled));
     session.on('close', forget);
     // Errors reach the streams that were open; the session itself only needs replacing.
     session.on('error', forget);
@@ -127,8 +126,13 @@ export class Http2Pool extends ClusterPool {
   }
 }
 
-/** The pool closes the session: open streams finish, none start. */
+/**
+ * The pool closes the session: open streams finish, none start. Without open streams its socket
+ * goes at once: node's close() would half-close it and wait for the upstream's FIN, which an
+ * upstream that sent GOAWAY and kept the connection may never send.
+ */
 function close(pooled: PooledSession): void {
   pooled.endedBy ??= 'local';
-  pooled.session.close();
+  if (pooled.open === 0) pooled.session.destroy();
+  else pooled.session.close();
 }

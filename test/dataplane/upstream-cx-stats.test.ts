@@ -7,7 +7,7 @@ import assert from 'node:assert/strict';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { createServer, request, type IncomingMessage, type ServerResponse } from 'node:http';
 import { createServer as createH2Server } from 'node:http2';
-import { connect, type AddressInfo } from 'node:net';
+import { connect, type AddressInfo, type Socket } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
@@ -85,10 +85,16 @@ const closer = createServer((req, res) => {
 closer.keepAliveTimeout = 200;
 
 const h2 = createH2Server();
+/** The upstream's side of its h2c connections, newest last (node hands out only a guarded proxy of it per session). */
+const h2Sockets: Socket[] = [];
+h2.on('connection', (socket: Socket) => h2Sockets.push(socket));
 h2.on('stream', (stream, headers) => {
   stream.respond({ ':status': 200 }, { endStream: true });
-  // GOAWAY: the session closes once this stream is done.
-  if (headers[':path'] === '/goaway') stream.session?.close();
+  // GOAWAY alone: the upstream takes no new stream but leaves the session to the client to close.
+  if (headers[':path'] === '/goaway') stream.session?.goaway();
+  // The upstream's connection drops just after this response, without a GOAWAY first.
+  const socket = h2Sockets.at(-1);
+  if (headers[':path'] === '/drop') setTimeout(() => socket?.destroy(), 50);
 });
 
 describe('upstream connection lifecycle stats', { timeout: 30_000 }, () => {
@@ -120,6 +126,7 @@ describe('upstream connection lifecycle stats', { timeout: 30_000 }, () => {
       cluster('idle', appPort, { idleMs: 200 }),
       cluster('pair', appPort, { idleMs: 2_000 }),
       cluster('h2goaway', h2Port, { h2: true }),
+      cluster('h2close', h2Port, { h2: true }),
       cluster('h2idle', h2Port, { h2: true, idleMs: 200 }),
       cluster('lent', appPort),
     ];
@@ -135,6 +142,7 @@ describe('upstream connection lifecycle stats', { timeout: 30_000 }, () => {
     for (const r of held) r.end();
     await proxy.stop(0);
     ads.close();
+    for (const s of h2Sockets) s.destroy();
     await Promise.all([close(app), close(closer), new Promise((r) => h2.close(r))]);
     rmSync(dir, { recursive: true, force: true });
   });
@@ -188,9 +196,13 @@ describe('upstream connection lifecycle stats', { timeout: 30_000 }, () => {
     await settles('pair', { upstream_cx_total: 2, upstream_cx_destroy: 2, upstream_cx_destroy_local: 2 });
   });
 
-  it('HTTP/2: a session the upstream ends with GOAWAY counts remote; one the cluster\'s idle_timeout ends counts local', async () => {
+  it('HTTP/2: a session the pool closes after the upstream\'s GOAWAY counts local, as in Envoy; one whose connection the upstream drops counts remote; one the cluster\'s idle_timeout ends counts local', async () => {
     assert.equal((await rawGet(portOf('h2goaway'), '/goaway')).status, 200);
-    await settles('h2goaway', { upstream_cx_total: 1, upstream_cx_destroy: 1, upstream_cx_destroy_remote: 1 });
+    await settles('h2goaway', { upstream_cx_total: 1, upstream_cx_destroy: 1, upstream_cx_destroy_local: 1 });
+    assert.equal((await rawGet(portOf('h2goaway'), '/')).status, 200, 'the next request opens a new session');
+    assert.equal((await cxStats('h2goaway')).upstream_cx_total, 2);
+    assert.equal((await rawGet(portOf('h2close'), '/drop')).status, 200);
+    await settles('h2close', { upstream_cx_total: 1, upstream_cx_destroy: 1, upstream_cx_destroy_remote: 1 });
     assert.equal((await rawGet(portOf('h2idle'), '/')).status, 200);
     await settles('h2idle', { upstream_cx_total: 1, upstream_cx_destroy: 1, upstream_cx_destroy_local: 1 });
     assert.equal(await stat('h2idle', 'upstream_cx_idle_timeout'), 1);
