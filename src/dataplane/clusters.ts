@@ -16,6 +16,7 @@ import { ConfigError } from '../envoy/config-error.js';
 import { statName, type StatsStore, type StatSample } from './stats.js';
 import { compileCluster, type ClusterSpec, type WeightedEndpoint } from './cluster-spec.js';
 import { LiveCluster, type ClusterStats } from './live-cluster.js';
+import { UpstreamCxStats } from './upstream-cx-stats.js';
 
 export { compileCluster, socketAddressOf } from './cluster-spec.js';
 
@@ -114,14 +115,7 @@ export class DynamicClusterManager implements ClusterManager {
   private clusterStats(name: string): ClusterStats {
     const tag = { name: 'envoy_cluster_name', value: name };
     const c = (stat: string) => this.stats.counter(statName('cluster', stat, tag));
-    return {
-      rq: c('upstream_rq_total'),
-      noneHealthy: c('upstream_cx_none_healthy'),
-      cx: c('upstream_cx_total'),
-      connectTimeout: c('upstream_cx_connect_timeout'),
-      idleTimeout: c('upstream_cx_idle_timeout'),
-      maxRequests: c('upstream_cx_max_requests'),
-    };
+    return { rq: c('upstream_rq_total'), noneHealthy: c('upstream_cx_none_healthy'), cx: new UpstreamCxStats(c) };
   }
 
   private *gauges(): Iterable<StatSample> {
@@ -130,6 +124,7 @@ export class DynamicClusterManager implements ClusterManager {
       const tag = { name: 'envoy_cluster_name', value: c.name };
       yield { ...statName('cluster', 'membership_total', tag), kind: 'gauge', value: c.spec.allEndpoints.length };
       yield { ...statName('cluster', 'membership_healthy', tag), kind: 'gauge', value: c.spec.endpoints.length };
+      yield { ...statName('cluster', 'upstream_cx_active', tag), kind: 'gauge', value: c.stats.cx.active };
     }
   }
 }

@@ -2,11 +2,16 @@
 // endpoint, original source and ALPN override, replaced by a new one once it received GOAWAY,
 // closed or failed. A session is drained (node's close(): open streams finish, no new ones) after
 // it has had no open stream for the cluster's idle_timeout, or once it has carried
-// max_requests_per_connection streams, as Envoy's pool does.
+// max_requests_per_connection streams, or after the upstream's GOAWAY, as Envoy's pool does. A
+// session's end is counted by who ended it first: the pool (drain, including after GOAWAY, retire,
+// destroy), node (a protocol error) or a connect timeout are local; the upstream's FIN or reset
+// remote. It ended with active requests when streams were open as its socket closed, or as the
+// pool destroyed it.
 import { connect as h2connect, type ClientHttp2Session, type ClientHttp2Stream, type ClientSessionRequestOptions, type OutgoingHttpHeaders } from 'node:http2';
 import { IdleTimer } from './connection-limits.js';
 import type { OriginalSource } from './original-src.js';
 import { ClusterPool, hostPort, openUpstream, poolKey, type Endpoint } from './upstream-pools.js';
+import { onPeerEnd, type CloseSide } from './upstream-cx-stats.js';
 
 /** A pooled session and what it has carried. */
 interface PooledSession {
@@ -18,6 +23,10 @@ interface PooledSession {
   served: number;
   /** Out of the pool: it closes once its last stream ends. */
   draining: boolean;
+  /** Who ended it first; undefined while neither has. */
+  endedBy?: CloseSide;
+  /** Streams were open as the pool destroyed it. */
+  cutShort: boolean;
 }
 
 export class Http2Pool extends ClusterPool {
@@ -35,7 +44,7 @@ export class Http2Pool extends ClusterPool {
     pooled.idle.busy();
     stream.once('close', () => {
       if (--pooled.open > 0) return;
-      if (pooled.draining) pooled.session.close();
+      if (pooled.draining) close(pooled);
       else pooled.idle.start(this.settings().connection.idleTimeoutMs);
     });
     const { maxRequests } = this.settings().connection;
@@ -51,7 +60,7 @@ export class Http2Pool extends ClusterPool {
     this.retired = true;
     for (const p of this.sessions.values()) {
       p.idle.stop();
-      p.session.close();
+      close(p);
     }
     this.sessions.clear();
   }
@@ -59,6 +68,8 @@ export class Http2Pool extends ClusterPool {
   destroy(): void {
     for (const p of this.sessions.values()) {
       p.idle.stop();
+      p.endedBy ??= 'local';
+      p.cutShort = p.open > 0;
       p.session.destroy();
     }
     this.sessions.clear();
@@ -69,15 +80,15 @@ export class Http2Pool extends ClusterPool {
     const existing = this.sessions.get(key);
     if (existing && !existing.session.closed && !existing.session.destroyed) return existing;
     const ms = this.settings().connectTimeoutMs;
-    const session = h2connect(`http://${hostPort(ep)}`, {
-      createConnection: () => openUpstream(ep, this.transportOf(ep), ms, this.count.connectTimeout, {}, source, alpn).socket,
-    });
+    const socket = openUpstream(ep, this.transportOf(ep), ms, this.count.connectTimeout, {}, source, alpn).socket;
+    const session = h2connect(`http://${hostPort(ep)}`, { createConnection: () => socket });
     this.count.connection();
     const pooled: PooledSession = {
       session,
       open: 0,
       served: 0,
       draining: false,
+      cutShort: false,
       idle: new IdleTimer(() => {
         this.count.idleTimeout();
         this.drain(key, pooled);
@@ -87,15 +98,18 @@ export class Http2Pool extends ClusterPool {
       pooled.idle.stop();
       if (this.sessions.get(key) === pooled) this.sessions.delete(key);
     };
-    // After GOAWAY the session finishes its streams but takes no new ones: the next request opens a new one.
-    session.on('goaway', forget);
+    onPeerEnd(socket, () => (pooled.endedBy ??= 'remote'));
+    socket.once('close', () => this.count.destroyed(pooled.endedBy ?? 'local', pooled.cutShort || pooled.open > 0));
+    // After GOAWAY the session finishes its streams but takes no new ones (the next request opens a
+    // new one), and the pool closes it then, as Envoy's does: so Envoy counts such an end as local.
+    session.on('goaway', () => this.drain(key, pooled));
     session.on('close', forget);
     // Errors reach the streams that were open; the session itself only needs replacing.
     session.on('error', forget);
     // An idle pooled session must not keep the process alive.
     session.unref();
     // A retired pool serves the request it is asked for, then lets the session wind down.
-    if (this.retired) setImmediate(() => session.close());
+    if (this.retired) setImmediate(() => close(pooled));
     else this.sessions.set(key, pooled);
     return pooled;
   }
@@ -108,6 +122,17 @@ export class Http2Pool extends ClusterPool {
     pooled.idle.stop();
     pooled.draining = true;
     if (this.sessions.get(key) === pooled) this.sessions.delete(key);
-    if (pooled.open === 0) pooled.session.close();
+    if (pooled.open === 0) close(pooled);
   }
+}
+
+/**
+ * The pool closes the session: open streams finish, none start. Without open streams its socket
+ * goes at once: node's close() would half-close it and wait for the upstream's FIN, which an
+ * upstream that sent GOAWAY and kept the connection may never send.
+ */
+function close(pooled: PooledSession): void {
+  pooled.endedBy ??= 'local';
+  if (pooled.open === 0) pooled.session.destroy();
+  else pooled.session.close();
 }

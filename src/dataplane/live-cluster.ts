@@ -10,6 +10,7 @@ import { Http2Pool } from './http2-pool.js';
 import type { UpstreamTls } from './tls/upstream.js';
 import type { RequestView } from '../envoy/request.js';
 import type { StatCounter } from './stats.js';
+import type { UpstreamCxStats } from './upstream-cx-stats.js';
 import { equalWeights, type ClusterSpec, type WeightedEndpoint } from './cluster-spec.js';
 
 /** `host:port` / `[v6]:port` from a header, or undefined. */
@@ -23,10 +24,8 @@ function parseHostPort(v: string): Endpoint | undefined {
 export interface ClusterStats {
   readonly rq: StatCounter;
   readonly noneHealthy: StatCounter;
-  readonly cx: StatCounter;
-  readonly connectTimeout: StatCounter;
-  readonly idleTimeout: StatCounter;
-  readonly maxRequests: StatCounter;
+  /** What the pools count of the cluster's connections. */
+  readonly cx: UpstreamCxStats;
 }
 
 /** A serving cluster: the spec can be swapped under it (EDS updates) while its pool stays. */
@@ -45,7 +44,7 @@ export class LiveCluster implements UpstreamCluster {
 
   constructor(
     public spec: ClusterSpec,
-    private readonly stats: ClusterStats,
+    readonly stats: ClusterStats,
   ) {
     this.http1 = new Http1Pool(this.poolOptions());
     this.breaker = new CircuitBreaker(spec.circuit);
@@ -54,11 +53,10 @@ export class LiveCluster implements UpstreamCluster {
 
   /** The pools read the current spec on each use, so an update (connect timeout, limits) applies to them. */
   private poolOptions(): PoolOptions {
-    const s = this.stats;
     return {
       settings: () => this.spec,
       transportOf: (ep) => this.transportOf(ep),
-      count: { connection: () => s.cx.inc(), connectTimeout: () => s.connectTimeout.inc(), idleTimeout: () => s.idleTimeout.inc(), maxRequests: () => s.maxRequests.inc() },
+      count: this.stats.cx,
     };
   }
 

@@ -13,6 +13,7 @@ import { ConnectionList } from './http1/client.js';
 import { DEFAULT_CONNECTION_LIMITS, type ConnectionLimits, type PoolCloses } from './connection-limits.js';
 import type { Http2Pool } from './http2-pool.js';
 import { undiciPool, type Pool } from './undici-pool.js';
+import { countEnd, type ConnectionEnds } from './upstream-cx-stats.js';
 
 export interface Endpoint {
   readonly host: string;
@@ -53,9 +54,9 @@ export interface PoolSettings {
   readonly connection: ConnectionLimits;
 }
 
-/** The cluster's counters a pool bumps. */
-export interface PoolCounters extends PoolCloses {
-  /** A new connection (upstream_cx_total). */
+/** The cluster's counters a pool bumps (upstream-cx-stats.ts). */
+export interface PoolCounters extends PoolCloses, ConnectionEnds {
+  /** A new connection (upstream_cx_total; upstream_cx_active until its end is counted). */
   connection(): void;
   /** A connection that did not connect in time (upstream_cx_connect_timeout). */
   connectTimeout(): void;
@@ -81,7 +82,13 @@ export abstract class ClusterPool {
     const c = o.count ?? {};
     this.settings = o.settings ?? (() => UNSET);
     this.transportOf = o.transportOf ?? (() => undefined);
-    this.count = { connection: c.connection ?? NOTHING, connectTimeout: c.connectTimeout ?? NOTHING, idleTimeout: c.idleTimeout ?? NOTHING, maxRequests: c.maxRequests ?? NOTHING };
+    this.count = {
+      connection: c.connection ?? NOTHING,
+      connectTimeout: c.connectTimeout ?? NOTHING,
+      idleTimeout: c.idleTimeout ?? NOTHING,
+      maxRequests: c.maxRequests ?? NOTHING,
+      destroyed: c.destroyed ?? NOTHING,
+    };
   }
 }
 
@@ -158,8 +165,8 @@ class UpstreamAgent extends Agent {
  * A cluster's HTTP/1.1 connections: the proxy's own keep-alive connections per endpoint
  * (http1/client.ts; unbounded, no timeouts of their own: the route's timeout applies) for requests
  * whose body has a known length or none, a node:http agent for chunked and `Expect` requests, and
- * an undici pool per endpoint for the ext_authz HTTP check. Every new connection is counted and
- * gives up after the connect timeout.
+ * an undici pool per endpoint for the ext_authz HTTP check. Every connection is counted as it opens
+ * and as it ends (upstream-cx-stats.ts), and gives up after the connect timeout.
  */
 export class Http1Pool extends ClusterPool {
   readonly agent: UpstreamAgent;
@@ -171,7 +178,7 @@ export class Http1Pool extends ClusterPool {
 
   constructor(options: PoolOptions = {}) {
     super(options);
-    this.agent = new UpstreamAgent((o) => this.connect(o).socket);
+    this.agent = new UpstreamAgent((o) => this.connectLent(o).socket);
   }
 
   /**
@@ -234,7 +241,7 @@ export class Http1Pool extends ClusterPool {
    */
   requestOptions(ep: Endpoint, source?: OriginalSource, override?: readonly string[]): Pick<ClientRequestArgs, 'agent' | 'createConnection'> {
     const alpn = this.transportOf(ep)?.alpnFor(override);
-    if (source) return { agent: false, createConnection: () => this.connect({ host: ep.host, port: ep.port }, source, alpn).socket };
+    if (source) return { agent: false, createConnection: () => this.connectLent({ host: ep.host, port: ep.port }, source, alpn).socket };
     return { agent: alpn ? this.agentFor(alpn) : this.agent };
   }
 
@@ -242,7 +249,7 @@ export class Http1Pool extends ClusterPool {
     const key = alpn.join(',');
     let agent = this.alpnAgents.get(key);
     if (!agent) {
-      agent = new UpstreamAgent((options) => this.connect(options, undefined, alpn).socket);
+      agent = new UpstreamAgent((options) => this.connectLent(options, undefined, alpn).socket);
       if (this.retired) agent.retire();
       this.alpnAgents.set(key, agent);
     }
@@ -255,10 +262,17 @@ export class Http1Pool extends ClusterPool {
     return openUpstream(ep, this.transportOf(ep), this.settings().connectTimeoutMs, this.count.connectTimeout, options, source, alpn);
   }
 
+  /** A connection lent to node:http or undici, which keep its requests to themselves: its end is counted from its socket. */
+  private connectLent(options: NetConnectOpts, source?: OriginalSource, alpn?: readonly string[]): { socket: Socket; ready: 'connect' | 'secureConnect' } {
+    const opened = this.connect(options, source, alpn);
+    countEnd(opened.socket, this.count);
+    return opened;
+  }
+
   /** undici's connector: our socket (counted, connect timeout, TLS when the endpoint's transport says so), handed over once ready. */
   private connector(ep: Endpoint, source: OriginalSource | undefined, alpn: readonly string[] | undefined): buildConnector.connector {
     return (_options, callback) => {
-      const { socket, ready } = this.connect({ host: ep.host, port: ep.port }, source, alpn);
+      const { socket, ready } = this.connectLent({ host: ep.host, port: ep.port }, source, alpn);
       const settle = (e?: Error): void => {
         socket.off(ready, settle);
         socket.off('error', settle);

@@ -23,7 +23,7 @@ import { TypeUrl } from '../../src/envoy/types.js';
 import { close, rawGet } from '../helpers/http.js';
 import { eventually } from '../helpers/proc.js';
 import { StaticClusterManager } from './static-cluster-manager.js';
-import { FixtureAds, hcmChain, listener, staticCluster, writeBootstrap, type HcmOptions } from './xds-fixtures.js';
+import { boundPort, FixtureAds, hcmChain, listener, staticCluster, writeBootstrap, type HcmOptions } from './xds-fixtures.js';
 
 /** The upstream answers /slow after this long: longer than the idle timeout under test. */
 const SLOW_MS = 600;
@@ -99,11 +99,7 @@ describe('common_http_protocol_options of the connection manager (downstream con
   let app: Server;
   let proxy: MeshProxy;
 
-  const portOf = (name: string): number => {
-    const l = proxy.listeners.info().find((i) => i.name === name);
-    assert.ok(l?.bound, `listener ${name} is bound`);
-    return l.bound.port;
-  };
+  const portOf = (name: string): number => boundPort(proxy, name);
   const hcm = (name: string, o: Omit<HcmOptions, 'cluster'>) => listener(name, 0, [hcmChain({ cluster: 'app', statPrefix: name, ...o })]);
 
   before(async () => {

@@ -22,7 +22,7 @@ import { MeshProxy } from '../../src/dataplane/proxy.js';
 import { pack, TypeUrl, unpack } from '../../src/envoy/types.js';
 import { eventually } from '../helpers/proc.js';
 import { ISSUER, jwks, meshJwtAuthn, meshProvider, mint, testKey } from './fixtures.js';
-import { FixtureAds, hcmChain, listener, staticCluster, writeBootstrap } from './xds-fixtures.js';
+import { boundPort, FixtureAds, hcmChain, listener, staticCluster, writeBootstrap } from './xds-fixtures.js';
 
 const ECHO = '/test.Echo/Echo';
 const same = (b: Buffer): Buffer => b;
@@ -142,11 +142,7 @@ describe('HTTP/2 and gRPC through mesh-proxy', () => {
   let bob: string;
   const clients: Client[] = [];
 
-  const portOf = (name: string): number => {
-    const l = proxy.listeners.info().find((i) => i.name === name);
-    assert.ok(l?.bound, `listener ${name} is bound`);
-    return l.bound.port;
-  };
+  const portOf = (name: string): number => boundPort(proxy, name);
   const client = (port: number): Client => {
     const c = new Client(`127.0.0.1:${port}`, credentials.createInsecure());
     clients.push(c);

@@ -14,7 +14,7 @@ import { loadBootstrap } from '../../src/dataplane/bootstrap.js';
 import { MeshProxy } from '../../src/dataplane/proxy.js';
 import { pack, TypeUrl } from '../../src/envoy/types.js';
 import { eventually } from '../helpers/proc.js';
-import { FixtureAds, hcmChain, listener, staticCluster, tcpChain, writeBootstrap } from './xds-fixtures.js';
+import { boundPort, FixtureAds, hcmChain, listener, staticCluster, tcpChain, writeBootstrap } from './xds-fixtures.js';
 
 function send(port: number, path: string, method = 'GET', agent: Agent | false = false): Promise<{ status: number; body: string; server: string; connection: string }> {
   return new Promise((resolve, reject) => {
@@ -48,11 +48,7 @@ describe('listener updates, removal, inspection and drain', () => {
   /** Requests to /hold wait here until released. */
   const held: Array<() => void> = [];
 
-  const portOf = (name: string): number => {
-    const l = proxy.listeners.info().find((i) => i.name === name);
-    assert.ok(l?.bound, `listener ${name} is bound`);
-    return l.bound.port;
-  };
+  const portOf = (name: string): number => boundPort(proxy, name);
   const listeners = (version: string, extra: ReturnType<typeof listener>[] = []) => [
     listener('in', 0, [hcmChain({ cluster: 'app', serverName: version })]),
     listener('sniff', 0, [hcmChain({ cluster: 'app', serverName: 'sniffed-http' }, { filterChainMatch: { applicationProtocols: ['http/1.0', 'http/1.1', 'h2c'] } }), tcpChain('tcp-echo')], sniffing),

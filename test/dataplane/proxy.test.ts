@@ -20,7 +20,7 @@ import { pack, TypeUrl } from '../../src/envoy/types.js';
 import { freePort } from '../../samples/local-mesh.js';
 import { eventually, statValue } from '../helpers/proc.js';
 import { ISSUER, jwks, meshJwtAuthn, meshProvider, mint, testKey, type TestKey } from './fixtures.js';
-import { edsCluster, endpoints, FixtureAds, hcmChain, listener, routeResource, staticCluster, tcpChain, writeBootstrap, type HcmOptions } from './xds-fixtures.js';
+import { boundPort, edsCluster, endpoints, FixtureAds, hcmChain, listener, routeResource, staticCluster, tcpChain, writeBootstrap, type HcmOptions } from './xds-fixtures.js';
 
 type PrincipalInit = MessageInitShape<typeof PrincipalSchema>;
 
@@ -78,11 +78,7 @@ describe('mesh-proxy over ADS', () => {
   const refreshes: RequestRefreshRequest[] = [];
 
   const admin = (path: string, method = 'GET') => send(proxy.adminPort, path, {}, method);
-  const portOf = (name: string): number => {
-    const l = proxy.listeners.info().find((i) => i.name === name);
-    assert.ok(l?.bound, `listener ${name} is bound`);
-    return l.bound.port;
-  };
+  const portOf = (name: string): number => boundPort(proxy, name);
   const stat = async (name: string): Promise<number> => statValue((await admin('/stats')).body, name);
   /** The listeners every test starts from: HCM over RDS with jwt_authn + rbac, and a TCP proxy. */
   const baseListeners = (policies: HcmOptions['policies'] = onlyAlice) => [

@@ -1,5 +1,6 @@
 // A real ADS server (src/xds/server.ts) serving whatever resources a test sets, plus builders of
 // the Envoy messages the proxy tests send and a bootstrap file pointing at the server.
+import assert from 'node:assert/strict';
 import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { create, type MessageInitShape } from '@bufbuild/protobuf';
@@ -17,6 +18,7 @@ import { RBACSchema } from '../../src/gen/envoy/extensions/filters/http/rbac/v3/
 import { RouterSchema } from '../../src/gen/envoy/extensions/filters/http/router/v3/router_pb.js';
 import { HttpConnectionManagerSchema } from '../../src/gen/envoy/extensions/filters/network/http_connection_manager/v3/http_connection_manager_pb.js';
 import { TcpProxySchema } from '../../src/gen/envoy/extensions/filters/network/tcp_proxy/v3/tcp_proxy_pb.js';
+import type { MeshProxy } from '../../src/dataplane/proxy.js';
 import type { XdsResource } from '../../src/xds/generator.js';
 import { XdsServer } from '../../src/xds/server.js';
 import { pack, TypeUrl } from '../../src/envoy/types.js';
@@ -165,4 +167,11 @@ export function writeBootstrap(dir: string, xdsPort: number, adminPort: number):
   const file = join(dir, 'bootstrap.json');
   writeFileSync(file, JSON.stringify(bootstrapJson(xdsPort, adminPort), null, 2));
   return file;
+}
+
+/** The port the proxy's listener `name` is bound to (asserting that it is). */
+export function boundPort(proxy: MeshProxy, name: string): number {
+  const l = proxy.listeners.info().find((i) => i.name === name);
+  assert.ok(l?.bound, `listener ${name} is bound`);
+  return l.bound.port;
 }

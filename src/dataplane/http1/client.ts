@@ -9,41 +9,15 @@ import type { OutgoingHttpHeaders } from 'node:http';
 import type { DownstreamResponse, HeaderMap, UpstreamBody, UpstreamEvents, UpstreamExchange } from '../http-codec.js';
 import { isEndToEnd } from '../http-codec.js';
 import { ResponseParseError, ResponseParser, type ResponseSink } from './response-parser.js';
+import { requestHead } from './request-head.js';
 import { DEFAULT_CONNECTION_LIMITS, IdleTimer, type ConnectionLimits, type PoolCloses } from '../connection-limits.js';
+import { onPeerEnd, type CloseSide, type ConnectionEnds } from '../upstream-cx-stats.js';
 
 /** A new connection to the endpoint, and the event that says it can carry a request. */
 export type OpenConnection = () => { socket: Socket; ready: 'connect' | 'secureConnect' };
 
 /** Methods a client may send again after a reused connection closed before answering (RFC 9110 9.2.2). */
 const IDEMPOTENT = new Set(['GET', 'HEAD', 'OPTIONS', 'PUT', 'DELETE', 'TRACE']);
-/** A character that could split the head (CR, LF, NUL), or one beyond a byte (from configuration). */
-const SPECIAL = /[\r\n\0\u0100-\uffff]/;
-const UNSAFE = /[\r\n\0]/;
-
-/**
- * The head's text as bytes, one character per byte (latin1), as node:http's parser hands over the
- * downstream request's bytes, so that those pass unchanged; a value with characters beyond a byte
- * (configuration, JWT claims) goes as UTF-8, as Envoy sends configured values. Throws naming a
- * header (or the path) that could split the head.
- */
-function byteString(where: string, text: string): string {
-  if (!SPECIAL.test(text)) return text;
-  if (UNSAFE.test(text)) throw new Error(`invalid character in ${where}`);
-  return Buffer.from(text, 'utf8').toString('latin1');
-}
-
-/** The request head, to be written as latin1; throws naming a header whose value could split it. */
-export function requestHead(method: string, path: string, headers: OutgoingHttpHeaders): string {
-  let head = `${method} ${byteString('request path', path)} HTTP/1.1\r\n`;
-  for (const name in headers) {
-    const v = headers[name];
-    if (v === undefined) continue;
-    if (typeof v === 'object') {
-      for (const one of v) head += `${name}: ${byteString(`header ${name}`, one)}\r\n`;
-    } else head += `${name}: ${byteString(`header ${name}`, String(v))}\r\n`;
-  }
-  return `${head}\r\n`;
-}
 
 /** The idle keep-alive connections of one pool key (endpoint, original source, ALPN), newest first used. */
 export class ConnectionList {
@@ -56,7 +30,7 @@ export class ConnectionList {
     private readonly connect: OpenConnection,
     /** The cluster's limits as they are now (an update applies to connections already open). */
     private readonly limits: () => ConnectionLimits = () => DEFAULT_CONNECTION_LIMITS,
-    private readonly closes?: PoolCloses,
+    private readonly count?: PoolCloses & ConnectionEnds,
   ) {}
 
   /** An idle connection, or a new one. */
@@ -75,14 +49,14 @@ export class ConnectionList {
     const { idleTimeoutMs, maxRequests } = this.limits();
     if (this.retired) c.close();
     else if (maxRequests > 0 && c.reuses + 1 >= maxRequests) {
-      this.closes?.maxRequests();
+      this.count?.maxRequests();
       c.close();
     } else this.idle.push(c.park(idleTimeoutMs));
   }
 
   /** An idle connection reached the idle timeout. */
   expired(c: Http1Connection): void {
-    this.closes?.idleTimeout();
+    this.count?.idleTimeout();
     c.close();
   }
 
@@ -91,6 +65,11 @@ export class ConnectionList {
     this.open.delete(c);
     const i = this.idle.indexOf(c);
     if (i >= 0) this.idle.splice(i, 1);
+  }
+
+  /** The connection's socket closed. */
+  destroyed(side: CloseSide, activeRq: boolean): void {
+    this.count?.destroyed(side, activeRq);
   }
 
   /** Idle connections close; busy ones close once their exchange ends. */
@@ -119,6 +98,12 @@ export class Http1Connection implements ResponseSink {
   /** Requests this connection carried before the current one. */
   reuses = 0;
   private closed = false;
+  /** The current exchange's response was all read. */
+  private responded = false;
+  /** The upstream ended the connection (FIN, reset) before the proxy closed it. */
+  private peerEnded = false;
+  /** A request was in flight as the connection began to close (Envoy's _with_active_rq). */
+  private cutShort = false;
   private readonly idleTimer = new IdleTimer(() => this.home.expired(this));
 
   constructor(
@@ -140,7 +125,11 @@ export class Http1Connection implements ResponseSink {
     socket.on('data', (d: Buffer) => this.onBytes(d));
     socket.on('end', () => this.onEof());
     socket.on('error', (e) => this.onClosed(e));
-    socket.on('close', () => this.onClosed(new Error('upstream connection closed')));
+    onPeerEnd(socket, () => (this.peerEnded = true));
+    socket.on('close', () => {
+      this.onClosed(new Error('upstream connection closed'));
+      this.home.destroyed(this.peerEnded ? 'remote' : 'local', this.cutShort);
+    });
   }
 
   get usable(): boolean {
@@ -163,6 +152,7 @@ export class Http1Connection implements ResponseSink {
 
   begin(ex: ClientExchange, headRequest: boolean): void {
     this.exchange = ex;
+    this.responded = false;
     this.parser.expect(headRequest);
   }
 
@@ -197,6 +187,7 @@ export class Http1Connection implements ResponseSink {
   }
 
   close(): void {
+    this.ending();
     this.closed = true;
     this.idleTimer.stop();
     this.exchange = undefined;
@@ -213,7 +204,16 @@ export class Http1Connection implements ResponseSink {
   }
 
   onEnd(trailers: string[] | undefined): void {
+    this.responded = true;
     this.exchange?.onEnd(trailers);
+  }
+
+  /**
+   * The first step of closing: whether a request is in flight, as Envoy counts it: sent on a
+   * connected connection (one still connecting holds it as pending) and its response not all read.
+   */
+  private ending(): void {
+    if (!this.closed) this.cutShort = this.ready && this.exchange !== undefined && !this.responded;
   }
 
   private onBytes(d: Buffer): void {
@@ -237,6 +237,7 @@ export class Http1Connection implements ResponseSink {
 
   private onClosed(e: Error): void {
     const ex = this.exchange;
+    this.ending();
     this.closed = true;
     this.idleTimer.stop();
     this.exchange = undefined;
