@@ -180,9 +180,7 @@ export function serveH2cAsHttp1(req: IncomingMessage, socket: Duplex, head: Buff
 export function closeUnreadRequest(req: DownstreamRequest, res: DownstreamResponse, limits: RequestLimits, always = false): void {
   if (req.complete && !always) return;
   if ('stream' in req) {
-    // Once the reply is written (the compatibility response's own 'finish' waits for the stream
-    // to close, which a client still sending never lets happen).
-    req.stream.once('finish', () => req.stream.close());
+    res.once('finish', () => req.stream.close());
     return;
   }
   const socket = req.socket;

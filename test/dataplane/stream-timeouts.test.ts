@@ -8,7 +8,7 @@
 import assert from 'node:assert/strict';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
-import { connect as h2connect, type ClientHttp2Session } from 'node:http2';
+import { connect as h2connect, type ClientHttp2Session, type ClientHttp2Stream } from 'node:http2';
 import { connect, type AddressInfo, type Socket } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -79,10 +79,15 @@ function assertAbout(elapsed: number, expected: number, what: string): void {
   assert.ok(elapsed >= expected - 50 && elapsed < expected + 400, `${what}: ${elapsed} ms, expected about ${expected} ms`);
 }
 
-/** One h2c stream: the status, the body, how it ended (`end`, or the error's code) and when. */
-function h2Request(session: ClientHttp2Session, path: string, method = 'GET'): Promise<{ status: number; body: string; end: string; at: number }> {
+
+/**
+ * One h2c stream (a GET, or a POST whose body `upload` writes): the status, the body, how it
+ * ended (`end`, or the error's code) and when.
+ */
+function h2Request(session: ClientHttp2Session, path: string, upload?: (stream: ClientHttp2Stream) => void): Promise<{ status: number; body: string; end: string; at: number }> {
   return new Promise((resolve) => {
-    const stream = session.request({ ':path': path, ':method': method }, { endStream: method === 'GET' });
+    const stream = session.request({ ':path': path, ':method': upload ? 'POST' : 'GET' }, { endStream: !upload });
+    upload?.(stream);
     let status = 0;
     let body = '';
     stream.setEncoding('utf8');
@@ -109,6 +114,31 @@ describe('stream timeouts of the connection manager (stream_idle_timeout, reques
     return l.bound.port;
   };
   const stat = (prefix: string, name: string): number => proxy.stats.samples().find((s) => s.name === `http.${prefix}.${name}`)?.value ?? 0;
+  /**
+   * What `send` writes on a new connection to listener `name` gets, about `expectedMs` after it
+   * began, a 408 with `body`, then the proxy closes the connection; counted once as `counter`.
+   */
+  const expectTimeout = async (name: string, counter: string, body: string, expectedMs: number, send: (c: RawClient) => Promise<void>): Promise<void> => {
+    const counted = stat(name, counter);
+    const c = new RawClient(portOf(name));
+    const sent = Date.now();
+    await send(c);
+    await c.answered(body);
+    assert.match(c.text, /^HTTP\/1\.1 408 Request Timeout\r\n/);
+    assert.match(c.text, /\r\nconnection: close\r\n/i);
+    assertAbout((await c.ended()) - sent, expectedMs, 'answered and closed after');
+    assert.equal(stat(name, counter), counted + 1);
+  };
+  /** Runs `use` over an h2c (prior knowledge) session to listener `name`, closed after. */
+  const overH2 = async (name: string, use: (session: ClientHttp2Session) => Promise<void>): Promise<void> => {
+    const session = h2connect(`http://127.0.0.1:${portOf(name)}`);
+    session.on('error', () => undefined);
+    try {
+      await use(session);
+    } finally {
+      session.destroy();
+    }
+  };
   const hcm = (name: string, timeouts: HcmOptions['timeouts']) => listener(name, 0, [hcmChain({ cluster: 'app', statPrefix: name, timeouts })]);
 
   before(async () => {
@@ -152,7 +182,7 @@ describe('stream timeouts of the connection manager (stream_idle_timeout, reques
   });
 
   it('stream_idle_timeout: a request whose upstream never answers gets 504 `stream timeout` after the timeout, not before; the upstream request is reset', async () => {
-    const before = stat('idle', 'downstream_rq_idle_timeout');
+    const counted = stat('idle', 'downstream_rq_idle_timeout');
     const c = new RawClient(portOf('idle'));
     const sent = Date.now();
     c.socket.write('GET /hang HTTP/1.1\r\nhost: test\r\n\r\n');
@@ -161,7 +191,7 @@ describe('stream timeouts of the connection manager (stream_idle_timeout, reques
     // The request had all arrived: what timed out was the wait for the upstream (Envoy's 504).
     assert.match(c.text, /^HTTP\/1\.1 504 Gateway Timeout\r\n/);
     assert.match(c.text, /\r\ncontent-type: text\/plain\r\n/i);
-    assert.equal(stat('idle', 'downstream_rq_idle_timeout'), before + 1);
+    assert.equal(stat('idle', 'downstream_rq_idle_timeout'), counted + 1);
     await eventually(() => assert.ok(aborted.includes('/hang'), 'the upstream request was reset'));
     // The connection serves on.
     c.socket.write('GET /after HTTP/1.1\r\nhost: test\r\n\r\n');
@@ -170,25 +200,20 @@ describe('stream timeouts of the connection manager (stream_idle_timeout, reques
   });
 
   it('stream_idle_timeout: an upload that stops halfway gets 408 `stream timeout` and the connection closes', async () => {
-    const c = new RawClient(portOf('idle'));
-    const sent = Date.now();
-    c.socket.write('POST /upload HTTP/1.1\r\nhost: test\r\ncontent-length: 100\r\n\r\nhalf');
-    await c.answered('stream timeout');
-    assertAbout(Date.now() - sent, IDLE_MS, 'answered after');
-    assert.match(c.text, /^HTTP\/1\.1 408 Request Timeout\r\n/);
-    assert.match(c.text, /\r\nconnection: close\r\n/i);
-    await c.ended();
+    await expectTimeout('idle', 'downstream_rq_idle_timeout', 'stream timeout', IDLE_MS, async (c) => {
+      c.socket.write('POST /upload HTTP/1.1\r\nhost: test\r\ncontent-length: 100\r\n\r\nhalf');
+    });
   });
 
   it('stream_idle_timeout: a response that stalls after its first bytes is reset (the connection closes) after the timeout', async () => {
-    const before = stat('idle', 'downstream_rq_idle_timeout');
+    const counted = stat('idle', 'downstream_rq_idle_timeout');
     const c = new RawClient(portOf('idle'));
     c.socket.write('GET /stall HTTP/1.1\r\nhost: test\r\n\r\n');
     await eventually(() => assert.match(c.text, /^HTTP\/1\.1 200 OK\r\n[\s\S]*first\n/));
     const stalled = Date.now();
     assertAbout((await c.ended()) - stalled, IDLE_MS, 'reset after');
     assert.doesNotMatch(c.text, /\r\n0\r\n\r\n$/, 'the response did not end as if complete');
-    assert.equal(stat('idle', 'downstream_rq_idle_timeout'), before + 1);
+    assert.equal(stat('idle', 'downstream_rq_idle_timeout'), counted + 1);
   });
 
   it('stream_idle_timeout: a slow but active upload (a chunk every 50 ms for twice the timeout) is not cut', async () => {
@@ -201,11 +226,11 @@ describe('stream timeouts of the connection manager (stream_idle_timeout, reques
   });
 
   it('stream_idle_timeout 0s: a request whose upstream never answers is not ended', async () => {
-    const before = stat('off', 'downstream_rq_idle_timeout');
+    const counted = stat('off', 'downstream_rq_idle_timeout');
     const c = new RawClient(portOf('off'));
     c.socket.write('GET /hang HTTP/1.1\r\nhost: test\r\n\r\n');
     await sleep(IDLE_MS * 3);
-    assert.deepEqual([c.text, c.endedAt, stat('off', 'downstream_rq_idle_timeout')], ['', undefined, before]);
+    assert.deepEqual([c.text, c.endedAt, stat('off', 'downstream_rq_idle_timeout')], ['', undefined, counted]);
     c.socket.destroy();
   });
 
@@ -238,48 +263,36 @@ describe('stream timeouts of the connection manager (stream_idle_timeout, reques
   });
 
   it('request_timeout: an upload still arriving after the timeout, though active, gets 408 `request timeout`; a fast one passes', async () => {
-    const before = stat('request', 'downstream_rq_timeout');
-    const slow = new RawClient(portOf('request'));
-    const sent = Date.now();
-    slow.socket.write('POST /upload HTTP/1.1\r\nhost: test\r\ntransfer-encoding: chunked\r\n\r\n');
-    await slow.trickle('1\r\nx\r\n', 50, REQUEST_MS * 3);
-    await slow.answered('request timeout');
-    assert.match(slow.text, /^HTTP\/1\.1 408 Request Timeout\r\n/);
-    assertAbout((await slow.ended()) - sent, REQUEST_MS, 'answered and closed after');
-    assert.equal(stat('request', 'downstream_rq_timeout'), before + 1);
-
+    await expectTimeout('request', 'downstream_rq_timeout', 'request timeout', REQUEST_MS, async (c) => {
+      c.socket.write('POST /upload HTTP/1.1\r\nhost: test\r\ntransfer-encoding: chunked\r\n\r\n');
+      await c.trickle('1\r\nx\r\n', 50, REQUEST_MS * 3);
+    });
+    const counted = stat('request', 'downstream_rq_timeout');
     const fast = new RawClient(portOf('request'));
     fast.socket.write('POST /upload HTTP/1.1\r\nhost: test\r\ncontent-length: 5\r\n\r\nhello');
     await fast.answered('app /upload 5\n');
-    assert.equal(stat('request', 'downstream_rq_timeout'), before + 1);
+    assert.equal(stat('request', 'downstream_rq_timeout'), counted);
     fast.socket.destroy();
   });
 
   it('request_headers_timeout: half a request head gets 408 `request header timeout` and the connection closes; a whole head in time passes', async () => {
-    const before = stat('headers', 'downstream_rq_header_timeout');
-    const half = new RawClient(portOf('headers'));
-    const sent = Date.now();
-    half.socket.write('GET /half HTTP/1.1\r\nhost: te');
-    await half.answered('request header timeout');
-    assert.match(half.text, /^HTTP\/1\.1 408 Request Timeout\r\n/);
-    assert.match(half.text, /\r\nconnection: close\r\n/i);
-    assertAbout((await half.ended()) - sent, HEADERS_MS, 'answered and closed after');
-    assert.equal(stat('headers', 'downstream_rq_header_timeout'), before + 1);
+    await expectTimeout('headers', 'downstream_rq_header_timeout', 'request header timeout', HEADERS_MS, async (c) => {
+      c.socket.write('GET /half HTTP/1.1\r\nhost: te');
+    });
+    const counted = stat('headers', 'downstream_rq_header_timeout');
 
     // The timer runs from the head's first byte: a connection idle before it is not cut.
     const whole = new RawClient(portOf('headers'));
     await sleep(HEADERS_MS * 2);
     whole.socket.write('GET /whole HTTP/1.1\r\nhost: test\r\n\r\n');
     await whole.answered('app /whole 0\n');
-    assert.equal(stat('headers', 'downstream_rq_header_timeout'), before + 1);
+    assert.equal(stat('headers', 'downstream_rq_header_timeout'), counted);
     whole.socket.destroy();
   });
 
-  it('HTTP/2 (h2c): an idle stream gets 504 `stream timeout`, a stalled response is reset, and the session serves new streams', async () => {
-    const before = stat('idle', 'downstream_rq_idle_timeout');
-    const session = h2connect(`http://127.0.0.1:${portOf('idle')}`);
-    session.on('error', () => undefined);
-    try {
+  it('HTTP/2 (h2c): an idle stream gets 504 `stream timeout`, a stalled response is reset, and the session serves new streams', () =>
+    overH2('idle', async (session) => {
+      const counted = stat('idle', 'downstream_rq_idle_timeout');
       const sent = Date.now();
       const hang = await h2Request(session, '/hang');
       assert.deepEqual([hang.status, hang.body, hang.end], [504, 'stream timeout', 'end']);
@@ -288,41 +301,24 @@ describe('stream timeouts of the connection manager (stream_idle_timeout, reques
       assert.deepEqual([stall.status, stall.body], [200, 'first\n']);
       // Reset as Envoy resets a downstream stream (RST_STREAM NO_ERROR), the body cut short.
       assertAbout(stall.at - hang.at, IDLE_MS, 'reset after');
-      assert.equal(stat('idle', 'downstream_rq_idle_timeout'), before + 2);
+      assert.equal(stat('idle', 'downstream_rq_idle_timeout'), counted + 2);
       await eventually(() => assert.equal(aborted.filter((u) => u === '/stall').length, 2, 'the upstream response was reset'));
       assert.equal(session.closed || session.destroyed, false, 'the session stays up');
       const next = await h2Request(session, '/next');
       assert.deepEqual([next.status, next.body, next.end], [200, 'app /next 0\n', 'end']);
-    } finally {
-      session.destroy();
-    }
-  });
+    }));
 
-  it('HTTP/2 (h2c): request_timeout answers a stream whose request body is still arriving 408 `request timeout`', async () => {
-    const before = stat('request', 'downstream_rq_timeout');
-    const session = h2connect(`http://127.0.0.1:${portOf('request')}`);
-    session.on('error', () => undefined);
-    try {
+  it('HTTP/2 (h2c): request_timeout answers a stream whose request body is still arriving 408 `request timeout`', () =>
+    overH2('request', async (session) => {
+      const counted = stat('request', 'downstream_rq_timeout');
       const sent = Date.now();
-      const stream = session.request({ ':path': '/upload', ':method': 'POST' });
-      stream.on('error', () => undefined);
-      const writer = setInterval(() => stream.writable && stream.write('x'), 50);
-      const answer = await new Promise<{ status: number; body: string }>((resolve) => {
-        let status = 0;
-        let body = '';
-        stream.setEncoding('utf8');
-        stream.on('response', (h) => (status = Number(h[':status'])));
-        stream.on('data', (d: string) => (body += d));
-        stream.on('close', () => resolve({ status, body }));
-      });
+      let writer: NodeJS.Timeout | undefined;
+      const answer = await h2Request(session, '/upload', (stream) => (writer = setInterval(() => stream.writable && stream.write('x'), 50)));
       clearInterval(writer);
-      assert.deepEqual(answer, { status: 408, body: 'request timeout' });
-      assertAbout(Date.now() - sent, REQUEST_MS, 'answered after');
-      assert.equal(stat('request', 'downstream_rq_timeout'), before + 1);
-    } finally {
-      session.destroy();
-    }
-  });
+      assert.deepEqual([answer.status, answer.body], [408, 'request timeout']);
+      assertAbout(answer.at - sent, REQUEST_MS, 'answered after');
+      assert.equal(stat('request', 'downstream_rq_timeout'), counted + 1);
+    }));
 
   it('the three fields are applied: they are no longer named in the "accepted but not applied" warning', (t) => {
     const warn = t.mock.method(scope('http'), 'warn', () => undefined);
