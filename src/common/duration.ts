@@ -91,3 +91,8 @@ export function durationMs(d: Duration | undefined, fallback: number): number {
   if (!d) return fallback;
   return Number(d.seconds) * 1000 + Math.floor(d.nanos / 1e6);
 }
+
+/** A protobuf Duration as a timer's delay: durationMs kept between 0 and Node's longest timer. */
+export function timerMs(d: Duration | undefined, fallback: number): number {
+  return Math.min(Math.max(durationMs(d, fallback), 0), MAX_TIMER_MS);
+}

@@ -3,7 +3,7 @@
 // defaults, which fields of those options are not applied, and the timer that closes a connection
 // once it has been idle that long.
 import { HttpProtocolOptionsSchema, type HttpProtocolOptions } from '../gen/envoy/config/core/v3/protocol_pb.js';
-import { durationMs, MAX_TIMER_MS } from '../common/duration.js';
+import { timerMs } from '../common/duration.js';
 import { unappliedFields } from '../envoy/config-error.js';
 
 /** Envoy's idle_timeout of an HTTP connection when none is set: one hour. */
@@ -21,7 +21,7 @@ export const DEFAULT_CONNECTION_LIMITS: ConnectionLimits = { idleTimeoutMs: DEFA
 /** The limits of common_http_protocol_options (Envoy's defaults for what is unset); the idle timeout at most node's longest timer. */
 export function connectionLimitsOf(common: HttpProtocolOptions | undefined): ConnectionLimits {
   return {
-    idleTimeoutMs: Math.min(Math.max(durationMs(common?.idleTimeout, DEFAULT_IDLE_TIMEOUT_MS), 0), MAX_TIMER_MS),
+    idleTimeoutMs: timerMs(common?.idleTimeout, DEFAULT_IDLE_TIMEOUT_MS),
     maxRequests: common?.maxRequestsPerConnection ?? 0,
   };
 }

@@ -8,8 +8,7 @@ import { unappliedCommonFields } from './connection-limits.js';
 
 /** Set fields of the HCM that this proxy does not apply yet (logged when present). */
 const UNAPPLIED_HCM = [
-  'tracing', 'accessLog', 'accessLogOptions', 'http2ProtocolOptions', 'streamIdleTimeout', 'requestTimeout', 'requestHeadersTimeout',
-  'drainTimeout', 'localReplyConfig',
+  'tracing', 'accessLog', 'accessLogOptions', 'http2ProtocolOptions', 'drainTimeout', 'localReplyConfig',
   'internalAddressConfig', 'originalIpDetectionExtensions', 'via',
 ];
 

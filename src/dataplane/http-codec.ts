@@ -61,6 +61,14 @@ export function requestAuthority(req: DownstreamRequest): string {
  */
 export type BodyFraming = 'none' | 'length' | 'stream';
 
+/**
+ * Whether the whole request has arrived. An HTTP/2 request whose HEADERS frame ended the stream
+ * is whole though its (empty) body was never read, which node's `complete` waits for.
+ */
+export function requestComplete(req: DownstreamRequest): boolean {
+  return req.complete || ('stream' in req && req.stream.endAfterHeaders);
+}
+
 export function bodyFraming(req: DownstreamRequest): BodyFraming {
   const h = req.headers;
   if ('stream' in req) return h['content-length'] !== undefined ? 'length' : req.stream.endAfterHeaders ? 'none' : 'stream';

@@ -35,6 +35,7 @@ import {
   isGrpc,
   rawHead,
   requestAuthority,
+  requestComplete,
   respondHeadersOnly,
   writeHead,
   type DownstreamRequest,
@@ -43,7 +44,7 @@ import {
 import { connectionDestination } from './original-dst.js';
 import { peerIdentityOf } from './tls/peer.js';
 import { compileXfcc } from './tls/xfcc.js';
-import { closeUnreadRequest, absoluteTarget, refuseHead, requestLimits, type RequestLimits } from './request-guards.js';
+import { closeAfterReply, closeUnreadRequest, absoluteTarget, refuseHead, requestLimits, timeoutReply, type RequestLimits, type StreamTimeout } from './request-guards.js';
 import { compileRouteConfiguration, stripHostPort, type RouteTable } from './route-table.js';
 import { compilePathNormalization } from './path-normalization.js';
 
@@ -90,6 +91,14 @@ export interface HttpConnectionManagerHandler {
   handle(req: DownstreamRequest, res: DownstreamResponse, connection?: Socket): void;
   /** Serves an upgrade request (the server's 'upgrade' event), e.g. WebSocket. */
   handleUpgrade(req: IncomingMessage, socket: Duplex, head: Buffer): void;
+  /**
+   * Ends a stream whose timeout expired (listener/stream-timeouts.ts), as Envoy: the timeout's
+   * local reply while the response has not started (the rest of an unfinished request is not
+   * read), else a reset (HTTP/1.1: the connection closes).
+   */
+  timeout(kind: StreamTimeout, res: DownstreamResponse): void;
+  /** The same for an HTTP/1.1 request whose head has not all arrived: the local reply (408), then the connection closes. */
+  timeoutHead(kind: StreamTimeout, socket: Duplex): void;
 }
 
 /** The HttpConnectionManager of a listener filter chain (the chain's last, terminal filter). */
@@ -384,6 +393,20 @@ export function buildHttpConnectionManager(hcm: HttpConnectionManager, deps: Hcm
         log.error(`upgrade ${req.method} ${req.url} failed: ${(e as Error).message}`);
         socket.destroy();
       });
+    },
+    timeout(kind, res) {
+      if (res.headersSent) {
+        log.debug(`stream reset (${kind})`);
+        res.destroy();
+        return;
+      }
+      const req = res.req;
+      closeUnreadRequest(req, res, limits);
+      sendLocal(res, timeoutReply(kind, requestComplete(req)), undefined, isGrpc(String(req.headers['content-type'] ?? '')));
+    },
+    timeoutHead(kind, socket) {
+      sendLocalRaw(socket, timeoutReply(kind, false));
+      closeAfterReply(socket, limits);
     },
   };
 }

@@ -2,12 +2,13 @@
 // request: header limits (431), a repeated Host (400), the absolute-form request target
 // (`GET http://host/path`: the path is the path, the host the authority), an `h2c` upgrade (served
 // as a plain HTTP/1.1 request), and the connection of a local reply sent before the request body
-// was read (closed, not drained). Pure decisions plus the one socket action each needs.
+// was read (closed, not drained), and the stream timeouts' values and local replies (applied by
+// listener/stream-timeouts.ts). Pure decisions plus the one socket action each needs.
 import { ServerResponse, type IncomingMessage } from 'node:http';
 import type { Socket } from 'node:net';
 import type { Duplex } from 'node:stream';
 import type { HttpConnectionManager } from '../gen/envoy/extensions/filters/network/http_connection_manager/v3/http_connection_manager_pb.js';
-import { durationMs } from '../common/duration.js';
+import { durationMs, timerMs } from '../common/duration.js';
 import type { LocalReply } from '../envoy/filter.js';
 import type { DownstreamRequest, DownstreamResponse } from './http-codec.js';
 import { connectionLimitsOf } from './connection-limits.js';
@@ -17,6 +18,8 @@ const DEFAULT_MAX_HEADERS_KB = 60;
 const DEFAULT_MAX_HEADERS_COUNT = 100;
 /** Envoy's default delayed_close_timeout: how long a closing connection's last bytes may take. */
 const DEFAULT_DELAYED_CLOSE_MS = 1000;
+/** Envoy's stream_idle_timeout when none is set: five minutes (request_timeout and request_headers_timeout: none). */
+export const DEFAULT_STREAM_IDLE_TIMEOUT_MS = 300_000;
 
 export interface RequestLimits {
   /** Bytes of request headers (node's maxHeaderSize / HTTP/2 SETTINGS_MAX_HEADER_LIST_SIZE). */
@@ -34,6 +37,12 @@ export interface RequestLimits {
   readonly idleTimeoutMs: number;
   /** common_http_protocol_options.max_requests_per_connection; 0: no limit. */
   readonly maxRequestsPerConnection: number;
+  /** stream_idle_timeout: how long a stream may go without a byte either way. 0: never. */
+  readonly streamIdleTimeoutMs: number;
+  /** request_timeout: how long the whole request may take to arrive, unless the response starts first. 0: no limit. */
+  readonly requestTimeoutMs: number;
+  /** request_headers_timeout: how long the request head may take, from its first byte. 0: no limit. */
+  readonly requestHeadersTimeoutMs: number;
 }
 
 export function requestLimits(hcm: HttpConnectionManager): RequestLimits {
@@ -45,7 +54,27 @@ export function requestLimits(hcm: HttpConnectionManager): RequestLimits {
     acceptHttp10: hcm.httpProtocolOptions?.acceptHttp10 ?? false,
     idleTimeoutMs: connection.idleTimeoutMs,
     maxRequestsPerConnection: connection.maxRequests,
+    streamIdleTimeoutMs: timerMs(hcm.streamIdleTimeout, DEFAULT_STREAM_IDLE_TIMEOUT_MS),
+    requestTimeoutMs: timerMs(hcm.requestTimeout, 0),
+    requestHeadersTimeoutMs: timerMs(hcm.requestHeadersTimeout, 0),
   };
+}
+
+/** The connection manager's stream timeouts, by the response code details Envoy gives them. */
+export type StreamTimeout = 'stream_idle_timeout' | 'request_overall_timeout' | 'request_header_timeout';
+
+const TIMEOUT_BODIES: Readonly<Record<StreamTimeout, string>> = {
+  stream_idle_timeout: 'stream timeout',
+  request_overall_timeout: 'request timeout',
+  request_header_timeout: 'request header timeout',
+};
+
+/**
+ * Envoy's local reply to a stream that timed out: 504 once the whole request has arrived (what it
+ * waited for was the upstream), 408 while the request was still coming.
+ */
+export function timeoutReply(kind: StreamTimeout, requestComplete: boolean): LocalReply {
+  return reply(requestComplete ? 504 : 408, TIMEOUT_BODIES[kind], kind);
 }
 
 function reply(status: number, body: string, details: string): LocalReply {
@@ -161,8 +190,16 @@ export function closeUnreadRequest(req: DownstreamRequest, res: DownstreamRespon
     // the reply is written (a reset that can lose the reply): instead, read nothing more.
     socket.off('finish', socket.destroy);
     req.pause();
-    socket.pause();
-    socket.end();
-    setTimeout(() => socket.destroy(), limits.delayedCloseMs).unref();
+    closeAfterReply(socket, limits);
   });
+}
+
+/**
+ * Stops reading a connection whose last reply is written and closes it once the delayed close
+ * timeout has given the client time to read that reply (Envoy's flush-write-and-delay close).
+ */
+export function closeAfterReply(socket: Duplex, limits: RequestLimits): void {
+  socket.pause();
+  socket.end();
+  setTimeout(() => socket.destroy(), limits.delayedCloseMs).unref();
 }

@@ -113,6 +113,8 @@ export function httpConnectionManager(
     httpFilters: [...extraFilters, routerFilter()],
     // As the Go mesh's HCMs: WebSocket upgrades pass (through the same filters as any request).
     upgradeConfigs: [{ upgradeType: 'websocket' }],
+    // As the Go mesh's HCMs: no stream idle timeout (Envoy's default is 5 minutes); route timeouts bound requests.
+    streamIdleTimeout: { seconds: 0n },
   });
 }
 

@@ -81,6 +81,8 @@ export interface HcmOptions {
   readonly rdsInitialFetchTimeout?: { seconds: bigint; nanos?: number };
   /** The HCM's common_http_protocol_options (idle timeout, requests per connection, ...). */
   readonly common?: MessageInitShape<typeof HttpProtocolOptionsSchema>;
+  /** The HCM's stream timeouts. */
+  readonly timeouts?: Pick<MessageInitShape<typeof HttpConnectionManagerSchema>, 'streamIdleTimeout' | 'requestTimeout' | 'requestHeadersTimeout'>;
 }
 
 export function routeConfig(name: string, cluster: string) {
@@ -109,6 +111,7 @@ export function hcmChain(o: HcmOptions, extra: Partial<ChainInit> = {}): ChainIn
       : { case: 'routeConfig', value: routeConfig('inline', o.cluster ?? 'app') },
     httpFilters,
     ...(o.common ? { commonHttpProtocolOptions: o.common } : {}),
+    ...o.timeouts,
   });
   return { filters: [{ name: 'envoy.filters.network.http_connection_manager', configType: { case: 'typedConfig', value: hcm } }], ...extra };
 }

@@ -82,7 +82,11 @@ test('a captured sidecar: listeners, routes, clusters and endpoints for what it 
   ]);
   for (const chain of inbound.filterChains.slice(0, 2)) {
     assert.deepEqual(hcmOf(chain).httpFilters.map((f) => f.name), ['envoy.filters.http.jwt_authn', 'envoy.filters.http.rbac', 'envoy.filters.http.router']);
+    // As the Go mesh's pilot: no stream idle timeout (Envoy's default would be 5 minutes).
+    assert.deepEqual(hcmOf(chain).streamIdleTimeout, { $typeName: 'google.protobuf.Duration', seconds: 0n, nanos: 0 });
   }
+  const outboundHttp = hcmOf(listenerByName(listeners, '0.0.0.0_80').filterChains[0]!);
+  assert.equal(outboundHttp.streamIdleTimeout?.seconds, 0n);
   assert.equal(tcpClusterOf(listenerByName(listeners, '0.0.0.0_443').filterChains[0]!), 'outbound|443||api.example.com');
 
   const cds = await generate(gens, TypeUrl.Cluster, proxy);

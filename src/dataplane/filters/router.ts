@@ -233,7 +233,8 @@ export class Router {
       let state: 'waiting' | 'streaming' | 'abandoned' = 'waiting';
       const events: UpstreamEvents = {
         error(e) {
-          if (state === 'abandoned' || answered) return;
+          // A response ended elsewhere (a stream timeout) is not the router's to answer.
+          if (state === 'abandoned' || answered || res.writableEnded) return;
           if (state === 'streaming') {
             finish();
             if (!res.writableEnded) res.destroy();
@@ -247,7 +248,7 @@ export class Router {
           if (!(mayRetry() && retry!.retriableFailure(failureOf(e)) && again())) reply(e instanceof ResponseParseError ? PROTOCOL_ERROR : CONNECT_FAILURE);
         },
         head(up, body) {
-          if (state === 'abandoned' || answered) {
+          if (state === 'abandoned' || answered || res.writableEnded) {
             body.discard();
             return;
           }
@@ -317,10 +318,12 @@ export class Router {
         reply(UPSTREAM_TIMEOUT);
       }, timeoutMs);
     }
+    // Closed before the router answered (the client went away, or a stream timeout answered or
+    // reset it): the upstream exchange is abandoned.
     res.on('close', () => {
-      const unfinished = !res.writableFinished;
+      const abandoned = !answered;
       finish();
-      if (unfinished) current?.destroy();
+      if (abandoned) current?.destroy();
     });
     attempt(target.endpoint);
   }

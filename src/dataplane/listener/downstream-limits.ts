@@ -2,7 +2,8 @@
 // with Envoy's semantics: idle_timeout ends a connection that has had no request in progress for
 // that long (HTTP/1.1: closed; HTTP/2: drained, GOAWAY then close), max_requests_per_connection
 // ends it after that many requests (HTTP/1.1: the last response says `connection: close` and the
-// connection closes after it; HTTP/2: GOAWAY, the streams already open finish).
+// connection closes after it; HTTP/2: GOAWAY, the streams already open finish). Each connection
+// also knows its requests in progress, for the stream timeouts (stream-timeouts.ts).
 //
 // node:http's own keepAliveTimeout / maxRequestsPerSocket are not used: the first closes a second
 // later than asked (Node 20.20 adds a 1 s buffer) and advertises `Keep-Alive: timeout=<floor(s)>`,
@@ -10,8 +11,9 @@
 // `connection: close` without closing, and answers a further request with a 503 of its own.
 //
 // One IdleTimer per connection (connection-limits.ts), re-armed when its last request ends. Per
-// request: counters (and on HTTP/2 a listener for the stream's close).
-import type { ServerHttp2Session } from 'node:http2';
+// request: counters and a reference (on HTTP/2 a listener for the stream's close).
+import type { ServerHttp2Session, ServerHttp2Stream } from 'node:http2';
+import type { ServerResponse } from 'node:http';
 import type { Socket } from 'node:net';
 import type { Duplex } from 'node:stream';
 import { IdleTimer } from '../connection-limits.js';
@@ -19,14 +21,18 @@ import type { RequestLimits } from '../request-guards.js';
 
 export type DownstreamLimits = Pick<RequestLimits, 'idleTimeoutMs' | 'maxRequestsPerConnection'>;
 
-/** One downstream HTTP/1.1 connection: its requests in progress and so far, and its idle timer. */
+/** One downstream HTTP/1.1 connection: its request in progress and its requests so far, and its idle timer. */
 export class DownstreamConnection {
+  /** The response of the request in progress (its head has arrived), if any. */
+  response: ServerResponse | undefined;
+  /** The connection's bytes read when its last request ended: more since then is the next request's head. */
+  private readAtEnd = 0;
   private active = 0;
   private requests = 0;
   private readonly idle: IdleTimer;
 
   constructor(
-    socket: Socket,
+    private readonly socket: Socket,
     private readonly maxRequests: number,
     private readonly idleTimeoutMs: number,
   ) {
@@ -37,15 +43,23 @@ export class DownstreamConnection {
   }
 
   /** A request begins; true when it is the last the connection carries (answer `connection: close`). */
-  begin(): boolean {
+  begin(res: ServerResponse): boolean {
     this.active++;
+    this.response = res;
     this.idle.busy();
     return this.maxRequests > 0 && ++this.requests >= this.maxRequests;
   }
 
   /** A request's response is done. */
   end(): void {
+    this.response = undefined;
+    this.readAtEnd = this.socket.bytesRead;
     if (--this.active === 0) this.idle.start(this.idleTimeoutMs);
+  }
+
+  /** Whether bytes of a request head that has not all arrived are waiting (none is in progress). */
+  headPending(): boolean {
+    return this.response === undefined && this.socket.bytesRead > this.readAtEnd;
   }
 
   stop(): void {
@@ -61,8 +75,7 @@ export class DownstreamConnections {
 
   /** A connection handed to the server: its idle time starts now. */
   open(socket: Socket): void {
-    const { idleTimeoutMs, maxRequestsPerConnection } = this.limits;
-    if (idleTimeoutMs > 0 || maxRequestsPerConnection > 0) this.bySocket.set(socket, new DownstreamConnection(socket, maxRequestsPerConnection, idleTimeoutMs));
+    this.bySocket.set(socket, new DownstreamConnection(socket, this.limits.maxRequestsPerConnection, this.limits.idleTimeoutMs));
   }
 
   of(socket: Duplex): DownstreamConnection | undefined {
@@ -76,19 +89,22 @@ export class DownstreamConnections {
   }
 }
 
-/** Applies the limits to an HTTP/2 session: session.close() is the drain (GOAWAY, open streams finish). */
-export function limitSession(session: ServerHttp2Session, limits: DownstreamLimits): void {
+/**
+ * Applies the limits to an HTTP/2 session: session.close() is the drain (GOAWAY, open streams
+ * finish). `onStreamClose` hears of each stream's end.
+ */
+export function limitSession(session: ServerHttp2Session, limits: DownstreamLimits, onStreamClose: (stream: ServerHttp2Stream) => void): void {
   const { idleTimeoutMs, maxRequestsPerConnection: max } = limits;
-  if (idleTimeoutMs === 0 && max === 0) return;
   let open = 0;
   let streams = 0;
   const idle = new IdleTimer(() => session.close());
   idle.start(idleTimeoutMs);
-  session.on('stream', (stream) => {
+  session.on('stream', (stream: ServerHttp2Stream) => {
     open++;
     idle.busy();
     if (max > 0 && ++streams >= max) session.close();
     stream.once('close', () => {
+      onStreamClose(stream);
       if (--open === 0 && !session.closed) idle.start(idleTimeoutMs);
     });
   });

@@ -2,7 +2,8 @@
 // node:http2 server that never listen themselves; each connection of the chain is emitted into the
 // one its codec (and, for AUTO, its first bytes) calls for. node:http2 gets a socket whose first
 // bytes were already read behind a stream that replays them. The connection's idle timeout and
-// request limit (common_http_protocol_options) are kept by downstream-limits.ts.
+// request limit (common_http_protocol_options) are kept by downstream-limits.ts, the stream
+// timeouts by stream-timeouts.ts.
 import { createServer as createHttpServer, type IncomingMessage, type Server as HttpServer, type ServerResponse } from 'node:http';
 import { createServer as createHttp2Server, type Http2ServerRequest, type Http2ServerResponse, type Http2Server, type Http2Session, type ServerHttp2Session } from 'node:http2';
 import type { Socket } from 'node:net';
@@ -17,6 +18,7 @@ import { registerNetworkFilter } from './network-filters.js';
 import { isH2cUpgrade, serveH2cAsHttp1 } from '../request-guards.js';
 import { sniffH2Preface } from './sniffers.js';
 import { DownstreamConnections, limitSession, type DownstreamConnection } from './downstream-limits.js';
+import { http1ServerTimeouts, StreamTimeouts, type SessionStreams } from './stream-timeouts.js';
 
 const log = scope('conn_handler');
 
@@ -25,8 +27,10 @@ export class HttpChain extends Chain {
   private readonly h2: Http2Server;
   /** The downstream socket of each HTTP/2 session (its own `socket` may be a wrapper). */
   private readonly h2Sockets = new WeakMap<Http2Session, Socket>();
-  private readonly h2Sessions = new Set<ServerHttp2Session>();
+  /** The HTTP/2 sessions, with their open streams. */
+  private readonly h2Sessions = new Map<Http2Session, SessionStreams>();
   private readonly h1Connections: DownstreamConnections;
+  private readonly timeouts: StreamTimeouts;
 
   constructor(
     name: string,
@@ -54,11 +58,14 @@ export class HttpChain extends Chain {
     };
     // One header more than the limit is kept, so that the connection manager sees the excess (431).
     const { maxHeaderBytes, maxHeadersCount } = handler.limits;
-    this.server = createHttpServer({ maxHeaderSize: maxHeaderBytes });
+    this.server = createHttpServer({ maxHeaderSize: maxHeaderBytes, ...http1ServerTimeouts(handler.limits) });
     this.server.maxHeadersCount = maxHeadersCount + 1;
     // The idle timeout is the connection manager's (no `Keep-Alive` header, as from Envoy).
     this.server.keepAliveTimeout = 0;
     this.h1Connections = new DownstreamConnections(handler.limits);
+    this.timeouts = new StreamTimeouts(handler, this.h1Connections, (stat) => stats.counter(statName('http', stat, tag)));
+    this.server.on('timeout', (socket: Socket) => this.timeouts.onHttp1Idle(socket));
+    this.server.on('clientError', (e: NodeJS.ErrnoException, socket: Duplex) => this.timeouts.onClientError(e, socket));
     // node:http tracks connections (closeIdleConnections, header timeouts) only once 'listening'
     // fired; this server never listens itself, its connections are handed over.
     this.server.emit('listening');
@@ -66,12 +73,13 @@ export class HttpChain extends Chain {
       const conn = this.h1Connections.of(req.socket);
       count(res, conn);
       // The connection's last request (max_requests_per_connection) closes it as a drain does.
-      if (conn?.begin() === true || this.draining) res.setHeader('connection', 'close');
+      if (conn?.begin(res) === true || this.draining) res.setHeader('connection', 'close');
       handler.handle(req, res);
     };
     this.server.on('request', serve);
     this.server.on('upgrade', (req: IncomingMessage, socket: Duplex, head: Buffer) => {
       this.h1Connections.release(socket);
+      this.timeouts.openUpgrade(socket);
       if (isH2cUpgrade(req)) return serveH2cAsHttp1(req, socket, head, serve);
       counters.rq.inc();
       hcmRq.inc();
@@ -80,14 +88,16 @@ export class HttpChain extends Chain {
     // Pseudo-headers come on top of the header fields the limit counts.
     this.h2 = createHttp2Server({ maxHeaderListPairs: maxHeadersCount + 8, settings: { maxHeaderListSize: maxHeaderBytes } });
     this.h2.on('session', (session: ServerHttp2Session) => {
-      this.h2Sessions.add(session);
-      limitSession(session, handler.limits);
+      const streams = this.timeouts.openSession(session);
+      this.h2Sessions.set(session, streams);
+      limitSession(session, handler.limits, (stream) => streams.closed(stream));
       session.once('close', () => this.h2Sessions.delete(session));
     });
     this.h2.on('sessionError', (e: Error) => log.debug(`HTTP/2 session error: ${e.message}`));
     this.h2.on('request', (req: Http2ServerRequest, res: Http2ServerResponse) => {
       count(res);
       const session = req.stream.session;
+      if (session) this.h2Sessions.get(session)?.begin(res);
       // HTTP/2's `connection: close`: GOAWAY, the streams already open finish.
       if (this.draining) session?.close();
       handler.handle(req, res, session ? this.h2Sockets.get(session) : undefined);
@@ -97,8 +107,8 @@ export class HttpChain extends Chain {
   protected accept(socket: Socket): void {
     const codec = this.handler.codec;
     if (codec === 'auto') {
-      // A connection that never says anything is closed after the HTTP/1.1 server's header timeout.
-      sniffH2Preface(socket, this.server.headersTimeout).then(
+      // A connection that never says anything is closed after the connection manager's idle timeout.
+      sniffH2Preface(socket, this.handler.limits.idleTimeoutMs).then(
         (h2) => (h2 === undefined ? socket.destroy() : h2 ? this.acceptH2(socket) : this.acceptH1(socket)),
         () => socket.destroy(),
       );
@@ -109,6 +119,7 @@ export class HttpChain extends Chain {
   private acceptH1(socket: Socket): void {
     this.h1Connections.open(socket);
     this.server.emit('connection', socket);
+    this.timeouts.openHttp1(socket);
     // After inspection the socket is paused with the bytes read put back: the parser reads the
     // handle directly, so the buffered bytes only reach it once the stream flows again.
     if (socket.isPaused()) socket.resume();
@@ -132,7 +143,7 @@ export class HttpChain extends Chain {
   protected override onDrain(): void {
     if (this.closingIdle) this.server.closeIdleConnections();
     // GOAWAY at once: open streams finish, the client takes new ones elsewhere (Envoy's drain).
-    for (const s of this.h2Sessions) s.close();
+    for (const s of this.h2Sessions.keys()) s.close();
   }
 
   override dispose(): void {
