@@ -5,7 +5,7 @@
 // response were complete and the response allowed it; anything else closes it.
 import type { Socket } from 'node:net';
 import { Writable } from 'node:stream';
-import type { OutgoingHttpHeaders } from 'node:http';
+import { ServerResponse, type OutgoingHttpHeaders } from 'node:http';
 import type { DownstreamResponse, HeaderMap, UpstreamBody, UpstreamEvents, UpstreamExchange } from '../http-codec.js';
 import { isEndToEnd } from '../http-codec.js';
 import { ResponseParseError, ResponseParser, type ResponseSink } from './response-parser.js';
@@ -219,6 +219,7 @@ export class Http1Connection implements ResponseSink {
   private onBytes(d: Buffer): void {
     try {
       this.parser.execute(d);
+      this.exchange?.headReadAlone();
     } catch (e) {
       const ex = this.exchange;
       this.close();
@@ -286,6 +287,8 @@ export class ClientExchange implements UpstreamExchange, UpstreamBody {
   private finished = false;
   private out?: DownstreamResponse;
   private doneCb?: (trailers: HeaderMap | undefined) => void;
+  /** The response head arrived and no body byte since (in the same read, they leave in one write). */
+  private headAlone = false;
 
   constructor(
     private readonly r: ClientRequest,
@@ -348,10 +351,25 @@ export class ClientExchange implements UpstreamExchange, UpstreamBody {
   onHead(status: number, message: string, pairs: string[]): void {
     if (this.finished) return;
     this.answered = true;
+    this.headAlone = true;
     this.ev.head({ status, message, headers: endToEndMap(pairs) ?? {}, endStream: false }, this);
   }
 
+  /**
+   * A read that ended after the response head without a body byte: the head goes downstream now,
+   * as Envoy forwards it, rather than waiting for the body's first bytes (a stream of events, a
+   * long poll: the client sees the response begin).
+   */
+  headReadAlone(): void {
+    if (!this.headAlone) return;
+    this.headAlone = false;
+    // node:http2's writeHead sends at once; node:http's keeps the head (headersSent already says
+    // true) for the first write.
+    if (this.out instanceof ServerResponse) this.out.flushHeaders();
+  }
+
   onData(chunk: Buffer): void {
+    this.headAlone = false;
     const out = this.out as NodeJS.WritableStream | undefined;
     if (out && !out.write(chunk)) {
       const socket = this.conn.socket;
@@ -361,6 +379,7 @@ export class ClientExchange implements UpstreamExchange, UpstreamBody {
   }
 
   onEnd(trailers: string[] | undefined): void {
+    this.headAlone = false;
     this.responseDone = true;
     const done = this.doneCb;
     // The request's body is still coming: the connection cannot be reused.
