@@ -191,9 +191,19 @@ export function trailerMap(t: NodeJS.Dict<string | string[]> | H2Headers): Heade
 }
 
 /** The body of a response that node:http or node:http2 delivers as a stream. */
+/**
+ * Writes a response head that node:http still holds for the first body bytes, as Envoy forwards a
+ * head as it arrives (node:http2 sends one at writeHead anyway).
+ */
+export function flushHead(res: DownstreamResponse): void {
+  if (!(res instanceof Http2ServerResponse)) res.flushHeaders();
+}
+
 export function readableBody(stream: Readable, trailers: () => HeaderMap | undefined): UpstreamBody {
   return {
     pipeTo(out, done) {
+      // Body bytes already here go out with the head; otherwise the head goes now.
+      if (stream.readableLength === 0) flushHead(out);
       stream.pipe(out, { end: false });
       stream.on('end', () => done(trailers()));
       stream.on('error', () => out.destroy());

@@ -5,13 +5,15 @@
 import assert from 'node:assert/strict';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { createServer, request } from 'node:http';
-import { connect as h2connect } from 'node:http2';
+import { connect as h2connect, createServer as createH2Server } from 'node:http2';
+import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { loadBootstrap } from '../../src/dataplane/bootstrap.js';
 import { MeshProxy } from '../../src/dataplane/proxy.js';
-import { TypeUrl } from '../../src/envoy/types.js';
+import { pack, TypeUrl } from '../../src/envoy/types.js';
+import { HttpProtocolOptionsSchema } from '../../src/gen/envoy/extensions/upstreams/http/v3/http_protocol_options_pb.js';
 import { close, listen } from '../helpers/http.js';
 import { eventually } from '../helpers/proc.js';
 import { boundPort, FixtureAds, hcmChain, listener, staticCluster, writeBootstrap } from './xds-fixtures.js';
@@ -24,6 +26,13 @@ const app = createServer((req, res) => {
   res.writeHead(200, { 'content-type': 'text/event-stream', ...(req.url === '/sized' ? { 'content-length': '5' } : {}) });
   res.flushHeaders();
   setTimeout(() => res.end('event'), BODY_DELAY_MS);
+});
+
+/** The same over h2c, for a cluster whose upstream protocol is HTTP/2. */
+const h2app = createH2Server();
+h2app.on('stream', (stream) => {
+  stream.respond({ ':status': 200, 'content-type': 'text/event-stream' });
+  setTimeout(() => stream.end('event'), BODY_DELAY_MS);
 });
 
 /** When the status and headers arrived, and when the body ended, in ms from the request. */
@@ -74,19 +83,23 @@ describe('response head forwarding', { timeout: 20_000 }, () => {
   before(async () => {
     dir = mkdtempSync(join(tmpdir(), 'mesh-response-head-'));
     const appPort = await listen(app);
+    await new Promise<void>((r) => h2app.listen(0, '127.0.0.1', r));
+    const h2Port = (h2app.address() as AddressInfo).port;
+    const h2Options = pack(HttpProtocolOptionsSchema, { upstreamProtocolOptions: { case: 'explicitHttpConfig', value: { protocolConfig: { case: 'http2ProtocolOptions', value: {} } } } });
     ads = await new FixtureAds().listen();
-    ads.set(TypeUrl.Cluster, [staticCluster('app', [appPort])]);
+    ads.set(TypeUrl.Cluster, [staticCluster('app', [appPort]), staticCluster('h2app', [h2Port], { typedExtensionProtocolOptions: { 'envoy.extensions.upstreams.http.v3.HttpProtocolOptions': h2Options } })]);
     // codec_type AUTO: HTTP/1.1, or HTTP/2 by its connection preface (h2c with prior knowledge).
-    ads.set(TypeUrl.Listener, [listener('in', 0, [hcmChain({ cluster: 'app' })])]);
+    ads.set(TypeUrl.Listener, [listener('in', 0, [hcmChain({ cluster: 'app' })]), listener('in-h2app', 0, [hcmChain({ cluster: 'h2app' })])]);
     proxy = new MeshProxy({ bootstrap: loadBootstrap({ path: writeBootstrap(dir, ads.port, 0) }), drainTimeMs: 1_000, initialBackoffMs: 50 });
     await proxy.start();
-    await eventually(() => assert.equal(proxy.listeners.info().filter((l) => l.bound).length, 1), 10_000);
+    await eventually(() => assert.equal(proxy.listeners.info().filter((l) => l.bound).length, 2), 10_000);
   });
 
   after(async () => {
     await proxy.stop(0);
     ads.close();
     await close(app);
+    await new Promise((r) => h2app.close(r));
     rmSync(dir, { recursive: true, force: true });
   });
 
@@ -98,6 +111,12 @@ describe('response head forwarding', { timeout: 20_000 }, () => {
       assert.ok(t.endAt >= BODY_DELAY_MS - 50, `the body ended after ${t.endAt} ms`);
     });
   }
+
+  it('HTTP/1.1 client of an HTTP/2 upstream: the head arrives long before the body', async () => {
+    const t = await http1Get(boundPort(proxy, 'in-h2app'), '/');
+    assert.deepEqual([t.status, t.contentType, t.body], [200, 'text/event-stream', 'event']);
+    assert.ok(t.headAt < BODY_DELAY_MS / 2, `head after ${t.headAt} ms, body ended after ${t.endAt} ms`);
+  });
 
   it('HTTP/2 client: the head arrives long before the body', async () => {
     const t = await h2Get(boundPort(proxy, 'in'), '/chunked');

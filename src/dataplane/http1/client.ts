@@ -5,9 +5,9 @@
 // response were complete and the response allowed it; anything else closes it.
 import type { Socket } from 'node:net';
 import { Writable } from 'node:stream';
-import { ServerResponse, type OutgoingHttpHeaders } from 'node:http';
+import type { OutgoingHttpHeaders } from 'node:http';
 import type { DownstreamResponse, HeaderMap, UpstreamBody, UpstreamEvents, UpstreamExchange } from '../http-codec.js';
-import { isEndToEnd } from '../http-codec.js';
+import { flushHead, isEndToEnd } from '../http-codec.js';
 import { ResponseParseError, ResponseParser, type ResponseSink } from './response-parser.js';
 import { requestHead } from './request-head.js';
 import { DEFAULT_CONNECTION_LIMITS, IdleTimer, type ConnectionLimits, type PoolCloses } from '../connection-limits.js';
@@ -363,9 +363,7 @@ export class ClientExchange implements UpstreamExchange, UpstreamBody {
   headReadAlone(): void {
     if (!this.headAlone) return;
     this.headAlone = false;
-    // node:http2's writeHead sends at once; node:http's keeps the head (headersSent already says
-    // true) for the first write.
-    if (this.out instanceof ServerResponse) this.out.flushHeaders();
+    if (this.out) flushHead(this.out);
   }
 
   onData(chunk: Buffer): void {
