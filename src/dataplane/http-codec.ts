@@ -2,7 +2,7 @@
 // serves both: the downstream request/response of node:http or of node:http2's compatibility API,
 // the upstream exchange over an HTTP/2 session (HTTP/1.1: http1-exchange.ts), trailers-only
 // responses (gRPC errors) and the gRPC form of local replies.
-import type { IncomingHttpHeaders, IncomingMessage, OutgoingHttpHeaders, ServerResponse } from 'node:http';
+import { ServerResponse, type IncomingHttpHeaders, type IncomingMessage, type OutgoingHttpHeaders } from 'node:http';
 import { constants as h2, Http2ServerResponse, type ClientHttp2Stream, type Http2ServerRequest, type IncomingHttpHeaders as H2Headers } from 'node:http2';
 import type { Readable, Writable } from 'node:stream';
 import type { Endpoint } from './upstream-pools.js';
@@ -196,7 +196,7 @@ export function trailerMap(t: NodeJS.Dict<string | string[]> | H2Headers): Heade
  * head as it arrives (node:http2 sends one at writeHead anyway).
  */
 export function flushHead(res: DownstreamResponse): void {
-  if (!(res instanceof Http2ServerResponse)) res.flushHeaders();
+  if (res instanceof ServerResponse) res.flushHeaders();
 }
 
 export function readableBody(stream: Readable, trailers: () => HeaderMap | undefined): UpstreamBody {
