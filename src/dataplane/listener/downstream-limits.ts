@@ -53,7 +53,8 @@ export class DownstreamConnection {
   /** A request's response is done. */
   end(): void {
     this.response = undefined;
-    this.readAtEnd = this.socket.bytesRead;
+    // Only a stream idle timer (the socket's timeout) asks whether a next head is pending.
+    if (this.socket.timeout) this.readAtEnd = this.socket.bytesRead;
     if (--this.active === 0) this.idle.start(this.idleTimeoutMs);
   }
 
@@ -91,9 +92,9 @@ export class DownstreamConnections {
 
 /**
  * Applies the limits to an HTTP/2 session: session.close() is the drain (GOAWAY, open streams
- * finish). `onStreamClose` hears of each stream's end.
+ * finish). `onStreamClose`, when given, hears of each stream's end.
  */
-export function limitSession(session: ServerHttp2Session, limits: DownstreamLimits, onStreamClose: (stream: ServerHttp2Stream) => void): void {
+export function limitSession(session: ServerHttp2Session, limits: DownstreamLimits, onStreamClose?: (stream: ServerHttp2Stream) => void): void {
   const { idleTimeoutMs, maxRequestsPerConnection: max } = limits;
   let open = 0;
   let streams = 0;
@@ -104,7 +105,7 @@ export function limitSession(session: ServerHttp2Session, limits: DownstreamLimi
     idle.busy();
     if (max > 0 && ++streams >= max) session.close();
     stream.once('close', () => {
-      onStreamClose(stream);
+      onStreamClose?.(stream);
       if (--open === 0 && !session.closed) idle.start(idleTimeoutMs);
     });
   });

@@ -27,8 +27,8 @@ export class HttpChain extends Chain {
   private readonly h2: Http2Server;
   /** The downstream socket of each HTTP/2 session (its own `socket` may be a wrapper). */
   private readonly h2Sockets = new WeakMap<Http2Session, Socket>();
-  /** The HTTP/2 sessions, with their open streams. */
-  private readonly h2Sessions = new Map<Http2Session, SessionStreams>();
+  /** The HTTP/2 sessions, with their open streams when a stream timeout needs them. */
+  private readonly h2Sessions = new Map<Http2Session, SessionStreams | undefined>();
   private readonly h1Connections: DownstreamConnections;
   private readonly timeouts: StreamTimeouts;
 
@@ -90,7 +90,7 @@ export class HttpChain extends Chain {
     this.h2.on('session', (session: ServerHttp2Session) => {
       const streams = this.timeouts.openSession(session);
       this.h2Sessions.set(session, streams);
-      limitSession(session, handler.limits, (stream) => streams.closed(stream));
+      limitSession(session, handler.limits, streams ? (stream) => streams.closed(stream) : undefined);
       session.once('close', () => this.h2Sessions.delete(session));
     });
     this.h2.on('sessionError', (e: Error) => log.debug(`HTTP/2 session error: ${e.message}`));

@@ -127,11 +127,15 @@ export class StreamTimeouts {
     else this.expire('request_overall_timeout', res);
   }
 
-  /** HTTP/2: the stream idle and request timeouts of a session's streams. */
-  openSession(session: ServerHttp2Session): SessionStreams {
-    const streams = new SessionStreams(this.handler.limits.requestTimeoutMs, (res) => this.expire('request_overall_timeout', res));
+  /**
+   * HTTP/2: the stream idle and request timeouts of a session's streams; undefined when neither is
+   * set (the mesh's HCMs), so that its streams are not tracked at all.
+   */
+  openSession(session: ServerHttp2Session): SessionStreams | undefined {
+    const { streamIdleTimeoutMs: idle, requestTimeoutMs } = this.handler.limits;
+    if (idle === 0 && requestTimeoutMs === 0) return undefined;
+    const streams = new SessionStreams(requestTimeoutMs, (res) => this.expire('request_overall_timeout', res));
     session.once('close', () => streams.stop());
-    const idle = this.handler.limits.streamIdleTimeoutMs;
     if (idle > 0) {
       // Not setTimeout's callback, which node calls once only.
       session.setTimeout(idle);
