@@ -15,15 +15,14 @@ import { create } from '@bufbuild/protobuf';
 import { FilterChainSchema } from '../../src/gen/envoy/config/listener/v3/listener_components_pb.js';
 import { HttpConnectionManagerSchema } from '../../src/gen/envoy/extensions/filters/network/http_connection_manager/v3/http_connection_manager_pb.js';
 import { scope } from '../../src/common/log.js';
-import { loadBootstrap } from '../../src/dataplane/bootstrap.js';
 import { buildHcmForFilterChain } from '../../src/dataplane/http-connection-manager.js';
 import { requestLimits } from '../../src/dataplane/request-guards.js';
-import { MeshProxy } from '../../src/dataplane/proxy.js';
+import type { MeshProxy } from '../../src/dataplane/proxy.js';
 import { TypeUrl } from '../../src/envoy/types.js';
 import { close, rawGet } from '../helpers/http.js';
 import { eventually } from '../helpers/proc.js';
 import { StaticClusterManager } from './static-cluster-manager.js';
-import { boundPort, FixtureAds, hcmChain, listener, staticCluster, writeBootstrap, type HcmOptions } from './xds-fixtures.js';
+import { boundPort, FixtureAds, hcmChain, listener, staticCluster, startBoundProxy, type HcmOptions } from './xds-fixtures.js';
 
 /** The upstream answers /slow after this long: longer than the idle timeout under test. */
 const SLOW_MS = 600;
@@ -117,9 +116,7 @@ describe('common_http_protocol_options of the connection manager (downstream con
       hcm('default', {}),
       hcm('off', { common: { idleTimeout: { seconds: 0n } } }),
     ]);
-    proxy = new MeshProxy({ bootstrap: loadBootstrap({ path: writeBootstrap(dir, ads.port, 0) }), drainTimeMs: 1_000, initialBackoffMs: 50 });
-    await proxy.start();
-    await eventually(() => assert.equal(proxy.listeners.info().filter((l) => l.bound).length, 4), 10_000);
+    proxy = await startBoundProxy(dir, ads.port, 4);
   });
 
   after(async () => {

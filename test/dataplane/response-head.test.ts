@@ -10,13 +10,11 @@ import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
-import { loadBootstrap } from '../../src/dataplane/bootstrap.js';
-import { MeshProxy } from '../../src/dataplane/proxy.js';
+import type { MeshProxy } from '../../src/dataplane/proxy.js';
 import { pack, TypeUrl } from '../../src/envoy/types.js';
 import { HttpProtocolOptionsSchema } from '../../src/gen/envoy/extensions/upstreams/http/v3/http_protocol_options_pb.js';
 import { close, listen } from '../helpers/http.js';
-import { eventually } from '../helpers/proc.js';
-import { boundPort, FixtureAds, hcmChain, listener, staticCluster, writeBootstrap } from './xds-fixtures.js';
+import { boundPort, FixtureAds, hcmChain, listener, staticCluster, startBoundProxy } from './xds-fixtures.js';
 
 const BODY_DELAY_MS = 600;
 
@@ -90,9 +88,7 @@ describe('response head forwarding', { timeout: 20_000 }, () => {
     ads.set(TypeUrl.Cluster, [staticCluster('app', [appPort]), staticCluster('h2app', [h2Port], { typedExtensionProtocolOptions: { 'envoy.extensions.upstreams.http.v3.HttpProtocolOptions': h2Options } })]);
     // codec_type AUTO: HTTP/1.1, or HTTP/2 by its connection preface (h2c with prior knowledge).
     ads.set(TypeUrl.Listener, [listener('in', 0, [hcmChain({ cluster: 'app' })]), listener('in-h2app', 0, [hcmChain({ cluster: 'h2app' })])]);
-    proxy = new MeshProxy({ bootstrap: loadBootstrap({ path: writeBootstrap(dir, ads.port, 0) }), drainTimeMs: 1_000, initialBackoffMs: 50 });
-    await proxy.start();
-    await eventually(() => assert.equal(proxy.listeners.info().filter((l) => l.bound).length, 2), 10_000);
+    proxy = await startBoundProxy(dir, ads.port, 2);
   });
 
   after(async () => {

@@ -17,16 +17,15 @@ import { create } from '@bufbuild/protobuf';
 import { FilterChainSchema } from '../../src/gen/envoy/config/listener/v3/listener_components_pb.js';
 import { HttpConnectionManagerSchema } from '../../src/gen/envoy/extensions/filters/network/http_connection_manager/v3/http_connection_manager_pb.js';
 import { scope } from '../../src/common/log.js';
-import { loadBootstrap } from '../../src/dataplane/bootstrap.js';
 import { buildHcmForFilterChain } from '../../src/dataplane/http-connection-manager.js';
 import { http1ServerTimeouts } from '../../src/dataplane/listener/stream-timeouts.js';
 import { requestLimits } from '../../src/dataplane/request-guards.js';
-import { MeshProxy } from '../../src/dataplane/proxy.js';
+import type { MeshProxy } from '../../src/dataplane/proxy.js';
 import { TypeUrl } from '../../src/envoy/types.js';
 import { close } from '../helpers/http.js';
 import { eventually } from '../helpers/proc.js';
 import { StaticClusterManager } from './static-cluster-manager.js';
-import { FixtureAds, hcmChain, listener, staticCluster, writeBootstrap, type HcmOptions } from './xds-fixtures.js';
+import { boundPort, FixtureAds, hcmChain, listener, staticCluster, startBoundProxy, type HcmOptions } from './xds-fixtures.js';
 
 const ms = (n: number) => ({ seconds: 0n, nanos: n * 1_000_000 });
 const IDLE_MS = 300;
@@ -108,11 +107,7 @@ describe('stream timeouts of the connection manager (stream_idle_timeout, reques
   const held: ServerResponse[] = [];
   const aborted: string[] = [];
 
-  const portOf = (name: string): number => {
-    const l = proxy.listeners.info().find((i) => i.name === name);
-    assert.ok(l?.bound, `listener ${name} is bound`);
-    return l.bound.port;
-  };
+  const portOf = (name: string): number => boundPort(proxy, name);
   const stat = (prefix: string, name: string): number => proxy.stats.samples().find((s) => s.name === `http.${prefix}.${name}`)?.value ?? 0;
   /**
    * What `send` writes on a new connection to listener `name` gets, about `expectedMs` after it
@@ -168,9 +163,7 @@ describe('stream timeouts of the connection manager (stream_idle_timeout, reques
       hcm('headers', { requestHeadersTimeout: ms(HEADERS_MS) }),
       hcm('off', { streamIdleTimeout: { seconds: 0n } }),
     ]);
-    proxy = new MeshProxy({ bootstrap: loadBootstrap({ path: writeBootstrap(dir, ads.port, 0) }), drainTimeMs: 500, initialBackoffMs: 50 });
-    await proxy.start();
-    await eventually(() => assert.equal(proxy.listeners.info().filter((l) => l.bound).length, 4), 10_000);
+    proxy = await startBoundProxy(dir, ads.port, 4, 500);
   });
 
   after(async () => {

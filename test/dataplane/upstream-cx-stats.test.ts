@@ -12,12 +12,11 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { HttpProtocolOptionsSchema } from '../../src/gen/envoy/extensions/upstreams/http/v3/http_protocol_options_pb.js';
-import { loadBootstrap } from '../../src/dataplane/bootstrap.js';
-import { MeshProxy } from '../../src/dataplane/proxy.js';
+import type { MeshProxy } from '../../src/dataplane/proxy.js';
 import { pack, TypeUrl } from '../../src/envoy/types.js';
 import { close, get, listen, rawGet } from '../helpers/http.js';
 import { eventually, statValue } from '../helpers/proc.js';
-import { boundPort, FixtureAds, hcmChain, listener, staticCluster, writeBootstrap } from './xds-fixtures.js';
+import { boundPort, FixtureAds, hcmChain, listener, staticCluster, startBoundProxy } from './xds-fixtures.js';
 
 const CX_STATS = [
   'upstream_cx_total',
@@ -133,9 +132,7 @@ describe('upstream connection lifecycle stats', { timeout: 30_000 }, () => {
     ads = await new FixtureAds().listen();
     ads.set(TypeUrl.Cluster, clusters);
     ads.set(TypeUrl.Listener, clusters.map((c) => listener(c.name, 0, [hcmChain({ cluster: c.name, statPrefix: c.name })])));
-    proxy = new MeshProxy({ bootstrap: loadBootstrap({ path: writeBootstrap(dir, ads.port, 0) }), drainTimeMs: 1_000, initialBackoffMs: 50 });
-    await proxy.start();
-    await eventually(() => assert.equal(proxy.listeners.info().filter((l) => l.bound).length, clusters.length), 10_000);
+    proxy = await startBoundProxy(dir, ads.port, clusters.length);
   });
 
   after(async () => {

@@ -18,10 +18,12 @@ import { RBACSchema } from '../../src/gen/envoy/extensions/filters/http/rbac/v3/
 import { RouterSchema } from '../../src/gen/envoy/extensions/filters/http/router/v3/router_pb.js';
 import { HttpConnectionManagerSchema } from '../../src/gen/envoy/extensions/filters/network/http_connection_manager/v3/http_connection_manager_pb.js';
 import { TcpProxySchema } from '../../src/gen/envoy/extensions/filters/network/tcp_proxy/v3/tcp_proxy_pb.js';
-import type { MeshProxy } from '../../src/dataplane/proxy.js';
+import { loadBootstrap } from '../../src/dataplane/bootstrap.js';
+import { MeshProxy } from '../../src/dataplane/proxy.js';
 import type { XdsResource } from '../../src/xds/generator.js';
 import { XdsServer } from '../../src/xds/server.js';
 import { pack, TypeUrl } from '../../src/envoy/types.js';
+import { eventually } from '../helpers/proc.js';
 
 type PolicyInit = MessageInitShape<typeof PolicySchema>;
 type ChainInit = Exclude<MessageInitShape<typeof FilterChainSchema>, FilterChain>;
@@ -177,4 +179,12 @@ export function boundPort(proxy: MeshProxy, name: string): number {
   const l = proxy.listeners.info().find((i) => i.name === name);
   assert.ok(l?.bound, `listener ${name} is bound`);
   return l.bound.port;
+}
+
+/** A proxy on the fixture ADS at `adsPort` (no admin port), started, once `listeners` of its listeners are bound. */
+export async function startBoundProxy(dir: string, adsPort: number, listeners: number, drainTimeMs = 1_000): Promise<MeshProxy> {
+  const proxy = new MeshProxy({ bootstrap: loadBootstrap({ path: writeBootstrap(dir, adsPort, 0) }), drainTimeMs, initialBackoffMs: 50 });
+  await proxy.start();
+  await eventually(() => assert.equal(proxy.listeners.info().filter((l) => l.bound).length, listeners), 10_000);
+  return proxy;
 }
