@@ -9,6 +9,7 @@ import type { Endpoint } from './upstream-pools.js';
 import type { Http2Pool } from './http2-pool.js';
 import type { OriginalSource } from './original-src.js';
 import type { RequestHeaders } from '../envoy/request.js';
+import { lowerCase } from '../common/lower-case.js';
 
 export type DownstreamRequest = IncomingMessage | Http2ServerRequest;
 export type DownstreamResponse = ServerResponse | Http2ServerResponse;
@@ -41,7 +42,7 @@ export function copyRequestHeaders(req: DownstreamRequest, into: RequestHeaders)
   // HTTP/1.1: the name/value pairs as received, without building node's header objects.
   const raw = req.rawHeaders;
   for (let i = 0; i < raw.length; i += 2) {
-    const name = raw[i]!.toLowerCase();
+    const name = lowerCase(raw[i]!);
     const value = raw[i + 1]!;
     if (isEndToEnd(name, value)) into.add(name, value);
   }

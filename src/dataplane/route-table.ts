@@ -3,6 +3,7 @@
 import type { RouteConfiguration } from '../gen/envoy/config/route/v3/route_pb.js';
 import { RouteSchema, VirtualHostSchema, VirtualHost_TlsRequirementType, type VirtualHost } from '../gen/envoy/config/route/v3/route_components_pb.js';
 import { scope } from '../common/log.js';
+import { lowerCase } from '../common/lower-case.js';
 import { ConfigError, unappliedFields } from '../envoy/config-error.js';
 import type { Predicate } from '../envoy/matchers.js';
 import type { RequestView } from '../envoy/request.js';
@@ -206,7 +207,7 @@ export function compileRouteConfiguration(rc: RouteConfiguration, opts: RouteTab
   return {
     name: rc.name,
     route(req) {
-      let host = req.authority.toLowerCase();
+      let host = lowerCase(req.authority);
       if (strip !== undefined) host = stripHostPort(host, strip === 'any' ? undefined : strip);
       const vh = index.find(host);
       if (!vh) return undefined;

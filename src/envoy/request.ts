@@ -2,6 +2,7 @@
 // connection's addresses and peer identity, and the dynamic metadata filters write for each other.
 // `RequestView` is read-only so that evaluators (RBAC, route matching) can also run outside the
 // proxy, e.g. in a control-plane "explain" endpoint fed with `requestView()`.
+import { lowerCase } from '../common/lower-case.js';
 import { normalizeIp, type DynamicMetadata, type HeaderGetter } from './matchers.js';
 
 export interface Address {
@@ -68,31 +69,31 @@ export class RequestHeaders {
   }
 
   values(name: string): readonly string[] {
-    return this.map.get(name.toLowerCase()) ?? [];
+    return this.map.get(lowerCase(name)) ?? [];
   }
 
   joined(name: string): string | undefined {
-    const v = this.map.get(name.toLowerCase());
+    const v = this.map.get(lowerCase(name));
     return v === undefined ? undefined : v.join(',');
   }
 
   has(name: string): boolean {
-    return this.map.has(name.toLowerCase());
+    return this.map.has(lowerCase(name));
   }
 
   add(name: string, value: string): void {
-    const key = name.toLowerCase();
+    const key = lowerCase(name);
     const cur = this.map.get(key);
     if (cur) cur.push(value);
     else this.map.set(key, [value]);
   }
 
   set(name: string, value: string): void {
-    this.map.set(name.toLowerCase(), [value]);
+    this.map.set(lowerCase(name), [value]);
   }
 
   remove(name: string): void {
-    this.map.delete(name.toLowerCase());
+    this.map.delete(lowerCase(name));
   }
 
   entries(): IterableIterator<[string, string[]]> {
