@@ -4,6 +4,7 @@
 // router): a malformed status line or header line, obs-fold, conflicting content-lengths,
 // content-length together with transfer-encoding, a transfer coding other than chunked, a bad
 // chunk size or chunk terminator, a head over the size or count limit.
+import { lowerCase } from '../../common/lower-case.js';
 
 /** Envoy's defaults for an upstream: max_response_headers_kb 60, max_headers_count 100. */
 export const MAX_HEAD_BYTES = 60 * 1024;
@@ -40,31 +41,51 @@ const enum State {
   Done,
 }
 
-/** Without the optional whitespace (SP, HTAB) around a field value; nothing else is whitespace here. */
-function trimOws(v: string): string {
-  let start = 0;
-  let end = v.length;
-  while (start < end && (v.charCodeAt(start) === 32 || v.charCodeAt(start) === 9)) start++;
-  while (end > start && (v.charCodeAt(end - 1) === 32 || v.charCodeAt(end - 1) === 9)) end--;
-  return start === 0 && end === v.length ? v : v.slice(start, end);
-}
-
-/** Header lines `name: value` into lower-cased name / trimmed value pairs; throws on a malformed one. */
-function parseFields(lines: string[], from: number, what: string): string[] {
-  if (lines.length - from > MAX_HEADERS_COUNT) throw new ResponseParseError(`more than ${MAX_HEADERS_COUNT} ${what}`);
+/**
+ * The field lines of a head (or trailer block) `text` from offset `start` (none when `start` is
+ * past its end), CRLF-separated, into lower-cased name / value pairs, the value without the
+ * optional whitespace (SP, HTAB) around it; throws on a malformed one. Read in place: no array of
+ * lines, one string per name and per value.
+ */
+function parseFields(text: string, start: number, what: string): string[] {
   const pairs: string[] = [];
-  for (let i = from; i < lines.length; i++) {
-    const line = lines[i]!;
-    const colon = line.indexOf(':');
+  if (start > text.length) return pairs;
+  // Counted before any line is read, so that a block over the limit is refused as such.
+  let count = 1;
+  for (let i = text.indexOf('\r\n', start); i >= 0; i = text.indexOf('\r\n', i + 2)) count++;
+  if (count > MAX_HEADERS_COUNT) throw new ResponseParseError(`more than ${MAX_HEADERS_COUNT} ${what}`);
+  for (let at = start; at <= text.length; ) {
+    let end = text.indexOf('\r\n', at);
+    if (end < 0) end = text.length;
+    const colon = text.indexOf(':', at);
     // No name, whitespace before the colon, or a continuation line (obs-fold): all refused.
-    if (colon <= 0) throw new ResponseParseError(`malformed ${what} line`);
-    const name = line.slice(0, colon);
+    if (colon <= at || colon >= end) throw new ResponseParseError(`malformed ${what} line`);
+    const name = text.slice(at, colon);
     if (!TOKEN.test(name)) throw new ResponseParseError(`malformed ${what} name ${JSON.stringify(name)}`);
-    const raw = line.slice(colon + 1);
-    if (BAD_VALUE.test(raw)) throw new ResponseParseError(`invalid character in ${what} ${name}`);
-    pairs.push(name.toLowerCase(), trimOws(raw));
+    let from = colon + 1;
+    let to = end;
+    while (from < to && (text.charCodeAt(from) === 32 || text.charCodeAt(from) === 9)) from++;
+    while (to > from && (text.charCodeAt(to - 1) === 32 || text.charCodeAt(to - 1) === 9)) to--;
+    const value = text.slice(from, to);
+    // SP and HTAB are no bad characters, so the value without them holds every bad one the line had.
+    if (BAD_VALUE.test(value)) throw new ResponseParseError(`invalid character in ${what} ${name}`);
+    pairs.push(lowerCase(name), value);
+    at = end + 2;
   }
   return pairs;
+}
+
+/** A content-length value (the same as `length`, the one already seen, if any); throws when invalid or conflicting. */
+function sameLength(value: string, length: string | undefined): string {
+  const one = value.trim();
+  if (!DIGITS.test(one) || (length !== undefined && length !== one)) throw new ResponseParseError('invalid or conflicting content-length');
+  return one;
+}
+
+/** A comma-separated list's items, lower-cased and trimmed; one item without splitting. */
+function listItems(value: string): string[] {
+  const v = lowerCase(value);
+  return v.includes(',') ? v.split(',').map((s) => s.trim()) : [v.trim()];
 }
 
 /** Parses one response after another on a connection; `expect(head)` before each request is written. */
@@ -190,9 +211,9 @@ export class ResponseParser {
             this.pending = buf.subarray(at);
             return;
           }
-          const lines = buf.toString('latin1', at, end).split('\r\n');
+          const text = buf.toString('latin1', at, end);
           at = end + 4;
-          this.end(parseFields(lines, 0, 'trailer'));
+          this.end(parseFields(text, 0, 'trailer'));
           break;
         }
       }
@@ -206,39 +227,38 @@ export class ResponseParser {
   }
 
   private head(text: string): void {
-    const lines = text.split('\r\n');
-    const m = STATUS_LINE.exec(lines[0]!);
-    if (!m) throw new ResponseParseError(`malformed status line ${JSON.stringify(lines[0]!.slice(0, 64))}`);
-    const status = Number(m[2]);
-    const pairs = parseFields(lines, 1, 'header');
+    const eol = text.indexOf('\r\n');
+    const line = eol < 0 ? text : text.slice(0, eol);
+    if (!STATUS_LINE.test(line)) throw new ResponseParseError(`malformed status line ${JSON.stringify(line.slice(0, 64))}`);
+    // The pattern fixed the positions: `HTTP/1.x NNN[ reason]`.
+    const http10 = line.charCodeAt(7) === 48;
+    const status = (line.charCodeAt(9) - 48) * 100 + (line.charCodeAt(10) - 48) * 10 + (line.charCodeAt(11) - 48);
+    const pairs = parseFields(text, eol < 0 ? text.length + 1 : eol + 2, 'header');
     // 1xx (e.g. an unsolicited 100 Continue): skipped, the final response follows.
     if (status < 200) return;
     let length: string | undefined;
     let chunked = false;
-    let close = m[1] === '0';
+    let close = http10;
     for (let i = 0; i < pairs.length; i += 2) {
       const name = pairs[i]!;
       const value = pairs[i + 1]!;
       if (name === 'content-length') {
         // Repeated (or listed) values must all be the same number.
-        for (const v of value.split(',')) {
-          const one = v.trim();
-          if (!DIGITS.test(one) || (length !== undefined && length !== one)) throw new ResponseParseError('invalid or conflicting content-length');
-          length = one;
-        }
+        if (value.includes(',')) for (const v of value.split(',')) length = sameLength(v, length);
+        else length = sameLength(value, length);
       } else if (name === 'transfer-encoding') {
-        const codings = value.toLowerCase().split(',').map((s) => s.trim());
+        const codings = listItems(value);
         if (chunked || codings.some((c) => c !== 'chunked') || codings.length !== 1) throw new ResponseParseError(`unsupported transfer-encoding ${JSON.stringify(value)}`);
         chunked = true;
       } else if (name === 'connection') {
-        const tokens = value.toLowerCase().split(',').map((s) => s.trim());
+        const tokens = listItems(value);
         if (tokens.includes('close')) close = true;
-        else if (m[1] === '0' && tokens.includes('keep-alive')) close = false;
+        else if (http10 && tokens.includes('keep-alive')) close = false;
       }
     }
     if (chunked && length !== undefined) throw new ResponseParseError('both content-length and transfer-encoding');
     this.keepAlive = !close;
-    this.sink.onHead(status, m[3] ?? '', pairs, this.keepAlive);
+    this.sink.onHead(status, line.length > 13 ? line.slice(13) : '', pairs, this.keepAlive);
     if (this.noBody || status === 204 || status === 304) this.end(undefined);
     else if (chunked) this.state = State.ChunkSize;
     else if (length !== undefined) {
