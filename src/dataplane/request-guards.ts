@@ -12,6 +12,7 @@ import { durationMs, timerMs } from '../common/duration.js';
 import type { LocalReply } from '../envoy/filter.js';
 import type { DownstreamRequest, DownstreamResponse } from './http-codec.js';
 import { connectionLimitsOf } from './connection-limits.js';
+import { lowerCase } from '../common/lower-case.js';
 
 /** Envoy's defaults: max_request_headers_kb 60, common_http_protocol_options.max_headers_count 100. */
 const DEFAULT_MAX_HEADERS_KB = 60;
@@ -81,14 +82,6 @@ function reply(status: number, body: string, details: string): LocalReply {
   return { status, body, headers: {}, details };
 }
 
-/** The request's header fields as received, pseudo-headers left out. */
-function headerNames(req: DownstreamRequest): string[] {
-  const raw = req.rawHeaders;
-  const names: string[] = [];
-  for (let i = 0; i < raw.length; i += 2) if (!raw[i]!.startsWith(':')) names.push(raw[i]!.toLowerCase());
-  return names;
-}
-
 /**
  * The codec's refusal of a request head, as Envoy answers it: more header fields than allowed is
  * 431 (node's servers are told to keep one more than the limit, so the excess is seen), a second
@@ -96,9 +89,18 @@ function headerNames(req: DownstreamRequest): string[] {
  */
 export function refuseHead(req: DownstreamRequest, limits: RequestLimits): LocalReply | undefined {
   if (req.httpVersion === '1.0' && !limits.acceptHttp10) return reply(426, '', 'low_version');
-  const names = headerNames(req);
-  if (names.length > limits.maxHeadersCount) return reply(431, 'Request Header Fields Too Large', 'http1.too_many_headers');
-  if (names.filter((n) => n === 'host').length > 1) return reply(400, 'Bad Request', 'http1.multiple_host_headers');
+  // The fields as received, pseudo-headers left out, counted in place (no array of names).
+  const raw = req.rawHeaders;
+  let fields = 0;
+  let hosts = 0;
+  for (let i = 0; i < raw.length; i += 2) {
+    const name = raw[i]!;
+    if (name.startsWith(':')) continue;
+    fields++;
+    if (name.length === 4 && lowerCase(name) === 'host') hosts++;
+  }
+  if (fields > limits.maxHeadersCount) return reply(431, 'Request Header Fields Too Large', 'http1.too_many_headers');
+  if (hosts > 1) return reply(400, 'Bad Request', 'http1.multiple_host_headers');
   return undefined;
 }
 
