@@ -3,7 +3,6 @@
 // x-request-id headers as Envoy does, runs the configured http_filters in order (found by type URL
 // in filters/registry.ts: jwt_authn -> rbac -> ...) and ends in the router (filters/router.ts),
 // which forwards to the upstream picked through the injected cluster manager.
-import { randomUUID } from 'node:crypto';
 import { STATUS_CODES, type IncomingMessage, type OutgoingHttpHeaders } from 'node:http';
 import { BlockList, isIPv4, isIPv6, type Socket } from 'node:net';
 import type { Duplex } from 'node:stream';
@@ -42,6 +41,7 @@ import {
   type DownstreamResponse,
 } from './http-codec.js';
 import { connectionDestination } from './original-dst.js';
+import { randomRequestId } from './request-id.js';
 import { peerIdentityOf } from './tls/peer.js';
 import { compileXfcc } from './tls/xfcc.js';
 import { closeAfterReply, closeUnreadRequest, absoluteTarget, refuseHead, requestLimits, timeoutReply, type RequestLimits, type StreamTimeout } from './request-guards.js';
@@ -284,7 +284,7 @@ export function buildHttpConnectionManager(hcm: HttpConnectionManager, deps: Hcm
     xfcc(headers, socket);
     if (generateRequestId) {
       const external = useRemoteAddress && !isInternal(remote.address);
-      if (!headers.has('x-request-id') || (external && !hcm.preserveExternalRequestId)) headers.set('x-request-id', randomUUID());
+      if (!headers.has('x-request-id') || (external && !hcm.preserveExternalRequestId)) headers.set('x-request-id', randomRequestId());
     }
     // The absolute form (`GET http://host/path`): its host is the authority, its path the path.
     const absolute = absoluteTarget(req.url ?? '/');
