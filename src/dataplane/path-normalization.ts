@@ -5,6 +5,7 @@ import {
   HttpConnectionManager_PathWithEscapedSlashesAction as EscapedSlashes,
   type HttpConnectionManager,
 } from '../gen/envoy/extensions/filters/network/http_connection_manager/v3/http_connection_manager_pb.js';
+import { queryStart } from '../envoy/request.js';
 
 export type PathDecision =
   | { readonly kind: 'continue'; readonly path: string }
@@ -64,7 +65,7 @@ export function compilePathNormalization(hcm: Pick<HttpConnectionManager, 'norma
   const unescapes = escaped !== EscapedSlashes.IMPLEMENTATION_SPECIFIC_DEFAULT && escaped !== EscapedSlashes.KEEP_UNCHANGED;
   return (raw) => {
     // The query is not part of the path; the fragment is never sent upstream (Envoy strips it).
-    const q = raw.search(/[?#]/);
+    const q = queryStart(raw);
     let path = q < 0 ? raw : raw.slice(0, q);
     const query = q < 0 || raw[q] === '#' ? '' : raw.slice(q).replace(/#.*$/s, '');
     // `OPTIONS *` and absolute-form targets are not paths to normalize.

@@ -48,10 +48,20 @@ export interface RequestView {
   readonly connectionOnly?: boolean;
 }
 
+/**
+ * Where a request target's query or fragment begins (its first `?` or `#`), -1 if it has neither.
+ * Two scans rather than a regular expression, whose search allocates on every request.
+ */
+export function queryStart(path: string): number {
+  const q = path.indexOf('?');
+  const h = path.indexOf('#');
+  return q < 0 ? h : h < 0 ? q : Math.min(q, h);
+}
+
 /** The path without query string and fragment, which is what path matchers see. */
 export function pathOnly(path: string): string {
-  const q = path.search(/[?#]/);
-  return q < 0 ? path : path.slice(0, q);
+  const end = queryStart(path);
+  return end < 0 ? path : path.slice(0, end);
 }
 
 /**
@@ -74,7 +84,8 @@ export class RequestHeaders {
 
   joined(name: string): string | undefined {
     const v = this.map.get(lowerCase(name));
-    return v === undefined ? undefined : v.join(',');
+    // join allocates even for one value, which is what most headers have.
+    return v === undefined ? undefined : v.length === 1 ? v[0] : v.join(',');
   }
 
   has(name: string): boolean {
@@ -114,21 +125,26 @@ export class StreamRequest implements RequestView {
    * filter, read by the router); unset: the cluster's own.
    */
   alpnOverride?: AlpnOverride;
-  readonly header: HeaderGetter = (name) => {
-    switch (name) {
-      case ':method':
-        return this.method;
-      case ':path':
-        return this.path;
-      case ':authority':
-      case 'host':
-        return this.authority;
-      case ':scheme':
-        return this.scheme;
-      default:
-        return this.headers.joined(name);
-    }
-  };
+  private getter?: HeaderGetter;
+
+  /** Made on first use: most requests are routed and authorized without a header matcher. */
+  get header(): HeaderGetter {
+    return (this.getter ??= (name) => {
+      switch (name) {
+        case ':method':
+          return this.method;
+        case ':path':
+          return this.path;
+        case ':authority':
+        case 'host':
+          return this.authority;
+        case ':scheme':
+          return this.scheme;
+        default:
+          return this.headers.joined(name);
+      }
+    });
+  }
 
   constructor(
     public method: string,
