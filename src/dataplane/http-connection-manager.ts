@@ -20,7 +20,7 @@ import { ConfigError } from '../envoy/config-error.js';
 import { unappliedHcmFields } from './hcm-unapplied.js';
 import { HCM_FILTER_NAME } from '../envoy/names.js';
 import { typeNameOf, typeUrlOf } from '../envoy/types.js';
-import type { FilterOutcome, HttpFilter, LocalReply, ResponseHeaderMap } from '../envoy/filter.js';
+import type { HttpFilter, LocalReply } from '../envoy/filter.js';
 import type { JwtAuthnOptions } from '../envoy/jwt-authn.js';
 import { normalizeIp } from '../envoy/matchers.js';
 import { RequestHeaders, StreamRequest, type Address } from '../envoy/request.js';
@@ -45,12 +45,11 @@ import { randomRequestId } from './request-id.js';
 import { peerIdentityOf } from './tls/peer.js';
 import { compileXfcc } from './tls/xfcc.js';
 import { closeAfterReply, closeUnreadRequest, absoluteTarget, refuseHead, requestLimits, timeoutReply, type RequestLimits, type StreamTimeout } from './request-guards.js';
-import { compileRouteConfiguration, stripHostPort, type RouteTable } from './route-table.js';
+import { compileRouteConfiguration, stripHostPort, type CompiledRoute, type RouteTable } from './route-table.js';
+import { decodeFrom, type Encoders } from './decode-filters.js';
 import { compilePathNormalization } from './path-normalization.js';
 
 const log = scope('http');
-
-const NO_PER_ROUTE: readonly unknown[] = [];
 
 /** Private, loopback and link-local ranges: Envoy's default notion of an internal client. */
 const INTERNAL = (() => {
@@ -295,9 +294,7 @@ export function buildHttpConnectionManager(hcm: HttpConnectionManager, deps: Hcm
 
   /**
    * Everything before the upstream: path normalization, route lookup (cached, as Envoy does, before the filters),
-   * upgrade admission, the filters in order, then the router's target (or its local reply).
-   * Synchronous while the filters answer synchronously (jwt_authn, rbac): a request waits for a
-   * later turn only from the first filter that answers with a promise (ext_authz, a fault delay).
+   * upgrade admission, the filters in order (decode-filters.ts), then the router's target (or its local reply).
    */
   function admit(sreq: StreamRequest, upgrade: string | undefined, reply: (r: LocalReply) => void): Target | undefined | Promise<Target | undefined> {
     const normalized = normalizePath(sreq.path);
@@ -312,36 +309,13 @@ export function buildHttpConnectionManager(hcm: HttpConnectionManager, deps: Hcm
     sreq.path = normalized.path;
     const route = router.route(sreq);
     if (upgrade !== undefined && !router.admitUpgrade(route, upgrade, reply)) return undefined;
-    // The encoder sides of the filters passed so far edit whatever response follows, the last filter's first (Envoy's encoder order).
-    const encoders: ((h: ResponseHeaderMap) => void)[] = [];
-    const encode = (h: ResponseHeaderMap): void => {
-      for (let i = encoders.length - 1; i >= 0; i--) encoders[i]!(h);
-    };
-    const replyEncoded = (r: LocalReply): void => {
-      const headers = { ...r.headers };
-      encode(headers);
-      reply({ ...r, headers });
-    };
-    /** Whether the request goes on past a filter's outcome. */
-    const passes = (outcome: FilterOutcome): boolean => {
-      if (outcome.kind === 'reply') {
-        replyEncoded(outcome.reply);
-        return false;
-      }
-      if (outcome.encodeHeaders) encoders.push(outcome.encodeHeaders);
-      return true;
-    };
-    const decodeFrom = (first: number): Target | undefined | Promise<Target | undefined> => {
-      for (let i = first; i < chain.filters.length; i++) {
-        const f = chain.filters[i]!;
-        const outcome = f.decodeHeaders(sreq, route?.perFilter.get(f.name) ?? NO_PER_ROUTE);
-        if (outcome instanceof Promise) return outcome.then((o) => (passes(o) ? decodeFrom(i + 1) : undefined));
-        if (!passes(outcome)) return undefined;
-      }
-      const target = router.target(sreq, route, encoders.length > 0 ? replyEncoded : reply);
-      return target && encoders.length > 0 ? { ...target, encode } : target;
-    };
-    return decodeFrom(0);
+    return decodeFrom(chain.filters, 0, sreq, route, reply, undefined, toTarget);
+  }
+
+  /** The router's target of a request the filters let through, with their encoder sides. */
+  function toTarget(sreq: StreamRequest, route: CompiledRoute | undefined, reply: (r: LocalReply) => void, encoders: Encoders | undefined): Target | undefined {
+    const target = router.target(sreq, route, encoders ? encoders.reply : reply);
+    return target && encoders ? { ...target, encode: encoders.encode } : target;
   }
 
   /** Serves one request; a promise only when a filter made it wait. */
@@ -364,6 +338,12 @@ export function buildHttpConnectionManager(hcm: HttpConnectionManager, deps: Hcm
     return undefined;
   }
 
+  /** A request whose handling threw: 500. */
+  function failed(req: DownstreamRequest, res: DownstreamResponse, e: unknown): void {
+    log.error(`request ${req.method} ${req.url} failed: ${(e as Error).message}`);
+    sendLocal(res, { status: 500, body: 'internal error', headers: {}, details: 'internal_error' }, undefined, isGrpc(String(req.headers['content-type'] ?? '')));
+  }
+
   async function runUpgrade(req: IncomingMessage, socket: Duplex, head: Buffer): Promise<void> {
     const sreq = streamRequest(req);
     const requestId = sreq.headers.joined('x-request-id');
@@ -378,14 +358,11 @@ export function buildHttpConnectionManager(hcm: HttpConnectionManager, deps: Hcm
     codec,
     limits,
     handle(req, res, connection) {
-      const failed = (e: unknown): void => {
-        log.error(`request ${req.method} ${req.url} failed: ${(e as Error).message}`);
-        sendLocal(res, { status: 500, body: 'internal error', headers: {}, details: 'internal_error' }, undefined, isGrpc(String(req.headers['content-type'] ?? '')));
-      };
       try {
-        run(req, res, connection)?.catch(failed);
+        // A closure only for a request that waits for a filter.
+        run(req, res, connection)?.catch((e: unknown) => failed(req, res, e));
       } catch (e) {
-        failed(e);
+        failed(req, res, e);
       }
     },
     handleUpgrade(req, socket, head) {
