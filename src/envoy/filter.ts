@@ -21,6 +21,9 @@ export type FilterOutcome =
   | { readonly kind: 'continue'; readonly encodeHeaders?: (headers: ResponseHeaderMap) => void }
   | { readonly kind: 'reply'; readonly reply: LocalReply };
 
+/** The outcome of a filter that lets the request go on without an encoder side: one shared object, not one per request. */
+export const CONTINUE: FilterOutcome = Object.freeze({ kind: 'continue' });
+
 /** A decoder filter instance compiled from one http_filters entry. */
 export interface HttpFilter {
   readonly name: string;

@@ -15,7 +15,7 @@ import type {
 import { ConfigError } from './config-error.js';
 import type { StreamRequest } from './request.js';
 import { compileRouteMatch } from './route-match.js';
-import type { FilterOutcome, LocalReply } from './filter.js';
+import { CONTINUE, type FilterOutcome, type LocalReply } from './filter.js';
 import type { CachedJwt } from './jwt-cache.js';
 import { Extractor, type FoundToken } from './jwt-locations.js';
 import { keyFits, parseJwt, JwtStatus, type Jwt } from './jwt-token.js';
@@ -54,6 +54,8 @@ export interface JwtAuthnStats {
 interface Context {
   readonly req: StreamRequest;
   readonly payloads: Record<string, JsonValue>;
+  /** Whether `payloads` has an entry (rather than listing its keys to find out). */
+  payloaded?: boolean;
   /** Signature results of this request, by provider and token (made on the first signature check). */
   verified?: Map<string, JwtStatus>;
 }
@@ -123,8 +125,14 @@ export function compileJwtAuthn(config: JwtAuthentication, opts: JwtAuthnOptions
       if (v !== undefined) req.headers.add(header, v);
     }
     if (!p.forward) found.remove(req);
-    if (p.headerInMetadata) ctx.payloads[p.headerInMetadata] = jwt.header;
-    if (p.payloadInMetadata) ctx.payloads[p.payloadInMetadata] = entry.metadataPayload ??= normalizePayload(jwt.payload, p.spaceDelimitedClaims);
+    if (p.headerInMetadata) {
+      ctx.payloads[p.headerInMetadata] = jwt.header;
+      ctx.payloaded = true;
+    }
+    if (p.payloadInMetadata) {
+      ctx.payloads[p.payloadInMetadata] = entry.metadataPayload ??= normalizePayload(jwt.payload, p.spaceDelimitedClaims);
+      ctx.payloaded = true;
+    }
   }
 
   /** Envoy's authenticator: every token found must pass unless failures are allowed. */
@@ -281,21 +289,29 @@ export function compileJwtAuthn(config: JwtAuthentication, opts: JwtAuthnOptions
     decodeHeaders(req) {
       if (bypassCors && req.method === 'OPTIONS' && req.headers.has('origin') && req.headers.has('access-control-request-method')) {
         stats.allowed++;
-        return { kind: 'continue' };
+        return CONTINUE;
       }
-      const rule = rules.find((r) => r.match(req));
+      let rule: (typeof rules)[number] | undefined;
+      for (const r of rules) {
+        if (r.match(req)) {
+          rule = r;
+          break;
+        }
+      }
       if (!rule?.verifier) {
         stats.allowed++;
-        return { kind: 'continue' };
+        return CONTINUE;
       }
       const ctx: Context = { req, payloads: {} };
       const status = rule.verifier(ctx);
       if (status === JwtStatus.Ok) {
         stats.allowed++;
-        if (Object.keys(ctx.payloads).length > 0) {
-          req.metadata[JWT_AUTHN_FILTER_NAME] = { ...(req.metadata[JWT_AUTHN_FILTER_NAME] ?? {}), ...ctx.payloads };
+        if (ctx.payloaded) {
+          // This request's own object: a copy only to merge with what an earlier filter put there.
+          const earlier = req.metadata[JWT_AUTHN_FILTER_NAME];
+          req.metadata[JWT_AUTHN_FILTER_NAME] = earlier ? { ...earlier, ...ctx.payloads } : ctx.payloads;
         }
-        return { kind: 'continue' };
+        return CONTINUE;
       }
       stats.denied++;
       log.debug(`request ${req.method} ${req.path} rejected: ${status}`);

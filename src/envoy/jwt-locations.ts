@@ -69,24 +69,25 @@ interface Location {
   readonly issuerAllowed: (iss: string) => boolean;
   readonly remove: (req: StreamRequest) => void;
   /** A header location's token in a value (afterPrefix), the last value's answer kept. */
-  readonly headerToken: (value: string) => string | undefined;
+  readonly headerToken: (value: string) => FoundToken | undefined;
 }
 
 function location(spec: LocationSpec): Location {
-  // A client repeats its header: the same value gives back the same token string without a scan
-  // (and the token cache then finds it by identity, see jwt-cache.ts).
+  // A client repeats its header: the same value gives back the same found token (the same token
+  // string, which the token cache then finds by identity, see jwt-cache.ts) without a scan.
   let lastValue: string | undefined;
-  let lastToken: string | undefined;
+  let lastFound: FoundToken | undefined;
   const loc: Location = {
     spec,
     issuers: new Set(),
     any: false,
     headerToken: (value) => {
       if (value !== lastValue) {
-        lastToken = afterPrefix(value, spec.kind === 'header' ? spec.prefix : '');
+        const token = afterPrefix(value, spec.kind === 'header' ? spec.prefix : '');
+        lastFound = token === undefined ? undefined : { token, issuerAllowed: loc.issuerAllowed, remove: loc.remove };
         lastValue = value;
       }
-      return lastToken;
+      return lastFound;
     },
     issuerAllowed: (iss) => loc.any || loc.issuers.has(iss),
     remove:
@@ -136,8 +137,8 @@ export class Extractor {
     for (const { spec, issuerAllowed, remove, headerToken } of this.ordered) {
       if (spec.kind === 'header') {
         for (const v of req.headers.values(spec.name)) {
-          const token = headerToken(v);
-          if (token !== undefined) out.push({ token, issuerAllowed, remove });
+          const found = headerToken(v);
+          if (found) out.push(found);
         }
       } else if (spec.kind === 'param') {
         // Most requests have no query: no parameters to parse.

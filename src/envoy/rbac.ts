@@ -17,7 +17,7 @@ import {
   type Predicate,
 } from './matchers.js';
 import { pathOnly, type PeerIdentity, type RequestView, type StreamRequest } from './request.js';
-import type { FilterOutcome } from './filter.js';
+import { CONTINUE, type FilterOutcome } from './filter.js';
 import { RBAC_FILTER_NAME } from './names.js';
 import { compileUriTemplate } from './uri-template.js';
 import { indexPoliciesByPath } from './rbac-index.js';
@@ -323,7 +323,7 @@ export function compileRbacFilter(config: RbacFilterConfig): CompiledRbacFilter 
     shadowEngine: compiled.shadowEngine,
     decodeHeaders(req) {
       const r = compiled.decide(req, RBAC_FILTER_NAME);
-      if (r.allowed) return { kind: 'continue' };
+      if (r.allowed) return CONTINUE;
       return {
         kind: 'reply',
         reply: { status: 403, body: RBAC_DENIED_BODY, headers: {}, details: `rbac_access_denied_matched_policy[${r.matchedPolicy ?? 'none'}]` },

@@ -5,6 +5,7 @@
 import { FilterConfig_Protocol, FilterConfigSchema } from '../../gen/mesh/envoy/config/filter/http/alpn/v2alpha1/config_pb.js';
 import type { AlpnOverride, UpstreamProtocol } from '../../envoy/request.js';
 import { ConfigError } from '../../envoy/config-error.js';
+import { CONTINUE } from '../../envoy/filter.js';
 import { registerHttpFilter } from './registry.js';
 
 const PROTOCOLS: Readonly<Record<FilterConfig_Protocol, UpstreamProtocol>> = {
@@ -28,7 +29,7 @@ registerHttpFilter({
         name,
         decodeHeaders(req) {
           req.alpnOverride = recorded;
-          return { kind: 'continue' };
+          return CONTINUE;
         },
       },
     };

@@ -4,7 +4,7 @@
 // Access-Control-Allow-Origin (and credentials, expose headers) on its response; a preflight
 // (OPTIONS with Access-Control-Request-Method) is answered 200 by the proxy itself.
 import { CorsPolicySchema, CorsSchema, type CorsPolicy } from '../../gen/envoy/extensions/filters/http/cors/v3/cors_pb.js';
-import type { FilterOutcome, ResponseHeaderMap } from '../../envoy/filter.js';
+import { CONTINUE, type FilterOutcome, type ResponseHeaderMap } from '../../envoy/filter.js';
 import { compileStringMatcher, fractionOf, type Predicate } from '../../envoy/matchers.js';
 import type { StreamRequest } from '../../envoy/request.js';
 import { registerHttpFilter, registerPerRouteConfig } from './registry.js';
@@ -63,21 +63,21 @@ function first<T>(policies: readonly Policy[], get: (p: Policy) => T | undefined
 const empty = (s: string | readonly unknown[]) => s.length === 0;
 
 function decide(policies: readonly Policy[], req: StreamRequest, stats: CorsStats): FilterOutcome {
-  if (policies.length === 0) return { kind: 'continue' };
+  if (policies.length === 0) return CONTINUE;
   const enabled = Math.random() < policies[0]!.enabled;
   const shadow = Math.random() < policies[0]!.shadow;
-  if (!enabled && !shadow) return { kind: 'continue' };
+  if (!enabled && !shadow) return CONTINUE;
   const origin = req.header('origin');
-  if (!origin) return { kind: 'continue' };
+  if (!origin) return CONTINUE;
   // A matcher accepting the literal "*" allows every origin, as in Envoy.
   const allowed = (first(policies, (p) => p.origins, empty) ?? []).some((m) => m('*') || m(origin));
   if (allowed) stats.origin_valid++;
   else stats.origin_invalid++;
-  if (!enabled) return { kind: 'continue' };
+  if (!enabled) return CONTINUE;
   const credentials = first(policies, (p) => p.credentials) ?? false;
   const isPreflight = req.method === 'OPTIONS' && !!req.header('access-control-request-method');
   if (!isPreflight) {
-    if (!allowed) return { kind: 'continue' };
+    if (!allowed) return CONTINUE;
     const expose = first(policies, (p) => p.expose, empty);
     return {
       kind: 'continue',
@@ -88,7 +88,7 @@ function decide(policies: readonly Policy[], req: StreamRequest, stats: CorsStat
       },
     };
   }
-  if (!allowed && (first(policies, (p) => p.forwardNotMatchingPreflights) ?? true)) return { kind: 'continue' };
+  if (!allowed && (first(policies, (p) => p.forwardNotMatchingPreflights) ?? true)) return CONTINUE;
   const headers: Record<string, string> = {};
   if (allowed) headers['access-control-allow-origin'] = origin;
   if (credentials) headers['access-control-allow-credentials'] = 'true';

@@ -10,7 +10,7 @@ import { scope } from '../../common/log.js';
 import { durationMs } from '../../common/duration.js';
 import { ConfigError, unappliedFields } from '../../envoy/config-error.js';
 import { compileMetadataMatcher } from '../../envoy/matchers.js';
-import type { FilterOutcome } from '../../envoy/filter.js';
+import { CONTINUE, type FilterOutcome } from '../../envoy/filter.js';
 import type { StreamRequest } from '../../envoy/request.js';
 import { applyOk, headerNames, responseEdits, type Checker } from '../ext-authz/check.js';
 import { httpChecker } from '../ext-authz/http-check.js';
@@ -74,7 +74,7 @@ registerHttpFilter({
         stats.failure_mode_allowed++;
         log.debug(`${req.method} ${req.path}: authorizer failed (${reason}); allowed by failure_mode_allow`);
         if (config.failureModeAllowHeaderAdd) req.headers.set(FAILURE_MODE_HEADER, 'true');
-        return { kind: 'continue' };
+        return CONTINUE;
       }
       log.debug(`${req.method} ${req.path}: authorizer failed (${reason}); ${statusOnError}`);
       return { kind: 'reply', reply: { status: statusOnError, body: '', headers: {}, details: 'ext_authz_error' } };
@@ -85,7 +85,7 @@ registerHttpFilter({
         async decodeHeaders(req) {
           if (!enabled(req.metadata)) {
             stats.disabled++;
-            return { kind: 'continue' };
+            return CONTINUE;
           }
           const r = await checker.check(req);
           if (r.kind === 'error') return onError(req, r.reason);
@@ -96,7 +96,7 @@ registerHttpFilter({
           stats.ok++;
           applyOk(req, r);
           const encodeHeaders = responseEdits(r.response);
-          return encodeHeaders ? { kind: 'continue', encodeHeaders } : { kind: 'continue' };
+          return encodeHeaders ? { kind: 'continue', encodeHeaders } : CONTINUE;
         },
       },
       stats: { name, ext_authz: stats },

@@ -8,7 +8,7 @@ import { scope } from '../../common/log.js';
 import type { FractionalPercent } from '../../gen/envoy/type/v3/percent_pb.js';
 import { HTTPFaultSchema, type HTTPFault } from '../../gen/envoy/extensions/filters/http/fault/v3/fault_pb.js';
 import { ConfigError, unappliedFields } from '../../envoy/config-error.js';
-import type { FilterOutcome } from '../../envoy/filter.js';
+import { CONTINUE, type FilterOutcome } from '../../envoy/filter.js';
 import { compileHeaderMatcher, fractionOf } from '../../envoy/matchers.js';
 import type { StreamRequest } from '../../envoy/request.js';
 import { registerHttpFilter, registerPerRouteConfig } from './registry.js';
@@ -114,7 +114,7 @@ export function compileFault(c: HTTPFault, name: string): { decodeHeaders(req: S
   let active = 0;
   const abortOutcome = (settings: FaultSettings, req: StreamRequest): FilterOutcome => {
     const status = settings.abort(req);
-    if (status === undefined) return { kind: 'continue' };
+    if (status === undefined) return CONTINUE;
     stats.aborts_injected++;
     return { kind: 'reply', reply: { status, body: 'fault filter abort', headers: {}, details: 'fault_filter_abort' } };
   };
@@ -122,11 +122,11 @@ export function compileFault(c: HTTPFault, name: string): { decodeHeaders(req: S
     stats,
     decodeHeaders(req, perRoute) {
       const settings = (perRoute[0] as FaultSettings | undefined) ?? own;
-      for (const h of settings.headers) if (!h(req.header)) return { kind: 'continue' };
-      if (settings.nodes.size > 0 && !settings.nodes.has(req.header(DOWNSTREAM_NODE_HEADER) ?? '')) return { kind: 'continue' };
+      for (const h of settings.headers) if (!h(req.header)) return CONTINUE;
+      if (settings.nodes.size > 0 && !settings.nodes.has(req.header(DOWNSTREAM_NODE_HEADER) ?? '')) return CONTINUE;
       if (settings.maxActive !== undefined && active >= settings.maxActive) {
         stats.faults_overflow++;
-        return { kind: 'continue' };
+        return CONTINUE;
       }
       const ms = settings.delay(req);
       if (ms <= 0) return abortOutcome(settings, req);
