@@ -107,8 +107,11 @@ export function respondHeadersOnly(res: DownstreamResponse, status: number, head
   res.end();
 }
 
+/** Made once: a regular expression literal is a new object each time it is evaluated. */
+const GRPC_CONTENT_TYPE = /^application\/grpc(\+|;|$)/i;
+
 export function isGrpc(contentType: string | undefined): boolean {
-  return contentType !== undefined && /^application\/grpc(\+|;|$)/i.test(contentType.trim());
+  return contentType !== undefined && GRPC_CONTENT_TYPE.test(contentType.trim());
 }
 
 /** gRPC's mapping of an HTTP status to a gRPC status code (UNKNOWN when it has none). */

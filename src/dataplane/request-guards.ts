@@ -104,12 +104,15 @@ export function refuseHead(req: DownstreamRequest, limits: RequestLimits): Local
   return undefined;
 }
 
+/** Made once: a regular expression literal is a new object each time it is evaluated. */
+const ABSOLUTE_FORM = /^https?:\/\//i;
+
 /**
  * The request target in absolute form (RFC 9112 3.2.2: `http://host/path?q`): its path and its
  * authority, which replaces Host, as Envoy's codec does. Undefined for the origin form.
  */
 export function absoluteTarget(url: string): { path: string; authority: string } | undefined {
-  if (!/^https?:\/\//i.test(url)) return undefined;
+  if (!ABSOLUTE_FORM.test(url)) return undefined;
   const rest = url.slice(url.indexOf('//') + 2);
   const slash = rest.search(/[/?]/);
   const authority = slash < 0 ? rest : rest.slice(0, slash);
