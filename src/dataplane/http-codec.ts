@@ -154,8 +154,11 @@ export interface UpstreamHead {
 
 /** An upstream response's body, which the connection manager forwards or drops. */
 export interface UpstreamBody {
-  /** Writes the body into `out` with backpressure; `done` gets its trailers once it all arrived. */
-  pipeTo(out: DownstreamResponse, done: (trailers: HeaderMap | undefined) => void): void;
+  /**
+   * Writes the body into `out` with backpressure; `done` gets its trailers once it all arrived, and
+   * the body's last bytes when it held them back for the response's end.
+   */
+  pipeTo(out: DownstreamResponse, done: (trailers: HeaderMap | undefined, tail?: Buffer) => void): void;
   /** The response is not wanted (already answered): it is read and dropped. */
   discard(): void;
 }

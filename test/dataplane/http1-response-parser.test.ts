@@ -11,19 +11,22 @@ interface Parsed {
   headers?: string[];
   keepAlive?: boolean;
   body: string;
+  /** Each data report's `last` flag. */
+  lasts: boolean[];
   trailers?: string[];
   ended: boolean;
 }
 
 /** Feeds `pieces` to a parser expecting one response; returns what it reported. */
 function parse(pieces: Buffer[], head = false): Parsed {
-  const out: Parsed = { body: '', ended: false };
+  const out: Parsed = { body: '', lasts: [], ended: false };
   const parser = new ResponseParser({
     onHead(status, message, pairs, keepAlive) {
       Object.assign(out, { status, message, headers: pairs, keepAlive });
     },
-    onData(chunk) {
+    onData(chunk, last) {
       out.body += chunk.toString('latin1');
+      out.lasts.push(last);
     },
     onEnd(trailers) {
       out.ended = true;
@@ -55,6 +58,7 @@ describe('HTTP/1.1 response parser', () => {
       assert.deepEqual(r.headers, ['transfer-encoding', 'chunked', 'x-a', '1 \xa0']);
       assert.equal(r.body, 'hello wonderful!');
       assert.deepEqual(r.trailers, ['x-sum', '16', 'x-b', '2']);
+      assert.ok(!r.lasts.includes(true), 'a chunked body has no last chunk before its trailers');
       assert.equal(r.ended, true);
       assert.equal(r.keepAlive, true);
     }
@@ -66,6 +70,8 @@ describe('HTTP/1.1 response parser', () => {
       assert.equal(r.status, 201);
       assert.equal(r.message, 'Created');
       assert.equal(r.body, 'hello world');
+      // Only the chunk that completes the length is the last.
+      assert.deepEqual(r.lasts, [...r.lasts.slice(0, -1).map(() => false), true]);
       assert.equal(r.ended, true);
     }
   });

@@ -276,10 +276,11 @@ export class Router {
             return;
           }
           writeHead(res, up.status, out, up.message);
-          body.pipeTo(res, (t) => {
+          body.pipeTo(res, (t, tail) => {
             finish();
             if (t) res.addTrailers(t);
-            res.end();
+            if (tail) res.end(tail);
+            else res.end();
           });
         },
       };

@@ -199,8 +199,8 @@ export class Http1Connection implements ResponseSink {
     this.exchange?.onHead(status, message, pairs);
   }
 
-  onData(chunk: Buffer): void {
-    this.exchange?.onData(chunk);
+  onData(chunk: Buffer, last: boolean): void {
+    this.exchange?.onData(chunk, last);
   }
 
   onEnd(trailers: string[] | undefined): void {
@@ -286,7 +286,9 @@ export class ClientExchange implements UpstreamExchange, UpstreamBody {
   private answered = false;
   private finished = false;
   private out?: DownstreamResponse;
-  private doneCb?: (trailers: HeaderMap | undefined) => void;
+  private doneCb?: (trailers: HeaderMap | undefined, tail?: Buffer) => void;
+  /** The body's last chunk, held for the response's end. */
+  private tail?: Buffer;
   /** The response head arrived and no body byte since (in the same read, they leave in one write). */
   private headAlone = false;
 
@@ -336,7 +338,7 @@ export class ClientExchange implements UpstreamExchange, UpstreamBody {
     this.conn.close();
   }
 
-  pipeTo(out: DownstreamResponse, done: (trailers: HeaderMap | undefined) => void): void {
+  pipeTo(out: DownstreamResponse, done: (trailers: HeaderMap | undefined, tail?: Buffer) => void): void {
     this.out = out;
     this.doneCb = done;
   }
@@ -366,8 +368,13 @@ export class ClientExchange implements UpstreamExchange, UpstreamBody {
     if (this.out) flushHead(this.out);
   }
 
-  onData(chunk: Buffer): void {
+  onData(chunk: Buffer, last: boolean): void {
     this.headAlone = false;
+    // The body's last bytes go with the response's end (one write, none left corked for a later tick).
+    if (last && this.doneCb) {
+      this.tail = chunk;
+      return;
+    }
     const out = this.out as NodeJS.WritableStream | undefined;
     if (out && !out.write(chunk)) {
       const socket = this.conn.socket;
@@ -383,7 +390,7 @@ export class ClientExchange implements UpstreamExchange, UpstreamBody {
     // The request's body is still coming: the connection cannot be reused.
     if (!this.requestDone) this.destroy();
     else this.settle();
-    done?.(trailers ? endToEndMap(trailers) : undefined);
+    done?.(trailers ? endToEndMap(trailers) : undefined, this.tail);
   }
 
   fail(e: Error): void {

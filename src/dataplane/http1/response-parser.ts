@@ -18,7 +18,8 @@ export class ResponseParseError extends Error {}
 export interface ResponseSink {
   /** A final (>= 200) response head; 1xx heads are skipped. `pairs` are name/value, names lower-cased. */
   onHead(status: number, message: string, pairs: string[], keepAlive: boolean): void;
-  onData(chunk: Buffer): void;
+  /** `last`: the chunk completes a body of known length (onEnd follows at once). */
+  onData(chunk: Buffer, last: boolean): void;
   /** The whole response arrived; `trailers` are name/value pairs (chunked only). */
   onEnd(trailers: string[] | undefined): void;
 }
@@ -156,12 +157,12 @@ export class ResponseParser {
           this.remaining -= n;
           const chunk = buf.subarray(at, at + n);
           at += n;
-          this.sink.onData(chunk);
+          this.sink.onData(chunk, this.remaining === 0);
           if (this.remaining === 0) this.end(undefined);
           break;
         }
         case State.UntilClose:
-          this.sink.onData(at === 0 ? buf : buf.subarray(at));
+          this.sink.onData(at === 0 ? buf : buf.subarray(at), false);
           return;
         case State.ChunkSize: {
           const lf = buf.indexOf(10, at);
@@ -183,7 +184,7 @@ export class ResponseParser {
         case State.ChunkData: {
           const n = Math.min(this.remaining, buf.length - at);
           this.remaining -= n;
-          this.sink.onData(buf.subarray(at, at + n));
+          this.sink.onData(buf.subarray(at, at + n), false);
           at += n;
           if (this.remaining === 0) this.state = State.ChunkEnd;
           break;
