@@ -43,6 +43,30 @@ const enum State {
 }
 
 /**
+ * Header names most responses carry, lower case, by length: found in the head's text without a
+ * string sliced and lower-cased for each (node:http, for one, sends `Date`, `Connection` and
+ * `Keep-Alive` capitalized).
+ */
+const COMMON_NAMES = new Map<number, string[]>();
+for (const name of ['content-type', 'content-length', 'date', 'connection', 'keep-alive', 'transfer-encoding', 'server', 'cache-control', 'etag', 'last-modified', 'expires', 'vary', 'location', 'set-cookie', 'content-encoding', 'grpc-status', 'grpc-message']) {
+  COMMON_NAMES.set(name.length, [...(COMMON_NAMES.get(name.length) ?? []), name]);
+}
+
+/** The common name (COMMON_NAMES) `text` holds at `at`, in any case, if it is one. */
+function commonName(text: string, at: number, length: number): string | undefined {
+  const names = COMMON_NAMES.get(length);
+  if (names === undefined) return undefined;
+  next: for (const name of names) {
+    for (let i = 0; i < length; i++) {
+      const c = text.charCodeAt(at + i);
+      if ((c >= 65 && c <= 90 ? c + 32 : c) !== name.charCodeAt(i)) continue next;
+    }
+    return name;
+  }
+  return undefined;
+}
+
+/**
  * The field lines of a head (or trailer block) `text` from offset `start` (none when `start` is
  * past its end), CRLF-separated, into lower-cased name / value pairs, the value without the
  * optional whitespace (SP, HTAB) around it; throws on a malformed one. Read in place: no array of
@@ -61,16 +85,17 @@ function parseFields(text: string, start: number, what: string): string[] {
     const colon = text.indexOf(':', at);
     // No name, whitespace before the colon, or a continuation line (obs-fold): all refused.
     if (colon <= at || colon >= end) throw new ResponseParseError(`malformed ${what} line`);
-    const name = text.slice(at, colon);
-    if (!TOKEN.test(name)) throw new ResponseParseError(`malformed ${what} name ${JSON.stringify(name)}`);
+    const common = commonName(text, at, colon - at);
+    const name = common ?? text.slice(at, colon);
+    if (common === undefined && !TOKEN.test(name)) throw new ResponseParseError(`malformed ${what} name ${JSON.stringify(name)}`);
     let from = colon + 1;
     let to = end;
     while (from < to && (text.charCodeAt(from) === 32 || text.charCodeAt(from) === 9)) from++;
     while (to > from && (text.charCodeAt(to - 1) === 32 || text.charCodeAt(to - 1) === 9)) to--;
     const value = text.slice(from, to);
     // SP and HTAB are no bad characters, so the value without them holds every bad one the line had.
-    if (BAD_VALUE.test(value)) throw new ResponseParseError(`invalid character in ${what} ${name}`);
-    pairs.push(lowerCase(name), value);
+    if (BAD_VALUE.test(value)) throw new ResponseParseError(`invalid character in ${what} ${text.slice(at, colon)}`);
+    pairs.push(common ?? lowerCase(name), value);
     at = end + 2;
   }
   return pairs;
