@@ -110,6 +110,14 @@ export class RequestHeaders {
   entries(): IterableIterator<[string, string[]]> {
     return this.map.entries();
   }
+
+  /** The headers as one object, a header with one value as a string (what a request is sent with). */
+  toRecord(): Record<string, string | string[]> {
+    const out: Record<string, string | string[]> = {};
+    // forEach rather than entries(): no [name, values] pair made per header.
+    this.map.forEach((v, k) => (out[k] = v.length === 1 ? v[0]! : v));
+    return out;
+  }
 }
 
 /** An upstream HTTP protocol, as the ALPN override filter names them. */

@@ -159,8 +159,7 @@ export class Router {
     }
     applyMutations(sreq.headers, route.requestHeaders);
     const path = action.pathRewrite ? action.pathRewrite(sreq.path, route.matchedPrefix) : sreq.path;
-    const headers: OutgoingHttpHeaders = {};
-    for (const [k, v] of sreq.headers.entries()) headers[k] = v.length === 1 ? v[0] : v;
+    const headers: OutgoingHttpHeaders = sreq.headers.toRecord();
     headers.host = action.hostRewrite ?? sreq.authority;
     const perTry = action.retry?.perTryTimeoutMs ?? 0;
     const expected = perTry > 0 && (action.timeoutMs === 0 || perTry < action.timeoutMs) ? perTry : action.timeoutMs;
