@@ -130,15 +130,15 @@ export class Extractor {
    * Every token the request carries, in Envoy's order: headers, then query parameters, then
    * cookies, each kind by location name; a header's values in the order received.
    */
-  extract(req: StreamRequest): FoundToken[] {
-    const out: FoundToken[] = [];
+  extract(req: StreamRequest): readonly FoundToken[] {
+    let out: FoundToken[] | undefined;
     let params: URLSearchParams | undefined;
     let cookies: Map<string, string> | undefined;
     for (const { spec, issuerAllowed, remove, headerToken } of this.ordered) {
       if (spec.kind === 'header') {
         for (const v of req.headers.values(spec.name)) {
           const found = headerToken(v);
-          if (found) out.push(found);
+          if (found) out = added(out, found);
         }
       } else if (spec.kind === 'param') {
         // Most requests have no query: no parameters to parse.
@@ -146,13 +146,25 @@ export class Extractor {
         if (q < 0) continue;
         params ??= new URLSearchParams(req.path.slice(q + 1));
         const v = params.get(spec.name);
-        if (v !== null) out.push({ token: v, issuerAllowed, remove });
+        if (v !== null) out = added(out, { token: v, issuerAllowed, remove });
       } else {
         cookies ??= parseCookies(req.headers.joined('cookie'));
         const v = cookies.get(spec.name);
-        if (v !== undefined) out.push({ token: v, issuerAllowed, remove });
+        if (v !== undefined) out = added(out, { token: v, issuerAllowed, remove });
       }
     }
-    return out;
+    return out ?? NO_TOKENS;
   }
+}
+
+const NO_TOKENS: readonly FoundToken[] = Object.freeze([]);
+
+/**
+ * A list of found tokens with `t` added, made at the first token and as long as it needs to be:
+ * most requests carry one token or none, and an empty array's first push reserves 17 places.
+ */
+function added(out: FoundToken[] | undefined, t: FoundToken): FoundToken[] {
+  if (out === undefined) return [t];
+  out.push(t);
+  return out;
 }
