@@ -30,8 +30,7 @@ import { compileHttpFilter, httpFilterOf, type FilterStats, type HttpFilterConte
 import { Router, type Target } from './filters/router.js';
 import {
   copyRequestHeaders,
-  grpcMessage,
-  grpcStatusOf,
+  grpcReply,
   isGrpc,
   rawHead,
   requestAuthority,
@@ -45,7 +44,8 @@ import { connectionDestination } from './original-dst.js';
 import { peerIdentityOf } from './tls/peer.js';
 import { compileXfcc } from './tls/xfcc.js';
 import { closeAfterReply, closeUnreadRequest, absoluteTarget, refuseHead, requestLimits, timeoutReply, type RequestLimits, type StreamTimeout } from './request-guards.js';
-import { compileRouteConfiguration, stripHostPort, type RouteTable } from './route-table.js';
+import { compileRouteConfiguration, stripHostPort, type CompiledRoute, type RouteTable } from './route-table.js';
+import { streamTimersOf, type StreamTimerHost, type StreamTimers } from './route-timeouts.js';
 import { compilePathNormalization } from './path-normalization.js';
 
 const log = scope('http');
@@ -88,9 +88,9 @@ export interface HttpConnectionManagerHandler {
    * Serves one request of a node:http server or a node:http2 compatibility server ('request'
    * event); `connection` is the downstream socket when `req.socket` does not stand for it.
    */
-  handle(req: DownstreamRequest, res: DownstreamResponse, connection?: Socket): void;
+  handle(req: DownstreamRequest, res: DownstreamResponse, connection?: Socket, timers?: StreamTimerHost): void;
   /** Serves an upgrade request (the server's 'upgrade' event), e.g. WebSocket. */
-  handleUpgrade(req: IncomingMessage, socket: Duplex, head: Buffer): void;
+  handleUpgrade(req: IncomingMessage, socket: Duplex, head: Buffer, timers?: StreamTimerHost): void;
   /**
    * Ends a stream whose timeout expired (listener/stream-timeouts.ts), as Envoy: the timeout's
    * local reply while the response has not started (the rest of an unfinished request is not
@@ -167,16 +167,6 @@ function codecOf(hcm: HttpConnectionManager): Codec {
     default:
       throw new ConfigError('codec_type', `${HttpConnectionManager_CodecType[hcm.codecType] ?? hcm.codecType} is not supported; use AUTO, HTTP1 or HTTP2`);
   }
-}
-
-/**
- * A local reply to a gRPC request, as Envoy sends it: HTTP 200 whose grpc-status is the HTTP
- * status's gRPC equivalent and whose grpc-message is the reply's body.
- */
-function grpcReply(reply: LocalReply): { status: number; headers: OutgoingHttpHeaders } {
-  const headers: OutgoingHttpHeaders = { ...reply.headers, 'content-type': 'application/grpc', 'grpc-status': String(grpcStatusOf(reply.status)) };
-  if (reply.body) headers['grpc-message'] = grpcMessage(reply.body);
-  return { status: 200, headers };
 }
 
 /** Compiles an HttpConnectionManager; throws ConfigError (-> NACK) on what it cannot honour. */
@@ -299,7 +289,7 @@ export function buildHttpConnectionManager(hcm: HttpConnectionManager, deps: Hcm
    * Synchronous while the filters answer synchronously (jwt_authn, rbac): a request waits for a
    * later turn only from the first filter that answers with a promise (ext_authz, a fault delay).
    */
-  function admit(sreq: StreamRequest, upgrade: string | undefined, reply: (r: LocalReply) => void): Target | undefined | Promise<Target | undefined> {
+  function admit(sreq: StreamRequest, upgrade: string | undefined, reply: (r: LocalReply) => void, routed?: (route: CompiledRoute | undefined) => void): Target | undefined | Promise<Target | undefined> {
     const normalized = normalizePath(sreq.path);
     if (normalized.kind === 'reject') {
       reply({ status: 400, body: '', headers: {}, details: normalized.details });
@@ -311,6 +301,7 @@ export function buildHttpConnectionManager(hcm: HttpConnectionManager, deps: Hcm
     }
     sreq.path = normalized.path;
     const route = router.route(sreq);
+    routed?.(route);
     if (upgrade !== undefined && !router.admitUpgrade(route, upgrade, reply)) return undefined;
     // The encoder sides of the filters passed so far edit whatever response follows, the last filter's first (Envoy's encoder order).
     const encoders: ((h: ResponseHeaderMap) => void)[] = [];
@@ -344,8 +335,15 @@ export function buildHttpConnectionManager(hcm: HttpConnectionManager, deps: Hcm
     return decodeFrom(0);
   }
 
+  /** Once the route is known: the stream's own timers armed (none on most routes) and, for gRPC, its grpc-timeout as Envoy rewrites it. */
+  const routeTimers = (sreq: StreamRequest, grpc: boolean, arm: ((t: StreamTimers) => void) | undefined) => (route: CompiledRoute | undefined): void => {
+    const t = streamTimersOf(route?.action.kind === 'route' ? route.action.timeouts : undefined, limits.maxStreamDurationMs, sreq.headers.joined('grpc-timeout'), grpc);
+    if (t.grpcTimeout) sreq.headers.set('grpc-timeout', t.grpcTimeout);
+    if (t.timers) arm?.(t.timers);
+  };
+
   /** Serves one request; a promise only when a filter made it wait. */
-  function run(req: DownstreamRequest, res: DownstreamResponse, connection?: Socket): Promise<void> | undefined {
+  function run(req: DownstreamRequest, res: DownstreamResponse, connection?: Socket, timers?: StreamTimerHost): Promise<void> | undefined {
     const refused = refuseHead(req, limits);
     if (refused) {
       closeUnreadRequest(req, res, limits, true);
@@ -355,20 +353,21 @@ export function buildHttpConnectionManager(hcm: HttpConnectionManager, deps: Hcm
     const sreq = streamRequest(req, connection);
     const requestId = sreq.headers.joined('x-request-id');
     const grpc = isGrpc(sreq.headers.joined('content-type'));
-    const admitted = admit(sreq, undefined, (reply) => {
+    const reply = (r: LocalReply): void => {
       closeUnreadRequest(req, res, limits);
-      sendLocal(res, reply, requestId, grpc);
-    });
+      sendLocal(res, r, requestId, grpc);
+    };
+    const admitted = admit(sreq, undefined, reply, routeTimers(sreq, grpc, timers && ((t) => timers.arm(res, t))));
     if (admitted instanceof Promise) return admitted.then((target) => target && router.forward(req, res, sreq, target, requestId, grpc));
     if (admitted) router.forward(req, res, sreq, admitted, requestId, grpc);
     return undefined;
   }
 
-  async function runUpgrade(req: IncomingMessage, socket: Duplex, head: Buffer): Promise<void> {
+  async function runUpgrade(req: IncomingMessage, socket: Duplex, head: Buffer, timers?: StreamTimerHost): Promise<void> {
     const sreq = streamRequest(req);
     const requestId = sreq.headers.joined('x-request-id');
     const upgrade = String(req.headers.upgrade ?? '').toLowerCase();
-    const target = await admit(sreq, upgrade, (reply) => sendLocalRaw(socket, reply, requestId));
+    const target = await admit(sreq, upgrade, (reply) => sendLocalRaw(socket, reply, requestId), routeTimers(sreq, false, timers && ((t) => timers.armUpgrade(socket, t))));
     if (target) router.forwardUpgrade(req, socket, head, sreq, target, requestId);
   }
 
@@ -377,19 +376,19 @@ export function buildHttpConnectionManager(hcm: HttpConnectionManager, deps: Hcm
     filterStats: chain.stats,
     codec,
     limits,
-    handle(req, res, connection) {
+    handle(req, res, connection, timers) {
       const failed = (e: unknown): void => {
         log.error(`request ${req.method} ${req.url} failed: ${(e as Error).message}`);
         sendLocal(res, { status: 500, body: 'internal error', headers: {}, details: 'internal_error' }, undefined, isGrpc(String(req.headers['content-type'] ?? '')));
       };
       try {
-        run(req, res, connection)?.catch(failed);
+        run(req, res, connection, timers)?.catch(failed);
       } catch (e) {
         failed(e);
       }
     },
-    handleUpgrade(req, socket, head) {
-      runUpgrade(req, socket, head).catch((e: unknown) => {
+    handleUpgrade(req, socket, head, timers) {
+      runUpgrade(req, socket, head, timers).catch((e: unknown) => {
         log.error(`upgrade ${req.method} ${req.url} failed: ${(e as Error).message}`);
         socket.destroy();
       });
