@@ -17,13 +17,12 @@ import { after, before, describe, it, test } from 'node:test';
 import { create, type MessageInitShape } from '@bufbuild/protobuf';
 import { Client, credentials, Metadata, status, type ServiceError } from '@grpc/grpc-js';
 import { RouteActionSchema } from '../../src/gen/envoy/config/route/v3/route_components_pb.js';
-import { RouteConfigurationSchema } from '../../src/gen/envoy/config/route/v3/route_pb.js';
 import type { MeshProxy } from '../../src/dataplane/proxy.js';
 import { compileRouteTimeouts, formatGrpcTimeout, grpcRouterTimeoutMs, parseGrpcTimeout, streamDurationMs, streamTimersOf } from '../../src/dataplane/route-timeouts.js';
-import { pack, TypeUrl } from '../../src/envoy/types.js';
+import { TypeUrl } from '../../src/envoy/types.js';
 import { close, get } from '../helpers/http.js';
 import { eventually } from '../helpers/proc.js';
-import { boundPort, FixtureAds, hcmChain, listener, staticCluster, startBoundProxy } from './xds-fixtures.js';
+import { boundPort, FixtureAds, hcmChain, listener, routesResource, staticCluster, startBoundProxy } from './xds-fixtures.js';
 
 const ms = (n: number) => ({ seconds: BigInt(Math.floor(n / 1000)), nanos: (n % 1000) * 1_000_000 });
 const GRPC = { 'content-type': 'application/grpc', te: 'trailers' };
@@ -44,22 +43,25 @@ interface H2Answer {
   readonly at: number;
 }
 
-/** One gRPC call as raw h2c (the client enforces no deadline of its own): the response headers (trailers-only or trailers merged) and when it ended. */
-function grpcCall(session: ClientHttp2Session, path: string, headers: Record<string, string> = {}): Promise<H2Answer> {
+/** One stream over an h2c session (the client enforces no deadline of its own): the response headers (trailers merged), the body, when it ended. */
+function h2Call(session: ClientHttp2Session, headers: Record<string, string>, body?: Buffer): Promise<H2Answer> {
   return new Promise((resolve) => {
-    const stream = session.request({ ':method': 'POST', ':path': path, ...GRPC, ...headers });
-    // An empty message, then the end of the request.
-    stream.end(Buffer.alloc(5));
+    const stream = session.request(headers, { endStream: body === undefined });
+    if (body) stream.end(body);
     let got: H2Headers = {};
-    let body = '';
+    let text = '';
     stream.setEncoding('latin1');
     stream.on('response', (h) => (got = { ...got, ...h }));
     stream.on('trailers', (t) => (got = { ...got, ...t }));
-    stream.on('data', (d: string) => (body += d));
-    stream.on('close', () => resolve({ headers: got, body, at: Date.now() }));
+    stream.on('data', (d: string) => (text += d));
+    stream.on('close', () => resolve({ headers: got, body: text, at: Date.now() }));
     stream.on('error', () => undefined);
   });
 }
+
+/** A unary gRPC call of an empty message, as raw h2c. */
+const grpcCall = (session: ClientHttp2Session, path: string, headers: Record<string, string> = {}): Promise<H2Answer> =>
+  h2Call(session, { ':method': 'POST', ':path': path, ...GRPC, ...headers }, Buffer.alloc(5));
 
 test('grpc-timeout read and written as Envoy does: units H M S m u n, 8 digits at most, sub-ms rounded up; written in ms while it fits', () => {
   assert.deepEqual(['2H', '3M', '4S', '250m', '1500u', '1n', '0m'].map(parseGrpcTimeout), [7_200_000, 180_000, 4000, 250, 2, 1, 0]);
@@ -108,6 +110,28 @@ describe('route timeouts: max_grpc_timeout, MaxStreamDuration, idle_timeout; HCM
   const stats = async (): Promise<string> => (await get(false, proxy.adminPort, '/stats')).body;
   const stat = async (name: string): Promise<number> => Number(new RegExp(`^${name.replace(/[.|]/g, '\\$&')}: (\\d+)$`, 'm').exec(await stats())?.[1] ?? 0);
 
+  /** A gRPC call with this grpc-timeout answered about `afterMs` later with a trailers-only HTTP 200 of this grpc-status and grpc-message. */
+  const expectGrpcReply = async (path: string, grpcTimeout: string, afterMs: number, grpcStatus: string, message: string): Promise<void> => {
+    const started = Date.now();
+    const r = await grpcCall(session, path, { 'grpc-timeout': grpcTimeout });
+    assertAbout(r.at - started, afterMs, 'answered after');
+    assert.equal(r.headers[':status'], 200);
+    assert.equal(r.headers['grpc-status'], grpcStatus);
+    assert.equal(r.headers['grpc-message'], message);
+    assert.equal(r.body, '');
+  };
+
+  /** A GET on listener `name` that gets, about 250 ms later, 504 with `body`, counted once more as http.<name>.<counter>. */
+  const expect504 = async (name: string, path: string, counter: string, body: string): Promise<void> => {
+    const counted = await stat(`http.${name}.${counter}`);
+    const started = Date.now();
+    const r = await get(false, portOf(name), path);
+    assertAbout(Date.now() - started, 250, 'answered after');
+    assert.equal(r.status, 504);
+    assert.equal(r.body, body);
+    assert.equal(await stat(`http.${name}.${counter}`), counted + 1);
+  };
+
   before(async () => {
     dir = mkdtempSync(join(tmpdir(), 'mesh-route-timeouts-'));
     // gRPC upstream: notes the request headers; /…/Hang never answers, anything else is OK at once.
@@ -140,32 +164,20 @@ describe('route timeouts: max_grpc_timeout, MaxStreamDuration, idle_timeout; HCM
       staticCluster('web', [(web.address() as AddressInfo).port]),
     ]);
     ads.set(TypeUrl.RouteConfiguration, [
-      {
-        name: 'r',
-        any: pack(RouteConfigurationSchema, {
-          name: 'r',
-          virtualHosts: [
-            {
-              name: 'all',
-              domains: ['*'],
-              routes: [
-                // The Go mesh's outbound shape with a VirtualService timeout of 300 ms.
-                route('/capped.', 'grpc-up', { timeout: ms(300), maxGrpcTimeout: ms(300) }),
-                // Without a VirtualService timeout: 0s both, grpc-timeout alone bounds the call; with an offset.
-                route('/uncapped.', 'grpc-up', { timeout: ms(0), maxGrpcTimeout: ms(0), grpcTimeoutOffset: ms(50) }),
-                // The Go mesh's inbound shape; its `timeout` is not the router's once MaxStreamDuration is set.
-                route('/inbound.', 'grpc-up', { timeout: ms(100), maxStreamDuration: { maxStreamDuration: ms(0), grpcTimeoutHeaderMax: ms(0) } }),
-                route('/web/duration/', 'web', { timeout: ms(0), maxStreamDuration: { maxStreamDuration: ms(250) } }),
-                route('/web/idle/', 'web', { timeout: ms(0), idleTimeout: ms(250) }),
-                route('/web/no-idle/', 'web', { timeout: ms(0), idleTimeout: ms(0) }),
-                route('/ws/duration/', 'web', { upgradeConfigs: [{ upgradeType: 'websocket' }], maxStreamDuration: { maxStreamDuration: ms(250) } }),
-                route('/ws/', 'web', { timeout: ms(0), upgradeConfigs: [{ upgradeType: 'websocket' }] }),
-                route('/web/', 'web', { timeout: ms(0) }),
-              ],
-            },
-          ],
-        }),
-      },
+      routesResource('r', [
+        // The Go mesh's outbound shape with a VirtualService timeout of 300 ms.
+        route('/capped.', 'grpc-up', { timeout: ms(300), maxGrpcTimeout: ms(300) }),
+        // Without a VirtualService timeout: 0s both, grpc-timeout alone bounds the call; with an offset.
+        route('/uncapped.', 'grpc-up', { timeout: ms(0), maxGrpcTimeout: ms(0), grpcTimeoutOffset: ms(50) }),
+        // The Go mesh's inbound shape; its `timeout` is not the router's once MaxStreamDuration is set.
+        route('/inbound.', 'grpc-up', { timeout: ms(100), maxStreamDuration: { maxStreamDuration: ms(0), grpcTimeoutHeaderMax: ms(0) } }),
+        route('/web/duration/', 'web', { timeout: ms(0), maxStreamDuration: { maxStreamDuration: ms(250) } }),
+        route('/web/idle/', 'web', { timeout: ms(0), idleTimeout: ms(250) }),
+        route('/web/no-idle/', 'web', { timeout: ms(0), idleTimeout: ms(0) }),
+        route('/ws/duration/', 'web', { upgradeConfigs: [{ upgradeType: 'websocket' }], maxStreamDuration: { maxStreamDuration: ms(250) } }),
+        route('/ws/', 'web', { timeout: ms(0), upgradeConfigs: [{ upgradeType: 'websocket' }] }),
+        route('/web/', 'web', { timeout: ms(0) }),
+      ]),
     ]);
     ads.set(TypeUrl.Listener, [
       // No stream idle timeout (as the mesh's HCMs).
@@ -212,13 +224,7 @@ describe('route timeouts: max_grpc_timeout, MaxStreamDuration, idle_timeout; HCM
   });
 
   it('max_grpc_timeout 0s: the grpc-timeout, less grpc_timeout_offset, is the route timeout; the reply is a trailers-only HTTP 200', async () => {
-    const started = Date.now();
-    const r = await grpcCall(session, '/uncapped.Svc/Hang', { 'grpc-timeout': '300m' });
-    assertAbout(r.at - started, 250, 'answered after');
-    assert.equal(r.headers[':status'], 200);
-    assert.equal(r.headers['grpc-status'], '14');
-    assert.equal(r.headers['grpc-message'], 'upstream request timeout');
-    assert.equal(r.body, '');
+    await expectGrpcReply('/uncapped.Svc/Hang', '300m', 250, '14', 'upstream request timeout');
     assert.equal((seen.get('/uncapped.Svc/Hang') as H2Headers)['grpc-timeout'], '250m');
     // Without a grpc-timeout there is no limit (and no offset): a call that is answered gets through as is.
     const ok = await grpcCall(session, '/uncapped.Svc/Ok');
@@ -228,66 +234,31 @@ describe('route timeouts: max_grpc_timeout, MaxStreamDuration, idle_timeout; HCM
 
   it('MaxStreamDuration grpc_timeout_header_max 0s (the inbound shape): the grpc-timeout bounds the stream: DEADLINE_EXCEEDED `downstream duration timeout`; the route timeout is not applied', async () => {
     const counted = await stat('http.routes.downstream_rq_max_duration_reached');
-    const started = Date.now();
-    const r = await grpcCall(session, '/inbound.Svc/Hang', { 'grpc-timeout': '1S' });
     // Not at the route's 100 ms timeout: with MaxStreamDuration Envoy's router leaves it aside.
-    assertAbout(r.at - started, 1000, 'answered after');
-    assert.equal(r.headers[':status'], 200);
-    assert.equal(r.headers['grpc-status'], '4');
-    assert.equal(r.headers['grpc-message'], 'downstream duration timeout');
+    await expectGrpcReply('/inbound.Svc/Hang', '1S', 1000, '4', 'downstream duration timeout');
     assert.equal((seen.get('/inbound.Svc/Hang') as H2Headers)['grpc-timeout'], '1000m');
     assert.equal(await stat('http.routes.downstream_rq_max_duration_reached'), counted + 1);
   });
 
   it('route max_stream_duration: an HTTP/1.1 request still waiting gets 504 `downstream duration timeout`', async () => {
-    const counted = await stat('http.routes.downstream_rq_max_duration_reached');
-    const started = Date.now();
-    const r = await get(false, portOf('routes'), '/web/duration/hang');
-    assertAbout(Date.now() - started, 250, 'answered after');
-    assert.equal(r.status, 504);
-    assert.equal(r.body, 'downstream duration timeout');
-    assert.equal(await stat('http.routes.downstream_rq_max_duration_reached'), counted + 1);
+    await expect504('routes', '/web/duration/hang', 'downstream_rq_max_duration_reached', 'downstream duration timeout');
   });
 
   it('HCM common_http_protocol_options.max_stream_duration bounds every stream of the connection manager', async () => {
-    const counted = await stat('http.maxdur.downstream_rq_max_duration_reached');
-    const r = await get(false, portOf('maxdur'), '/web/hang');
-    assert.equal(r.status, 504);
-    assert.equal(r.body, 'downstream duration timeout');
-    assert.equal(await stat('http.maxdur.downstream_rq_max_duration_reached'), counted + 1);
+    await expect504('maxdur', '/web/hang', 'downstream_rq_max_duration_reached', 'downstream duration timeout');
     assert.equal((await get(false, portOf('maxdur'), '/web/ok')).status, 200, 'a quick request is not affected');
   });
 
   it('route idle_timeout where the HCM has none: an idle HTTP/1.1 request gets 504 `stream timeout`, counted as downstream_rq_idle_timeout', async () => {
-    const counted = await stat('http.routes.downstream_rq_idle_timeout');
-    const started = Date.now();
-    const r = await get(false, portOf('routes'), '/web/idle/hang');
-    assertAbout(Date.now() - started, 250, 'answered after');
-    assert.equal(r.status, 504);
-    assert.equal(r.body, 'stream timeout');
-    assert.equal(await stat('http.routes.downstream_rq_idle_timeout'), counted + 1);
+    await expect504('routes', '/web/idle/hang', 'downstream_rq_idle_timeout', 'stream timeout');
     // The next request of the connection manager, on a route without one, is not timed.
     assert.equal((await get(false, portOf('routes'), '/web/slow')).body, 'slow done\n');
   });
 
   it('route idle_timeout over HTTP/2 times the stream on its own', async () => {
-    const h2 = h2connect(`http://127.0.0.1:${portOf('routes')}`);
-    h2.on('error', () => undefined);
-    try {
-      const r = await new Promise<{ status: number; body: string }>((resolve) => {
-        const s = h2.request({ ':path': '/web/idle/hang' });
-        let status = 0;
-        let body = '';
-        s.setEncoding('utf8');
-        s.on('response', (h) => (status = Number(h[':status'])));
-        s.on('data', (d: string) => (body += d));
-        s.on('close', () => resolve({ status, body }));
-        s.on('error', () => undefined);
-      });
-      assert.deepEqual(r, { status: 504, body: 'stream timeout' });
-    } finally {
-      h2.destroy();
-    }
+    const r = await h2Call(session, { ':path': '/web/idle/hang' });
+    assert.equal(r.headers[':status'], 504);
+    assert.equal(r.body, 'stream timeout');
   });
 
   it('route idle_timeout 0s turns the HCM\'s stream_idle_timeout off for that route only', async () => {
@@ -317,21 +288,21 @@ describe('route timeouts: max_grpc_timeout, MaxStreamDuration, idle_timeout; HCM
     return { text, elapsed: at - started };
   };
 
-  it('an upgrade (WebSocket) idle before the 101 gets 408 `stream timeout`, then the connection closes', async () => {
-    const counted = await stat('http.idle.downstream_rq_idle_timeout');
-    const r = await upgrade('idle', '/ws/hang');
+  /** An upgrade on listener `name` whose upstream never answers gets, about 250 ms later, 408 with `body`, then the close; counted as http.<name>.<counter>. */
+  const expectUpgrade408 = async (name: string, path: string, counter: string, body: string): Promise<void> => {
+    const counted = await stat(`http.${name}.${counter}`);
+    const r = await upgrade(name, path);
     assert.match(r.text, /^HTTP\/1\.1 408 Request Timeout\r\n/);
-    assert.ok(r.text.endsWith('\r\n\r\nstream timeout'), r.text);
+    assert.ok(r.text.endsWith(`\r\n\r\n${body}`), r.text);
     assertAbout(r.elapsed, 250, 'closed after');
-    assert.equal(await stat('http.idle.downstream_rq_idle_timeout'), counted + 1);
+    assert.equal(await stat(`http.${name}.${counter}`), counted + 1);
+  };
+
+  it('an upgrade (WebSocket) idle before the 101 gets 408 `stream timeout`, then the connection closes', async () => {
+    await expectUpgrade408('idle', '/ws/hang', 'downstream_rq_idle_timeout', 'stream timeout');
   });
 
   it('an upgrade past its route max_stream_duration before the 101 gets 408 `downstream duration timeout`', async () => {
-    const counted = await stat('http.routes.downstream_rq_max_duration_reached');
-    const r = await upgrade('routes', '/ws/duration/hang');
-    assert.match(r.text, /^HTTP\/1\.1 408 Request Timeout\r\n/);
-    assert.ok(r.text.endsWith('\r\n\r\ndownstream duration timeout'), r.text);
-    assertAbout(r.elapsed, 250, 'closed after');
-    assert.equal(await stat('http.routes.downstream_rq_max_duration_reached'), counted + 1);
+    await expectUpgrade408('routes', '/ws/duration/hang', 'downstream_rq_max_duration_reached', 'downstream duration timeout');
   });
 });
