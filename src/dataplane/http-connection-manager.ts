@@ -45,7 +45,7 @@ import { peerIdentityOf } from './tls/peer.js';
 import { compileXfcc } from './tls/xfcc.js';
 import { closeAfterReply, closeUnreadRequest, absoluteTarget, refuseHead, requestLimits, timeoutReply, type RequestLimits, type StreamTimeout } from './request-guards.js';
 import { compileRouteConfiguration, stripHostPort, type CompiledRoute, type RouteTable } from './route-table.js';
-import { streamTimersOf, type StreamTimerHost, type StreamTimers } from './route-timeouts.js';
+import { streamTimersOf, type StreamTimerHost } from './route-timeouts.js';
 import { compilePathNormalization } from './path-normalization.js';
 
 const log = scope('http');
@@ -289,7 +289,7 @@ export function buildHttpConnectionManager(hcm: HttpConnectionManager, deps: Hcm
    * Synchronous while the filters answer synchronously (jwt_authn, rbac): a request waits for a
    * later turn only from the first filter that answers with a promise (ext_authz, a fault delay).
    */
-  function admit(sreq: StreamRequest, upgrade: string | undefined, reply: (r: LocalReply) => void, routed?: (route: CompiledRoute | undefined) => void): Target | undefined | Promise<Target | undefined> {
+  function admit(sreq: StreamRequest, upgrade: string | undefined, reply: (r: LocalReply) => void, timers?: StreamTimerHost, stream?: DownstreamResponse | Duplex, grpc = false): Target | undefined | Promise<Target | undefined> {
     const normalized = normalizePath(sreq.path);
     if (normalized.kind === 'reject') {
       reply({ status: 400, body: '', headers: {}, details: normalized.details });
@@ -301,7 +301,7 @@ export function buildHttpConnectionManager(hcm: HttpConnectionManager, deps: Hcm
     }
     sreq.path = normalized.path;
     const route = router.route(sreq);
-    routed?.(route);
+    if (timers && stream) armStreamTimers(route, sreq, timers, stream, grpc);
     if (upgrade !== undefined && !router.admitUpgrade(route, upgrade, reply)) return undefined;
     // The encoder sides of the filters passed so far edit whatever response follows, the last filter's first (Envoy's encoder order).
     const encoders: ((h: ResponseHeaderMap) => void)[] = [];
@@ -335,12 +335,14 @@ export function buildHttpConnectionManager(hcm: HttpConnectionManager, deps: Hcm
     return decodeFrom(0);
   }
 
-  /** Once the route is known: the stream's own timers armed (none on most routes) and, for gRPC, its grpc-timeout as Envoy rewrites it. */
-  const routeTimers = (sreq: StreamRequest, grpc: boolean, arm: ((t: StreamTimers) => void) | undefined) => (route: CompiledRoute | undefined): void => {
-    const t = streamTimersOf(route?.action.kind === 'route' ? route.action.timeouts : undefined, limits.maxStreamDurationMs, sreq.headers.joined('grpc-timeout'), grpc);
+  /** Once the route is known: the stream's own timers (most routes have none: nothing is done) and, for gRPC, its grpc-timeout as Envoy rewrites it. */
+  function armStreamTimers(route: CompiledRoute | undefined, sreq: StreamRequest, timers: StreamTimerHost, stream: DownstreamResponse | Duplex, grpc: boolean): void {
+    const timeouts = route?.action.kind === 'route' ? route.action.timeouts : undefined;
+    if (!timeouts && limits.maxStreamDurationMs === 0) return;
+    const t = streamTimersOf(timeouts, limits.maxStreamDurationMs, sreq.headers.joined('grpc-timeout'), grpc);
     if (t.grpcTimeout) sreq.headers.set('grpc-timeout', t.grpcTimeout);
-    if (t.timers) arm?.(t.timers);
-  };
+    if (t.timers) timers.arm(stream, t.timers);
+  }
 
   /** Serves one request; a promise only when a filter made it wait. */
   function run(req: DownstreamRequest, res: DownstreamResponse, connection?: Socket, timers?: StreamTimerHost): Promise<void> | undefined {
@@ -357,7 +359,7 @@ export function buildHttpConnectionManager(hcm: HttpConnectionManager, deps: Hcm
       closeUnreadRequest(req, res, limits);
       sendLocal(res, r, requestId, grpc);
     };
-    const admitted = admit(sreq, undefined, reply, routeTimers(sreq, grpc, timers && ((t) => timers.arm(res, t))));
+    const admitted = admit(sreq, undefined, reply, timers, res, grpc);
     if (admitted instanceof Promise) return admitted.then((target) => target && router.forward(req, res, sreq, target, requestId, grpc));
     if (admitted) router.forward(req, res, sreq, admitted, requestId, grpc);
     return undefined;
@@ -367,7 +369,7 @@ export function buildHttpConnectionManager(hcm: HttpConnectionManager, deps: Hcm
     const sreq = streamRequest(req);
     const requestId = sreq.headers.joined('x-request-id');
     const upgrade = String(req.headers.upgrade ?? '').toLowerCase();
-    const target = await admit(sreq, upgrade, (reply) => sendLocalRaw(socket, reply, requestId), routeTimers(sreq, false, timers && ((t) => timers.armUpgrade(socket, t))));
+    const target = await admit(sreq, upgrade, (reply) => sendLocalRaw(socket, reply, requestId), timers, socket);
     if (target) router.forwardUpgrade(req, socket, head, sreq, target, requestId);
   }
 

@@ -115,10 +115,9 @@ export function streamDurationMs(stream: StreamDuration | undefined, hcmMaxMs: n
   return t;
 }
 
-/** Arms a stream's own timers (listener/stream-timeouts.ts): a request's, or an upgrade's on its socket. */
+/** Arms a stream's own timers (listener/stream-timeouts.ts): a request's on its response, an upgrade's on its socket. */
 export interface StreamTimerHost {
-  arm(res: DownstreamResponse, timers: StreamTimers): void;
-  armUpgrade(socket: Duplex, timers: StreamTimers): void;
+  arm(stream: DownstreamResponse | Duplex, timers: StreamTimers): void;
 }
 
 /** What a stream's route asks of the connection manager beyond its own stream timeouts. */

@@ -22,7 +22,7 @@
 // - HTTP/2 request: one timer per session, refreshed while streams wait, sweeping their start
 //   times. Request head: node:http2 hands a stream over only once its header block is whole, so
 //   there is no head in progress to time.
-import { STATUS_CODES, type ServerOptions, type ServerResponse } from 'node:http';
+import { ServerResponse, STATUS_CODES, type ServerOptions } from 'node:http';
 import { Http2ServerResponse, type ServerHttp2Session, type ServerHttp2Stream } from 'node:http2';
 import type { Socket } from 'node:net';
 import type { Duplex } from 'node:stream';
@@ -115,7 +115,7 @@ export class StreamTimeouts implements StreamTimerHost {
   }
 
   /** An upgrade's route timers: its idle_timeout on the socket, its max duration. */
-  armUpgrade(socket: Duplex, timers: StreamTimers): void {
+  private armUpgrade(socket: Duplex, timers: StreamTimers): void {
     const { durationMs, idleMs } = timers;
     if (idleMs !== undefined) (socket as Socket).setTimeout(idleMs);
     if (durationMs === undefined) return;
@@ -178,7 +178,12 @@ export class StreamTimeouts implements StreamTimerHost {
    * set to it for this request, on HTTP/2 the stream gets node's own idle timer and the session's
    * sweep leaves it alone.
    */
-  arm(res: DownstreamResponse, timers: StreamTimers): void {
+  arm(stream: DownstreamResponse | Duplex, timers: StreamTimers): void {
+    if (stream instanceof ServerResponse || stream instanceof Http2ServerResponse) this.armResponse(stream, timers);
+    else this.armUpgrade(stream, timers);
+  }
+
+  private armResponse(res: DownstreamResponse, timers: StreamTimers): void {
     const { durationMs, idleMs } = timers;
     if (durationMs !== undefined) {
       const timer = setTimeout(() => this.expire('max_duration_timeout', res), durationMs);
