@@ -338,7 +338,7 @@ export function buildHttpConnectionManager(hcm: HttpConnectionManager, deps: Hcm
   /** Once the route is known: the stream's own timers (most routes have none: nothing is done) and, for gRPC, its grpc-timeout as Envoy rewrites it. */
   function armStreamTimers(route: CompiledRoute | undefined, sreq: StreamRequest, timers: StreamTimerHost, stream: DownstreamResponse | Duplex, grpc: boolean): void {
     const timeouts = route?.action.kind === 'route' ? route.action.timeouts : undefined;
-    if (!timeouts && limits.maxStreamDurationMs === 0) return;
+    if (!timeouts?.perStream && limits.maxStreamDurationMs === 0) return;
     const t = streamTimersOf(timeouts, limits.maxStreamDurationMs, sreq.headers.joined('grpc-timeout'), grpc);
     if (t.grpcTimeout) sreq.headers.set('grpc-timeout', t.grpcTimeout);
     if (t.timers) timers.arm(stream, t.timers);

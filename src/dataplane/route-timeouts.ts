@@ -28,6 +28,8 @@ export interface RouteTimeouts {
   readonly stream?: StreamDuration;
   /** idle_timeout in ms (0: none). */
   readonly idleMs?: number;
+  /** Whether the connection manager has anything to do per stream (MaxStreamDuration or idle_timeout set). */
+  readonly perStream: boolean;
 }
 
 export interface StreamDuration {
@@ -55,7 +57,7 @@ export function compileRouteTimeouts(a: RouteAction): RouteTimeouts | undefined 
   const maxGrpc = ms(a.maxGrpcTimeout);
   const grpc = !msd && maxGrpc !== undefined ? { maxMs: maxGrpc, offsetMs: ms(a.grpcTimeoutOffset) ?? 0 } : undefined;
   if (!stream && !grpc && idleMs === undefined) return undefined;
-  return { ...(grpc ? { grpc } : {}), ...(stream ? { stream } : {}), ...(idleMs !== undefined ? { idleMs } : {}) };
+  return { ...(grpc ? { grpc } : {}), ...(stream ? { stream } : {}), ...(idleMs !== undefined ? { idleMs } : {}), perStream: stream !== undefined || idleMs !== undefined };
 }
 
 /** Per unit: ms per unit, or (u, n) units per ms as a negative. */
@@ -141,7 +143,7 @@ export function streamTimersOf(
   grpcTimeout: string | undefined,
   grpc: boolean,
 ): { readonly timers?: StreamTimers; readonly grpcTimeout?: string } {
-  if (!t && hcmMaxMs === 0) return NOTHING;
+  if (!t?.perStream && hcmMaxMs === 0) return NOTHING;
   const durationMs = streamDurationMs(t?.stream, hcmMaxMs, grpcTimeout);
   const idleMs = t?.idleMs;
   if (durationMs === undefined && idleMs === undefined) return NOTHING;

@@ -86,10 +86,11 @@ test('stream duration: grpc_timeout_header_max with a header, else the route max
   assert.equal(streamDurationMs({ maxMs: 0 }, 700, '1S'), undefined, 'route 0s: none; the header is read only with grpc_timeout_header_max');
   assert.equal(streamDurationMs(undefined, 0, '1S'), undefined);
   const inbound = compileRouteTimeouts(create(RouteActionSchema, { maxStreamDuration: { maxStreamDuration: ms(0), grpcTimeoutHeaderMax: ms(0) } }));
-  assert.deepEqual(inbound, { stream: { maxMs: 0, grpcHeader: { maxMs: 0, offsetMs: 0 } } });
+  assert.deepEqual(inbound, { stream: { maxMs: 0, grpcHeader: { maxMs: 0, offsetMs: 0 } }, perStream: true });
   assert.deepEqual(streamTimersOf(inbound, 0, '2S', true), { timers: { durationMs: 2000 }, grpcTimeout: '2000m' });
   assert.deepEqual(streamTimersOf(inbound, 0, undefined, true), {}, 'nothing to time');
-  assert.deepEqual(compileRouteTimeouts(create(RouteActionSchema, { maxGrpcTimeout: ms(0), maxStreamDuration: {} })), { stream: {} }, 'with MaxStreamDuration, max_grpc_timeout is not used');
+  assert.deepEqual(compileRouteTimeouts(create(RouteActionSchema, { maxGrpcTimeout: ms(0), maxStreamDuration: {} })), { stream: {}, perStream: true }, 'with MaxStreamDuration, max_grpc_timeout is not used');
+  assert.deepEqual(compileRouteTimeouts(create(RouteActionSchema, { maxGrpcTimeout: ms(0) })), { grpc: { maxMs: 0, offsetMs: 0 }, perStream: false }, 'the mesh\'s outbound routes: the router\'s only');
   assert.equal(compileRouteTimeouts(create(RouteActionSchema, { timeout: ms(5) })), undefined, 'a route with none costs nothing per request');
 });
 

@@ -7,7 +7,9 @@
 // started, a reset. Counted as Envoy's http.<stat_prefix>.downstream_rq_{idle_timeout,timeout,
 // header_timeout}.
 //
-// No timer, closure or object per request:
+// A route's own idle_timeout and max stream duration (route-timeouts.ts) are the only per-request
+// timers, armed only for streams whose route (or HCM max_stream_duration) asks for them. The HCM's
+// own timeouts cost no timer, closure or object per request:
 // - HTTP/1.1 stream idle: the socket's own timeout, one timer per connection that node refreshes
 //   on every read and write; when it fires the connection's request in progress (or a head half
 //   sent) has been idle that long, otherwise it is ignored.
