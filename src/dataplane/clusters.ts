@@ -115,7 +115,12 @@ export class DynamicClusterManager implements ClusterManager {
   private clusterStats(name: string): ClusterStats {
     const tag = { name: 'envoy_cluster_name', value: name };
     const c = (stat: string) => this.stats.counter(statName('cluster', stat, tag));
-    return { rq: c('upstream_rq_total'), noneHealthy: c('upstream_cx_none_healthy'), cx: new UpstreamCxStats(c) };
+    return {
+      rq: c('upstream_rq_total'),
+      noneHealthy: c('upstream_cx_none_healthy'),
+      timeout: { route: c('upstream_rq_timeout'), perTry: c('upstream_rq_per_try_timeout') },
+      cx: new UpstreamCxStats(c),
+    };
   }
 
   private *gauges(): Iterable<StatSample> {

@@ -16,10 +16,11 @@ const UNAPPLIED_HCM = [
 const UNAPPLIED_HTTP1 = ['allowAbsoluteUrl', 'defaultHostForHttp10', 'headerKeyFormat', 'enableTrailers', 'allowChunkedLength', 'overrideStreamErrorOnInvalidHttpMessage', 'sendFullyQualifiedUrl', 'useBalsaParser', 'allowCustomMethods'];
 
 /**
- * common_http_protocol_options: every field but these, which are applied (request-guards.ts, and
- * listener/downstream-limits.ts for the downstream connection's lifetime).
+ * common_http_protocol_options: every field but these, which are applied (request-guards.ts,
+ * listener/downstream-limits.ts for the downstream connection's lifetime, and
+ * listener/stream-timeouts.ts for max_stream_duration).
  */
-const APPLIED_COMMON = ['maxHeadersCount', 'idleTimeout', 'maxRequestsPerConnection'];
+const APPLIED_COMMON = ['maxHeadersCount', 'idleTimeout', 'maxRequestsPerConnection', 'maxStreamDuration'];
 
 /** The unapplied fields set in a sub-message of the HCM, named `<field>.<sub-field>`. */
 function unappliedIn<D extends DescMessage>(field: string, schema: D, msg: MessageShape<D> | undefined, names: readonly string[]): string[] {

@@ -10,6 +10,7 @@ import type { Http2Pool } from './http2-pool.js';
 import type { OriginalSource } from './original-src.js';
 import type { RequestHeaders } from '../envoy/request.js';
 import { lowerCase } from '../common/lower-case.js';
+import type { LocalReply } from '../envoy/filter.js';
 
 export type DownstreamRequest = IncomingMessage | Http2ServerRequest;
 export type DownstreamResponse = ServerResponse | Http2ServerResponse;
@@ -133,6 +134,16 @@ export function grpcStatusOf(httpStatus: number): number {
     default:
       return 2; // UNKNOWN
   }
+}
+
+/**
+ * A local reply to a gRPC request, as Envoy sends it: HTTP 200 whose grpc-status is the HTTP
+ * status's gRPC equivalent and whose grpc-message is the reply's body.
+ */
+export function grpcReply(reply: LocalReply): { status: number; headers: OutgoingHttpHeaders } {
+  const headers: OutgoingHttpHeaders = { ...reply.headers, 'content-type': 'application/grpc', 'grpc-status': String(reply.grpcStatus ?? grpcStatusOf(reply.status)) };
+  if (reply.body) headers['grpc-message'] = grpcMessage(reply.body);
+  return { status: 200, headers };
 }
 
 /** grpc-message is percent-encoded outside printable ASCII (and `%` itself). */

@@ -29,8 +29,7 @@ import { compileHttpFilter, httpFilterOf, type FilterStats, type HttpFilterConte
 import { Router, type Target } from './filters/router.js';
 import {
   copyRequestHeaders,
-  grpcMessage,
-  grpcStatusOf,
+  grpcReply,
   isGrpc,
   rawHead,
   requestAuthority,
@@ -47,6 +46,7 @@ import { compileXfcc } from './tls/xfcc.js';
 import { closeAfterReply, closeUnreadRequest, absoluteTarget, refuseHead, requestLimits, timeoutReply, type RequestLimits, type StreamTimeout } from './request-guards.js';
 import { compileRouteConfiguration, stripHostPort, type CompiledRoute, type RouteTable } from './route-table.js';
 import { decodeFrom, type Encoders } from './decode-filters.js';
+import { streamTimersOf, type StreamTimerHost } from './route-timeouts.js';
 import { compilePathNormalization } from './path-normalization.js';
 
 const log = scope('http');
@@ -87,9 +87,9 @@ export interface HttpConnectionManagerHandler {
    * Serves one request of a node:http server or a node:http2 compatibility server ('request'
    * event); `connection` is the downstream socket when `req.socket` does not stand for it.
    */
-  handle(req: DownstreamRequest, res: DownstreamResponse, connection?: Socket): void;
+  handle(req: DownstreamRequest, res: DownstreamResponse, connection?: Socket, timers?: StreamTimerHost): void;
   /** Serves an upgrade request (the server's 'upgrade' event), e.g. WebSocket. */
-  handleUpgrade(req: IncomingMessage, socket: Duplex, head: Buffer): void;
+  handleUpgrade(req: IncomingMessage, socket: Duplex, head: Buffer, timers?: StreamTimerHost): void;
   /**
    * Ends a stream whose timeout expired (listener/stream-timeouts.ts), as Envoy: the timeout's
    * local reply while the response has not started (the rest of an unfinished request is not
@@ -166,16 +166,6 @@ function codecOf(hcm: HttpConnectionManager): Codec {
     default:
       throw new ConfigError('codec_type', `${HttpConnectionManager_CodecType[hcm.codecType] ?? hcm.codecType} is not supported; use AUTO, HTTP1 or HTTP2`);
   }
-}
-
-/**
- * A local reply to a gRPC request, as Envoy sends it: HTTP 200 whose grpc-status is the HTTP
- * status's gRPC equivalent and whose grpc-message is the reply's body.
- */
-function grpcReply(reply: LocalReply): { status: number; headers: OutgoingHttpHeaders } {
-  const headers: OutgoingHttpHeaders = { ...reply.headers, 'content-type': 'application/grpc', 'grpc-status': String(grpcStatusOf(reply.status)) };
-  if (reply.body) headers['grpc-message'] = grpcMessage(reply.body);
-  return { status: 200, headers };
 }
 
 /** Compiles an HttpConnectionManager; throws ConfigError (-> NACK) on what it cannot honour. */
@@ -296,7 +286,7 @@ export function buildHttpConnectionManager(hcm: HttpConnectionManager, deps: Hcm
    * Everything before the upstream: path normalization, route lookup (cached, as Envoy does, before the filters),
    * upgrade admission, the filters in order (decode-filters.ts), then the router's target (or its local reply).
    */
-  function admit(sreq: StreamRequest, upgrade: string | undefined, reply: (r: LocalReply) => void): Target | undefined | Promise<Target | undefined> {
+  function admit(sreq: StreamRequest, upgrade: string | undefined, reply: (r: LocalReply) => void, timers?: StreamTimerHost, stream?: DownstreamResponse | Duplex, grpc = false): Target | undefined | Promise<Target | undefined> {
     const normalized = normalizePath(sreq.path);
     if (normalized.kind === 'reject') {
       reply({ status: 400, body: '', headers: {}, details: normalized.details });
@@ -308,6 +298,7 @@ export function buildHttpConnectionManager(hcm: HttpConnectionManager, deps: Hcm
     }
     sreq.path = normalized.path;
     const route = router.route(sreq);
+    if (timers && stream) armStreamTimers(route, sreq, timers, stream, grpc);
     if (upgrade !== undefined && !router.admitUpgrade(route, upgrade, reply)) return undefined;
     return decodeFrom(chain.filters, 0, sreq, route, reply, undefined, toTarget);
   }
@@ -318,8 +309,17 @@ export function buildHttpConnectionManager(hcm: HttpConnectionManager, deps: Hcm
     return target && encoders ? { ...target, encode: encoders.encode } : target;
   }
 
+  /** Once the route is known: the stream's own timers (most routes have none: nothing is done) and, for gRPC, its grpc-timeout as Envoy rewrites it. */
+  function armStreamTimers(route: CompiledRoute | undefined, sreq: StreamRequest, timers: StreamTimerHost, stream: DownstreamResponse | Duplex, grpc: boolean): void {
+    const timeouts = route?.action.kind === 'route' ? route.action.timeouts : undefined;
+    if (!timeouts?.perStream && limits.maxStreamDurationMs === 0) return;
+    const t = streamTimersOf(timeouts, limits.maxStreamDurationMs, sreq.headers.joined('grpc-timeout'), grpc);
+    if (t.grpcTimeout) sreq.headers.set('grpc-timeout', t.grpcTimeout);
+    if (t.timers) timers.arm(stream, t.timers);
+  }
+
   /** Serves one request; a promise only when a filter made it wait. */
-  function run(req: DownstreamRequest, res: DownstreamResponse, connection?: Socket): Promise<void> | undefined {
+  function run(req: DownstreamRequest, res: DownstreamResponse, connection?: Socket, timers?: StreamTimerHost): Promise<void> | undefined {
     const refused = refuseHead(req, limits);
     if (refused) {
       closeUnreadRequest(req, res, limits, true);
@@ -329,10 +329,11 @@ export function buildHttpConnectionManager(hcm: HttpConnectionManager, deps: Hcm
     const sreq = streamRequest(req, connection);
     const requestId = sreq.headers.joined('x-request-id');
     const grpc = isGrpc(sreq.headers.joined('content-type'));
-    const admitted = admit(sreq, undefined, (reply) => {
+    const reply = (r: LocalReply): void => {
       closeUnreadRequest(req, res, limits);
-      sendLocal(res, reply, requestId, grpc);
-    });
+      sendLocal(res, r, requestId, grpc);
+    };
+    const admitted = admit(sreq, undefined, reply, timers, res, grpc);
     if (admitted instanceof Promise) return admitted.then((target) => target && router.forward(req, res, sreq, target, requestId, grpc));
     if (admitted) router.forward(req, res, sreq, admitted, requestId, grpc);
     return undefined;
@@ -344,11 +345,11 @@ export function buildHttpConnectionManager(hcm: HttpConnectionManager, deps: Hcm
     sendLocal(res, { status: 500, body: 'internal error', headers: {}, details: 'internal_error' }, undefined, isGrpc(String(req.headers['content-type'] ?? '')));
   }
 
-  async function runUpgrade(req: IncomingMessage, socket: Duplex, head: Buffer): Promise<void> {
+  async function runUpgrade(req: IncomingMessage, socket: Duplex, head: Buffer, timers?: StreamTimerHost): Promise<void> {
     const sreq = streamRequest(req);
     const requestId = sreq.headers.joined('x-request-id');
     const upgrade = String(req.headers.upgrade ?? '').toLowerCase();
-    const target = await admit(sreq, upgrade, (reply) => sendLocalRaw(socket, reply, requestId));
+    const target = await admit(sreq, upgrade, (reply) => sendLocalRaw(socket, reply, requestId), timers, socket);
     if (target) router.forwardUpgrade(req, socket, head, sreq, target, requestId);
   }
 
@@ -357,16 +358,16 @@ export function buildHttpConnectionManager(hcm: HttpConnectionManager, deps: Hcm
     filterStats: chain.stats,
     codec,
     limits,
-    handle(req, res, connection) {
+    handle(req, res, connection, timers) {
       try {
         // A closure only for a request that waits for a filter.
-        run(req, res, connection)?.catch((e: unknown) => failed(req, res, e));
+        run(req, res, connection, timers)?.catch((e: unknown) => failed(req, res, e));
       } catch (e) {
         failed(req, res, e);
       }
     },
-    handleUpgrade(req, socket, head) {
-      runUpgrade(req, socket, head).catch((e: unknown) => {
+    handleUpgrade(req, socket, head, timers) {
+      runUpgrade(req, socket, head, timers).catch((e: unknown) => {
         log.error(`upgrade ${req.method} ${req.url} failed: ${(e as Error).message}`);
         socket.destroy();
       });

@@ -5,7 +5,7 @@
 import { maglev, ringHash, type HashTable } from './load-balancers.js';
 import { ActiveRequests, leastRequestPick } from './least-request.js';
 import { CircuitBreaker, OutlierDetector, type OutlierSpec } from './cluster-health.js';
-import { Http1Pool, type Endpoint, type PoolOptions, type UpstreamCluster } from './upstream-pools.js';
+import { Http1Pool, type Endpoint, type PoolOptions, type UpstreamCluster, type UpstreamTimeout } from './upstream-pools.js';
 import { Http2Pool } from './http2-pool.js';
 import type { UpstreamTls } from './tls/upstream.js';
 import type { RequestView } from '../envoy/request.js';
@@ -24,6 +24,8 @@ function parseHostPort(v: string): Endpoint | undefined {
 export interface ClusterStats {
   readonly rq: StatCounter;
   readonly noneHealthy: StatCounter;
+  /** upstream_rq_timeout and upstream_rq_per_try_timeout. */
+  readonly timeout: Readonly<Record<UpstreamTimeout, StatCounter>>;
   /** What the pools count of the cluster's connections. */
   readonly cx: UpstreamCxStats;
 }
@@ -72,6 +74,10 @@ export class LiveCluster implements UpstreamCluster {
 
   report(endpoint: Endpoint, outcome: number | 'failure'): void {
     this.outlier?.report(endpoint, outcome, this.spec.endpoints);
+  }
+
+  timedOut(kind: UpstreamTimeout): void {
+    this.stats.timeout[kind].inc();
   }
 
   /** The HTTP/2 sessions, made on first use; undefined while the cluster speaks HTTP/1.1. */

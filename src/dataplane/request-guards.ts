@@ -44,6 +44,8 @@ export interface RequestLimits {
   readonly requestTimeoutMs: number;
   /** request_headers_timeout: how long the request head may take, from its first byte. 0: no limit. */
   readonly requestHeadersTimeoutMs: number;
+  /** common_http_protocol_options.max_stream_duration: how long a stream may last, unless its route says otherwise. 0: no limit. */
+  readonly maxStreamDurationMs: number;
 }
 
 export function requestLimits(hcm: HttpConnectionManager): RequestLimits {
@@ -58,24 +60,30 @@ export function requestLimits(hcm: HttpConnectionManager): RequestLimits {
     streamIdleTimeoutMs: timerMs(hcm.streamIdleTimeout, DEFAULT_STREAM_IDLE_TIMEOUT_MS),
     requestTimeoutMs: timerMs(hcm.requestTimeout, 0),
     requestHeadersTimeoutMs: timerMs(hcm.requestHeadersTimeout, 0),
+    maxStreamDurationMs: timerMs(hcm.commonHttpProtocolOptions?.maxStreamDuration, 0),
   };
 }
 
 /** The connection manager's stream timeouts, by the response code details Envoy gives them. */
-export type StreamTimeout = 'stream_idle_timeout' | 'request_overall_timeout' | 'request_header_timeout';
+export type StreamTimeout = 'stream_idle_timeout' | 'request_overall_timeout' | 'request_header_timeout' | 'max_duration_timeout';
 
 const TIMEOUT_BODIES: Readonly<Record<StreamTimeout, string>> = {
   stream_idle_timeout: 'stream timeout',
   request_overall_timeout: 'request timeout',
   request_header_timeout: 'request header timeout',
+  max_duration_timeout: 'downstream duration timeout',
 };
+
+/** gRPC's DEADLINE_EXCEEDED: what Envoy tells a gRPC client whose stream outlived its max duration. */
+const DEADLINE_EXCEEDED = 4;
 
 /**
  * Envoy's local reply to a stream that timed out: 504 once the whole request has arrived (what it
  * waited for was the upstream), 408 while the request was still coming.
  */
 export function timeoutReply(kind: StreamTimeout, requestComplete: boolean): LocalReply {
-  return reply(requestComplete ? 504 : 408, TIMEOUT_BODIES[kind], kind);
+  const r = reply(requestComplete ? 504 : 408, TIMEOUT_BODIES[kind], kind);
+  return kind === 'max_duration_timeout' ? { ...r, grpcStatus: DEADLINE_EXCEEDED } : r;
 }
 
 function reply(status: number, body: string, details: string): LocalReply {

@@ -15,8 +15,9 @@ import type { RequestView } from '../envoy/request.js';
 import { compileRedirect, compileRegexRewrite, prefixRewrite, type PathRewrite, type RedirectSpec } from './redirect.js';
 import { compileRetryPolicy, type RetrySpec } from './retry-policy.js';
 import { compileHashPolicies, type RequestHasher } from './load-balancers.js';
+import { compileRouteTimeouts, type RouteTimeouts } from './route-timeouts.js';
 
-const UNAPPLIED_ROUTE_ACTION = ['retryPolicyTypedConfig', 'rateLimits', 'cors', 'maxGrpcTimeout', 'grpcTimeoutOffset', 'idleTimeout', 'maxStreamDuration', 'hedgePolicy', 'metadataMatch', 'internalRedirectPolicy'];
+const UNAPPLIED_ROUTE_ACTION = ['retryPolicyTypedConfig', 'rateLimits', 'cors', 'hedgePolicy', 'metadataMatch', 'internalRedirectPolicy'];
 
 /** Where a compile notes the set fields it does not apply yet (logged once per route configuration). */
 export interface UnappliedNotes {
@@ -32,8 +33,10 @@ export type RouteActionSpec =
       /** The upstream cluster for this request (weighted and header-named clusters resolved per call). */
       readonly cluster: (req: RequestView) => string;
       readonly clusterNotFoundStatus: number;
-      /** 0 = no timeout. */
+      /** 0 = no timeout (also with MaxStreamDuration set: Envoy's router then leaves `timeout` aside). */
       readonly timeoutMs: number;
+      /** max_grpc_timeout, MaxStreamDuration, idle_timeout; undefined when none is set. */
+      readonly timeouts?: RouteTimeouts;
       /** prefix_rewrite or regex_rewrite. */
       readonly pathRewrite?: PathRewrite;
       readonly hostRewrite?: string;
@@ -123,12 +126,14 @@ export function compileAction(r: Route, field: string, unapplied: UnappliedNotes
       const pathRewrite = ra.regexRewrite ? compileRegexRewrite(ra.regexRewrite, `${field}.route.regex_rewrite`) : ra.prefixRewrite ? prefixRewrite(ra.prefixRewrite) : undefined;
       const retry = ra.retryPolicy ? compileRetryPolicy(ra.retryPolicy, `${field}.route.retry_policy`) : vhost.retry;
       const hash = compileHashPolicies(ra.hashPolicy, `${field}.route.hash_policy`);
+      const timeouts = compileRouteTimeouts(ra);
       return {
         ...(hash ? { hash } : {}),
+        ...(timeouts ? { timeouts } : {}),
         kind: 'route',
         cluster: compileClusterSpecifier(ra, `${field}.route`),
         clusterNotFoundStatus: NOT_FOUND_STATUS[ra.clusterNotFoundResponseCode] ?? 503,
-        timeoutMs: durationMs(ra.timeout, DEFAULT_ROUTE_TIMEOUT_MS),
+        timeoutMs: ra.maxStreamDuration ? 0 : durationMs(ra.timeout, DEFAULT_ROUTE_TIMEOUT_MS),
         upgrades: new Map(
           ra.upgradeConfigs.map((u, i) => {
             if (u.connectConfig) throw new ConfigError(`${field}.route.upgrade_configs[${i}].connect_config`, 'CONNECT is not supported');

@@ -40,9 +40,13 @@ export interface UpstreamCluster {
   begin?(endpoint: Endpoint): () => void;
   /** An attempt's outcome for outlier detection: its HTTP status, or 'failure' (no response). */
   report?(endpoint: Endpoint, outcome: number | 'failure'): void;
+  /** The route timeout or an attempt's per-try timeout expired (counted as Envoy's upstream_rq_timeout, upstream_rq_per_try_timeout). */
+  timedOut?(kind: UpstreamTimeout): void;
   /** The endpoint's transport socket (TLS), from the cluster's transport_socket(_matches); undefined: plaintext. */
   transportOf?(endpoint: Endpoint): UpstreamTls | undefined;
 }
+
+export type UpstreamTimeout = 'route' | 'perTry';
 
 /** How an endpoint's connections are secured; undefined: plaintext. */
 export type TransportOf = (endpoint: Endpoint) => UpstreamTls | undefined;

@@ -8,6 +8,8 @@ export interface LocalReply {
   readonly headers: Readonly<Record<string, string | string[]>>;
   /** Envoy's response code details (%RESPONSE_CODE_DETAILS%), for logs and access logs. */
   readonly details: string;
+  /** To a gRPC request, this grpc-status instead of the HTTP status's gRPC equivalent. */
+  readonly grpcStatus?: number;
 }
 
 /** Response headers by lower-case name, as an encoder filter edits them. */

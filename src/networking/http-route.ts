@@ -153,6 +153,15 @@ function corsConfig(c: NonNullable<HttpRouteSpec['corsPolicy']>): Any {
   });
 }
 
+/**
+ * A sidecar's or gateway's route timeout, as the Go mesh sets it: max_grpc_timeout equal to it, so
+ * that a gRPC client's grpc-timeout is the deadline the proxy enforces, capped by the route
+ * timeout unless that is 0.
+ */
+export function routeTimeouts(timeout: { seconds: bigint; nanos: number }): { timeout: typeof timeout; maxGrpcTimeout: typeof timeout } {
+  return { timeout, maxGrpcTimeout: timeout };
+}
+
 function forwardAction(r: HttpRouteSpec, ctx: HttpRouteContext): RouteInit['action'] {
   const dests = (r.route ?? []).map((d) => ({ ...ctx.resolve(d.destination), weight: d.weight }));
   const first = dests[0];
@@ -166,7 +175,7 @@ function forwardAction(r: HttpRouteSpec, ctx: HttpRouteContext): RouteInit['acti
         dests.length === 1
           ? { case: 'cluster', value: first!.cluster }
           : { case: 'weightedClusters', value: { clusters: dests.map((d) => ({ name: d.cluster, weight: d.weight ?? 0 })) } },
-      timeout,
+      ...routeTimeouts(timeout),
       ...(retries ? { retryPolicy: retries } : {}),
       ...(rw?.uri !== undefined ? { prefixRewrite: rw.uri } : {}),
       ...(rw?.uriRegexRewrite ? { regexRewrite: { pattern: { regex: rw.uriRegexRewrite.match }, substitution: rw.uriRegexRewrite.rewrite } } : {}),

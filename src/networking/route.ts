@@ -3,7 +3,7 @@
 // the inline route of inbound HTTP chains.
 import { clone, create } from '@bufbuild/protobuf';
 import { RouteConfigurationSchema, type RouteConfiguration } from '../gen/envoy/config/route/v3/route_pb.js';
-import { VirtualHostSchema, type VirtualHost } from '../gen/envoy/config/route/v3/route_components_pb.js';
+import { RouteActionSchema, VirtualHostSchema, type VirtualHost } from '../gen/envoy/config/route/v3/route_components_pb.js';
 import type { MessageInitShape } from '@bufbuild/protobuf';
 import type { OutboundTrafficMode } from '../model/push-context.js';
 import type { Service } from '../model/service.js';
@@ -12,7 +12,7 @@ import { seconds } from './common.js';
 import type { ResolvedVirtualService } from '../model/traffic.js';
 import { resolveHost } from '../model/traffic.js';
 import { hostMatches } from '../model/selection.js';
-import { buildHttpRoutes, type Destination, type HashPolicyInit, type HttpRouteSpec, type ResolvedDestination } from './http-route.js';
+import { buildHttpRoutes, routeTimeouts, type Destination, type HashPolicyInit, type HttpRouteSpec, type ResolvedDestination } from './http-route.js';
 
 type VirtualHostInit = MessageInitShape<typeof VirtualHostSchema>;
 
@@ -59,16 +59,16 @@ export function inMeshName(hostname: string, domain: string): { name: string; na
   return dot > 0 ? { name: short.slice(0, dot), namespace: short.slice(dot + 1) } : undefined;
 }
 
+type RouteActionInit = MessageInitShape<typeof RouteActionSchema>;
+
 function routeTo(cluster: string, hashPolicy: readonly HashPolicyInit[] = [], defaultTimeout = 0): VirtualHostInit['routes'] {
-  return [
-    {
-      name: 'default',
-      match: { pathSpecifier: { case: 'prefix', value: '/' } },
-      // No route timeout unless MESH_DEFAULT_REQUEST_TIMEOUT: long-lived streams (gRPC, websockets)
-      // must not be cut at Envoy's 15s default.
-      action: { case: 'route', value: { clusterSpecifier: { case: 'cluster', value: cluster }, timeout: seconds(defaultTimeout), hashPolicy: [...hashPolicy] } },
-    },
-  ];
+  // No route timeout unless MESH_DEFAULT_REQUEST_TIMEOUT: long-lived streams (gRPC, websockets)
+  // must not be cut at Envoy's 15s default.
+  return defaultRoute({ clusterSpecifier: { case: 'cluster', value: cluster }, ...routeTimeouts(seconds(defaultTimeout)), hashPolicy: [...hashPolicy] });
+}
+
+function defaultRoute(action: RouteActionInit): VirtualHostInit['routes'] {
+  return [{ name: 'default', match: { pathSpecifier: { case: 'prefix', value: '/' } }, action: { case: 'route', value: action } }];
 }
 
 /** The VirtualService claiming `hostname`: an exact host before a wildcard one, then precedence order. */
@@ -154,11 +154,21 @@ export function buildOutboundRouteConfig(port: number, services: readonly Servic
   return outboundRouteConfig(port, services.map((s) => serviceVirtualHost(s, port, opts)), opts.outboundTrafficPolicy);
 }
 
+/**
+ * An inbound route's action, as the Go mesh's: no timeout, and MaxStreamDuration with no maximum
+ * but grpc_timeout_header_max 0, so that a gRPC client's grpc-timeout bounds its stream as is.
+ */
+const INBOUND_ACTION = (cluster: string): RouteActionInit => ({
+  clusterSpecifier: { case: 'cluster', value: cluster },
+  timeout: seconds(0),
+  maxStreamDuration: { maxStreamDuration: seconds(0), grpcTimeoutHeaderMax: seconds(0) },
+});
+
 /** The inline route of an inbound HTTP chain: everything to the local application's cluster. */
 export function buildInboundRouteConfig(name: string, cluster: string): RouteConfiguration {
   return create(RouteConfigurationSchema, {
     name,
-    virtualHosts: [{ name: `inbound|http|${name}`, domains: ['*'], routes: routeTo(cluster) }],
+    virtualHosts: [{ name: `inbound|http|${name}`, domains: ['*'], routes: defaultRoute(INBOUND_ACTION(cluster)) }],
     validateClusters: false,
   });
 }

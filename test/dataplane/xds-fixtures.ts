@@ -98,6 +98,13 @@ export function routeResource(name: string, cluster: string) {
   return { name, any: pack(RouteConfigurationSchema, routeConfig(name, cluster)) };
 }
 
+type RouteInit = NonNullable<NonNullable<MessageInitShape<typeof RouteConfigurationSchema>['virtualHosts']>[number]['routes']>[number];
+
+/** A route configuration resource: one virtual host for every domain, with these routes. */
+export function routesResource(name: string, routes: RouteInit[]) {
+  return { name, any: pack(RouteConfigurationSchema, { name, virtualHosts: [{ name: 'all', domains: ['*'], routes }] }) };
+}
+
 /** A filter chain as the discovery server emits it: HCM with jwt_authn -> rbac -> router. */
 export function hcmChain(o: HcmOptions, extra: Partial<ChainInit> = {}): ChainInit {
   const httpFilters = [];

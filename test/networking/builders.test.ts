@@ -14,7 +14,7 @@ import { addr, hcmOf, listenerByName, svc, tcpClusterOf } from './envoy.js';
 import { blackHoleCluster, buildInboundCluster, buildOutboundCluster, passthroughCluster } from '../../src/networking/cluster.js';
 import { buildLoadAssignment } from '../../src/networking/endpoint.js';
 import { buildIngressListeners, buildOutboundListeners, buildVirtualInbound, buildVirtualOutbound } from '../../src/networking/listener.js';
-import { buildOutboundRouteConfig, serviceDomains } from '../../src/networking/route.js';
+import { buildInboundRouteConfig, buildOutboundRouteConfig, serviceDomains } from '../../src/networking/route.js';
 import { inboundClusterName, outboundClusterName, parseClusterName } from '../../src/networking/names.js';
 
 const ECHO = svc({
@@ -160,6 +160,28 @@ test('outbound route config per port: a virtual host per service, duplicates dro
   assert.equal(last.name, 'block_all');
   assert.equal(last.routes[0]!.action.case, 'directResponse');
   assert.equal(last.routes[0]!.action.case === 'directResponse' && last.routes[0]!.action.value.status, 502);
+});
+
+test('route timeouts as the Go mesh sets them: max_grpc_timeout = timeout on outbound routes, grpc-timeout as is inbound', () => {
+  const action = (rc: ReturnType<typeof buildOutboundRouteConfig>, vh: number) => {
+    const a = rc.virtualHosts[vh]!.routes[0]!.action;
+    assert.equal(a.case, 'route');
+    return a.value;
+  };
+  const noDefault = buildOutboundRouteConfig(80, [ECHO], { domain: 'cluster.local', proxyNamespace: 'foo', outboundTrafficPolicy: 'ALLOW_ANY' });
+  for (const vh of [0, 1]) {
+    const a = action(noDefault, vh);
+    assert.deepEqual([a.timeout?.seconds, a.maxGrpcTimeout?.seconds, a.maxGrpcTimeout?.nanos], [0n, 0n, 0], 'no timeout: 0s, so grpc-timeout is not capped');
+    assert.equal(a.maxStreamDuration, undefined);
+  }
+  const withDefault = action(buildOutboundRouteConfig(80, [ECHO], { domain: 'cluster.local', proxyNamespace: 'foo', outboundTrafficPolicy: 'ALLOW_ANY', defaultTimeout: 2.5 }), 0);
+  assert.deepEqual([withDefault.maxGrpcTimeout?.seconds, withDefault.maxGrpcTimeout?.nanos], [2n, 500_000_000], 'the route timeout caps grpc-timeout');
+  const inbound = buildInboundRouteConfig('inbound|8080||', 'inbound|8080||').virtualHosts[0]!.routes[0]!.action;
+  assert.equal(inbound.case, 'route');
+  assert.equal(inbound.value.timeout?.seconds, 0n);
+  assert.equal(inbound.value.maxGrpcTimeout, undefined);
+  assert.equal(inbound.value.maxStreamDuration?.maxStreamDuration?.seconds, 0n);
+  assert.equal(inbound.value.maxStreamDuration?.grpcTimeoutHeaderMax?.seconds, 0n);
 });
 
 test('virtualOutbound and virtualInbound: 15001/15006, use_original_dst, catch-all by outbound policy', () => {

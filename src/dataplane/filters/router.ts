@@ -14,6 +14,7 @@ import { ResponseParseError } from '../http1/response-parser.js';
 import {
   bodyFraming,
   http2Exchange,
+  isGrpc,
   rawHead,
   respondHeadersOnly,
   writeHead,
@@ -27,6 +28,7 @@ import type { CompiledRoute, RouteTable } from '../route-table.js';
 import { applyMutations } from '../header-mutations.js';
 import { mirror } from '../mirror.js';
 import type { RetrySpec } from '../retry-policy.js';
+import { formatGrpcTimeout, grpcRouterTimeoutMs } from '../route-timeouts.js';
 import { registerHttpFilter } from './registry.js';
 import {
   CONNECT_FAILURE,
@@ -161,11 +163,19 @@ export class Router {
     const path = action.pathRewrite ? action.pathRewrite(sreq.path, route.matchedPrefix) : sreq.path;
     const headers: OutgoingHttpHeaders = sreq.headers.toRecord();
     headers.host = action.hostRewrite ?? sreq.authority;
+    // max_grpc_timeout: a gRPC request's own deadline is its route timeout.
+    const grpcPolicy = action.timeouts?.grpc;
+    const grpc = grpcPolicy !== undefined && isGrpc(sreq.headers.joined('content-type'));
+    const timeoutMs = grpc ? grpcRouterTimeoutMs(grpcPolicy, sreq.headers.joined('grpc-timeout')) : action.timeoutMs;
     const perTry = action.retry?.perTryTimeoutMs ?? 0;
-    const expected = perTry > 0 && (action.timeoutMs === 0 || perTry < action.timeoutMs) ? perTry : action.timeoutMs;
-    if (expected > 0) headers['x-envoy-expected-rq-timeout-ms'] = String(expected);
+    const expected = perTry > 0 && (timeoutMs === 0 || perTry < timeoutMs) ? perTry : timeoutMs;
+    if (expected > 0) {
+      headers['x-envoy-expected-rq-timeout-ms'] = String(expected);
+      // The upstream gRPC server learns the time it actually has.
+      if (grpc) headers['grpc-timeout'] = formatGrpcTimeout(expected);
+    }
     if (action.mirrors.length > 0) mirror(this.clusters, action.mirrors, sreq, path, headers);
-    return { route, cluster, endpoint, path, headers, timeoutMs: action.timeoutMs, attemptCount: action.attemptCount, ...(action.retry ? { retry: action.retry } : {}), hash, setCookies };
+    return { route, cluster, endpoint, path, headers, timeoutMs, attemptCount: action.attemptCount, ...(action.retry ? { retry: action.retry } : {}), hash, setCookies };
   }
 
   /**
@@ -304,6 +314,7 @@ export class Router {
           active?.();
           upstream.destroy();
           cluster.report?.(endpoint, 'failure');
+          cluster.timedOut?.('perTry');
           if (!(mayRetry() && retry!.retriableFailure('per-try-timeout') && again())) reply(UPSTREAM_TIMEOUT);
         }, perTry);
       }
@@ -315,6 +326,7 @@ export class Router {
     if (timeoutMs > 0) {
       routeTimer = setTimeout(() => {
         current?.destroy();
+        cluster.timedOut?.('route');
         reply(UPSTREAM_TIMEOUT);
       }, timeoutMs);
     }
@@ -341,6 +353,8 @@ export class Router {
       socket.destroy();
     };
     socket.on('error', kill);
+    // Closed before the 101 (the client went away, a stream timeout answered): the upstream request is abandoned.
+    socket.once('close', kill);
     upstream.on('error', (e) => {
       log.debug(`upgrade to ${cluster.name} ${endpoint.host}:${endpoint.port} failed: ${e.message}`);
       if (socket.writable) {

@@ -74,7 +74,7 @@ export class HttpChain extends Chain {
       count(res, conn);
       // The connection's last request (max_requests_per_connection) closes it as a drain does.
       if (conn?.begin(res) === true || this.draining) res.setHeader('connection', 'close');
-      handler.handle(req, res);
+      handler.handle(req, res, undefined, this.timeouts);
     };
     this.server.on('request', serve);
     this.server.on('upgrade', (req: IncomingMessage, socket: Duplex, head: Buffer) => {
@@ -83,7 +83,7 @@ export class HttpChain extends Chain {
       if (isH2cUpgrade(req)) return serveH2cAsHttp1(req, socket, head, serve);
       counters.rq.inc();
       hcmRq.inc();
-      handler.handleUpgrade(req, socket, head);
+      handler.handleUpgrade(req, socket, head, this.timeouts);
     });
     // Pseudo-headers come on top of the header fields the limit counts.
     this.h2 = createHttp2Server({ maxHeaderListPairs: maxHeadersCount + 8, settings: { maxHeaderListSize: maxHeaderBytes } });
@@ -100,7 +100,7 @@ export class HttpChain extends Chain {
       if (session) this.h2Sessions.get(session)?.begin(res);
       // HTTP/2's `connection: close`: GOAWAY, the streams already open finish.
       if (this.draining) session?.close();
-      handler.handle(req, res, session ? this.h2Sockets.get(session) : undefined);
+      handler.handle(req, res, session ? this.h2Sockets.get(session) : undefined, this.timeouts);
     });
   }
 

@@ -7,7 +7,9 @@
 // started, a reset. Counted as Envoy's http.<stat_prefix>.downstream_rq_{idle_timeout,timeout,
 // header_timeout}.
 //
-// No timer, closure or object per request:
+// A route's own idle_timeout and max stream duration (route-timeouts.ts) are the only per-request
+// timers, armed only for streams whose route (or HCM max_stream_duration) asks for them. The HCM's
+// own timeouts cost no timer, closure or object per request:
 // - HTTP/1.1 stream idle: the socket's own timeout, one timer per connection that node refreshes
 //   on every read and write; when it fires the connection's request in progress (or a head half
 //   sent) has been idle that long, otherwise it is ignored.
@@ -22,14 +24,15 @@
 // - HTTP/2 request: one timer per session, refreshed while streams wait, sweeping their start
 //   times. Request head: node:http2 hands a stream over only once its header block is whole, so
 //   there is no head in progress to time.
-import { STATUS_CODES, type ServerOptions, type ServerResponse } from 'node:http';
-import type { Http2ServerResponse, ServerHttp2Session, ServerHttp2Stream } from 'node:http2';
+import { ServerResponse, STATUS_CODES, type ServerOptions } from 'node:http';
+import { Http2ServerResponse, type ServerHttp2Session, type ServerHttp2Stream } from 'node:http2';
 import type { Socket } from 'node:net';
 import type { Duplex } from 'node:stream';
-import { requestComplete } from '../http-codec.js';
+import { requestComplete, type DownstreamResponse } from '../http-codec.js';
 import type { HttpConnectionManagerHandler } from '../http-connection-manager.js';
 import type { RequestLimits, StreamTimeout } from '../request-guards.js';
 import type { StatCounter } from '../stats.js';
+import type { StreamTimerHost, StreamTimers } from '../route-timeouts.js';
 import type { DownstreamConnections } from './downstream-limits.js';
 
 export type StreamTimeoutLimits = Pick<RequestLimits, 'streamIdleTimeoutMs' | 'requestTimeoutMs' | 'requestHeadersTimeoutMs'>;
@@ -39,6 +42,7 @@ export const TIMEOUT_STATS: Readonly<Record<StreamTimeout, string>> = {
   stream_idle_timeout: 'downstream_rq_idle_timeout',
   request_overall_timeout: 'downstream_rq_timeout',
   request_header_timeout: 'downstream_rq_header_timeout',
+  max_duration_timeout: 'downstream_rq_max_duration_reached',
 };
 
 const CHECKS_PER_TIMEOUT = 8;
@@ -68,10 +72,12 @@ function checkMs(ms: number): number {
 const CLIENT_ERROR_STATUS: Readonly<Record<string, number>> = { HPE_HEADER_OVERFLOW: 431, HPE_CHUNK_EXTENSIONS_OVERFLOW: 413 };
 
 /** The stream timeouts of one connection manager's servers. */
-export class StreamTimeouts {
+export class StreamTimeouts implements StreamTimerHost {
   private readonly counters: Readonly<Record<StreamTimeout, StatCounter>>;
   /** Which of node's request timeouts fires first on a head in progress. */
   private readonly headFirst: StreamTimeout;
+  /** HTTP/2 streams timed by their route's idle_timeout instead of the session's. */
+  private readonly ownIdle = new WeakSet<Http2ServerResponse>();
 
   constructor(
     private readonly handler: HttpConnectionManagerHandler,
@@ -82,6 +88,7 @@ export class StreamTimeouts {
       stream_idle_timeout: counter(TIMEOUT_STATS.stream_idle_timeout),
       request_overall_timeout: counter(TIMEOUT_STATS.request_overall_timeout),
       request_header_timeout: counter(TIMEOUT_STATS.request_header_timeout),
+      max_duration_timeout: counter(TIMEOUT_STATS.max_duration_timeout),
     };
     const { requestHeadersTimeoutMs: headers, requestTimeoutMs: request } = handler.limits;
     this.headFirst = headers > 0 && (request === 0 || headers <= request) ? 'request_header_timeout' : 'request_overall_timeout';
@@ -100,13 +107,34 @@ export class StreamTimeouts {
     else if (conn?.headPending()) this.expireHead('stream_idle_timeout', socket);
   }
 
-  /** An upgraded HTTP/1.1 connection (WebSocket) stays a stream: idle that long, it is reset. */
+  /**
+   * An upgrade request (WebSocket) stays one stream on its socket, timed by the socket's idle
+   * timer (the HCM's stream_idle_timeout, or its route's idle_timeout).
+   */
   openUpgrade(socket: Duplex): void {
-    if (this.handler.limits.streamIdleTimeoutMs === 0) return;
-    socket.once('timeout', () => {
-      this.counters.stream_idle_timeout.inc();
-      socket.destroy();
-    });
+    const before = written(socket);
+    socket.once('timeout', () => this.expireUpgrade('stream_idle_timeout', socket, before));
+  }
+
+  /** An upgrade's route timers: its idle_timeout on the socket, its max duration. */
+  private armUpgrade(socket: Duplex, timers: StreamTimers): void {
+    const { durationMs, idleMs } = timers;
+    if (idleMs !== undefined) (socket as Socket).setTimeout(idleMs);
+    if (durationMs === undefined) return;
+    const before = written(socket);
+    const timer = setTimeout(() => this.expireUpgrade('max_duration_timeout', socket, before), durationMs);
+    socket.once('close', () => clearTimeout(timer));
+  }
+
+  /**
+   * Before the upstream's 101 (nothing written since the request came) the timeout's local reply,
+   * 408 (an upgrade's request never ends), then the close; after it, a reset.
+   */
+  private expireUpgrade(kind: StreamTimeout, socket: Duplex, before: number): void {
+    if (socket.destroyed) return;
+    this.counters[kind].inc();
+    if (written(socket) === before) this.handler.timeoutHead(kind, socket);
+    else socket.destroy();
   }
 
   /**
@@ -140,10 +168,39 @@ export class StreamTimeouts {
       // Not setTimeout's callback, which node calls once only.
       session.setTimeout(idle);
       session.on('timeout', () => {
-        for (const res of streams.responses.values()) this.expire('stream_idle_timeout', res);
+        for (const res of streams.responses.values()) if (!this.ownIdle.has(res)) this.expire('stream_idle_timeout', res);
       });
     }
     return streams;
+  }
+
+  /**
+   * A stream's own timers, from its route: its max duration (a timer for the stream) and its route
+   * idle_timeout, which replaces stream_idle_timeout: on HTTP/1.1 the connection's idle timer is
+   * set to it for this request, on HTTP/2 the stream gets node's own idle timer and the session's
+   * sweep leaves it alone.
+   */
+  arm(stream: DownstreamResponse | Duplex, timers: StreamTimers): void {
+    if (stream instanceof ServerResponse || stream instanceof Http2ServerResponse) this.armResponse(stream, timers);
+    else this.armUpgrade(stream, timers);
+  }
+
+  private armResponse(res: DownstreamResponse, timers: StreamTimers): void {
+    const { durationMs, idleMs } = timers;
+    if (durationMs !== undefined) {
+      const timer = setTimeout(() => this.expire('max_duration_timeout', res), durationMs);
+      res.once('close', () => clearTimeout(timer));
+    }
+    if (idleMs === undefined) return;
+    if (res instanceof Http2ServerResponse) {
+      this.ownIdle.add(res);
+      if (idleMs > 0) res.stream.setTimeout(idleMs, () => this.expire('stream_idle_timeout', res));
+      return;
+    }
+    const socket = res.socket;
+    if (!socket) return;
+    socket.setTimeout(idleMs);
+    res.once('close', () => socket.setTimeout(this.handler.limits.streamIdleTimeoutMs));
   }
 
   private expire(kind: StreamTimeout, res: ServerResponse | Http2ServerResponse): void {
@@ -155,6 +212,11 @@ export class StreamTimeouts {
     this.counters[kind].inc();
     this.handler.timeoutHead(kind, socket);
   }
+}
+
+/** Bytes written on a connection so far (0 for a stream that does not count them). */
+function written(socket: Duplex): number {
+  return (socket as Partial<Socket>).bytesWritten ?? 0;
 }
 
 /** The open streams of one HTTP/2 session, by their responses, and request_timeout's sweep of them. */
