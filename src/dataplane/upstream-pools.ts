@@ -9,7 +9,7 @@ import type { RequestView } from '../envoy/request.js';
 import type { CircuitBreaker } from './cluster-health.js';
 import { bindsOriginalSrc, originalSrcSocket, type OriginalSource } from './original-src.js';
 import type { UpstreamTls } from './tls/upstream.js';
-import { ConnectionList } from './http1/client.js';
+import { ConnectionList } from './http1/connection-list.js';
 import { DEFAULT_CONNECTION_LIMITS, type ConnectionLimits, type PoolCloses } from './connection-limits.js';
 import type { Http2Pool } from './http2-pool.js';
 import { undiciPool, type Pool } from './undici-pool.js';
