@@ -11,6 +11,7 @@ import type { UpstreamTls } from './tls/upstream.js';
 import type { RequestView } from '../envoy/request.js';
 import type { StatCounter } from './stats.js';
 import type { UpstreamCxStats } from './upstream-cx-stats.js';
+import type { RequestGauges } from './upstream-rq-stats.js';
 import { equalWeights, type ClusterSpec, type WeightedEndpoint } from './cluster-spec.js';
 
 /** `host:port` / `[v6]:port` from a header, or undefined. */
@@ -26,6 +27,8 @@ export interface ClusterStats {
   readonly noneHealthy: StatCounter;
   /** What the pools count of the cluster's connections. */
   readonly cx: UpstreamCxStats;
+  /** The pools' request gauges. */
+  readonly requests: RequestGauges;
 }
 
 /** A serving cluster: the spec can be swapped under it (EDS updates) while its pool stays. */
@@ -57,6 +60,7 @@ export class LiveCluster implements UpstreamCluster {
       settings: () => this.spec,
       transportOf: (ep) => this.transportOf(ep),
       count: this.stats.cx,
+      requests: this.stats.requests,
     };
   }
 

@@ -12,10 +12,16 @@ import { ResponseParseError, ResponseParser, type ResponseSink } from './respons
 import { requestHead } from './request-head.js';
 import { IdleTimer } from '../connection-limits.js';
 import { onPeerEnd } from '../upstream-cx-stats.js';
+import type { OpenedUpstream } from '../upstream-pools.js';
 import type { ConnectionList } from './connection-list.js';
 
 /** Methods a client may send again after a reused connection closed before answering (RFC 9110 9.2.2). */
 const IDEMPOTENT = new Set(['GET', 'HEAD', 'OPTIONS', 'PUT', 'DELETE', 'TRACE']);
+
+/** Where a connection's exchange is counted in the cluster's request gauges (upstream-rq-stats.ts). */
+const NOT_COUNTED = 0;
+const PENDING = 1;
+const ACTIVE = 2;
 
 /** One upstream connection: requests one after another, each answered before the next is sent. */
 export class Http1Connection implements ResponseSink {
@@ -36,10 +42,12 @@ export class Http1Connection implements ResponseSink {
   private peerEnded = false;
   /** A request was in flight as the connection began to close (Envoy's _with_active_rq). */
   private cutShort = false;
+  /** The current exchange in the request gauges: pending while the connection is not ready, then active. */
+  private counted = NOT_COUNTED;
   private readonly idleTimer = new IdleTimer(() => this.home.expired(this));
 
   constructor(
-    opened: { socket: Socket; ready: 'connect' | 'secureConnect' },
+    opened: OpenedUpstream,
     private readonly home: ConnectionList,
   ) {
     const socket = (this.socket = opened.socket);
@@ -47,6 +55,10 @@ export class Http1Connection implements ResponseSink {
     socket.setDefaultEncoding('latin1');
     socket.once(opened.ready, () => {
       this.ready = true;
+      if (this.counted === PENDING) {
+        this.counted = ACTIVE;
+        home.requests.attach();
+      }
       socket.setKeepAlive(true, 60_000);
       socket.cork();
       for (const q of this.queued.splice(0)) socket.write(q);
@@ -85,6 +97,13 @@ export class Http1Connection implements ResponseSink {
   begin(ex: ClientExchange, headRequest: boolean): void {
     this.exchange = ex;
     this.responded = false;
+    if (this.ready) {
+      this.counted = ACTIVE;
+      this.home.requests.active++;
+    } else {
+      this.counted = PENDING;
+      this.home.requests.wait();
+    }
     this.parser.expect(headRequest);
   }
 
@@ -113,6 +132,7 @@ export class Http1Connection implements ResponseSink {
 
   /** The exchange is over (request and response complete): back to the list or closed. */
   done(): void {
+    this.uncount();
     this.exchange = undefined;
     if (this.parser.reusable && this.usable) this.home.release(this);
     else this.close();
@@ -122,9 +142,17 @@ export class Http1Connection implements ResponseSink {
     this.ending();
     this.closed = true;
     this.idleTimer.stop();
+    this.uncount();
     this.exchange = undefined;
     this.socket.destroy();
     this.wake();
+  }
+
+  /** The exchange ends: out of the request gauges. */
+  private uncount(): void {
+    if (this.counted === ACTIVE) this.home.requests.active--;
+    else if (this.counted === PENDING) this.home.requests.pending--;
+    this.counted = NOT_COUNTED;
   }
 
   onHead(status: number, message: string, pairs: string[]): void {
@@ -173,6 +201,7 @@ export class Http1Connection implements ResponseSink {
     this.ending();
     this.closed = true;
     this.idleTimer.stop();
+    this.uncount();
     this.exchange = undefined;
     this.home.forget(this);
     this.socket.destroy();

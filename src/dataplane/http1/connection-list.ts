@@ -1,13 +1,14 @@
 // The idle keep-alive connections of the proxy's own HTTP/1.1 client (client.ts) to one pool key:
 // which connection a request takes, whether a connection is kept after its exchange (retired list,
 // max_requests_per_connection, idle timeout), and the cluster's counters its connections report to.
-import type { Socket } from 'node:net';
 import { DEFAULT_CONNECTION_LIMITS, type ConnectionLimits, type PoolCloses } from '../connection-limits.js';
 import type { CloseSide, ConnectionEnds } from '../upstream-cx-stats.js';
+import type { OpenedUpstream } from '../upstream-pools.js';
+import { RequestGauges } from '../upstream-rq-stats.js';
 import { Http1Connection } from './client.js';
 
 /** A new connection to the endpoint, and the event that says it can carry a request. */
-export type OpenConnection = () => { socket: Socket; ready: 'connect' | 'secureConnect' };
+export type OpenConnection = () => OpenedUpstream;
 
 /** The idle keep-alive connections of one pool key (endpoint, original source, ALPN), newest first used. */
 export class ConnectionList {
@@ -21,6 +22,8 @@ export class ConnectionList {
     /** The cluster's limits as they are now (an update applies to connections already open). */
     private readonly limits: () => ConnectionLimits = () => DEFAULT_CONNECTION_LIMITS,
     private readonly count?: PoolCloses & ConnectionEnds,
+    /** The cluster's request gauges, which the connections keep. */
+    readonly requests = new RequestGauges(),
   ) {}
 
   /** An idle connection, or a new one. */

@@ -16,6 +16,9 @@ import { registerNetworkFilter } from './network-filters.js';
 
 const log = scope('conn_handler');
 
+/** TCP proxy connections are not in their cluster's stats yet. */
+const UNCOUNTED = { opened: () => undefined, connectTimeout: () => undefined };
+
 const UNAPPLIED_TCP_PROXY = ['idleTimeout', 'downstreamIdleTimeout', 'upstreamIdleTimeout', 'accessLog', 'maxConnectAttempts', 'hashPolicy', 'tunnelingConfig', 'metadataMatch', 'onDemand', 'maxDownstreamConnectionDuration'];
 
 /** A weighted choice among the TCP proxy's clusters. */
@@ -82,7 +85,7 @@ class TcpChain extends Chain {
     // The connection counts as an active request on its endpoint (LEAST_REQUEST) while it is open.
     const active = cluster.begin?.(endpoint);
     if (active) down.once('close', active);
-    const { socket: up, ready } = openUpstream(endpoint, cluster.transportOf?.(endpoint), cluster.connectTimeoutMs ?? 0, () => undefined, { allowHalfOpen: true }, originalSrcOf(down));
+    const { socket: up, ready } = openUpstream(endpoint, cluster.transportOf?.(endpoint), cluster.connectTimeoutMs ?? 0, UNCOUNTED, { allowHalfOpen: true }, originalSrcOf(down));
     let connected = false;
     up.once(ready, () => {
       connected = true;
