@@ -16,6 +16,7 @@ import { undiciPool, type Pool } from './undici-pool.js';
 import type { ConnectionEnds } from './upstream-cx-stats.js';
 import { LentConnections } from './lent-connections.js';
 import { RequestGauges } from './upstream-rq-stats.js';
+import type { TcpPool } from './tcp-pool.js';
 
 export interface Endpoint {
   readonly host: string;
@@ -32,8 +33,8 @@ export interface UpstreamCluster {
   pick(req: RequestView, hash?: () => bigint | undefined): Endpoint | undefined;
   /** The cluster's HTTP/1.1 connections; keep-alive, so upstream connections are reused. */
   readonly http1: Http1Pool;
-  /** Connect timeout for raw (TCP proxy) upstream connections; absent = none. */
-  readonly connectTimeoutMs?: number;
+  /** The cluster's raw (TCP proxy) connections. */
+  readonly tcp: TcpPool;
   /** Present when the cluster's protocol options ask for HTTP/2: requests go over its sessions. */
   readonly http2?: Http2Pool;
   /** The cluster's circuit breakers (absent: no limits). */

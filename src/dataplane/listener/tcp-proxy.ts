@@ -6,7 +6,6 @@ import { ConfigError, unappliedFields } from '../../envoy/config-error.js';
 import { normalizeIp } from '../../envoy/matchers.js';
 import { requestView } from '../../envoy/request.js';
 import type { ClusterManager } from '../clusters.js';
-import { openUpstream } from '../upstream-pools.js';
 import type { CompiledChainMatch } from '../filter-chain-match.js';
 import { connectionDestination } from '../original-dst.js';
 import { originalSrcOf } from '../original-src.js';
@@ -15,9 +14,6 @@ import { Chain } from './chain.js';
 import { registerNetworkFilter } from './network-filters.js';
 
 const log = scope('conn_handler');
-
-/** TCP proxy connections are not in their cluster's stats yet. */
-const UNCOUNTED = { opened: () => undefined, connectTimeout: () => undefined };
 
 const UNAPPLIED_TCP_PROXY = ['idleTimeout', 'downstreamIdleTimeout', 'upstreamIdleTimeout', 'accessLog', 'maxConnectAttempts', 'hashPolicy', 'tunnelingConfig', 'metadataMatch', 'onDemand', 'maxDownstreamConnectionDuration'];
 
@@ -85,7 +81,7 @@ class TcpChain extends Chain {
     // The connection counts as an active request on its endpoint (LEAST_REQUEST) while it is open.
     const active = cluster.begin?.(endpoint);
     if (active) down.once('close', active);
-    const { socket: up, ready } = openUpstream(endpoint, cluster.transportOf?.(endpoint), cluster.connectTimeoutMs ?? 0, UNCOUNTED, { allowHalfOpen: true }, originalSrcOf(down));
+    const { socket: up, ready } = cluster.tcp.connect(endpoint, originalSrcOf(down));
     let connected = false;
     up.once(ready, () => {
       connected = true;
