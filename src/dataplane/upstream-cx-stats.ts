@@ -5,8 +5,7 @@
 // _local or _remote by who ended it (Envoy's LocalClose / RemoteClose: the proxy, or the upstream's
 // FIN or reset), and the _with_active_rq counters when a request was in flight on it then. The
 // proxy's own HTTP/1.1 client, the HTTP/2 pool, the TCP pool (tcp-pool.ts) and the connections
-// lent to node:http (lent-connections.ts) report all of these; undici's lent connections all but
-// the _with_active_rq counters.
+// lent to node:http and undici (lent-connections.ts) report all of these.
 import type { Socket } from 'node:net';
 import type { StatCounter } from './stats.js';
 import type { OpenedUpstream, PoolCounters } from './upstream-pools.js';

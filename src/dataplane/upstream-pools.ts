@@ -14,7 +14,7 @@ import { DEFAULT_CONNECTION_LIMITS, type ConnectionLimits, type PoolCloses } fro
 import type { Http2Pool } from './http2-pool.js';
 import { undiciPool, type Pool } from './undici-pool.js';
 import type { ConnectionEnds } from './upstream-cx-stats.js';
-import { LentConnections } from './lent-connections.js';
+import { followUndici, LentConnections } from './lent-connections.js';
 import { RequestGauges } from './upstream-rq-stats.js';
 import type { TcpPool } from './tcp-pool.js';
 
@@ -219,6 +219,7 @@ export class Http1Pool extends ClusterPool {
     const existing = this.pools.get(key);
     if (existing) return existing;
     const UndiciPool = undiciPool();
+    followUndici();
     const pool = new UndiciPool(`http://${hostPort(ep)}`, { connections: null, headersTimeout: 0, bodyTimeout: 0, connect: this.connector(ep, source, alpn) });
     // A retired pool serves the request it is asked for, then closes once that is done.
     if (this.retired) setImmediate(() => void pool.close());

@@ -76,6 +76,7 @@ describe('upstream request gauges and byte counters', { timeout: 30_000 }, () =>
       httpCluster('streams', (h2.address() as AddressInfo).port, { h2: true }),
       httpCluster('lent', appPort),
       httpCluster('lentreset', appPort),
+      httpCluster('undici', appPort),
       httpCluster('handshake', (silent.address() as AddressInfo).port, {}, { transportSocket: upstreamTls({}, 'silent.test') }),
       httpCluster('bytes', appPort),
     ];
@@ -123,6 +124,21 @@ describe('upstream request gauges and byte counters', { timeout: 30_000 }, () =>
     assert.deepEqual(await chunkedPost(portOf('lentreset'), '/reset'), { status: 200, complete: false });
     const dropped = ['upstream_cx_destroy_remote', 'upstream_cx_destroy_remote_with_active_rq', 'upstream_cx_destroy_local_with_active_rq', 'upstream_rq_active'] as const;
     await settles(proxy, 'lentreset', dropped, { upstream_cx_destroy_remote: 1, upstream_cx_destroy_remote_with_active_rq: 1 });
+  });
+
+  it("undici's requests (the ext_authz HTTP check's pool) are active while in flight, and a connection the upstream drops under one ends with an active request", async () => {
+    const pool = proxy.clusters.get('undici')!.http1.pool({ host: '127.0.0.1', port: (app.address() as AddressInfo).port });
+    const response = pool.request({ path: '/hold', method: 'GET' });
+    await eventually(() => assert.equal(held.length, 1));
+    assert.equal((await clusterStats(proxy, 'undici', RQ_STATS)).upstream_rq_active, 1);
+    held.splice(0)[0]!.end('ok');
+    assert.equal(await (await response).body.text(), 'ok');
+    await settles(proxy, 'undici', RQ_STATS, {});
+
+    const reset = await pool.request({ path: '/reset', method: 'GET' });
+    await assert.rejects(reset.body.text());
+    const dropped = ['upstream_cx_destroy_remote', 'upstream_cx_destroy_remote_with_active_rq', 'upstream_rq_active'] as const;
+    await settles(proxy, 'undici', dropped, { upstream_cx_destroy_remote: 1, upstream_cx_destroy_remote_with_active_rq: 1 });
   });
 
   it('a request waiting for a TLS handshake the upstream never answers is pending, not active; when the upstream drops the connection it leaves the gauge and the connection counts as a connect failure', async () => {
