@@ -17,6 +17,7 @@ import { statName, type StatsStore, type StatSample } from './stats.js';
 import { compileCluster, type ClusterSpec, type WeightedEndpoint } from './cluster-spec.js';
 import { LiveCluster, type ClusterStats } from './live-cluster.js';
 import { UpstreamCxStats } from './upstream-cx-stats.js';
+import { RequestGauges } from './upstream-rq-stats.js';
 
 export { compileCluster, socketAddressOf } from './cluster-spec.js';
 
@@ -41,6 +42,8 @@ export interface ClusterInfo {
 export class DynamicClusterManager implements ClusterManager {
   private readonly live = new Map<string, LiveCluster>();
   private readonly staticNames = new Set<string>();
+  /** Removed clusters whose connections are still open: their bytes still count (openBytes). */
+  private readonly removed = new Set<LiveCluster>();
 
   constructor(
     private readonly stats: StatsStore,
@@ -84,6 +87,7 @@ export class DynamicClusterManager implements ClusterManager {
       if (this.staticNames.has(name) || plan.specs.has(name)) continue;
       c.retire();
       this.live.delete(name);
+      this.removed.add(c);
     }
     for (const [name, spec] of plan.specs) {
       const existing = this.live.get(name);
@@ -110,6 +114,7 @@ export class DynamicClusterManager implements ClusterManager {
   close(): void {
     for (const c of this.live.values()) c.destroy();
     this.live.clear();
+    this.removed.clear();
   }
 
   private clusterStats(name: string): ClusterStats {
@@ -120,16 +125,33 @@ export class DynamicClusterManager implements ClusterManager {
       noneHealthy: c('upstream_cx_none_healthy'),
       timeout: { route: c('upstream_rq_timeout'), perTry: c('upstream_rq_per_try_timeout') },
       cx: new UpstreamCxStats(c),
+      requests: new RequestGauges(c('upstream_rq_pending_total')),
     };
   }
 
   private *gauges(): Iterable<StatSample> {
+    for (const c of this.removed) if (c.stats.cx.active === 0) this.removed.delete(c);
     yield { ...statName('cluster_manager', 'active_clusters'), kind: 'gauge', value: this.live.size };
     for (const c of this.live.values()) {
       const tag = { name: 'envoy_cluster_name', value: c.name };
       yield { ...statName('cluster', 'membership_total', tag), kind: 'gauge', value: c.spec.allEndpoints.length };
       yield { ...statName('cluster', 'membership_healthy', tag), kind: 'gauge', value: c.spec.endpoints.length };
       yield { ...statName('cluster', 'upstream_cx_active', tag), kind: 'gauge', value: c.stats.cx.active };
+      yield { ...statName('cluster', 'upstream_rq_active', tag), kind: 'gauge', value: c.stats.requests.active };
+      yield { ...statName('cluster', 'upstream_rq_pending_active', tag), kind: 'gauge', value: c.stats.requests.pending };
     }
+    for (const c of [...this.live.values(), ...this.removed]) yield* openBytes(c);
   }
+}
+
+/**
+ * The bytes a cluster's open connections carried so far, added to the counters of its closed ones
+ * (same names: the store sums them), so that the counters grow while a connection is open and never
+ * go back, also while a removed cluster's last connections finish.
+ */
+function* openBytes(c: LiveCluster): Iterable<StatSample> {
+  const tag = { name: 'envoy_cluster_name', value: c.name };
+  const b = c.stats.cx.openBytes();
+  yield { ...statName('cluster', 'upstream_cx_rx_bytes_total', tag), kind: 'counter', value: b.rx };
+  yield { ...statName('cluster', 'upstream_cx_tx_bytes_total', tag), kind: 'counter', value: b.tx };
 }

@@ -16,6 +16,7 @@ export function http1Exchange(r: UpstreamRequest, pool: Http1Pool, ev: UpstreamE
 
 function nodeExchange(r: UpstreamRequest, pool: Http1Pool, ev: UpstreamEvents): UpstreamExchange {
   const upstream = httpRequest({ host: r.endpoint.host, port: r.endpoint.port, method: r.method, path: r.path, headers: r.headers, ...pool.requestOptions(r.endpoint, r.source, r.alpn) });
+  pool.follow(upstream);
   upstream.on('error', (e) => ev.error(e));
   upstream.on('response', (up) => {
     const trailers = (): HeaderMap | undefined => (up.rawTrailers.length > 0 ? trailerMap(up.trailers) : undefined);

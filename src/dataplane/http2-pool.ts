@@ -19,6 +19,8 @@ interface PooledSession {
   readonly idle: IdleTimer;
   /** Streams open now. */
   open: number;
+  /** The session is connected; until then its streams are pending in the request gauges. */
+  connected: boolean;
   /** Streams it carried. */
   served: number;
   /** Out of the pool: it closes once its last stream ends. */
@@ -42,7 +44,11 @@ export class Http2Pool extends ClusterPool {
     pooled.open++;
     pooled.served++;
     pooled.idle.busy();
+    if (pooled.connected) this.requests.active++;
+    else this.requests.wait();
     stream.once('close', () => {
+      if (pooled.connected) this.requests.active--;
+      else this.requests.pending--;
       if (--pooled.open > 0) return;
       if (pooled.draining) close(pooled);
       else pooled.idle.start(this.settings().connection.idleTimeoutMs);
@@ -80,12 +86,12 @@ export class Http2Pool extends ClusterPool {
     const existing = this.sessions.get(key);
     if (existing && !existing.session.closed && !existing.session.destroyed) return existing;
     const ms = this.settings().connectTimeoutMs;
-    const socket = openUpstream(ep, this.transportOf(ep), ms, this.count.connectTimeout, {}, source, alpn).socket;
+    const socket = openUpstream(ep, this.transportOf(ep), ms, this.count, {}, source, alpn).socket;
     const session = h2connect(`http://${hostPort(ep)}`, { createConnection: () => socket });
-    this.count.connection();
     const pooled: PooledSession = {
       session,
       open: 0,
+      connected: false,
       served: 0,
       draining: false,
       cutShort: false,
@@ -98,6 +104,11 @@ export class Http2Pool extends ClusterPool {
       pooled.idle.stop();
       if (this.sessions.get(key) === pooled) this.sessions.delete(key);
     };
+    session.once('connect', () => {
+      pooled.connected = true;
+      // The streams that waited for the session are sent.
+      for (let i = 0; i < pooled.open; i++) this.requests.attach();
+    });
     onPeerEnd(socket, () => (pooled.endedBy ??= 'remote'));
     socket.once('close', () => this.count.destroyed(pooled.endedBy ?? 'local', pooled.cutShort || pooled.open > 0));
     // After GOAWAY the session finishes its streams but takes no new ones (the next request opens a

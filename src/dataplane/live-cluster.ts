@@ -11,6 +11,8 @@ import type { UpstreamTls } from './tls/upstream.js';
 import type { RequestView } from '../envoy/request.js';
 import type { StatCounter } from './stats.js';
 import type { UpstreamCxStats } from './upstream-cx-stats.js';
+import type { RequestGauges } from './upstream-rq-stats.js';
+import { TcpPool } from './tcp-pool.js';
 import { equalWeights, type ClusterSpec, type WeightedEndpoint } from './cluster-spec.js';
 
 /** `host:port` / `[v6]:port` from a header, or undefined. */
@@ -28,11 +30,14 @@ export interface ClusterStats {
   readonly timeout: Readonly<Record<UpstreamTimeout, StatCounter>>;
   /** What the pools count of the cluster's connections. */
   readonly cx: UpstreamCxStats;
+  /** The pools' request gauges. */
+  readonly requests: RequestGauges;
 }
 
 /** A serving cluster: the spec can be swapped under it (EDS updates) while its pool stays. */
 export class LiveCluster implements UpstreamCluster {
   readonly http1: Http1Pool;
+  readonly tcp: TcpPool;
   private pool?: Http2Pool;
   private rr = 0;
   /** Smooth weighted round robin state, one per endpoint of the current spec. */
@@ -49,6 +54,7 @@ export class LiveCluster implements UpstreamCluster {
     readonly stats: ClusterStats,
   ) {
     this.http1 = new Http1Pool(this.poolOptions());
+    this.tcp = new TcpPool(this.poolOptions());
     this.breaker = new CircuitBreaker(spec.circuit);
     this.setOutlier(spec.outlier);
   }
@@ -59,6 +65,7 @@ export class LiveCluster implements UpstreamCluster {
       settings: () => this.spec,
       transportOf: (ep) => this.transportOf(ep),
       count: this.stats.cx,
+      requests: this.stats.requests,
     };
   }
 
@@ -108,10 +115,6 @@ export class LiveCluster implements UpstreamCluster {
 
   get name(): string {
     return this.spec.name;
-  }
-
-  get connectTimeoutMs(): number {
-    return this.spec.connectTimeoutMs;
   }
 
   update(spec: ClusterSpec): void {

@@ -5,10 +5,8 @@
 // more (docs/bench.md, 2026-11-24 "mesh-proxy's memory"). undici publishes no exports map, so its
 // lib/ files are reachable by path; the class is the one the index re-exports, and the request API
 // is put on the dispatcher prototype as the index does (test/dataplane/ext-authz.test.ts uses it).
-// Its connections are the cluster's (upstream-pools.ts opens them), counted from their sockets:
-// upstream_cx_total, upstream_cx_active and upstream_cx_destroy{,_local,_remote}; never the
-// _with_active_rq counters, as undici keeps to itself which request a socket carries (it fails that
-// request before it reports the close).
+// Its connections are the cluster's (upstream-pools.ts opens them), counted from their sockets, and
+// its requests followed on its diagnostics channels (lent-connections.ts).
 import type { Dispatcher as UndiciDispatcher, Pool as UndiciPool } from 'undici';
 import { onFirstUse } from '../common/lazy-require.js';
 

@@ -1,7 +1,7 @@
 // How the router reaches an upstream cluster: the cluster's endpoints and its HTTP/1.1 connection
 // pools (the proxy's own client, node:http and undici; HTTP/2 sessions: http2-pool.ts), every
 // connection within its connect timeout. The cluster manager (clusters.ts) builds these from CDS/EDS.
-import { Agent, type ClientRequestArgs } from 'node:http';
+import { Agent, type ClientRequest, type ClientRequestArgs } from 'node:http';
 import { createConnection, type NetConnectOpts, type Socket } from 'node:net';
 import type { Duplex } from 'node:stream';
 import type { buildConnector } from 'undici';
@@ -9,11 +9,14 @@ import type { RequestView } from '../envoy/request.js';
 import type { CircuitBreaker } from './cluster-health.js';
 import { bindsOriginalSrc, originalSrcSocket, type OriginalSource } from './original-src.js';
 import type { UpstreamTls } from './tls/upstream.js';
-import { ConnectionList } from './http1/client.js';
+import { ConnectionList } from './http1/connection-list.js';
 import { DEFAULT_CONNECTION_LIMITS, type ConnectionLimits, type PoolCloses } from './connection-limits.js';
 import type { Http2Pool } from './http2-pool.js';
 import { undiciPool, type Pool } from './undici-pool.js';
-import { countEnd, type ConnectionEnds } from './upstream-cx-stats.js';
+import type { ConnectionEnds } from './upstream-cx-stats.js';
+import { followUndici, LentConnections } from './lent-connections.js';
+import { RequestGauges } from './upstream-rq-stats.js';
+import type { TcpPool } from './tcp-pool.js';
 
 export interface Endpoint {
   readonly host: string;
@@ -30,8 +33,8 @@ export interface UpstreamCluster {
   pick(req: RequestView, hash?: () => bigint | undefined): Endpoint | undefined;
   /** The cluster's HTTP/1.1 connections; keep-alive, so upstream connections are reused. */
   readonly http1: Http1Pool;
-  /** Connect timeout for raw (TCP proxy) upstream connections; absent = none. */
-  readonly connectTimeoutMs?: number;
+  /** The cluster's raw (TCP proxy) connections. */
+  readonly tcp: TcpPool;
   /** Present when the cluster's protocol options ask for HTTP/2: requests go over its sessions. */
   readonly http2?: Http2Pool;
   /** The cluster's circuit breakers (absent: no limits). */
@@ -58,19 +61,27 @@ export interface PoolSettings {
   readonly connection: ConnectionLimits;
 }
 
-/** The cluster's counters a pool bumps (upstream-cx-stats.ts). */
-export interface PoolCounters extends PoolCloses, ConnectionEnds {
-  /** A new connection (upstream_cx_total; upstream_cx_active until its end is counted). */
-  connection(): void;
+/** What opening a connection counts (openUpstream). */
+export interface OpenCounters {
+  /**
+   * A new connection (upstream_cx_total; upstream_cx_active until it closes; its bytes;
+   * upstream_cx_connect_fail if it closes before `ready`).
+   */
+  opened(socket: Socket, ready: OpenedUpstream['ready']): void;
   /** A connection that did not connect in time (upstream_cx_connect_timeout). */
   connectTimeout(): void;
 }
+
+/** The cluster's counters a pool bumps (upstream-cx-stats.ts). */
+export interface PoolCounters extends PoolCloses, ConnectionEnds, OpenCounters {}
 
 /** What a cluster gives its pools; each part has a default (no timeout, Envoy's limits, plaintext, no counters). */
 export interface PoolOptions {
   readonly settings?: () => PoolSettings;
   readonly transportOf?: TransportOf;
   readonly count?: Partial<PoolCounters>;
+  /** The cluster's request gauges (upstream-rq-stats.ts). */
+  readonly requests?: RequestGauges;
 }
 
 const UNSET: PoolSettings = { connectTimeoutMs: 0, connection: DEFAULT_CONNECTION_LIMITS };
@@ -81,13 +92,15 @@ export abstract class ClusterPool {
   protected readonly settings: () => PoolSettings;
   protected readonly transportOf: TransportOf;
   protected readonly count: PoolCounters;
+  protected readonly requests: RequestGauges;
 
   constructor(o: PoolOptions = {}) {
     const c = o.count ?? {};
     this.settings = o.settings ?? (() => UNSET);
     this.transportOf = o.transportOf ?? (() => undefined);
+    this.requests = o.requests ?? new RequestGauges();
     this.count = {
-      connection: c.connection ?? NOTHING,
+      opened: c.opened ?? NOTHING,
       connectTimeout: c.connectTimeout ?? NOTHING,
       idleTimeout: c.idleTimeout ?? NOTHING,
       maxRequests: c.maxRequests ?? NOTHING,
@@ -96,23 +109,31 @@ export abstract class ClusterPool {
   }
 }
 
+/** A new upstream connection and the event that says it can carry requests. */
+export interface OpenedUpstream {
+  readonly socket: Socket;
+  readonly ready: 'connect' | 'secureConnect';
+}
+
 /**
- * A connection to `ep` with its transport: the TCP socket, or the TLS client over it. `ready` is
- * the event that says it can carry requests (`connect`, or `secureConnect` once verified); `alpn`
- * (the transport's alpnFor) replaces the transport's configured ALPN.
+ * A counted connection to `ep` with its transport: the TCP socket, or the TLS client over it.
+ * `ready` is `connect`, or `secureConnect` once verified; `alpn` (the transport's alpnFor)
+ * replaces the transport's configured ALPN.
  */
 export function openUpstream(
   ep: Endpoint,
   transport: UpstreamTls | undefined,
   ms: number,
-  onTimeout: () => void,
+  count: OpenCounters,
   options: Partial<NetConnectOpts> = {},
   source?: OriginalSource,
   alpn?: readonly string[],
-): { socket: Socket; ready: 'connect' | 'secureConnect' } {
-  const tcp = connectWithin({ ...options, host: ep.host, port: ep.port } as NetConnectOpts, ms, onTimeout, source);
+): OpenedUpstream {
+  const tcp = connectWithin({ ...options, host: ep.host, port: ep.port } as NetConnectOpts, ms, count.connectTimeout, source);
   tcp.setNoDelay(true);
-  return transport ? { socket: transport.wrap(tcp, alpn), ready: 'secureConnect' } : { socket: tcp, ready: 'connect' };
+  const opened: OpenedUpstream = transport ? { socket: transport.wrap(tcp, alpn), ready: 'secureConnect' } : { socket: tcp, ready: 'connect' };
+  count.opened(opened.socket, opened.ready);
+  return opened;
 }
 
 /**
@@ -179,10 +200,17 @@ export class Http1Pool extends ClusterPool {
   private readonly pools = new Map<string, Pool>();
   private readonly lists = new Map<string, ConnectionList>();
   private retired = false;
+  private readonly lent: LentConnections;
 
   constructor(options: PoolOptions = {}) {
     super(options);
+    this.lent = new LentConnections(this.count, this.requests);
     this.agent = new UpstreamAgent((o) => this.connectLent(o).socket);
+  }
+
+  /** Counts a node:http request (on the agent, or on its own connection) in the cluster's request gauges. */
+  follow(req: ClientRequest): void {
+    this.lent.follow(req);
   }
 
   /**
@@ -195,6 +223,7 @@ export class Http1Pool extends ClusterPool {
     const existing = this.pools.get(key);
     if (existing) return existing;
     const UndiciPool = undiciPool();
+    followUndici();
     const pool = new UndiciPool(`http://${hostPort(ep)}`, { connections: null, headersTimeout: 0, bodyTimeout: 0, connect: this.connector(ep, source, alpn) });
     // A retired pool serves the request it is asked for, then closes once that is done.
     if (this.retired) setImmediate(() => void pool.close());
@@ -211,7 +240,7 @@ export class Http1Pool extends ClusterPool {
     const key = poolKey(ep, source, alpn);
     const existing = this.lists.get(key);
     if (existing) return existing;
-    const list = new ConnectionList(() => this.connect({ host: ep.host, port: ep.port }, source, alpn), () => this.settings().connection, this.count);
+    const list = new ConnectionList(() => this.connect({ host: ep.host, port: ep.port }, source, alpn), () => this.settings().connection, this.count, this.requests);
     // A retired pool serves the request it is asked for; the connection closes once that is done.
     if (this.retired) list.retire();
     else this.lists.set(key, list);
@@ -260,16 +289,15 @@ export class Http1Pool extends ClusterPool {
     return agent;
   }
 
-  private connect(options: NetConnectOpts, source?: OriginalSource, alpn?: readonly string[]): { socket: Socket; ready: 'connect' | 'secureConnect' } {
-    this.count.connection();
+  private connect(options: NetConnectOpts, source?: OriginalSource, alpn?: readonly string[]): OpenedUpstream {
     const ep = { host: (options as { host?: string }).host ?? 'localhost', port: Number((options as { port?: number | string }).port) };
-    return openUpstream(ep, this.transportOf(ep), this.settings().connectTimeoutMs, this.count.connectTimeout, options, source, alpn);
+    return openUpstream(ep, this.transportOf(ep), this.settings().connectTimeoutMs, this.count, options, source, alpn);
   }
 
-  /** A connection lent to node:http or undici, which keep its requests to themselves: its end is counted from its socket. */
-  private connectLent(options: NetConnectOpts, source?: OriginalSource, alpn?: readonly string[]): { socket: Socket; ready: 'connect' | 'secureConnect' } {
+  /** A connection lent to node:http or undici, which keep its requests to themselves (lent-connections.ts). */
+  private connectLent(options: NetConnectOpts, source?: OriginalSource, alpn?: readonly string[]): OpenedUpstream {
     const opened = this.connect(options, source, alpn);
-    countEnd(opened.socket, this.count);
+    this.lent.lend(opened);
     return opened;
   }
 

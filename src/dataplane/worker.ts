@@ -22,7 +22,7 @@ const log = scope('main');
 /** How long a handed connection waits for this worker's listener of its address. */
 const UNCLAIMED_TIMEOUT_MS = 15_000;
 /** Gauges that count this process's traffic (summed across workers); config gauges are the main process's. */
-const TRAFFIC_GAUGES = new Set(['envoy_listener_downstream_cx_active', 'envoy_cluster_upstream_cx_active']);
+const TRAFFIC_GAUGES = new Set(['envoy_listener_downstream_cx_active', 'envoy_cluster_upstream_cx_active', 'envoy_cluster_upstream_rq_active', 'envoy_cluster_upstream_rq_pending_active']);
 
 /**
  * The listening side of a worker: per address, a server that never listens, on which the

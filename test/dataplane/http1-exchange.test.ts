@@ -180,7 +180,7 @@ after(() => close(upstream));
 describe('http1Exchange', () => {
   it('forwards a request without a body and streams the response back, over one kept-alive connection', async () => {
     let connections = 0;
-    const pool = new Http1Pool({ settings: () => ({ connectTimeoutMs: 1000, connection: DEFAULT_CONNECTION_LIMITS }), count: { connection: () => connections++ } });
+    const pool = new Http1Pool({ settings: () => ({ connectTimeoutMs: 1000, connection: DEFAULT_CONNECTION_LIMITS }), count: { opened: () => connections++ } });
     const p = await proxyTo(pool, { host: '127.0.0.1', port: upstreamPort });
     seen = [];
     const r1 = await send(p.port, { path: '/a?q=1', headers: { 'x-custom': 'v', host: 'app.internal' } });
@@ -240,7 +240,7 @@ describe('http1Exchange', () => {
     const freePort = await listen(probe);
     await close(probe);
     let connections = 0;
-    const pool = new Http1Pool({ settings: () => ({ connectTimeoutMs: 1000, connection: DEFAULT_CONNECTION_LIMITS }), count: { connection: () => connections++ } });
+    const pool = new Http1Pool({ settings: () => ({ connectTimeoutMs: 1000, connection: DEFAULT_CONNECTION_LIMITS }), count: { opened: () => connections++ } });
     const p = await proxyTo(pool, { host: '127.0.0.1', port: freePort });
     const r = await send(p.port);
     assert.deepEqual([r.status, r.body], [503, 'failed']);

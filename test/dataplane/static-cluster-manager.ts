@@ -2,6 +2,7 @@
 import type { ClusterManager } from '../../src/dataplane/clusters.js';
 import { Http1Pool, type Endpoint, type UpstreamCluster } from '../../src/dataplane/upstream-pools.js';
 import { Http2Pool } from '../../src/dataplane/http2-pool.js';
+import { TcpPool } from '../../src/dataplane/tcp-pool.js';
 
 /** Round-robin over fixed endpoint lists; `set` replaces a cluster's endpoints (EDS-style). */
 export class StaticClusterManager implements ClusterManager {
@@ -20,6 +21,7 @@ export class StaticClusterManager implements ClusterManager {
       cluster: {
         name,
         http1: new Http1Pool(),
+        tcp: new TcpPool(),
         ...(opts.http2 ? { http2: new Http2Pool() } : {}),
         pick: () => {
           const eps = entry.endpoints;

@@ -4,42 +4,17 @@
 // to real HTTP/1.1 and h2c upstreams. Each test has its own cluster, so its stats start at zero and
 // every stat a test does not name must stay 0.
 import assert from 'node:assert/strict';
-import { mkdtempSync, rmSync } from 'node:fs';
 import { createServer, request, type IncomingMessage, type ServerResponse } from 'node:http';
 import { createServer as createH2Server } from 'node:http2';
 import { connect, type AddressInfo, type Socket } from 'node:net';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
-import { HttpProtocolOptionsSchema } from '../../src/gen/envoy/extensions/upstreams/http/v3/http_protocol_options_pb.js';
 import type { MeshProxy } from '../../src/dataplane/proxy.js';
-import { pack, TypeUrl } from '../../src/envoy/types.js';
 import { close, get, listen, rawGet } from '../helpers/http.js';
 import { eventually, statValue } from '../helpers/proc.js';
-import { boundPort, FixtureAds, hcmChain, listener, staticCluster, startBoundProxy } from './xds-fixtures.js';
+import { boundPort } from './xds-fixtures.js';
+import { clusterStats, CX_STATS, httpCluster, proxyPerCluster, settles as settle } from './cluster-stats-fixtures.js';
 
-const CX_STATS = [
-  'upstream_cx_total',
-  'upstream_cx_active',
-  'upstream_cx_destroy',
-  'upstream_cx_destroy_local',
-  'upstream_cx_destroy_remote',
-  'upstream_cx_destroy_with_active_rq',
-  'upstream_cx_destroy_local_with_active_rq',
-  'upstream_cx_destroy_remote_with_active_rq',
-] as const;
 type CxStats = Partial<Record<(typeof CX_STATS)[number], number>>;
-
-const ms = (n: number) => ({ seconds: BigInt(Math.floor(n / 1000)), nanos: (n % 1000) * 1_000_000 });
-
-/** A cluster of one upstream port, HTTP/2 when `h2`, with the idle_timeout of its common_http_protocol_options when given. */
-function cluster(name: string, port: number, o: { h2?: boolean; idleMs?: number } = {}) {
-  const options = pack(HttpProtocolOptionsSchema, {
-    ...(o.idleMs !== undefined ? { commonHttpProtocolOptions: { idleTimeout: ms(o.idleMs) } } : {}),
-    upstreamProtocolOptions: { case: 'explicitHttpConfig', value: { protocolConfig: o.h2 ? { case: 'http2ProtocolOptions', value: {} } : { case: 'httpProtocolOptions', value: {} } } },
-  });
-  return staticCluster(name, [port], { typedExtensionProtocolOptions: { 'envoy.extensions.upstreams.http.v3.HttpProtocolOptions': options } });
-}
 
 /** A GET whose response may break off: its status and whether its body arrived whole. */
 function getPartial(port: number, path: string): Promise<{ status: number; complete: boolean }> {
@@ -97,51 +72,40 @@ h2.on('stream', (stream, headers) => {
 });
 
 describe('upstream connection lifecycle stats', { timeout: 30_000 }, () => {
-  let dir: string;
-  let ads: FixtureAds;
   let proxy: MeshProxy;
+  let stop: () => Promise<void>;
 
   const portOf = (name: string): number => boundPort(proxy, name);
 
   /** The cluster's connection stats as /stats shows them. */
-  const cxStats = async (name: string): Promise<CxStats> => {
-    const text = (await get(false, proxy.adminPort, `/stats?filter=${encodeURIComponent(`^cluster\\.${name}\\.`)}`)).body;
-    return Object.fromEntries(CX_STATS.map((s) => [s, statValue(text, `cluster.${name}.${s}`)]));
-  };
+  const cxStats = (name: string): Promise<CxStats> => clusterStats(proxy, name, CX_STATS);
   /** Waits until the cluster's connection stats are `expected`, every other one 0. */
-  const settles = (name: string, expected: CxStats): Promise<unknown> =>
-    eventually(async () => assert.deepEqual(await cxStats(name), Object.fromEntries(CX_STATS.map((s) => [s, expected[s] ?? 0]))));
+  const settles = (name: string, expected: CxStats): Promise<unknown> => settle(proxy, name, CX_STATS, expected);
   const stat = async (name: string, s: string): Promise<number> => statValue((await get(false, proxy.adminPort, '/stats')).body, `cluster.${name}.${s}`);
 
   before(async () => {
-    dir = mkdtempSync(join(tmpdir(), 'mesh-upstream-cx-'));
     const [appPort, closerPort] = [await listen(app), await listen(closer)];
     await new Promise<void>((r) => h2.listen(0, '127.0.0.1', r));
     const h2Port = (h2.address() as AddressInfo).port;
     const clusters = [
-      cluster('closed', closerPort),
-      cluster('reset', appPort),
-      cluster('abort', appPort),
-      cluster('idle', appPort, { idleMs: 200 }),
-      cluster('pair', appPort, { idleMs: 2_000 }),
-      cluster('h2goaway', h2Port, { h2: true }),
-      cluster('h2close', h2Port, { h2: true }),
-      cluster('h2idle', h2Port, { h2: true, idleMs: 200 }),
-      cluster('lent', appPort),
+      httpCluster('closed', closerPort),
+      httpCluster('reset', appPort),
+      httpCluster('abort', appPort),
+      httpCluster('idle', appPort, { idleMs: 200 }),
+      httpCluster('pair', appPort, { idleMs: 2_000 }),
+      httpCluster('h2goaway', h2Port, { h2: true }),
+      httpCluster('h2close', h2Port, { h2: true }),
+      httpCluster('h2idle', h2Port, { h2: true, idleMs: 200 }),
+      httpCluster('lent', appPort),
     ];
-    ads = await new FixtureAds().listen();
-    ads.set(TypeUrl.Cluster, clusters);
-    ads.set(TypeUrl.Listener, clusters.map((c) => listener(c.name, 0, [hcmChain({ cluster: c.name, statPrefix: c.name })])));
-    proxy = await startBoundProxy(dir, ads.port, clusters.length);
+    ({ proxy, stop } = await proxyPerCluster(clusters));
   });
 
   after(async () => {
     for (const r of held) r.end();
-    await proxy.stop(0);
-    ads.close();
+    await stop();
     for (const s of h2Sockets) s.destroy();
     await Promise.all([close(app), close(closer), new Promise((r) => h2.close(r))]);
-    rmSync(dir, { recursive: true, force: true });
   });
 
   it('HTTP/1.1: the upstream closes an idle keep-alive connection: destroyed remotely, no request active, no connection open', async () => {

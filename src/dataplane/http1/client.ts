@@ -10,80 +10,18 @@ import type { DownstreamResponse, HeaderMap, UpstreamBody, UpstreamEvents, Upstr
 import { flushHead, isEndToEnd } from '../http-codec.js';
 import { ResponseParseError, ResponseParser, type ResponseSink } from './response-parser.js';
 import { requestHead } from './request-head.js';
-import { DEFAULT_CONNECTION_LIMITS, IdleTimer, type ConnectionLimits, type PoolCloses } from '../connection-limits.js';
-import { onPeerEnd, type CloseSide, type ConnectionEnds } from '../upstream-cx-stats.js';
-
-/** A new connection to the endpoint, and the event that says it can carry a request. */
-export type OpenConnection = () => { socket: Socket; ready: 'connect' | 'secureConnect' };
+import { IdleTimer } from '../connection-limits.js';
+import { onPeerEnd } from '../upstream-cx-stats.js';
+import type { OpenedUpstream } from '../upstream-pools.js';
+import type { ConnectionList } from './connection-list.js';
 
 /** Methods a client may send again after a reused connection closed before answering (RFC 9110 9.2.2). */
 const IDEMPOTENT = new Set(['GET', 'HEAD', 'OPTIONS', 'PUT', 'DELETE', 'TRACE']);
 
-/** The idle keep-alive connections of one pool key (endpoint, original source, ALPN), newest first used. */
-export class ConnectionList {
-  private readonly idle: Http1Connection[] = [];
-  /** Every open connection, idle or busy, for destroy(). */
-  private readonly open = new Set<Http1Connection>();
-  private retired = false;
-
-  constructor(
-    private readonly connect: OpenConnection,
-    /** The cluster's limits as they are now (an update applies to connections already open). */
-    private readonly limits: () => ConnectionLimits = () => DEFAULT_CONNECTION_LIMITS,
-    private readonly count?: PoolCloses & ConnectionEnds,
-  ) {}
-
-  /** An idle connection, or a new one. */
-  acquire(): Http1Connection {
-    for (let c = this.idle.pop(); c; c = this.idle.pop()) if (c.usable) return c.take();
-    const c = new Http1Connection(this.connect(), this);
-    this.open.add(c);
-    return c;
-  }
-
-  /**
-   * A connection whose exchange ended cleanly: kept for the next request unless the list is
-   * retired or the connection carried max_requests_per_connection requests.
-   */
-  release(c: Http1Connection): void {
-    const { idleTimeoutMs, maxRequests } = this.limits();
-    if (this.retired) c.close();
-    else if (maxRequests > 0 && c.reuses + 1 >= maxRequests) {
-      this.count?.maxRequests();
-      c.close();
-    } else this.idle.push(c.park(idleTimeoutMs));
-  }
-
-  /** An idle connection reached the idle timeout. */
-  expired(c: Http1Connection): void {
-    this.count?.idleTimeout();
-    c.close();
-  }
-
-  /** The connection closed. */
-  forget(c: Http1Connection): void {
-    this.open.delete(c);
-    const i = this.idle.indexOf(c);
-    if (i >= 0) this.idle.splice(i, 1);
-  }
-
-  /** The connection's socket closed. */
-  destroyed(side: CloseSide, activeRq: boolean): void {
-    this.count?.destroyed(side, activeRq);
-  }
-
-  /** Idle connections close; busy ones close once their exchange ends. */
-  retire(): void {
-    this.retired = true;
-    for (const c of this.idle.splice(0)) c.close();
-  }
-
-  /** Every connection closes, busy ones too (their exchanges fail). */
-  destroy(): void {
-    this.retire();
-    for (const c of [...this.open]) c.socket.destroy();
-  }
-}
+/** Where a connection's exchange is counted in the cluster's request gauges (upstream-rq-stats.ts). */
+const NOT_COUNTED = 0;
+const PENDING = 1;
+const ACTIVE = 2;
 
 /** One upstream connection: requests one after another, each answered before the next is sent. */
 export class Http1Connection implements ResponseSink {
@@ -104,10 +42,12 @@ export class Http1Connection implements ResponseSink {
   private peerEnded = false;
   /** A request was in flight as the connection began to close (Envoy's _with_active_rq). */
   private cutShort = false;
+  /** The current exchange in the request gauges: pending while the connection is not ready, then active. */
+  private counted = NOT_COUNTED;
   private readonly idleTimer = new IdleTimer(() => this.home.expired(this));
 
   constructor(
-    opened: { socket: Socket; ready: 'connect' | 'secureConnect' },
+    opened: OpenedUpstream,
     private readonly home: ConnectionList,
   ) {
     const socket = (this.socket = opened.socket);
@@ -115,6 +55,10 @@ export class Http1Connection implements ResponseSink {
     socket.setDefaultEncoding('latin1');
     socket.once(opened.ready, () => {
       this.ready = true;
+      if (this.counted === PENDING) {
+        this.counted = ACTIVE;
+        home.requests.attach();
+      }
       socket.setKeepAlive(true, 60_000);
       socket.cork();
       for (const q of this.queued.splice(0)) socket.write(q);
@@ -153,6 +97,13 @@ export class Http1Connection implements ResponseSink {
   begin(ex: ClientExchange, headRequest: boolean): void {
     this.exchange = ex;
     this.responded = false;
+    if (this.ready) {
+      this.counted = ACTIVE;
+      this.home.requests.active++;
+    } else {
+      this.counted = PENDING;
+      this.home.requests.wait();
+    }
     this.parser.expect(headRequest);
   }
 
@@ -181,6 +132,7 @@ export class Http1Connection implements ResponseSink {
 
   /** The exchange is over (request and response complete): back to the list or closed. */
   done(): void {
+    this.uncount();
     this.exchange = undefined;
     if (this.parser.reusable && this.usable) this.home.release(this);
     else this.close();
@@ -190,9 +142,17 @@ export class Http1Connection implements ResponseSink {
     this.ending();
     this.closed = true;
     this.idleTimer.stop();
+    this.uncount();
     this.exchange = undefined;
     this.socket.destroy();
     this.wake();
+  }
+
+  /** The exchange ends: out of the request gauges. */
+  private uncount(): void {
+    if (this.counted === ACTIVE) this.home.requests.active--;
+    else if (this.counted === PENDING) this.home.requests.pending--;
+    this.counted = NOT_COUNTED;
   }
 
   onHead(status: number, message: string, pairs: string[]): void {
@@ -241,6 +201,7 @@ export class Http1Connection implements ResponseSink {
     this.ending();
     this.closed = true;
     this.idleTimer.stop();
+    this.uncount();
     this.exchange = undefined;
     this.home.forget(this);
     this.socket.destroy();

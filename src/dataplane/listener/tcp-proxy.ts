@@ -6,7 +6,6 @@ import { ConfigError, unappliedFields } from '../../envoy/config-error.js';
 import { normalizeIp } from '../../envoy/matchers.js';
 import { requestView } from '../../envoy/request.js';
 import type { ClusterManager } from '../clusters.js';
-import { openUpstream } from '../upstream-pools.js';
 import type { CompiledChainMatch } from '../filter-chain-match.js';
 import { connectionDestination } from '../original-dst.js';
 import { originalSrcOf } from '../original-src.js';
@@ -82,7 +81,7 @@ class TcpChain extends Chain {
     // The connection counts as an active request on its endpoint (LEAST_REQUEST) while it is open.
     const active = cluster.begin?.(endpoint);
     if (active) down.once('close', active);
-    const { socket: up, ready } = openUpstream(endpoint, cluster.transportOf?.(endpoint), cluster.connectTimeoutMs ?? 0, () => undefined, { allowHalfOpen: true }, originalSrcOf(down));
+    const { socket: up, ready } = cluster.tcp.connect(endpoint, originalSrcOf(down));
     let connected = false;
     up.once(ready, () => {
       connected = true;

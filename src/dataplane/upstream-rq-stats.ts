@@ -1,0 +1,29 @@
+// A cluster's request gauges, with the meanings of Envoy's connection pools: a request (an HTTP
+// stream, a TCP proxy connection) is pending (upstream_rq_pending_active, counted once in
+// upstream_rq_pending_total) while it waits for its connection to be ready (connected, TLS
+// verified), then active (upstream_rq_active) until its exchange ends. One request is in one of the
+// two or in neither. The pools write the fields directly: on the HTTP/1.1 hot path a request costs
+// a field write at its start and one at its end.
+import type { StatCounter } from './stats.js';
+
+export class RequestGauges {
+  /** upstream_rq_active */
+  active = 0;
+  /** upstream_rq_pending_active */
+  pending = 0;
+
+  /** `waited`: upstream_rq_pending_total (none: counted nowhere, a pool without a cluster). */
+  constructor(private readonly waited?: StatCounter) {}
+
+  /** A request waits for a connection still connecting. */
+  wait(): void {
+    this.waited?.inc();
+    this.pending++;
+  }
+
+  /** The connection a pending request waited for is ready: it is sent. */
+  attach(): void {
+    this.pending--;
+    this.active++;
+  }
+}
