@@ -64,11 +64,15 @@ export function requestAuthority(req: DownstreamRequest): string {
 export type BodyFraming = 'none' | 'length' | 'stream';
 
 /**
- * Whether the whole request has arrived. An HTTP/2 request whose HEADERS frame ended the stream
- * is whole though its (empty) body was never read, which node's `complete` waits for.
+ * Whether the whole request has arrived, as Envoy's codec sees it once the head is decoded. A
+ * request without a body is whole with its head, though node's `complete` waits for its parser
+ * (HTTP/1.1: after the 'request' handler returns) or for the empty body to be read (HTTP/2).
  */
 export function requestComplete(req: DownstreamRequest): boolean {
-  return req.complete || ('stream' in req && req.stream.endAfterHeaders);
+  if (req.complete) return true;
+  if ('stream' in req) return req.stream.endAfterHeaders;
+  const h = req.headers;
+  return h['transfer-encoding'] === undefined && (h['content-length'] === undefined || h['content-length'] === '0');
 }
 
 export function bodyFraming(req: DownstreamRequest): BodyFraming {

@@ -7,6 +7,7 @@ import { STATUS_CODES, type IncomingMessage, type OutgoingHttpHeaders } from 'no
 import { BlockList, isIPv4, isIPv6, type Socket } from 'node:net';
 import type { Duplex } from 'node:stream';
 import type { TLSSocket } from 'node:tls';
+import type { StatCounter } from './stats.js';
 import { scope } from '../common/log.js';
 import type { FilterChain } from '../gen/envoy/config/listener/v3/listener_components_pb.js';
 import {
@@ -70,6 +71,8 @@ export interface HcmDeps {
   readonly jwt?: JwtAuthnOptions;
   /** The listener's port, for strip_matching_host_port. */
   readonly listenerPort?: number;
+  /** The connection manager's own counters, `http.<stat_prefix>.<stat>`. */
+  readonly counter?: (stat: string) => StatCounter;
 }
 
 export type { FilterStats };
@@ -172,6 +175,7 @@ function codecOf(hcm: HttpConnectionManager): Codec {
 export function buildHttpConnectionManager(hcm: HttpConnectionManager, deps: HcmDeps): HttpConnectionManagerHandler {
   const codec = codecOf(hcm);
   const limits = requestLimits(hcm);
+  const beforeRequestComplete = deps.counter?.('downstream_rq_response_before_rq_complete');
   const chain = compileHttpFilters(hcm, deps);
   const unapplied = unappliedHcmFields(hcm);
   const xfcc = compileXfcc(hcm);
@@ -216,12 +220,28 @@ export function buildHttpConnectionManager(hcm: HttpConnectionManager, deps: Hcm
     return headers;
   }
 
+  /**
+   * A response head is about to go downstream: one that starts before its request has all arrived
+   * ends the stream with it (downstream_rq_response_before_rq_complete, as Envoy counts it).
+   */
+  function responseStarts(res: DownstreamResponse): void {
+    const req = res.req;
+    if (requestComplete(req)) return;
+    beforeRequestComplete?.inc();
+    closeUnreadRequest(req, res, limits);
+  }
+
   /** A local reply; to a gRPC request it is a gRPC status (headers only, no body). */
   function sendLocal(res: DownstreamResponse, reply: LocalReply, requestId: string | undefined, grpc: boolean): void {
     if (res.headersSent) {
       res.destroy();
       return;
     }
+    responseStarts(res);
+    writeLocal(res, reply, requestId, grpc);
+  }
+
+  function writeLocal(res: DownstreamResponse, reply: LocalReply, requestId: string | undefined, grpc: boolean): void {
     if (grpc) {
       const g = grpcReply(reply);
       const headers: OutgoingHttpHeaders = { ...g.headers, server: serverName };
@@ -250,6 +270,7 @@ export function buildHttpConnectionManager(hcm: HttpConnectionManager, deps: Hcm
     alwaysSetRequestIdInResponse: hcm.alwaysSetRequestIdInResponse,
     sendLocal,
     sendLocalRaw,
+    responseStarts,
   });
 
   function streamRequest(req: DownstreamRequest, connection?: Socket): StreamRequest {
@@ -323,17 +344,13 @@ export function buildHttpConnectionManager(hcm: HttpConnectionManager, deps: Hcm
     const refused = refuseHead(req, limits);
     if (refused) {
       closeUnreadRequest(req, res, limits, true);
-      sendLocal(res, refused, undefined, false);
+      writeLocal(res, refused, undefined, false);
       return undefined;
     }
     const sreq = streamRequest(req, connection);
     const requestId = sreq.headers.joined('x-request-id');
     const grpc = isGrpc(sreq.headers.joined('content-type'));
-    const reply = (r: LocalReply): void => {
-      closeUnreadRequest(req, res, limits);
-      sendLocal(res, r, requestId, grpc);
-    };
-    const admitted = admit(sreq, undefined, reply, timers, res, grpc);
+    const admitted = admit(sreq, undefined, (reply) => sendLocal(res, reply, requestId, grpc), timers, res, grpc);
     if (admitted instanceof Promise) return admitted.then((target) => target && router.forward(req, res, sreq, target, requestId, grpc));
     if (admitted) router.forward(req, res, sreq, admitted, requestId, grpc);
     return undefined;
@@ -379,7 +396,6 @@ export function buildHttpConnectionManager(hcm: HttpConnectionManager, deps: Hcm
         return;
       }
       const req = res.req;
-      closeUnreadRequest(req, res, limits);
       sendLocal(res, timeoutReply(kind, requestComplete(req)), undefined, isGrpc(String(req.headers['content-type'] ?? '')));
     },
     timeoutHead(kind, socket) {

@@ -6,11 +6,12 @@
 // listener/stream-timeouts.ts). Pure decisions plus the one socket action each needs.
 import { ServerResponse, type IncomingMessage } from 'node:http';
 import type { Socket } from 'node:net';
+import type { ServerHttp2Stream } from 'node:http2';
 import type { Duplex } from 'node:stream';
 import type { HttpConnectionManager } from '../gen/envoy/extensions/filters/network/http_connection_manager/v3/http_connection_manager_pb.js';
 import { durationMs, timerMs } from '../common/duration.js';
 import type { LocalReply } from '../envoy/filter.js';
-import type { DownstreamRequest, DownstreamResponse } from './http-codec.js';
+import { requestComplete, type DownstreamRequest, type DownstreamResponse } from './http-codec.js';
 import { connectionLimitsOf } from './connection-limits.js';
 import { lowerCase } from '../common/lower-case.js';
 
@@ -183,17 +184,21 @@ export function serveH2cAsHttp1(req: IncomingMessage, socket: Duplex, head: Buff
 }
 
 /**
- * A local reply to a request whose body has not all arrived (or to a head the codec refused):
- * Envoy does not read the rest (a denied upload could be anything). On HTTP/1.1 the reply says
- * `connection: close`; once it is flushed the proxy stops reading, half-closes, and closes the
- * socket when the delayed close timeout ends (Envoy's FlushWriteAndDelay: no reads meanwhile, the
- * wait lets the client read the reply before a reset). On HTTP/2 the stream is reset (NO_ERROR)
- * after the reply. Call before the reply is written.
+ * A response that starts before its request has all arrived (a local reply to an upload, an
+ * upstream that answers early, or a head the codec refused): as in Envoy, the stream ends with the
+ * response, and the rest of the request is not read (a denied upload could be anything). On
+ * HTTP/1.1 the response says `connection: close`; once it is flushed the proxy stops reading,
+ * half-closes, and closes the socket when the delayed close timeout ends (Envoy's
+ * FlushWriteAndDelay: no reads meanwhile, the wait lets the client read the response before a
+ * reset). On HTTP/2 the stream is reset (NO_ERROR) once the response's END_STREAM is sent, if the
+ * request has still not ended then. Call before the response head is written.
  */
 export function closeUnreadRequest(req: DownstreamRequest, res: DownstreamResponse, limits: RequestLimits, always = false): void {
-  if (req.complete && !always) return;
+  if (requestComplete(req) && !always) return;
   if ('stream' in req) {
-    res.once('finish', () => req.stream.close());
+    // The stream's own 'finish' (the compatibility response's waits for the stream to close).
+    const stream = req.stream;
+    stream.once('finish', () => resetOnceSent(stream, () => always || !requestComplete(req)));
     return;
   }
   const socket = req.socket;
@@ -205,6 +210,21 @@ export function closeUnreadRequest(req: DownstreamRequest, res: DownstreamRespon
     req.pause();
     closeAfterReply(socket, limits);
   });
+}
+
+/** How often a reset waiting for its stream's END_STREAM to leave looks again. */
+const RESET_POLL_MS = 5;
+
+/**
+ * Resets an HTTP/2 stream (NO_ERROR) once its response's END_STREAM has been written, if `still()`
+ * holds then. node defers a reset submitted while the session is writing and may then never send
+ * it (the client, its window full, sends nothing that would flush it), and nghttp2 would put a
+ * reset before frames still queued; so it waits for the stream's local side to be closed.
+ */
+function resetOnceSent(stream: ServerHttp2Stream, still: () => boolean): void {
+  if (stream.closed || stream.destroyed || !still()) return;
+  if (stream.state.localClose) stream.close();
+  else setTimeout(resetOnceSent, RESET_POLL_MS, stream, still).unref();
 }
 
 /**

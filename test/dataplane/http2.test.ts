@@ -290,6 +290,31 @@ describe('HTTP/2 and gRPC through mesh-proxy', () => {
     }
   });
 
+  it('a local reply to a request whose body is still arriving ends the stream with RST_STREAM NO_ERROR after the reply, as Envoy', async () => {
+    const session = h2connect(`http://127.0.0.1:${portOf('inbound')}`);
+    try {
+      const s = session.request({ ':method': 'POST', ':path': '/upload', 'content-type': 'application/octet-stream' });
+      // The client keeps its side open: only the proxy's reset can end this stream.
+      s.write(Buffer.alloc(1024 * 1024));
+      let status: unknown;
+      let body = '';
+      s.setEncoding('utf8');
+      s.on('response', (h) => (status = h[':status']));
+      s.on('data', (d: string) => (body += d));
+      const rstCode = await new Promise<number | 'still open'>((resolve) => {
+        const timer = setTimeout(() => resolve('still open'), 3000);
+        s.on('close', () => {
+          clearTimeout(timer);
+          resolve(s.rstCode);
+        });
+        s.on('error', () => {});
+      });
+      assert.deepEqual({ status, body, rstCode }, { status: 403, body: 'RBAC: access denied', rstCode: 0 });
+    } finally {
+      session.destroy();
+    }
+  });
+
   it('codec HTTP2 serves prior-knowledge h2c (to a cluster with the legacy http2_protocol_options); codec HTTP1 refuses it', async () => {
     const r = await callEcho(client(portOf('h2only')), 'legacy');
     assert.equal(r.status.code, status.OK);

@@ -16,6 +16,7 @@ import {
   http2Exchange,
   isGrpc,
   rawHead,
+  requestComplete,
   respondHeadersOnly,
   writeHead,
   type DownstreamRequest,
@@ -80,6 +81,11 @@ export interface Target {
 }
 
 
+/** A response complete before the request's body was all sent: Envoy resets the upstream request. */
+function resetUnsentRequest(req: DownstreamRequest, upstream: UpstreamExchange): void {
+  if (!requestComplete(req)) upstream.destroy();
+}
+
 /** What the router needs of its connection manager. */
 export interface RouterDeps {
   readonly clusters: ClusterManager;
@@ -93,6 +99,8 @@ export interface RouterDeps {
   sendLocal(res: DownstreamResponse, reply: LocalReply, requestId: string | undefined, grpc: boolean): void;
   /** A local reply on the raw socket of an upgrade request. */
   sendLocalRaw(socket: Duplex, reply: LocalReply, requestId?: string): void;
+  /** An upstream response's head is about to go downstream (the stream may have to end with it). */
+  responseStarts(res: DownstreamResponse): void;
 }
 
 /** The router of one connection manager. */
@@ -104,6 +112,7 @@ export class Router {
   private readonly alwaysSetRequestIdInResponse: boolean;
   private readonly sendLocal: RouterDeps['sendLocal'];
   private readonly sendLocalRaw: RouterDeps['sendLocalRaw'];
+  private readonly responseStarts: RouterDeps['responseStarts'];
 
   constructor(deps: RouterDeps) {
     this.clusters = deps.clusters;
@@ -113,6 +122,7 @@ export class Router {
     this.alwaysSetRequestIdInResponse = deps.alwaysSetRequestIdInResponse;
     this.sendLocal = deps.sendLocal;
     this.sendLocalRaw = deps.sendLocalRaw;
+    this.responseStarts = deps.responseStarts;
   }
 
   route(sreq: StreamRequest): CompiledRoute | undefined {
@@ -184,7 +194,7 @@ export class Router {
    * endpoint after a back-off, as long as no byte of the response has gone downstream.
    */
   forward(req: DownstreamRequest, res: DownstreamResponse, sreq: StreamRequest, target: Target, requestId: string | undefined, grpc: boolean): void {
-    const { sendLocal, serverName, alwaysSetRequestIdInResponse } = this;
+    const { sendLocal, responseStarts, serverName, alwaysSetRequestIdInResponse } = this;
     const { route, cluster, path, headers, timeoutMs, attemptCount } = target;
     const framing = bodyFraming(req);
     const source = originalSrcOf(req.socket);
@@ -279,9 +289,11 @@ export class Router {
           for (const c of target.setCookies) headerSet.add('set-cookie', c);
           applyMutations(headerSet, route.responseHeaders);
           target.encode?.(out);
+          responseStarts(res);
           if (up.endStream) {
             finish();
             respondHeadersOnly(res, up.status, out);
+            resetUnsentRequest(req, upstream);
             return;
           }
           writeHead(res, up.status, out, up.message);
@@ -290,6 +302,7 @@ export class Router {
             if (t) res.addTrailers(t);
             if (tail) res.end(tail);
             else res.end();
+            resetUnsentRequest(req, upstream);
           });
         },
       };

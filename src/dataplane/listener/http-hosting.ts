@@ -233,6 +233,7 @@ registerNetworkFilter({
       routes: ctx.deps.routes,
       ...(ctx.deps.jwt ? { jwt: ctx.deps.jwt } : {}),
       listenerPort: ctx.listenerPort,
+      counter: (stat) => ctx.deps.stats.counter(statName('http', stat, { name: 'envoy_http_conn_manager_prefix', value: hcm.statPrefix })),
     });
     return new HttpChain(ctx.name, ctx.match, handler, ctx.counters, ctx.deps.stats);
   },
