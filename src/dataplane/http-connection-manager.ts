@@ -3,7 +3,7 @@
 // x-request-id headers as Envoy does, runs the configured http_filters in order (found by type URL
 // in filters/registry.ts: jwt_authn -> rbac -> ...) and ends in the router (filters/router.ts),
 // which forwards to the upstream picked through the injected cluster manager.
-import { STATUS_CODES, type IncomingMessage, type OutgoingHttpHeaders } from 'node:http';
+import type { IncomingMessage } from 'node:http';
 import { BlockList, isIPv4, isIPv6, type Socket } from 'node:net';
 import type { Duplex } from 'node:stream';
 import type { TLSSocket } from 'node:tls';
@@ -28,18 +28,7 @@ import { RequestHeaders, StreamRequest, type Address } from '../envoy/request.js
 import './filters/index.js';
 import { compileHttpFilter, httpFilterOf, type FilterStats, type HttpFilterContext } from './filters/registry.js';
 import { Router, type Target } from './filters/router.js';
-import {
-  copyRequestHeaders,
-  grpcReply,
-  isGrpc,
-  rawHead,
-  requestAuthority,
-  requestComplete,
-  respondHeadersOnly,
-  writeHead,
-  type DownstreamRequest,
-  type DownstreamResponse,
-} from './http-codec.js';
+import { copyRequestHeaders, isGrpc, requestAuthority, requestComplete, type DownstreamRequest, type DownstreamResponse } from './http-codec.js';
 import { connectionDestination } from './original-dst.js';
 import { randomRequestId } from './request-id.js';
 import { peerIdentityOf } from './tls/peer.js';
@@ -49,6 +38,7 @@ import { compileRouteConfiguration, stripHostPort, type CompiledRoute, type Rout
 import { decodeFrom, type Encoders } from './decode-filters.js';
 import { streamTimersOf, type StreamTimerHost } from './route-timeouts.js';
 import { compilePathNormalization } from './path-normalization.js';
+import { localReplies } from './local-replies.js';
 
 const log = scope('http');
 
@@ -175,7 +165,6 @@ function codecOf(hcm: HttpConnectionManager): Codec {
 export function buildHttpConnectionManager(hcm: HttpConnectionManager, deps: HcmDeps): HttpConnectionManagerHandler {
   const codec = codecOf(hcm);
   const limits = requestLimits(hcm);
-  const beforeRequestComplete = deps.counter?.('downstream_rq_response_before_rq_complete');
   const chain = compileHttpFilters(hcm, deps);
   const unapplied = unappliedHcmFields(hcm);
   const xfcc = compileXfcc(hcm);
@@ -211,56 +200,12 @@ export function buildHttpConnectionManager(hcm: HttpConnectionManager, deps: Hcm
     }),
   );
 
-  /** The headers of a local reply (Envoy's sendLocalReply): text/plain body, server, request id. */
-  function localHeaders(reply: LocalReply, body: Buffer, requestId: string | undefined): OutgoingHttpHeaders {
-    const headers: OutgoingHttpHeaders = { ...reply.headers, 'content-length': body.length, server: serverName };
-    if (body.length > 0) headers['content-type'] = 'text/plain';
-    if (requestId && hcm.alwaysSetRequestIdInResponse) headers['x-request-id'] = requestId;
-    log.debug(`local reply ${reply.status} (${reply.details})`);
-    return headers;
-  }
-
-  /**
-   * A response head is about to go downstream: one that starts before its request has all arrived
-   * ends the stream with it (downstream_rq_response_before_rq_complete, as Envoy counts it).
-   */
-  function responseStarts(res: DownstreamResponse): void {
-    const req = res.req;
-    if (requestComplete(req)) return;
-    beforeRequestComplete?.inc();
-    closeUnreadRequest(req, res, limits);
-  }
-
-  /** A local reply; to a gRPC request it is a gRPC status (headers only, no body). */
-  function sendLocal(res: DownstreamResponse, reply: LocalReply, requestId: string | undefined, grpc: boolean): void {
-    if (res.headersSent) {
-      res.destroy();
-      return;
-    }
-    responseStarts(res);
-    writeLocal(res, reply, requestId, grpc);
-  }
-
-  function writeLocal(res: DownstreamResponse, reply: LocalReply, requestId: string | undefined, grpc: boolean): void {
-    if (grpc) {
-      const g = grpcReply(reply);
-      const headers: OutgoingHttpHeaders = { ...g.headers, server: serverName };
-      if (requestId && hcm.alwaysSetRequestIdInResponse) headers['x-request-id'] = requestId;
-      log.debug(`local reply ${reply.status} as grpc-status ${String(g.headers['grpc-status'])} (${reply.details})`);
-      respondHeadersOnly(res, g.status, headers);
-      return;
-    }
-    const body = Buffer.from(reply.body);
-    writeHead(res, reply.status, localHeaders(reply, body, requestId));
-    res.end(body);
-  }
-
-  /** A local reply on the raw socket of an upgrade request, which has no ServerResponse. */
-  function sendLocalRaw(socket: Duplex, reply: LocalReply, requestId?: string): void {
-    const body = Buffer.from(reply.body);
-    const headers = { ...localHeaders(reply, body, requestId), connection: 'close' };
-    socket.end(Buffer.concat([Buffer.from(rawHead(reply.status, STATUS_CODES[reply.status] ?? '', headers)), body]));
-  }
+  const { sendLocal, writeLocal, sendLocalRaw, responseStarts } = localReplies({
+    serverName,
+    alwaysSetRequestIdInResponse: hcm.alwaysSetRequestIdInResponse,
+    limits,
+    ...(deps.counter ? { beforeRequestComplete: deps.counter('downstream_rq_response_before_rq_complete') } : {}),
+  });
 
   const router = new Router({
     clusters: deps.clusters,
