@@ -5,18 +5,13 @@
 // (in-process, real ADS server) in front of real HTTP/1.1 and h2c upstreams that answer an upload
 // before reading it.
 import assert from 'node:assert/strict';
-import { mkdtempSync, rmSync } from 'node:fs';
 import { createServer } from 'node:http';
 import { connect as h2connect, createServer as createH2Server, type ClientHttp2Session } from 'node:http2';
-import { connect, type AddressInfo } from 'node:net';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { connect } from 'node:net';
 import { after, before, describe, it } from 'node:test';
 import type { MeshProxy } from '../../src/dataplane/proxy.js';
-import { pack, TypeUrl } from '../../src/envoy/types.js';
-import { HttpProtocolOptionsSchema } from '../../src/gen/envoy/extensions/upstreams/http/v3/http_protocol_options_pb.js';
-import { close, listen } from '../helpers/http.js';
-import { boundPort, FixtureAds, hcmChain, listener, staticCluster, startBoundProxy } from './xds-fixtures.js';
+import { startTwoApps, type TwoApps } from './two-apps-fixture.js';
+import { boundPort, hcmChain, listener } from './xds-fixtures.js';
 
 /** How long a client waits for the proxy to end what it should end. */
 const WAIT_MS = 3_000;
@@ -81,31 +76,17 @@ function h2PartialUpload(session: ClientHttp2Session, path: string): Promise<{ s
 }
 
 describe('a response before its request is complete', { timeout: 30_000 }, () => {
-  let dir: string;
-  let ads: FixtureAds;
+  let apps: TwoApps;
   let proxy: MeshProxy;
   const stat = (): number => proxy.stats.samples().find((s) => s.name === STAT)?.value ?? 0;
 
   before(async () => {
-    dir = mkdtempSync(join(tmpdir(), 'mesh-early-response-'));
-    const appPort = await listen(app);
-    await new Promise<void>((r) => h2app.listen(0, '127.0.0.1', r));
-    const h2Port = (h2app.address() as AddressInfo).port;
-    const h2Options = pack(HttpProtocolOptionsSchema, { upstreamProtocolOptions: { case: 'explicitHttpConfig', value: { protocolConfig: { case: 'http2ProtocolOptions', value: {} } } } });
-    ads = await new FixtureAds().listen();
-    ads.set(TypeUrl.Cluster, [staticCluster('app', [appPort]), staticCluster('h2app', [h2Port], { typedExtensionProtocolOptions: { 'envoy.extensions.upstreams.http.v3.HttpProtocolOptions': h2Options } })]);
     // 'no-cluster' routes to a cluster that does not exist: every request gets a local 503 at once.
-    ads.set(TypeUrl.Listener, [listener('in', 0, [hcmChain({ cluster: 'app' })]), listener('in-h2app', 0, [hcmChain({ cluster: 'h2app' })]), listener('no-cluster', 0, [hcmChain({ cluster: 'missing' })])]);
-    proxy = await startBoundProxy(dir, ads.port, 3);
+    apps = await startTwoApps(app, h2app, [listener('no-cluster', 0, [hcmChain({ cluster: 'missing' })])]);
+    proxy = apps.proxy;
   });
 
-  after(async () => {
-    await proxy.stop(0);
-    ads.close();
-    await close(app);
-    await new Promise((r) => h2app.close(r));
-    rmSync(dir, { recursive: true, force: true });
-  });
+  after(() => apps.stop());
 
   it('HTTP/1.1: the early answer says connection: close, and the proxy closes the connection without reading the rest', async () => {
     const before = stat();

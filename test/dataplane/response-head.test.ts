@@ -3,18 +3,12 @@
 // proxy (in-process, real ADS server) in front of a real HTTP/1.1 upstream, for HTTP/1.1 and h2c
 // clients.
 import assert from 'node:assert/strict';
-import { mkdtempSync, rmSync } from 'node:fs';
 import { createServer, request } from 'node:http';
 import { connect as h2connect, createServer as createH2Server } from 'node:http2';
-import type { AddressInfo } from 'node:net';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import type { MeshProxy } from '../../src/dataplane/proxy.js';
-import { pack, TypeUrl } from '../../src/envoy/types.js';
-import { HttpProtocolOptionsSchema } from '../../src/gen/envoy/extensions/upstreams/http/v3/http_protocol_options_pb.js';
-import { close, listen } from '../helpers/http.js';
-import { boundPort, FixtureAds, hcmChain, listener, staticCluster, startBoundProxy } from './xds-fixtures.js';
+import { startTwoApps, type TwoApps } from './two-apps-fixture.js';
+import { boundPort } from './xds-fixtures.js';
 
 const BODY_DELAY_MS = 600;
 
@@ -74,30 +68,15 @@ function h2Get(port: number, path: string): Promise<Timing> {
 }
 
 describe('response head forwarding', { timeout: 20_000 }, () => {
-  let dir: string;
-  let ads: FixtureAds;
+  let apps: TwoApps;
   let proxy: MeshProxy;
 
   before(async () => {
-    dir = mkdtempSync(join(tmpdir(), 'mesh-response-head-'));
-    const appPort = await listen(app);
-    await new Promise<void>((r) => h2app.listen(0, '127.0.0.1', r));
-    const h2Port = (h2app.address() as AddressInfo).port;
-    const h2Options = pack(HttpProtocolOptionsSchema, { upstreamProtocolOptions: { case: 'explicitHttpConfig', value: { protocolConfig: { case: 'http2ProtocolOptions', value: {} } } } });
-    ads = await new FixtureAds().listen();
-    ads.set(TypeUrl.Cluster, [staticCluster('app', [appPort]), staticCluster('h2app', [h2Port], { typedExtensionProtocolOptions: { 'envoy.extensions.upstreams.http.v3.HttpProtocolOptions': h2Options } })]);
-    // codec_type AUTO: HTTP/1.1, or HTTP/2 by its connection preface (h2c with prior knowledge).
-    ads.set(TypeUrl.Listener, [listener('in', 0, [hcmChain({ cluster: 'app' })]), listener('in-h2app', 0, [hcmChain({ cluster: 'h2app' })])]);
-    proxy = await startBoundProxy(dir, ads.port, 2);
+    apps = await startTwoApps(app, h2app);
+    proxy = apps.proxy;
   });
 
-  after(async () => {
-    await proxy.stop(0);
-    ads.close();
-    await close(app);
-    await new Promise((r) => h2app.close(r));
-    rmSync(dir, { recursive: true, force: true });
-  });
+  after(() => apps.stop());
 
   for (const path of ['/chunked', '/sized']) {
     it(`HTTP/1.1 client, ${path} body: the head arrives long before the body`, async () => {
