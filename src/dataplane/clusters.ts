@@ -121,11 +121,10 @@ export class DynamicClusterManager implements ClusterManager {
     const tag = { name: 'envoy_cluster_name', value: name };
     const c = (stat: string) => this.stats.counter(statName('cluster', stat, tag));
     return {
-      rq: c('upstream_rq_total'),
       noneHealthy: c('upstream_cx_none_healthy'),
       timeout: { route: c('upstream_rq_timeout'), perTry: c('upstream_rq_per_try_timeout') },
       cx: new UpstreamCxStats(c),
-      requests: new RequestGauges(c('upstream_rq_pending_total')),
+      requests: new RequestGauges(c('upstream_rq_pending_total'), c('upstream_rq_total')),
     };
   }
 

@@ -44,7 +44,7 @@ export class Http2Pool extends ClusterPool {
     pooled.open++;
     pooled.served++;
     pooled.idle.busy();
-    if (pooled.connected) this.requests.active++;
+    if (pooled.connected) this.requests.start();
     else this.requests.wait();
     stream.once('close', () => {
       if (pooled.connected) this.requests.active--;

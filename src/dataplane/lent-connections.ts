@@ -44,7 +44,7 @@ export function followUndici(): void {
     if (!lent) return;
     undiciRequests.set(request, lent);
     lent.carrying++;
-    lent.requests.active++;
+    lent.requests.start();
   });
   const ended = (m: unknown): void => {
     const { request } = m as { request: object };
@@ -88,7 +88,7 @@ export class LentConnections {
         lent.carrying++;
       };
       if (lent.ready) {
-        this.requests.active++;
+        this.requests.start();
         attach();
       } else {
         this.requests.wait();

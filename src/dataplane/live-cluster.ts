@@ -24,13 +24,12 @@ function parseHostPort(v: string): Endpoint | undefined {
 }
 
 export interface ClusterStats {
-  readonly rq: StatCounter;
   readonly noneHealthy: StatCounter;
   /** upstream_rq_timeout and upstream_rq_per_try_timeout. */
   readonly timeout: Readonly<Record<UpstreamTimeout, StatCounter>>;
   /** What the pools count of the cluster's connections. */
   readonly cx: UpstreamCxStats;
-  /** The pools' request gauges. */
+  /** The pools' request gauges, and upstream_rq_total (counted as a request reaches a connection). */
   readonly requests: RequestGauges;
 }
 
@@ -132,8 +131,7 @@ export class LiveCluster implements UpstreamCluster {
 
   pick(req: RequestView, hash?: () => bigint | undefined): Endpoint | undefined {
     const ep = this.choose(req, hash);
-    if (ep) this.stats.rq.inc();
-    else this.stats.noneHealthy.inc();
+    if (!ep) this.stats.noneHealthy.inc();
     return ep;
   }
 

@@ -2,8 +2,10 @@
 // stream, a TCP proxy connection) is pending (upstream_rq_pending_active, counted once in
 // upstream_rq_pending_total) while it waits for its connection to be ready (connected, TLS
 // verified), then active (upstream_rq_active) until its exchange ends. One request is in one of the
-// two or in neither. The pools write the fields directly: on the HTTP/1.1 hot path a request costs
-// a field write at its start and one at its end.
+// two or in neither. upstream_rq_total counts a request as it becomes active (Envoy's
+// attachStreamToClient), so one that never reached a connection (refused, timed out connecting)
+// is not in it. On the HTTP/1.1 hot path a request costs two field writes at its start and one at
+// its end.
 import type { StatCounter } from './stats.js';
 
 export class RequestGauges {
@@ -12,8 +14,17 @@ export class RequestGauges {
   /** upstream_rq_pending_active */
   pending = 0;
 
-  /** `waited`: upstream_rq_pending_total (none: counted nowhere, a pool without a cluster). */
-  constructor(private readonly waited?: StatCounter) {}
+  /** upstream_rq_pending_total and upstream_rq_total (none: counted nowhere, a pool without a cluster). */
+  constructor(
+    private readonly waited?: StatCounter,
+    private readonly total?: StatCounter,
+  ) {}
+
+  /** A request is sent on a ready connection. */
+  start(): void {
+    this.total?.inc();
+    this.active++;
+  }
 
   /** A request waits for a connection still connecting. */
   wait(): void {
@@ -24,6 +35,6 @@ export class RequestGauges {
   /** The connection a pending request waited for is ready: it is sent. */
   attach(): void {
     this.pending--;
-    this.active++;
+    this.start();
   }
 }

@@ -15,7 +15,7 @@ import { boundPort } from './xds-fixtures.js';
 import { clusterStats, httpCluster, proxyPerCluster, settles } from './cluster-stats-fixtures.js';
 import { upstreamTls } from './tls-fixtures.js';
 
-const RQ_STATS = ['upstream_rq_active', 'upstream_rq_pending_active', 'upstream_rq_pending_total'] as const;
+const RQ_STATS = ['upstream_rq_total', 'upstream_rq_active', 'upstream_rq_pending_active', 'upstream_rq_pending_total'] as const;
 const BYTES = ['upstream_cx_rx_bytes_total', 'upstream_cx_tx_bytes_total'] as const;
 
 /** Responses of /hold requests, answered when the test says. */
@@ -94,12 +94,12 @@ describe('upstream request gauges and byte counters', { timeout: 30_000 }, () =>
   it("the proxy's own HTTP/1.1 client: two requests in flight are active, each waited for its new connection, none is active once answered; a request on a kept connection does not wait", async () => {
     const responses = [rawGet(portOf('own'), '/hold'), rawGet(portOf('own'), '/hold')];
     await eventually(() => assert.equal(held.length, 2, 'the upstream has both requests'));
-    assert.deepEqual(await clusterStats(proxy, 'own', RQ_STATS), { upstream_rq_active: 2, upstream_rq_pending_active: 0, upstream_rq_pending_total: 2 });
+    assert.deepEqual(await clusterStats(proxy, 'own', RQ_STATS), { upstream_rq_total: 2, upstream_rq_active: 2, upstream_rq_pending_active: 0, upstream_rq_pending_total: 2 });
     for (const r of held.splice(0)) r.end('ok');
     assert.deepEqual((await Promise.all(responses)).map((r) => r.status), [200, 200]);
-    await settles(proxy, 'own', RQ_STATS, { upstream_rq_pending_total: 2 });
+    await settles(proxy, 'own', RQ_STATS, { upstream_rq_total: 2, upstream_rq_pending_total: 2 });
     assert.equal((await rawGet(portOf('own'), '/')).status, 200);
-    await settles(proxy, 'own', RQ_STATS, { upstream_rq_pending_total: 2 });
+    await settles(proxy, 'own', RQ_STATS, { upstream_rq_total: 3, upstream_rq_pending_total: 2 });
   });
 
   it('HTTP/2: each open stream is an active request; the first waited for the session to connect, the second did not', async () => {
@@ -107,19 +107,19 @@ describe('upstream request gauges and byte counters', { timeout: 30_000 }, () =>
     await eventually(() => assert.equal(heldStreams.length, 1));
     const second = rawGet(portOf('streams'), '/hold');
     await eventually(() => assert.equal(heldStreams.length, 2));
-    assert.deepEqual(await clusterStats(proxy, 'streams', RQ_STATS), { upstream_rq_active: 2, upstream_rq_pending_active: 0, upstream_rq_pending_total: 1 });
+    assert.deepEqual(await clusterStats(proxy, 'streams', RQ_STATS), { upstream_rq_total: 2, upstream_rq_active: 2, upstream_rq_pending_active: 0, upstream_rq_pending_total: 1 });
     for (const s of heldStreams.splice(0)) s.respond({ ':status': 200 }, { endStream: true });
     assert.deepEqual([(await first).status, (await second).status], [200, 200]);
-    await settles(proxy, 'streams', RQ_STATS, { upstream_rq_pending_total: 1 });
+    await settles(proxy, 'streams', RQ_STATS, { upstream_rq_total: 2, upstream_rq_pending_total: 1 });
   });
 
   it("node:http's requests (chunked bodies) are active while in flight, and a connection the upstream drops under one ends with an active request", async () => {
     const response = chunkedPost(portOf('lent'), '/hold');
     await eventually(() => assert.equal(held.length, 1));
-    assert.deepEqual(await clusterStats(proxy, 'lent', RQ_STATS), { upstream_rq_active: 1, upstream_rq_pending_active: 0, upstream_rq_pending_total: 1 });
+    assert.deepEqual(await clusterStats(proxy, 'lent', RQ_STATS), { upstream_rq_total: 1, upstream_rq_active: 1, upstream_rq_pending_active: 0, upstream_rq_pending_total: 1 });
     held.splice(0)[0]!.end('ok');
     assert.equal((await response).status, 200);
-    await settles(proxy, 'lent', RQ_STATS, { upstream_rq_pending_total: 1 });
+    await settles(proxy, 'lent', RQ_STATS, { upstream_rq_total: 1, upstream_rq_pending_total: 1 });
 
     assert.deepEqual(await chunkedPost(portOf('lentreset'), '/reset'), { status: 200, complete: false });
     const dropped = ['upstream_cx_destroy_remote', 'upstream_cx_destroy_remote_with_active_rq', 'upstream_cx_destroy_local_with_active_rq', 'upstream_rq_active'] as const;
@@ -133,7 +133,7 @@ describe('upstream request gauges and byte counters', { timeout: 30_000 }, () =>
     assert.equal((await clusterStats(proxy, 'undici', RQ_STATS)).upstream_rq_active, 1);
     held.splice(0)[0]!.end('ok');
     assert.equal(await (await response).body.text(), 'ok');
-    await settles(proxy, 'undici', RQ_STATS, {});
+    await settles(proxy, 'undici', RQ_STATS, { upstream_rq_total: 1 });
 
     const reset = await pool.request({ path: '/reset', method: 'GET' });
     await assert.rejects(reset.body.text());
@@ -141,7 +141,7 @@ describe('upstream request gauges and byte counters', { timeout: 30_000 }, () =>
     await settles(proxy, 'undici', dropped, { upstream_cx_destroy_remote: 1, upstream_cx_destroy_remote_with_active_rq: 1 });
   });
 
-  it('a request waiting for a TLS handshake the upstream never answers is pending, not active; when the upstream drops the connection it leaves the gauge and the connection counts as a connect failure', async () => {
+  it('a request waiting for a TLS handshake the upstream never answers is pending, not active; when the upstream drops the connection it leaves the gauge, the connection counts as a connect failure, and the request never counts in upstream_rq_total (Envoy counts a request as it is attached to a connection)', async () => {
     const response = rawGet(portOf('handshake'), '/');
     await eventually(() => assert.equal(silentSockets.length, 1, 'the proxy connected'));
     const stats = [...RQ_STATS, 'upstream_cx_active', 'upstream_cx_connect_fail', 'upstream_cx_destroy_remote', 'upstream_cx_destroy_with_active_rq'] as const;

@@ -99,7 +99,7 @@ export class Http1Connection implements ResponseSink {
     this.responded = false;
     if (this.ready) {
       this.counted = ACTIVE;
-      this.home.requests.active++;
+      this.home.requests.start();
     } else {
       this.counted = PENDING;
       this.home.requests.wait();
