@@ -2,15 +2,12 @@
 // (upstream-cx-stats, upstream-rq-stats, tcp-proxy-cx-stats): each test has its own cluster, so
 // its stats start at zero and every stat of the list a test does not name must stay 0.
 import assert from 'node:assert/strict';
-import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
 import { HttpProtocolOptionsSchema } from '../../src/gen/envoy/extensions/upstreams/http/v3/http_protocol_options_pb.js';
 import type { MeshProxy } from '../../src/dataplane/proxy.js';
-import { pack, TypeUrl } from '../../src/envoy/types.js';
+import { pack } from '../../src/envoy/types.js';
 import { get } from '../helpers/http.js';
 import { eventually, statValue } from '../helpers/proc.js';
-import { FixtureAds, hcmChain, listener, staticCluster, startBoundProxy } from './xds-fixtures.js';
+import { hcmChain, listener, staticCluster, startFixtureProxy } from './xds-fixtures.js';
 
 /** A connection's lifecycle stats (upstream-cx-stats.ts). */
 export const CX_STATS = [
@@ -57,18 +54,6 @@ type Chain = ReturnType<typeof hcmChain>;
  * A proxy whose ADS server gives it `clusters` and, for each, a listener of the cluster's name
  * whose chain (`chain`; an HTTP connection manager by default) reaches it. `stop` ends it all.
  */
-export async function proxyPerCluster(clusters: readonly Cluster[], chain: (cluster: string) => Chain = (c) => hcmChain({ cluster: c, statPrefix: c })): Promise<{ proxy: MeshProxy; stop(): Promise<void> }> {
-  const dir = mkdtempSync(join(tmpdir(), 'mesh-cluster-stats-'));
-  const ads = await new FixtureAds().listen();
-  ads.set(TypeUrl.Cluster, [...clusters]);
-  ads.set(TypeUrl.Listener, clusters.map((c) => listener(c.name, 0, [chain(c.name)])));
-  const proxy = await startBoundProxy(dir, ads.port, clusters.length);
-  return {
-    proxy,
-    async stop() {
-      await proxy.stop(0);
-      ads.close();
-      rmSync(dir, { recursive: true, force: true });
-    },
-  };
+export function proxyPerCluster(clusters: readonly Cluster[], chain: (cluster: string) => Chain = (c) => hcmChain({ cluster: c, statPrefix: c })): Promise<{ proxy: MeshProxy; stop(): Promise<void> }> {
+  return startFixtureProxy(clusters, clusters.map((c) => listener(c.name, 0, [chain(c.name)])));
 }

@@ -1,7 +1,8 @@
 // A real ADS server (src/xds/server.ts) serving whatever resources a test sets, plus builders of
 // the Envoy messages the proxy tests send and a bootstrap file pointing at the server.
 import assert from 'node:assert/strict';
-import { writeFileSync } from 'node:fs';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { create, type MessageInitShape } from '@bufbuild/protobuf';
 import type { Any } from '@bufbuild/protobuf/wkt';
@@ -31,6 +32,12 @@ type ListenerInit = Exclude<MessageInitShape<typeof ListenerSchema>, Listener>;
 type ClusterInit = Exclude<MessageInitShape<typeof ClusterSchema>, { $typeName: string }>;
 
 /** An ADS server whose resources per type are whatever the test last set. */
+/** A resource as the fixture ADS server serves it: its name and packed message. */
+export interface FixtureResource {
+  readonly name: string;
+  readonly any: Any;
+}
+
 export class FixtureAds {
   readonly server: XdsServer;
   private readonly state = new Map<string, XdsResource[]>();
@@ -49,7 +56,7 @@ export class FixtureAds {
   }
 
   /** Replaces the resources of a type (named by `name` / `cluster_name`). */
-  set(typeUrl: string, resources: Array<{ name: string; any: Any }>): void {
+  set(typeUrl: string, resources: readonly FixtureResource[]): void {
     this.state.set(typeUrl, resources.map((r) => ({ name: r.name, resource: r.any })));
   }
 
@@ -189,6 +196,27 @@ export function boundPort(proxy: MeshProxy, name: string): number {
 }
 
 /** A proxy on the fixture ADS at `adsPort` (no admin port), started, once `listeners` of its listeners are bound. */
+/**
+ * A proxy of its own temporary directory whose ADS server gives it `clusters` and `listeners`,
+ * started once every listener is bound; `stop` ends the proxy and the ADS server and removes the
+ * directory.
+ */
+export async function startFixtureProxy(clusters: readonly FixtureResource[], listeners: readonly FixtureResource[]): Promise<{ proxy: MeshProxy; stop(): Promise<void> }> {
+  const dir = mkdtempSync(join(tmpdir(), 'mesh-fixture-proxy-'));
+  const ads = await new FixtureAds().listen();
+  ads.set(TypeUrl.Cluster, [...clusters]);
+  ads.set(TypeUrl.Listener, [...listeners]);
+  const proxy = await startBoundProxy(dir, ads.port, listeners.length);
+  return {
+    proxy,
+    async stop() {
+      await proxy.stop(0);
+      ads.close();
+      rmSync(dir, { recursive: true, force: true });
+    },
+  };
+}
+
 export async function startBoundProxy(dir: string, adsPort: number, listeners: number, drainTimeMs = 1_000): Promise<MeshProxy> {
   const proxy = new MeshProxy({ bootstrap: loadBootstrap({ path: writeBootstrap(dir, adsPort, 0) }), drainTimeMs, initialBackoffMs: 50 });
   await proxy.start();
