@@ -169,13 +169,16 @@ export interface UpstreamHead {
 
 /** An upstream response's body, which the connection manager forwards or drops. */
 export interface UpstreamBody {
-  /**
-   * Writes the body into `out` with backpressure; `done` gets its trailers once it all arrived, and
-   * the body's last bytes when it held them back for the response's end.
-   */
-  pipeTo(out: DownstreamResponse, done: (trailers: HeaderMap | undefined, tail?: Buffer) => void): void;
+  /** Writes the body into `out` with backpressure; `done` is told once it all arrived. */
+  pipeTo(out: DownstreamResponse, done: BodyDone): void;
   /** The response is not wanted (already answered): it is read and dropped. */
   discard(): void;
+}
+
+/** Told that an upstream body was all written (an object, so a per-request state can be it: no closure). */
+export interface BodyDone {
+  /** The body's trailers, and its last bytes when the body held them back for the response's end. */
+  bodyDone(trailers: HeaderMap | undefined, tail?: Buffer): void;
 }
 
 export interface UpstreamEvents {
@@ -227,7 +230,7 @@ export function readableBody(stream: Readable, trailers: () => HeaderMap | undef
       // Body bytes already here go out with the head; otherwise the head goes now.
       if (stream.readableLength === 0) flushHead(out);
       stream.pipe(out, { end: false });
-      stream.on('end', () => done(trailers()));
+      stream.on('end', () => done.bodyDone(trailers()));
       stream.on('error', () => out.destroy());
     },
     discard: () => stream.resume(),

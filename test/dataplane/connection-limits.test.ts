@@ -55,7 +55,7 @@ function send(cluster: UpstreamCluster, path = '/'): Promise<number> {
   return new Promise((resolve, reject) => {
     const sink = new Writable({ write: (_chunk, _enc, cb) => cb() }) as unknown as DownstreamResponse;
     const events: UpstreamEvents = {
-      head: (h, body) => body.pipeTo(sink, () => resolve(h.status)),
+      head: (h, body) => body.pipeTo(sink, { bodyDone: () => resolve(h.status) }),
       error: reject,
     };
     const r = { endpoint: cluster.pick(view)!, method: 'GET', path, headers: { host: 'app' }, framing: 'none' as const };

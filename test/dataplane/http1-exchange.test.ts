@@ -85,10 +85,12 @@ async function proxyTo(pool: Http1Pool, ep: { host: string; port: number }): Pro
       },
       head(up, body) {
         res.writeHead(up.status, up.message, { ...up.headers, 'x-via': 'proxy' });
-        body.pipeTo(res, (t, tail) => {
-          if (t) res.addTrailers(t);
-          if (tail) res.end(tail);
-          else res.end();
+        body.pipeTo(res, {
+          bodyDone(t, tail) {
+            if (t) res.addTrailers(t);
+            if (tail) res.end(tail);
+            else res.end();
+          },
         });
       },
     });

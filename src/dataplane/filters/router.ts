@@ -1,6 +1,7 @@
 // The router HTTP filter, the last of every chain: the route of a request (looked up before the
 // other filters, as Envoy caches it), upgrade admission, then the route's direct response or its
-// upstream, and the forwarding itself (HTTP/1.1 or HTTP/2 exchanges, upgrades spliced on 101).
+// upstream, and the forwarding itself: a request's attempts are a RouterStream (router-stream.ts),
+// an upgrade is spliced on 101 here.
 import { request as httpRequest, type IncomingMessage, type OutgoingHttpHeaders } from 'node:http';
 import type { Duplex } from 'node:stream';
 import { scope } from '../../common/log.js';
@@ -9,40 +10,15 @@ import type { LocalReply, ResponseHeaderMap } from '../../envoy/filter.js';
 import type { StreamRequest } from '../../envoy/request.js';
 import type { ClusterManager } from '../clusters.js';
 import type { Endpoint, UpstreamCluster } from '../upstream-pools.js';
-import { http1Exchange } from '../http1-exchange.js';
-import { ResponseParseError } from '../http1/response-parser.js';
-import {
-  bodyFraming,
-  http2Exchange,
-  isGrpc,
-  rawHead,
-  requestComplete,
-  respondHeadersOnly,
-  writeHead,
-  type DownstreamRequest,
-  type DownstreamResponse,
-  type HeaderMap,
-  type UpstreamEvents,
-  type UpstreamExchange,
-} from '../http-codec.js';
+import { RouterStream } from './router-stream.js';
+import { bodyFraming, isGrpc, rawHead, type DownstreamRequest, type DownstreamResponse } from '../http-codec.js';
 import type { CompiledRoute, RouteTable } from '../route-table.js';
 import { applyMutations } from '../header-mutations.js';
 import { mirror } from '../mirror.js';
 import type { RetrySpec } from '../retry-policy.js';
 import { formatGrpcTimeout, grpcRouterTimeoutMs } from '../route-timeouts.js';
 import { registerHttpFilter } from './registry.js';
-import {
-  CONNECT_FAILURE,
-  endToEndHeaders,
-  failureOf,
-  grpcStatusOf,
-  NO_HEALTHY_UPSTREAM,
-  OVERFLOW,
-  PROTOCOL_ERROR,
-  ResponseHeaderSet,
-  UPSTREAM_TIMEOUT,
-} from './upstream-outcome.js';
-import { originalSrcOf } from '../original-src.js';
+import { CONNECT_FAILURE, endToEndHeaders, NO_HEALTHY_UPSTREAM, OVERFLOW, ResponseHeaderSet } from './upstream-outcome.js';
 import { cookieJar } from '../hash-cookie.js';
 import type { RequestHasher } from '../load-balancers.js';
 
@@ -70,20 +46,14 @@ export interface Target {
   readonly path: string;
   readonly headers: OutgoingHttpHeaders;
   readonly timeoutMs: number;
-  readonly retry?: RetrySpec;
+  readonly retry: RetrySpec | undefined;
   readonly attemptCount: { readonly request: boolean; readonly response: boolean };
   /** The request's hash (route hash_policy), computed once when a balancer first asks, kept for retries. */
   readonly hash: () => bigint | undefined;
   /** Set-Cookie values of generated hash cookies, for the upstream response. */
   readonly setCookies: readonly string[];
   /** The encoder sides of the HTTP filters the request passed (e.g. CORS headers), for its response. */
-  readonly encode?: (headers: ResponseHeaderMap) => void;
-}
-
-
-/** A response complete before the request's body was all sent: Envoy resets the upstream request. */
-function resetUnsentRequest(req: DownstreamRequest, upstream: UpstreamExchange): void {
-  if (!requestComplete(req)) upstream.destroy();
+  readonly encode: ((headers: ResponseHeaderMap) => void) | undefined;
 }
 
 /** What the router needs of its connection manager. */
@@ -108,21 +78,11 @@ export class Router {
   private readonly clusters: ClusterManager;
   private readonly routeTable: () => RouteTable | undefined;
   private readonly upgrades: ReadonlyMap<string, boolean>;
-  private readonly serverName: string;
-  private readonly alwaysSetRequestIdInResponse: boolean;
-  private readonly sendLocal: RouterDeps['sendLocal'];
-  private readonly sendLocalRaw: RouterDeps['sendLocalRaw'];
-  private readonly responseStarts: RouterDeps['responseStarts'];
 
-  constructor(deps: RouterDeps) {
+  constructor(private readonly deps: RouterDeps) {
     this.clusters = deps.clusters;
     this.routeTable = deps.routeTable;
     this.upgrades = deps.upgrades;
-    this.serverName = deps.serverName;
-    this.alwaysSetRequestIdInResponse = deps.alwaysSetRequestIdInResponse;
-    this.sendLocal = deps.sendLocal;
-    this.sendLocalRaw = deps.sendLocalRaw;
-    this.responseStarts = deps.responseStarts;
   }
 
   route(sreq: StreamRequest): CompiledRoute | undefined {
@@ -185,177 +145,27 @@ export class Router {
       if (grpc) headers['grpc-timeout'] = formatGrpcTimeout(expected);
     }
     if (action.mirrors.length > 0) mirror(this.clusters, action.mirrors, sreq, path, headers);
-    return { route, cluster, endpoint, path, headers, timeoutMs, attemptCount: action.attemptCount, ...(action.retry ? { retry: action.retry } : {}), hash, setCookies };
+    return { route, cluster, endpoint, path, headers, timeoutMs, attemptCount: action.attemptCount, retry: action.retry, hash, setCookies, encode: undefined };
   }
 
-  /**
-   * Sends the request upstream and the response downstream. The route timeout covers every
-   * attempt; a retriable failure or status (the route's retry policy) is retried on a newly picked
-   * endpoint after a back-off, as long as no byte of the response has gone downstream.
-   */
+  /** Sends the request upstream and the response downstream (router-stream.ts), unless the cluster's circuit breaker overflows. */
   forward(req: DownstreamRequest, res: DownstreamResponse, sreq: StreamRequest, target: Target, requestId: string | undefined, grpc: boolean): void {
-    const { sendLocal, responseStarts, serverName, alwaysSetRequestIdInResponse } = this;
-    const { route, cluster, path, headers, timeoutMs, attemptCount } = target;
+    const cluster = target.cluster;
     const framing = bodyFraming(req);
-    const source = originalSrcOf(req.socket);
     // A chunked HTTP/1.1 request stays chunked upstream, so that request trailers can follow it.
-    if (!cluster.http2 && String(req.headers['transfer-encoding'] ?? '').toLowerCase().includes('chunked')) headers['transfer-encoding'] = 'chunked';
-    // The body streams through unbuffered, so only a request without one can be sent again.
-    const retry = framing === 'none' ? target.retry : undefined;
-    const releases: (() => void)[] = [];
-    const admitted = cluster.breaker ? cluster.breaker.admit() : () => {};
-    if (!admitted) {
+    if (!cluster.http2 && String(req.headers['transfer-encoding'] ?? '').toLowerCase().includes('chunked')) target.headers['transfer-encoding'] = 'chunked';
+    const admitted = cluster.breaker?.admit();
+    if (cluster.breaker && !admitted) {
       req.resume();
-      sendLocal(res, OVERFLOW, requestId, grpc);
+      this.deps.sendLocal(res, OVERFLOW, requestId, grpc);
       return;
     }
-    releases.push(admitted);
-    const started = Date.now();
-    let attempts = 0;
-    let answered = false;
-    let current: UpstreamExchange | undefined;
-    let routeTimer: NodeJS.Timeout | undefined;
-    let tryTimer: NodeJS.Timeout | undefined;
-    const finish = (): void => {
-      answered = true;
-      for (const r of releases.splice(0)) r();
-      clearTimeout(routeTimer);
-      clearTimeout(tryTimer);
-    };
-    const reply = (r: LocalReply): void => {
-      finish();
-      const encoded = target.encode ? { ...r, headers: { ...r.headers } } : r;
-      target.encode?.(encoded.headers as ResponseHeaderMap);
-      sendLocal(res, encoded, requestId, grpc);
-    };
-    const mayRetry = (): boolean => retry !== undefined && attempts <= retry.numRetries && !answered;
-    const again = (): boolean => {
-      // A retry needs room under the cluster's max_retries; without it the failure stands.
-      const slot = cluster.breaker ? cluster.breaker.admit(true) : () => {};
-      if (!slot) return false;
-      releases.push(slot);
-      setTimeout(() => {
-        if (!answered) attempt(cluster.pick(sreq, target.hash));
-      }, retry!.backOffMs(attempts));
-      return true;
-    };
-    const attempt = (endpoint: Endpoint | undefined): void => {
-      if (!endpoint) {
-        reply(NO_HEALTHY_UPSTREAM);
-        return;
-      }
-      attempts++;
-      // The attempt counts as active on its endpoint (LEAST_REQUEST) until it is answered or abandoned.
-      const active = cluster.begin?.(endpoint);
-      if (active) releases.push(active);
-      if (attemptCount.request) headers['x-envoy-attempt-count'] = String(attempts);
-      let state: 'waiting' | 'streaming' | 'abandoned' = 'waiting';
-      const events: UpstreamEvents = {
-        error(e) {
-          // A response ended elsewhere (a stream timeout) is not the router's to answer.
-          if (state === 'abandoned' || answered || res.writableEnded) return;
-          if (state === 'streaming') {
-            finish();
-            if (!res.writableEnded) res.destroy();
-            return;
-          }
-          state = 'abandoned';
-          active?.();
-          clearTimeout(tryTimer);
-          log.debug(`upstream ${cluster.name} ${endpoint.host}:${endpoint.port} failed: ${e.message}`);
-          cluster.report?.(endpoint, 'failure');
-          if (!(mayRetry() && retry!.retriableFailure(failureOf(e)) && again())) reply(e instanceof ResponseParseError ? PROTOCOL_ERROR : CONNECT_FAILURE);
-        },
-        head(up, body) {
-          if (state === 'abandoned' || answered || res.writableEnded) {
-            body.discard();
-            return;
-          }
-          clearTimeout(tryTimer);
-          cluster.report?.(endpoint, up.status);
-          if (mayRetry() && retry!.retriableStatus(up.status, grpcStatusOf(up.headers['grpc-status'])) && again()) {
-            state = 'abandoned';
-            active?.();
-            body.discard();
-            return;
-          }
-          state = 'streaming';
-          const out = up.headers;
-          out.server = serverName;
-          out['x-envoy-upstream-service-time'] = String(Date.now() - started);
-          if (attemptCount.response) out['x-envoy-attempt-count'] = String(attempts);
-          if (requestId && alwaysSetRequestIdInResponse) out['x-request-id'] = requestId;
-          const headerSet = new ResponseHeaderSet(out);
-          for (const c of target.setCookies) headerSet.add('set-cookie', c);
-          applyMutations(headerSet, route.responseHeaders);
-          target.encode?.(out);
-          responseStarts(res);
-          if (up.endStream) {
-            finish();
-            respondHeadersOnly(res, up.status, out);
-            resetUnsentRequest(req, upstream);
-            return;
-          }
-          writeHead(res, up.status, out, up.message);
-          body.pipeTo(res, (t, tail) => {
-            finish();
-            if (t) res.addTrailers(t);
-            if (tail) res.end(tail);
-            else res.end();
-            resetUnsentRequest(req, upstream);
-          });
-        },
-      };
-      // Envoy's upstream protocol of the cluster: HTTP/2 when configured, else HTTP/1.1.
-      const alpn = sreq.alpnOverride?.get(cluster.http2 ? 'h2' : 'http/1.1');
-      const request = { endpoint, method: sreq.method, path, headers, framing, source, alpn };
-      let upstream: UpstreamExchange;
-      try {
-        upstream = cluster.http2 ? http2Exchange(request, cluster.http2, events) : http1Exchange(request, cluster.http1, events);
-      } catch (e) {
-        // e.g. the pooled HTTP/2 session went away between the pick and the request
-        events.error(e as Error);
-        req.resume();
-        return;
-      }
-      current = upstream;
-      const perTry = retry?.perTryTimeoutMs ?? 0;
-      if (perTry > 0) {
-        tryTimer = setTimeout(() => {
-          if (state !== 'waiting') return;
-          state = 'abandoned';
-          active?.();
-          upstream.destroy();
-          cluster.report?.(endpoint, 'failure');
-          cluster.timedOut?.('perTry');
-          if (!(mayRetry() && retry!.retriableFailure('per-try-timeout') && again())) reply(UPSTREAM_TIMEOUT);
-        }, perTry);
-      }
-      const body = upstream.body;
-      if (!body) return;
-      req.pipe(body, { end: false });
-      req.on('end', () => upstream.finish(req.rawTrailers.length > 0 ? (req.trailers as HeaderMap) : undefined));
-    };
-    if (timeoutMs > 0) {
-      routeTimer = setTimeout(() => {
-        current?.destroy();
-        cluster.timedOut?.('route');
-        reply(UPSTREAM_TIMEOUT);
-      }, timeoutMs);
-    }
-    // Closed before the router answered (the client went away, or a stream timeout answered or
-    // reset it): the upstream exchange is abandoned.
-    res.on('close', () => {
-      const abandoned = !answered;
-      finish();
-      if (abandoned) current?.destroy();
-    });
-    attempt(target.endpoint);
+    new RouterStream(this.deps, req, res, sreq, target, framing, requestId, grpc, admitted).start();
   }
 
   /** Forwards an upgrade (e.g. WebSocket): on 101 the two sockets are spliced together. */
   forwardUpgrade(req: IncomingMessage, socket: Duplex, head: Buffer, sreq: StreamRequest, target: Target, requestId: string | undefined): void {
-    const sendLocalRaw = this.sendLocalRaw;
+    const sendLocalRaw = this.deps.sendLocalRaw;
     const { cluster, endpoint, path, headers } = target;
     headers.connection = 'Upgrade';
     headers.upgrade = req.headers.upgrade;

@@ -6,7 +6,7 @@
 import type { Socket } from 'node:net';
 import { Writable } from 'node:stream';
 import type { OutgoingHttpHeaders } from 'node:http';
-import type { DownstreamResponse, HeaderMap, UpstreamBody, UpstreamEvents, UpstreamExchange } from '../http-codec.js';
+import type { BodyDone, DownstreamResponse, HeaderMap, UpstreamBody, UpstreamEvents, UpstreamExchange } from '../http-codec.js';
 import { flushHead, isEndToEnd } from '../http-codec.js';
 import { ResponseParseError, ResponseParser, type ResponseSink } from './response-parser.js';
 import { requestHead } from './request-head.js';
@@ -247,7 +247,7 @@ export class ClientExchange implements UpstreamExchange, UpstreamBody {
   private answered = false;
   private finished = false;
   private out?: DownstreamResponse;
-  private doneCb?: (trailers: HeaderMap | undefined, tail?: Buffer) => void;
+  private doneCb?: BodyDone;
   /** The body's last chunk, held for the response's end. */
   private tail?: Buffer;
   /** The response head arrived and no body byte since (in the same read, they leave in one write). */
@@ -299,7 +299,7 @@ export class ClientExchange implements UpstreamExchange, UpstreamBody {
     this.conn.close();
   }
 
-  pipeTo(out: DownstreamResponse, done: (trailers: HeaderMap | undefined, tail?: Buffer) => void): void {
+  pipeTo(out: DownstreamResponse, done: BodyDone): void {
     this.out = out;
     this.doneCb = done;
   }
@@ -351,7 +351,7 @@ export class ClientExchange implements UpstreamExchange, UpstreamBody {
     // The request's body is still coming: the connection cannot be reused.
     if (!this.requestDone) this.destroy();
     else this.settle();
-    done?.(trailers ? endToEndMap(trailers) : undefined, this.tail);
+    done?.bodyDone(trailers ? endToEndMap(trailers) : undefined, this.tail);
   }
 
   fail(e: Error): void {
