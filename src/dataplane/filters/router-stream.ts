@@ -85,11 +85,8 @@ function backedOff(s: RouterStream): void {
  * endpoint after a back-off, as long as no byte of the response has gone downstream.
  */
 export class RouterStream implements Attempt, UpstreamRequest, BodyDone {
-  // The first attempt's request to the upstream (a retry's copies it with its own endpoint).
-  readonly endpoint: Endpoint;
-  readonly method: string;
-  readonly path: string;
-  readonly headers: OutgoingHttpHeaders;
+  // The first attempt's request to the upstream (a retry's copies it with its own endpoint); what
+  // the target already holds is read through getters, which take no room in each stream.
   readonly source: OriginalSource | undefined;
   /** The ALPN override of the cluster's upstream protocol (`mesh.alpn`). */
   readonly alpn: readonly string[] | undefined;
@@ -123,15 +120,27 @@ export class RouterStream implements Attempt, UpstreamRequest, BodyDone {
     private readonly grpc: boolean,
     admitted: (() => void) | undefined,
   ) {
-    this.endpoint = target.endpoint;
-    this.method = sreq.method;
-    this.path = target.path;
-    this.headers = target.headers;
     this.source = originalSrcOf(req.socket);
     // Envoy's upstream protocol of the cluster: HTTP/2 when configured, else HTTP/1.1.
     this.alpn = sreq.alpnOverride?.get(target.cluster.http2 ? 'h2' : 'http/1.1');
     this.retry = framing === 'none' ? target.retry : undefined;
     this.admitted = admitted;
+  }
+
+  get endpoint(): Endpoint {
+    return this.target.endpoint;
+  }
+
+  get method(): string {
+    return this.sreq.method;
+  }
+
+  get path(): string {
+    return this.target.path;
+  }
+
+  get headers(): OutgoingHttpHeaders {
+    return this.target.headers;
   }
 
   start(): void {
