@@ -35,7 +35,7 @@ import { peerIdentityOf } from './tls/peer.js';
 import { compileXfcc } from './tls/xfcc.js';
 import { closeAfterReply, closeUnreadRequest, absoluteTarget, refuseHead, requestLimits, timeoutReply, type RequestLimits, type StreamTimeout } from './request-guards.js';
 import { compileRouteConfiguration, stripHostPort, type CompiledRoute, type RouteTable } from './route-table.js';
-import { decodeFrom, type AfterFilters, type Encoders } from './decode-filters.js';
+import { decodeFrom, type Encoders } from './decode-filters.js';
 import { streamTimersOf, type StreamTimerHost } from './route-timeouts.js';
 import { compilePathNormalization } from './path-normalization.js';
 import { localReplies } from './local-replies.js';
@@ -266,17 +266,14 @@ export function buildHttpConnectionManager(hcm: HttpConnectionManager, deps: Hcm
     const route = router.route(sreq);
     if (timers && stream) armStreamTimers(route, sreq, timers, stream, grpc);
     if (upgrade !== undefined && !router.admitUpgrade(route, upgrade, reply)) return undefined;
-    return decodeFrom(chain.filters, 0, sreq, route, reply, undefined, grpc ? toGrpcTarget : toTarget);
+    return decodeFrom(chain.filters, 0, sreq, route, reply, undefined, toTarget);
   }
 
   /** The router's target of a request the filters let through, with their encoder sides. */
-  function targetOf(sreq: StreamRequest, route: CompiledRoute | undefined, reply: (r: LocalReply) => void, encoders: Encoders | undefined, grpc: boolean): Target | undefined {
-    const target = router.target(sreq, route, encoders ? encoders.reply : reply, grpc);
+  function toTarget(sreq: StreamRequest, route: CompiledRoute | undefined, reply: (r: LocalReply) => void, encoders: Encoders | undefined): Target | undefined {
+    const target = router.target(sreq, route, encoders ? encoders.reply : reply);
     return target && encoders ? { ...target, encode: encoders.encode } : target;
   }
-  // One of each per connection manager: the filters' continuation takes no per-request argument.
-  const toTarget: AfterFilters<Target> = (sreq, route, reply, encoders) => targetOf(sreq, route, reply, encoders, false);
-  const toGrpcTarget: AfterFilters<Target> = (sreq, route, reply, encoders) => targetOf(sreq, route, reply, encoders, true);
 
   /** Once the route is known: the stream's own timers (most routes have none: nothing is done) and, for gRPC, its grpc-timeout as Envoy rewrites it. */
   function armStreamTimers(route: CompiledRoute | undefined, sreq: StreamRequest, timers: StreamTimerHost, stream: DownstreamResponse | Duplex, grpc: boolean): void {

@@ -11,7 +11,7 @@ import type { StreamRequest } from '../../envoy/request.js';
 import type { ClusterManager } from '../clusters.js';
 import type { Endpoint, UpstreamCluster } from '../upstream-pools.js';
 import { RouterStream } from './router-stream.js';
-import { bodyFraming, rawHead, type DownstreamRequest, type DownstreamResponse } from '../http-codec.js';
+import { bodyFraming, isGrpc, rawHead, type DownstreamRequest, type DownstreamResponse } from '../http-codec.js';
 import type { CompiledRoute, RouteTable } from '../route-table.js';
 import { applyMutations } from '../header-mutations.js';
 import { mirror } from '../mirror.js';
@@ -99,11 +99,8 @@ export class Router {
     return true;
   }
 
-  /**
-   * Where an admitted request goes, or undefined after a local reply (no route, direct response, no
-   * upstream). `grpc`: the connection manager's reading of the request's content type.
-   */
-  target(sreq: StreamRequest, route: CompiledRoute | undefined, reply: (r: LocalReply) => void, grpc: boolean): Target | undefined {
+  /** Where an admitted request goes, or undefined after a local reply (no route, direct response, no upstream). */
+  target(sreq: StreamRequest, route: CompiledRoute | undefined, reply: (r: LocalReply) => void): Target | undefined {
     if (!route) {
       reply({ status: 404, body: '', headers: {}, details: 'route_not_found' });
       return undefined;
@@ -137,14 +134,15 @@ export class Router {
     const headers: OutgoingHttpHeaders = sreq.headers.toRecord();
     headers.host = action.hostRewrite ?? sreq.authority;
     // max_grpc_timeout: a gRPC request's own deadline is its route timeout.
-    const grpcPolicy = grpc ? action.timeouts?.grpc : undefined;
-    const timeoutMs = grpcPolicy !== undefined ? grpcRouterTimeoutMs(grpcPolicy, sreq.headers.joined('grpc-timeout')) : action.timeoutMs;
+    const grpcPolicy = action.timeouts?.grpc;
+    const grpc = grpcPolicy !== undefined && isGrpc(sreq.headers.joined('content-type'));
+    const timeoutMs = grpc ? grpcRouterTimeoutMs(grpcPolicy, sreq.headers.joined('grpc-timeout')) : action.timeoutMs;
     const perTry = action.retry?.perTryTimeoutMs ?? 0;
     const expected = perTry > 0 && (timeoutMs === 0 || perTry < timeoutMs) ? perTry : timeoutMs;
     if (expected > 0) {
       headers['x-envoy-expected-rq-timeout-ms'] = String(expected);
       // The upstream gRPC server learns the time it actually has.
-      if (grpcPolicy !== undefined) headers['grpc-timeout'] = formatGrpcTimeout(expected);
+      if (grpc) headers['grpc-timeout'] = formatGrpcTimeout(expected);
     }
     if (action.mirrors.length > 0) mirror(this.clusters, action.mirrors, sreq, path, headers);
     return { route, cluster, endpoint, path, headers, timeoutMs, attemptCount: action.attemptCount, retry: action.retry, hash, setCookies, encode: undefined };
