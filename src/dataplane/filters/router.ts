@@ -129,14 +129,15 @@ export class Router {
       reply(NO_HEALTHY_UPSTREAM);
       return undefined;
     }
+    // max_grpc_timeout: a gRPC request's own deadline is its route timeout. As Envoy's router, the
+    // request is read as the filters left it, before the route's own header mutations.
+    const grpcPolicy = action.timeouts?.grpc;
+    const grpc = grpcPolicy !== undefined && isGrpc(sreq.headers.joined('content-type'));
+    const timeoutMs = grpc ? grpcRouterTimeoutMs(grpcPolicy, sreq.headers.joined('grpc-timeout')) : action.timeoutMs;
     applyMutations(sreq.headers, route.requestHeaders);
     const path = action.pathRewrite ? action.pathRewrite(sreq.path, route.matchedPrefix) : sreq.path;
     const headers: OutgoingHttpHeaders = sreq.headers.toRecord();
     headers.host = action.hostRewrite ?? sreq.authority;
-    // max_grpc_timeout: a gRPC request's own deadline is its route timeout.
-    const grpcPolicy = action.timeouts?.grpc;
-    const grpc = grpcPolicy !== undefined && isGrpc(sreq.headers.joined('content-type'));
-    const timeoutMs = grpc ? grpcRouterTimeoutMs(grpcPolicy, sreq.headers.joined('grpc-timeout')) : action.timeoutMs;
     const perTry = action.retry?.perTryTimeoutMs ?? 0;
     const expected = perTry > 0 && (timeoutMs === 0 || perTry < timeoutMs) ? perTry : timeoutMs;
     if (expected > 0) {
