@@ -41,14 +41,24 @@ export function encodeSotw(cache: ResponseCache, typeUrl: string, d: Delivery, s
   return [head, body];
 }
 
+/** Joined entries per list of updates; a push hands every stream moving between the same two sets one list (setDiff). */
+const updateBodies = new WeakMap<readonly VersionedResource[], Uint8Array>();
+
+/** The entries of `updated` as one body: a single entry as it is, a list shared by streams joined once. */
+function updateBody(updated: readonly VersionedResource[]): Uint8Array {
+  if (updated.length === 1) return encodedDelta(updated[0]!);
+  let body = updateBodies.get(updated);
+  if (body === undefined) updateBodies.set(updated, (body = concatBytes(updated.map(encodedDelta))));
+  return body;
+}
+
 /**
  * A DeltaDiscoveryResponse's bytes: its own fields, then the entries of the resources it updates,
  * each encoded once. A response carrying the whole set (a stream's first) shares its list of
- * entries with the streams given the same set.
+ * entries with the streams given the same set; a partial one with the streams sent the same updates.
  */
 export function encodeDelta(cache: ResponseCache, init: MessageInitShape<typeof DeltaDiscoveryResponseSchema>, set: ResourceSet, updated: readonly VersionedResource[]): ResponseBytes {
-  const entries = (): Uint8Array => concatBytes(updated.map(encodedDelta));
-  const body = updated.length === set.resources.size ? cache.encoded.remember(`delta ${init.typeUrl} ${set.version}`, entries) : entries();
+  const body = updated.length === set.resources.size ? cache.encoded.remember(`delta ${init.typeUrl} ${set.version}`, () => updateBody(updated)) : updateBody(updated);
   return [toBinary(DeltaDiscoveryResponseSchema, create(DeltaDiscoveryResponseSchema, init)), body];
 }
 

@@ -3,7 +3,7 @@
 // from ADS, answers the admin API, and exits 0 on SIGTERM and on /quitquitquit.
 import assert from 'node:assert/strict';
 import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
-import { createServer, request, type Server } from 'node:http';
+import { createServer, request, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -38,10 +38,12 @@ describe('mesh-proxy process', () => {
   let ads: FixtureAds;
   let app: Server;
   let appPort: number;
+  /** Responses of /hold requests, answered when the test says. */
+  const held: ServerResponse[] = [];
 
   before(async () => {
     dir = mkdtempSync(join(tmpdir(), 'mesh-proxy-proc-'));
-    app = createServer((req, res) => res.end(`app saw ${req.url}`));
+    app = createServer((req, res) => (req.url === '/hold' ? held.push(res) : res.end(`app saw ${req.url}`)));
     await new Promise<void>((r) => app.listen(0, '127.0.0.1', r));
     appPort = (app.address() as AddressInfo).port;
     ads = await new FixtureAds().listen();
@@ -117,6 +119,29 @@ describe('mesh-proxy process', () => {
       assert.equal(await proxy.wait(), 0, proxy.output);
       for (const pid of replaced) assert.ok(!existsSync(`/proc/${pid}`), `worker ${pid} exited with the proxy`);
     } finally {
+      await proxy.stop('SIGKILL');
+    }
+  });
+
+  it('--concurrency 3: a gauge on /stats is the sum over the processes (upstream_rq_active with a request in flight on each)', async () => {
+    const [adminPort, listenerPort] = await Promise.all([freePort(), freePort()]);
+    ads.set(TypeUrl.Listener, [listener('inbound', listenerPort, [hcmChain({ cluster: 'app' })])]);
+    await ads.push(TypeUrl.Listener);
+    const proxy = new Running(start('mesh-proxy', ['-c', writeBootstrap(dir, ads.port, adminPort), '--concurrency', '3']));
+    const stat = async (name: string) => statValue((await get(adminPort, '/stats')).body, name);
+    try {
+      await eventually(async () => assert.equal((await get(adminPort, '/ready')).status, 200, 'the proxy turns ready'), 15_000);
+      // Three connections, one per process (round robin), each with a request the app holds.
+      const responses = [0, 1, 2].map(() => get(listenerPort, '/hold'));
+      await eventually(() => assert.equal(held.length, 3, 'the app has the three requests'));
+      const perWorker = await Promise.all([0, 1, 2].map((i) => stat(`listener.127.0.0.1_${listenerPort}.worker_${i}.downstream_cx_total`)));
+      assert.deepEqual(perWorker, [1, 1, 1], 'one connection in each process');
+      await eventually(async () => assert.equal(await stat('cluster.app.upstream_rq_active'), 3));
+      for (const r of held.splice(0)) r.end('released');
+      assert.deepEqual((await Promise.all(responses)).map((r) => r.body), ['released', 'released', 'released']);
+      await eventually(async () => assert.equal(await stat('cluster.app.upstream_rq_active'), 0));
+    } finally {
+      for (const r of held.splice(0)) r.end();
       await proxy.stop('SIGKILL');
     }
   });

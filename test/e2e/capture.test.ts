@@ -112,55 +112,66 @@ const portOf = (s: Server) => (s.address() as AddressInfo).port;
 async function startMesh(tag: string, subnet: number, mode: 'REDIRECT' | 'TPROXY'): Promise<Mesh> {
   const pod = Pod.create(tag, subnet);
   const procs: Running[] = [];
-  execFileSync('ip', ['addr', 'add', `${excludedHost(pod)}/24`, 'dev', pod.hostIf]);
-  // Servers outside the mesh, on the test's side of the veth.
-  const outside = await serve(pod.hostIp);
-  const outsideExcludedPort = await serve(pod.hostIp);
-  const outsideExcludedCidr = await serve(excludedHost(pod));
-  const configDir = mkdtempSync(join(tmpdir(), 'mesh-capture-config-'));
-  writeFileSync(join(configDir, 'mesh.yaml'), config(pod.ip));
-  // The agent runs as the proxy's user: its working directory (labels file, bootstrap) is its own.
-  const agentDir = mkdtempSync(join(tmpdir(), 'mesh-capture-agent-'));
-  mkdirSync(join(agentDir, 'etc', 'mesh', 'pod'), { recursive: true });
-  writeFileSync(join(agentDir, 'etc', 'mesh', 'pod', 'labels'), 'app="httpbin"\n');
-  for (const p of [agentDir, join(agentDir, 'etc'), join(agentDir, 'etc', 'mesh'), join(agentDir, 'etc', 'mesh', 'pod'), join(agentDir, 'etc', 'mesh', 'pod', 'labels')]) chownSync(p, PROXY_UID, PROXY_UID);
+  const servers: Server[] = [];
+  try {
+    execFileSync('ip', ['addr', 'add', `${excludedHost(pod)}/24`, 'dev', pod.hostIf]);
+    // Servers outside the mesh, on the test's side of the veth.
+    const outside = await serve(pod.hostIp);
+    const outsideExcludedPort = await serve(pod.hostIp);
+    const outsideExcludedCidr = await serve(excludedHost(pod));
+    servers.push(outside, outsideExcludedPort, outsideExcludedCidr);
+    const configDir = mkdtempSync(join(tmpdir(), 'mesh-capture-config-'));
+    writeFileSync(join(configDir, 'mesh.yaml'), config(pod.ip));
+    // The agent runs as the proxy's user: its working directory (labels file, bootstrap) is its own.
+    const agentDir = mkdtempSync(join(tmpdir(), 'mesh-capture-agent-'));
+    mkdirSync(join(agentDir, 'etc', 'mesh', 'pod'), { recursive: true });
+    writeFileSync(join(agentDir, 'etc', 'mesh', 'pod', 'labels'), 'app="httpbin"\n');
+    for (const p of [agentDir, join(agentDir, 'etc'), join(agentDir, 'etc', 'mesh'), join(agentDir, 'etc', 'mesh', 'pod'), join(agentDir, 'etc', 'mesh', 'pod', 'labels')]) chownSync(p, PROXY_UID, PROXY_UID);
 
-  ownRules(pod);
-  const before = rulesOf(pod);
-  // As an injector's init container: every inbound port but the agent's health port, all outbound
-  // but one CIDR and one port, and a check that the redirect works before the proxy starts.
-  const capture = await run(
-    'pilot-agent',
-    ['mesh-iptables', '-m', mode, '-u', String(PROXY_UID), '-g', String(PROXY_UID), '-b', '*', '-d', '15021', '-i', '*', '-x', `${excludedHost(pod)}/32`, '-o', String(portOf(outsideExcludedPort)), '--run-validation'],
-    { netns: pod.ns },
-  );
-  assert.equal(capture.code, 0, `mesh-iptables failed:\n${capture.stdout}${capture.stderr}`);
+    ownRules(pod);
+    const before = rulesOf(pod);
+    // As an injector's init container: every inbound port but the agent's health port, all outbound
+    // but one CIDR and one port, and a check that the redirect works before the proxy starts.
+    const capture = await run(
+      'pilot-agent',
+      ['mesh-iptables', '-m', mode, '-u', String(PROXY_UID), '-g', String(PROXY_UID), '-b', '*', '-d', '15021', '-i', '*', '-x', `${excludedHost(pod)}/32`, '-o', String(portOf(outsideExcludedPort)), '--run-validation'],
+      { netns: pod.ns },
+    );
+    assert.equal(capture.code, 0, `mesh-iptables failed:\n${capture.stdout}${capture.stderr}`);
 
-  const [appCmd, ...appArgs] = pod.command([process.execPath, join(REPO_ROOT, 'dist', 'samples', 'apps', 'httpbin.js'), '8000', '0.0.0.0']);
-  const app = new Running(spawn(appCmd!, appArgs, { stdio: ['ignore', 'pipe', 'pipe'] }));
-  procs.push(app);
-  const discovery = new Running(start('pilot-discovery', discoveryArgs(configDir, { grpcAddr: '127.0.0.1:15010' }), { netns: pod.ns }));
-  procs.push(discovery);
-  // Bounds for a loaded machine (the whole suite runs two files at a time).
-  await app.waitFor(/httpbin listening/, 30_000);
-  await discovery.waitFor(/gRPC xDS server listening/, 30_000);
-  const proxyConfig = { discoveryAddress: '127.0.0.1:15010', xdsProxyPort: 0, configPath: join(agentDir, 'proxy'), terminationDrainDuration: '1s', interceptionMode: mode };
-  const agent = new Running(
-    start('pilot-agent', ['proxy'], {
-      netns: pod.ns,
-      uid: PROXY_UID,
-      // TPROXY listeners bind with IP_TRANSPARENT, which needs CAP_NET_ADMIN (as the Go mesh's sidecar has in that mode).
-      ...(mode === 'TPROXY' ? { caps: ['net_admin'] } : {}),
-      cwd: agentDir,
-      env: { POD_NAME: 'httpbin-1', POD_NAMESPACE: 'default', INSTANCE_IP: pod.ip, SERVICE_ACCOUNT: 'httpbin', PROXY_CONFIG: JSON.stringify(proxyConfig) },
-    }),
-  );
-  procs.push(agent);
-  await eventually(async () => {
-    const res = await fetch(`http://${pod.ip}:15021/healthz/ready`, { signal: AbortSignal.timeout(1000) });
-    assert.equal(res.status, 200, `the agent is not ready yet:\n${agent.output}`);
-  }, 30_000);
-  return { pod, procs, outside, outsideExcludedPort, outsideExcludedCidr, before, captureOutput: capture.stdout };
+    const [appCmd, ...appArgs] = pod.command([process.execPath, join(REPO_ROOT, 'dist', 'samples', 'apps', 'httpbin.js'), '8000', '0.0.0.0']);
+    const app = new Running(spawn(appCmd!, appArgs, { stdio: ['ignore', 'pipe', 'pipe'] }));
+    procs.push(app);
+    const discovery = new Running(start('pilot-discovery', discoveryArgs(configDir, { grpcAddr: '127.0.0.1:15010' }), { netns: pod.ns }));
+    procs.push(discovery);
+    // Bounds for a loaded machine (the whole suite runs two files at a time).
+    await app.waitFor(/httpbin listening/, 30_000);
+    await discovery.waitFor(/gRPC xDS server listening/, 30_000);
+    const proxyConfig = { discoveryAddress: '127.0.0.1:15010', xdsProxyPort: 0, configPath: join(agentDir, 'proxy'), terminationDrainDuration: '1s', interceptionMode: mode };
+    const agent = new Running(
+      start('pilot-agent', ['proxy'], {
+        netns: pod.ns,
+        uid: PROXY_UID,
+        // TPROXY listeners bind with IP_TRANSPARENT, which needs CAP_NET_ADMIN (as the Go mesh's sidecar has in that mode).
+        ...(mode === 'TPROXY' ? { caps: ['net_admin'] } : {}),
+        cwd: agentDir,
+        env: { POD_NAME: 'httpbin-1', POD_NAMESPACE: 'default', INSTANCE_IP: pod.ip, SERVICE_ACCOUNT: 'httpbin', PROXY_CONFIG: JSON.stringify(proxyConfig) },
+      }),
+    );
+    procs.push(agent);
+    await eventually(async () => {
+      const res = await fetch(`http://${pod.ip}:15021/healthz/ready`, { signal: AbortSignal.timeout(1000) });
+      assert.equal(res.status, 200, `the agent is not ready yet:\n${agent.output}`);
+    }, 30_000);
+    return { pod, procs, outside, outsideExcludedPort, outsideExcludedCidr, before, captureOutput: capture.stdout };
+  } catch (e) {
+    // A pod that never became ready is torn down here: its programs would keep the test file running.
+    if (e instanceof Error) e.message = `${e.message}\n--- the pod's programs ---\n${procs.map((p) => p.output.slice(-2000)).join('\n---\n')}`;
+    await Promise.all(procs.reverse().map((p) => p.stop()));
+    for (const server of servers) server.close();
+    pod.destroy();
+    throw e;
+  }
 }
 
 async function stopMesh(mesh: Mesh | undefined): Promise<void> {

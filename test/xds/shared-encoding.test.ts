@@ -92,6 +92,8 @@ test('proxies with identical clusters share one set and the same encoded bytes; 
   for (const w of watches) assert.equal(respond(w, a)?.diff.updated.length, a.resources.size, 'first response: everything');
   const [c1, c2] = watches.map((w) => respond(w, echo)!);
   assert.equal(c2!.diff.updated, c1!.diff.updated, 'the same diff');
+  const bodyOf = (updated: readonly VersionedResource[], nonce: string) => encodeDelta(responses, { systemVersionInfo: echo.version, typeUrl: TypeUrl.Cluster, nonce }, echo, updated)[1];
+  assert.equal(bodyOf(c2!.diff.updated, 'd4'), bodyOf(c1!.diff.updated, 'd3'), 'the same bytes for both streams, not an equal copy each');
   assert.deepEqual(c1!.diff.updated.map((r) => r.name), own);
   assert.equal(c1!.held, echo.resources, 'the proxy holds the shared set');
   assert.deepEqual(Object.fromEntries(watches[1]!.clientVersions), Object.fromEntries([...echo.resources.values()].map((r) => [r.name, r.version])));

@@ -4,7 +4,7 @@
 // bytes were already read behind a stream that replays them. The connection's idle timeout and
 // request limit (common_http_protocol_options) are kept by downstream-limits.ts, the stream
 // timeouts by stream-timeouts.ts.
-import { createServer as createHttpServer, type IncomingMessage, type Server as HttpServer, type ServerResponse } from 'node:http';
+import { createServer as createHttpServer, ServerResponse, type IncomingMessage, type Server as HttpServer } from 'node:http';
 import { createServer as createHttp2Server, type Http2ServerRequest, type Http2ServerResponse, type Http2Server, type Http2Session, type ServerHttp2Session } from 'node:http2';
 import type { Socket } from 'node:net';
 import { Duplex } from 'node:stream';
@@ -17,7 +17,7 @@ import { Chain, type ListenerCounters } from './chain.js';
 import { registerNetworkFilter } from './network-filters.js';
 import { isH2cUpgrade, serveH2cAsHttp1 } from '../request-guards.js';
 import { sniffH2Preface } from './sniffers.js';
-import { DownstreamConnections, limitSession, type DownstreamConnection } from './downstream-limits.js';
+import { DownstreamConnections, limitSession } from './downstream-limits.js';
 import { http1ServerTimeouts, StreamTimeouts, type SessionStreams } from './stream-timeouts.js';
 
 const log = scope('conn_handler');
@@ -43,18 +43,22 @@ export class HttpChain extends Chain {
     const tag = { name: 'envoy_http_conn_manager_prefix', value: handler.statPrefix };
     const hcmRq = stats.counter(statName('http', 'downstream_rq_total', tag));
     const hcmClass = [1, 2, 3, 4, 5].map((k) => stats.counter(statName('http', `downstream_rq_${k}xx`, tag)));
-    const count = (res: ServerResponse | Http2ServerResponse, conn?: DownstreamConnection): void => {
+    const connections = (this.h1Connections = new DownstreamConnections(handler.limits));
+    // One listener for every response of the chain, not a closure per request; 'finish' comes once.
+    const chain = this;
+    const finished = function (this: ServerResponse | Http2ServerResponse): void {
+      const k = Math.floor(this.statusCode / 100);
+      if (k >= 1 && k <= 5) {
+        counters.rqClass[k - 1]!.inc();
+        hcmClass[k - 1]!.inc();
+      }
+      if (this instanceof ServerResponse) connections.of(this.req.socket)?.end();
+      if (chain.closingIdle) setImmediate(() => chain.server.closeIdleConnections());
+    };
+    const count = (res: ServerResponse | Http2ServerResponse): void => {
       counters.rq.inc();
       hcmRq.inc();
-      res.once('finish', () => {
-        const k = Math.floor(res.statusCode / 100);
-        if (k >= 1 && k <= 5) {
-          counters.rqClass[k - 1]!.inc();
-          hcmClass[k - 1]!.inc();
-        }
-        conn?.end();
-        if (this.closingIdle) setImmediate(() => this.server.closeIdleConnections());
-      });
+      res.on('finish', finished);
     };
     // One header more than the limit is kept, so that the connection manager sees the excess (431).
     const { maxHeaderBytes, maxHeadersCount } = handler.limits;
@@ -62,7 +66,6 @@ export class HttpChain extends Chain {
     this.server.maxHeadersCount = maxHeadersCount + 1;
     // The idle timeout is the connection manager's (no `Keep-Alive` header, as from Envoy).
     this.server.keepAliveTimeout = 0;
-    this.h1Connections = new DownstreamConnections(handler.limits);
     this.timeouts = new StreamTimeouts(handler, this.h1Connections, (stat) => stats.counter(statName('http', stat, tag)));
     this.server.on('timeout', (socket: Socket) => this.timeouts.onHttp1Idle(socket));
     this.server.on('clientError', (e: NodeJS.ErrnoException, socket: Duplex) => this.timeouts.onClientError(e, socket));
@@ -70,8 +73,8 @@ export class HttpChain extends Chain {
     // fired; this server never listens itself, its connections are handed over.
     this.server.emit('listening');
     const serve = (req: IncomingMessage, res: ServerResponse): void => {
-      const conn = this.h1Connections.of(req.socket);
-      count(res, conn);
+      const conn = connections.of(req.socket);
+      count(res);
       // The connection's last request (max_requests_per_connection) closes it as a drain does.
       if (conn?.begin(res) === true || this.draining) res.setHeader('connection', 'close');
       handler.handle(req, res, undefined, this.timeouts);
