@@ -67,7 +67,8 @@ describe('cluster connect_timeout', { timeout: 30_000 }, () => {
     const waited = performance.now() - started;
     assert.equal(r.status, 503);
     assert.equal(r.body, 'upstream connect error or disconnect/reset before headers. reset reason: connection failure');
-    assert.ok(waited >= 290 && waited < 2500, `answered after ${Math.round(waited)} ms, the connect timeout is 300 ms`);
+    // Not before the connect timeout; that it was the timeout, not the kernel giving up, is upstream_cx_connect_timeout.
+    assert.ok(waited >= 290, `answered after ${Math.round(waited)} ms, before the 300 ms connect timeout`);
     const stats = ['upstream_cx_total', 'upstream_cx_connect_timeout', 'upstream_cx_connect_fail', 'upstream_cx_active', 'upstream_rq_total', 'upstream_rq_pending_total', 'upstream_rq_pending_active'] as const;
     await settles(proxy, 'unanswered', stats, { upstream_cx_total: 1, upstream_cx_connect_timeout: 1, upstream_cx_connect_fail: 1, upstream_rq_pending_total: 1 });
   });
