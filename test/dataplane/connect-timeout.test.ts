@@ -1,6 +1,6 @@
 // A cluster's connect_timeout through a real proxy: an upstream whose listen queue is full never
 // completes a TCP handshake (the kernel drops the SYNs it cannot queue), so the proxy's connection
-// times out: the client gets Envoy's 503, and /stats counts the connection as timed out and failed,
+// times out: the client gets Envoy's 503 (reset reason `connection timeout`), and /stats counts the connection as timed out and failed,
 // and the request as pending but never attached to a connection.
 import assert from 'node:assert/strict';
 import { spawn, type ChildProcess } from 'node:child_process';
@@ -66,7 +66,7 @@ describe('cluster connect_timeout', { timeout: 30_000 }, () => {
     const r = await rawGet(boundPort(proxy, 'unanswered'), '/');
     const waited = performance.now() - started;
     assert.equal(r.status, 503);
-    assert.equal(r.body, 'upstream connect error or disconnect/reset before headers. reset reason: connection failure');
+    assert.equal(r.body, 'upstream connect error or disconnect/reset before headers. reset reason: connection timeout');
     // Not before the connect timeout; that it was the timeout, not the kernel giving up, is upstream_cx_connect_timeout.
     assert.ok(waited >= 290, `answered after ${Math.round(waited)} ms, before the 300 ms connect timeout`);
     const stats = ['upstream_cx_total', 'upstream_cx_connect_timeout', 'upstream_cx_connect_fail', 'upstream_cx_active', 'upstream_rq_total', 'upstream_rq_pending_total', 'upstream_rq_pending_active'] as const;

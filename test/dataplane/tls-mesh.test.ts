@@ -97,6 +97,7 @@ test('sidecar to sidecar over mTLS: transport_socket_matches, server SAN check, 
   // The client sidecar refuses a server whose certificate is not the expected identity.
   const wrong = await fetch(`http://127.0.0.1:${misnamed.port}/hello`);
   assert.equal(wrong.status, 503);
+  assert.equal(await wrong.text(), 'upstream connect error or disconnect/reset before headers. reset reason: remote connection failure, transport failure reason: TLS error: upstream TLS: server certificate refused (fail_verify_san)');
   assert.ok((await stat(misnamed.admin, 'cluster.outbound|8080||server.ssl.fail_verify_san')) >= 1);
   assert.ok((await stat(allowed.admin, 'cluster.outbound|8080||server.ssl.handshake')) >= 1);
   const dump = await fetch(`${allowed.admin}/config_dump`);

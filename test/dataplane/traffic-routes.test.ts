@@ -74,6 +74,7 @@ before(async () => {
   await upstream('slow', () => 'hang');
   await upstream('shadow', () => 'hang');
   clusters.set('dead-then-a', [{ host: '127.0.0.1', port: 1 }, { host: '127.0.0.1', port: (await upstream('c')) }]);
+  clusters.set('dead', [{ host: '127.0.0.1', port: 1 }]);
 });
 
 after(async () => {
@@ -194,6 +195,18 @@ describe('traffic: timeouts, retries, mirroring', () => {
   it('connect-failure retries on another endpoint', async () => {
     const port = await proxy(routes({ match: prefix('/'), action: { case: 'route', value: { ...toCluster('dead-then-a'), retryPolicy: { retryOn: 'connect-failure', numRetries: 1 } } } }));
     for (let i = 0; i < 4; i++) assert.equal((await send(port, '/x')).status, 200);
+  });
+
+  it("a refused connection is Envoy's remote connection failure with its transport failure reason; after a retry, 'retried and the latest'", async () => {
+    const once = await proxy(routes({ match: prefix('/'), action: { case: 'route', value: toCluster('dead') } }));
+    const refused = await send(once, '/x');
+    assert.equal(refused.status, 503);
+    assert.equal(refused.body, 'upstream connect error or disconnect/reset before headers. reset reason: remote connection failure, transport failure reason: delayed connect error: Connection refused');
+    const retried = await proxy(routes({ match: prefix('/'), action: { case: 'route', value: { ...toCluster('dead'), retryPolicy: { retryOn: 'connect-failure', numRetries: 1 } } } }));
+    assert.equal(
+      (await send(retried, '/x')).body,
+      'upstream connect error or disconnect/reset before headers. retried and the latest reset reason: remote connection failure, transport failure reason: delayed connect error: Connection refused',
+    );
   });
 
   it('a 1 s route timeout on a hanging upstream answers 504 without waiting for it', async () => {

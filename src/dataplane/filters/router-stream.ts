@@ -29,7 +29,7 @@ import {
 import { applyMutations } from '../header-mutations.js';
 import type { RetrySpec } from '../retry-policy.js';
 import { originalSrcOf, type OriginalSource } from '../original-src.js';
-import { CONNECT_FAILURE, failureOf, grpcStatusOf, NO_HEALTHY_UPSTREAM, PROTOCOL_ERROR, ResponseHeaderSet, UPSTREAM_TIMEOUT } from './upstream-outcome.js';
+import { failureOf, grpcStatusOf, NO_HEALTHY_UPSTREAM, PROTOCOL_ERROR, ResponseHeaderSet, UPSTREAM_TIMEOUT, upstreamReset } from './upstream-outcome.js';
 import type { RouterDeps, Target } from './router.js';
 
 const log = scope('http');
@@ -184,7 +184,7 @@ export class RouterStream implements Attempt, UpstreamRequest, BodyDone {
     const cluster = this.target.cluster;
     log.debug(`upstream ${cluster.name} ${a.endpoint.host}:${a.endpoint.port} failed: ${e.message}`);
     cluster.report?.(a.endpoint, 'failure');
-    if (!(this.mayRetry() && this.retry!.retriableFailure(failureOf(e)) && this.again())) this.reply(e instanceof ResponseParseError ? PROTOCOL_ERROR : CONNECT_FAILURE);
+    if (!(this.mayRetry() && this.retry!.retriableFailure(failureOf(e)) && this.again())) this.reply(e instanceof ResponseParseError ? PROTOCOL_ERROR : upstreamReset(e, this.attempts > 1));
   }
 
   attemptHead(a: Attempt, up: UpstreamHead, body: UpstreamBody): void {

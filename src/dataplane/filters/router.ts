@@ -18,7 +18,7 @@ import { mirror } from '../mirror.js';
 import type { RetrySpec } from '../retry-policy.js';
 import { formatGrpcTimeout, grpcRouterTimeoutMs } from '../route-timeouts.js';
 import { registerHttpFilter } from './registry.js';
-import { CONNECT_FAILURE, endToEndHeaders, NO_HEALTHY_UPSTREAM, OVERFLOW, ResponseHeaderSet } from './upstream-outcome.js';
+import { endToEndHeaders, NO_HEALTHY_UPSTREAM, OVERFLOW, ResponseHeaderSet, upstreamReset } from './upstream-outcome.js';
 import { cookieJar } from '../hash-cookie.js';
 import type { RequestHasher } from '../load-balancers.js';
 
@@ -182,7 +182,7 @@ export class Router {
     upstream.on('error', (e) => {
       log.debug(`upgrade to ${cluster.name} ${endpoint.host}:${endpoint.port} failed: ${e.message}`);
       if (socket.writable) {
-        sendLocalRaw(socket, CONNECT_FAILURE, requestId);
+        sendLocalRaw(socket, upstreamReset(e, false), requestId);
       }
     });
     upstream.on('upgrade', (up, upSocket, upHead) => {

@@ -1,5 +1,5 @@
 // What the router makes of an upstream's outcome: Envoy's local replies for the ways an upstream
-// attempt fails (connect failure, protocol error, overflow, timeout, no healthy endpoint), which
+// attempt fails (its reset reason, protocol error, overflow, timeout, no healthy endpoint), which
 // failures retry_on calls connect failures, the grpc-status gRPC retry conditions read, and the
 // upstream response's headers as the router passes them on (end-to-end only, mutable for the
 // route's response header mutations).
@@ -8,6 +8,7 @@ import type { LocalReply } from '../../envoy/filter.js';
 import { isEndToEnd } from '../http-codec.js';
 import type { MutableHeaders } from '../header-mutations.js';
 import type { AttemptFailure } from '../retry-policy.js';
+import { failedHandshake } from '../tls/upstream.js';
 
 /** Node's header object as a mutable header set (for response header mutations). */
 export class ResponseHeaderSet implements MutableHeaders {
@@ -27,13 +28,48 @@ export class ResponseHeaderSet implements MutableHeaders {
   }
 }
 
-/** Envoy's answer when the upstream connection fails before a response. */
-export const CONNECT_FAILURE: LocalReply = {
-  status: 503,
-  body: 'upstream connect error or disconnect/reset before headers. reset reason: connection failure',
-  headers: {},
-  details: 'upstream_reset_before_response_started{connection_failure}',
-};
+/**
+ * Envoy's answer when an attempt failed before the response started: the stream reset reason as
+ * Envoy names it (Http::Utility::resetReasonToString), and the connection's transport failure
+ * reason when it has one. `retried`: an earlier attempt failed too.
+ */
+export function upstreamReset(e: Error, retried: boolean): LocalReply {
+  const { reason, transport } = resetReasonOf(e);
+  const detail = transport ? `${reason}, transport failure reason: ${transport}` : reason;
+  return {
+    status: 503,
+    body: `upstream connect error or disconnect/reset before headers. ${retried ? 'retried and the latest ' : ''}reset reason: ${detail}`,
+    headers: {},
+    details: `upstream_reset_before_response_started{${(transport ? `${reason}|${transport}` : reason).replace(/ /g, '_')}}`,
+  };
+}
+
+/** strerror's text of the errors a connect reports later (Envoy's "delayed connect error"). */
+const CONNECT_ERRORS: ReadonlyMap<string, string> = new Map([
+  ['ECONNREFUSED', 'Connection refused'],
+  ['EHOSTUNREACH', 'No route to host'],
+  ['ENETUNREACH', 'Network is unreachable'],
+  ['EADDRNOTAVAIL', 'Cannot assign requested address'],
+]);
+
+/**
+ * Envoy's reset reason of a failed attempt: a connection that never came up is a remote connection
+ * failure (the connect's error, or a TLS handshake that failed) or a connection timeout
+ * (connect_timeout); one that closed under the request, a connection termination; an HTTP/2 stream
+ * the upstream reset, a remote reset.
+ */
+function resetReasonOf(e: Error): { reason: string; transport?: string } {
+  const code = (e as NodeJS.ErrnoException).code;
+  const refused = code === undefined ? undefined : CONNECT_ERRORS.get(code);
+  if (refused) return { reason: 'remote connection failure', transport: `delayed connect error: ${refused}` };
+  if (e.message.startsWith('connect timeout')) return { reason: 'connection timeout' };
+  if (code === 'ERR_HTTP2_STREAM_ERROR' || e.message.startsWith('stream closed before a response')) {
+    return { reason: e.message.includes('REFUSED_STREAM') ? 'remote refused stream reset' : 'remote reset' };
+  }
+  // Envoy's transport failure reason is BoringSSL's error list; node's code or message stands in for it.
+  if (failedHandshake(e)) return { reason: 'remote connection failure', transport: `TLS error: ${code ?? e.message}` };
+  return { reason: 'connection termination' };
+}
 
 /** Envoy's answer when the upstream's response is not valid HTTP (a reset for protocol error: 502). */
 export const PROTOCOL_ERROR: LocalReply = {
@@ -53,8 +89,6 @@ export const OVERFLOW: LocalReply = {
 
 export const UPSTREAM_TIMEOUT: LocalReply = { status: 504, body: 'upstream request timeout', headers: {}, details: 'upstream_response_timeout' };
 export const NO_HEALTHY_UPSTREAM: LocalReply = { status: 503, body: 'no healthy upstream', headers: {}, details: 'no_healthy_upstream' };
-
-const CONNECT_ERRORS = new Set(['ECONNREFUSED', 'EHOSTUNREACH', 'ENETUNREACH', 'EADDRNOTAVAIL']);
 
 /** Whether an exchange failed to connect (retry_on connect-failure) or was reset after connecting. */
 export function failureOf(e: Error): AttemptFailure {

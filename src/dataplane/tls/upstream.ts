@@ -22,6 +22,14 @@ const UNAPPLIED_UPSTREAM = ['allowRenegotiation', 'maxSessionKeys', 'enforceRsaK
 /** OpenSSL's chain verification failures (node's error codes), counted as ssl.fail_verify_error. */
 const VERIFY_ERRORS = /CERT|UNABLE_TO_|SELF_SIGNED|DEPTH_ZERO|CHAIN|SIGNATURE/;
 
+/** Errors that ended an upstream TLS handshake (the connection never came up), for the router's reset reason. */
+const handshakeFailures = new WeakSet<Error>();
+
+/** Whether `e` ended an upstream TLS handshake. */
+export function failedHandshake(e: Error): boolean {
+  return handshakeFailures.has(e);
+}
+
 export class UpstreamTls {
   private readonly tls: CompiledTls;
   private readonly sni: string;
@@ -93,10 +101,11 @@ export class UpstreamTls {
     });
     // A failure of the handshake itself (not of the TCP connect, not after it).
     s.on('error', (e: NodeJS.ErrnoException) => {
-      if (connected && !secured && !sanRefused) {
-        if (VERIFY_ERRORS.test(e.code ?? '')) this.stats.fail_verify_error.inc();
-        else this.stats.connection_error.inc();
-      }
+      if (!connected || secured) return;
+      handshakeFailures.add(e);
+      if (sanRefused) return;
+      if (VERIFY_ERRORS.test(e.code ?? '')) this.stats.fail_verify_error.inc();
+      else this.stats.connection_error.inc();
     });
     return s;
   }
