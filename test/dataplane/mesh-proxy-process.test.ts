@@ -56,6 +56,17 @@ describe('mesh-proxy process', () => {
     rmSync(dir, { recursive: true, force: true });
   });
 
+  /** mesh-proxy with --concurrency 3 and an inbound listener to the app; `stat` reads its /stats, `workerStat(i)` process i's connections. */
+  async function threeProcesses(...args: string[]) {
+    const [adminPort, listenerPort] = await Promise.all([freePort(), freePort()]);
+    ads.set(TypeUrl.Listener, [listener('inbound', listenerPort, [hcmChain({ cluster: 'app' })])]);
+    await ads.push(TypeUrl.Listener);
+    const proxy = new Running(start('mesh-proxy', ['-c', writeBootstrap(dir, ads.port, adminPort), '--concurrency', '3', ...args]));
+    const stat = async (name: string) => statValue((await get(adminPort, '/stats')).body, name);
+    const workerStat = (i: number) => stat(`listener.127.0.0.1_${listenerPort}.worker_${i}.downstream_cx_total`);
+    return { proxy, adminPort, listenerPort, stat, workerStat };
+  }
+
   it('refuses a bootstrap without an ADS cluster, naming the field', async () => {
     const b = bootstrapJson(ads.port, 0) as { static_resources: { clusters: unknown[] } };
     b.static_resources.clusters = [];
@@ -75,13 +86,7 @@ describe('mesh-proxy process', () => {
   });
 
   it('--concurrency 3: connections go round robin to this process and two worker processes, which are replaced when they die', async () => {
-    const [adminPort, listenerPort] = await Promise.all([freePort(), freePort()]);
-    ads.set(TypeUrl.Listener, [listener('inbound', listenerPort, [hcmChain({ cluster: 'app' })])]);
-    await ads.push(TypeUrl.Listener);
-    const file = writeBootstrap(dir, ads.port, adminPort);
-    const proxy = new Running(start('mesh-proxy', ['-c', file, '--concurrency', '3', '--drain-time-s', '2']));
-    const stat = async (name: string) => statValue((await get(adminPort, '/stats')).body, name);
-    const workerStat = (i: number) => stat(`listener.127.0.0.1_${listenerPort}.worker_${i}.downstream_cx_total`);
+    const { proxy, adminPort, listenerPort, stat, workerStat } = await threeProcesses('--drain-time-s', '2');
     try {
       await eventually(async () => assert.equal((await get(adminPort, '/ready')).status, 200, 'the proxy turns ready'), 15_000);
       const workers = childPids(proxy.child.pid!);
@@ -124,18 +129,13 @@ describe('mesh-proxy process', () => {
   });
 
   it('--concurrency 3: a gauge on /stats is the sum over the processes (upstream_rq_active with a request in flight on each)', async () => {
-    const [adminPort, listenerPort] = await Promise.all([freePort(), freePort()]);
-    ads.set(TypeUrl.Listener, [listener('inbound', listenerPort, [hcmChain({ cluster: 'app' })])]);
-    await ads.push(TypeUrl.Listener);
-    const proxy = new Running(start('mesh-proxy', ['-c', writeBootstrap(dir, ads.port, adminPort), '--concurrency', '3']));
-    const stat = async (name: string) => statValue((await get(adminPort, '/stats')).body, name);
+    const { proxy, adminPort, listenerPort, stat, workerStat } = await threeProcesses();
     try {
       await eventually(async () => assert.equal((await get(adminPort, '/ready')).status, 200, 'the proxy turns ready'), 15_000);
       // Three connections, one per process (round robin), each with a request the app holds.
       const responses = [0, 1, 2].map(() => get(listenerPort, '/hold'));
       await eventually(() => assert.equal(held.length, 3, 'the app has the three requests'));
-      const perWorker = await Promise.all([0, 1, 2].map((i) => stat(`listener.127.0.0.1_${listenerPort}.worker_${i}.downstream_cx_total`)));
-      assert.deepEqual(perWorker, [1, 1, 1], 'one connection in each process');
+      assert.deepEqual(await Promise.all([0, 1, 2].map(workerStat)), [1, 1, 1], 'one connection in each process');
       await eventually(async () => assert.equal(await stat('cluster.app.upstream_rq_active'), 3));
       for (const r of held.splice(0)) r.end('released');
       assert.deepEqual((await Promise.all(responses)).map((r) => r.body), ['released', 'released', 'released']);

@@ -28,21 +28,39 @@ export class ResponseHeaderSet implements MutableHeaders {
   }
 }
 
+/** A stream reset as Envoy's router names it: Http::Utility::resetReasonToString, and the connection's transport failure reason. */
+interface ResetReason {
+  readonly reason: string;
+  readonly transport?: string;
+}
+
 /**
- * Envoy's answer when an attempt failed before the response started: the stream reset reason as
- * Envoy names it (Http::Utility::resetReasonToString), and the connection's transport failure
- * reason when it has one. `retried`: an earlier attempt failed too.
+ * Envoy's local reply to a stream reset before the response started, in its router's words;
+ * `retried`: an earlier attempt failed too.
  */
-export function upstreamReset(e: Error, retried: boolean): LocalReply {
-  const { reason, transport } = resetReasonOf(e);
+function resetReply(status: number, { reason, transport }: ResetReason, retried = false, headers: Record<string, string> = {}): LocalReply {
   const detail = transport ? `${reason}, transport failure reason: ${transport}` : reason;
   return {
-    status: 503,
+    status,
     body: `upstream connect error or disconnect/reset before headers. ${retried ? 'retried and the latest ' : ''}reset reason: ${detail}`,
-    headers: {},
+    headers,
     details: `upstream_reset_before_response_started{${(transport ? `${reason}|${transport}` : reason).replace(/ /g, '_')}}`,
   };
 }
+
+/** Envoy's answer when an attempt failed before the response started. */
+export function upstreamReset(e: Error, retried: boolean): LocalReply {
+  return resetReply(503, resetReasonOf(e), retried);
+}
+
+/** Envoy's answer when the upstream's response is not valid HTTP (a reset for protocol error: 502). */
+export const PROTOCOL_ERROR: LocalReply = resetReply(502, { reason: 'protocol error' });
+
+/** Envoy's answer when a circuit breaker overflows. */
+export const OVERFLOW: LocalReply = resetReply(503, { reason: 'overflow' }, false, { 'x-envoy-overloaded': 'true' });
+
+export const UPSTREAM_TIMEOUT: LocalReply = { status: 504, body: 'upstream request timeout', headers: {}, details: 'upstream_response_timeout' };
+export const NO_HEALTHY_UPSTREAM: LocalReply = { status: 503, body: 'no healthy upstream', headers: {}, details: 'no_healthy_upstream' };
 
 /** strerror's text of the errors a connect reports later (Envoy's "delayed connect error"). */
 const CONNECT_ERRORS: ReadonlyMap<string, string> = new Map([
@@ -52,17 +70,23 @@ const CONNECT_ERRORS: ReadonlyMap<string, string> = new Map([
   ['EADDRNOTAVAIL', 'Cannot assign requested address'],
 ]);
 
+/** The reset reason of a TCP connect that failed (remote connection failure) or timed out (connect_timeout), if `e` is one. */
+function connectFailureOf(e: Error): ResetReason | undefined {
+  const refused = CONNECT_ERRORS.get((e as NodeJS.ErrnoException).code ?? '');
+  if (refused) return { reason: 'remote connection failure', transport: `delayed connect error: ${refused}` };
+  return e.message.startsWith('connect timeout') ? { reason: 'connection timeout' } : undefined;
+}
+
 /**
  * Envoy's reset reason of a failed attempt: a connection that never came up is a remote connection
  * failure (the connect's error, or a TLS handshake that failed) or a connection timeout
  * (connect_timeout); one that closed under the request, a connection termination; an HTTP/2 stream
  * the upstream reset, a remote reset.
  */
-function resetReasonOf(e: Error): { reason: string; transport?: string } {
+function resetReasonOf(e: Error): ResetReason {
+  const connect = connectFailureOf(e);
+  if (connect) return connect;
   const code = (e as NodeJS.ErrnoException).code;
-  const refused = code === undefined ? undefined : CONNECT_ERRORS.get(code);
-  if (refused) return { reason: 'remote connection failure', transport: `delayed connect error: ${refused}` };
-  if (e.message.startsWith('connect timeout')) return { reason: 'connection timeout' };
   if (code === 'ERR_HTTP2_STREAM_ERROR' || e.message.startsWith('stream closed before a response')) {
     return { reason: e.message.includes('REFUSED_STREAM') ? 'remote refused stream reset' : 'remote reset' };
   }
@@ -71,29 +95,9 @@ function resetReasonOf(e: Error): { reason: string; transport?: string } {
   return { reason: 'connection termination' };
 }
 
-/** Envoy's answer when the upstream's response is not valid HTTP (a reset for protocol error: 502). */
-export const PROTOCOL_ERROR: LocalReply = {
-  status: 502,
-  body: 'upstream connect error or disconnect/reset before headers. reset reason: protocol error',
-  headers: {},
-  details: 'upstream_reset_before_response_started{protocol_error}',
-};
-
-/** Envoy's answer when a circuit breaker overflows. */
-export const OVERFLOW: LocalReply = {
-  status: 503,
-  body: 'upstream connect error or disconnect/reset before headers. reset reason: overflow',
-  headers: { 'x-envoy-overloaded': 'true' },
-  details: 'upstream_reset_before_response_started{overflow}',
-};
-
-export const UPSTREAM_TIMEOUT: LocalReply = { status: 504, body: 'upstream request timeout', headers: {}, details: 'upstream_response_timeout' };
-export const NO_HEALTHY_UPSTREAM: LocalReply = { status: 503, body: 'no healthy upstream', headers: {}, details: 'no_healthy_upstream' };
-
 /** Whether an exchange failed to connect (retry_on connect-failure) or was reset after connecting. */
 export function failureOf(e: Error): AttemptFailure {
-  const code = (e as NodeJS.ErrnoException).code;
-  return (code !== undefined && CONNECT_ERRORS.has(code)) || e.message.startsWith('connect timeout') ? 'connect-failure' : 'reset';
+  return connectFailureOf(e) ? 'connect-failure' : 'reset';
 }
 
 /** The grpc-status of a trailers-only gRPC response head, if it carries one. */
