@@ -8,8 +8,8 @@ import { scope } from '../common/log.js';
 
 const log = scope('router');
 
-/** How an attempt failed without a response. */
-export type AttemptFailure = 'connect-failure' | 'reset' | 'per-try-timeout';
+/** How an attempt failed without a response (filters/upstream-outcome.ts `failureOf`). */
+export type AttemptFailure = 'connect-failure' | 'refused-stream' | 'reset' | 'per-try-timeout';
 
 export interface RetrySpec {
   readonly numRetries: number;
@@ -62,10 +62,11 @@ export function compileRetryPolicy(p: RetryPolicy, field: string): RetrySpec {
       return on.has('retriable-status-codes') && codes.has(status);
     },
     retriableFailure(f) {
-      // Envoy: 5xx and gateway-error cover resets, connect failures and per-try timeouts.
-      if (fiveXx || gateway) return true;
-      if (f === 'connect-failure') return on.has('connect-failure') || on.has('reset');
-      return on.has('reset');
+      // Envoy's order: a connect failure under connect-failure; then reset, 5xx and gateway-error
+      // cover every failure (per-try timeouts included); refused-stream, a refused HTTP/2 stream.
+      if (f === 'connect-failure' && on.has('connect-failure')) return true;
+      if (fiveXx || gateway || on.has('reset')) return true;
+      return f === 'refused-stream' && on.has('refused-stream');
     },
     backOffMs(n) {
       const ceiling = Math.min(baseMs * 2 ** (n - 1), maxMs);

@@ -179,3 +179,13 @@ it("compiles the Go mesh's default retry_on; its gRPC conditions retry by the gr
   assert.equal(spec.retriableStatus(503), true, 'retriable-status-codes');
   assert.equal(spec.retriableStatus(500), false);
 });
+
+it("retry_on's failures in Envoy's order: connect-failure and refused-stream each retry their own; reset, 5xx and gateway-error retry every failure", () => {
+  const failures = ['connect-failure', 'refused-stream', 'reset', 'per-try-timeout'] as const;
+  const retried = (retryOn: string) => failures.filter((f) => compileRetryPolicy(create(RetryPolicySchema, { retryOn }), 'retry_policy').retriableFailure(f));
+  assert.deepEqual(retried('connect-failure,refused-stream,unavailable,cancelled,retriable-status-codes'), ['connect-failure', 'refused-stream'], "the Go mesh's default");
+  assert.deepEqual(retried('connect-failure'), ['connect-failure']);
+  assert.deepEqual(retried('refused-stream'), ['refused-stream']);
+  for (const all of ['reset', '5xx', 'gateway-error']) assert.deepEqual(retried(all), [...failures], all);
+  assert.deepEqual(retried('retriable-4xx,unavailable'), []);
+});

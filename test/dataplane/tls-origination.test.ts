@@ -67,7 +67,12 @@ test('DestinationRule tls through mesh-proxy: insecureSkipVerify, caCrl, and cre
   ads.set(TypeUrl.Cluster, clusters);
   const ports = new Map<string, number>();
   for (const c of clusters) ports.set(c.name, await freePort());
-  ads.set(TypeUrl.Listener, clusters.map((c) => listener(c.name, ports.get(c.name)!, [hcmChain({ cluster: c.name })])));
+  // The strict cluster again, behind a route that retries connect failures.
+  const retriedPort = await freePort();
+  ads.set(TypeUrl.Listener, [
+    ...clusters.map((c) => listener(c.name, ports.get(c.name)!, [hcmChain({ cluster: c.name })])),
+    listener('strict-retried', retriedPort, [hcmChain({ cluster: 'strict', retry: { retryOn: 'connect-failure', numRetries: 1 } })]),
+  ]);
   // The credential's Secrets as the discovery server serves them: the client certificate, and the CA of the server.
   const store = new Map([['api-client', { certificateChain: Buffer.from(client.chainPem), privateKey: Buffer.from(client.keyPem), caCertificate: Buffer.from(ca.rootPem) }]]);
   ads.set(
@@ -91,6 +96,10 @@ test('DestinationRule tls through mesh-proxy: insecureSkipVerify, caCrl, and cre
   assert.equal(strict.status, 503, 'the same server, verified against the CA: refused');
   // Envoy's reset reason of a failed handshake; its transport failure reason names the TLS error.
   assert.match(strict.body, /^upstream connect error or disconnect\/reset before headers\. reset reason: remote connection failure, transport failure reason: TLS error: \S/);
+  // A failed handshake is a connect failure to retry_on, as Envoy's pool reports it: retried, and failed again.
+  const retried = await fetch(`http://127.0.0.1:${retriedPort}/`);
+  assert.equal(retried.status, 503);
+  assert.match(await retried.text(), /^upstream connect error or disconnect\/reset before headers\. retried and the latest reset reason: remote connection failure, transport failure reason: TLS error: \S/);
   assert.deepEqual(await get('crl-good'), { status: 200, body: 'none' });
   assert.equal((await get('crl-revoked')).status, 503, 'a revoked server certificate');
   assert.deepEqual(await get('credential'), { status: 200, body: new X509Certificate(client.chainPem).fingerprint256 }, 'the client certificate of the credential, the server verified with its CA');
@@ -117,7 +126,12 @@ test('DestinationRule SIMPLE without caCertificates through mesh-proxy: the serv
   ads.set(TypeUrl.Cluster, clusters);
   const ports = new Map<string, number>();
   for (const c of clusters) ports.set(c.name, await freePort());
-  ads.set(TypeUrl.Listener, clusters.map((c) => listener(c.name, ports.get(c.name)!, [hcmChain({ cluster: c.name })])));
+  // The strict cluster again, behind a route that retries connect failures.
+  const retriedPort = await freePort();
+  ads.set(TypeUrl.Listener, [
+    ...clusters.map((c) => listener(c.name, ports.get(c.name)!, [hcmChain({ cluster: c.name })])),
+    listener('strict-retried', retriedPort, [hcmChain({ cluster: 'strict', retry: { retryOn: 'connect-failure', numRetries: 1 } })]),
+  ]);
   await ads.push(TypeUrl.Cluster, TypeUrl.Listener);
   await eventually(async () => assert.equal((await fetch(`${admin}/ready`)).status, 200), 15_000);
   const status = async (name: string) => (await fetch(`http://127.0.0.1:${ports.get(name)}/`)).status;

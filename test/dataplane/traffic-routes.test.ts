@@ -2,6 +2,8 @@
 // generated Envoy messages on a node:http server, forwarding to real upstream servers on loopback.
 import assert from 'node:assert/strict';
 import { Agent, createServer, type Server } from 'node:http';
+import { constants as h2, createServer as createH2Server, type Http2Server } from 'node:http2';
+import type { AddressInfo } from 'node:net';
 import { after, before, describe, it } from 'node:test';
 import { create, type MessageInitShape } from '@bufbuild/protobuf';
 import { anyPack } from '@bufbuild/protobuf/wkt';
@@ -24,6 +26,7 @@ const agent = new Agent({ keepAlive: true, maxSockets: 32 });
 const send = (port: number, path: string, headers: Record<string, string> = {}) => get(agent, port, path, headers);
 
 const servers: Server[] = [];
+const h2Servers: Http2Server[] = [];
 const clusters = new StaticClusterManager();
 /** What each upstream saw: url, host and attempt count, by upstream name. */
 const seen = new Map<string, { url: string; host: string; attempt: string | undefined }[]>();
@@ -75,12 +78,34 @@ before(async () => {
   await upstream('shadow', () => 'hang');
   clusters.set('dead-then-a', [{ host: '127.0.0.1', port: 1 }, { host: '127.0.0.1', port: (await upstream('c')) }]);
   clusters.set('dead', [{ host: '127.0.0.1', port: 1 }]);
+  clusters.set('refusing', [{ host: '127.0.0.1', port: await refusingUpstream() }], { http2: true });
 });
+
+/** Streams the h2c upstream 'refusing' was sent, by path. */
+const refusedSeen = new Map<string, number>();
+
+/** An h2c upstream that refuses (RST_STREAM REFUSED_STREAM) the first stream of every path and answers the next ones. */
+async function refusingUpstream(): Promise<number> {
+  const server = createH2Server();
+  server.on('stream', (stream, headers) => {
+    const path = String(headers[':path']);
+    const n = (refusedSeen.get(path) ?? 0) + 1;
+    refusedSeen.set(path, n);
+    // Closing with an error code is also an 'error' on the server's own stream.
+    stream.on('error', () => {});
+    if (n === 1) stream.close(h2.NGHTTP2_REFUSED_STREAM);
+    else stream.respond({ ':status': 200, 'x-upstream': 'refusing' }, { endStream: true });
+  });
+  await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+  h2Servers.push(server);
+  return (server.address() as AddressInfo).port;
+}
 
 after(async () => {
   agent.destroy();
   clusters.close();
   await Promise.all(servers.map(close));
+  await Promise.all(h2Servers.map((s) => new Promise((r) => s.close(r))));
 });
 
 describe('traffic: weighted clusters and matching', () => {
@@ -195,6 +220,19 @@ describe('traffic: timeouts, retries, mirroring', () => {
   it('connect-failure retries on another endpoint', async () => {
     const port = await proxy(routes({ match: prefix('/'), action: { case: 'route', value: { ...toCluster('dead-then-a'), retryPolicy: { retryOn: 'connect-failure', numRetries: 1 } } } }));
     for (let i = 0; i < 4; i++) assert.equal((await send(port, '/x')).status, 200);
+  });
+
+  it("an HTTP/2 stream the upstream refused is retried under the Go mesh's default retry_on (refused-stream), not under connect-failure alone", async () => {
+    const retryOn = (on: string) => proxy(routes({ match: prefix('/'), action: { case: 'route', value: { ...toCluster('refusing'), retryPolicy: { retryOn: on, numRetries: 2 } } } }));
+    const byDefault = await retryOn('connect-failure,refused-stream,unavailable,cancelled,retriable-status-codes');
+    const r = await send(byDefault, '/refused-once');
+    assert.equal(r.status, 200);
+    assert.equal(r.headers['x-upstream'], 'refusing');
+    assert.equal(refusedSeen.get('/refused-once'), 2, 'the refused stream, then its retry');
+    const connectOnly = await send(await retryOn('connect-failure'), '/refused-for-good');
+    assert.equal(connectOnly.status, 503);
+    assert.equal(connectOnly.body, 'upstream connect error or disconnect/reset before headers. reset reason: remote refused stream reset');
+    assert.equal(refusedSeen.get('/refused-for-good'), 1, 'no retry');
   });
 
   it("a refused connection is Envoy's remote connection failure with its transport failure reason; after a retry, 'retried and the latest'", async () => {

@@ -14,6 +14,7 @@ import type { FilterChain, FilterChainSchema } from '../../src/gen/envoy/config/
 import { ListenerSchema, type Listener } from '../../src/gen/envoy/config/listener/v3/listener_pb.js';
 import { RBAC_Action, type PolicySchema } from '../../src/gen/envoy/config/rbac/v3/rbac_pb.js';
 import { RouteConfigurationSchema } from '../../src/gen/envoy/config/route/v3/route_pb.js';
+import type { RetryPolicySchema } from '../../src/gen/envoy/config/route/v3/route_components_pb.js';
 import { JwtAuthenticationSchema, type JwtAuthentication } from '../../src/gen/envoy/extensions/filters/http/jwt_authn/v3/config_pb.js';
 import { RBACSchema } from '../../src/gen/envoy/extensions/filters/http/rbac/v3/rbac_pb.js';
 import { RouterSchema } from '../../src/gen/envoy/extensions/filters/http/router/v3/router_pb.js';
@@ -30,6 +31,7 @@ type PolicyInit = MessageInitShape<typeof PolicySchema>;
 type ChainInit = Exclude<MessageInitShape<typeof FilterChainSchema>, FilterChain>;
 type ListenerInit = Exclude<MessageInitShape<typeof ListenerSchema>, Listener>;
 type ClusterInit = Exclude<MessageInitShape<typeof ClusterSchema>, { $typeName: string }>;
+type RetryInit = Exclude<MessageInitShape<typeof RetryPolicySchema>, { $typeName: string }>;
 
 /** An ADS server whose resources per type are whatever the test last set. */
 /** A resource as the fixture ADS server serves it: its name and packed message. */
@@ -90,14 +92,18 @@ export interface HcmOptions {
   readonly rdsInitialFetchTimeout?: { seconds: bigint; nanos?: number };
   /** The HCM's common_http_protocol_options (idle timeout, requests per connection, ...). */
   readonly common?: MessageInitShape<typeof HttpProtocolOptionsSchema>;
+  /** The inline route's retry policy. */
+  readonly retry?: RetryInit;
   /** The HCM's stream timeouts. */
   readonly timeouts?: Pick<MessageInitShape<typeof HttpConnectionManagerSchema>, 'streamIdleTimeout' | 'requestTimeout' | 'requestHeadersTimeout'>;
 }
 
-export function routeConfig(name: string, cluster: string) {
+/** A route table sending everything to `cluster`, with the route's retry policy when given. */
+export function routeConfig(name: string, cluster: string, retry?: RetryInit) {
+  const action = { clusterSpecifier: { case: 'cluster' as const, value: cluster }, ...(retry ? { retryPolicy: retry } : {}) };
   return {
     name,
-    virtualHosts: [{ name: 'all', domains: ['*'], routes: [{ match: { pathSpecifier: { case: 'prefix' as const, value: '/' } }, action: { case: 'route' as const, value: { clusterSpecifier: { case: 'cluster' as const, value: cluster } } } }] }],
+    virtualHosts: [{ name: 'all', domains: ['*'], routes: [{ match: { pathSpecifier: { case: 'prefix' as const, value: '/' } }, action: { case: 'route' as const, value: action } }] }],
   };
 }
 
@@ -124,7 +130,7 @@ export function hcmChain(o: HcmOptions, extra: Partial<ChainInit> = {}): ChainIn
     serverName: o.serverName ?? '',
     routeSpecifier: o.rds
       ? { case: 'rds', value: { routeConfigName: o.rds, configSource: { configSourceSpecifier: { case: 'ads', value: {} }, ...(o.rdsInitialFetchTimeout ? { initialFetchTimeout: o.rdsInitialFetchTimeout } : {}) } } }
-      : { case: 'routeConfig', value: routeConfig('inline', o.cluster ?? 'app') },
+      : { case: 'routeConfig', value: routeConfig('inline', o.cluster ?? 'app', o.retry) },
     httpFilters,
     ...(o.common ? { commonHttpProtocolOptions: o.common } : {}),
     ...o.timeouts,

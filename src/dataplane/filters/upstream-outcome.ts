@@ -86,18 +86,28 @@ function connectFailureOf(e: Error): ResetReason | undefined {
 function resetReasonOf(e: Error): ResetReason {
   const connect = connectFailureOf(e);
   if (connect) return connect;
-  const code = (e as NodeJS.ErrnoException).code;
-  if (code === 'ERR_HTTP2_STREAM_ERROR' || e.message.startsWith('stream closed before a response')) {
-    return { reason: e.message.includes('REFUSED_STREAM') ? 'remote refused stream reset' : 'remote reset' };
-  }
+  const stream = streamResetOf(e);
+  if (stream) return { reason: stream === 'refused' ? 'remote refused stream reset' : 'remote reset' };
   // Envoy's transport failure reason is BoringSSL's error list; node's code or message stands in for it.
-  if (failedHandshake(e)) return { reason: 'remote connection failure', transport: `TLS error: ${code ?? e.message}` };
+  if (failedHandshake(e)) return { reason: 'remote connection failure', transport: `TLS error: ${(e as NodeJS.ErrnoException).code ?? e.message}` };
   return { reason: 'connection termination' };
 }
 
-/** Whether an exchange failed to connect (retry_on connect-failure) or was reset after connecting. */
+/** Whether the upstream reset an HTTP/2 stream (REFUSED_STREAM apart), if `e` is such a reset. */
+function streamResetOf(e: Error): 'refused' | 'other' | undefined {
+  if ((e as NodeJS.ErrnoException).code !== 'ERR_HTTP2_STREAM_ERROR' && !e.message.startsWith('stream closed before a response')) return undefined;
+  return e.message.includes('REFUSED_STREAM') ? 'refused' : 'other';
+}
+
+/**
+ * What retry_on sees of a failed exchange, as Envoy's retry state reads the reset reason: a
+ * connection that never came up (its connect failed or timed out, or its TLS handshake failed) is
+ * a connect failure; an HTTP/2 stream the upstream refused (REFUSED_STREAM), a refused stream;
+ * anything else, a reset.
+ */
 export function failureOf(e: Error): AttemptFailure {
-  return connectFailureOf(e) ? 'connect-failure' : 'reset';
+  if (connectFailureOf(e) || failedHandshake(e)) return 'connect-failure';
+  return streamResetOf(e) === 'refused' ? 'refused-stream' : 'reset';
 }
 
 /** The grpc-status of a trailers-only gRPC response head, if it carries one. */
