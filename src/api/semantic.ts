@@ -3,6 +3,7 @@
 // resource is reported at once; hence they read the spec defensively and skip ill-typed parts,
 // which the structural check already reports.
 
+import { STATUS_CODES } from 'node:http';
 import { joinPath, type Issue } from './errors.js';
 import {
   checkDuration,
@@ -20,6 +21,7 @@ import {
 import type { Kind } from './types.js';
 import { asRecord, type Fields } from './values.js';
 import { setting } from '../common/env.js';
+import { RETRY_CONDITIONS } from '../envoy/retry-conditions.js';
 import { destinationRuleTls } from './client-tls.js';
 import { serverTls } from './server-tls.js';
 
@@ -324,15 +326,35 @@ function destinationRule(spec: Fields, path: string, out: Findings): void {
   subsets.forEach((s, i) => out.labels(s?.['labels'], `${joinPath(`${path}.subsets`, i)}.labels`));
 }
 
+/** A retryOn entry: one of Envoy's retry conditions, or an HTTP status code (a retriable status). */
+const checkRetryOn: Check = (value) => {
+  const bad = value.split(',').map((p) => p.trim()).filter((p) => p !== '' && !RETRY_CONDITIONS.has(p) && !(/^\d+$/.test(p) && STATUS_CODES[Number(p)] !== undefined));
+  if (bad.length === 0) return undefined;
+  return `${bad.map((p) => JSON.stringify(p)).join(', ')} ${bad.length === 1 ? 'is not a valid retryOn policy' : 'are not valid retryOn policies'}; expected HTTP status codes or Envoy's retry conditions: ${[...RETRY_CONDITIONS].join(', ')}`;
+};
+
+/** A route's retries, as the Go mesh checks them: attempts not negative, nothing else set when they are 0, a retryOn the proxies evaluate. */
+function httpRetry(value: unknown, at: string, out: Findings): void {
+  const r = asRecord(value);
+  if (!r) return;
+  const attempts = r['attempts'];
+  if (typeof attempts === 'number' && attempts < 0) out.add(`${at}.attempts`, 'cannot be negative');
+  const set = ['perTryTimeout', 'retryOn', 'retryRemoteLocalities'].filter((k) => r[k] !== undefined);
+  if (attempts === 0 && set.length > 0) out.add(`${at}.attempts`, `is 0 (retries disabled) while ${set.join(', ')} ${set.length === 1 ? 'is' : 'are'} set`);
+  out.string(r['retryOn'], `${at}.retryOn`, checkRetryOn);
+}
+
 function virtualService(spec: Fields, path: string, out: Findings): void {
   out.strings(spec['hosts'], `${path}.hosts`, checkHost);
   out.strings(spec['exportTo'], `${path}.exportTo`, checkExportTo);
   trafficDurations(spec['http'], `${path}.http`, out);
   asArray(spec['http']).forEach((item, i) => {
     const route = asRecord(item);
+    const at = joinPath(`${path}.http`, i);
     if (route?.['delegate'] !== undefined && route['route'] !== undefined) {
-      out.add(`${joinPath(`${path}.http`, i)}.delegate`, 'cannot be combined with route; a delegating rule routes through the delegate');
+      out.add(`${at}.delegate`, 'cannot be combined with route; a delegating rule routes through the delegate');
     }
+    httpRetry(route?.['retries'], `${at}.retries`, out);
   });
 }
 

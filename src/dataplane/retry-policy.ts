@@ -5,6 +5,7 @@ import { durationMs } from '../common/duration.js';
 import { ConfigError, unappliedFields } from '../envoy/config-error.js';
 import { RetryPolicySchema } from '../gen/envoy/config/route/v3/route_components_pb.js';
 import { scope } from '../common/log.js';
+import { GRPC_RETRY_CONDITIONS, RETRY_CONDITIONS } from '../envoy/retry-conditions.js';
 
 const log = scope('router');
 
@@ -15,24 +16,21 @@ export interface RetrySpec {
   readonly numRetries: number;
   /** 0 = none (the route timeout alone). */
   readonly perTryTimeoutMs: number;
-  /** Whether a response with this status (and the grpc-status of a trailers-only gRPC response) is retried. */
-  retriableStatus(status: number, grpcStatus?: number): boolean;
+  /**
+   * Whether a response with this status (and the grpc-status of a trailers-only gRPC response) is
+   * retried; `rateLimited`: it carries x-envoy-ratelimited (an upstream Envoy's rate limit).
+   */
+  retriableStatus(status: number, grpcStatus?: number, rateLimited?: boolean): boolean;
   /** Whether an attempt that ended without a response is retried. */
   retriableFailure(f: AttemptFailure): boolean;
   /** The wait before retry number `n` (1-based): full jitter over an exponential ceiling. */
   backOffMs(n: number): number;
 }
 
-/** Envoy's gRPC retry conditions (x-envoy-retry-grpc-on), by the grpc-status they retry. */
-const GRPC_CONDITIONS: ReadonlyMap<string, number> = new Map([
-  ['cancelled', 1],
-  ['deadline-exceeded', 4],
-  ['resource-exhausted', 8],
-  ['internal', 13],
-  ['unavailable', 14],
-]);
-/** retry_on conditions this proxy evaluates (http3-post-connect-failure and the like are not). */
-const KNOWN = new Set(['5xx', 'gateway-error', 'connect-failure', 'retriable-4xx', 'reset', 'retriable-status-codes', 'refused-stream', ...GRPC_CONDITIONS.keys()]);
+// Of Envoy's conditions, http3-post-connect-failure concerns HTTP/3 upstreams, which this proxy never
+// uses: there, as in Envoy for any other protocol, it retries nothing. retriable-headers matches the
+// policy's retriable_headers, which are not applied yet (logged); without any, as the Go mesh's
+// VirtualService sends it, it matches nothing.
 const UNAPPLIED_RETRY = ['retryPriority', 'retryHostPredicate', 'hostSelectionRetryMaxAttempts', 'retriableHeaders', 'retriableRequestHeaders', 'rateLimitedRetryBackOff', 'retryOptionsPredicates', 'perTryIdleTimeout'];
 
 const DEFAULT_BASE_MS = 25;
@@ -40,7 +38,7 @@ const DEFAULT_BASE_MS = 25;
 /** Compiles a RetryPolicy; unknown retry_on conditions are a ConfigError rather than ignored. */
 export function compileRetryPolicy(p: RetryPolicy, field: string): RetrySpec {
   const on = new Set(p.retryOn.split(',').map((s) => s.trim()).filter(Boolean));
-  for (const c of on) if (!KNOWN.has(c)) throw new ConfigError(`${field}.retry_on`, `retry condition ${JSON.stringify(c)} is not supported (supported: ${[...KNOWN].join(', ')})`);
+  for (const c of on) if (!RETRY_CONDITIONS.has(c)) throw new ConfigError(`${field}.retry_on`, `retry condition ${JSON.stringify(c)} is not supported (supported: ${[...RETRY_CONDITIONS].join(', ')})`);
   const unapplied = unappliedFields(RetryPolicySchema, p, UNAPPLIED_RETRY);
   if (unapplied.length > 0) log.warn(`${field}: accepted but not applied yet: ${unapplied.join(', ')}`);
   const codes = new Set(p.retriableStatusCodes);
@@ -50,11 +48,14 @@ export function compileRetryPolicy(p: RetryPolicy, field: string): RetrySpec {
   if (maxMs < baseMs) throw new ConfigError(`${field}.retry_back_off.max_interval`, 'must not be less than base_interval');
   const fiveXx = on.has('5xx');
   const gateway = on.has('gateway-error');
-  const grpcStatuses = new Set([...on].flatMap((c) => (GRPC_CONDITIONS.has(c) ? [GRPC_CONDITIONS.get(c)!] : [])));
+  const rateLimitedOn = on.has('envoy-ratelimited');
+  const grpcStatuses = new Set([...on].flatMap((c) => (GRPC_RETRY_CONDITIONS.has(c) ? [GRPC_RETRY_CONDITIONS.get(c)!] : [])));
   return {
     numRetries: p.numRetries ?? 1,
     perTryTimeoutMs: durationMs(p.perTryTimeout, 0),
-    retriableStatus(status, grpcStatus) {
+    retriableStatus(status, grpcStatus, rateLimited = false) {
+      // As Envoy: a rate-limited response is retried under envoy-ratelimited, and under nothing else.
+      if (rateLimited) return rateLimitedOn;
       if (grpcStatus !== undefined && grpcStatuses.has(grpcStatus)) return true;
       if (fiveXx && status >= 500) return true;
       if (gateway && (status === 502 || status === 503 || status === 504)) return true;
@@ -64,7 +65,9 @@ export function compileRetryPolicy(p: RetryPolicy, field: string): RetrySpec {
     retriableFailure(f) {
       // Envoy's order: a connect failure under connect-failure; then reset, 5xx and gateway-error
       // cover every failure (per-try timeouts included); refused-stream, a refused HTTP/2 stream.
-      if (f === 'connect-failure' && on.has('connect-failure')) return true;
+      // The request is written as soon as the connection is up, so it never reached the upstream
+      // exactly when the connection never came up: reset-before-request retries connect failures.
+      if (f === 'connect-failure' && (on.has('connect-failure') || on.has('reset-before-request'))) return true;
       if (fiveXx || gateway || on.has('reset')) return true;
       return f === 'refused-stream' && on.has('refused-stream');
     },

@@ -74,6 +74,7 @@ const VALID: [string, Record<string, unknown>][] = [
     egress: [{ hosts: ['./*', 'mesh-system/*'] }], outboundTrafficPolicy: { mode: 'REGISTRY_ONLY' },
   })],
   ['DestinationRule', doc('DestinationRule', { host: 'reviews', trafficPolicy: { loadBalancer: { simple: 'ROUND_ROBIN' } }, subsets: [{ name: 'v1', labels: { version: 'v1' } }] })],
+  ['VirtualService with every kind of retryOn entry', doc('VirtualService', { hosts: ['reviews'], http: [{ retries: { attempts: 3, retryOn: 'reset-before-request,refused-stream,envoy-ratelimited,unavailable, 503,429' }, route: [{ destination: { host: 'reviews' } }] }] })],
   ['VirtualService with delegate', doc('VirtualService', { hosts: ['reviews'], http: [{ match: [{ uri: { prefix: '/r' } }], delegate: { name: 'r', namespace: 'ns2' } }, { route: [{ destination: { host: 'reviews' } }] }] })],
   ['Gateway', doc('Gateway', { selector: { app: 'ingress' }, servers: [{ port: { number: 80, name: 'http', protocol: 'HTTP' }, hosts: ['ns/*.example.com'] }] })],
 ];
@@ -182,6 +183,10 @@ const INVALID: [string, unknown, string, string][] = [
   ['VirtualService delegate with route', doc('VirtualService', { http: [{ delegate: { name: 'd' }, route: [{}] }] }), 'spec.http[0].delegate', 'cannot be combined with route'],
   ['VirtualService bad retry timeout', doc('VirtualService', { http: [{ retries: { attempts: 2, perTryTimeout: 'soon' }, headers: { request: { set: { timeout: 'any text' } } } }] }), 'spec.http[0].retries.perTryTimeout', 'duration'],
   ['DestinationRule bad subset idle timeout', doc('DestinationRule', { host: 'a', subsets: [{ name: 'v1', trafficPolicy: { connectionPool: { http: { idleTimeout: '5 minutes' } } } }] }), 'spec.subsets[0].trafficPolicy.connectionPool.http.idleTimeout', 'duration'],
+  ['VirtualService unknown retryOn condition', doc('VirtualService', { http: [{ retries: { attempts: 2, retryOn: 'connect-failure,reset-on-tuesdays,503' } }] }), 'spec.http[0].retries.retryOn', '"reset-on-tuesdays" is not a valid retryOn policy; expected HTTP status codes or Envoy\'s retry conditions: 5xx, gateway-error, connect-failure'],
+  ['VirtualService retryOn codes that are no HTTP status', doc('VirtualService', { http: [{ retries: { attempts: 2, retryOn: '999,0x1f7' } }] }), 'spec.http[0].retries.retryOn', '"999", "0x1f7" are not valid retryOn policies'],
+  ['VirtualService negative retry attempts', doc('VirtualService', { http: [{ retries: { attempts: -1 } }] }), 'spec.http[0].retries.attempts', 'cannot be negative'],
+  ['VirtualService retries disabled yet configured', doc('VirtualService', { http: [{ retries: { attempts: 0, retryOn: '5xx', perTryTimeout: '1s' } }] }), 'spec.http[0].retries.attempts', 'is 0 (retries disabled) while perTryTimeout, retryOn are set'],
   ['VirtualService unknown http field', doc('VirtualService', { http: [{ routes: [] }] }), 'spec.http[0].routes', 'unknown field'],
   ['Gateway server without hosts', doc('Gateway', { servers: [{ port: { number: 80 } }] }), 'spec.servers[0].hosts', 'required'],
   ['Gateway port range', doc('Gateway', { servers: [{ port: { number: 0 }, hosts: ['*'] }] }), 'spec.servers[0].port.number', 'expected an integer in 1..65535'],

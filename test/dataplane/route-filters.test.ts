@@ -188,4 +188,17 @@ it("retry_on's failures in Envoy's order: connect-failure and refused-stream eac
   assert.deepEqual(retried('refused-stream'), ['refused-stream']);
   for (const all of ['reset', '5xx', 'gateway-error']) assert.deepEqual(retried(all), [...failures], all);
   assert.deepEqual(retried('retriable-4xx,unavailable'), []);
+  // Every request is written once its connection is up: it never reached the upstream exactly when the connection never came up.
+  assert.deepEqual(retried('reset-before-request'), ['connect-failure']);
+  // No HTTP/3 upstream: nothing to retry, as in Envoy for other protocols.
+  assert.deepEqual(retried('http3-post-connect-failure'), []);
+});
+
+it('a response carrying x-envoy-ratelimited is retried under envoy-ratelimited and under nothing else, as in Envoy', () => {
+  const spec = (retryOn: string) => compileRetryPolicy(create(RetryPolicySchema, { retryOn, retriableStatusCodes: [429] }), 'retry_policy');
+  assert.equal(spec('envoy-ratelimited').retriableStatus(429, undefined, true), true);
+  assert.equal(spec('envoy-ratelimited').retriableStatus(429), false, 'without the header');
+  assert.equal(spec('5xx,retriable-status-codes').retriableStatus(503, undefined, true), false, 'a rate-limited 503 is not retried under 5xx');
+  assert.equal(spec('5xx,retriable-status-codes').retriableStatus(429), true);
+  assert.throws(() => spec('connect-failure,reset-on-tuesdays'), /retry_policy\.retry_on: retry condition "reset-on-tuesdays" is not supported \(supported: 5xx, gateway-error, /);
 });

@@ -196,7 +196,7 @@ export class RouterStream implements Attempt, UpstreamRequest, BodyDone {
     clearTimeout(this.tryTimer);
     const { cluster, route, attemptCount } = this.target;
     cluster.report?.(a.endpoint, up.status);
-    if (this.mayRetry() && this.retry!.retriableStatus(up.status, grpcStatusOf(up.headers['grpc-status'])) && this.again()) {
+    if (this.mayRetry() && this.retry!.retriableStatus(up.status, grpcStatusOf(up.headers['grpc-status']), up.headers['x-envoy-ratelimited'] !== undefined) && this.again()) {
       a.state = 'abandoned';
       a.active?.();
       body.discard();
