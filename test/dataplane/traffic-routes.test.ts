@@ -79,6 +79,18 @@ before(async () => {
   clusters.set('dead-then-a', [{ host: '127.0.0.1', port: 1 }, { host: '127.0.0.1', port: (await upstream('c')) }]);
   clusters.set('dead', [{ host: '127.0.0.1', port: 1 }]);
   clusters.set('refusing', [{ host: '127.0.0.1', port: await refusingUpstream() }], { http2: true });
+  // Rate-limits (429 with x-envoy-ratelimited, as an upstream Envoy's rate limit says it) the first request of every path.
+  const limited = new Map<string, number>();
+  const server = createServer((req, res) => {
+    const n = (limited.get(req.url ?? '') ?? 0) + 1;
+    limited.set(req.url ?? '', n);
+    seen.get('ratelimited')!.push({ url: req.url ?? '', host: req.headers.host ?? '', attempt: undefined });
+    if (n === 1) res.writeHead(429, { 'x-envoy-ratelimited': 'true' }).end('limited');
+    else res.end('ok');
+  });
+  servers.push(server);
+  seen.set('ratelimited', []);
+  clusters.set('ratelimited', [{ host: '127.0.0.1', port: await listen(server) }]);
 });
 
 /** Streams the h2c upstream 'refusing' was sent, by path. */
@@ -233,6 +245,15 @@ describe('traffic: timeouts, retries, mirroring', () => {
     assert.equal(connectOnly.status, 503);
     assert.equal(connectOnly.body, 'upstream connect error or disconnect/reset before headers. reset reason: remote refused stream reset');
     assert.equal(refusedSeen.get('/refused-for-good'), 1, 'no retry');
+  });
+
+  it('a rate-limited response (x-envoy-ratelimited) is retried under envoy-ratelimited, and not under retriable-status-codes naming its 429', async () => {
+    const retryOn = (on: string) => proxy(routes({ match: prefix('/'), action: { case: 'route', value: { ...toCluster('ratelimited'), retryPolicy: { retryOn: on, numRetries: 1, retriableStatusCodes: [429] } } } }));
+    const hits = (url: string) => seen.get('ratelimited')!.filter((s) => s.url === url).length;
+    const retried = await send(await retryOn('envoy-ratelimited'), '/limited-once');
+    assert.deepEqual([retried.status, retried.body, hits('/limited-once')], [200, 'ok', 2]);
+    const kept = await send(await retryOn('5xx,retriable-status-codes'), '/limited-kept');
+    assert.deepEqual([kept.status, kept.body, hits('/limited-kept')], [429, 'limited', 1]);
   });
 
   it("a refused connection is Envoy's remote connection failure with its transport failure reason; after a retry, 'retried and the latest'", async () => {
