@@ -11,7 +11,10 @@
 // requests/s with an open-loop client (open-loop.ts, microsecond HDR histogram, its own process,
 // after a warm-up at that rate), and from /proc the proxies' CPU per 1000 requests/s (both
 // sidecars' together for two hops) and each proxy's RSS (worker processes included).
-//   npm run bench -- dataplane [--seconds N] [--concurrency N]   (the proxy's workers, default 1)
+// After each policy's one-hop row, alternated rounds (alternated.ts) give that row's ratios to nginx
+// and to the floor as a median over short back-to-back passes.
+//   npm run bench -- dataplane [--seconds N] [--concurrency N] [--rounds N] [--round-seconds N]
+//   (--concurrency: the proxy's workers, default 1; --rounds: alternated rounds, default 5, 0 for none)
 import { execFileSync, spawn } from 'node:child_process';
 import { mkdtempSync, writeFileSync } from 'node:fs';
 import { get as httpGet, request } from 'node:http';
@@ -22,6 +25,7 @@ import { startNginx } from './nginx.js';
 import { startChildServer } from './child-server.js';
 import type { OpenLoopResult } from './open-loop.js';
 import { adminToken, applyJwtRbac, until } from './mesh-policy.js';
+import { alternate, alternatedTable, type Alternated, type Contender } from './alternated.js';
 import { numberOption } from './options.js';
 import { childPid, cpuSeconds, rssMiB } from './procstat.js';
 import { wrk, type WrkResult } from './wrk.js';
@@ -109,6 +113,8 @@ interface Row {
 async function main(): Promise<void> {
   const seconds = numberOption('--seconds', 10);
   const concurrency = numberOption('--concurrency', 1);
+  const rounds = numberOption('--rounds', 5);
+  const roundSeconds = numberOption('--round-seconds', 5);
   const ports = await freePorts();
   const mesh = await startLocalMesh({ stateDir: mkdtempSync(join(tmpdir(), 'bench-mesh-')), issuer: true, client: true, ports, output: 'pipe', proxyConcurrency: concurrency });
   const nginxPort = await freePort();
@@ -122,6 +128,12 @@ async function main(): Promise<void> {
     stopSignal: 'SIGTERM',
   });
   const rows: Row[] = [];
+  const alternations: Alternated[] = [];
+  const nginxContender: Contender = { name: 'nginx', url: `http://127.0.0.1:${nginxPort}/ip`, headers: {} };
+  const floorContender: Contender = { name: 'Node floor', url: `http://127.0.0.1:${floorPort}/ip`, headers: {} };
+  const alternateWith = async (proxy: Contender) => {
+    if (rounds > 0) alternations.push(await alternate(nginxContender, floorContender, proxy, rounds, roundSeconds));
+  };
   try {
     const inbound = `http://127.0.0.1:${ports.inbound}/ip`;
     const outbound = `http://127.0.0.1:${ports.service}/ip`;
@@ -149,6 +161,7 @@ async function main(): Promise<void> {
     execFileSync('rm', ['-f', join(mesh.configDir, '01-require-jwt.yaml')]);
     await until(async () => (await fetch(inbound, { headers: { authorization: 'Bearer x' } })).status === 200, 'the policy-free config');
     await measure('mesh-proxy, no policy', inbound, {}, [proxy]);
+    await alternateWith({ name: 'mesh-proxy, no policy', url: inbound, headers: {} });
     await measure('two sidecar hops, no policy', outbound, service, pair);
     // 20 VirtualService routes for the service, the request matching only the last one.
     writeFileSync(join(mesh.configDir, '04-twenty-routes.yaml'), twentyRoutes());
@@ -162,6 +175,7 @@ async function main(): Promise<void> {
     await until(async () => (await matchedRoute(outbound, routed)) === undefined, 'the route table without the VirtualService');
     await applyJwtRbac(mesh.configDir, mesh.issuerUrl!, inbound);
     await measure('mesh-proxy, JWT + RBAC', inbound, { authorization: `Bearer ${token}` }, [proxy]);
+    await alternateWith({ name: 'mesh-proxy, JWT + RBAC', url: inbound, headers: { authorization: `Bearer ${token}` } });
     await measure('two sidecar hops, JWT + RBAC', outbound, { ...service, authorization: `Bearer ${token}` }, pair);
     await mesh.stop();
     const secured = await startLocalMesh({ stateDir: mkdtempSync(join(tmpdir(), 'bench-mesh-mtls-')), secure: true, client: true, ports: await freePorts(), output: 'pipe', proxyConcurrency: concurrency });
@@ -180,6 +194,7 @@ async function main(): Promise<void> {
     await mesh.stop();
   }
   process.stdout.write(table(rows, seconds, concurrency));
+  for (const a of alternations) process.stdout.write(alternatedTable(a, roundSeconds));
 }
 
 function table(rows: Row[], seconds: number, concurrency: number): string {
