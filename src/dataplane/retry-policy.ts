@@ -27,15 +27,17 @@ export interface RetrySpec {
   backOffMs(n: number): number;
 }
 
-// Of Envoy's conditions, http3-post-connect-failure concerns HTTP/3 upstreams, which this proxy never
-// uses: there, as in Envoy for any other protocol, it retries nothing. retriable-headers matches the
-// policy's retriable_headers, which are not applied yet (logged); without any, as the Go mesh's
-// VirtualService sends it, it matches nothing.
 const UNAPPLIED_RETRY = ['retryPriority', 'retryHostPredicate', 'hostSelectionRetryMaxAttempts', 'retriableHeaders', 'retriableRequestHeaders', 'rateLimitedRetryBackOff', 'retryOptionsPredicates', 'perTryIdleTimeout'];
 
 const DEFAULT_BASE_MS = 25;
 
-/** Compiles a RetryPolicy; unknown retry_on conditions are a ConfigError rather than ignored. */
+/**
+ * Compiles a RetryPolicy; unknown retry_on conditions are a ConfigError rather than ignored. Of
+ * Envoy's conditions, http3-post-connect-failure concerns HTTP/3 upstreams, which this proxy never
+ * uses: as in Envoy for any other protocol, it retries nothing. retriable-headers matches the
+ * policy's retriable_headers, which are not applied yet (logged); without any, as the Go mesh's
+ * VirtualService sends it, it matches nothing.
+ */
 export function compileRetryPolicy(p: RetryPolicy, field: string): RetrySpec {
   const on = new Set(p.retryOn.split(',').map((s) => s.trim()).filter(Boolean));
   for (const c of on) if (!RETRY_CONDITIONS.has(c)) throw new ConfigError(`${field}.retry_on`, `retry condition ${JSON.stringify(c)} is not supported (supported: ${[...RETRY_CONDITIONS].join(', ')})`);
