@@ -192,6 +192,11 @@ export interface UpstreamEvents {
 export interface UpstreamExchange {
   /** The request body goes here; absent when the request has none (it was sent whole). */
   readonly body?: Writable;
+  /**
+   * Whether any of the request may have reached the upstream: its connection had come up (TLS:
+   * verified), so its bytes went out (retry_on reset-before-request retries only before).
+   */
+  readonly sent: boolean;
   /** Ends the request, with its trailers if it has any. */
   finish(trailers: HeaderMap | undefined): void;
   destroy(): void;
@@ -272,6 +277,10 @@ export function http2Exchange(r: UpstreamRequest, pool: Http2Pool, ev: UpstreamE
   });
   return {
     body: stream,
+    // A stream has its id, and its HEADERS went out, once its session is connected.
+    get sent() {
+      return !stream.pending;
+    },
     finish(t) {
       requestTrailers = t;
       stream.end();

@@ -24,6 +24,9 @@ function nodeExchange(r: UpstreamRequest, pool: Http1Pool, ev: UpstreamEvents): 
   });
   return {
     body: upstream,
+    get sent() {
+      return upstream.socket?.connecting === false;
+    },
     finish(trailers) {
       if (trailers) upstream.addTrailers(trailers);
       upstream.end();

@@ -21,8 +21,11 @@ export interface RetrySpec {
    * retried; `rateLimited`: it carries x-envoy-ratelimited (an upstream Envoy's rate limit).
    */
   retriableStatus(status: number, grpcStatus?: number, rateLimited?: boolean): boolean;
-  /** Whether an attempt that ended without a response is retried. */
-  retriableFailure(f: AttemptFailure): boolean;
+  /**
+   * Whether an attempt that ended without a response is retried; `sent`: some of its request may
+   * have reached the upstream (a connect failure never did).
+   */
+  retriableFailure(f: AttemptFailure, sent?: boolean): boolean;
   /** The wait before retry number `n` (1-based): full jitter over an exponential ceiling. */
   backOffMs(n: number): number;
 }
@@ -64,12 +67,12 @@ export function compileRetryPolicy(p: RetryPolicy, field: string): RetrySpec {
       if (on.has('retriable-4xx') && status === 409) return true;
       return on.has('retriable-status-codes') && codes.has(status);
     },
-    retriableFailure(f) {
-      // Envoy's order: a connect failure under connect-failure; then reset, 5xx and gateway-error
+    retriableFailure(f, sent = f !== 'connect-failure') {
+      // Envoy's order (wouldRetryFromReset): a connect failure under connect-failure; any failure
+      // before the request went out under reset-before-request; then reset, 5xx and gateway-error
       // cover every failure (per-try timeouts included); refused-stream, a refused HTTP/2 stream.
-      // The request is written as soon as the connection is up, so it never reached the upstream
-      // exactly when the connection never came up: reset-before-request retries connect failures.
-      if (f === 'connect-failure' && (on.has('connect-failure') || on.has('reset-before-request'))) return true;
+      if (f === 'connect-failure' && on.has('connect-failure')) return true;
+      if (!sent && on.has('reset-before-request')) return true;
       if (fiveXx || gateway || on.has('reset')) return true;
       return f === 'refused-stream' && on.has('refused-stream');
     },

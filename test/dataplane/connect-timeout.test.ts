@@ -8,8 +8,8 @@ import { connect, type Socket } from 'node:net';
 import { after, before, describe, it } from 'node:test';
 import type { MeshProxy } from '../../src/dataplane/proxy.js';
 import { rawGet } from '../helpers/http.js';
-import { boundPort } from './xds-fixtures.js';
-import { httpCluster, proxyPerCluster, settles } from './cluster-stats-fixtures.js';
+import { boundPort, hcmChain } from './xds-fixtures.js';
+import { clusterStats, httpCluster, proxyPerCluster, settles } from './cluster-stats-fixtures.js';
 
 /** A socket listening with a backlog of 0 that never accepts (node's servers always accept). */
 const NEVER_ACCEPTS = [
@@ -51,7 +51,13 @@ describe('cluster connect_timeout', { timeout: 30_000 }, () => {
     let full = false;
     for (let i = 0; i < 8 && !full; i++) full = !(await handshakes(port, fillers, 500));
     assert.ok(full, 'the listen queue never filled');
-    ({ proxy, stop } = await proxyPerCluster([httpCluster('unanswered', port, {}, { connectTimeout: { seconds: 0n, nanos: 300_000_000 } })]));
+    // Two more clusters of the same upstream, with a connect timeout longer than their routes' per-try timeout.
+    const slowConnect = { connectTimeout: { seconds: 5n } };
+    const retryOn = new Map([['before-request', 'reset-before-request'], ['connect-only', 'connect-failure']]);
+    ({ proxy, stop } = await proxyPerCluster(
+      [httpCluster('unanswered', port, {}, { connectTimeout: { seconds: 0n, nanos: 300_000_000 } }), httpCluster('before-request', port, {}, slowConnect), httpCluster('connect-only', port, {}, slowConnect)],
+      (c) => hcmChain({ cluster: c, statPrefix: c, ...(retryOn.has(c) ? { retry: { retryOn: retryOn.get(c)!, numRetries: 1, perTryTimeout: { nanos: 200_000_000 } } } : {}) }),
+    ));
   });
 
   after(async () => {
@@ -71,5 +77,15 @@ describe('cluster connect_timeout', { timeout: 30_000 }, () => {
     assert.ok(waited >= 290, `answered after ${Math.round(waited)} ms, before the 300 ms connect timeout`);
     const stats = ['upstream_cx_total', 'upstream_cx_connect_timeout', 'upstream_cx_connect_fail', 'upstream_cx_active', 'upstream_rq_total', 'upstream_rq_pending_total', 'upstream_rq_pending_active'] as const;
     await settles(proxy, 'unanswered', stats, { upstream_cx_total: 1, upstream_cx_connect_timeout: 1, upstream_cx_connect_fail: 1, upstream_rq_pending_total: 1 });
+  });
+
+  it('a per-try timeout while the connection is still connecting is retried under reset-before-request (nothing was sent), not under connect-failure', async () => {
+    const perTry = async (cluster: string) => {
+      const r = await rawGet(boundPort(proxy, cluster), '/');
+      assert.deepEqual([r.status, r.body], [504, 'upstream request timeout'], cluster);
+      return (await clusterStats(proxy, cluster, ['upstream_rq_per_try_timeout', 'upstream_cx_total'])) as Record<string, number>;
+    };
+    assert.deepEqual(await perTry('before-request'), { upstream_rq_per_try_timeout: 2, upstream_cx_total: 2 }, 'the try and its retry, each on a connection of its own');
+    assert.deepEqual(await perTry('connect-only'), { upstream_rq_per_try_timeout: 1, upstream_cx_total: 1 }, 'a per-try timeout is no connect failure');
   });
 });

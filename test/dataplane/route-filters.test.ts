@@ -188,8 +188,11 @@ it("retry_on's failures in Envoy's order: connect-failure and refused-stream eac
   assert.deepEqual(retried('refused-stream'), ['refused-stream']);
   for (const all of ['reset', '5xx', 'gateway-error']) assert.deepEqual(retried(all), [...failures], all);
   assert.deepEqual(retried('retriable-4xx,unavailable'), []);
-  // Every request is written once its connection is up: it never reached the upstream exactly when the connection never came up.
+  // reset-before-request: a failure before any of the request went out, a connect failure or a per-try timeout while connecting.
   assert.deepEqual(retried('reset-before-request'), ['connect-failure']);
+  const beforeRequest = compileRetryPolicy(create(RetryPolicySchema, { retryOn: 'reset-before-request' }), 'retry_policy');
+  assert.equal(beforeRequest.retriableFailure('per-try-timeout', false), true);
+  assert.equal(compileRetryPolicy(create(RetryPolicySchema, { retryOn: 'connect-failure' }), 'retry_policy').retriableFailure('per-try-timeout', false), false);
   // No HTTP/3 upstream: nothing to retry, as in Envoy for other protocols.
   assert.deepEqual(retried('http3-post-connect-failure'), []);
 });

@@ -233,11 +233,13 @@ export class RouterStream implements Attempt, UpstreamRequest, BodyDone {
     if (a.state !== 'waiting') return;
     a.state = 'abandoned';
     a.active?.();
+    // Read before the exchange goes: whether its request had gone out (reset-before-request).
+    const sent = a.upstream?.sent ?? false;
     a.upstream?.destroy();
     const cluster = this.target.cluster;
     cluster.report?.(a.endpoint, 'failure');
     cluster.timedOut?.('perTry');
-    if (!(this.mayRetry() && this.retry!.retriableFailure('per-try-timeout') && this.again())) this.reply(UPSTREAM_TIMEOUT);
+    if (!(this.mayRetry() && this.retry!.retriableFailure('per-try-timeout', sent) && this.again())) this.reply(UPSTREAM_TIMEOUT);
   }
 
   /** After a retry's back-off: the retry goes to a newly picked endpoint. */

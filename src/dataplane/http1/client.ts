@@ -80,6 +80,11 @@ export class Http1Connection implements ResponseSink {
     return !this.closed && !this.socket.destroyed && this.socket.readable;
   }
 
+  /** Up (TLS: verified): what is written goes out rather than waiting in `queued`. */
+  get isReady(): boolean {
+    return this.ready;
+  }
+
   take(): this {
     this.reuses++;
     this.idleTimer.busy();
@@ -283,6 +288,10 @@ export class ClientExchange implements UpstreamExchange, UpstreamBody {
     this.conn = this.list.acquire();
     this.conn.begin(this, this.r.method === 'HEAD');
     this.conn.write(requestHead(this.r.method, this.r.path, this.r.headers));
+  }
+
+  get sent(): boolean {
+    return this.conn.isReady;
   }
 
   finish(): void {
