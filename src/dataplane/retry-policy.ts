@@ -6,6 +6,8 @@ import { ConfigError, unappliedFields } from '../envoy/config-error.js';
 import { RetryPolicySchema } from '../gen/envoy/config/route/v3/route_components_pb.js';
 import { scope } from '../common/log.js';
 import { GRPC_RETRY_CONDITIONS, RETRY_CONDITIONS } from '../envoy/retry-conditions.js';
+import { PreviousHostsPredicateSchema } from '../gen/envoy/extensions/retry/host/previous_hosts/v3/previous_hosts_pb.js';
+import { typeUrlOf } from '../envoy/types.js';
 
 const log = scope('router');
 
@@ -28,9 +30,15 @@ export interface RetrySpec {
   retriableFailure(f: AttemptFailure, sent?: boolean): boolean;
   /** The wait before retry number `n` (1-based): full jitter over an exponential ceiling. */
   backOffMs(n: number): number;
+  /**
+   * The previous_hosts retry host predicate: how many times a retry's endpoint is picked again
+   * while it is one an earlier attempt went to (host_selection_retry_max_attempts; the last pick
+   * stands then); 0 without the predicate.
+   */
+  readonly reselectPrevious: number;
 }
 
-const UNAPPLIED_RETRY = ['retryPriority', 'retryHostPredicate', 'hostSelectionRetryMaxAttempts', 'retriableHeaders', 'retriableRequestHeaders', 'rateLimitedRetryBackOff', 'retryOptionsPredicates', 'perTryIdleTimeout'];
+const UNAPPLIED_RETRY = ['retryPriority', 'retriableHeaders', 'retriableRequestHeaders', 'rateLimitedRetryBackOff', 'retryOptionsPredicates', 'perTryIdleTimeout'];
 
 const DEFAULT_BASE_MS = 25;
 
@@ -46,6 +54,7 @@ export function compileRetryPolicy(p: RetryPolicy, field: string): RetrySpec {
   for (const c of on) if (!RETRY_CONDITIONS.has(c)) throw new ConfigError(`${field}.retry_on`, `retry condition ${JSON.stringify(c)} is not supported (supported: ${[...RETRY_CONDITIONS].join(', ')})`);
   const unapplied = unappliedFields(RetryPolicySchema, p, UNAPPLIED_RETRY);
   if (unapplied.length > 0) log.warn(`${field}: accepted but not applied yet: ${unapplied.join(', ')}`);
+  const previousHosts = retryHostPredicates(p, field);
   const codes = new Set(p.retriableStatusCodes);
   const baseMs = durationMs(p.retryBackOff?.baseInterval, DEFAULT_BASE_MS);
   if (p.retryBackOff && baseMs <= 0) throw new ConfigError(`${field}.retry_back_off.base_interval`, 'must be greater than 0');
@@ -76,9 +85,26 @@ export function compileRetryPolicy(p: RetryPolicy, field: string): RetrySpec {
       if (fiveXx || gateway || on.has('reset')) return true;
       return f === 'refused-stream' && on.has('refused-stream');
     },
+    reselectPrevious: previousHosts ? Number(p.hostSelectionRetryMaxAttempts) : 0,
     backOffMs(n) {
       const ceiling = Math.min(baseMs * 2 ** (n - 1), maxMs);
       return Math.random() * ceiling;
     },
   };
 }
+
+/**
+ * Whether the policy's retry host predicates include previous_hosts (by its typed_config, as Envoy
+ * finds an extension); any other predicate is logged as not applied yet.
+ */
+function retryHostPredicates(p: RetryPolicy, field: string): boolean {
+  let previousHosts = false;
+  p.retryHostPredicate.forEach((h, i) => {
+    const typeUrl = h.configType.case === 'typedConfig' ? h.configType.value.typeUrl : '';
+    if (typeUrl === PREVIOUS_HOSTS) previousHosts = true;
+    else log.warn(`${field}.retry_host_predicate[${i}]: ${h.name || typeUrl} is accepted but not applied yet (applied: ${PREVIOUS_HOSTS})`);
+  });
+  return previousHosts;
+}
+
+const PREVIOUS_HOSTS = typeUrlOf(PreviousHostsPredicateSchema);

@@ -8,6 +8,7 @@ import { HeaderValueOption_HeaderAppendAction } from '../gen/envoy/config/core/v
 import { RedirectAction_RedirectResponseCode, type Route, type RouteAction_HashPolicy, type RouteSchema, type RouteAction_HashPolicySchema } from '../gen/envoy/config/route/v3/route_components_pb.js';
 import { CorsPolicySchema } from '../gen/envoy/extensions/filters/http/cors/v3/cors_pb.js';
 import { HTTPFaultSchema } from '../gen/envoy/extensions/filters/http/fault/v3/fault_pb.js';
+import { PreviousHostsPredicateSchema } from '../gen/envoy/extensions/retry/host/previous_hosts/v3/previous_hosts_pb.js';
 import { FractionalPercent_DenominatorType } from '../gen/envoy/type/v3/percent_pb.js';
 import { parseDuration } from '../common/duration.js';
 import { pack } from '../envoy/types.js';
@@ -77,6 +78,12 @@ export interface HttpRouteContext extends MatchContext {
 /** The Go mesh's retry policy for routes that do not set `retries`. */
 const DEFAULT_RETRY_ON = 'connect-failure,refused-stream,unavailable,cancelled,retriable-status-codes';
 const DEFAULT_ATTEMPTS = 2;
+/**
+ * The Go mesh's retries prefer endpoints not tried yet (the previous_hosts predicate, picking up to
+ * five more times), except toward a consistent-hash destination, whose retries stay on its host.
+ */
+const PREVIOUS_HOSTS = { name: 'envoy.retry_host_predicates.previous_hosts', configType: { case: 'typedConfig' as const, value: pack(PreviousHostsPredicateSchema, {}) } };
+const HOST_SELECTION_RETRY_MAX_ATTEMPTS = 5n;
 
 const REDIRECT_CODES: Readonly<Record<number, RedirectAction_RedirectResponseCode>> = {
   301: RedirectAction_RedirectResponseCode.MOVED_PERMANENTLY,
@@ -104,7 +111,7 @@ function headerOptions(ops: HeaderOperations | undefined): NonNullable<RouteInit
   ];
 }
 
-function retryPolicy(r: HttpRouteSpec['retries']): NonNullable<Extract<RouteInit['action'], { case: 'route' }>['value']>['retryPolicy'] | undefined {
+function retryPolicy(r: HttpRouteSpec['retries'], hashed: boolean): NonNullable<Extract<RouteInit['action'], { case: 'route' }>['value']>['retryPolicy'] | undefined {
   const attempts = r?.attempts ?? DEFAULT_ATTEMPTS;
   if (attempts === 0) return undefined;
   // Status codes in retryOn are retriable codes, the rest Envoy's retry conditions.
@@ -117,6 +124,8 @@ function retryPolicy(r: HttpRouteSpec['retries']): NonNullable<Extract<RouteInit
     numRetries: attempts,
     ...(r?.perTryTimeout ? { perTryTimeout: duration(r.perTryTimeout) } : {}),
     retriableStatusCodes: r?.retryOn === undefined ? [503] : codes,
+    ...(hashed ? {} : { retryHostPredicate: [PREVIOUS_HOSTS] }),
+    hostSelectionRetryMaxAttempts: HOST_SELECTION_RETRY_MAX_ATTEMPTS,
   };
 }
 
@@ -166,7 +175,7 @@ function forwardAction(r: HttpRouteSpec, ctx: HttpRouteContext): RouteInit['acti
   const dests = (r.route ?? []).map((d) => ({ ...ctx.resolve(d.destination), weight: d.weight }));
   const first = dests[0];
   const timeout = r.timeout !== undefined ? duration(r.timeout) : seconds(ctx.defaultTimeout ?? 0);
-  const retries = retryPolicy(r.retries);
+  const retries = retryPolicy(r.retries, (first?.hashPolicy.length ?? 0) > 0);
   const rw = r.rewrite;
   return {
     case: 'route',

@@ -10,7 +10,8 @@ import { connect } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
-import { create } from '@bufbuild/protobuf';
+import { create, type MessageInitShape } from '@bufbuild/protobuf';
+import { AnySchema } from '@bufbuild/protobuf/wkt';
 import type { AnyResource } from '../../src/api/types.js';
 import { ListenerSchema } from '../../src/gen/envoy/config/listener/v3/listener_pb.js';
 import { RouteConfigurationSchema } from '../../src/gen/envoy/config/route/v3/route_pb.js';
@@ -195,6 +196,15 @@ it("retry_on's failures in Envoy's order: connect-failure and refused-stream eac
   assert.equal(compileRetryPolicy(create(RetryPolicySchema, { retryOn: 'connect-failure' }), 'retry_policy').retriableFailure('per-try-timeout', false), false);
   // No HTTP/3 upstream: nothing to retry, as in Envoy for other protocols.
   assert.deepEqual(retried('http3-post-connect-failure'), []);
+});
+
+it('retry_host_predicate: previous_hosts (by its typed_config) picks again up to host_selection_retry_max_attempts times; without it, or with another predicate only, never', () => {
+  const policy = (retryHostPredicate: MessageInitShape<typeof RetryPolicySchema>['retryHostPredicate']) =>
+    compileRetryPolicy(create(RetryPolicySchema, { retryOn: '5xx', hostSelectionRetryMaxAttempts: 5n, retryHostPredicate }), 'retry_policy').reselectPrevious;
+  const typed = (typeUrl: string) => ({ case: 'typedConfig' as const, value: create(AnySchema, { typeUrl }) });
+  assert.equal(policy([{ name: 'any name', configType: typed('type.googleapis.com/envoy.extensions.retry.host.previous_hosts.v3.PreviousHostsPredicate') }]), 5);
+  assert.equal(policy([]), 0);
+  assert.equal(policy([{ name: 'envoy.retry_host_predicates.omit_host_metadata', configType: typed('type.googleapis.com/envoy.extensions.retry.host.omit_host_metadata.v3.OmitHostMetadataConfig') }]), 0, 'logged as not applied');
 });
 
 it('a response carrying x-envoy-ratelimited is retried under envoy-ratelimited and under nothing else, as in Envoy', () => {

@@ -10,6 +10,7 @@ import { anyPack } from '@bufbuild/protobuf/wkt';
 import { FilterChainSchema } from '../../src/gen/envoy/config/listener/v3/listener_components_pb.js';
 import type { RouteSchema, VirtualHostSchema } from '../../src/gen/envoy/config/route/v3/route_components_pb.js';
 import { HTTPFaultSchema } from '../../src/gen/envoy/extensions/filters/http/fault/v3/fault_pb.js';
+import { PreviousHostsPredicateSchema } from '../../src/gen/envoy/extensions/retry/host/previous_hosts/v3/previous_hosts_pb.js';
 import { RouterSchema } from '../../src/gen/envoy/extensions/filters/http/router/v3/router_pb.js';
 import { HttpConnectionManagerSchema } from '../../src/gen/envoy/extensions/filters/network/http_connection_manager/v3/http_connection_manager_pb.js';
 import type { FaultStats } from '../../src/dataplane/filters/fault.js';
@@ -78,6 +79,10 @@ before(async () => {
   await upstream('shadow', () => 'hang');
   clusters.set('dead-then-a', [{ host: '127.0.0.1', port: 1 }, { host: '127.0.0.1', port: (await upstream('c')) }]);
   clusters.set('dead', [{ host: '127.0.0.1', port: 1 }]);
+  // Round robin over an always-503 endpoint listed twice, then a good one: a plain retry lands on the failed host again.
+  const failing = { host: '127.0.0.1', port: await upstream('always-503', () => 503) };
+  const good = { host: '127.0.0.1', port: await upstream('good') };
+  for (const name of ['twice-failing', 'twice-failing-avoided']) clusters.set(name, [failing, { ...failing }, good]);
   clusters.set('refusing', [{ host: '127.0.0.1', port: await refusingUpstream() }], { http2: true });
   // Rate-limits (429 with x-envoy-ratelimited, as an upstream Envoy's rate limit says it) the first request of every path.
   const limited = new Map<string, number>();
@@ -254,6 +259,17 @@ describe('traffic: timeouts, retries, mirroring', () => {
     assert.deepEqual([retried.status, retried.body, hits('/limited-once')], [200, 'ok', 2]);
     const kept = await send(await retryOn('5xx,retriable-status-codes'), '/limited-kept');
     assert.deepEqual([kept.status, kept.body, hits('/limited-kept')], [429, 'limited', 1]);
+  });
+
+  it('previous_hosts: a retry picks again (host_selection_retry_max_attempts) rather than go back to the host that failed', async () => {
+    const previousHosts = { name: 'envoy.retry_host_predicates.previous_hosts', configType: { case: 'typedConfig' as const, value: anyPack(PreviousHostsPredicateSchema, create(PreviousHostsPredicateSchema)) } };
+    const retried = (cluster: string, predicate: boolean) =>
+      proxy(routes({ match: prefix('/'), action: { case: 'route', value: { ...toCluster(cluster), retryPolicy: { retryOn: '5xx', numRetries: 1, hostSelectionRetryMaxAttempts: 5n, retryHostPredicate: predicate ? [previousHosts] : [] } } } }));
+    const plain = await send(await retried('twice-failing', false), '/plain');
+    assert.equal(plain.status, 503, 'the retry went to the same failing host');
+    const avoided = await send(await retried('twice-failing-avoided', true), '/avoided');
+    assert.deepEqual([avoided.status, avoided.body], [200, 'good /avoided']);
+    assert.equal(seen.get('always-503')!.filter((s) => s.url === '/avoided').length, 1, 'the failing host saw the first try only');
   });
 
   it("a refused connection is Envoy's remote connection failure with its transport failure reason; after a retry, 'retried and the latest'", async () => {

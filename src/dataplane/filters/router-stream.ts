@@ -108,6 +108,8 @@ export class RouterStream implements Attempt, UpstreamRequest, BodyDone {
   private admitted: (() => void) | undefined;
   /** Likewise, made at the first retry: retry slots and the retries' active counts. */
   private releases: (() => void)[] | undefined = undefined;
+  /** The endpoints of the attempts so far, kept from the first retry on when previous_hosts applies. */
+  private tried: Endpoint[] | undefined = undefined;
 
   constructor(
     private readonly deps: StreamDeps,
@@ -245,11 +247,12 @@ export class RouterStream implements Attempt, UpstreamRequest, BodyDone {
   /** After a retry's back-off: the retry goes to a newly picked endpoint. */
   retryNow(): void {
     if (this.answered) return;
-    const endpoint = this.target.cluster.pick(this.sreq, this.target.hash);
+    const endpoint = this.retryEndpoint();
     if (!endpoint) {
       this.reply(NO_HEALTHY_UPSTREAM);
       return;
     }
+    this.tried?.push(endpoint);
     const { method, path, headers, framing, source, alpn } = this;
     this.send(new RetryAttempt(this, endpoint), { endpoint, method, path, headers, framing, source, alpn });
   }
@@ -283,6 +286,20 @@ export class RouterStream implements Attempt, UpstreamRequest, BodyDone {
     const req = this.req;
     req.pipe(body, { end: false });
     req.on('end', () => upstream.finish(req.rawTrailers.length > 0 ? (req.trailers as HeaderMap) : undefined));
+  }
+
+  /**
+   * A retry's endpoint; with the previous_hosts predicate, picked again (up to its
+   * host_selection_retry_max_attempts times) while it is one an earlier attempt went to.
+   */
+  private retryEndpoint(): Endpoint | undefined {
+    const { cluster, hash, endpoint: first } = this.target;
+    let endpoint = cluster.pick(this.sreq, hash);
+    const again = this.retry!.reselectPrevious;
+    if (again === 0) return endpoint;
+    const tried = (this.tried ??= [first]);
+    for (let i = 0; i < again && endpoint && tried.some((t) => t.host === endpoint!.host && t.port === endpoint!.port); i++) endpoint = cluster.pick(this.sreq, hash);
+    return endpoint;
   }
 
   private mayRetry(): boolean {
