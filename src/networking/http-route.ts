@@ -111,7 +111,12 @@ function headerOptions(ops: HeaderOperations | undefined): NonNullable<RouteInit
   ];
 }
 
-function retryPolicy(r: HttpRouteSpec['retries'], hashed: boolean): NonNullable<Extract<RouteInit['action'], { case: 'route' }>['value']>['retryPolicy'] | undefined {
+/**
+ * A route's retry policy from its `retries` (undefined: the Go mesh's default policy, which the
+ * default route of a service without a VirtualService carries too); undefined for `attempts: 0`.
+ * `hashed`: the destination balances by consistent hash.
+ */
+export function retryPolicy(r: HttpRouteSpec['retries'], hashed: boolean): NonNullable<Extract<RouteInit['action'], { case: 'route' }>['value']>['retryPolicy'] | undefined {
   const attempts = r?.attempts ?? DEFAULT_ATTEMPTS;
   if (attempts === 0) return undefined;
   // Status codes in retryOn are retriable codes, the rest Envoy's retry conditions.

@@ -12,7 +12,7 @@ import { seconds } from './common.js';
 import type { ResolvedVirtualService } from '../model/traffic.js';
 import { resolveHost } from '../model/traffic.js';
 import { hostMatches } from '../model/selection.js';
-import { buildHttpRoutes, routeTimeouts, type Destination, type HashPolicyInit, type HttpRouteSpec, type ResolvedDestination } from './http-route.js';
+import { buildHttpRoutes, retryPolicy, routeTimeouts, type Destination, type HashPolicyInit, type HttpRouteSpec, type ResolvedDestination } from './http-route.js';
 
 type VirtualHostInit = MessageInitShape<typeof VirtualHostSchema>;
 
@@ -61,10 +61,10 @@ export function inMeshName(hostname: string, domain: string): { name: string; na
 
 type RouteActionInit = MessageInitShape<typeof RouteActionSchema>;
 
-function routeTo(cluster: string, hashPolicy: readonly HashPolicyInit[] = [], defaultTimeout = 0): VirtualHostInit['routes'] {
+function routeAction(cluster: string, hashPolicy: readonly HashPolicyInit[] = [], defaultTimeout = 0, retry?: ReturnType<typeof retryPolicy>): RouteActionInit {
   // No route timeout unless MESH_DEFAULT_REQUEST_TIMEOUT: long-lived streams (gRPC, websockets)
   // must not be cut at Envoy's 15s default.
-  return defaultRoute({ clusterSpecifier: { case: 'cluster', value: cluster }, ...routeTimeouts(seconds(defaultTimeout)), hashPolicy: [...hashPolicy] });
+  return { clusterSpecifier: { case: 'cluster', value: cluster }, ...routeTimeouts(seconds(defaultTimeout)), hashPolicy: [...hashPolicy], ...(retry ? { retryPolicy: retry } : {}) };
 }
 
 function defaultRoute(action: RouteActionInit): VirtualHostInit['routes'] {
@@ -92,7 +92,11 @@ export function destinationResolver(vsNamespace: string, port: number, opts: Pic
 function serviceRoutes(s: Service, port: number, opts: OutboundRouteOptions): VirtualHostInit['routes'] {
   const vs = virtualServiceFor(s.hostname, opts.virtualServices ?? []);
   const cluster = outboundClusterName(port, s.hostname);
-  if (!vs || !vs.vs.spec.http) return routeTo(cluster, opts.hashPolicies?.[cluster], opts.defaultTimeout);
+  if (!vs || !vs.vs.spec.http) {
+    // The Go mesh's default outbound route: the default retry policy, as a VirtualService route without `retries`.
+    const hashPolicy = opts.hashPolicies?.[cluster] ?? [];
+    return defaultRoute(routeAction(cluster, hashPolicy, opts.defaultTimeout, retryPolicy(undefined, hashPolicy.length > 0)));
+  }
   const ctx = {
     port,
     proxyNamespace: opts.proxyNamespace,
@@ -105,7 +109,7 @@ function serviceRoutes(s: Service, port: number, opts: OutboundRouteOptions): Vi
 }
 
 function catchAll(mode: OutboundTrafficMode): VirtualHostInit {
-  if (mode === 'ALLOW_ANY') return { name: 'allow_any', domains: ['*'], routes: routeTo(PASSTHROUGH_CLUSTER) };
+  if (mode === 'ALLOW_ANY') return { name: 'allow_any', domains: ['*'], routes: defaultRoute(routeAction(PASSTHROUGH_CLUSTER)) };
   return {
     name: 'block_all',
     domains: ['*'],
