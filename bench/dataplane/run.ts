@@ -29,6 +29,7 @@ import { alternate, alternatedTable, type Alternated, type Contender } from './a
 import { numberOption } from './options.js';
 import { childPid, cpuSeconds, rssMiB } from './procstat.js';
 import { wrk, type WrkResult } from './wrk.js';
+import { siblingScript } from '../sibling.js';
 
 const RATE = 1000;
 /** Seconds at the fixed rate before the recorded ones (open-loop.ts: the steady state is measured). */
@@ -36,8 +37,8 @@ const WARM_UP_SECONDS = 2;
 
 /** The open-loop client in its own process (so that it never shares an event loop with what it measures). */
 async function fixedRate(url: string, seconds: number, headers: Record<string, string>): Promise<OpenLoopResult> {
-  const script = join(process.cwd(), 'bench', 'dataplane', 'open-loop.ts');
-  const child = spawn(process.execPath, ['--import', 'tsx', script, url, String(RATE), String(seconds), JSON.stringify(headers), String(WARM_UP_SECONDS)], { stdio: ['ignore', 'pipe', 'inherit'] });
+  const script = siblingScript(import.meta.url, './open-loop');
+  const child = spawn(process.execPath, [...script.execArgv, script.path, url, String(RATE), String(seconds), JSON.stringify(headers), String(WARM_UP_SECONDS)], { stdio: ['ignore', 'pipe', 'inherit'] });
   let out = '';
   child.stdout.on('data', (d: Buffer) => (out += d.toString()));
   const code = await new Promise((r) => child.on('close', r));

@@ -2,19 +2,15 @@
 // plus the table printing and resource sampling the xDS benchmarks share.
 import { fork, type ChildProcess } from 'node:child_process';
 import { readFileSync, writeFileSync } from 'node:fs';
-import { extname } from 'node:path';
-import { fileURLToPath } from 'node:url';
 import type { ChildMessage, ConnectMessage } from './ads-clients.js';
+import { siblingScript } from '../sibling.js';
 
 export class SimulatedProxies {
   private readonly child: ChildProcess;
 
   constructor(address: string, streams: number, protocol: 'sotw' | 'delta' = 'sotw') {
-    // The sibling script with this module's extension: .ts under tsx, .js once built to dist/.
-    const ext = extname(fileURLToPath(import.meta.url));
-    this.child = fork(fileURLToPath(new URL(`./ads-clients${ext}`, import.meta.url)), [address, String(streams), protocol], {
-      execArgv: ext === '.ts' ? ['--import', 'tsx'] : [],
-    });
+    const script = siblingScript(import.meta.url, './ads-clients');
+    this.child = fork(script.path, [address, String(streams), protocol], { execArgv: script.execArgv });
   }
 
   /**
