@@ -8,6 +8,10 @@ import { scope } from '../common/log.js';
 import { GRPC_RETRY_CONDITIONS, RETRY_CONDITIONS } from '../envoy/retry-conditions.js';
 import { PreviousHostsPredicateSchema } from '../gen/envoy/extensions/retry/host/previous_hosts/v3/previous_hosts_pb.js';
 import { typeUrlOf } from '../envoy/types.js';
+import { compileHeaderMatcher, type HeaderGetter, type Predicate } from '../envoy/matchers.js';
+import type { RequestView } from '../envoy/request.js';
+import type { HeaderMap } from './http-codec.js';
+import { grpcStatusOf } from './filters/upstream-outcome.js';
 
 const log = scope('router');
 
@@ -19,10 +23,15 @@ export interface RetrySpec {
   /** 0 = none (the route timeout alone). */
   readonly perTryTimeoutMs: number;
   /**
-   * Whether a response with this status (and the grpc-status of a trailers-only gRPC response) is
-   * retried; `rateLimited`: it carries x-envoy-ratelimited (an upstream Envoy's rate limit).
+   * Whether the request may be retried at all: it matches one of retriable_request_headers (read
+   * once, when the router takes the request), or there are none.
    */
-  retriableStatus(status: number, grpcStatus?: number, rateLimited?: boolean): boolean;
+  admits(req: Pick<RequestView, 'header'>): boolean;
+  /**
+   * Whether an upstream response is retried, by its status, its headers (retriable_headers, the
+   * grpc-status of a trailers-only gRPC response, x-envoy-ratelimited: an upstream Envoy's rate limit).
+   */
+  retriableResponse(status: number, headers: HeaderMap): boolean;
   /**
    * Whether an attempt that ended without a response is retried; `sent`: some of its request may
    * have reached the upstream (a connect failure never did).
@@ -38,16 +47,16 @@ export interface RetrySpec {
   readonly reselectPrevious: number;
 }
 
-const UNAPPLIED_RETRY = ['retryPriority', 'retriableHeaders', 'retriableRequestHeaders', 'rateLimitedRetryBackOff', 'retryOptionsPredicates', 'perTryIdleTimeout'];
+const UNAPPLIED_RETRY = ['retryPriority', 'rateLimitedRetryBackOff', 'retryOptionsPredicates', 'perTryIdleTimeout'];
 
 const DEFAULT_BASE_MS = 25;
 
 /**
  * Compiles a RetryPolicy; unknown retry_on conditions are a ConfigError rather than ignored. Of
  * Envoy's conditions, http3-post-connect-failure concerns HTTP/3 upstreams, which this proxy never
- * uses: as in Envoy for any other protocol, it retries nothing. retriable-headers matches the
- * policy's retriable_headers, which are not applied yet (logged); without any, as the Go mesh's
- * VirtualService sends it, it matches nothing.
+ * uses: as in Envoy for any other protocol, it retries nothing. retriable-headers retries a
+ * response that matches one of retriable_headers; without any, as the Go mesh's VirtualService
+ * sends it, it matches nothing.
  */
 export function compileRetryPolicy(p: RetryPolicy, field: string): RetrySpec {
   const on = new Set(p.retryOn.split(',').map((s) => s.trim()).filter(Boolean));
@@ -64,17 +73,32 @@ export function compileRetryPolicy(p: RetryPolicy, field: string): RetrySpec {
   const gateway = on.has('gateway-error');
   const rateLimitedOn = on.has('envoy-ratelimited');
   const grpcStatuses = new Set([...on].flatMap((c) => (GRPC_RETRY_CONDITIONS.has(c) ? [GRPC_RETRY_CONDITIONS.get(c)!] : [])));
+  const requestHeaders = headerMatchers(p.retriableRequestHeaders, `${field}.retriable_request_headers`);
+  // Compiled (and so checked) whether or not retry_on asks for them, as Envoy does.
+  const responseHeaders = headerMatchers(p.retriableHeaders, `${field}.retriable_headers`);
+  const headersOn = on.has('retriable-headers') && responseHeaders.length > 0;
   return {
     numRetries: p.numRetries ?? 1,
     perTryTimeoutMs: durationMs(p.perTryTimeout, 0),
-    retriableStatus(status, grpcStatus, rateLimited = false) {
+    admits(req) {
+      if (requestHeaders.length === 0) return true;
+      const get = req.header;
+      return requestHeaders.some((m) => m(get));
+    },
+    retriableResponse(status, headers) {
       // As Envoy: a rate-limited response is retried under envoy-ratelimited, and under nothing else.
-      if (rateLimited) return rateLimitedOn;
-      if (grpcStatus !== undefined && grpcStatuses.has(grpcStatus)) return true;
+      if (headers['x-envoy-ratelimited'] !== undefined) return rateLimitedOn;
       if (fiveXx && status >= 500) return true;
       if (gateway && (status === 502 || status === 503 || status === 504)) return true;
       if (on.has('retriable-4xx') && status === 409) return true;
-      return on.has('retriable-status-codes') && codes.has(status);
+      if (on.has('retriable-status-codes') && codes.has(status)) return true;
+      if (headersOn) {
+        const get = responseHeaderGetter(status, headers);
+        if (responseHeaders.some((m) => m(get))) return true;
+      }
+      if (grpcStatuses.size === 0) return false;
+      const grpcStatus = grpcStatusOf(headers['grpc-status']);
+      return grpcStatus !== undefined && grpcStatuses.has(grpcStatus);
     },
     retriableFailure(f, sent = f !== 'connect-failure') {
       // Envoy's order (wouldRetryFromReset): a connect failure under connect-failure; any failure
@@ -90,6 +114,19 @@ export function compileRetryPolicy(p: RetryPolicy, field: string): RetrySpec {
       const ceiling = Math.min(baseMs * 2 ** (n - 1), maxMs);
       return Math.random() * ceiling;
     },
+  };
+}
+
+function headerMatchers(list: RetryPolicy['retriableHeaders'], field: string): Predicate<HeaderGetter>[] {
+  return list.map((h, i) => compileHeaderMatcher(h, `${field}[${i}]`));
+}
+
+/** A response's headers as a header matcher reads them: :status too, a repeated header's values joined with ','. */
+function responseHeaderGetter(status: number, headers: HeaderMap): HeaderGetter {
+  return (name) => {
+    if (name === ':status') return String(status);
+    const v = headers[name];
+    return Array.isArray(v) ? v.join(',') : v;
   };
 }
 

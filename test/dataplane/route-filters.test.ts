@@ -173,12 +173,12 @@ it('refuses a per-route config no filter honours (it could switch a security fil
 
 it("compiles the Go mesh's default retry_on; its gRPC conditions retry by the grpc-status of a trailers-only response", () => {
   const spec = compileRetryPolicy(create(RetryPolicySchema, { retryOn: 'connect-failure,refused-stream,unavailable,cancelled,retriable-status-codes', retriableStatusCodes: [503], numRetries: 2 }), 'retry_policy');
-  assert.equal(spec.retriableStatus(200, 14), true, 'UNAVAILABLE');
-  assert.equal(spec.retriableStatus(200, 1), true, 'CANCELLED');
-  assert.equal(spec.retriableStatus(200, 13), false, 'INTERNAL is not asked for');
-  assert.equal(spec.retriableStatus(200, 0), false);
-  assert.equal(spec.retriableStatus(503), true, 'retriable-status-codes');
-  assert.equal(spec.retriableStatus(500), false);
+  assert.equal(spec.retriableResponse(200, { 'grpc-status': '14' }), true, 'UNAVAILABLE');
+  assert.equal(spec.retriableResponse(200, { 'grpc-status': '1' }), true, 'CANCELLED');
+  assert.equal(spec.retriableResponse(200, { 'grpc-status': '13' }), false, 'INTERNAL is not asked for');
+  assert.equal(spec.retriableResponse(200, { 'grpc-status': '0' }), false);
+  assert.equal(spec.retriableResponse(503, {}), true, 'retriable-status-codes');
+  assert.equal(spec.retriableResponse(500, {}), false);
 });
 
 it("retry_on's failures in Envoy's order: connect-failure and refused-stream each retry their own; reset, 5xx and gateway-error retry every failure", () => {
@@ -209,9 +209,10 @@ it('retry_host_predicate: previous_hosts (by its typed_config) picks again up to
 
 it('a response carrying x-envoy-ratelimited is retried under envoy-ratelimited and under nothing else, as in Envoy', () => {
   const spec = (retryOn: string) => compileRetryPolicy(create(RetryPolicySchema, { retryOn, retriableStatusCodes: [429] }), 'retry_policy');
-  assert.equal(spec('envoy-ratelimited').retriableStatus(429, undefined, true), true);
-  assert.equal(spec('envoy-ratelimited').retriableStatus(429), false, 'without the header');
-  assert.equal(spec('5xx,retriable-status-codes').retriableStatus(503, undefined, true), false, 'a rate-limited 503 is not retried under 5xx');
-  assert.equal(spec('5xx,retriable-status-codes').retriableStatus(429), true);
+  const limited = { 'x-envoy-ratelimited': 'true' };
+  assert.equal(spec('envoy-ratelimited').retriableResponse(429, limited), true);
+  assert.equal(spec('envoy-ratelimited').retriableResponse(429, {}), false, 'without the header');
+  assert.equal(spec('5xx,retriable-status-codes').retriableResponse(503, limited), false, 'a rate-limited 503 is not retried under 5xx');
+  assert.equal(spec('5xx,retriable-status-codes').retriableResponse(429, {}), true);
   assert.throws(() => spec('connect-failure,reset-on-tuesdays'), /retry_policy\.retry_on: retry condition "reset-on-tuesdays" is not supported \(supported: 5xx, gateway-error, /);
 });

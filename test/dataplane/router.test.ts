@@ -160,10 +160,10 @@ describe('router: gRPC retry_on conditions (the Go mesh default policy names una
     const { compileRetryPolicy } = await import('../../src/dataplane/retry-policy.js');
     const { RetryPolicySchema } = await import('../../src/gen/envoy/config/route/v3/route_components_pb.js');
     const spec = compileRetryPolicy(create(RetryPolicySchema, { retryOn: 'connect-failure,unavailable,cancelled', numRetries: 2 }), 'retry_policy');
-    assert.equal(spec.retriableStatus(200, 14), true, 'UNAVAILABLE');
-    assert.equal(spec.retriableStatus(200, 1), true, 'CANCELLED');
-    assert.equal(spec.retriableStatus(200, 13), false, 'INTERNAL is not named');
-    assert.equal(spec.retriableStatus(503), false, 'a plain 503 is not a gRPC status');
+    assert.equal(spec.retriableResponse(200, { 'grpc-status': '14' }), true, 'UNAVAILABLE');
+    assert.equal(spec.retriableResponse(200, { 'grpc-status': '1' }), true, 'CANCELLED');
+    assert.equal(spec.retriableResponse(200, { 'grpc-status': '13' }), false, 'INTERNAL is not named');
+    assert.equal(spec.retriableResponse(503, {}), false, 'a plain 503 is not a gRPC status');
     assert.throws(() => compileRetryPolicy(create(RetryPolicySchema, { retryOn: 'unavailable,bogus' }), 'retry_policy'), /retry condition "bogus" is not supported/);
   });
 });

@@ -1,7 +1,7 @@
 // Envoy's traffic-management route fields through a real connection manager: an HCM compiled from
 // generated Envoy messages on a node:http server, forwarding to real upstream servers on loopback.
 import assert from 'node:assert/strict';
-import { Agent, createServer, type Server } from 'node:http';
+import { Agent, createServer, request, type Server } from 'node:http';
 import { constants as h2, createServer as createH2Server, type Http2Server } from 'node:http2';
 import type { AddressInfo } from 'node:net';
 import { after, before, describe, it } from 'node:test';
@@ -21,6 +21,7 @@ import { StaticClusterManager } from './static-cluster-manager.js';
 
 type RouteInit = MessageInitShape<typeof RouteSchema>;
 type VhostInit = MessageInitShape<typeof VirtualHostSchema>;
+type VhostRetryHeaders = NonNullable<NonNullable<VhostInit['retryPolicy']>['retriableHeaders']>;
 
 const agent = new Agent({ keepAlive: true, maxSockets: 32 });
 
@@ -96,7 +97,37 @@ before(async () => {
   servers.push(server);
   seen.set('ratelimited', []);
   clusters.set('ratelimited', [{ host: '127.0.0.1', port: await listen(server) }]);
+  // Answers the first request of every path 200 with x-retry-me (or 418 for a path under /teapot), the next ones plainly.
+  const marked = new Map<string, number>();
+  const marking = createServer((req, res) => {
+    const url = req.url ?? '';
+    const n = (marked.get(url) ?? 0) + 1;
+    marked.set(url, n);
+    seen.get('marking')!.push({ url, host: req.headers.host ?? '', attempt: undefined });
+    if (n === 1 && url.startsWith('/teapot')) res.writeHead(418).end('teapot');
+    else if (n === 1) res.writeHead(200, { 'x-retry-me': 'please' }).end('marked');
+    else res.end('plain');
+  });
+  servers.push(marking);
+  seen.set('marking', []);
+  clusters.set('marking', [{ host: '127.0.0.1', port: await listen(marking) }]);
+  // 503 for the first request of every path.
+  const failedOnce = new Set<string>();
+  await upstream('first-503', (url) => (failedOnce.has(url) ? undefined : (failedOnce.add(url), 503)));
 });
+
+/** A POST with a body (a request the router streams, so never retries). */
+function post(port: number, path: string, body: string): Promise<{ status: number; body: string }> {
+  return new Promise((resolve, reject) => {
+    const req = request({ host: '127.0.0.1', port, path, method: 'POST', agent }, (res) => {
+      const chunks: Buffer[] = [];
+      res.on('data', (c: Buffer) => chunks.push(c));
+      res.on('end', () => resolve({ status: res.statusCode ?? 0, body: Buffer.concat(chunks).toString() }));
+    });
+    req.on('error', reject);
+    req.end(body);
+  });
+}
 
 /** Streams the h2c upstream 'refusing' was sent, by path. */
 const refusedSeen = new Map<string, number>();
@@ -302,6 +333,58 @@ describe('traffic: timeouts, retries, mirroring', () => {
     const r = await send(port, '/per-try');
     assert.equal(r.status, 504);
     assert.equal(seen.get('slow')!.length - before, 2, 'two attempts reached the upstream');
+  });
+
+  it('a per-try timeout bounds an attempt that is not retried too (a request with a body), as in Envoy', async () => {
+    const port = await proxy(
+      routes({ match: prefix('/'), action: { case: 'route', value: { ...toCluster('slow'), retryPolicy: { retryOn: 'reset', numRetries: 1, perTryTimeout: { nanos: 200_000_000 } } } } }),
+    );
+    const before = seen.get('slow')!.length;
+    const started = Date.now();
+    const r = await post(port, '/per-try-body', 'hello');
+    assert.deepEqual([r.status, r.body], [504, 'upstream request timeout']);
+    assert.ok(Date.now() - started < 3000, 'answered by the per-try timeout, not the 15 s route timeout');
+    assert.equal(seen.get('slow')!.length - before, 1, 'one attempt: a streamed body is not sent again');
+  });
+
+  it('retriable-headers retries a response that matches retriable_headers (:status too); without the condition, or with no match, the response stands', async () => {
+    const retried = (retryOn: string, retriableHeaders: VhostRetryHeaders) =>
+      proxy(routes({ match: prefix('/'), action: { case: 'route', value: { ...toCluster('marking'), retryPolicy: { retryOn, numRetries: 1, retriableHeaders } } } }));
+    const marker = [{ name: 'X-Retry-Me', headerMatchSpecifier: { case: 'exactMatch' as const, value: 'please' } }];
+    const hits = (url: string) => seen.get('marking')!.filter((s) => s.url === url).length;
+    const byHeader = await send(await retried('retriable-headers', marker), '/marked');
+    assert.deepEqual([byHeader.status, byHeader.body, hits('/marked')], [200, 'plain', 2]);
+    const byStatus = await send(await retried('retriable-headers', [{ name: ':status', headerMatchSpecifier: { case: 'exactMatch', value: '418' } }]), '/teapot');
+    assert.deepEqual([byStatus.status, byStatus.body, hits('/teapot')], [200, 'plain', 2]);
+    const notAsked = await send(await retried('5xx', marker), '/not-asked');
+    assert.deepEqual([notAsked.status, notAsked.body, hits('/not-asked')], [200, 'marked', 1]);
+    const noMatch = await send(await retried('retriable-headers', [{ name: 'x-retry-me', headerMatchSpecifier: { case: 'exactMatch', value: 'never' } }]), '/no-match');
+    assert.deepEqual([noMatch.status, noMatch.body, hits('/no-match')], [200, 'marked', 1]);
+  });
+
+  it('retriable_request_headers: only a request matching one of them is retried', async () => {
+    const port = await proxy(
+      routes({
+        match: prefix('/'),
+        action: {
+          case: 'route',
+          value: {
+            ...toCluster('first-503'),
+            retryPolicy: {
+              retryOn: '5xx',
+              numRetries: 1,
+              retriableRequestHeaders: [
+                { name: 'x-idempotent', headerMatchSpecifier: { case: 'presentMatch', value: true } },
+                { name: ':method', headerMatchSpecifier: { case: 'exactMatch', value: 'HEAD' } },
+              ],
+            },
+          },
+        },
+      }),
+    );
+    assert.equal((await send(port, '/unmarked')).status, 503, 'no matching request header: the 503 stands');
+    assert.equal((await send(port, '/marked', { 'x-idempotent': '1' })).status, 200);
+    assert.equal((await get(agent, port, '/head', {}, 'HEAD')).status, 200, 'matched by :method');
   });
 
   it('mirrors a request to the shadow cluster (host -shadow) without waiting for it', async () => {

@@ -29,7 +29,7 @@ import {
 import { applyMutations } from '../header-mutations.js';
 import type { RetrySpec } from '../retry-policy.js';
 import { originalSrcOf, type OriginalSource } from '../original-src.js';
-import { failureOf, grpcStatusOf, NO_HEALTHY_UPSTREAM, PROTOCOL_ERROR, ResponseHeaderSet, UPSTREAM_TIMEOUT, upstreamReset } from './upstream-outcome.js';
+import { failureOf, NO_HEALTHY_UPSTREAM, PROTOCOL_ERROR, ResponseHeaderSet, UPSTREAM_TIMEOUT, upstreamReset } from './upstream-outcome.js';
 import type { RouterDeps, Target } from './router.js';
 
 const log = scope('http');
@@ -125,7 +125,7 @@ export class RouterStream implements Attempt, UpstreamRequest, BodyDone {
     this.source = originalSrcOf(req.socket);
     // Envoy's upstream protocol of the cluster: HTTP/2 when configured, else HTTP/1.1.
     this.alpn = sreq.alpnOverride?.get(target.cluster.http2 ? 'h2' : 'http/1.1');
-    this.retry = framing === 'none' ? target.retry : undefined;
+    this.retry = framing === 'none' && target.retry?.admits(sreq) ? target.retry : undefined;
     this.admitted = admitted;
   }
 
@@ -198,7 +198,7 @@ export class RouterStream implements Attempt, UpstreamRequest, BodyDone {
     clearTimeout(this.tryTimer);
     const { cluster, route, attemptCount } = this.target;
     cluster.report?.(a.endpoint, up.status);
-    if (this.mayRetry() && this.retry!.retriableStatus(up.status, grpcStatusOf(up.headers['grpc-status']), up.headers['x-envoy-ratelimited'] !== undefined) && this.again()) {
+    if (this.mayRetry() && this.retry!.retriableResponse(up.status, up.headers) && this.again()) {
       a.state = 'abandoned';
       a.active?.();
       body.discard();
@@ -279,7 +279,8 @@ export class RouterStream implements Attempt, UpstreamRequest, BodyDone {
     }
     a.upstream = upstream;
     this.current = upstream;
-    const perTry = this.retry?.perTryTimeoutMs ?? 0;
+    // Every attempt, retried or not (a request with a body, one retriable_request_headers leaves out), as in Envoy.
+    const perTry = this.target.retry?.perTryTimeoutMs ?? 0;
     if (perTry > 0) this.tryTimer = setTimeout(tryTimedOut, perTry, this, a);
     const body = upstream.body;
     if (!body) return;
