@@ -23,6 +23,7 @@ import { HealthStatus } from '../gen/envoy/config/core/v3/health_check_pb.js';
 import { pack, toEnvoyJson, TypeUrl } from '../envoy/types.js';
 import type { ProxyBootstrap } from './bootstrap.js';
 import type { DynamicClusterManager } from './clusters.js';
+import type { EdsHealth, WeightedEndpoint } from './cluster-spec.js';
 import type { ListenerManager } from './listener-manager.js';
 import { envoyLevelName, PROXY_COMPONENTS, PROXY_LEVELS } from './logging.js';
 import type { StatsStore } from './stats.js';
@@ -116,6 +117,24 @@ function socketAddress(host: string, port: number) {
   return { address: { case: 'socketAddress' as const, value: { address: host, portSpecifier: { case: 'portValue' as const, value: port } } } };
 }
 
+const EDS_STATUS: Readonly<Record<EdsHealth, HealthStatus>> = {
+  healthy: HealthStatus.HEALTHY,
+  unknown: HealthStatus.UNKNOWN,
+  unhealthy: HealthStatus.UNHEALTHY,
+  draining: HealthStatus.DRAINING,
+  timeout: HealthStatus.TIMEOUT,
+  degraded: HealthStatus.DEGRADED,
+};
+
+/** Envoy's health_flags of a host in /clusters: `healthy`, else each flag after a `/`. */
+export function healthFlags(e: WeightedEndpoint, ejected: boolean): string {
+  let flags = ejected ? '/failed_outlier_check' : '';
+  if (e.health === 'unhealthy' || e.health === 'timeout') flags += '/failed_eds_health';
+  else if (e.health === 'degraded') flags += '/degraded_eds_health';
+  else if (e.health === 'draining') flags += '/eds_status_draining';
+  return flags || 'healthy';
+}
+
 function clustersText(t: AdminTarget): string {
   let out = '';
   for (const c of t.clusters.info()) {
@@ -123,7 +142,7 @@ function clustersText(t: AdminTarget): string {
     out += `${c.name}::added_via_api::${!c.static}\n`;
     for (const e of c.endpoints) {
       const at = `${c.name}::${e.host}:${e.port}`;
-      out += `${at}::health_flags::healthy\n${at}::weight::${e.weight}\n${at}::priority::${e.priority}\n`;
+      out += `${at}::health_flags::${healthFlags(e, c.ejected(e))}\n${at}::weight::${e.weight}\n${at}::priority::${e.priority}\n`;
     }
   }
   return out;
@@ -139,7 +158,7 @@ function clustersJson(t: AdminTarget): unknown {
         address: socketAddress(e.host, e.port),
         weight: e.weight,
         priority: e.priority,
-        healthStatus: { edsHealthStatus: e.health === 'healthy' ? HealthStatus.HEALTHY : HealthStatus.UNKNOWN },
+        healthStatus: { edsHealthStatus: EDS_STATUS[e.health], failedOutlierCheck: c.ejected(e) },
       })),
     })),
   });

@@ -92,15 +92,16 @@ const keyOf = (e: Endpoint): string => `${e.host}:${e.port}`;
  */
 export class OutlierDetector {
   private readonly hosts = new Map<string, HostState>();
+  /** Counts ejections: what was derived from the ejected set holds while it is unchanged (and no ejection has ended). */
+  version = 0;
   constructor(public spec: OutlierSpec) {}
 
-  /** The endpoints not ejected now; all of them if every one is (Envoy's panic routing). */
-  filter<E extends Endpoint>(eps: readonly E[], now = Date.now()): readonly E[] {
-    const ok = eps.filter((e) => (this.hosts.get(keyOf(e))?.ejectedUntil ?? 0) <= now);
-    return ok.length > 0 ? ok : eps;
+  /** When the host's current ejection ends (ms since the epoch); 0 when it never was ejected. */
+  ejectedUntil(e: Endpoint): number {
+    return this.hosts.get(keyOf(e))?.ejectedUntil ?? 0;
   }
 
-  /** Records an attempt's outcome: an HTTP status, or 'failure' (connect failure, reset, timeout). */
+  /** Records an attempt's outcome: an HTTP status, or 'failure' (connect failure, reset, timeout); `all`: the cluster's hosts. */
   report(e: Endpoint, outcome: number | 'failure', all: readonly Endpoint[], now = Date.now()): void {
     const key = keyOf(e);
     const h = this.hosts.get(key) ?? { consecutive5xx: 0, consecutiveGateway: 0, ejections: 0, ejectedUntil: 0 };
@@ -114,16 +115,13 @@ export class OutlierDetector {
     const by5xx = h.consecutive5xx >= s.consecutive5xx && Math.random() * 100 < s.enforce5xx;
     const byGateway = h.consecutiveGateway >= s.consecutiveGateway && Math.random() * 100 < s.enforceGateway;
     if (!by5xx && !byGateway) return;
-    const ejected = all.filter((x) => (this.hosts.get(keyOf(x))?.ejectedUntil ?? 0) > now).length;
+    const ejected = all.filter((x) => this.ejectedUntil(x) > now).length;
     if (all.length === 0 || (ejected / all.length) * 100 >= s.maxEjectionPercent) return;
     h.ejections++;
     h.ejectedUntil = now + Math.min(s.baseEjectionMs * h.ejections, s.maxEjectionMs);
     h.consecutive5xx = 0;
     h.consecutiveGateway = 0;
+    this.version++;
     log.info(`outlier detection: ejecting ${key} for ${h.ejectedUntil - now}ms (${by5xx ? 'consecutive 5xx' : 'consecutive gateway failures'})`);
-  }
-
-  ejectedCount(all: readonly Endpoint[], now = Date.now()): number {
-    return all.filter((x) => (this.hosts.get(keyOf(x))?.ejectedUntil ?? 0) > now).length;
   }
 }

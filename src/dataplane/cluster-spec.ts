@@ -8,13 +8,14 @@ import { unpackConfig } from './extensions.js';
 import { scope } from '../common/log.js';
 import {
   Cluster_DiscoveryType,
+  Cluster_CommonLbConfigSchema,
   Cluster_LbPolicy,
   ClusterSchema,
   type Cluster,
 } from '../gen/envoy/config/cluster/v3/cluster_pb.js';
 import type { Address as EnvoyAddress } from '../gen/envoy/config/core/v3/address_pb.js';
 import { HealthStatus } from '../gen/envoy/config/core/v3/health_check_pb.js';
-import type { ClusterLoadAssignment } from '../gen/envoy/config/endpoint/v3/endpoint_pb.js';
+import { ClusterLoadAssignment_PolicySchema, type ClusterLoadAssignment } from '../gen/envoy/config/endpoint/v3/endpoint_pb.js';
 import { HttpProtocolOptionsSchema } from '../gen/envoy/extensions/upstreams/http/v3/http_protocol_options_pb.js';
 import { compileCircuitBreakers, compileOutlierDetection, type CircuitLimits, type OutlierSpec } from './cluster-health.js';
 import type { Endpoint } from './upstream-pools.js';
@@ -36,14 +37,17 @@ const HTTP_PROTOCOL_OPTIONS = 'envoy.extensions.upstreams.http.v3.HttpProtocolOp
 
 /** Set fields of a Cluster this proxy accepts without applying them (logged, never dropped silently). */
 const UNAPPLIED_CLUSTER = [
-  'healthChecks', 'commonLbConfig',
+  'healthChecks',
   'upstreamConnectionOptions', 'dnsLookupFamily', 'dnsRefreshRate', 'perConnectionBufferLimitBytes',
   'lrsServer', 'filters', 'loadBalancingPolicy',
 ];
 
+/** An endpoint's EDS health status; only healthy and unknown ones are load balanced to outside panic. */
+export type EdsHealth = 'healthy' | 'unknown' | 'unhealthy' | 'draining' | 'timeout' | 'degraded';
+
 export interface WeightedEndpoint extends Endpoint {
   readonly weight: number;
-  readonly health: 'healthy' | 'unknown';
+  readonly health: EdsHealth;
   readonly priority: number;
   /** From the cluster's transport_socket_matches on the endpoint's metadata, else its transport_socket. */
   readonly transport?: UpstreamTls;
@@ -66,11 +70,13 @@ export interface ClusterSpec {
   readonly connection: ConnectionLimits;
   /** For ORIGINAL_DST: the header naming the destination, when use_http_header is on. */
   readonly originalDstHeader?: string;
-  /** The endpoints pick() chooses from (healthy or unknown, best priority). */
-  readonly endpoints: readonly WeightedEndpoint[];
-  /** All of `endpoints` have one weight (plain round robin). */
-  readonly equalWeights: boolean;
-  /** Every endpoint of the assignment, for /clusters. */
+  /** The endpoints by priority level, best first (levels without endpoints left out). */
+  readonly levels: readonly PriorityLevel[];
+  /** The assignment's overprovisioning_factor (140 = 1.4, Envoy's default). */
+  readonly overprovisioningFactor: number;
+  /** common_lb_config.healthy_panic_threshold in percent (Envoy's default 50; 0 = never panic). */
+  readonly panicThreshold: number;
+  /** Every endpoint of the assignment, whatever its health (for /clusters and transports). */
   readonly allEndpoints: readonly WeightedEndpoint[];
   readonly circuit: CircuitLimits;
   readonly outlier?: OutlierSpec;
@@ -87,11 +93,43 @@ export function socketAddressOf(a: EnvoyAddress | undefined, field: string): End
   return { host: sa.address, port: sa.portSpecifier.value };
 }
 
+/** One priority level of an assignment. */
+export interface PriorityLevel {
+  readonly priority: number;
+  /** All of its endpoints, whatever their EDS health (what a level in panic balances over). */
+  readonly hosts: readonly WeightedEndpoint[];
+  /** Its HEALTHY and UNKNOWN endpoints (what Envoy load balances to without active health checks). */
+  readonly healthy: readonly WeightedEndpoint[];
+  /** All of `healthy` have one weight (plain round robin). */
+  readonly equalWeights: boolean;
+}
+
+const EDS_HEALTH: Readonly<Record<HealthStatus, EdsHealth>> = {
+  [HealthStatus.UNKNOWN]: 'unknown',
+  [HealthStatus.HEALTHY]: 'healthy',
+  [HealthStatus.UNHEALTHY]: 'unhealthy',
+  [HealthStatus.DRAINING]: 'draining',
+  [HealthStatus.TIMEOUT]: 'timeout',
+  [HealthStatus.DEGRADED]: 'degraded',
+};
+
+/** Whether Envoy load balances to an endpoint of this EDS health outside panic. */
+export const lbHealthy = (h: EdsHealth): boolean => h === 'healthy' || h === 'unknown';
+
+/** The Policy fields applied: overprovisioning_factor; the others are logged. */
+const UNAPPLIED_ASSIGNMENT_POLICY = ['dropOverloads', 'endpointStaleAfter', 'weightedPriorityHealth'];
+/** The overprovisioning factor Envoy uses when the assignment gives none. */
+const DEFAULT_OVERPROVISIONING = 140;
+
 /**
- * The endpoints of an assignment: HEALTHY and UNKNOWN ones only (what Envoy load balances to
- * without active health checks), with their weights; `usable` is the lowest priority that has any.
+ * The endpoints of an assignment with their weights and EDS health, by priority level (best
+ * first), and its overprovisioning factor.
  */
-export function compileAssignment(cla: ClusterLoadAssignment | undefined, field: string, transports?: UpstreamTransports): { all: WeightedEndpoint[]; usable: WeightedEndpoint[] } {
+export function compileAssignment(
+  cla: ClusterLoadAssignment | undefined,
+  field: string,
+  transports?: UpstreamTransports,
+): { all: WeightedEndpoint[]; levels: PriorityLevel[]; overprovisioningFactor: number } {
   const all: WeightedEndpoint[] = [];
   (cla?.endpoints ?? []).forEach((locality, li) => {
     locality.lbEndpoints.forEach((lb, ei) => {
@@ -100,14 +138,43 @@ export function compileAssignment(cla: ClusterLoadAssignment | undefined, field:
       const at = socketAddressOf(lb.hostIdentifier.value.address, `${f}.endpoint.address`);
       const weight = lb.loadBalancingWeight ?? 1;
       if (weight < 1) throw new ConfigError(`${f}.load_balancing_weight`, `must be at least 1, got ${weight}`);
-      const status = lb.healthStatus;
-      if (status !== HealthStatus.HEALTHY && status !== HealthStatus.UNKNOWN) return;
       const transport = transports?.forEndpoint(lb.metadata?.filterMetadata[TRANSPORT_SOCKET_MATCH]);
-      all.push({ ...at, weight, health: status === HealthStatus.HEALTHY ? 'healthy' : 'unknown', priority: locality.priority, ...(transport ? { transport } : {}) });
+      all.push({ ...at, weight, health: EDS_HEALTH[lb.healthStatus] ?? 'unhealthy', priority: locality.priority, ...(transport ? { transport } : {}) });
     });
   });
-  const best = Math.min(...all.map((e) => e.priority));
-  return { all, usable: all.filter((e) => e.priority === best) };
+  const policy = cla?.policy;
+  if (policy) {
+    const unapplied = unappliedFields(ClusterLoadAssignment_PolicySchema, policy, UNAPPLIED_ASSIGNMENT_POLICY);
+    if (unapplied.length > 0) log.warn(`${field}.policy: accepted but not applied yet: ${unapplied.join(', ')}`);
+  }
+  const overprovisioningFactor = policy?.overprovisioningFactor ?? DEFAULT_OVERPROVISIONING;
+  if (overprovisioningFactor < 1) throw new ConfigError(`${field}.policy.overprovisioning_factor`, `must be at least 1, got ${overprovisioningFactor}`);
+  return { all, levels: priorityLevels(all), overprovisioningFactor };
+}
+
+function priorityLevels(all: readonly WeightedEndpoint[]): PriorityLevel[] {
+  const priorities = [...new Set(all.map((e) => e.priority))].sort((a, b) => a - b);
+  return priorities.map((priority) => {
+    const hosts = all.filter((e) => e.priority === priority);
+    const healthy = hosts.filter((e) => lbHealthy(e.health));
+    return { priority, hosts, healthy, equalWeights: equalWeights(healthy) };
+  });
+}
+
+/** The set fields of common_lb_config applied: healthy_panic_threshold; the others are logged. */
+const APPLIED_COMMON_LB = ['healthyPanicThreshold'];
+/** Envoy's healthy_panic_threshold when the cluster gives none. */
+const DEFAULT_PANIC_THRESHOLD = 50;
+
+/** healthy_panic_threshold in percent. */
+function panicThresholdOf(c: Cluster, field: string): number {
+  const common = c.commonLbConfig;
+  if (!common) return DEFAULT_PANIC_THRESHOLD;
+  const unapplied = unappliedFields(Cluster_CommonLbConfigSchema, common, Cluster_CommonLbConfigSchema.fields.map((f) => f.localName).filter((n) => !APPLIED_COMMON_LB.includes(n)));
+  if (unapplied.length > 0) log.warn(`${field}.common_lb_config (${c.name}): accepted but not applied yet: ${unapplied.join(', ')}`);
+  const value = common.healthyPanicThreshold?.value ?? DEFAULT_PANIC_THRESHOLD;
+  if (!(value >= 0 && value <= 100)) throw new ConfigError(`${field}.common_lb_config.healthy_panic_threshold`, `must be between 0 and 100, got ${value}`);
+  return value;
 }
 
 /** Whether every endpoint has the same weight. */
@@ -206,22 +273,23 @@ export function compileCluster(c: Cluster, assignments: ReadonlyMap<string, Clus
     connection,
     circuit: compileCircuitBreakers(c.circuitBreakers, protocol === 'http1'),
     ...(c.outlierDetection ? { outlier: compileOutlierDetection(c.outlierDetection) } : {}),
+    panicThreshold: panicThresholdOf(c, field),
   };
   switch (dt.value) {
     case Cluster_DiscoveryType.STATIC:
     case Cluster_DiscoveryType.STRICT_DNS:
     case Cluster_DiscoveryType.LOGICAL_DNS: {
       // A DNS cluster's host name is resolved by the socket on each new connection.
-      const { all, usable } = compileAssignment(c.loadAssignment, `${field}.load_assignment`, transports);
-      return { ...base, kind: 'static', endpoints: usable, equalWeights: equalWeights(usable), allEndpoints: all };
+      const { all, levels, overprovisioningFactor } = compileAssignment(c.loadAssignment, `${field}.load_assignment`, transports);
+      return { ...base, kind: 'static', levels, overprovisioningFactor, allEndpoints: all };
     }
     case Cluster_DiscoveryType.EDS: {
       if (c.edsClusterConfig?.edsConfig && c.edsClusterConfig.edsConfig.configSourceSpecifier.case !== 'ads') {
         throw new ConfigError(`${field}.eds_cluster_config.eds_config`, 'only ads is supported as the EDS config source');
       }
       const edsName = c.edsClusterConfig?.serviceName || c.name;
-      const { all, usable } = compileAssignment(assignments.get(edsName), `ClusterLoadAssignment ${edsName}`, transports);
-      return { ...base, kind: 'eds', edsName, endpoints: usable, equalWeights: equalWeights(usable), allEndpoints: all };
+      const { all, levels, overprovisioningFactor } = compileAssignment(assignments.get(edsName), `ClusterLoadAssignment ${edsName}`, transports);
+      return { ...base, kind: 'eds', edsName, levels, overprovisioningFactor, allEndpoints: all };
     }
     case Cluster_DiscoveryType.ORIGINAL_DST: {
       if (c.lbPolicy !== Cluster_LbPolicy.CLUSTER_PROVIDED) throw new ConfigError(`${field}.lb_policy`, 'an ORIGINAL_DST cluster needs lb_policy CLUSTER_PROVIDED');
@@ -230,8 +298,8 @@ export function compileCluster(c: Cluster, assignments: ReadonlyMap<string, Clus
         ...base,
         kind: 'original_dst',
         ...(cfg?.useHttpHeader ? { originalDstHeader: (cfg.httpHeaderName || ORIGINAL_DST_HEADER).toLowerCase() } : {}),
-        endpoints: [],
-        equalWeights: true,
+        levels: [],
+        overprovisioningFactor: DEFAULT_OVERPROVISIONING,
         allEndpoints: [],
       };
     }

@@ -35,6 +35,8 @@ export interface ClusterInfo {
   readonly name: string;
   readonly kind: ClusterSpec['kind'];
   readonly endpoints: readonly WeightedEndpoint[];
+  /** Whether outlier detection has an endpoint ejected now. */
+  readonly ejected: (e: WeightedEndpoint) => boolean;
   readonly message: Cluster;
   readonly static: boolean;
 }
@@ -106,6 +108,7 @@ export class DynamicClusterManager implements ClusterManager {
       name: c.name,
       kind: c.spec.kind,
       endpoints: c.spec.allEndpoints,
+      ejected: (e: WeightedEndpoint) => c.ejected(e),
       message: c.spec.message,
       static: this.staticNames.has(c.name),
     }));
@@ -122,6 +125,7 @@ export class DynamicClusterManager implements ClusterManager {
     const c = (stat: string) => this.stats.counter(statName('cluster', stat, tag));
     return {
       noneHealthy: c('upstream_cx_none_healthy'),
+      panic: c('lb_healthy_panic'),
       timeout: { route: c('upstream_rq_timeout'), perTry: c('upstream_rq_per_try_timeout') },
       cx: new UpstreamCxStats(c),
       requests: new RequestGauges(c('upstream_rq_pending_total'), c('upstream_rq_total')),
@@ -134,7 +138,7 @@ export class DynamicClusterManager implements ClusterManager {
     for (const c of this.live.values()) {
       const tag = { name: 'envoy_cluster_name', value: c.name };
       yield { ...statName('cluster', 'membership_total', tag), kind: 'gauge', value: c.spec.allEndpoints.length };
-      yield { ...statName('cluster', 'membership_healthy', tag), kind: 'gauge', value: c.spec.endpoints.length };
+      yield { ...statName('cluster', 'membership_healthy', tag), kind: 'gauge', value: c.healthyCount };
       yield { ...statName('cluster', 'upstream_cx_active', tag), kind: 'gauge', value: c.stats.cx.active };
       yield { ...statName('cluster', 'upstream_rq_active', tag), kind: 'gauge', value: c.stats.requests.active };
       yield { ...statName('cluster', 'upstream_rq_pending_active', tag), kind: 'gauge', value: c.stats.requests.pending };

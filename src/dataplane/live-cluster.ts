@@ -13,7 +13,8 @@ import type { StatCounter } from './stats.js';
 import type { UpstreamCxStats } from './upstream-cx-stats.js';
 import type { RequestGauges } from './upstream-rq-stats.js';
 import { TcpPool } from './tcp-pool.js';
-import { equalWeights, type ClusterSpec, type WeightedEndpoint } from './cluster-spec.js';
+import type { ClusterSpec, WeightedEndpoint } from './cluster-spec.js';
+import { chooseHostSet, HostSetCache } from './host-sets.js';
 
 /** `host:port` / `[v6]:port` from a header, or undefined. */
 function parseHostPort(v: string): Endpoint | undefined {
@@ -25,6 +26,8 @@ function parseHostPort(v: string): Endpoint | undefined {
 
 export interface ClusterStats {
   readonly noneHealthy: StatCounter;
+  /** lb_healthy_panic: requests load balanced over a priority level in panic. */
+  readonly panic: StatCounter;
   /** upstream_rq_timeout and upstream_rq_per_try_timeout. */
   readonly timeout: Readonly<Record<UpstreamTimeout, StatCounter>>;
   /** What the pools count of the cluster's connections. */
@@ -45,6 +48,8 @@ export class LiveCluster implements UpstreamCluster {
   private outlier?: OutlierDetector;
   /** Kept across spec updates: requests in flight stay counted on their endpoint. */
   private readonly active = new ActiveRequests();
+  /** What requests are load balanced over now (priority levels, ejections, panic). */
+  private readonly hostSets = new HostSetCache();
   /** The current spec's endpoints by host and port (transportOf), made on first use. */
   private transports?: Map<string, Map<number, WeightedEndpoint>>;
 
@@ -79,7 +84,7 @@ export class LiveCluster implements UpstreamCluster {
   }
 
   report(endpoint: Endpoint, outcome: number | 'failure'): void {
-    this.outlier?.report(endpoint, outcome, this.spec.endpoints);
+    this.outlier?.report(endpoint, outcome, this.spec.allEndpoints);
   }
 
   timedOut(kind: UpstreamTimeout): void {
@@ -129,6 +134,16 @@ export class LiveCluster implements UpstreamCluster {
     this.current = [];
   }
 
+  /** Hosts healthy and not ejected now, over all priority levels. */
+  get healthyCount(): number {
+    return this.hostSets.current(this.spec, this.outlier).healthy;
+  }
+
+  /** Whether outlier detection has the endpoint ejected now. */
+  ejected(e: Endpoint): boolean {
+    return (this.outlier?.ejectedUntil(e) ?? 0) > Date.now();
+  }
+
   pick(req: RequestView, hash?: () => bigint | undefined): Endpoint | undefined {
     const ep = this.choose(req, hash);
     if (!ep) this.stats.noneHealthy.inc();
@@ -159,13 +174,15 @@ export class LiveCluster implements UpstreamCluster {
       const d = req.destination;
       return d.restored ? { host: d.address, port: d.port } : undefined;
     }
-    const eps = this.outlier ? this.outlier.filter(s.endpoints) : s.endpoints;
-    if (eps.length === 0) return undefined;
+    const set = chooseHostSet(this.hostSets.current(s, this.outlier));
+    if (!set || set.endpoints.length === 0) return undefined;
+    if (set.panic) this.stats.panic.inc();
+    const eps = set.endpoints;
     const hash = s.consistent ? hashKey?.() : undefined;
     if (hash !== undefined) return this.consistentPick(eps, hash);
     if (s.leastRequest) return leastRequestPick(eps, s.leastRequest, this.active, this.current);
     if (s.random || s.consistent) return eps[Math.floor(Math.random() * eps.length)];
-    if (eps === s.endpoints ? s.equalWeights : equalWeights(eps)) return eps[this.rr++ % eps.length];
+    if (set.equalWeights) return eps[this.rr++ % eps.length];
     // Smooth weighted round robin: each endpoint gets its weight's share, interleaved.
     if (this.current.length !== eps.length) this.current = eps.map(() => 0);
     let total = 0;

@@ -128,20 +128,23 @@ export function commonHttpOptions(pool: ConnectionPoolSettings | undefined): { m
 
 function outlierDetection(od: OutlierDetectionSettings | undefined): Partial<ClusterInit> {
   if (!od) return {};
-  const enforce = (n: number | undefined) => (n !== undefined && n > 0 ? 100 : 0);
+  // As the Go mesh: a counter the rule names ejects (100 %) when it is above 0, one it leaves out
+  // keeps Envoy's default (5 consecutive 5xx enforced, gateway failures not); success-rate ejection
+  // stays off; a max_ejection_percent of 0 is Envoy's default (10 %).
+  const counter = (n: number | undefined, count: 'consecutive5xx' | 'consecutiveGatewayFailure', enforcing: 'enforcingConsecutive5xx' | 'enforcingConsecutiveGatewayFailure') =>
+    n === undefined ? {} : { [count]: n, [enforcing]: n > 0 ? 100 : 0 };
   return {
     outlierDetection: {
-      // Only the counters the rule names eject hosts; success-rate ejection stays off.
-      ...(od.consecutive5xxErrors !== undefined ? { consecutive5xx: od.consecutive5xxErrors } : {}),
-      enforcingConsecutive5xx: enforce(od.consecutive5xxErrors),
-      ...(od.consecutiveGatewayErrors !== undefined ? { consecutiveGatewayFailure: od.consecutiveGatewayErrors } : {}),
-      enforcingConsecutiveGatewayFailure: enforce(od.consecutiveGatewayErrors),
       enforcingSuccessRate: 0,
+      ...counter(od.consecutive5xxErrors, 'consecutive5xx', 'enforcingConsecutive5xx'),
+      ...counter(od.consecutiveGatewayErrors, 'consecutiveGatewayFailure', 'enforcingConsecutiveGatewayFailure'),
       ...(od.interval ? { interval: durationInit(od.interval) } : {}),
       ...(od.baseEjectionTime ? { baseEjectionTime: durationInit(od.baseEjectionTime) } : {}),
-      ...(od.maxEjectionPercent !== undefined ? { maxEjectionPercent: od.maxEjectionPercent } : {}),
+      ...(od.maxEjectionPercent !== undefined && od.maxEjectionPercent > 0 ? { maxEjectionPercent: od.maxEjectionPercent } : {}),
     },
-    ...(od.minHealthPercent !== undefined ? { commonLbConfig: { healthyPanicThreshold: { value: od.minHealthPercent } } } : {}),
+    // Always set, so that Envoy's 50 % default never applies: minHealthPercent defaults to 0, panic off,
+    // as the Go mesh sets it (the Kubernetes case of few endpoints per service).
+    commonLbConfig: { healthyPanicThreshold: { value: od.minHealthPercent ?? 0 } },
   };
 }
 

@@ -7,11 +7,14 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { create, type MessageInitShape } from '@bufbuild/protobuf';
 import { anyPack } from '@bufbuild/protobuf/wkt';
 import type { CircuitBreakersSchema } from '../../src/gen/envoy/config/cluster/v3/circuit_breaker_pb.js';
-import { ClusterSchema } from '../../src/gen/envoy/config/cluster/v3/cluster_pb.js';
+import { ClusterSchema, type Cluster_CommonLbConfigSchema } from '../../src/gen/envoy/config/cluster/v3/cluster_pb.js';
+import { HealthStatus } from '../../src/gen/envoy/config/core/v3/health_check_pb.js';
+import type { LocalityLbEndpointsSchema } from '../../src/gen/envoy/config/endpoint/v3/endpoint_components_pb.js';
 import type { OutlierDetectionSchema } from '../../src/gen/envoy/config/cluster/v3/outlier_detection_pb.js';
 import { FilterChainSchema } from '../../src/gen/envoy/config/listener/v3/listener_components_pb.js';
 import { RouterSchema } from '../../src/gen/envoy/extensions/filters/http/router/v3/router_pb.js';
 import { HttpConnectionManagerSchema } from '../../src/gen/envoy/extensions/filters/network/http_connection_manager/v3/http_connection_manager_pb.js';
+import { healthFlags } from '../../src/dataplane/admin.js';
 import { DynamicClusterManager } from '../../src/dataplane/clusters.js';
 import { buildHcmForFilterChain } from '../../src/dataplane/http-connection-manager.js';
 import { StatsStore } from '../../src/dataplane/stats.js';
@@ -21,11 +24,16 @@ import { close, get, listen } from '../helpers/http.js';
 interface Protections {
   circuitBreakers?: MessageInitShape<typeof CircuitBreakersSchema>;
   outlierDetection?: MessageInitShape<typeof OutlierDetectionSchema>;
+  commonLbConfig?: MessageInitShape<typeof Cluster_CommonLbConfigSchema>;
 }
+
+type Localities = MessageInitShape<typeof LocalityLbEndpointsSchema>[];
 
 const agent = new Agent({ keepAlive: true });
 const servers: Server[] = [];
-const cm = new DynamicClusterManager(new StatsStore());
+const stats = new StatsStore();
+const cm = new DynamicClusterManager(stats);
+const counter = (cluster: string, stat: string) => stats.samples().find((s) => s.name === `cluster.${cluster}.${stat}`)?.value ?? 0;
 
 const send = (port: number, path: string, headers: Record<string, string> = {}) => get(agent, port, path, headers);
 
@@ -43,8 +51,13 @@ async function upstream(status: number | 'hang'): Promise<{ port: number; hits: 
 const endpoint = (port: number) => ({ hostIdentifier: { case: 'endpoint' as const, value: { address: { address: { case: 'socketAddress' as const, value: { address: '127.0.0.1', portSpecifier: { case: 'portValue' as const, value: port } } } } } } });
 
 /** A proxy whose only route goes to a cluster made of `ports` with `extra` (as CDS sends it). */
-async function proxy(name: string, ports: number[], extra: Protections): Promise<number> {
-  const clusters = [...cm.dynamicMessages(), create(ClusterSchema, { name, loadAssignment: { clusterName: name, endpoints: [{ lbEndpoints: ports.map(endpoint) }] }, ...extra })];
+function proxy(name: string, ports: number[], extra: Protections): Promise<number> {
+  return proxyOver(name, [{ lbEndpoints: ports.map(endpoint) }], extra);
+}
+
+/** The same over localities of its own (priorities, EDS health statuses). */
+async function proxyOver(name: string, localities: Localities, extra: Protections): Promise<number> {
+  const clusters = [...cm.dynamicMessages(), create(ClusterSchema, { name, loadAssignment: { clusterName: name, endpoints: localities }, ...extra })];
   cm.commit(cm.prepare(clusters, new Map()));
   const hcm = create(HttpConnectionManagerSchema, {
     statPrefix: name,
@@ -99,5 +112,74 @@ describe('cluster protections', () => {
     await sleep(1100);
     for (let i = 0; i < 4; i++) await send(port, '/');
     assert.ok(bad.hits() > 5, 'the host is back after its ejection time');
+  });
+});
+
+describe('priority levels and the panic threshold', () => {
+  // Ejects a host at its second 5xx, whatever the share of the cluster already ejected.
+  const ejectAtSecond = { consecutive5xx: 2, baseEjectionTime: { seconds: 30n }, maxEjectionPercent: 100 };
+
+  it('all requests go to P=0 while it is healthy; once its host is ejected, to P=1', async () => {
+    const bad = await upstream(500);
+    const backup = await upstream(200);
+    const port = await proxyOver('failover', [{ lbEndpoints: [endpoint(bad.port)] }, { priority: 1, lbEndpoints: [endpoint(backup.port)] }], { outlierDetection: ejectAtSecond });
+    assert.deepEqual([(await send(port, '/')).status, (await send(port, '/')).status], [500, 500], 'P=0 serves while healthy');
+    assert.equal(backup.hits(), 0);
+    const after = [];
+    for (let i = 0; i < 6; i++) after.push((await send(port, '/')).status);
+    assert.deepEqual(after, Array(6).fill(200), 'P=0 has no healthy host: P=1 takes the whole load');
+    assert.deepEqual([bad.hits(), backup.hits()], [2, 6]);
+    assert.equal(counter('failover', 'lb_healthy_panic'), 0, 'P=1 is healthy: the cluster is at 100 %, no panic');
+  });
+
+  it("healthy_panic_threshold 0 (the Go mesh's default with outlier detection): an ejected only host leaves no healthy upstream", async () => {
+    const bad = await upstream(500);
+    const port = await proxy('no-panic', [bad.port], { outlierDetection: ejectAtSecond, commonLbConfig: { healthyPanicThreshold: { value: 0 } } });
+    await send(port, '/');
+    await send(port, '/');
+    const r = await send(port, '/');
+    assert.deepEqual([r.status, r.body], [503, 'no healthy upstream']);
+    assert.equal(bad.hits(), 2);
+    assert.equal(counter('no-panic', 'upstream_cx_none_healthy'), 1);
+  });
+
+  it("Envoy's default threshold (50 %): an ejected only host still gets the requests, counted as lb_healthy_panic", async () => {
+    const bad = await upstream(500);
+    const port = await proxy('panic', [bad.port], { outlierDetection: ejectAtSecond });
+    for (let i = 0; i < 4; i++) assert.equal((await send(port, '/')).status, 500);
+    assert.equal(bad.hits(), 4);
+    assert.equal(counter('panic', 'lb_healthy_panic'), 2, 'the two requests after the ejection');
+  });
+
+  it('EDS-unhealthy hosts count against the level: under the threshold the level balances over all of its hosts', async () => {
+    const good = await upstream(200);
+    const unready = [await upstream(200), await upstream(200)];
+    const unhealthy = (port: number) => ({ ...endpoint(port), healthStatus: HealthStatus.UNHEALTHY });
+    const localities: Localities = [{ lbEndpoints: [endpoint(good.port), ...unready.map((u) => unhealthy(u.port))] }];
+    // 1 healthy of 3 (33 %): under 50 %, the level is in panic.
+    const panicking = await proxyOver('unready-panic', localities, {});
+    for (let i = 0; i < 6; i++) await send(panicking, '/');
+    assert.ok(unready.every((u) => u.hits() > 0), `the unhealthy hosts got requests: ${unready.map((u) => u.hits()).join(', ')}`);
+    assert.equal(counter('unready-panic', 'lb_healthy_panic'), 6);
+    // Under a threshold of 30 %, 33 % healthy is not panic: the healthy host alone serves.
+    const before = unready.map((u) => u.hits());
+    const calm = await proxyOver('unready-calm', localities, { commonLbConfig: { healthyPanicThreshold: { value: 30 } } });
+    for (let i = 0; i < 6; i++) await send(calm, '/');
+    assert.deepEqual(unready.map((u) => u.hits()), before);
+    assert.equal(counter('unready-calm', 'lb_healthy_panic'), 0);
+  });
+
+  it("what /clusters shows: an ejected host is Envoy's /failed_outlier_check, and membership_healthy drops", async () => {
+    const bad = await upstream(500);
+    const good = await upstream(200);
+    const port = await proxy('flags', [bad.port, good.port], { outlierDetection: ejectAtSecond });
+    for (let i = 0; i < 4; i++) await send(port, '/');
+    const info = cm.info().find((c) => c.name === 'flags')!;
+    assert.deepEqual(info.endpoints.map((e) => [e.port, healthFlags(e, info.ejected(e))]), [[bad.port, '/failed_outlier_check'], [good.port, 'healthy']]);
+    const host = info.endpoints[0]!;
+    assert.equal(healthFlags({ ...host, health: 'draining' }, true), '/failed_outlier_check/eds_status_draining');
+    assert.equal(healthFlags({ ...host, health: 'unhealthy' }, false), '/failed_eds_health');
+    const healthy = stats.samples().find((s) => s.name === 'cluster.flags.membership_healthy');
+    assert.equal(healthy?.value, 1);
   });
 });

@@ -28,16 +28,23 @@ function picks(cm: DynamicClusterManager, name: string, n: number): number[] {
 }
 
 describe('DynamicClusterManager', () => {
-  it('balances round robin over HEALTHY/UNKNOWN endpoints of the best priority, by weight', () => {
+  it('balances round robin over HEALTHY/UNKNOWN endpoints of the best priority, by weight, while it is healthy enough', () => {
     const cm = new DynamicClusterManager(new StatsStore());
+    // 3 of 4 healthy (75 %, times 1.4 over 100 %): P=0 takes everything.
     const assignments = new Map([
-      ['a', cla('a', [{ eps: [ep(1, { weight: 3 }), ep(2, { health: HealthStatus.HEALTHY }), ep(3, { health: HealthStatus.UNHEALTHY }), ep(4, { health: HealthStatus.DRAINING })] }, { priority: 1, eps: [ep(9)] }])],
+      ['a', cla('a', [{ eps: [ep(1, { weight: 3 }), ep(2, { health: HealthStatus.HEALTHY }), ep(5), ep(3, { health: HealthStatus.UNHEALTHY })] }, { priority: 1, eps: [ep(9)] }])],
     ]);
     cm.commit(cm.prepare([eds('a')], assignments));
     const counts = new Map<number, number>();
-    for (const p of picks(cm, 'a', 40)) counts.set(p, (counts.get(p) ?? 0) + 1);
-    assert.deepEqual([...counts.entries()].sort(), [[1, 30], [2, 10]]);
-    // Priority 0 gone: priority 1 takes over.
+    for (const p of picks(cm, 'a', 50)) counts.set(p, (counts.get(p) ?? 0) + 1);
+    assert.deepEqual([...counts.entries()].sort(), [[1, 30], [2, 10], [5, 10]]);
+    // 2 of 4 healthy: P=0's health is 70, so P=1 gets 30 % of the requests (Envoy's priority load).
+    cm.commit(cm.prepareEndpoints(new Map([['a', cla('a', [{ eps: [ep(1), ep(2), ep(3, { health: HealthStatus.UNHEALTHY }), ep(4, { health: HealthStatus.DRAINING })] }, { priority: 1, eps: [ep(9)] }])]])));
+    const spread = picks(cm, 'a', 2000);
+    const toBackup = spread.filter((p) => p === 9).length / spread.length;
+    assert.ok(toBackup > 0.25 && toBackup < 0.35, `P=1 share ${toBackup}`);
+    assert.ok(spread.every((p) => p === 1 || p === 2 || p === 9), 'no unhealthy host outside panic');
+    // Priority 0 with no healthy host: priority 1 takes over.
     cm.commit(cm.prepareEndpoints(new Map([['a', cla('a', [{ eps: [ep(3, { health: HealthStatus.UNHEALTHY })] }, { priority: 1, eps: [ep(9)] }])]])));
     assert.deepEqual(picks(cm, 'a', 2), [9, 9]);
   });

@@ -16,6 +16,7 @@ import { buildLoadAssignment } from '../../src/networking/endpoint.js';
 import { buildIngressListeners, buildOutboundListeners, buildVirtualInbound, buildVirtualOutbound } from '../../src/networking/listener.js';
 import { buildInboundRouteConfig, buildOutboundRouteConfig, serviceDomains } from '../../src/networking/route.js';
 import { inboundClusterName, outboundClusterName, parseClusterName } from '../../src/networking/names.js';
+import { clusterPolicy } from '../../src/networking/traffic-policy.js';
 
 const ECHO = svc({
   hostname: 'echo.foo.svc.cluster.local',
@@ -313,4 +314,21 @@ test('ingress listeners without capture: bound on the port, no destination match
   const [w] = buildIngressListeners([{ port: 15432, protocol: 'TCP', target: { address: '127.0.0.1', port: 5432 } }]);
   assert.equal(addr(w!.address), '0.0.0.0:15432');
   assert.equal(tcpClusterOf(w!.filterChains[0]!), 'inbound|15432||');
+});
+
+test("outlierDetection as the Go mesh sends it: a counter left out keeps Envoy's default, maxEjectionPercent 0 is Envoy's 10 %, the panic threshold is always set (minHealthPercent, default 0)", () => {
+  const policy = (outlierDetection: object) => clusterPolicy({ outlierDetection } as Parameters<typeof clusterPolicy>[0], 'reviews.default.svc.cluster.local');
+  const bare = policy({ baseEjectionTime: '30s', maxEjectionPercent: 0 });
+  assert.deepEqual(bare.outlierDetection, { enforcingSuccessRate: 0, baseEjectionTime: { seconds: 30n, nanos: 0 } });
+  assert.deepEqual(bare.commonLbConfig, { healthyPanicThreshold: { value: 0 } });
+  const named = policy({ consecutive5xxErrors: 0, consecutiveGatewayErrors: 3, maxEjectionPercent: 40, minHealthPercent: 25 });
+  assert.deepEqual(named.outlierDetection, {
+    enforcingSuccessRate: 0,
+    consecutive5xx: 0,
+    enforcingConsecutive5xx: 0,
+    consecutiveGatewayFailure: 3,
+    enforcingConsecutiveGatewayFailure: 100,
+    maxEjectionPercent: 40,
+  });
+  assert.deepEqual(named.commonLbConfig, { healthyPanicThreshold: { value: 25 } });
 });
