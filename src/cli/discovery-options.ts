@@ -4,6 +4,7 @@ import type { OrchestratorSourceOptions } from '../config/orchestrator.js';
 import type { IngressSettings } from '../model/ingress/class.js';
 import type { ExtensionProviders } from '../model/extension-providers.js';
 import type { PathNormalization } from '../networking/common.js';
+import type { LocalityLbSetting } from '../networking/locality-lb.js';
 import type { BundleEndpoint } from '../security/federation/bundle-format.js';
 import type { SecurityPlugin } from '../security/plugins.js';
 import type { ElectionTimings } from '../registry/orchestrator/leader-election.js';
@@ -36,6 +37,8 @@ export interface DiscoveryOptions {
   injectionTemplate?: string;
   /** Mesh config pathNormalization of every HTTP connection manager; default BASE. */
   pathNormalization?: PathNormalization;
+  /** Mesh config localityLbSetting; the mesh default (enabled) when absent. */
+  localityLbSetting?: LocalityLbSetting;
   /** Mesh config extensionProviders: the authorizers of CUSTOM AuthorizationPolicies. */
   extensionProviders?: ExtensionProviders;
   /** --plugins; default all of them. */

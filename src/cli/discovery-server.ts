@@ -163,6 +163,7 @@ export class DiscoveryServer {
       scopeGatewayToNamespace: settings.scopeGatewayToNamespace,
       filterGatewayClusters: settings.filterGatewayClusters,
       ...(opts.pathNormalization ? { pathNormalization: opts.pathNormalization } : {}),
+      ...(opts.localityLbSetting ? { localityLb: opts.localityLbSetting } : {}),
       mtls: this.mtls,
       ...(this.credentials ? { credentials: { store: this.credentials.store, verified: (info: ProxyInfo) => this.verified.has(info) } } : {}),
       cache: new XdsCache(settings.cache),

@@ -152,6 +152,7 @@ async function runDiscovery(ctx: RunContext): Promise<number> {
     ...(f.string('tlsKeyFile') ? { tlsKeyFile: f.string('tlsKeyFile') } : {}),
     profile: f.bool('profile'),
     pathNormalization: mesh.pathNormalization,
+    localityLbSetting: mesh.localityLbSetting,
     extensionProviders: mesh.extensionProviders,
     plugins,
     meshMtls: { autoMtls: mesh.enableAutoMtls, trustDomainAliases: mesh.trustDomainAliases },

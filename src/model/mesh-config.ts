@@ -1,12 +1,13 @@
 // The discovery server's mesh config file (`--meshConfig`): the fields it applies, read purely
 // from the file's text. `pathNormalization`, the ext_authz `extensionProviders`, `enableAutoMtls`,
-// `trustDomainAliases` and the Ingress fields (`ingressControllerMode`, `ingressClass`,
+// `trustDomainAliases`, `localityLbSetting` and the Ingress fields (`ingressControllerMode`, `ingressClass`,
 // `ingressSelector`, `ingressService`) are effective; the other fields are reported so that the
 // program can say they are not.
 import { parse as parseYaml, YAMLParseError } from 'yaml';
 import { PATH_NORMALIZATIONS, type PathNormalization } from '../networking/common.js';
 import { ExtensionProviderError, parseExtensionProviders, type ExtensionProviders } from './extension-providers.js';
 import { DEFAULT_INGRESS_SETTINGS, INGRESS_CONTROLLER_MODES, type IngressControllerMode, type IngressSettings } from './ingress/class.js';
+import { DEFAULT_LOCALITY_LB, type LocalityLbSetting } from '../networking/locality-lb.js';
 
 export class MeshConfigError extends Error {}
 
@@ -19,15 +20,17 @@ export interface MeshConfig {
   readonly enableAutoMtls: boolean;
   /** `trustDomainAliases`: other trust domains that name the same workloads (SAN checks, AuthorizationPolicy principals). */
   readonly trustDomainAliases: readonly string[];
+  /** `localityLbSetting` (default enabled): locality failover for DestinationRules with outlier detection that set none of their own. */
+  readonly localityLbSetting: LocalityLbSetting;
   /** Which orchestrator Ingresses are translated, and the gateway their Gateways select (model/ingress/). */
   readonly ingress: IngressSettings;
   /** Top-level fields present in the file that have no effect yet. */
   readonly notEffective: readonly string[];
 }
 
-export const DEFAULT_MESH_CONFIG: MeshConfig = { pathNormalization: 'BASE', extensionProviders: { authorizers: new Map(), notEffective: [] }, enableAutoMtls: true, trustDomainAliases: [], ingress: DEFAULT_INGRESS_SETTINGS, notEffective: [] };
+export const DEFAULT_MESH_CONFIG: MeshConfig = { pathNormalization: 'BASE', extensionProviders: { authorizers: new Map(), notEffective: [] }, enableAutoMtls: true, trustDomainAliases: [], localityLbSetting: DEFAULT_LOCALITY_LB, ingress: DEFAULT_INGRESS_SETTINGS, notEffective: [] };
 
-const EFFECTIVE_FIELDS = new Set(['pathNormalization', 'extensionProviders', 'enableAutoMtls', 'trustDomainAliases', 'ingressControllerMode', 'ingressClass', 'ingressSelector', 'ingressService']);
+const EFFECTIVE_FIELDS = new Set(['pathNormalization', 'extensionProviders', 'enableAutoMtls', 'trustDomainAliases', 'localityLbSetting', 'ingressControllerMode', 'ingressClass', 'ingressSelector', 'ingressService']);
 
 function readIngressFields(doc: Record<string, unknown>, file: string): IngressSettings {
   const mode = doc['ingressControllerMode'] ?? DEFAULT_INGRESS_SETTINGS.mode;
@@ -50,6 +53,32 @@ function readMtlsFields(doc: Record<string, unknown>, file: string): Pick<MeshCo
     throw new MeshConfigError(`${file}: trustDomainAliases: expected a list of trust domain names (no "/"), got ${JSON.stringify(aliases)}`);
   }
   return { enableAutoMtls: auto, trustDomainAliases: aliases as string[] };
+}
+
+/** `localityLbSetting`: enabled, failover, failoverPriority; `distribute` is read and reported as not effective. */
+function readLocalityLb(doc: Record<string, unknown>, file: string): { setting: LocalityLbSetting; notEffective: string[] } {
+  const v = doc['localityLbSetting'];
+  if (v === undefined || v === null) return { setting: DEFAULT_LOCALITY_LB, notEffective: [] };
+  const fail = (field: string, expected: string, got: unknown) => new MeshConfigError(`${file}: localityLbSetting${field}: expected ${expected}, got ${JSON.stringify(got)}`);
+  if (!isRecord(v)) throw fail('', 'a mapping', v);
+  const unknown = Object.keys(v).filter((k) => !['enabled', 'failover', 'failoverPriority', 'distribute'].includes(k));
+  if (unknown.length > 0) throw new MeshConfigError(`${file}: localityLbSetting.${unknown[0]}: unknown field (expected enabled, failover, failoverPriority, distribute)`);
+  const enabled = v['enabled'] ?? true;
+  if (typeof enabled !== 'boolean') throw fail('.enabled', 'true or false', enabled);
+  const failover = v['failover'] ?? [];
+  if (!Array.isArray(failover)) throw fail('.failover', 'a list of {from, to}', failover);
+  const pairs = failover.map((f: unknown, i) => {
+    if (!isRecord(f) || typeof f['from'] !== 'string' || typeof f['to'] !== 'string' || !f['from'] || !f['to'] || f['from'] === f['to']) throw fail(`.failover[${i}]`, 'two different regions, {from, to}', f);
+    return { from: f['from'], to: f['to'] };
+  });
+  const labels = v['failoverPriority'] ?? [];
+  if (!Array.isArray(labels) || labels.some((l) => typeof l !== 'string' || l === '')) throw fail('.failoverPriority', 'a list of label names', labels);
+  const distribute = v['distribute'];
+  if (distribute !== undefined && pairs.length > 0) throw new MeshConfigError(`${file}: localityLbSetting: distribute and failover cannot both be set`);
+  return {
+    setting: { enabled, ...(pairs.length > 0 ? { failover: pairs } : {}), ...(labels.length > 0 ? { failoverPriority: labels as string[] } : {}) },
+    notEffective: distribute === undefined ? [] : ['localityLbSetting.distribute'],
+  };
 }
 
 const isRecord = (v: unknown): v is Record<string, unknown> => typeof v === 'object' && v !== null && !Array.isArray(v);
@@ -86,5 +115,7 @@ export function parseMeshConfig(text: string, file: string): MeshConfig {
   }
   const notEffective = Object.keys(doc).filter((k) => !EFFECTIVE_FIELDS.has(k)).sort();
   notEffective.push(...extensionProviders.notEffective.map((p) => `extensionProviders: ${p}`));
-  return { pathNormalization, extensionProviders, ...readMtlsFields(doc, file), ingress: readIngressFields(doc, file), notEffective };
+  const locality = readLocalityLb(doc, file);
+  notEffective.push(...locality.notEffective);
+  return { pathNormalization, extensionProviders, ...readMtlsFields(doc, file), localityLbSetting: locality.setting, ingress: readIngressFields(doc, file), notEffective };
 }

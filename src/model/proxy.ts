@@ -4,6 +4,7 @@
 // node is refused with a message naming the field, rather than configured wrongly.
 import { isIP } from 'node:net';
 import type { JsonObject, JsonValue } from '@bufbuild/protobuf';
+import { EMPTY_LOCALITY, type Locality } from './service.js';
 
 export const PROXY_TYPES = ['sidecar', 'router'] as const;
 export type ProxyType = (typeof PROXY_TYPES)[number];
@@ -40,6 +41,8 @@ export interface Proxy {
    * Without both, TLS config would reference a secret or a socket it does not have.
    */
   readonly meshMtls?: boolean;
+  /** node.locality (region, zone, sub_zone); empty parts when the node gives none. */
+  readonly locality: Locality;
   readonly metadata: JsonObject;
 }
 
@@ -85,7 +88,7 @@ function metaLabels(value: JsonValue | undefined): Record<string, string> {
 /** The extension a proxy must list in node.extensions to be sent TLS transport sockets. */
 export const TLS_TRANSPORT_EXTENSION = 'envoy.transport_sockets.tls';
 
-export function parseProxy(nodeId: string, metadata: JsonObject = {}, extensions: readonly string[] = []): Proxy {
+export function parseProxy(nodeId: string, metadata: JsonObject = {}, extensions: readonly string[] = [], locality: Locality = EMPTY_LOCALITY): Proxy {
   const parts = nodeId.split('~');
   if (parts.length !== 4) {
     throw new ProxyParseError(`node.id "${nodeId}": expected 4 parts "<type>~<ip>~<pod>.<namespace>~<namespace>.svc.<domain>", got ${parts.length}`);
@@ -129,6 +132,7 @@ export function parseProxy(nodeId: string, metadata: JsonObject = {}, extensions
     dnsCapture: metaBool(metadata, 'DNS_CAPTURE'),
     dnsAutoAllocate: metaBool(metadata, 'DNS_AUTO_ALLOCATE'),
     meshMtls: metaBool(metadata, 'SDS') && extensions.includes(TLS_TRANSPORT_EXTENSION),
+    locality: { region: locality.region, zone: locality.zone, subZone: locality.subZone },
     metadata,
   };
 }

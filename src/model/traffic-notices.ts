@@ -15,6 +15,7 @@ const HEADER_OPS: Shape = { set: true, add: true, remove: true };
 
 const LB: Shape = {
   simple: true,
+  localityLbSetting: { enabled: true, failover: { from: true, to: true }, failoverPriority: true },
   consistentHash: { httpHeaderName: true, httpCookie: { name: true, path: true, ttl: true, attributes: { name: true, value: true } }, useSourceIp: true, httpQueryParameterName: true, minimumRingSize: true, ringHash: { minimumRingSize: true } },
 };
 const POLICY_FIELDS = {
@@ -123,11 +124,25 @@ function clientTlsNotices(tls: Record<string, unknown>, path: string): string[] 
   return out;
 }
 
+/** Locality failover set where no outlier detection is: inert, as in the Go mesh, so said. */
+function failoverNotices(dr: DestinationRule): string[] {
+  const policies: [string, unknown][] = [['trafficPolicy', dr.spec.trafficPolicy], ...(dr.spec.subsets ?? []).map((s, i): [string, unknown] => [`subsets[${i}].trafficPolicy`, s.trafficPolicy])];
+  const anyOutlier = policies.some(([, p]) => isObject(p) && p['outlierDetection'] !== undefined);
+  return policies.flatMap(([path, p]) => {
+    const lb = isObject(p) && isObject(p['loadBalancer']) ? p['loadBalancer'] : undefined;
+    const setting = lb && isObject(lb['localityLbSetting']) ? lb['localityLbSetting'] : undefined;
+    if (!setting || setting['enabled'] === false || anyOutlier) return [];
+    return [`${path}.loadBalancer.localityLbSetting has no effect without outlierDetection: a proxy never finds the nearer endpoints unhealthy, so it never fails over`];
+  });
+}
+
+const isObject = (v: unknown): v is Record<string, unknown> => typeof v === 'object' && v !== null && !Array.isArray(v);
+
 export function destinationRuleNotices(dr: DestinationRule): string[] {
   const name = `DestinationRule ${dr.metadata.namespace}/${dr.metadata.name}`;
   const fields = untranslated(dr.spec, DESTINATION_RULE, '').map((p) => `${p} is not effective yet`);
   const tp = { trafficPolicy: dr.spec.trafficPolicy, subsets: dr.spec.subsets };
-  return [...fields, ...unsupportedValues(tp)].map((m) => `${name}: ${m}`);
+  return [...fields, ...unsupportedValues(tp), ...failoverNotices(dr)].map((m) => `${name}: ${m}`);
 }
 
 export function virtualServiceNotices(vs: VirtualService): string[] {

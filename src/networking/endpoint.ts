@@ -1,4 +1,4 @@
-// EDS: a ClusterLoadAssignment per cluster, endpoints grouped by locality. Locality weights are the
+// EDS: a ClusterLoadAssignment per cluster, endpoints grouped by priority and locality. Locality weights are the
 // sum of their endpoints' weights: Envoy uses them only with locality-weighted balancing, but gRPC
 // clients drop a locality that has none.
 import { create } from '@bufbuild/protobuf';
@@ -15,19 +15,23 @@ export interface EndpointInput {
   readonly weight: number;
   /** The workload's security.mesh.io/tlsMode label: `mesh` when it has a sidecar (auto mTLS). */
   readonly tlsMode?: string;
+  /** EDS priority (locality failover, locality-lb.ts); 0 when absent. */
+  readonly priority?: number;
 }
 
 export function buildLoadAssignment(clusterName: string, endpoints: readonly EndpointInput[]): ClusterLoadAssignment {
-  const byLocality = new Map<string, { locality: Locality; endpoints: EndpointInput[] }>();
+  const byLocality = new Map<string, { locality: Locality; priority: number; endpoints: EndpointInput[] }>();
   const seen = new Set<string>();
   for (const e of endpoints) {
     // The same workload reached through two registries is one endpoint (gRPC rejects duplicates).
     const id = `${e.address}:${e.port}`;
     if (seen.has(id)) continue;
     seen.add(id);
-    const key = localityString(e.locality);
+    const priority = e.priority ?? 0;
+    // Priorities first (the number sorts as text once padded), then localities.
+    const key = `${String(priority).padStart(4, '0')} ${localityString(e.locality)}`;
     let group = byLocality.get(key);
-    if (!group) byLocality.set(key, (group = { locality: e.locality, endpoints: [] }));
+    if (!group) byLocality.set(key, (group = { locality: e.locality, priority, endpoints: [] }));
     group.endpoints.push(e);
   }
   const groups = [...byLocality.entries()].sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0)).map(([, g]) => g);
@@ -35,6 +39,7 @@ export function buildLoadAssignment(clusterName: string, endpoints: readonly End
     clusterName,
     endpoints: groups.map((g) => ({
       locality: { region: g.locality.region, zone: g.locality.zone, subZone: g.locality.subZone },
+      ...(g.priority > 0 ? { priority: g.priority } : {}),
       loadBalancingWeight: g.endpoints.reduce((sum, e) => sum + e.weight, 0),
       lbEndpoints: g.endpoints.map((e) => {
         const metadata = tlsModeMetadata(e.tlsMode);

@@ -9,6 +9,7 @@ import type { EffectiveRule } from '../model/traffic.js';
 import { duration as durationInit } from './common.js';
 import type { HashPolicyInit } from './http-route.js';
 import { upstreamTls, type ClientTlsSettings } from './upstream-tls.js';
+import type { LocalityLbSetting } from './locality-lb.js';
 
 /** The DestinationRule trafficPolicy fields this module reads (the API's own names). */
 export interface TrafficPolicy {
@@ -31,6 +32,8 @@ export interface ConsistentHash {
 export interface LoadBalancerSettings {
   readonly simple?: string;
   readonly consistentHash?: ConsistentHash;
+  /** Locality failover (EDS priorities, locality-lb.ts); the cluster itself is unchanged. */
+  readonly localityLbSetting?: LocalityLbSetting;
 }
 
 export interface ConnectionPoolSettings {

@@ -18,6 +18,7 @@ import { setScopeLevel } from '../../src/common/log.js';
 import { loadSettings } from '../../src/common/env.js';
 import { goldenCases } from '../helpers/golden.js';
 import { pushOf, sidecarProxy, validated } from './fixtures.js';
+import { parseProxy } from '../../src/model/proxy.js';
 
 // The notices are part of each golden output; their log lines would only repeat them.
 setScopeLevel('model', 'error');
@@ -62,4 +63,21 @@ test('MESH_DEFAULT_REQUEST_TIMEOUT times out VirtualService routes that set no t
     // The allow_any catch-all to PassthroughCluster keeps no timeout.
     ['default', { $typeName: 'google.protobuf.Duration', seconds: 0n, nanos: 0 }],
   ]);
+});
+
+test("locality failover follows the node's own locality over its workload's, and the mesh's localityLbSetting where the rule sets none", () => {
+  const c = goldenCases('test/networking/testdata/traffic').find((g) => g.name === 'dr-locality-failover')!;
+  const push = pushOf(validated(c.name, c.documents));
+  const priorities = (cla: ReturnType<typeof clusterLoadAssignments>, cluster: string) =>
+    cla.find((e) => e.clusterName === cluster)!.endpoints.map((l) => [`${l.locality?.region}/${l.locality?.zone}`, l.priority]);
+  const inEurope = parseProxy('sidecar~10.0.0.50~client.foo~foo.svc.cluster.local', { NAMESPACE: 'foo', LABELS: { app: 'client' } }, [], { region: 'eu-west', zone: 'zone-a', subZone: '' });
+  assert.deepEqual(priorities(clusterLoadAssignments(inEurope, push), 'outbound|9080||ratings.foo.svc.cluster.local'), [
+    ['eu-west/zone-a', 0],
+    ['us-east/zone-a', 1],
+    ['us-east/zone-b', 1],
+    ['us-west/zone-c', 1],
+  ]);
+  // The mesh turns locality balancing off: a rule's own localityLbSetting still applies (as the Go mesh).
+  const off = clusterLoadAssignments(inEurope, push, undefined, undefined, { enabled: false });
+  assert.deepEqual(priorities(off, 'outbound|9080||ratings.foo.svc.cluster.local')[0], ['eu-west/zone-a', 0]);
 });

@@ -8,6 +8,7 @@ import { scope } from '../../common/log.js';
 import { gauge } from '../../common/metrics.js';
 import type { ListenerConflict } from '../../networking/listener.js';
 import { parseProxy, ProxyParseError, type Proxy } from '../../model/proxy.js';
+import { EMPTY_LOCALITY } from '../../model/service.js';
 import type { PushContext } from '../../model/push-context.js';
 import { XdsStreamError, type GenerateRequest, type ProxyInfo, type ResourceGenerator, type XdsResource } from '../generator.js';
 import { packOnce, type XdsCache } from '../cache.js';
@@ -63,7 +64,7 @@ export class ProxyModels {
     let proxy = this.parsed.get(info);
     if (!proxy) {
       try {
-        proxy = this.workloadIdentity(parseProxy(info.id, info.metadata, info.node.extensions.map((e) => e.name)));
+        proxy = this.workloadIdentity(parseProxy(info.id, info.metadata, info.node.extensions.map((e) => e.name), info.node.locality ?? EMPTY_LOCALITY));
       } catch (e) {
         if (e instanceof ProxyParseError) throw new XdsStreamError(status.INVALID_ARGUMENT, e.message);
         throw e;

@@ -12,6 +12,6 @@ export const eds: XdsType = {
   pushedBy: (t: PushTrigger) => t.source === 'service' || t.source === 'endpoints' || isNonSecurityConfigChange(t),
   generator: (ctx) =>
     generatorOf(ctx, (proxy, push, names) =>
-      resources(ClusterLoadAssignmentSchema, isRouter(proxy) ? gatewayLoadAssignments(proxy, push, names, ctx.opts) : clusterLoadAssignments(proxy, push, names, ctx.opts.cache), (c) => c.clusterName),
+      resources(ClusterLoadAssignmentSchema, isRouter(proxy) ? gatewayLoadAssignments(proxy, push, names, ctx.opts) : clusterLoadAssignments(proxy, push, names, ctx.opts.cache, ctx.opts.localityLb), (c) => c.clusterName),
     ),
 };

@@ -18,6 +18,7 @@ import { portMtlsMode, workloadMtls } from '../../security/mtls/peer-authenticat
 import { memo, type XdsCache } from '../cache.js';
 import { mergedGatewayFor, sniTargets, type GatewayOptions } from './gateway.js';
 import { clusterLoadAssignments, toEndpoints } from './sidecar-endpoints.js';
+import type { LocalityLbSetting } from '../../networking/locality-lb.js';
 import { sidecarClusters } from './sidecar.js';
 import type { MeshMtlsSettings } from './mtls.js';
 
@@ -83,6 +84,7 @@ function sniClusters(proxy: Proxy, push: PushContext): SniCluster[] {
 export interface GatewayClusterOptions extends GatewayOptions {
   readonly cache?: XdsCache;
   readonly mtls?: MeshMtlsSettings;
+  readonly localityLb?: LocalityLbSetting;
 }
 
 /** The router proxy's clusters: outbound ones (filtered), BlackHole and Passthrough, then the SNI-DNAT ones. */
@@ -100,7 +102,7 @@ export function gatewayClusters(proxy: Proxy, push: PushContext, opts: GatewayCl
 /** The router proxy's load assignments (`names`, or all): the outbound ones (filtered) and those of its SNI-DNAT clusters. */
 export function gatewayLoadAssignments(proxy: Proxy, push: PushContext, names: ReadonlySet<string> | undefined, opts: GatewayClusterOptions): ClusterLoadAssignment[] {
   const hosts = gatewayServiceHosts(proxy, push, opts);
-  const outbound = clusterLoadAssignments(proxy, push, names, opts.cache).filter((c) => keeps(c.clusterName, hosts));
+  const outbound = clusterLoadAssignments(proxy, push, names, opts.cache, opts.localityLb).filter((c) => keeps(c.clusterName, hosts));
   if (!hasAutoPassthrough(mergedGatewayFor(proxy, push, opts))) return outbound;
   const sni = memo(push.sidecarScope(proxy), `sniDnatEds:${push.traffic.selectorKey(proxy)}`, () =>
     sniClusters(proxy, push)

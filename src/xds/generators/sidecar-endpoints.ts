@@ -5,7 +5,8 @@ import type { ClusterLoadAssignment } from '../../gen/envoy/config/endpoint/v3/e
 import type { Proxy } from '../../model/proxy.js';
 import type { PushContext } from '../../model/push-context.js';
 import { labelsMatch } from '../../model/selection.js';
-import type { ServiceInstance } from '../../model/service.js';
+import { EMPTY_LOCALITY, localityString, type ServiceInstance } from '../../model/service.js';
+import { DEFAULT_LOCALITY_LB, effectiveLocalityLb, failoverApplies, failoverPriorities, type FailoverParty, type LocalityLbSetting } from '../../networking/locality-lb.js';
 import { buildLoadAssignment, type EndpointInput } from '../../networking/endpoint.js';
 import { outboundClusterName } from '../../networking/names.js';
 import { TLS_MODE_LABEL } from '../../networking/outbound-mtls.js';
@@ -27,9 +28,12 @@ export function toEndpoints(instances: readonly ServiceInstance[]): EndpointInpu
  * Proxies ask for every cluster by name on every push, so the scope's assignments are indexed by
  * cluster name once per snapshot and each name costs one lookup.
  */
-export function clusterLoadAssignments(proxy: Proxy, push: PushContext, names?: ReadonlySet<string>, cache?: XdsCache): ClusterLoadAssignment[] {
+export function clusterLoadAssignments(proxy: Proxy, push: PushContext, names?: ReadonlySet<string>, cache?: XdsCache, localityLb: LocalityLbSetting = DEFAULT_LOCALITY_LB): ClusterLoadAssignment[] {
   const scope = push.sidecarScope(proxy);
-  const byName = memo(scope, `eds:${push.traffic.selectorKey(proxy)}`, () => {
+  // Locality failover makes a cluster's assignment the client's own: its locality (and labels) key it.
+  const client = failoverClient(proxy, push);
+  const clientKey = JSON.stringify([localityString(client.locality), client.labels]);
+  const byName = memo(scope, `eds:${push.traffic.selectorKey(proxy)}:${clientKey}`, () => {
     const index = new Map<string, ClusterLoadAssignment>();
     for (const service of scope.services) {
       if (service.resolution !== 'STATIC') continue;
@@ -42,8 +46,12 @@ export function clusterLoadAssignments(proxy: Proxy, push: PushContext, names?: 
           // the instances are unchanged: a push then rebuilds (and fingerprints) only the changed
           // services' assignments. No instances: per snapshot.
           const instances = push.instances(service, port);
-          const cla = memo(instances.length > 0 ? instances : push, `eds:${service.namespace}/${name}:${JSON.stringify(v.labels ?? {})}`, () => {
-            const endpoints = toEndpoints(subsetInstances(instances, v.labels));
+          const failover = effectiveLocalityLb(localityLb, v.policy.loadBalancer?.localityLbSetting);
+          const near = failoverApplies(failover, v.policy.outlierDetection) ? failover : undefined;
+          const key = `eds:${service.namespace}/${name}:${JSON.stringify(v.labels ?? {})}${near ? `:${JSON.stringify(near)}:${clientKey}` : ''}`;
+          const cla = memo(instances.length > 0 ? instances : push, key, () => {
+            const members = subsetInstances(instances, v.labels);
+            const endpoints = near ? prioritized(toEndpoints(members), members, client, near) : toEndpoints(members);
             return cachedIn(cache, () => ['eds', name, endpoints], () => buildLoadAssignment(name, endpoints));
           });
           index.set(name, cla);
@@ -53,6 +61,21 @@ export function clusterLoadAssignments(proxy: Proxy, push: PushContext, names?: 
     return index;
   });
   return subscribedAssignments(byName, names);
+}
+
+/**
+ * Who the client is to locality failover: its node's locality, else that of the instances its
+ * workload serves (as the Go mesh, which takes an unset node locality from the workload's), and its labels.
+ */
+export function failoverClient(proxy: Proxy, push: PushContext): FailoverParty {
+  const own = proxy.locality;
+  const locality = own.region || own.zone || own.subZone ? own : (push.proxyInstances(proxy)[0]?.locality ?? EMPTY_LOCALITY);
+  return { locality, labels: proxy.labels };
+}
+
+function prioritized(endpoints: EndpointInput[], members: readonly ServiceInstance[], client: FailoverParty, setting: LocalityLbSetting): EndpointInput[] {
+  const priorities = failoverPriorities(client, members, setting);
+  return endpoints.map((e, i) => (priorities[i] ? { ...e, priority: priorities[i] } : e));
 }
 
 /**

@@ -18,6 +18,7 @@ import { usesAutoAllocation } from '../../networking/name-table.js';
 import { LOCALHOST, outboundClusterName, WILDCARD_ADDRESS } from '../../networking/names.js';
 import { inMeshName, outboundRouteConfig, routedByVirtualService, serviceVirtualHost, type OutboundRouteOptions } from '../../networking/route.js';
 import { clusterVariants, routeHashPolicy, ruleTraffic } from '../../networking/traffic-policy.js';
+import type { LocalityLbSetting } from '../../networking/locality-lb.js';
 import type { HashPolicyInit } from '../../networking/http-route.js';
 import type { PathNormalization } from '../../networking/common.js';
 import { cachedIn, cacheKey, memo, memoPair, type XdsCache } from '../cache.js';
@@ -42,6 +43,8 @@ export interface SidecarOptions {
   readonly defaultRequestTimeout?: number;
   /** Mesh config pathNormalization of every HTTP connection manager; default BASE. */
   readonly pathNormalization?: PathNormalization;
+  /** Mesh config localityLbSetting: locality failover where a DestinationRule sets none; the mesh default when absent. */
+  readonly localityLb?: LocalityLbSetting;
   /** PILOT_HTTP10: HTTP connection managers accept HTTP/1.0 (a proxy's HTTP10 metadata "1" asks the same). */
   readonly http10?: boolean;
   /** Reports user errors found while generating (bad Sidecar fields). */
