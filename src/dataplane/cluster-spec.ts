@@ -49,6 +49,9 @@ export interface WeightedEndpoint extends Endpoint {
   readonly weight: number;
   readonly health: EdsHealth;
   readonly priority: number;
+  /** `region/zone/sub_zone` of its LocalityLbEndpoints, and that entry's load_balancing_weight (0 when unset). */
+  readonly locality: string;
+  readonly localityWeight: number;
   /** From the cluster's transport_socket_matches on the endpoint's metadata, else its transport_socket. */
   readonly transport?: UpstreamTls;
 }
@@ -76,6 +79,8 @@ export interface ClusterSpec {
   readonly overprovisioningFactor: number;
   /** common_lb_config.healthy_panic_threshold in percent (Envoy's default 50; 0 = never panic). */
   readonly panicThreshold: number;
+  /** common_lb_config.locality_weighted_lb_config: a locality is picked by weight before a host. */
+  readonly localityWeighted: boolean;
   /** Every endpoint of the assignment, whatever its health (for /clusters and transports). */
   readonly allEndpoints: readonly WeightedEndpoint[];
   readonly circuit: CircuitLimits;
@@ -139,7 +144,16 @@ export function compileAssignment(
       const weight = lb.loadBalancingWeight ?? 1;
       if (weight < 1) throw new ConfigError(`${f}.load_balancing_weight`, `must be at least 1, got ${weight}`);
       const transport = transports?.forEndpoint(lb.metadata?.filterMetadata[TRANSPORT_SOCKET_MATCH]);
-      all.push({ ...at, weight, health: EDS_HEALTH[lb.healthStatus] ?? 'unhealthy', priority: locality.priority, ...(transport ? { transport } : {}) });
+      const l = locality.locality;
+      all.push({
+        ...at,
+        weight,
+        health: EDS_HEALTH[lb.healthStatus] ?? 'unhealthy',
+        priority: locality.priority,
+        locality: `${l?.region ?? ''}/${l?.zone ?? ''}/${l?.subZone ?? ''}`,
+        localityWeight: locality.loadBalancingWeight ?? 0,
+        ...(transport ? { transport } : {}),
+      });
     });
   });
   const policy = cla?.policy;
@@ -161,8 +175,8 @@ function priorityLevels(all: readonly WeightedEndpoint[]): PriorityLevel[] {
   });
 }
 
-/** The set fields of common_lb_config applied: healthy_panic_threshold; the others are logged. */
-const APPLIED_COMMON_LB = ['healthyPanicThreshold'];
+/** The set fields of common_lb_config applied: healthy_panic_threshold, locality_weighted_lb_config; the others are logged. */
+const APPLIED_COMMON_LB = ['healthyPanicThreshold', 'localityWeightedLbConfig'];
 /** Envoy's healthy_panic_threshold when the cluster gives none. */
 const DEFAULT_PANIC_THRESHOLD = 50;
 
@@ -274,6 +288,7 @@ export function compileCluster(c: Cluster, assignments: ReadonlyMap<string, Clus
     circuit: compileCircuitBreakers(c.circuitBreakers, protocol === 'http1'),
     ...(c.outlierDetection ? { outlier: compileOutlierDetection(c.outlierDetection) } : {}),
     panicThreshold: panicThresholdOf(c, field),
+    localityWeighted: c.commonLbConfig?.localityConfigSpecifier.case === 'localityWeightedLbConfig',
   };
   switch (dt.value) {
     case Cluster_DiscoveryType.STATIC:

@@ -6,6 +6,7 @@ import type { ClusterSpec, WeightedEndpoint } from './cluster-spec.js';
 import { equalWeights } from './cluster-spec.js';
 import type { OutlierDetector } from './cluster-health.js';
 import { choosePriority, priorityLoad } from './priority-load.js';
+import { RoundRobin } from './round-robin.js';
 
 export interface HostSet {
   readonly endpoints: readonly WeightedEndpoint[];
@@ -13,6 +14,19 @@ export interface HostSet {
   readonly equalWeights: boolean;
   /** The level is in panic: `endpoints` are all of its hosts, healthy or not. */
   readonly panic: boolean;
+  /** With locality_weighted_lb_config (outside panic): the localities a request may go to, by effective weight. */
+  readonly localities?: readonly LocalityChoice[];
+  /** Round robin over `localities`. */
+  readonly localityOrder: RoundRobin;
+}
+
+/** One locality of a level: its effective weight (locality weight x availability) and its healthy hosts. */
+export interface LocalityChoice {
+  readonly weight: number;
+  readonly endpoints: readonly WeightedEndpoint[];
+  readonly equalWeights: boolean;
+  /** Round robin over its hosts. */
+  readonly order: RoundRobin;
 }
 
 export interface HostSets {
@@ -59,11 +73,37 @@ function build(spec: ClusterSpec, outlier: OutlierDetector | undefined, now: num
     spec.panicThreshold,
   );
   const sets = spec.levels.map((level, i): HostSet => {
-    if (panic[i]) return { endpoints: level.hosts, equalWeights: equalWeights(level.hosts), panic: true };
+    // In panic a level balances over all of its hosts, localities aside (as Envoy).
+    if (panic[i]) return { endpoints: level.hosts, equalWeights: equalWeights(level.hosts), panic: true, localityOrder: new RoundRobin() };
     const healthy = healthyPerLevel[i]!;
-    return { endpoints: healthy, equalWeights: healthy === level.healthy ? level.equalWeights : equalWeights(healthy), panic: false };
+    const localities = spec.localityWeighted ? localityChoices(level.hosts, healthy, spec.overprovisioningFactor) : undefined;
+    return {
+      endpoints: healthy,
+      equalWeights: healthy === level.healthy ? level.equalWeights : equalWeights(healthy),
+      panic: false,
+      ...(localities ? { localities } : {}),
+      localityOrder: new RoundRobin(),
+    };
   });
   return { sets: { sets, load, healthy: healthyPerLevel.reduce((a, h) => a + h.length, 0) }, validUntil };
+}
+
+/**
+ * Envoy's locality-weighted balancing within a level: each locality's weight (its
+ * load_balancing_weight; none = 0, no traffic) times its availability, min(1, overprovisioning x
+ * healthy / hosts). Undefined when no locality has any: the level's healthy hosts then serve.
+ */
+function localityChoices(hosts: readonly WeightedEndpoint[], healthy: readonly WeightedEndpoint[], overprovisioning: number): LocalityChoice[] | undefined {
+  const groups = new Map<string, { weight: number; hosts: number; healthy: WeightedEndpoint[] }>();
+  for (const h of hosts) {
+    const g = groups.get(h.locality) ?? groups.set(h.locality, { weight: h.localityWeight, hosts: 0, healthy: [] }).get(h.locality)!;
+    g.hosts++;
+  }
+  for (const h of healthy) groups.get(h.locality)!.healthy.push(h);
+  const choices = [...groups.values()]
+    .map((g) => ({ weight: g.weight * Math.min(1, ((overprovisioning / 100) * g.healthy.length) / g.hosts), endpoints: g.healthy, equalWeights: equalWeights(g.healthy), order: new RoundRobin() }))
+    .filter((c) => c.weight > 0 && c.endpoints.length > 0);
+  return choices.length > 0 ? choices : undefined;
 }
 
 /** The level a request goes to: by the load over a random roll, the only one without a roll. */

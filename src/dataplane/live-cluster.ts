@@ -14,7 +14,8 @@ import type { UpstreamCxStats } from './upstream-cx-stats.js';
 import type { RequestGauges } from './upstream-rq-stats.js';
 import { TcpPool } from './tcp-pool.js';
 import type { ClusterSpec, WeightedEndpoint } from './cluster-spec.js';
-import { chooseHostSet, HostSetCache } from './host-sets.js';
+import { chooseHostSet, HostSetCache, type LocalityChoice } from './host-sets.js';
+import { byWeight, RoundRobin } from './round-robin.js';
 
 /** `host:port` / `[v6]:port` from a header, or undefined. */
 function parseHostPort(v: string): Endpoint | undefined {
@@ -41,8 +42,9 @@ export class LiveCluster implements UpstreamCluster {
   readonly http1: Http1Pool;
   readonly tcp: TcpPool;
   private pool?: Http2Pool;
-  private rr = 0;
-  /** Smooth weighted round robin state, one per endpoint of the current spec. */
+  /** Round robin over the hosts (a locality's own when balancing by locality). */
+  private readonly order = new RoundRobin();
+  /** Weighted least-request state, one per endpoint of the current spec. */
   private current: number[] = [];
   readonly breaker: CircuitBreaker;
   private outlier?: OutlierDetector;
@@ -177,23 +179,14 @@ export class LiveCluster implements UpstreamCluster {
     const set = chooseHostSet(this.hostSets.current(s, this.outlier));
     if (!set || set.endpoints.length === 0) return undefined;
     if (set.panic) this.stats.panic.inc();
-    const eps = set.endpoints;
     const hash = s.consistent ? hashKey?.() : undefined;
-    if (hash !== undefined) return this.consistentPick(eps, hash);
+    if (hash !== undefined) return this.consistentPick(set.endpoints, hash);
+    // Locality-weighted balancing: a locality first, by its effective weight, then a host of it.
+    const group = set.localities ? set.localityOrder.pick(set.localities, byWeight, false) : set;
+    const eps = group.endpoints;
     if (s.leastRequest) return leastRequestPick(eps, s.leastRequest, this.active, this.current);
     if (s.random || s.consistent) return eps[Math.floor(Math.random() * eps.length)];
-    if (set.equalWeights) return eps[this.rr++ % eps.length];
-    // Smooth weighted round robin: each endpoint gets its weight's share, interleaved.
-    if (this.current.length !== eps.length) this.current = eps.map(() => 0);
-    let total = 0;
-    let best = 0;
-    eps.forEach((e, i) => {
-      this.current[i]! += e.weight;
-      total += e.weight;
-      if (this.current[i]! > this.current[best]!) best = i;
-    });
-    this.current[best]! -= total;
-    return eps[best];
+    return (set.localities ? (group as LocalityChoice).order : this.order).pick(eps, byWeight, group.equalWeights);
   }
 }
 

@@ -55,10 +55,10 @@ function readMtlsFields(doc: Record<string, unknown>, file: string): Pick<MeshCo
   return { enableAutoMtls: auto, trustDomainAliases: aliases as string[] };
 }
 
-/** `localityLbSetting`: enabled, failover, failoverPriority; `distribute` is read and reported as not effective. */
-function readLocalityLb(doc: Record<string, unknown>, file: string): { setting: LocalityLbSetting; notEffective: string[] } {
+/** `localityLbSetting`: enabled, failover, failoverPriority, distribute (each entry's shares adding up to 100). */
+function readLocalityLb(doc: Record<string, unknown>, file: string): LocalityLbSetting {
   const v = doc['localityLbSetting'];
-  if (v === undefined || v === null) return { setting: DEFAULT_LOCALITY_LB, notEffective: [] };
+  if (v === undefined || v === null) return DEFAULT_LOCALITY_LB;
   const fail = (field: string, expected: string, got: unknown) => new MeshConfigError(`${file}: localityLbSetting${field}: expected ${expected}, got ${JSON.stringify(got)}`);
   if (!isRecord(v)) throw fail('', 'a mapping', v);
   const unknown = Object.keys(v).filter((k) => !['enabled', 'failover', 'failoverPriority', 'distribute'].includes(k));
@@ -73,11 +73,24 @@ function readLocalityLb(doc: Record<string, unknown>, file: string): { setting: 
   });
   const labels = v['failoverPriority'] ?? [];
   if (!Array.isArray(labels) || labels.some((l) => typeof l !== 'string' || l === '')) throw fail('.failoverPriority', 'a list of label names', labels);
-  const distribute = v['distribute'];
-  if (distribute !== undefined && pairs.length > 0) throw new MeshConfigError(`${file}: localityLbSetting: distribute and failover cannot both be set`);
+  const distribute = v['distribute'] ?? [];
+  if (!Array.isArray(distribute)) throw fail('.distribute', 'a list of {from, to}', distribute);
+  const shares = distribute.map((d: unknown, i) => {
+    const to = isRecord(d) ? d['to'] : undefined;
+    const weights = isRecord(to) ? Object.values(to) : [];
+    if (!isRecord(d) || typeof d['from'] !== 'string' || !d['from'] || !isRecord(to) || weights.some((w) => !Number.isInteger(w) || (w as number) < 0)) {
+      throw fail(`.distribute[${i}]`, '{from: <locality>, to: {<locality>: <percent>}}', d);
+    }
+    const total = (weights as number[]).reduce((a, b) => a + b, 0);
+    if (total !== 100) throw new MeshConfigError(`${file}: localityLbSetting.distribute[${i}].to: the shares must add up to 100, got ${total}`);
+    return { from: d['from'], to: to as Record<string, number> };
+  });
+  if (shares.length > 0 && pairs.length > 0) throw new MeshConfigError(`${file}: localityLbSetting: distribute and failover cannot both be set`);
   return {
-    setting: { enabled, ...(pairs.length > 0 ? { failover: pairs } : {}), ...(labels.length > 0 ? { failoverPriority: labels as string[] } : {}) },
-    notEffective: distribute === undefined ? [] : ['localityLbSetting.distribute'],
+    enabled,
+    ...(pairs.length > 0 ? { failover: pairs } : {}),
+    ...(labels.length > 0 ? { failoverPriority: labels as string[] } : {}),
+    ...(shares.length > 0 ? { distribute: shares } : {}),
   };
 }
 
@@ -115,7 +128,5 @@ export function parseMeshConfig(text: string, file: string): MeshConfig {
   }
   const notEffective = Object.keys(doc).filter((k) => !EFFECTIVE_FIELDS.has(k)).sort();
   notEffective.push(...extensionProviders.notEffective.map((p) => `extensionProviders: ${p}`));
-  const locality = readLocalityLb(doc, file);
-  notEffective.push(...locality.notEffective);
-  return { pathNormalization, extensionProviders, ...readMtlsFields(doc, file), localityLbSetting: locality.setting, ingress: readIngressFields(doc, file), notEffective };
+  return { pathNormalization, extensionProviders, ...readMtlsFields(doc, file), localityLbSetting: readLocalityLb(doc, file), ingress: readIngressFields(doc, file), notEffective };
 }

@@ -15,7 +15,7 @@ const HEADER_OPS: Shape = { set: true, add: true, remove: true };
 
 const LB: Shape = {
   simple: true,
-  localityLbSetting: { enabled: true, failover: { from: true, to: true }, failoverPriority: true },
+  localityLbSetting: { enabled: true, failover: { from: true, to: true }, failoverPriority: true, distribute: { from: true, to: true } },
   consistentHash: { httpHeaderName: true, httpCookie: { name: true, path: true, ttl: true, attributes: { name: true, value: true } }, useSourceIp: true, httpQueryParameterName: true, minimumRingSize: true, ringHash: { minimumRingSize: true } },
 };
 const POLICY_FIELDS = {
@@ -131,7 +131,8 @@ function failoverNotices(dr: DestinationRule): string[] {
   return policies.flatMap(([path, p]) => {
     const lb = isObject(p) && isObject(p['loadBalancer']) ? p['loadBalancer'] : undefined;
     const setting = lb && isObject(lb['localityLbSetting']) ? lb['localityLbSetting'] : undefined;
-    if (!setting || setting['enabled'] === false || anyOutlier) return [];
+    // distribute sets weights, which need no outlier detection.
+    if (!setting || setting['enabled'] === false || setting['distribute'] !== undefined || anyOutlier) return [];
     return [`${path}.loadBalancer.localityLbSetting has no effect without outlierDetection: a proxy never finds the nearer endpoints unhealthy, so it never fails over`];
   });
 }

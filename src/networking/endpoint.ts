@@ -6,6 +6,7 @@ import { ClusterLoadAssignmentSchema, type ClusterLoadAssignment } from '../gen/
 import { localityString, type Locality } from '../model/service.js';
 import { socketAddress } from './common.js';
 import { tlsModeMetadata } from './outbound-mtls.js';
+import { distributedWeights, type LocalityDistribute } from './locality-lb.js';
 
 /** What an endpoint contributes to a load assignment. */
 export interface EndpointInput {
@@ -46,5 +47,20 @@ export function buildLoadAssignment(clusterName: string, endpoints: readonly End
         return { hostIdentifier: { case: 'endpoint' as const, value: { address: socketAddress(e.address, e.port) } }, loadBalancingWeight: e.weight, ...(metadata ? { metadata } : {}) };
       }),
     })),
+  });
+}
+
+/**
+ * The assignment as a client under locality `distribute` gets it (locality-lb.ts): each locality's
+ * weight its share, the endpoints of localities no `to` names left out (as the Go mesh, which keeps
+ * the emptied locality). Unchanged when no entry is for this client.
+ */
+export function withDistributedWeights(cla: ClusterLoadAssignment, client: Locality, distribute: readonly LocalityDistribute[]): ClusterLoadAssignment {
+  const groups = cla.endpoints.map((g) => ({ locality: { region: g.locality?.region ?? '', zone: g.locality?.zone ?? '', subZone: g.locality?.subZone ?? '' }, weight: g.loadBalancingWeight ?? 0 }));
+  const weights = distributedWeights(client, groups, distribute);
+  if (!weights) return cla;
+  return create(ClusterLoadAssignmentSchema, {
+    ...cla,
+    endpoints: cla.endpoints.map((g, i) => (weights[i] === 0 ? { ...g, lbEndpoints: [] } : { ...g, loadBalancingWeight: weights[i] })),
   });
 }

@@ -11,12 +11,18 @@ export interface LocalityFailover {
   readonly to: string;
 }
 
+/** Clients in `from` send each matching locality of `to` its share (percent) of their requests. */
+export interface LocalityDistribute {
+  readonly from: string;
+  readonly to: Readonly<Record<string, number>>;
+}
+
 /** DestinationRule `trafficPolicy.loadBalancer.localityLbSetting`, and the mesh config's. */
 export interface LocalityLbSetting {
   readonly enabled?: boolean;
   readonly failover?: readonly LocalityFailover[];
   readonly failoverPriority?: readonly string[];
-  readonly distribute?: readonly unknown[];
+  readonly distribute?: readonly LocalityDistribute[];
 }
 
 /** The mesh's default: enabled, failover by locality. */
@@ -84,4 +90,51 @@ function labelPriorities(client: FailoverParty, endpoints: readonly FailoverPart
     const j = wanted.findIndex((w) => w.value !== e.labels[w.label]);
     return j < 0 ? 0 : wanted.length - j;
   });
+}
+
+/**
+ * Whether a cluster balances by locality weight (CDS common_lb_config.locality_weighted_lb_config),
+ * as the Go mesh sets it: for `distribute`, or for failover given as a list (regions or labels).
+ */
+export function localityWeighted(setting: LocalityLbSetting | undefined, outlierDetection: unknown): boolean {
+  if (!setting) return false;
+  if ((setting.distribute?.length ?? 0) > 0) return true;
+  return outlierDetection !== undefined && ((setting.failover?.length ?? 0) > 0 || (setting.failoverPriority?.length ?? 0) > 0);
+}
+
+/** `region/zone/subzone` of a rule against a locality: `*` or a missing part matches anything (the region must be given). */
+export function localityMatches(locality: Locality, rule: string): boolean {
+  const [region = '', zone = '', subZone = ''] = rule.split('/');
+  const part = (want: string, have: string, optional: boolean) => want === '*' || (optional && want === '') || want === have;
+  return part(region, locality.region, false) && part(zone, locality.zone, true) && part(subZone, locality.subZone, true);
+}
+
+/** A locality group of a load assignment as `distribute` reads it. */
+export interface WeightedLocality {
+  readonly locality: Locality;
+  /** Its load_balancing_weight (the sum of its endpoints' weights). */
+  readonly weight: number;
+}
+
+/**
+ * The new weight of each locality group under `distribute` (the first entry whose `from` matches the
+ * client), 0 for a group that no `to` names (its endpoints are left out); undefined when no entry is
+ * for this client. A `to` matching several groups shares its percent by their weights, rounded up;
+ * a share of 0 keeps the group's own weight (as the Go mesh).
+ */
+export function distributedWeights(client: Locality, groups: readonly WeightedLocality[], distribute: readonly LocalityDistribute[]): number[] | undefined {
+  const rule = distribute.find((d) => localityMatches(client, d.from));
+  if (!rule) return undefined;
+  const weights = groups.map(() => 0);
+  const unmatched = new Set(groups.map((_, i) => i));
+  for (const [to, percent] of Object.entries(rule.to)) {
+    const matched = [...unmatched].filter((i) => localityMatches(groups[i]!.locality, to));
+    const total = matched.reduce((sum, i) => sum + groups[i]!.weight, 0);
+    for (const i of matched) {
+      unmatched.delete(i);
+      const share = total > 0 ? (groups[i]!.weight * percent) / total : 0;
+      weights[i] = share > 0 ? Math.ceil(share) : groups[i]!.weight;
+    }
+  }
+  return weights;
 }

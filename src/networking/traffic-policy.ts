@@ -3,13 +3,13 @@
 // detection, upstream TLS). Fields this module does not translate are reported when the resource is
 // read (model/traffic-notices.ts), never silently dropped.
 import type { MessageInitShape } from '@bufbuild/protobuf';
-import { Cluster_LbPolicy, type ClusterSchema } from '../gen/envoy/config/cluster/v3/cluster_pb.js';
+import { Cluster_LbPolicy, type Cluster_CommonLbConfigSchema, type ClusterSchema } from '../gen/envoy/config/cluster/v3/cluster_pb.js';
 import { RoutingPriority } from '../gen/envoy/config/core/v3/base_pb.js';
 import type { EffectiveRule } from '../model/traffic.js';
 import { duration as durationInit } from './common.js';
 import type { HashPolicyInit } from './http-route.js';
 import { upstreamTls, type ClientTlsSettings } from './upstream-tls.js';
-import type { LocalityLbSetting } from './locality-lb.js';
+import { effectiveLocalityLb, localityWeighted, type LocalityLbSetting } from './locality-lb.js';
 
 /** The DestinationRule trafficPolicy fields this module reads (the API's own names). */
 export interface TrafficPolicy {
@@ -145,9 +145,6 @@ function outlierDetection(od: OutlierDetectionSettings | undefined): Partial<Clu
       ...(od.baseEjectionTime ? { baseEjectionTime: durationInit(od.baseEjectionTime) } : {}),
       ...(od.maxEjectionPercent !== undefined && od.maxEjectionPercent > 0 ? { maxEjectionPercent: od.maxEjectionPercent } : {}),
     },
-    // Always set, so that Envoy's 50 % default never applies: minHealthPercent defaults to 0, panic off,
-    // as the Go mesh sets it (the Kubernetes case of few endpoints per service).
-    commonLbConfig: { healthyPanicThreshold: { value: od.minHealthPercent ?? 0 } },
   };
 }
 
@@ -156,12 +153,32 @@ function outlierDetection(od: OutlierDetectionSettings | undefined): Partial<Clu
  * commonHttpOptions). `gateway`: built for a router proxy (DestinationRule credentialName applies).
  */
 export function clusterPolicy(policy: TrafficPolicy, hostname: string, gateway = false): Partial<ClusterInit> {
+  const od = policy.outlierDetection;
+  const byLocality = localityWeighted(policy.loadBalancer?.localityLbSetting, od);
+  const commonLbConfig: MessageInitShape<typeof Cluster_CommonLbConfigSchema> = {
+    // With outlier detection always set, so that Envoy's 50 % default never applies: minHealthPercent
+    // defaults to 0, panic off, as the Go mesh sets it (the Kubernetes case of few endpoints per service).
+    ...(od ? { healthyPanicThreshold: { value: od.minHealthPercent ?? 0 } } : {}),
+    ...(byLocality ? { localityConfigSpecifier: { case: 'localityWeightedLbConfig', value: {} } } : {}),
+  };
   return {
     ...loadBalancer(policy.loadBalancer),
     ...connectionPool(policy.connectionPool),
-    ...outlierDetection(policy.outlierDetection),
+    ...outlierDetection(od),
+    ...(od || byLocality ? { commonLbConfig } : {}),
     ...upstreamTls(policy.tls, hostname, gateway),
   };
+}
+
+/**
+ * The policy with the locality setting in effect for it (the rule's, else the mesh's; none when
+ * off), so that what the cluster is built from says whether it balances by locality.
+ */
+export function withMeshLocalityLb(policy: TrafficPolicy, mesh: LocalityLbSetting | undefined): TrafficPolicy {
+  const { localityLbSetting, ...lb } = policy.loadBalancer ?? {};
+  const setting = effectiveLocalityLb(mesh, localityLbSetting);
+  if (setting === localityLbSetting) return policy;
+  return { ...policy, loadBalancer: { ...lb, ...(setting ? { localityLbSetting: setting } : {}) } };
 }
 
 /** One outbound cluster a DestinationRule asks for on a port: the port's own, then one per subset. */

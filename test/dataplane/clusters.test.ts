@@ -17,10 +17,14 @@ const ep = (port: number, o: { weight?: number; health?: HealthStatus } = {}) =>
   ...(o.weight ? { loadBalancingWeight: o.weight } : {}),
   healthStatus: o.health ?? HealthStatus.UNKNOWN,
 });
-const cla = (name: string, localities: Array<{ priority?: number; eps: ReturnType<typeof ep>[] }>) =>
-  create(ClusterLoadAssignmentSchema, { clusterName: name, endpoints: localities.map((l) => ({ priority: l.priority ?? 0, lbEndpoints: l.eps })) });
+const cla = (name: string, localities: Array<{ priority?: number; eps: ReturnType<typeof ep>[]; zone?: string; weight?: number }>) =>
+  create(ClusterLoadAssignmentSchema, {
+    clusterName: name,
+    endpoints: localities.map((l) => ({ priority: l.priority ?? 0, lbEndpoints: l.eps, locality: { region: 'r', zone: l.zone ?? '' }, ...(l.weight ? { loadBalancingWeight: l.weight } : {}) })),
+  });
 const cluster = (init: ClusterInit) => create(ClusterSchema, init);
-const eds = (name: string) => cluster({ name, clusterDiscoveryType: { case: 'type', value: Cluster_DiscoveryType.EDS }, edsClusterConfig: { edsConfig: { configSourceSpecifier: { case: 'ads', value: {} } } } });
+const eds = (name: string, extra: Omit<Exclude<ClusterInit, { $typeName: string }>, 'name'> = {}) =>
+  cluster({ name, clusterDiscoveryType: { case: 'type', value: Cluster_DiscoveryType.EDS }, edsClusterConfig: { edsConfig: { configSourceSpecifier: { case: 'ads', value: {} } } }, ...extra });
 const view = requestView({});
 
 function picks(cm: DynamicClusterManager, name: string, n: number): number[] {
@@ -47,6 +51,28 @@ describe('DynamicClusterManager', () => {
     // Priority 0 with no healthy host: priority 1 takes over.
     cm.commit(cm.prepareEndpoints(new Map([['a', cla('a', [{ eps: [ep(3, { health: HealthStatus.UNHEALTHY })] }, { priority: 1, eps: [ep(9)] }])]])));
     assert.deepEqual(picks(cm, 'a', 2), [9, 9]);
+  });
+
+  it('locality_weighted_lb_config: a locality by its weight times its availability, then a host of it; a locality without weight gets nothing', () => {
+    const cm = new DynamicClusterManager(new StatsStore());
+    const weighted = eds('w', { commonLbConfig: { localityConfigSpecifier: { case: 'localityWeightedLbConfig', value: {} } } });
+    const localities = (aHealthy: boolean) => [
+      { zone: 'a', weight: 80, eps: [ep(1), ep(2, { health: aHealthy ? HealthStatus.HEALTHY : HealthStatus.UNHEALTHY })] },
+      { zone: 'b', weight: 20, eps: [ep(3)] },
+      { zone: 'c', eps: [ep(4)] },
+    ];
+    cm.commit(cm.prepare([weighted, eds('plain')], new Map([['w', cla('w', localities(true))], ['plain', cla('plain', localities(true))]])));
+    const share = (name: string, n: number) => {
+      const counts = new Map<number, number>();
+      for (const p of picks(cm, name, n)) counts.set(p, (counts.get(p) ?? 0) + 1);
+      return [...counts.entries()].sort();
+    };
+    assert.deepEqual(share('w', 100), [[1, 40], [2, 40], [3, 20]], 'zone a 80 %, its two hosts in turn; zone b 20 %; zone c never');
+    assert.deepEqual(share('plain', 100), [[1, 25], [2, 25], [3, 25], [4, 25]], 'without the config: every host in turn');
+    // One of zone a's two hosts unhealthy: availability min(1, 1.4 x 1/2) = 0.7, so 56 against 20.
+    cm.commit(cm.prepareEndpoints(new Map([['w', cla('w', localities(false))]])));
+    const [[, one], [, three]] = share('w', 76) as [number, number][];
+    assert.deepEqual([one, three], [56, 20]);
   });
 
   it('keeps a cluster (and its pool) across updates; an EDS cluster without assignment has no endpoint', () => {

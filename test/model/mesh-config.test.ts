@@ -47,16 +47,19 @@ test('each mode sets normalize_path, merge_slashes and path_with_escaped_slashes
   assert.deepEqual(fields('DECODE_AND_MERGE_SLASHES'), { normalize_path: true, merge_slashes: true, action: 'UNESCAPE_AND_FORWARD' });
 });
 
-test('localityLbSetting (default enabled): enabled, failover and failoverPriority are read; distribute is not effective yet; bad values name the field', () => {
+test('localityLbSetting (default enabled): enabled, failover, failoverPriority and distribute are read; bad values name the field', () => {
   assert.deepEqual(parseMeshConfig('', 'mesh').localityLbSetting, { enabled: true });
   const m = parseMeshConfig('localityLbSetting:\n  failover: [{from: us-east, to: us-west}]\n  failoverPriority: [topology.istio.io/network]\n', 'mesh');
   assert.deepEqual(m.localityLbSetting, { enabled: true, failover: [{ from: 'us-east', to: 'us-west' }], failoverPriority: ['topology.istio.io/network'] });
   assert.deepEqual(m.notEffective, []);
   assert.deepEqual(parseMeshConfig('localityLbSetting: {enabled: false}', 'mesh').localityLbSetting, { enabled: false });
-  assert.deepEqual(parseMeshConfig('localityLbSetting:\n  distribute: [{from: "a/*", to: {"a/*": 100}}]\n', 'mesh').notEffective, ['localityLbSetting.distribute']);
+  const d = parseMeshConfig('localityLbSetting:\n  distribute: [{from: "a/*", to: {"a/*": 70, "b/*": 30}}]\n', 'mesh');
+  assert.deepEqual([d.localityLbSetting, d.notEffective], [{ enabled: true, distribute: [{ from: 'a/*', to: { 'a/*': 70, 'b/*': 30 } }] }, []]);
+  assert.throws(() => parseMeshConfig('localityLbSetting:\n  distribute: [{from: "a/*", to: {"a/*": 70}}]\n', 'm'), /m: localityLbSetting\.distribute\[0\]\.to: the shares must add up to 100, got 70/);
+  assert.throws(() => parseMeshConfig('localityLbSetting:\n  distribute: [{to: {"a/*": 100}}]\n', 'm'), /m: localityLbSetting\.distribute\[0\]: expected \{from/);
   assert.throws(() => parseMeshConfig('localityLbSetting: {enabled: "yes"}', 'm'), /m: localityLbSetting\.enabled: expected true or false, got "yes"/);
   assert.throws(() => parseMeshConfig('localityLbSetting: {failover: [{from: a, to: a}]}', 'm'), /m: localityLbSetting\.failover\[0\]: expected two different regions/);
   assert.throws(() => parseMeshConfig('localityLbSetting: {failoverPriority: [""]}', 'm'), /localityLbSetting\.failoverPriority: expected a list of label names/);
   assert.throws(() => parseMeshConfig('localityLbSetting: {failovr: []}', 'm'), /m: localityLbSetting\.failovr: unknown field/);
-  assert.throws(() => parseMeshConfig('localityLbSetting: {failover: [{from: a, to: b}], distribute: []}', 'm'), /distribute and failover cannot both be set/);
+  assert.throws(() => parseMeshConfig('localityLbSetting: {failover: [{from: a, to: b}], distribute: [{from: a, to: {b: 100}}]}', 'm'), /distribute and failover cannot both be set/);
 });

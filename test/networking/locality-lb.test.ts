@@ -1,7 +1,7 @@
 // Locality failover's priorities, as the Go mesh's localityLbSetting assigns them.
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { effectiveLocalityLb, failoverApplies, failoverPriorities, localityPriority } from '../../src/networking/locality-lb.js';
+import { distributedWeights, effectiveLocalityLb, failoverApplies, failoverPriorities, localityMatches, localityPriority, localityWeighted, type LocalityDistribute } from '../../src/networking/locality-lb.js';
 import { parseLocality } from '../../src/model/service.js';
 
 const at = (locality: string, labels: Record<string, string> = {}) => ({ locality: parseLocality(locality), labels });
@@ -42,6 +42,32 @@ describe('locality failover', () => {
     assert.equal(effectiveLocalityLb({ enabled: false }, rule), rule);
     assert.equal(failoverApplies(mesh, {}), true);
     assert.equal(failoverApplies(mesh, undefined), false);
-    assert.equal(failoverApplies({ distribute: [{}] }, {}), false);
+    assert.equal(failoverApplies({ distribute: [{ from: 'a/*', to: { 'a/*': 100 } }] }, {}), false);
+  });
+});
+
+describe('locality distribute', () => {
+  it('localityMatches: the region must match, a missing or * zone and subzone match anything', () => {
+    const l = parseLocality('us-east/a/1');
+    assert.deepEqual(['us-east', 'us-east/*', 'us-east/a', 'us-east/a/1', '*', 'us-east/b', 'us-west/*', 'us-east/a/2'].map((r) => localityMatches(l, r)), [true, true, true, true, true, false, false, false]);
+  });
+
+  it("the first entry for the client's locality sets the weights; a `to` over several localities splits by their weights, rounded up; the rest get 0", () => {
+    const groups = [{ locality: parseLocality('us-east/a'), weight: 1 }, { locality: parseLocality('us-east/b'), weight: 3 }, { locality: parseLocality('us-west/c'), weight: 2 }, { locality: parseLocality('eu/d'), weight: 1 }];
+    const distribute: LocalityDistribute[] = [
+      { from: 'eu/*', to: { 'eu/*': 100 } },
+      { from: 'us-east/*', to: { 'us-east/*': 75, 'us-west/*': 25 } },
+    ];
+    assert.deepEqual(distributedWeights(parseLocality('us-east/a'), groups, distribute), [19, 57, 25, 0]);
+    assert.deepEqual(distributedWeights(parseLocality('eu/x'), groups, distribute), [0, 0, 0, 100]);
+    assert.equal(distributedWeights(parseLocality('ap/x'), groups, distribute), undefined, 'no entry for this client: weights unchanged');
+  });
+
+  it('clusters balance by locality weight for distribute, or for failover given as a list with outlier detection (as the Go mesh sets locality_weighted_lb_config)', () => {
+    assert.equal(localityWeighted({ distribute: [{ from: 'a', to: { a: 100 } }] }, undefined), true);
+    assert.equal(localityWeighted({ failover: [{ from: 'a', to: 'b' }] }, {}), true);
+    assert.equal(localityWeighted({ failoverPriority: ['x'] }, {}), true);
+    assert.equal(localityWeighted({ failover: [{ from: 'a', to: 'b' }] }, undefined), false);
+    assert.equal(localityWeighted({ enabled: true }, {}), false, 'the default failover by locality: priorities only');
   });
 });

@@ -90,7 +90,7 @@ export interface GatewayClusterOptions extends GatewayOptions {
 /** The router proxy's clusters: outbound ones (filtered), BlackHole and Passthrough, then the SNI-DNAT ones. */
 export function gatewayClusters(proxy: Proxy, push: PushContext, opts: GatewayClusterOptions): Cluster[] {
   const hosts = gatewayServiceHosts(proxy, push, opts);
-  const clusters = sidecarClusters(proxy, push, false, opts.cache, opts.mtls).filter((c) => keeps(c.name, hosts));
+  const clusters = sidecarClusters(proxy, push, false, opts.cache, opts.mtls, opts.localityLb).filter((c) => keeps(c.name, hosts));
   if (!hasAutoPassthrough(mergedGatewayFor(proxy, push, opts))) return clusters;
   // Built once per scope and snapshot: every gateway proxy of the scope gets the same messages.
   const sni = memo(push.sidecarScope(proxy), `sniDnatCds:${push.traffic.selectorKey(proxy)}`, () =>

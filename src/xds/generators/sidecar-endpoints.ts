@@ -7,7 +7,7 @@ import type { PushContext } from '../../model/push-context.js';
 import { labelsMatch } from '../../model/selection.js';
 import { EMPTY_LOCALITY, localityString, type ServiceInstance } from '../../model/service.js';
 import { DEFAULT_LOCALITY_LB, effectiveLocalityLb, failoverApplies, failoverPriorities, type FailoverParty, type LocalityLbSetting } from '../../networking/locality-lb.js';
-import { buildLoadAssignment, type EndpointInput } from '../../networking/endpoint.js';
+import { buildLoadAssignment, withDistributedWeights, type EndpointInput } from '../../networking/endpoint.js';
 import { outboundClusterName } from '../../networking/names.js';
 import { TLS_MODE_LABEL } from '../../networking/outbound-mtls.js';
 import { clusterVariants, ruleTraffic } from '../../networking/traffic-policy.js';
@@ -46,13 +46,15 @@ export function clusterLoadAssignments(proxy: Proxy, push: PushContext, names?: 
           // the instances are unchanged: a push then rebuilds (and fingerprints) only the changed
           // services' assignments. No instances: per snapshot.
           const instances = push.instances(service, port);
-          const failover = effectiveLocalityLb(localityLb, v.policy.loadBalancer?.localityLbSetting);
-          const near = failoverApplies(failover, v.policy.outlierDetection) ? failover : undefined;
-          const key = `eds:${service.namespace}/${name}:${JSON.stringify(v.labels ?? {})}${near ? `:${JSON.stringify(near)}:${clientKey}` : ''}`;
-          const cla = memo(instances.length > 0 ? instances : push, key, () => {
+          const setting = effectiveLocalityLb(localityLb, v.policy.loadBalancer?.localityLbSetting);
+          const near = failoverApplies(setting, v.policy.outlierDetection) ? setting : undefined;
+          const distribute = setting?.distribute?.length ? setting.distribute : undefined;
+          const own = near || distribute ? `:${JSON.stringify(setting)}:${clientKey}` : '';
+          const cla = memo(instances.length > 0 ? instances : push, `eds:${service.namespace}/${name}:${JSON.stringify(v.labels ?? {})}${own}`, () => {
             const members = subsetInstances(instances, v.labels);
             const endpoints = near ? prioritized(toEndpoints(members), members, client, near) : toEndpoints(members);
-            return cachedIn(cache, () => ['eds', name, endpoints], () => buildLoadAssignment(name, endpoints));
+            const built = cachedIn(cache, () => ['eds', name, endpoints], () => buildLoadAssignment(name, endpoints));
+            return distribute ? withDistributedWeights(built, client.locality, distribute) : built;
           });
           index.set(name, cla);
         }

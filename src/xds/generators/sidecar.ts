@@ -17,8 +17,8 @@ import { buildIngressListeners, buildOutboundListeners, buildVirtualInbound, bui
 import { usesAutoAllocation } from '../../networking/name-table.js';
 import { LOCALHOST, outboundClusterName, WILDCARD_ADDRESS } from '../../networking/names.js';
 import { inMeshName, outboundRouteConfig, routedByVirtualService, serviceVirtualHost, type OutboundRouteOptions } from '../../networking/route.js';
-import { clusterVariants, routeHashPolicy, ruleTraffic } from '../../networking/traffic-policy.js';
-import type { LocalityLbSetting } from '../../networking/locality-lb.js';
+import { clusterVariants, routeHashPolicy, ruleTraffic, withMeshLocalityLb } from '../../networking/traffic-policy.js';
+import { DEFAULT_LOCALITY_LB, type LocalityLbSetting } from '../../networking/locality-lb.js';
 import type { HashPolicyInit } from '../../networking/http-route.js';
 import type { PathNormalization } from '../../networking/common.js';
 import { cachedIn, cacheKey, memo, memoPair, type XdsCache } from '../cache.js';
@@ -298,7 +298,7 @@ function carriesEndpoints(s: Service): boolean {
 }
 
 /** Outbound clusters of every visible service port, inbound clusters, BlackHole and Passthrough. */
-export function sidecarClusters(proxy: Proxy, push: PushContext, withInbound = true, cache?: XdsCache, mtlsSettings?: MeshMtlsSettings): Cluster[] {
+export function sidecarClusters(proxy: Proxy, push: PushContext, withInbound = true, cache?: XdsCache, mtlsSettings?: MeshMtlsSettings, localityLb: LocalityLbSetting = DEFAULT_LOCALITY_LB): Cluster[] {
   // Auto mTLS settings for a proxy with a workload certificate only (clusterMtls).
   const mtlsOf = proxy.meshMtls ? mtlsSettings : undefined;
   const mtlsOn = mtlsOf !== undefined;
@@ -312,7 +312,8 @@ export function sidecarClusters(proxy: Proxy, push: PushContext, withInbound = t
       const key = `cds-service:${serviceKey(s)}:${rule ? JSON.stringify(rule) : ''}:${mtlsOn}:${gateway}`;
       const build = (): Cluster[] =>
         s.ports.flatMap((p) =>
-          clusterVariants(rule, p.port).map((v) => {
+          clusterVariants(rule, p.port).map((variant) => {
+            const v = { ...variant, policy: withMeshLocalityLb(variant.policy, localityLb) };
             const instances = subsetInstances(push.instances(s, p.port), v.labels);
             const endpoints = toEndpoints(instances);
             // EDS clusters do not carry their endpoints: leaving them out of the key keeps the
