@@ -81,3 +81,11 @@ test("locality failover follows the node's own locality over its workload's, and
   const off = clusterLoadAssignments(inEurope, push, undefined, undefined, { enabled: false });
   assert.deepEqual(priorities(off, 'outbound|9080||ratings.foo.svc.cluster.local')[0], ['eu-west/zone-a', 0]);
 });
+
+test('clients with other labels and localities share one assignment list where no cluster fails over or distributes', () => {
+  const c = goldenCases('test/networking/testdata/traffic').find((g) => g.name === 'dr-subsets')!;
+  const push = pushOf(validated(c.name, c.documents));
+  const a = parseProxy('sidecar~10.0.0.60~a.foo~foo.svc.cluster.local', { NAMESPACE: 'foo', LABELS: { app: 'a' } }, [], { region: 'r1', zone: 'z1', subZone: '' });
+  const b = parseProxy('sidecar~10.0.0.61~b.foo~foo.svc.cluster.local', { NAMESPACE: 'foo', LABELS: { app: 'b' } }, [], { region: 'r2', zone: 'z2', subZone: '' });
+  assert.equal(clusterLoadAssignments(a, push, undefined, undefined, { enabled: false }), clusterLoadAssignments(b, push, undefined, undefined, { enabled: false }));
+});

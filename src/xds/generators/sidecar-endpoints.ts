@@ -30,11 +30,9 @@ export function toEndpoints(instances: readonly ServiceInstance[]): EndpointInpu
  */
 export function clusterLoadAssignments(proxy: Proxy, push: PushContext, names?: ReadonlySet<string>, cache?: XdsCache, localityLb: LocalityLbSetting = DEFAULT_LOCALITY_LB): ClusterLoadAssignment[] {
   const scope = push.sidecarScope(proxy);
-  // Locality failover makes a cluster's assignment the client's own: its locality (and labels) key it.
-  const client = failoverClient(proxy, push);
-  const clientKey = JSON.stringify([localityString(client.locality), client.labels]);
-  const byName = memo(scope, `eds:${push.traffic.selectorKey(proxy)}:${clientKey}`, () => {
-    const index = new Map<string, ClusterLoadAssignment>();
+  const index = memo(scope, `eds:${push.traffic.selectorKey(proxy)}`, (): EdsIndex => {
+    const shared = new Map<string, ClusterLoadAssignment>();
+    const own = new Map<string, OwnAssignment>();
     for (const service of scope.services) {
       if (service.resolution !== 'STATIC') continue;
       const rule = ruleTraffic(push.traffic.destinationRule(proxy, service.hostname, service.namespace));
@@ -46,23 +44,44 @@ export function clusterLoadAssignments(proxy: Proxy, push: PushContext, names?: 
           // the instances are unchanged: a push then rebuilds (and fingerprints) only the changed
           // services' assignments. No instances: per snapshot.
           const instances = push.instances(service, port);
+          const owner = instances.length > 0 ? instances : push;
+          const key = `eds:${service.namespace}/${name}:${JSON.stringify(v.labels ?? {})}`;
           const setting = effectiveLocalityLb(localityLb, v.policy.loadBalancer?.localityLbSetting);
           const near = failoverApplies(setting, v.policy.outlierDetection) ? setting : undefined;
           const distribute = setting?.distribute?.length ? setting.distribute : undefined;
-          const own = near || distribute ? `:${JSON.stringify(setting)}:${clientKey}` : '';
-          const cla = memo(instances.length > 0 ? instances : push, `eds:${service.namespace}/${name}:${JSON.stringify(v.labels ?? {})}${own}`, () => {
+          const build = (client?: FailoverParty): ClusterLoadAssignment => {
             const members = subsetInstances(instances, v.labels);
-            const endpoints = near ? prioritized(toEndpoints(members), members, client, near) : toEndpoints(members);
+            const endpoints = near && client ? prioritized(toEndpoints(members), members, client, near) : toEndpoints(members);
             const built = cachedIn(cache, () => ['eds', name, endpoints], () => buildLoadAssignment(name, endpoints));
-            return distribute ? withDistributedWeights(built, client.locality, distribute) : built;
-          });
-          index.set(name, cla);
+            return distribute && client ? withDistributedWeights(built, client.locality, distribute) : built;
+          };
+          if (!near && !distribute) shared.set(name, memo(owner, key, () => build()));
+          else own.set(name, (client, clientKey) => memo(owner, `${key}:${JSON.stringify(setting)}:${clientKey}`, () => build(client)));
         }
       }
     }
-    return index;
+    return { shared, own };
+  });
+  if (index.own.size === 0) return subscribedAssignments(index.shared, names);
+  // Locality failover and distribute make those clusters' assignments the client's own: its
+  // locality (and labels) key them, the rest of the index is every client's.
+  const client = failoverClient(proxy, push);
+  const clientKey = JSON.stringify([localityString(client.locality), client.labels]);
+  const byName = memo(index, clientKey, () => {
+    const all = new Map(index.shared);
+    for (const [name, assignment] of index.own) all.set(name, assignment(client, clientKey));
+    return all;
   });
   return subscribedAssignments(byName, names);
+}
+
+/** A cluster whose assignment depends on the client (its locality and labels). */
+type OwnAssignment = (client: FailoverParty, clientKey: string) => ClusterLoadAssignment;
+
+/** A scope's assignments by cluster name: the same for every client, and those made per client. */
+interface EdsIndex {
+  readonly shared: ReadonlyMap<string, ClusterLoadAssignment>;
+  readonly own: ReadonlyMap<string, OwnAssignment>;
 }
 
 /**
