@@ -23,6 +23,7 @@ import { asRecord, type Fields } from './values.js';
 import { setting } from '../common/env.js';
 import { RETRY_CONDITIONS } from '../envoy/retry-conditions.js';
 import { destinationRuleTls } from './client-tls.js';
+import { destinationRuleLocality } from './locality-lb.js';
 import { serverTls } from './server-tls.js';
 
 type Check = (value: string) => string | undefined;
@@ -320,6 +321,7 @@ function destinationRule(spec: Fields, path: string, out: Findings): void {
   trafficDurations(spec['trafficPolicy'], `${path}.trafficPolicy`, out);
   trafficDurations(spec['subsets'], `${path}.subsets`, out);
   destinationRuleTls(spec, path, (p, m) => out.add(p, m));
+  destinationRuleLocality(spec, path, (p, m) => out.add(p, m));
   out.strings(spec['exportTo'], `${path}.exportTo`, checkExportTo);
   const subsets = asArray(spec['subsets']).map(asRecord);
   out.unique(subsets.map((s) => s?.['name']), (i) => `${joinPath(`${path}.subsets`, i)}.name`, 'subset name');
