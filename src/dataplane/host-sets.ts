@@ -14,10 +14,8 @@ export interface HostSet {
   readonly equalWeights: boolean;
   /** The level is in panic: `endpoints` are all of its hosts, healthy or not. */
   readonly panic: boolean;
-  /** With locality_weighted_lb_config (outside panic): the localities a request may go to, by effective weight. */
-  readonly localities?: readonly LocalityChoice[];
-  /** Round robin over `localities`. */
-  readonly localityOrder: RoundRobin;
+  /** With locality_weighted_lb_config (outside panic): the localities a request may go to, by effective weight, and the round robin over them. */
+  readonly localities?: { readonly choices: readonly LocalityChoice[]; readonly order: RoundRobin };
 }
 
 /** One locality of a level: its effective weight (locality weight x availability) and its healthy hosts. */
@@ -74,15 +72,14 @@ function build(spec: ClusterSpec, outlier: OutlierDetector | undefined, now: num
   );
   const sets = spec.levels.map((level, i): HostSet => {
     // In panic a level balances over all of its hosts, localities aside (as Envoy).
-    if (panic[i]) return { endpoints: level.hosts, equalWeights: equalWeights(level.hosts), panic: true, localityOrder: new RoundRobin() };
+    if (panic[i]) return { endpoints: level.hosts, equalWeights: equalWeights(level.hosts), panic: true };
     const healthy = healthyPerLevel[i]!;
     const localities = spec.localityWeighted ? localityChoices(level.hosts, healthy, spec.overprovisioningFactor) : undefined;
     return {
       endpoints: healthy,
       equalWeights: healthy === level.healthy ? level.equalWeights : equalWeights(healthy),
       panic: false,
-      ...(localities ? { localities } : {}),
-      localityOrder: new RoundRobin(),
+      ...(localities ? { localities: { choices: localities, order: new RoundRobin() } } : {}),
     };
   });
   return { sets: { sets, load, healthy: healthyPerLevel.reduce((a, h) => a + h.length, 0) }, validUntil };

@@ -14,7 +14,7 @@ import type { UpstreamCxStats } from './upstream-cx-stats.js';
 import type { RequestGauges } from './upstream-rq-stats.js';
 import { TcpPool } from './tcp-pool.js';
 import type { ClusterSpec, WeightedEndpoint } from './cluster-spec.js';
-import { chooseHostSet, HostSetCache, type LocalityChoice } from './host-sets.js';
+import { chooseHostSet, HostSetCache } from './host-sets.js';
 import { byWeight, RoundRobin } from './round-robin.js';
 
 /** `host:port` / `[v6]:port` from a header, or undefined. */
@@ -182,11 +182,11 @@ export class LiveCluster implements UpstreamCluster {
     const hash = s.consistent ? hashKey?.() : undefined;
     if (hash !== undefined) return this.consistentPick(set.endpoints, hash);
     // Locality-weighted balancing: a locality first, by its effective weight, then a host of it.
-    const group = set.localities ? set.localityOrder.pick(set.localities, byWeight, false) : set;
-    const eps = group.endpoints;
+    const locality = set.localities?.order.pick(set.localities.choices, byWeight, false);
+    const eps = (locality ?? set).endpoints;
     if (s.leastRequest) return leastRequestPick(eps, s.leastRequest, this.active, this.current);
     if (s.random || s.consistent) return eps[Math.floor(Math.random() * eps.length)];
-    return (set.localities ? (group as LocalityChoice).order : this.order).pick(eps, byWeight, group.equalWeights);
+    return (locality?.order ?? this.order).pick(eps, byWeight, (locality ?? set).equalWeights);
   }
 }
 

@@ -3,6 +3,7 @@
 // yet"). Pure: PushContext logs them once per change. The shapes below list what networking/
 // translates; anything else a resource sets is reported, so nothing is silently ignored.
 import type { DestinationRule, VirtualService } from '../api/types.js';
+import { asRecord } from '../api/values.js';
 import { boundToMesh } from './traffic.js';
 
 /** A field translated whole (leaf), or the translated fields of an object (arrays: of each element). */
@@ -127,17 +128,14 @@ function clientTlsNotices(tls: Record<string, unknown>, path: string): string[] 
 /** Locality failover set where no outlier detection is: inert, as in the Go mesh, so said. */
 function failoverNotices(dr: DestinationRule): string[] {
   const policies: [string, unknown][] = [['trafficPolicy', dr.spec.trafficPolicy], ...(dr.spec.subsets ?? []).map((s, i): [string, unknown] => [`subsets[${i}].trafficPolicy`, s.trafficPolicy])];
-  const anyOutlier = policies.some(([, p]) => isObject(p) && p['outlierDetection'] !== undefined);
+  const anyOutlier = policies.some(([, p]) => asRecord(p)?.['outlierDetection'] !== undefined);
   return policies.flatMap(([path, p]) => {
-    const lb = isObject(p) && isObject(p['loadBalancer']) ? p['loadBalancer'] : undefined;
-    const setting = lb && isObject(lb['localityLbSetting']) ? lb['localityLbSetting'] : undefined;
+    const setting = asRecord(asRecord(asRecord(p)?.['loadBalancer'])?.['localityLbSetting']);
     // distribute sets weights, which need no outlier detection.
     if (!setting || setting['enabled'] === false || setting['distribute'] !== undefined || anyOutlier) return [];
     return [`${path}.loadBalancer.localityLbSetting has no effect without outlierDetection: a proxy never finds the nearer endpoints unhealthy, so it never fails over`];
   });
 }
-
-const isObject = (v: unknown): v is Record<string, unknown> => typeof v === 'object' && v !== null && !Array.isArray(v);
 
 export function destinationRuleNotices(dr: DestinationRule): string[] {
   const name = `DestinationRule ${dr.metadata.namespace}/${dr.metadata.name}`;

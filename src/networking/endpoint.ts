@@ -29,13 +29,14 @@ export function buildLoadAssignment(clusterName: string, endpoints: readonly End
     if (seen.has(id)) continue;
     seen.add(id);
     const priority = e.priority ?? 0;
-    // Priorities first (the number sorts as text once padded), then localities.
-    const key = `${String(priority).padStart(4, '0')} ${localityString(e.locality)}`;
+    const key = `${priority} ${localityString(e.locality)}`;
     let group = byLocality.get(key);
     if (!group) byLocality.set(key, (group = { locality: e.locality, priority, endpoints: [] }));
     group.endpoints.push(e);
   }
-  const groups = [...byLocality.entries()].sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0)).map(([, g]) => g);
+  // Priorities first, then localities in code-unit order.
+  const order = (g: { locality: Locality; priority: number }) => localityString(g.locality);
+  const groups = [...byLocality.values()].sort((a, b) => a.priority - b.priority || (order(a) < order(b) ? -1 : order(a) > order(b) ? 1 : 0));
   return create(ClusterLoadAssignmentSchema, {
     clusterName,
     endpoints: groups.map((g) => ({
