@@ -16,7 +16,8 @@
 //                                   {ready: true} once every stream has one response of each type it asked for
 //   {expect: {<type URL>: n, ...}}  answers {received: {<type URL>: n, ...}} once at least n responses of
 //                                   each listed type arrived (on all streams together) after this message
-// Both answers carry `cpuMs`: this process's user+system CPU since the message they answer.
+// Both answers carry `cpuMs`, this process's user+system CPU since the message they answer, and
+// `bytes`, the response bytes (gRPC frames, all streams) that arrived since.
 import { connect as http2Connect, constants, type ClientHttp2Session, type ClientHttp2Stream } from 'node:http2';
 import { TypeUrl } from '../../src/envoy/types.js';
 import { DELTA, NameList, NO_NAMES, SOTW, type SimulatedNode } from './requests.js';
@@ -30,7 +31,7 @@ export interface ExpectMessage {
 }
 export type ParentMessage = ConnectMessage | ExpectMessage;
 /** `ended`: a stream the server ended (send timeout, say): the step can no longer complete. */
-export type ChildMessage = { ready: true; cpuMs: number } | { received: Record<string, number>; cpuMs: number } | { ended: string };
+export type ChildMessage = { ready: true; cpuMs: number; bytes: number } | { received: Record<string, number>; cpuMs: number; bytes: number } | { ended: string };
 
 const SESSIONS = 50;
 /**
@@ -58,13 +59,14 @@ const cpuSinceRequest = (): number => {
   const u = process.cpuUsage(cpuAtRequest);
   return (u.user + u.system) / 1000;
 };
+let bytesSinceRequest = 0;
 
 function onResponse(typeUrl: string): void {
   if (!expected) return;
   counts[typeUrl] = (counts[typeUrl] ?? 0) + 1;
   if (Object.entries(expected).every(([t, n]) => (counts[t] ?? 0) >= n)) {
     expected = undefined;
-    send({ received: counts, cpuMs: cpuSinceRequest() });
+    send({ received: counts, cpuMs: cpuSinceRequest(), bytes: bytesSinceRequest });
   }
 }
 
@@ -102,6 +104,7 @@ function openStream(session: ClientHttp2Session, i: number, onHead: (stream: Cli
     if (status !== 200 || headers['grpc-status'] !== undefined) end(`HTTP ${status}, grpc-status ${headers['grpc-status']}: ${headers['grpc-message'] ?? ''}`);
   });
   stream.on('data', (chunk: Buffer) => {
+    bytesSinceRequest += chunk.length;
     try {
       reader.push(chunk);
     } catch (e) {
@@ -133,7 +136,7 @@ function connect({ nodes, eds = [], rds = [] }: ConnectMessage['connect']): void
         seen.add(r.typeUrl);
         const next = follow[r.typeUrl];
         if (next) call.write(protocol.subscribe(next.typeUrl, next.names));
-        if (seen.size === wanted.length && ++ready === streams) send({ ready: true, cpuMs: cpuSinceRequest() });
+        if (seen.size === wanted.length && ++ready === streams) send({ ready: true, cpuMs: cpuSinceRequest(), bytes: bytesSinceRequest });
         return;
       }
       onResponse(r.typeUrl);
@@ -145,6 +148,7 @@ function connect({ nodes, eds = [], rds = [] }: ConnectMessage['connect']): void
 
 process.on('message', (m: ParentMessage) => {
   cpuAtRequest = process.cpuUsage();
+  bytesSinceRequest = 0;
   if ('connect' in m) connect(m.connect);
   else {
     counts = {};

@@ -15,21 +15,21 @@ export class SimulatedProxies {
 
   /**
    * Opens the streams; resolves once each has its first response of every type it asked for, with
-   * the simulated proxies' own CPU time (ms) from the request to then.
+   * the simulated proxies' own CPU time (ms) and the response bytes they read from the request to then.
    */
-  async connect(init: ConnectMessage['connect']): Promise<{ cpuMs: number }> {
+  async connect(init: ConnectMessage['connect']): Promise<{ cpuMs: number; bytes: number }> {
     const ready = this.next();
     this.child.send({ connect: init });
     const m = await ready;
-    return { cpuMs: 'cpuMs' in m ? m.cpuMs : NaN };
+    return 'cpuMs' in m ? { cpuMs: m.cpuMs, bytes: m.bytes } : { cpuMs: NaN, bytes: NaN };
   }
 
   /**
    * Arms a count of responses by type URL; the promise resolves once they have all arrived, with
-   * the counts and the simulated proxies' own CPU time (ms) since this call.
+   * the counts, the simulated proxies' own CPU time (ms) and the response bytes they read since this call.
    */
-  expect(counts: Record<string, number>): Promise<{ received: Record<string, number>; cpuMs: number }> {
-    const done = this.next().then((m) => ('received' in m ? m : { received: {}, cpuMs: NaN }));
+  expect(counts: Record<string, number>): Promise<{ received: Record<string, number>; cpuMs: number; bytes: number }> {
+    const done = this.next().then((m) => ('received' in m ? m : { received: {}, cpuMs: NaN, bytes: NaN }));
     this.child.send({ expect: counts });
     return done;
   }

@@ -90,7 +90,7 @@ let peakRss = 0;
 const cpuStart = process.cpuUsage();
 await server.start();
 const rows: string[][] = [
-  ['step', 'all proxies have it (ms)', 'replies read (ms)', 'server CPU (ms)', "proxies' CPU (ms)", 'server peak RSS (MB)', 'convergence p50/p99 (ms)', 'queue p50/p99 (ms)', 'responses received'],
+  ['step', 'all proxies have it (ms)', 'replies read (ms)', 'server CPU (ms)', "proxies' CPU (ms)", 'server peak RSS (MB)', 'proxies read (MB)', 'convergence p50/p99 (ms)', 'queue p50/p99 (ms)', 'responses received'],
 ];
 const mb = (b: number): string => (b / 1e6).toFixed(0);
 const fmt = (counts: Record<string, number>): string =>
@@ -118,8 +118,8 @@ async function repliesRead(): Promise<void> {
   while (server.xds.awaitsReplies()) await new Promise((r) => setTimeout(r, 10));
 }
 
-/** What a step's change resolves to: the responses the proxies counted and their own CPU time. */
-type Arrival = { received?: Record<string, number>; cpuMs: number };
+/** What a step's change resolves to: the responses the proxies counted, their own CPU time and the bytes they read. */
+type Arrival = { received?: Record<string, number>; cpuMs: number; bytes: number };
 
 async function step(clients: SimulatedProxies, label: string, expect: Record<string, number> | undefined, change: () => Promise<Arrival> | void): Promise<void> {
   rss.reset();
@@ -144,6 +144,7 @@ async function step(clients: SimulatedProxies, label: string, expect: Record<str
     used.toFixed(0),
     arrival ? arrival.cpuMs.toFixed(0) : '-',
     mb(peak),
+    arrival ? mb(arrival.bytes) : '-',
     percentiles(convergence, await snapshot('pilot_proxy_convergence_time')),
     percentiles(queue, await snapshot('pilot_proxy_queue_time')),
     fmt(arrival?.received ?? {}),

@@ -35,11 +35,13 @@ export interface OutboundRouteOptions {
 }
 
 /**
- * Every authority a client may use for `service` on `port`: the host, and for in-mesh services
+ * Every host a client may use for `service`: the host, and for in-mesh services
  * (`<name>.<ns>.svc.<domain>`) `<name>.<ns>.svc`, `<name>.<ns>`, and `<name>` from the same
- * namespace; plus the service's VIPs. Each with and without `:<port>`.
+ * namespace; plus the service's VIPs. Without ports: a sidecar's outbound route configuration
+ * ignores the port in host matching, as the Go mesh's (see outboundRouteConfig); a proxyless
+ * client's adds them (withPorts).
  */
-export function serviceDomains(service: Service, port: number, proxyNamespace: string, domain: string): string[] {
+export function serviceDomains(service: Service, proxyNamespace: string, domain: string): string[] {
   const names = [service.hostname];
   const short = inMeshName(service.hostname, domain);
   if (short) {
@@ -47,7 +49,12 @@ export function serviceDomains(service: Service, port: number, proxyNamespace: s
     if (short.namespace === proxyNamespace) names.push(short.name);
   }
   names.push(...service.addresses.filter((a) => !a.includes('/')));
-  return names.flatMap((n) => [n, `${n}:${port}`]);
+  return names;
+}
+
+/** Each domain with and without `:<port>`, for a route configuration that matches the port too. */
+export function withPorts(domains: readonly string[], port: number): string[] {
+  return domains.flatMap((n) => [n, `${n}:${port}`]);
 }
 
 /** `<name>.<ns>.svc.<domain>` as its name and namespace; undefined for other hosts. */
@@ -119,7 +126,7 @@ function catchAll(mode: OutboundTrafficMode): VirtualHostInit {
 
 /** A service's virtual host on `port`: every domain a client may use for it, and its routes. */
 export function serviceVirtualHost(s: Service, port: number, opts: OutboundRouteOptions): VirtualHost {
-  return create(VirtualHostSchema, { name: `${s.hostname}:${port}`, domains: serviceDomains(s, port, opts.proxyNamespace, opts.domain), routes: serviceRoutes(s, port, opts) });
+  return create(VirtualHostSchema, { name: `${s.hostname}:${port}`, domains: serviceDomains(s, opts.proxyNamespace, opts.domain), routes: serviceRoutes(s, port, opts) });
 }
 
 /**
@@ -134,7 +141,10 @@ export function routedByVirtualService(s: Service, opts: Pick<OutboundRouteOptio
  * The route configuration named `<port>` from the services' virtual hosts, in order, then the
  * catch-all (`allow_any` to PassthroughCluster, or `block_all` answering 502). A domain already
  * claimed by an earlier host is not repeated (Envoy rejects duplicates); a host left without
- * domains is left out. Hosts are expected in service order, so the outcome is stable.
+ * domains is left out. Hosts are expected in service order, so the outcome is stable. As the Go
+ * mesh's for Envoy sidecars, the configuration ignores the port of a request's host
+ * (ignore_port_in_host_matching) and its domains carry none: the route configuration is the
+ * listener port's already, and half the domains keep every push of it smaller.
  */
 export function outboundRouteConfig(port: number, hosts: readonly VirtualHost[], mode: OutboundTrafficMode): RouteConfiguration {
   const claimed = new Set<string>();
@@ -150,7 +160,7 @@ export function outboundRouteConfig(port: number, hosts: readonly VirtualHost[],
     out.push(kept);
   }
   out.push(create(VirtualHostSchema, catchAll(mode)));
-  return create(RouteConfigurationSchema, { name: outboundRouteName(port), virtualHosts: out, validateClusters: false });
+  return create(RouteConfigurationSchema, { name: outboundRouteName(port), virtualHosts: out, validateClusters: false, ignorePortInHostMatching: true });
 }
 
 /** The route configuration named `<port>`: one virtual host per service having that port (sorted), then the catch-all. */

@@ -52,10 +52,17 @@ test('npm start (secure): the agent gets a certificate from the CA, serves it ov
   assert.match(out, /workload certificate for spiffe:\/\/cluster\.local\/ns\/sleep\/sa\/sleep issued/);
   const hop = await get(false, mesh.ports.service, '/headers', { host: 'httpbin.default.svc.cluster.local' });
   assert.equal(hop.status, 200, `${hop.body}\n${mesh.output()}`);
-  const seen = (JSON.parse(hop.body) as { headers: Record<string, string> }).headers;
-  const xfcc = Object.entries(seen).find(([k]) => k.toLowerCase() === 'x-forwarded-client-cert')?.[1] ?? '';
+  const xfccOf = (body: string): string => Object.entries((JSON.parse(body) as { headers: Record<string, string> }).headers).find(([k]) => k.toLowerCase() === 'x-forwarded-client-cert')?.[1] ?? '';
+  const xfcc = xfccOf(hop.body);
   assert.match(xfcc, /(^|;)URI=spiffe:\/\/cluster\.local\/ns\/sleep\/sa\/sleep(;|,|$)/, `XFCC: ${xfcc}`);
   assert.match(xfcc, /(^|;)By=spiffe:\/\/cluster\.local\/ns\/default\/sa\/httpbin(;|,|$)/, `XFCC: ${xfcc}`);
+  // The outbound route configuration ignores the port of the host, as the Go mesh's: with the
+  // service port, another port or none, a name of the service reaches it.
+  for (const host of ['httpbin.default.svc.cluster.local:9080', 'httpbin.default:9080', 'httpbin.default.svc:80']) {
+    const r = await get(false, mesh.ports.service, '/headers', { host });
+    assert.equal(r.status, 200, `${host}: ${r.body}`);
+    assert.match(xfccOf(r.body), /(^|;)URI=spiffe:\/\/cluster\.local\/ns\/sleep\/sa\/sleep(;|,|$)/, `${host} went to httpbin over mesh mTLS`);
+  }
 });
 
 test('identity check on the secured port: a proxy claiming another namespace is refused with the reason', async (t) => {

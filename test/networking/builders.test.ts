@@ -14,7 +14,7 @@ import { addr, hcmOf, listenerByName, svc, tcpClusterOf } from './envoy.js';
 import { blackHoleCluster, buildInboundCluster, buildOutboundCluster, passthroughCluster } from '../../src/networking/cluster.js';
 import { buildLoadAssignment } from '../../src/networking/endpoint.js';
 import { buildIngressListeners, buildOutboundListeners, buildVirtualInbound, buildVirtualOutbound } from '../../src/networking/listener.js';
-import { buildInboundRouteConfig, buildOutboundRouteConfig, serviceDomains } from '../../src/networking/route.js';
+import { buildInboundRouteConfig, buildOutboundRouteConfig, serviceDomains, withPorts } from '../../src/networking/route.js';
 import { inboundClusterName, outboundClusterName, parseClusterName } from '../../src/networking/names.js';
 import { clusterPolicy } from '../../src/networking/traffic-policy.js';
 
@@ -118,24 +118,13 @@ test('load assignment: endpoints grouped by locality, weights per endpoint and s
   assert.deepEqual(buildLoadAssignment('empty', []).endpoints, []);
 });
 
-test('virtual host domains: FQDN, short names by namespace, VIPs, with and without port', () => {
-  assert.deepEqual(serviceDomains(ECHO, 80, 'foo', 'cluster.local'), [
-    'echo.foo.svc.cluster.local',
-    'echo.foo.svc.cluster.local:80',
-    'echo.foo.svc',
-    'echo.foo.svc:80',
-    'echo.foo',
-    'echo.foo:80',
-    'echo',
-    'echo:80',
-    '10.96.0.10',
-    '10.96.0.10:80',
-  ]);
-  assert.ok(!serviceDomains(ECHO, 80, 'bar', 'cluster.local').includes('echo'), 'the bare name only from the same namespace');
+test('virtual host domains: FQDN, short names by namespace, VIPs, without port; a proxyless client adds the port variants', () => {
+  assert.deepEqual(serviceDomains(ECHO, 'foo', 'cluster.local'), ['echo.foo.svc.cluster.local', 'echo.foo.svc', 'echo.foo', 'echo', '10.96.0.10']);
+  assert.ok(!serviceDomains(ECHO, 'bar', 'cluster.local').includes('echo'), 'the bare name only from the same namespace');
   const other = svc({ hostname: 'echo.foo.svc.mesh.internal', ports: [] });
-  assert.deepEqual(serviceDomains(other, 80, 'foo', 'mesh.internal').slice(0, 4), ['echo.foo.svc.mesh.internal', 'echo.foo.svc.mesh.internal:80', 'echo.foo.svc', 'echo.foo.svc:80']);
-  assert.deepEqual(serviceDomains(other, 80, 'foo', 'cluster.local'), ['echo.foo.svc.mesh.internal', 'echo.foo.svc.mesh.internal:80'], '--domain decides what is in-mesh');
-  assert.deepEqual(serviceDomains(svc({ hostname: 'api.example.com', ports: [] }), 443, 'foo', 'cluster.local'), ['api.example.com', 'api.example.com:443']);
+  assert.deepEqual(serviceDomains(other, 'foo', 'mesh.internal'), ['echo.foo.svc.mesh.internal', 'echo.foo.svc', 'echo.foo', 'echo']);
+  assert.deepEqual(serviceDomains(other, 'foo', 'cluster.local'), ['echo.foo.svc.mesh.internal'], '--domain decides what is in-mesh');
+  assert.deepEqual(withPorts(serviceDomains(svc({ hostname: 'api.example.com', ports: [] }), 'foo', 'cluster.local'), 443), ['api.example.com', 'api.example.com:443']);
 });
 
 test('outbound route config per port: a virtual host per service, duplicates dropped, catch-all last', () => {
@@ -144,9 +133,10 @@ test('outbound route config per port: a virtual host per service, duplicates dro
   const rc = buildOutboundRouteConfig(80, [ECHO, ext, twin], { domain: 'cluster.local', proxyNamespace: 'foo', outboundTrafficPolicy: 'ALLOW_ANY' });
   assert.equal(rc.name, '80');
   assert.equal(rc.validateClusters, false);
+  assert.equal(rc.ignorePortInHostMatching, true, 'as the Go mesh: the port of the host is ignored, the domains carry none');
   assert.deepEqual(rc.virtualHosts.map((v) => v.name), ['echo.foo.svc.cluster.local:80', 'web.example.com:80', 'allow_any']);
   const vh = rc.virtualHosts[0]!;
-  assert.ok(vh.domains.includes('echo') && vh.domains.includes('echo.foo.svc.cluster.local:80'));
+  assert.ok(vh.domains.includes('echo') && vh.domains.includes('echo.foo.svc.cluster.local') && !vh.domains.some((d) => d.includes(':')));
   const route = vh.routes[0]!;
   assert.equal(route.match?.pathSpecifier.case, 'prefix');
   assert.equal(route.match?.pathSpecifier.value, '/');

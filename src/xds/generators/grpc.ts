@@ -15,7 +15,7 @@ import type { PushContext } from '../../model/push-context.js';
 import type { Service } from '../../model/service.js';
 import { hcmFilter, httpConnectionManager, socketAddress } from '../../networking/common.js';
 import { GRPC_SERVER_LISTENER_PREFIX, inboundClusterName, outboundClusterName } from '../../networking/names.js';
-import { serviceDomains } from '../../networking/route.js';
+import { serviceDomains, withPorts } from '../../networking/route.js';
 
 export interface GrpcOptions {
   /** Put the route configuration inside the client listener instead of naming it for RDS. */
@@ -58,7 +58,7 @@ function targets(proxy: Proxy, push: PushContext, names: ReadonlySet<string> | u
 }
 
 function clientRouteConfig(t: Target, proxy: Proxy, push: PushContext): RouteConfiguration {
-  const domains = [...new Set([t.name, ...serviceDomains(t.service, t.port, proxy.namespace, push.domain)])];
+  const domains = [...new Set([t.name, ...withPorts(serviceDomains(t.service, proxy.namespace, push.domain), t.port)])];
   return create(RouteConfigurationSchema, {
     name: t.name,
     virtualHosts: [
