@@ -357,7 +357,15 @@ function virtualService(spec: Fields, path: string, out: Findings): void {
       out.add(`${at}.delegate`, 'cannot be combined with route; a delegating rule routes through the delegate');
     }
     httpRetry(route?.['retries'], `${at}.retries`, out);
+    directResponse(route?.['directResponse'], `${at}.directResponse`, out);
   });
+}
+
+function directResponse(value: unknown, at: string, out: Findings): void {
+  const r = asRecord(value);
+  if (!r) return;
+  const status = r['status'];
+  if (typeof status === 'number' && (status < 200 || status > 599)) out.add(`${at}.status`, `${status} is not in the range 200-599`);
 }
 
 function gateway(spec: Fields, path: string, out: Findings): void {

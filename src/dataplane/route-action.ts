@@ -71,6 +71,8 @@ function compileMirror(m: RouteAction_RequestMirrorPolicy, field: string): Mirro
 export interface VhostDefaults {
   readonly retry?: RetrySpec;
   readonly attemptCount: { readonly request: boolean; readonly response: boolean };
+  /** The route configuration's max_direct_response_body_size_bytes (Envoy's default 4096). */
+  readonly maxDirectResponseBodyBytes: number;
 }
 
 const NOT_FOUND_STATUS: Record<RouteAction_ClusterNotFoundResponseCode, number> = {
@@ -150,7 +152,12 @@ export function compileAction(r: Route, field: string, unapplied: UnappliedNotes
     case 'directResponse': {
       const d = a.value;
       if (d.status < 200 || d.status > 599) throw new ConfigError(`${field}.direct_response.status`, `${d.status} is not in [200, 600)`);
-      return { kind: 'direct', status: d.status, body: d.body ? readDataSource(d.body, `${field}.direct_response.body`) : '' };
+      const body = d.body ? readDataSource(d.body, `${field}.direct_response.body`) : '';
+      const size = Buffer.byteLength(body);
+      if (size > vhost.maxDirectResponseBodyBytes) {
+        throw new ConfigError(`${field}.direct_response.body`, `response body size is ${size} bytes; maximum is ${vhost.maxDirectResponseBodyBytes} (max_direct_response_body_size_bytes)`);
+      }
+      return { kind: 'direct', status: d.status, body };
     }
     case 'redirect':
       return { kind: 'redirect', redirect: compileRedirect(a.value, `${field}.redirect`) };

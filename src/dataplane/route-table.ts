@@ -35,6 +35,7 @@ class Unapplied implements UnappliedNotes {
 
 /** What every route inherits from its route configuration. */
 interface RootLevel {
+  readonly maxDirectResponseBodyBytes: number;
   readonly req: HeaderMutation;
   readonly res: HeaderMutation;
   readonly perFilter: PerFilterConfigs;
@@ -164,6 +165,7 @@ function compileVirtualHost(vh: VirtualHost, root: RootLevel, field: string, una
   const defaults: VhostDefaults = {
     ...(vh.retryPolicy ? { retry: compileRetryPolicy(vh.retryPolicy, `${field}.retry_policy`) } : {}),
     attemptCount: { request: vh.includeRequestAttemptCount, response: vh.includeAttemptCountInResponse },
+    maxDirectResponseBodyBytes: root.maxDirectResponseBodyBytes,
   };
   const routes = vh.routes.map((r, i): CompiledRoute => {
     const rf = `${field}.routes[${i}]`;
@@ -185,11 +187,15 @@ function compileVirtualHost(vh: VirtualHost, root: RootLevel, field: string, una
   return { name: vh.name, routes, ...(tlsRedirect ? { tlsRedirect } : {}) };
 }
 
+/** Envoy's limit on a direct response's body when the route configuration sets none. */
+const DEFAULT_MAX_DIRECT_RESPONSE_BODY_BYTES = 4096;
+
 /** Compiles a RouteConfiguration; throws ConfigError (-> NACK) on what it cannot honour. */
 export function compileRouteConfiguration(rc: RouteConfiguration, opts: RouteTableOptions = {}): RouteTable {
   if (rc.vhds) throw new ConfigError('vhds', 'VHDS is not supported');
   const unapplied = new Unapplied();
   const root: RootLevel = {
+    maxDirectResponseBodyBytes: rc.maxDirectResponseBodySizeBytes ?? DEFAULT_MAX_DIRECT_RESPONSE_BODY_BYTES,
     perFilter: compilePerFilterConfigs(rc.typedPerFilterConfig, 'route_configuration'),
     req: compileMutation(rc.requestHeadersToAdd, rc.requestHeadersToRemove, 'request_headers_to_add'),
     res: compileMutation(rc.responseHeadersToAdd, rc.responseHeadersToRemove, 'response_headers_to_add'),

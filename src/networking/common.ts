@@ -22,6 +22,13 @@ import { pack } from '../envoy/types.js';
 import { parseDuration } from '../common/duration.js';
 
 
+/**
+ * max_direct_response_body_size_bytes of the sidecars' and gateways' route configurations, as the
+ * Go mesh sets it: 1 MiB instead of Envoy's 4 KiB default, which would make Envoy reject a route
+ * configuration holding a larger direct response body (the whole configuration, not the route).
+ */
+export const MAX_DIRECT_RESPONSE_BODY_BYTES = 1024 * 1024;
+
 export function socketAddress(address: string, port: number): Address {
   return create(AddressSchema, {
     address: { case: 'socketAddress', value: { address, portSpecifier: { case: 'portValue', value: port } } },

@@ -9,6 +9,7 @@ import { hostsForNamespace, resolveGatewayName, type BoundServer, type GatewayVi
 import { hostMatches } from '../model/selection.js';
 import { buildHttpRoutes, type HashPolicyInit, type HttpRouteSpec, type RouteInit } from './http-route.js';
 import { destinationResolver } from './route.js';
+import { MAX_DIRECT_RESPONSE_BODY_BYTES } from './common.js';
 import { usesIngressSemantics } from '../model/ingress/virtual-services.js';
 
 type VirtualHostInit = Omit<Exclude<MessageInitShape<typeof VirtualHostSchema>, { $typeName: string }>, 'routes'> & { routes?: RouteInit[] };
@@ -106,7 +107,7 @@ export function buildGatewayRouteConfig(name: string, servers: readonly BoundSer
   for (const vh of vhosts.values()) vh.routes = sortRoutes(vh.routes ?? []);
   const port = servers[0]?.server.port.number ?? 0;
   const virtualHosts = vhosts.size > 0 ? [...vhosts.values()].sort((a, b) => (a.name! < b.name! ? -1 : a.name! > b.name! ? 1 : 0)) : [{ name: `blackhole:${port}`, domains: ['*'] }];
-  return create(RouteConfigurationSchema, { name, virtualHosts, validateClusters: false, ignorePortInHostMatching: true });
+  return create(RouteConfigurationSchema, { name, virtualHosts, validateClusters: false, maxDirectResponseBodySizeBytes: MAX_DIRECT_RESPONSE_BODY_BYTES, ignorePortInHostMatching: true });
 }
 
 /** The route configuration a proxy asks for but no server has any more: no virtual host (404 for all). */

@@ -8,7 +8,7 @@ import type { MessageInitShape } from '@bufbuild/protobuf';
 import type { OutboundTrafficMode } from '../model/push-context.js';
 import type { Service } from '../model/service.js';
 import { outboundClusterName, outboundRouteName, PASSTHROUGH_CLUSTER } from './names.js';
-import { seconds } from './common.js';
+import { MAX_DIRECT_RESPONSE_BODY_BYTES, seconds } from './common.js';
 import type { ResolvedVirtualService } from '../model/traffic.js';
 import { resolveHost } from '../model/traffic.js';
 import { hostMatches } from '../model/selection.js';
@@ -160,7 +160,7 @@ export function outboundRouteConfig(port: number, hosts: readonly VirtualHost[],
     out.push(kept);
   }
   out.push(create(VirtualHostSchema, catchAll(mode)));
-  return create(RouteConfigurationSchema, { name: outboundRouteName(port), virtualHosts: out, validateClusters: false, ignorePortInHostMatching: true });
+  return create(RouteConfigurationSchema, { name: outboundRouteName(port), virtualHosts: out, validateClusters: false, maxDirectResponseBodySizeBytes: MAX_DIRECT_RESPONSE_BODY_BYTES, ignorePortInHostMatching: true });
 }
 
 /** The route configuration named `<port>`: one virtual host per service having that port (sorted), then the catch-all. */

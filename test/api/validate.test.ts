@@ -187,6 +187,7 @@ const INVALID: [string, unknown, string, string][] = [
   ['VirtualService retryOn codes that are no HTTP status', doc('VirtualService', { http: [{ retries: { attempts: 2, retryOn: '999,0x1f7' } }] }), 'spec.http[0].retries.retryOn', '"999", "0x1f7" are not valid retryOn policies'],
   ['VirtualService negative retry attempts', doc('VirtualService', { http: [{ retries: { attempts: -1 } }] }), 'spec.http[0].retries.attempts', 'cannot be negative'],
   ['VirtualService retries disabled yet configured', doc('VirtualService', { http: [{ retries: { attempts: 0, retryOn: '5xx', perTryTimeout: '1s' } }] }), 'spec.http[0].retries.attempts', 'is 0 (retries disabled) while perTryTimeout, retryOn are set'],
+  ['VirtualService direct response status out of range', doc('VirtualService', { http: [{ directResponse: { status: 99 } }] }), 'spec.http[0].directResponse.status', '99 is not in the range 200-599'],
   ['VirtualService unknown http field', doc('VirtualService', { http: [{ routes: [] }] }), 'spec.http[0].routes', 'unknown field'],
   ['Gateway server without hosts', doc('Gateway', { servers: [{ port: { number: 80 } }] }), 'spec.servers[0].hosts', 'required'],
   ['Gateway port range', doc('Gateway', { servers: [{ port: { number: 0 }, hosts: ['*'] }] }), 'spec.servers[0].port.number', 'expected an integer in 1..65535'],

@@ -74,6 +74,18 @@ describe('router: virtual hosts', () => {
     assert.equal(stripHostPort('a:80', 80), 'a');
   });
 
+  it("a direct response body over max_direct_response_body_size_bytes (Envoy's 4096 when unset) refuses the configuration, naming the route", () => {
+    const direct = (bytes: number): RouteInit => ({ match: { pathSpecifier: { case: 'prefix', value: '/' } }, action: { case: 'directResponse', value: { status: 200, body: { specifier: { case: 'inlineString', value: 'é'.repeat(bytes / 2) } } } } });
+    const rc = (bytes: number, max?: number) => create(RouteConfigurationSchema, { ...(max !== undefined ? { maxDirectResponseBodySizeBytes: max } : {}), virtualHosts: [{ name: 'v', domains: ['*'], routes: [direct(bytes)] }] });
+    assert.throws(
+      () => compileRouteConfiguration(rc(4098)),
+      (e: unknown) => e instanceof ConfigError && e.field === 'virtual_hosts[0].routes[0].direct_response.body' && /response body size is 4098 bytes; maximum is 4096/.test(e.message),
+    );
+    assert.equal(compileRouteConfiguration(rc(4096)).route(requestView({ authority: 'x' }))?.action.kind, 'direct', 'the default limit itself is allowed');
+    assert.equal(compileRouteConfiguration(rc(8192, 1024 * 1024)).route(requestView({ authority: 'x' }))?.action.kind, 'direct', 'the Go mesh raises it to 1 MiB');
+    assert.throws(() => compileRouteConfiguration(rc(8192, 8190)), /8192 bytes; maximum is 8190/);
+  });
+
   it('rejects a domain in two virtual hosts', () => {
     assert.throws(
       () => compileRouteConfiguration(create(RouteConfigurationSchema, { virtualHosts: [{ name: 'a', domains: ['x'] }, { name: 'b', domains: ['X'] }] })),

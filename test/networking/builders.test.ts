@@ -134,6 +134,7 @@ test('outbound route config per port: a virtual host per service, duplicates dro
   assert.equal(rc.name, '80');
   assert.equal(rc.validateClusters, false);
   assert.equal(rc.ignorePortInHostMatching, true, 'as the Go mesh: the port of the host is ignored, the domains carry none');
+  assert.equal(rc.maxDirectResponseBodySizeBytes, 1024 * 1024, "as the Go mesh: a direct response body up to 1 MiB, not Envoy's 4 KiB");
   assert.deepEqual(rc.virtualHosts.map((v) => v.name), ['echo.foo.svc.cluster.local:80', 'web.example.com:80', 'allow_any']);
   const vh = rc.virtualHosts[0]!;
   assert.ok(vh.domains.includes('echo') && vh.domains.includes('echo.foo.svc.cluster.local') && !vh.domains.some((d) => d.includes(':')));
