@@ -1,6 +1,6 @@
 // RDS: an outbound route configuration per HTTP port, a virtual host per service with every name a
-// client may use for it (FQDN, short names by namespace, VIPs, each with and without the port), and
-// the inline route of inbound HTTP chains.
+// client may use for it (FQDN, short names by namespace, VIPs) and one per VirtualService host that
+// names no service, and the inline route of inbound HTTP chains.
 import { clone, create } from '@bufbuild/protobuf';
 import { RouteConfigurationSchema, type RouteConfiguration } from '../gen/envoy/config/route/v3/route_pb.js';
 import { RouteActionSchema, VirtualHostSchema, type VirtualHost } from '../gen/envoy/config/route/v3/route_components_pb.js';
@@ -104,6 +104,11 @@ function serviceRoutes(s: Service, port: number, opts: OutboundRouteOptions): Vi
     const hashPolicy = opts.hashPolicies?.[cluster] ?? [];
     return defaultRoute(routeAction(cluster, hashPolicy, opts.defaultTimeout, retryPolicy(undefined, hashPolicy.length > 0)));
   }
+  return virtualServiceRoutes(vs, port, opts);
+}
+
+/** A VirtualService's HTTP routes on `port`, as the proxy sees them (its labels, its namespace). */
+function virtualServiceRoutes(vs: ResolvedVirtualService, port: number, opts: OutboundRouteOptions): VirtualHostInit['routes'] {
   const ctx = {
     port,
     proxyNamespace: opts.proxyNamespace,
@@ -112,7 +117,48 @@ function serviceRoutes(s: Service, port: number, opts: OutboundRouteOptions): Vi
     ...(opts.defaultTimeout ? { defaultTimeout: opts.defaultTimeout } : {}),
   };
   // The API keeps HTTP routes structurally checked only; this is where they are read as such.
-  return vs.vs.spec.http.flatMap((r) => buildHttpRoutes(r as HttpRouteSpec, ctx));
+  return (vs.vs.spec.http ?? []).flatMap((r) => buildHttpRoutes(r as HttpRouteSpec, ctx));
+}
+
+/** Hosts of a VirtualService that name no service on a port. */
+export interface NonServiceHosts {
+  readonly vs: ResolvedVirtualService;
+  readonly hosts: readonly string[];
+}
+
+/**
+ * The hosts of the VirtualServices with HTTP routes that name no service of `services` (those of
+ * one port), as the Go mesh's "non-service-registry hosts" (`api.example.com` with no
+ * ServiceEntry, say): an exact host that is no service's, a wildcard that matches none. On port 80
+ * every such VirtualService counts; on another port only one that also names a service of the
+ * port (an exact host, a wildcard matching one, or a host a wildcard service matches).
+ */
+export function nonServiceHosts(port: number, services: readonly Service[], vss: readonly ResolvedVirtualService[]): NonServiceHosts[] {
+  // Without HTTP VirtualServices (the common push) the port's services are not even indexed.
+  if (!vss.some((vs) => vs.vs.spec.http)) return [];
+  const names = new Set(services.map((s) => s.hostname));
+  const wildcardServices = services.filter((s) => s.hostname.startsWith('*'));
+  const isService = (h: string): boolean => (h.startsWith('*') ? services.some((s) => hostMatches(h, s.hostname) || hostMatches(s.hostname, h)) : names.has(h));
+  const out: NonServiceHosts[] = [];
+  for (const vs of vss) {
+    if (!vs.vs.spec.http) continue;
+    const hosts = vs.hosts.filter((h) => !isService(h));
+    if (hosts.length === 0) continue;
+    const onPort = port === 80 || vs.hosts.some((h) => isService(h) || wildcardServices.some((s) => hostMatches(s.hostname, h)));
+    if (onPort) out.push({ vs, hosts });
+  }
+  return out;
+}
+
+/**
+ * A virtual host `<host>:<port>` per non-service host, the host its only domain (the configuration
+ * ignores ports), with its VirtualService's routes; none where no route is left for this proxy.
+ */
+export function nonServiceVirtualHosts(port: number, groups: readonly NonServiceHosts[], opts: OutboundRouteOptions): VirtualHost[] {
+  return groups.flatMap(({ vs, hosts }) => {
+    const routes = virtualServiceRoutes(vs, port, opts);
+    return routes?.length ? hosts.map((h) => create(VirtualHostSchema, { name: `${h}:${port}`, domains: [h], routes })) : [];
+  });
 }
 
 function catchAll(mode: OutboundTrafficMode): VirtualHostInit {
@@ -163,9 +209,14 @@ export function outboundRouteConfig(port: number, hosts: readonly VirtualHost[],
   return create(RouteConfigurationSchema, { name: outboundRouteName(port), virtualHosts: out, validateClusters: false, maxDirectResponseBodySizeBytes: MAX_DIRECT_RESPONSE_BODY_BYTES, ignorePortInHostMatching: true });
 }
 
-/** The route configuration named `<port>`: one virtual host per service having that port (sorted), then the catch-all. */
+/**
+ * The route configuration named `<port>`: the VirtualServices' non-service hosts first (in the Go
+ * mesh a VirtualService's hosts come before the services without one, and a domain goes to the
+ * first host claiming it), one virtual host per service having that port (sorted), then the catch-all.
+ */
 export function buildOutboundRouteConfig(port: number, services: readonly Service[], opts: OutboundRouteOptions): RouteConfiguration {
-  return outboundRouteConfig(port, services.map((s) => serviceVirtualHost(s, port, opts)), opts.outboundTrafficPolicy);
+  const others = nonServiceVirtualHosts(port, nonServiceHosts(port, services, opts.virtualServices ?? []), opts);
+  return outboundRouteConfig(port, [...others, ...services.map((s) => serviceVirtualHost(s, port, opts))], opts.outboundTrafficPolicy);
 }
 
 /**

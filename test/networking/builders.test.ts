@@ -14,7 +14,8 @@ import { addr, hcmOf, listenerByName, svc, tcpClusterOf } from './envoy.js';
 import { blackHoleCluster, buildInboundCluster, buildOutboundCluster, passthroughCluster } from '../../src/networking/cluster.js';
 import { buildLoadAssignment } from '../../src/networking/endpoint.js';
 import { buildIngressListeners, buildOutboundListeners, buildVirtualInbound, buildVirtualOutbound } from '../../src/networking/listener.js';
-import { buildInboundRouteConfig, buildOutboundRouteConfig, serviceDomains, withPorts } from '../../src/networking/route.js';
+import { buildInboundRouteConfig, buildOutboundRouteConfig, nonServiceHosts, serviceDomains, withPorts } from '../../src/networking/route.js';
+import type { VirtualService } from '../../src/api/types.js';
 import { inboundClusterName, outboundClusterName, parseClusterName } from '../../src/networking/names.js';
 import { clusterPolicy } from '../../src/networking/traffic-policy.js';
 
@@ -125,6 +126,24 @@ test('virtual host domains: FQDN, short names by namespace, VIPs, without port; 
   assert.deepEqual(serviceDomains(other, 'foo', 'mesh.internal'), ['echo.foo.svc.mesh.internal', 'echo.foo.svc', 'echo.foo', 'echo']);
   assert.deepEqual(serviceDomains(other, 'foo', 'cluster.local'), ['echo.foo.svc.mesh.internal'], '--domain decides what is in-mesh');
   assert.deepEqual(withPorts(serviceDomains(svc({ hostname: 'api.example.com', ports: [] }), 'foo', 'cluster.local'), 443), ['api.example.com', 'api.example.com:443']);
+});
+
+test("VirtualService hosts that name no service on a port, as the Go mesh separates them", () => {
+  const wiki = svc({ hostname: '*.wikipedia.org', ports: [{ name: 'http', port: 8080, protocol: 'HTTP' }] });
+  const vs = (name: string, hosts: string[], http = true) => ({
+    vs: { apiVersion: 'networking.mesh.io/v1', kind: 'VirtualService', metadata: { namespace: 'foo', name }, spec: { hosts, ...(http ? { http: [{ route: [{ destination: { host: 'echo' } }] }] } : {}) } } as unknown as VirtualService,
+    hosts,
+  });
+  const hostsOf = (port: number, services: ReturnType<typeof svc>[], vss: ReturnType<typeof vs>[]) => nonServiceHosts(port, services, vss).map((g) => [g.vs.vs.metadata.name, g.hosts]);
+  // An exact host a wildcard service matches names no service itself, but puts its VirtualService on the port.
+  assert.deepEqual(hostsOf(8080, [wiki], [vs('en', ['en.wikipedia.org'])]), [['en', ['en.wikipedia.org']]]);
+  // A VirtualService naming no service of the port counts on port 80 only.
+  assert.deepEqual(hostsOf(8080, [wiki], [vs('api', ['api.example.com'])]), []);
+  assert.deepEqual(hostsOf(80, [ECHO], [vs('api', ['api.example.com'])]), [['api', ['api.example.com']]]);
+  // A wildcard host matching a service (either way round) is that service's; one matching none is a host of its own.
+  assert.deepEqual(hostsOf(8080, [wiki], [vs('wild', ['*.org', '*.en.wikipedia.org', '*.example.net'])]), [['wild', ['*.example.net']]]);
+  // Without HTTP routes a VirtualService gives no virtual host.
+  assert.deepEqual(hostsOf(80, [ECHO], [vs('tcp-only', ['api.example.com'], false)]), []);
 });
 
 test('outbound route config per port: a virtual host per service, duplicates dropped, catch-all last', () => {

@@ -16,7 +16,7 @@ import { bindsOwnListener, inboundPorts, type InboundPorts } from '../../network
 import { buildIngressListeners, buildOutboundListeners, buildVirtualInbound, buildVirtualOutbound, sniffedProtocol, type InboundOptions, type ListenerConflict } from '../../networking/listener.js';
 import { usesAutoAllocation } from '../../networking/name-table.js';
 import { LOCALHOST, outboundClusterName, WILDCARD_ADDRESS } from '../../networking/names.js';
-import { inMeshName, outboundRouteConfig, routedByVirtualService, serviceVirtualHost, type OutboundRouteOptions } from '../../networking/route.js';
+import { inMeshName, nonServiceHosts, nonServiceVirtualHosts, outboundRouteConfig, routedByVirtualService, serviceVirtualHost, type OutboundRouteOptions } from '../../networking/route.js';
 import { clusterVariants, routeHashPolicy, ruleTraffic, withMeshLocalityLb } from '../../networking/traffic-policy.js';
 import { DEFAULT_LOCALITY_LB, type LocalityLbSetting } from '../../networking/locality-lb.js';
 import type { HashPolicyInit } from '../../networking/http-route.js';
@@ -253,7 +253,7 @@ export function sidecarRoutes(proxy: Proxy, push: PushContext, names?: ReadonlyS
         // Incremental: each service's virtual host by its own inputs, the configuration by its
         // hosts' identities, so a push that changes one service builds one host (and the
         // configurations that hold it), not every host of every scope.
-        const hosts = services.map((s) => virtualHost(s, port, opts, cache, optsKey));
+        const hosts = [...nonServiceHostsOf(port, services, opts, cache, optsKey), ...services.map((s) => virtualHost(s, port, opts, cache, optsKey))];
         return getOrBuild(cache, `rds:${port}:${opts.outboundTrafficPolicy}:${identityKey(hosts)}`, () => outboundRouteConfig(port, hosts, opts.outboundTrafficPolicy));
       });
   });
@@ -274,6 +274,18 @@ function virtualHost(s: Service, port: number, opts: OutboundRouteOptions, cache
   const hashPolicy = opts.hashPolicies?.[outboundClusterName(port, s.hostname)] ?? [];
   const key = `vhost:${serviceKey(s)}:${port}:${opts.domain}:${bareName}:${opts.defaultTimeout ?? 0}:${hashPolicy.length > 0 ? cacheKey('hash', hashPolicy) : ''}`;
   return getOrBuild(cache, key, () => serviceVirtualHost(s, port, opts));
+}
+
+/**
+ * The virtual hosts of VirtualService hosts that name no service on the port (route.ts,
+ * nonServiceHosts), through the dependency tier: keyed by which hosts they are and every option,
+ * as a VirtualService's service hosts are, so the configuration's hosts keep their identity.
+ */
+function nonServiceHostsOf(port: number, services: readonly Service[], opts: OutboundRouteOptions, cache: XdsCache | undefined, optsKey: () => string): readonly VirtualHost[] {
+  const groups = nonServiceHosts(port, services, opts.virtualServices ?? []);
+  if (groups.length === 0) return [];
+  const which = JSON.stringify(groups.map((g) => [g.vs.vs.metadata.namespace, g.vs.vs.metadata.name, g.hosts]));
+  return getOrBuild(cache, `vhost-vs-hosts:${port}:${which}:${optsKey()}`, () => nonServiceVirtualHosts(port, groups, opts));
 }
 
 /** Route hash policies of the clusters whose DestinationRule balances by consistent hash. */
