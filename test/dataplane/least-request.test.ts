@@ -116,7 +116,7 @@ describe('LEAST_REQUEST through mesh-proxy', () => {
     ads.set(TypeUrl.Listener, [listener('in', 0, [hcmChain({ cluster: 'app' })])]);
     proxy = new MeshProxy({ bootstrap: loadBootstrap({ path: writeBootstrap(dir, ads.port, 0) }), drainTimeMs: 1_000, initialBackoffMs: 50 });
     await proxy.start();
-    await eventually(() => assert.ok(proxy.listeners.info().find((l) => l.name === 'in')?.bound), 10_000);
+    await eventually(() => assert.ok(proxy.listeners.info().find((l) => l.name === 'in')?.bound, 'listener in is bound'), 10_000);
   });
 
   after(async () => {

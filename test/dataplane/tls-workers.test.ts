@@ -51,6 +51,6 @@ test('--concurrency 3: every worker serves the SDS certificate, and a renewal re
   const before = await sdsUpdates();
   const renewed = new X509Certificate(await w.renew()).serialNumber;
   // An SDS update counts as applied (and is ACKed) only once every worker applied it too.
-  await eventually(async () => assert.ok((await sdsUpdates()) > before), 15_000);
+  await eventually(async () => assert.ok((await sdsUpdates()) > before, 'another SDS update'), 15_000);
   for (let i = 0; i < 6; i++) assert.deepEqual(await call(), { serial: renewed, status: 'HTTP/1.1 200 OK' });
 });

@@ -91,7 +91,7 @@ test('editing the VirtualService moves the host to another service without a res
     assert.equal((JSON.parse(r.body) as { app?: string }).app, 'v2');
   }
   writeFileSync(file, original);
-  await eventually(async () => assert.ok('headers' in (JSON.parse((await viaGateway('httpbin.example.com')).body) as object)), 60_000);
+  await eventually(async () => assert.ok('headers' in (JSON.parse((await viaGateway('httpbin.example.com')).body) as object), 'httpbin answers through the gateway'), 60_000);
 });
 
 test('a server with httpsRedirect answers plaintext requests for its hosts with a 301 to https', async () => {

@@ -95,6 +95,6 @@ test('two discovery replicas serve a Service, its EndpointSlice and Pods as the 
   });
   stranger.start();
   clients.push(stranger);
-  await eventually(() => assert.ok(stranger.resources(TypeUrl.Listener).size > 0), 15_000);
+  await eventually(() => assert.ok(stranger.resources(TypeUrl.Listener).size > 0, 'listeners arrived'), 15_000);
   assert.equal(hasRbac(stranger), false);
 });

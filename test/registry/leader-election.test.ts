@@ -95,7 +95,7 @@ describe('leader election', () => {
     // Renewed while the other keeps trying: it stays the only leader.
     const renewed = held?.renewTime;
     await until(() => assert.notEqual(lease('mesh-status-leader-default')?.renewTime, renewed));
-    await until(() => assert.ok(api.requests.filter((r) => r.method === 'GET' && r.path.endsWith('/leases/mesh-status-leader-default')).length > 20));
+    await until(() => assert.ok(api.requests.filter((r) => r.method === 'GET' && r.path.endsWith('/leases/mesh-status-leader-default')).length > 20, 'the other replica keeps reading the Lease'));
     assert.equal(other.election.isLeader(), false);
     assert.equal(other.started, 0);
 
@@ -118,7 +118,7 @@ describe('leader election', () => {
     // While the holder keeps renewing (its record changes), the lock stays its own.
     for (let i = 0; i < 5; i++) {
       const seen = api.requests.filter((q) => q.path.endsWith('/leases/mesh-status-leader-canary')).length;
-      await until(() => assert.ok(api.requests.filter((q) => q.path.endsWith('/leases/mesh-status-leader-canary')).length > seen + 2));
+      await until(() => assert.ok(api.requests.filter((q) => q.path.endsWith('/leases/mesh-status-leader-canary')).length > seen + 2, 'more requests for the canary Lease'));
       const renewTime = new Date().toISOString();
       api.put({ ...leaseRef('mesh-status-leader-canary'), spec: { holderIdentity: 'meshd-gone', leaseDurationSeconds: 30, acquireTime: now, renewTime, leaseTransitions: 4 } } as StoredObject);
     }
@@ -139,9 +139,9 @@ describe('leader election', () => {
       const current = api.get(leaseRef('mesh-conflict-default'))!;
       api.put({ ...current, metadata: { ...current.metadata, annotations: { touched: 'yes' } } });
     }, '/leases/mesh-conflict-default');
-    await until(() => assert.ok(api.updates.some((u) => u.path.endsWith('/leases/mesh-conflict-default') && u.status === 409)));
+    await until(() => assert.ok(api.updates.some((u) => u.path.endsWith('/leases/mesh-conflict-default') && u.status === 409), 'a renewal met 409'));
     const conflict = api.updates.findIndex((u) => u.path.endsWith('/leases/mesh-conflict-default') && u.status === 409);
-    await until(() => assert.ok(api.updates.slice(conflict + 1).some((u) => u.path.endsWith('/leases/mesh-conflict-default') && u.status === 200)));
+    await until(() => assert.ok(api.updates.slice(conflict + 1).some((u) => u.path.endsWith('/leases/mesh-conflict-default') && u.status === 200), 'a renewal succeeded after the 409'));
     assert.equal(r.election.isLeader(), true);
     assert.equal(r.started, 1);
     assert.equal(r.ended, 0, 'the conflict did not end its term');

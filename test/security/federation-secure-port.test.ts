@@ -115,7 +115,7 @@ test('the secured port accepts a federated trust domain\'s workloads for xDS and
   await eventually(async () => assert.deepEqual(await xds(t, d, next), { served: true }), 15_000);
   Object.assign(reply, { status: 503, body: 'down' });
   const hits = ep.hits();
-  await eventually(() => assert.ok(ep.hits() >= hits + 2), 15_000);
+  await eventually(() => assert.ok(ep.hits() >= hits + 2, 'two more fetches of the bundle endpoint'), 15_000);
   assert.match(d.proc.output, /SPIFFE bundle of foreign\.org from https:\/\/localhost:\d+\/bundle failed, keeping the last good 1 root\(s\): HTTP 503/);
   assert.deepEqual(await xds(t, d, next), { served: true }, 'the last good root still verifies');
 });

@@ -42,7 +42,7 @@ describe('status written by the elected replica only', () => {
     const other = leader === 'meshd-a' ? 'meshd-b' : 'meshd-a';
     assert.ok(replicas.has(leader), `the Lease names a replica (${leader})`);
     // The API server stores a write before it answers; the writer counts it once answered.
-    await until(() => assert.ok(written(leader) > 0));
+    await until(() => assert.ok(written(leader) > 0, 'the leader wrote status'));
     api.put(dr);
     await until(() => assert.equal(statusOf(api).validationMessages, undefined));
     // Both replicas analysed the change; only the leader wrote.
@@ -59,7 +59,7 @@ describe('status written by the elected replica only', () => {
     await until(() => assert.equal(holder(), other));
     api.remove(dr);
     await until(() => assert.equal(statusOf(api).validationMessages?.length, 1));
-    await until(() => assert.ok(written(other) > 0));
+    await until(() => assert.ok(written(other) > 0, 'the new leader wrote status'));
   });
 
   it('when the Lease cannot be renewed, the leader stops writing', async () => {
