@@ -314,7 +314,7 @@ export class DiscoveryServer {
       this.analysis.publish();
       log.info(`config analysis on (PILOT_ENABLE_ANALYSIS): results at /debug/analyze and in the analysis log scope${this.status ? ', and in the resources\' status.validationMessages' : '; status.validationMessages is written only with PILOT_ENABLE_STATUS'}`);
     }
-    this.registry.onEvent((e) => this.pushes.trigger({ source: e.kind === 'endpoints' ? 'endpoints' : 'service' }));
+    this.registry.onEvent((e) => this.pushes.trigger(e.kind === 'service' ? { source: 'service' } : { source: 'endpoints', ...(e.headless ? { headless: true } : {}) }));
     this.pushes.start();
     this.elections.start();
     await this.listenGrpc('grpc', this.opts.grpcAddr, new PlaintextCredentials());

@@ -63,6 +63,24 @@ export interface ServiceInstance {
   readonly network: string;
   /** Cluster id of the registry that holds the workload. */
   readonly clusterId: string;
+  /**
+   * The Pod's own DNS name parts when it sets `spec.subdomain` (a StatefulSet's Pods do): its
+   * `spec.hostname`, else its name, and the subdomain. Under a headless service the Pod is then
+   * `<hostname>.<subdomain>.<namespace>.svc.<domain>`.
+   */
+  readonly podDns?: { readonly hostname: string; readonly subdomain: string };
+}
+
+/** The registry of the services converted from the orchestrator's Services. */
+export const ORCHESTRATOR_REGISTRY = 'Orchestrator';
+
+/**
+ * A service without an address of its own whose clients reach its endpoints by their own
+ * addresses (resolution NONE): an orchestrator Service with `clusterIP: None`, a ServiceEntry
+ * without addresses. Its host resolves to its endpoints' addresses.
+ */
+export function isHeadless(s: Pick<Service, 'resolution' | 'addresses'>): boolean {
+  return s.resolution === 'NONE' && s.addresses.length === 0;
 }
 
 const PROTOCOL_BY_LOWER: ReadonlyMap<string, Protocol> = new Map(PROTOCOLS.map((p) => [p.toLowerCase(), p]));

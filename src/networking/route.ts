@@ -6,7 +6,7 @@ import { RouteConfigurationSchema, type RouteConfiguration } from '../gen/envoy/
 import { RouteActionSchema, VirtualHostSchema, type VirtualHost } from '../gen/envoy/config/route/v3/route_components_pb.js';
 import type { MessageInitShape } from '@bufbuild/protobuf';
 import type { OutboundTrafficMode } from '../model/push-context.js';
-import type { Service } from '../model/service.js';
+import { isHeadless, ORCHESTRATOR_REGISTRY, type Service } from '../model/service.js';
 import { outboundClusterName, outboundRouteName, PASSTHROUGH_CLUSTER } from './names.js';
 import { MAX_DIRECT_RESPONSE_BODY_BYTES, seconds } from './common.js';
 import type { ResolvedVirtualService } from '../model/traffic.js';
@@ -37,9 +37,11 @@ export interface OutboundRouteOptions {
 /**
  * Every host a client may use for `service`: the host, and for in-mesh services
  * (`<name>.<ns>.svc.<domain>`) `<name>.<ns>.svc`, `<name>.<ns>`, and `<name>` from the same
- * namespace; plus the service's VIPs. Without ports: a sidecar's outbound route configuration
- * ignores the port in host matching, as the Go mesh's (see outboundRouteConfig); a proxyless
- * client's adds them (withPorts).
+ * namespace; plus the service's VIPs. A headless orchestrator Service's Pods have names of their
+ * own below it (a StatefulSet's `<pod>.<name>.<ns>.svc.<domain>`), so each name also matches as
+ * `*.<name>`, as the Go mesh's. Without ports: a sidecar's outbound route configuration ignores the
+ * port in host matching, as the Go mesh's (see outboundRouteConfig); a proxyless client's adds
+ * them (withPorts).
  */
 export function serviceDomains(service: Service, proxyNamespace: string, domain: string): string[] {
   const names = [service.hostname];
@@ -48,8 +50,14 @@ export function serviceDomains(service: Service, proxyNamespace: string, domain:
     names.push(`${short.name}.${short.namespace}.svc`, `${short.name}.${short.namespace}`);
     if (short.namespace === proxyNamespace) names.push(short.name);
   }
-  names.push(...service.addresses.filter((a) => !a.includes('/')));
+  if (service.registry === ORCHESTRATOR_REGISTRY && isHeadless(service)) names.push(...names.map((n) => `*.${n}`));
+  names.push(...service.addresses.filter((a) => !a.includes('/')).map(hostDomain));
   return names;
+}
+
+/** A host as a Host header carries it: an IPv6 address in brackets (RFC 3986), which is what stripping the port leaves. */
+export function hostDomain(host: string): string {
+  return host.includes(':') ? `[${host}]` : host;
 }
 
 /** Each domain with and without `:<port>`, for a route configuration that matches the port too. */
@@ -152,12 +160,12 @@ export function nonServiceHosts(port: number, services: readonly Service[], vss:
 
 /**
  * A virtual host `<host>:<port>` per non-service host, the host its only domain (the configuration
- * ignores ports), with its VirtualService's routes; none where no route is left for this proxy.
+ * ignores ports; an IPv6 address in brackets), with its VirtualService's routes; none where no route is left for this proxy.
  */
 export function nonServiceVirtualHosts(port: number, groups: readonly NonServiceHosts[], opts: OutboundRouteOptions): VirtualHost[] {
   return groups.flatMap(({ vs, hosts }) => {
     const routes = virtualServiceRoutes(vs, port, opts);
-    return routes?.length ? hosts.map((h) => create(VirtualHostSchema, { name: `${h}:${port}`, domains: [h], routes })) : [];
+    return routes?.length ? hosts.map((h) => create(VirtualHostSchema, { name: `${hostDomain(h)}:${port}`, domains: [hostDomain(h)], routes })) : [];
   });
 }
 

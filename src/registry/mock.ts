@@ -1,6 +1,6 @@
 // The `Mock` registry (`--registries Mock`): in memory, driven by tests and benchmarks. Every change
 // emits the event a real registry would, so pushes can be exercised without an orchestrator.
-import { EMPTY_LOCALITY, type Service, type ServiceInstance, type ServicePort } from '../model/service.js';
+import { EMPTY_LOCALITY, isHeadless, type Service, type ServiceInstance, type ServicePort } from '../model/service.js';
 import { compareServices, RegistryEvents, serviceKey, type RegistryEventHandler, type ServiceRegistry } from './types.js';
 
 /** An endpoint as a test writes it; the service's hostname/namespace and defaults are filled in. */
@@ -67,20 +67,20 @@ export class MockRegistry implements ServiceRegistry {
   setEndpoints(hostname: string, namespace: string, endpoints: readonly MockEndpoint[]): void {
     const entry = this.entry(hostname, namespace);
     entry.instances = endpoints.flatMap((e) => this.toInstances(entry.service, e));
-    this.emit('endpoints', 'update', entry.service);
+    this.emitEndpoints(entry.service);
   }
 
   addEndpoint(hostname: string, namespace: string, endpoint: MockEndpoint): void {
     const entry = this.entry(hostname, namespace);
     entry.instances = [...entry.instances, ...this.toInstances(entry.service, endpoint)];
-    this.emit('endpoints', 'update', entry.service);
+    this.emitEndpoints(entry.service);
   }
 
   /** Removes every instance at `address`. */
   removeEndpoint(hostname: string, namespace: string, address: string): void {
     const entry = this.entry(hostname, namespace);
     entry.instances = entry.instances.filter((i) => i.address !== address);
-    this.emit('endpoints', 'update', entry.service);
+    this.emitEndpoints(entry.service);
   }
 
   private entry(hostname: string, namespace: string): { service: Service; instances: ServiceInstance[] } {
@@ -107,7 +107,11 @@ export class MockRegistry implements ServiceRegistry {
     }));
   }
 
-  private emit(kind: 'service' | 'endpoints', event: 'add' | 'update' | 'delete', s: Pick<Service, 'hostname' | 'namespace'>): void {
+  private emit(kind: 'service', event: 'add' | 'update' | 'delete', s: Pick<Service, 'hostname' | 'namespace'>): void {
     this.events.emit({ kind, event, hostname: s.hostname, namespace: s.namespace, registry: this.name });
+  }
+
+  private emitEndpoints(s: Service): void {
+    this.events.emit({ kind: 'endpoints', event: 'update', hostname: s.hostname, namespace: s.namespace, registry: this.name, ...(isHeadless(s) ? { headless: true } : {}) });
   }
 }

@@ -1,7 +1,7 @@
 // The contract of a service registry (ServiceEntry/WorkloadEntry, Mock, later the orchestrator):
 // the services it knows, their instances, and change events that trigger pushes. Registries are
 // read synchronously when a PushContext is built, so each keeps its current state in memory.
-import type { Service, ServiceInstance } from '../model/service.js';
+import { isHeadless, type Service, type ServiceInstance } from '../model/service.js';
 
 export interface RegistryEvent {
   /** `service`: the service itself changed (ports, addresses...): a full push.
@@ -12,6 +12,8 @@ export interface RegistryEvent {
   readonly namespace: string;
   /** The registry that emitted it. */
   readonly registry: string;
+  /** The service is headless (model/service.ts isHeadless): its instances are also in the DNS name table. */
+  readonly headless?: boolean;
 }
 
 export type RegistryEventHandler = (event: RegistryEvent) => void;
@@ -96,7 +98,7 @@ export function emitChanges(
 ): void {
   const old = new Map(before.services.map((s) => [serviceKey(s), s]));
   const emit = (kind: 'service' | 'endpoints', event: 'add' | 'update' | 'delete', s: Service): void =>
-    events.emit({ kind, event, hostname: s.hostname, namespace: s.namespace, registry });
+    events.emit({ kind, event, hostname: s.hostname, namespace: s.namespace, registry, ...(isHeadless(s) ? { headless: true } : {}) });
   for (const s of after.services) {
     const key = serviceKey(s);
     const prev = old.get(key);

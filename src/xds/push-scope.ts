@@ -10,8 +10,8 @@ export type PushTrigger =
   | { readonly source: 'config'; readonly kind: string }
   /** The service registry: a service (hosts, ports, resolution) changed. */
   | { readonly source: 'service' }
-  /** The service registry: only the instances of a service changed. */
-  | { readonly source: 'endpoints' }
+  /** The service registry: only the instances of a service changed; `headless`: of a headless one (in the name table too). */
+  | { readonly source: 'endpoints'; readonly headless?: boolean }
   /** The JWKS resolver: the key set fetched from this jwksUri changed. */
   | { readonly source: 'jwks'; readonly uri: string }
   /** The credential store: a credentialName Secret was added, rotated or deleted. */

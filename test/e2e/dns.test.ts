@@ -3,7 +3,8 @@
 // not on main yet). The agent answers a ServiceEntry host that has no address with the address the
 // discovery server auto-allocated for it, and the sidecar's listener for that address carries the
 // app's connection to the ServiceEntry's endpoint; a name outside the mesh is forwarded to the
-// resolver of the pod's resolv.conf (one this test runs on the node's side of the veth).
+// resolver of the pod's resolv.conf (one this test runs on the node's side of the veth). A headless
+// ServiceEntry's host resolves to its endpoint's own address.
 import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { chownSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
@@ -17,15 +18,15 @@ import { TestResolver } from '../helpers/dns-resolver.js';
 
 const unavailable = podsUnavailable() ?? (readableBy(PROXY_UID) ? undefined : `the checkout ${REPO_ROOT} is not readable by uid ${PROXY_UID}`);
 
-/** A ServiceEntry with no address (so one is auto-allocated) and one endpoint outside the pod. */
-function external(name: string, host: string, port: number, portName: string, protocol: string, ip: string, target: number): string {
+/** A ServiceEntry with no address (so one is auto-allocated, unless resolution is NONE) and one endpoint outside the pod. */
+function external(name: string, host: string, port: number, portName: string, protocol: string, ip: string, target: number, resolution = 'STATIC'): string {
   return `apiVersion: networking.mesh.io/v1
 kind: ServiceEntry
 metadata: {name: ${name}, namespace: default}
 spec:
   hosts: ["${host}"]
   location: MESH_EXTERNAL
-  resolution: STATIC
+  resolution: ${resolution}
   ports: [{number: ${port}, name: ${portName}, protocol: ${protocol}}]
   endpoints: [{address: "${ip}", ports: {${portName}: ${target}}}]`;
 }
@@ -45,6 +46,8 @@ spec:
 ${external('external-http', 'some-external-host.example', 80, 'http', 'HTTP', outsideIp, outsidePort)}
 ---
 ${external('external-tcp', 'tcp-external.example', 7000, 'tcp', 'TCP', outsideIp, outsidePort)}
+---
+${external('headless', 'db.headless.example', outsidePort, 'http', 'HTTP', outsideIp, outsidePort, 'NONE')}
 `;
 }
 
@@ -138,6 +141,17 @@ describe('DNS capture: the agent answers mesh names in a pod, the sidecar carrie
     assert.equal(o.body, 'outside served tcp-external.example:7000 /raw');
     const stats = await appInPod(pod, 'http://127.0.0.1:15000/stats');
     assert.equal(statValue(stats.body ?? '', `listener.${o.address}_7000.downstream_cx_total`), 1, `no connection on the listener of ${o.address}:7000`);
+  });
+
+  it('a headless ServiceEntry host (resolution NONE, no address) resolves to its endpoint, reached through the sidecar at that address', async () => {
+    const port = (outside.address() as AddressInfo).port;
+    const o = await appInPod(pod, `http://db.headless.example:${port}/direct`);
+    assert.equal(o.address, pod.hostIp, JSON.stringify(o));
+    assert.equal(o.status, 200, JSON.stringify(o));
+    assert.equal(o.body, `outside served db.headless.example:${port} /direct`);
+    assert.ok(!resolver.asked.some((q) => q.includes('headless.example')), `the mesh name went upstream: ${resolver.asked.join(', ')}`);
+    const stats = await appInPod(pod, 'http://127.0.0.1:15000/stats');
+    assert.equal(statValue(stats.body ?? '', `cluster.outbound|${port}||db.headless.example.upstream_rq_total`), 1, 'not through the service\'s cluster');
   });
 
   it('a name outside the mesh is answered by the upstream resolver of resolv.conf', async () => {

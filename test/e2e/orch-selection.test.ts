@@ -3,15 +3,19 @@
 // (PILOT_ENABLE_ORCH_SELECT_WORKLOAD_ENTRIES), a ServiceEntry's workloadSelector selects ready Pods
 // (PILOT_ENABLE_SERVICEENTRY_SELECT_PODS), both seen in /debug/endpointz, and a captured proxy gets
 // an outbound listener per Pod of a headless Service's TCP port (PILOT_ENABLE_HEADLESS_SERVICE_POD_LISTENERS),
-// seen over a real xDS stream. Set to false, none of the three happens.
+// seen over a real xDS stream. Set to false, none of the three happens. The headless Service's name
+// and its Pods' own names are in the proxy's DNS name table, following scaling either way.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { AdsClient } from '../../src/envoy/ads-client.js';
-import { TypeUrl } from '../../src/envoy/types.js';
+import { TypeUrl, unpack } from '../../src/envoy/types.js';
+import { NameTableSchema, type NameTable } from '../../src/gen/mesh/v1/dns_pb.js';
+import type { RouteConfiguration } from '../../src/gen/envoy/config/route/v3/route_pb.js';
 import { discoveryArgs, eventually, Running, start } from '../helpers/proc.js';
+import { adsClient, sotw } from '../xds/harness.js';
 import { endpointSlice, namespace, node, pod, service, standIn } from '../registry/orch-fixtures.js';
 import type { FakeApiServer, StoredObject } from '../config/fake-apiserver.js';
 
@@ -57,7 +61,8 @@ async function instancesOf(http: string, hostname: string): Promise<string[]> {
 }
 
 const HEADLESS_PORTS = [{ name: 'tcp', port: 5432 }, { name: 'http-web', port: 8080 }];
-const headlessSlice = (ips: string[]) => endpointSlice('dbh', 'ns', HEADLESS_PORTS, ips.map((ip, i) => ({ ip, pod: `dbh-${i + 1}` })));
+/** The headless service's slice: 10.0.3.<n> is Pod dbh-<n>. */
+const headlessSlice = (ips: string[]) => endpointSlice('dbh', 'ns', HEADLESS_PORTS, ips.map((ip) => ({ ip, pod: `dbh-${ip.split('.').at(-1)}` })));
 
 interface Discovery {
   readonly http: string;
@@ -65,13 +70,50 @@ interface Discovery {
   readonly api: FakeApiServer;
 }
 
-/** A captured proxy of the headless service's first Pod; its listener names. */
-function headlessProxy(t: { after(fn: () => void): void }, grpc: string): () => string[] {
-  const ads = new AdsClient({ address: grpc, node: { id: 'sidecar~10.0.3.1~dbh-1.ns~ns.svc.cluster.local', metadata: { NAMESPACE: 'ns', INTERCEPTION_MODE: 'REDIRECT' } }, onUpdate: () => undefined });
+const HEADLESS_PROXY = { id: 'sidecar~10.0.3.1~dbh-1.ns~ns.svc.cluster.local', metadata: { NAMESPACE: 'ns', INTERCEPTION_MODE: 'REDIRECT', DNS_CAPTURE: 'true' } };
+
+/** A captured proxy (DNS capture on) of the headless service's first Pod. */
+function headlessProxy(t: { after(fn: () => void): void }, grpc: string): AdsClient {
+  const ads = new AdsClient({ address: grpc, node: HEADLESS_PROXY, onUpdate: () => undefined });
   ads.start();
   t.after(() => ads.close());
-  // The ServiceEntry's own 240.0.0.9_5432 is not the headless service's.
+  return ads;
+}
+
+/** Its listener names for the headless service's ports (the ServiceEntry's own 240.0.0.9_5432 is not the headless service's). */
+function headlessListeners(ads: AdsClient): () => string[] {
   return () => [...ads.resources(TypeUrl.Listener).keys()].filter((n) => (n.endsWith('_5432') || n.endsWith('_80')) && !n.startsWith('240.')).sort();
+}
+
+/**
+ * Its DNS name table's entries under the headless service (`host -> ips`), from the latest table on
+ * a stream of its own that subscribes and ACKs the table as the agent does.
+ */
+function headlessNames(t: { after(fn: () => void): void }, grpc: string): () => string[] {
+  const client = adsClient(grpc);
+  const stream = sotw(client);
+  let table: NameTable | undefined;
+  stream.send({ node: HEADLESS_PROXY, typeUrl: TypeUrl.NameTable });
+  void (async () => {
+    for (;;) {
+      const r = await stream.next().catch(() => undefined);
+      if (!r) return;
+      table = r.resources[0] ? unpack(r.resources[0], NameTableSchema) : undefined;
+      stream.send({ typeUrl: TypeUrl.NameTable, versionInfo: r.versionInfo, responseNonce: r.nonce });
+    }
+  })();
+  t.after(() => {
+    stream.close();
+    client.close();
+  });
+  return () => Object.entries(table?.table ?? {}).filter(([h]) => h.endsWith('dbh.ns.svc.cluster.local')).map(([h, i]) => `${h} -> ${i.ips.join(',')}`).sort();
+}
+
+/** A Pod of the headless service named under it, as a StatefulSet's are (`spec.subdomain`; the hostname defaults to the Pod's name). */
+function statefulPod(name: string, ip: string): StoredObject {
+  const p = pod(name, 'ns', ip, { app: 'dbh' });
+  (p.spec as Record<string, unknown>).subdomain = 'dbh';
+  return p;
 }
 
 async function discovery(t: { after(fn: () => Promise<void> | void): void }, env: Record<string, string>): Promise<Discovery> {
@@ -87,8 +129,8 @@ async function discovery(t: { after(fn: () => Promise<void> | void): void }, env
     dbPod('db-2', '10.0.2.2', false),
     dbPod('db-other', '10.0.2.3', true, 'other'),
     service('dbh', 'ns', [{ name: 'tcp', port: 5432 }, { name: 'http-web', port: 80, targetPort: 8080 }], { clusterIP: 'None' }),
-    pod('dbh-1', 'ns', '10.0.3.1', { app: 'dbh' }),
-    pod('dbh-2', 'ns', '10.0.3.2', { app: 'dbh' }),
+    statefulPod('dbh-1', '10.0.3.1'),
+    statefulPod('dbh-2', '10.0.3.2'),
     headlessSlice(['10.0.3.1', '10.0.3.2']),
   ]) {
     api.put(o);
@@ -122,19 +164,41 @@ test('PILOT_ENABLE_ORCH_SELECT_WORKLOAD_ENTRIES, PILOT_ENABLE_SERVICEENTRY_SELEC
   }, 15_000);
   assert.deepEqual(await instancesOf(http, 'vm.ns.svc.cluster.local'), []);
   assert.deepEqual(await instancesOf(http, 'db.example.com'), []);
-  const listeners = headlessProxy(t, grpc);
+  const listeners = headlessListeners(headlessProxy(t, grpc));
   // One wildcard listener for the headless TCP port, as for any service without an address.
   await eventually(() => assert.deepEqual(listeners(), ['0.0.0.0_5432', '0.0.0.0_80']), 15_000);
 });
 
-test('spec default: a captured proxy gets a listener per Pod of a headless Service\'s TCP port (not its own), and follows scaling', { timeout: 60_000 }, async (t) => {
+test('spec default: a captured proxy gets a listener per Pod of a headless Service\'s TCP port (not its own), and follows scaling; so do its DNS names and routes', { timeout: 60_000 }, async (t) => {
   const { grpc, api } = await discovery(t, {});
-  const listeners = headlessProxy(t, grpc);
+  const ads = headlessProxy(t, grpc);
+  const listeners = headlessListeners(ads);
+  const names = headlessNames(t, grpc);
   // HTTP stays on the wildcard (told apart by Host); the proxy's own Pod 10.0.3.1 has no outbound listener.
   await eventually(() => assert.deepEqual(listeners(), ['0.0.0.0_80', '10.0.3.2_5432']), 15_000);
-  api.put(pod('dbh-3', 'ns', '10.0.3.3', { app: 'dbh' }));
+  // The service's name resolves to its Pods, each Pod's own name to it.
+  await eventually(() => assert.deepEqual(names(), ['dbh-1.dbh.ns.svc.cluster.local -> 10.0.3.1', 'dbh-2.dbh.ns.svc.cluster.local -> 10.0.3.2', 'dbh.ns.svc.cluster.local -> 10.0.3.1,10.0.3.2']), 15_000);
+  // An HTTP request for a Pod's name finds the service's virtual host (`*.dbh...`), not the catch-all.
+  const routes = ads.resources(TypeUrl.RouteConfiguration).get('80')?.message as RouteConfiguration | undefined;
+  const vhost = routes?.virtualHosts.find((v) => v.name === 'dbh.ns.svc.cluster.local:80');
+  assert.deepEqual(vhost?.domains.filter((d) => d.startsWith('*')), ['*.dbh.ns.svc.cluster.local', '*.dbh.ns.svc', '*.dbh.ns', '*.dbh']);
+  api.put(statefulPod('dbh-3', '10.0.3.3'));
   api.put(headlessSlice(['10.0.3.1', '10.0.3.2', '10.0.3.3']));
   await eventually(() => assert.deepEqual(listeners(), ['0.0.0.0_80', '10.0.3.2_5432', '10.0.3.3_5432']), 15_000);
+  await eventually(() => assert.ok(names().includes('dbh-3.dbh.ns.svc.cluster.local -> 10.0.3.3'), `no dbh-3 in ${names().join('; ')}`), 15_000);
   api.put(headlessSlice(['10.0.3.1', '10.0.3.3']));
   await eventually(() => assert.deepEqual(listeners(), ['0.0.0.0_80', '10.0.3.3_5432']), 15_000);
+  await eventually(() => assert.deepEqual(names(), ['dbh-1.dbh.ns.svc.cluster.local -> 10.0.3.1', 'dbh-3.dbh.ns.svc.cluster.local -> 10.0.3.3', 'dbh.ns.svc.cluster.local -> 10.0.3.1,10.0.3.3']), 15_000);
+});
+
+test('PILOT_ENABLE_HEADLESS_SERVICE_POD_LISTENERS false: a headless Service\'s DNS names still follow its Pods (an endpoint push with the name table)', { timeout: 60_000 }, async (t) => {
+  const { grpc, api } = await discovery(t, { PILOT_ENABLE_HEADLESS_SERVICE_POD_LISTENERS: 'false' });
+  const ads = headlessProxy(t, grpc);
+  const names = headlessNames(t, grpc);
+  await eventually(() => assert.notEqual(ads.version(TypeUrl.Listener), ''), 15_000);
+  await eventually(() => assert.deepEqual(names(), ['dbh-1.dbh.ns.svc.cluster.local -> 10.0.3.1', 'dbh-2.dbh.ns.svc.cluster.local -> 10.0.3.2', 'dbh.ns.svc.cluster.local -> 10.0.3.1,10.0.3.2']), 15_000);
+  const listenersVersion = ads.version(TypeUrl.Listener);
+  api.put(headlessSlice(['10.0.3.2']));
+  await eventually(() => assert.deepEqual(names(), ['dbh-2.dbh.ns.svc.cluster.local -> 10.0.3.2', 'dbh.ns.svc.cluster.local -> 10.0.3.2']), 15_000);
+  assert.equal(ads.version(TypeUrl.Listener), listenersVersion, 'no listener push for it');
 });

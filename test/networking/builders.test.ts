@@ -14,7 +14,7 @@ import { addr, hcmOf, listenerByName, svc, tcpClusterOf } from './envoy.js';
 import { blackHoleCluster, buildInboundCluster, buildOutboundCluster, passthroughCluster } from '../../src/networking/cluster.js';
 import { buildLoadAssignment } from '../../src/networking/endpoint.js';
 import { buildIngressListeners, buildOutboundListeners, buildVirtualInbound, buildVirtualOutbound } from '../../src/networking/listener.js';
-import { buildInboundRouteConfig, buildOutboundRouteConfig, nonServiceHosts, serviceDomains, withPorts } from '../../src/networking/route.js';
+import { buildInboundRouteConfig, buildOutboundRouteConfig, nonServiceHosts, nonServiceVirtualHosts, serviceDomains, withPorts } from '../../src/networking/route.js';
 import type { VirtualService } from '../../src/api/types.js';
 import { inboundClusterName, outboundClusterName, parseClusterName } from '../../src/networking/names.js';
 import { clusterPolicy } from '../../src/networking/traffic-policy.js';
@@ -128,6 +128,20 @@ test('virtual host domains: FQDN, short names by namespace, VIPs, without port; 
   assert.deepEqual(withPorts(serviceDomains(svc({ hostname: 'api.example.com', ports: [] }), 'foo', 'cluster.local'), 443), ['api.example.com', 'api.example.com:443']);
 });
 
+test('virtual host domains: an IPv6 VIP in brackets, as a Host header carries it; a headless orchestrator Service also below each name', () => {
+  const dual = svc({ hostname: 'dual.example.com', ports: [], addresses: ['10.96.0.11', 'fd00::11', '10.97.0.0/16'] });
+  assert.deepEqual(serviceDomains(dual, 'foo', 'cluster.local'), ['dual.example.com', '10.96.0.11', '[fd00::11]']);
+  assert.deepEqual(withPorts(['[fd00::11]'], 80), ['[fd00::11]', '[fd00::11]:80']);
+  // A StatefulSet's Pods are `<pod>.db.foo.svc.cluster.local`: each name of the service as a wildcard too.
+  const db = svc({ hostname: 'db.foo.svc.cluster.local', ports: [], resolution: 'NONE', registry: 'Orchestrator' });
+  assert.deepEqual(serviceDomains(db, 'foo', 'cluster.local'), [
+    'db.foo.svc.cluster.local', 'db.foo.svc', 'db.foo', 'db', '*.db.foo.svc.cluster.local', '*.db.foo.svc', '*.db.foo', '*.db',
+  ]);
+  // Not for a ServiceEntry without addresses, nor a headless Service given EDS (PILOT_ENABLE_EDS_FOR_HEADLESS_SERVICES).
+  assert.deepEqual(serviceDomains({ ...db, registry: 'ServiceEntry' }, 'bar', 'cluster.local'), ['db.foo.svc.cluster.local', 'db.foo.svc', 'db.foo']);
+  assert.deepEqual(serviceDomains({ ...db, resolution: 'STATIC' }, 'bar', 'cluster.local'), ['db.foo.svc.cluster.local', 'db.foo.svc', 'db.foo']);
+});
+
 test("VirtualService hosts that name no service on a port, as the Go mesh separates them", () => {
   const wiki = svc({ hostname: '*.wikipedia.org', ports: [{ name: 'http', port: 8080, protocol: 'HTTP' }] });
   const vs = (name: string, hosts: string[], http = true) => ({
@@ -144,6 +158,9 @@ test("VirtualService hosts that name no service on a port, as the Go mesh separa
   assert.deepEqual(hostsOf(8080, [wiki], [vs('wild', ['*.org', '*.en.wikipedia.org', '*.example.net'])]), [['wild', ['*.example.net']]]);
   // Without HTTP routes a VirtualService gives no virtual host.
   assert.deepEqual(hostsOf(80, [ECHO], [vs('tcp-only', ['api.example.com'], false)]), []);
+  // An IPv6 address as a host: in brackets, in the name and the domain.
+  const v6 = nonServiceVirtualHosts(80, nonServiceHosts(80, [ECHO], [vs('v6', ['fd00::9'])]), { domain: 'cluster.local', proxyNamespace: 'foo', outboundTrafficPolicy: 'ALLOW_ANY' });
+  assert.deepEqual(v6.map((h) => [h.name, h.domains]), [['[fd00::9]:80', ['[fd00::9]']]]);
 });
 
 test('outbound route config per port: a virtual host per service, duplicates dropped, catch-all last', () => {

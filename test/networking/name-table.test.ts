@@ -8,6 +8,7 @@ import { ListenerSchema } from '../../src/gen/envoy/config/listener/v3/listener_
 import { NameTableSchema, type NameTable } from '../../src/gen/mesh/v1/dns_pb.js';
 import { allocateAddresses, allocatedFor } from '../../src/model/auto-allocate.js';
 import { ProxyParseError } from '../../src/model/proxy.js';
+import { EMPTY_LOCALITY, type Service, type ServiceInstance } from '../../src/model/service.js';
 import { buildNameTable } from '../../src/networking/name-table.js';
 import type { ProxyInfo } from '../../src/xds/generator.js';
 import { createMeshGenerators } from '../../src/xds/generators/index.js';
@@ -86,12 +87,12 @@ test('name table: ServiceEntry hosts with their addresses; hosts without one onl
   const push = pushOf(MESH);
   const proxy = sidecarProxy('10.0.0.1', 'echo-1', 'foo');
   const services = push.sidecarScope(proxy).services;
-  const plain = buildNameTable({ services, allocated: allocatedFor(push), autoAllocate: false, domain: 'cluster.local' });
+  const plain = buildNameTable({ services, instances: (x) => push.instances(x), allocated: allocatedFor(push), autoAllocate: false, domain: 'cluster.local', clusterId: '' });
   assert.deepEqual(entries(plain), {
     'db.foo.svc.cluster.local': { ips: ['10.96.0.20'], shortname: '', namespace: '', registry: 'ServiceEntry' },
     'echo.foo.svc.cluster.local': { ips: ['10.96.0.10'], shortname: '', namespace: '', registry: 'ServiceEntry' },
   });
-  const auto = buildNameTable({ services, allocated: allocatedFor(push), autoAllocate: true, domain: 'cluster.local' });
+  const auto = buildNameTable({ services, instances: (x) => push.instances(x), allocated: allocatedFor(push), autoAllocate: true, domain: 'cluster.local', clusterId: '' });
   assert.deepEqual(auto.table['api.example.com']?.ips, [allocatedFor(push).get('api.example.com')]);
   assert.match(auto.table['api.example.com']!.ips[0]!, /^240\.240\./);
 });
@@ -107,9 +108,11 @@ test('name table: registry services carry short-name information, merged hosts, 
       svc({ hostname: 'deep.name.foo.svc.cluster.local', ports: HTTP, addresses: ['10.96.1.2'], registry: 'Mock' }),
       svc({ hostname: 'other.foo.svc.example.org', ports: HTTP, addresses: ['10.96.1.3'], registry: 'Mock' }),
     ],
+    instances: () => [],
     allocated: new Map(),
     autoAllocate: false,
     domain: 'cluster.local',
+    clusterId: '',
   });
   assert.deepEqual(entries(table), {
     'echo.foo.svc.cluster.local': { ips: ['10.96.1.1'], shortname: 'echo', namespace: 'foo', registry: 'Mock' },
@@ -117,6 +120,54 @@ test('name table: registry services carry short-name information, merged hosts, 
     'deep.name.foo.svc.cluster.local': { ips: ['10.96.1.2'], shortname: '', namespace: '', registry: 'Mock' },
     'other.foo.svc.example.org': { ips: ['10.96.1.3'], shortname: '', namespace: '', registry: 'Mock' },
   });
+});
+
+/** Instances of a headless service on two ports, some Pods with a subdomain, one in another cluster. */
+function headlessInstances(s: Service): ServiceInstance[] {
+  const at = (address: string, clusterId: string, pod?: string): ServiceInstance[] =>
+    s.ports.map((servicePort) => ({
+      hostname: s.hostname, namespace: s.namespace, servicePort, address, endpointPort: servicePort.port, labels: {}, serviceAccount: '',
+      locality: EMPTY_LOCALITY, weight: 1, network: '', clusterId, ...(pod ? { podDns: { hostname: pod, subdomain: 'db' } } : {}),
+    }));
+  if (s.hostname === 'db.foo.svc.cluster.local') {
+    return [...at('10.4.0.1', 'c1', 'db-0'), ...at('10.4.0.2', 'c1', 'db-1'), ...at('10.4.0.3', 'c1'), ...at('10.9.0.1', 'c2', 'db-1'), ...at('10.9.0.2', 'c2', 'db-2')];
+  }
+  if (s.hostname === 'vms.example.com') return [...at('10.5.0.1', 'c1'), ...at('vm.example.com', 'c1'), ...at('2001:db8::5', 'c1')];
+  return at('10.6.0.1', 'c1', 'x-0');
+}
+
+test('name table: a headless service resolves to its instances\' addresses, a Pod with a subdomain to its own (its cluster\'s first)', () => {
+  const db = svc({ hostname: 'db.foo.svc.cluster.local', ports: [...HTTP, ...TCP], resolution: 'NONE', registry: 'Orchestrator' });
+  const table = buildNameTable({
+    services: [
+      db,
+      svc({ hostname: 'vms.example.com', ports: TCP, resolution: 'NONE', registry: 'ServiceEntry' }),
+      // Resolution NONE with an address, or another resolution: not headless, their instances are not looked at.
+      svc({ hostname: 'vip.foo.svc.cluster.local', ports: TCP, resolution: 'NONE', addresses: ['10.96.7.7'], registry: 'Orchestrator' }),
+      svc({ hostname: 'static.example.com', ports: TCP, resolution: 'STATIC', registry: 'ServiceEntry' }),
+      // A ServiceEntry host that a Pod name takes over.
+      svc({ hostname: 'db-0.db.foo.svc.cluster.local', ports: TCP, addresses: ['10.96.8.8'], registry: 'ServiceEntry' }),
+    ],
+    instances: headlessInstances,
+    allocated: new Map(),
+    autoAllocate: false,
+    domain: 'cluster.local',
+    clusterId: 'c1',
+  });
+  assert.deepEqual(entries(table), {
+    // Every address once though each is an instance on both ports; other clusters' Pods too.
+    'db.foo.svc.cluster.local': { ips: ['10.4.0.1', '10.4.0.2', '10.4.0.3', '10.9.0.1', '10.9.0.2'], shortname: 'db', namespace: 'foo', registry: 'Orchestrator' },
+    'db-0.db.foo.svc.cluster.local': { ips: ['10.4.0.1'], shortname: 'db-0.db', namespace: 'foo', registry: 'Orchestrator' },
+    // db-1 in both clusters: the proxy's own cluster's Pod; db-2 only in the other one.
+    'db-1.db.foo.svc.cluster.local': { ips: ['10.4.0.2'], shortname: 'db-1.db', namespace: 'foo', registry: 'Orchestrator' },
+    'db-2.db.foo.svc.cluster.local': { ips: ['10.9.0.2'], shortname: 'db-2.db', namespace: 'foo', registry: 'Orchestrator' },
+    // A ServiceEntry without addresses: its endpoints' IP addresses, not a DNS name.
+    'vms.example.com': { ips: ['10.5.0.1', '2001:db8::5'], shortname: '', namespace: '', registry: 'ServiceEntry' },
+    'vip.foo.svc.cluster.local': { ips: ['10.96.7.7'], shortname: 'vip', namespace: 'foo', registry: 'Orchestrator' },
+  });
+  // The proxy of the other cluster gets that cluster's db-1.
+  const other = buildNameTable({ services: [db], instances: headlessInstances, allocated: new Map(), autoAllocate: false, domain: 'cluster.local', clusterId: 'c2' });
+  assert.deepEqual(other.table['db-1.db.foo.svc.cluster.local']?.ips, ['10.9.0.1']);
 });
 
 function info(namespace: string, meta: JsonObject): ProxyInfo {

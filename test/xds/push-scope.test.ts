@@ -7,6 +7,7 @@ import { MESH_XDS_TYPES, type XdsType } from '../../src/xds/generators/index.js'
 import { cds } from '../../src/xds/generators/cds.js';
 import { eds } from '../../src/xds/generators/eds.js';
 import { lds } from '../../src/xds/generators/lds.js';
+import { nds } from '../../src/xds/generators/nds.js';
 import { rds } from '../../src/xds/generators/rds.js';
 import { sds } from '../../src/xds/generators/sds.js';
 import { TypeUrl } from '../../src/envoy/types.js';
@@ -23,6 +24,7 @@ const TRIGGERS: Record<string, PushTrigger> = {
   WorkloadGroup: config('WorkloadGroup'),
   service: { source: 'service' },
   endpoints: { source: 'endpoints' },
+  headlessEndpoints: { source: 'endpoints', headless: true },
   jwks: { source: 'jwks', uri: 'https://issuer.example/jwks' },
   credential: { source: 'credential', namespace: 'gw', name: 'site' },
 };
@@ -42,7 +44,12 @@ test('RDS and CDS: services and non-policy config; CDS also PeerAuthentication (
 });
 
 test('EDS: services, non-policy config and endpoint changes', () => {
-  assert.deepEqual(pushedBy(eds), ['Sidecar', 'service', 'endpoints']);
+  assert.deepEqual(pushedBy(eds), ['Sidecar', 'service', 'endpoints', 'headlessEndpoints']);
+});
+
+test('NDS: services, non-policy config, and the endpoints of headless services only (their hosts resolve to them)', () => {
+  assert.deepEqual(pushedBy(nds), ['Sidecar', 'service', 'headlessEndpoints']);
+  assert.deepEqual(pushFor(MESH_XDS_TYPES, TRIGGERS.headlessEndpoints!), { reason: 'endpoint', types: new Set([TypeUrl.ClusterLoadAssignment, TypeUrl.NameTable]), endpointsOnly: true });
 });
 
 test('registered types: the four Envoy types in make-before-break order, then the DNS name table and credential secrets', () => {

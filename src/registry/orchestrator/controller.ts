@@ -8,7 +8,7 @@ import { scope } from '../../common/log.js';
 import { counter, gauge } from '../../common/metrics.js';
 import { cachingHandlers, collectionPath, InformerGroup, OrchestratorClient, type InformerGroupOptions, type ResourceType } from '../../config/informer.js';
 import type { WorkloadEntry } from '../../api/types.js';
-import type { Service } from '../../model/service.js';
+import { isHeadless, type Service } from '../../model/service.js';
 import type { ConfigStore } from '../../config/store.js';
 import { RecomputedRegistry } from '../recomputed.js';
 import type { PodWorkloads, SelectableWorkload } from '../serviceentry.js';
@@ -104,7 +104,7 @@ export class OrchestratorRegistry extends RecomputedRegistry<RegistryState> impl
 
   /** Headless services have a listener per Pod (PILOT_ENABLE_HEADLESS_SERVICE_POD_LISTENERS): a Pod change is a full push. */
   protected override instancesShapeListeners(s: Service): boolean {
-    return (this.options.headlessPodListeners ?? settingDefault('PILOT_ENABLE_HEADLESS_SERVICE_POD_LISTENERS')) && s.resolution === 'NONE' && s.addresses.length === 0;
+    return (this.options.headlessPodListeners ?? settingDefault('PILOT_ENABLE_HEADLESS_SERVICE_POD_LISTENERS')) && isHeadless(s);
   }
 
   /** Ready Pods as workloads a ServiceEntry's workloadSelector may select. */

@@ -4,11 +4,11 @@
 import type { V1Endpoints, V1EndpointSlice, V1Node, V1Pod, V1Service, V1ServicePort } from '@kubernetes/client-node';
 import type { WorkloadEntry } from '../../api/types.js';
 import { labelsMatch } from '../../model/selection.js';
-import { EMPTY_LOCALITY, localityString, portProtocol, type Locality, type Protocol, type Resolution, type Service, type ServiceInstance, type ServicePort } from '../../model/service.js';
+import { EMPTY_LOCALITY, localityString, ORCHESTRATOR_REGISTRY, portProtocol, type Locality, type Protocol, type Resolution, type Service, type ServiceInstance, type ServicePort } from '../../model/service.js';
 import { workloadInstance, type SelectableWorkload } from '../serviceentry.js';
 import { compareServices, serviceKey } from '../types.js';
 
-export const REGISTRY_NAME = 'Orchestrator';
+export const REGISTRY_NAME = ORCHESTRATOR_REGISTRY;
 /** The EndpointSlice label naming its Service. */
 export const SERVICE_NAME_LABEL = 'kubernetes.io/service-name';
 /** Node topology labels (the orchestrator's well-known ones) and the mesh's sub-zone label. */
@@ -167,6 +167,13 @@ function slicesByService(slices: ReadonlyMap<string, V1EndpointSlice>): Map<stri
   return by;
 }
 
+/** A Pod's DNS name parts, as the orchestrator names Pods with `spec.subdomain` (hostname defaults to the Pod's name). */
+function podDnsOf(pod: V1Pod | undefined): Pick<ServiceInstance, 'podDns'> {
+  const subdomain = pod?.spec?.subdomain;
+  if (!subdomain) return {};
+  return { podDns: { hostname: pod.spec?.hostname || pod.metadata?.name || '', subdomain } };
+}
+
 /** Everything the registry serves, from the informers' caches. */
 export function convertCluster(objects: ClusterObjects, opts: ConvertOptions): RegistryState {
   const stats: EndpointStats = { notReady: 0, noPod: 0, pendingPods: [] };
@@ -212,6 +219,7 @@ export function convertCluster(objects: ClusterObjects, opts: ConvertOptions): R
           weight: 1,
           network: pod?.metadata?.labels?.[NETWORK_LABEL] ?? '',
           clusterId: opts.clusterId,
+          ...podDnsOf(pod),
         });
       });
     }

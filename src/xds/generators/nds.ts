@@ -2,10 +2,11 @@
 // proxy, for proxies whose node metadata says DNS_CAPTURE=true; any other proxy that subscribes gets
 // an empty set (the Go mesh sends them nothing to resolve either).
 //
-// Push scope: the table is a function of the services a proxy sees and their addresses, so it is
-// pushed by service changes and non-policy config changes (Sidecar, ...), as CDS is, and not by
-// endpoint-only or policy-only pushes. A regenerated table that is unchanged is not resent (the
-// server compares versions).
+// Push scope: the table is a function of the services a proxy sees, their addresses and (for headless
+// services) their instances, so it is pushed by service changes, by instance changes of headless
+// services, and by non-policy config changes (Sidecar, ...), as CDS is; not by other endpoint-only
+// pushes or policy-only ones. A regenerated table that is unchanged is not resent (the server
+// compares versions).
 import { anyPack } from '@bufbuild/protobuf/wkt';
 import { TypeUrl } from '../../envoy/types.js';
 import { NameTableSchema } from '../../gen/mesh/v1/dns_pb.js';
@@ -19,13 +20,14 @@ import type { XdsType } from './context.js';
 export const NAME_TABLE_RESOURCE = 'nametable';
 
 // The table depends only on the sidecar scope (shared by the proxies of a namespace or Sidecar, and
-// immutable like its snapshot) and on whether the proxy takes allocated addresses: built and
-// serialized once per scope and flag.
-const perScope = new WeakMap<object, Map<boolean, XdsResource>>();
+// immutable like its snapshot, whose instances it reads), on whether the proxy takes allocated
+// addresses and on its cluster (a headless service's Pod names): built and serialized once per
+// scope, flag and cluster.
+const perScope = new WeakMap<object, Map<string, XdsResource>>();
 
 export const nds: XdsType = {
   typeUrl: TypeUrl.NameTable,
-  pushedBy: (t: PushTrigger) => t.source === 'service' || isNonSecurityConfigChange(t),
+  pushedBy: (t: PushTrigger) => t.source === 'service' || (t.source === 'endpoints' && t.headless === true) || isNonSecurityConfigChange(t),
   generator: (ctx) => ({
     generate: ({ proxy: info }) => {
       const proxy = ctx.opts.proxies.of(info);
@@ -35,11 +37,12 @@ export const nds: XdsType = {
       const autoAllocate = usesAutoAllocation(proxy);
       let byFlag = perScope.get(scope);
       if (!byFlag) perScope.set(scope, (byFlag = new Map()));
-      let resource = byFlag.get(autoAllocate);
+      const key = `${autoAllocate}|${proxy.clusterId}`;
+      let resource = byFlag.get(key);
       if (!resource) {
-        const table = buildNameTable({ services: scope.services, allocated: allocatedFor(push), autoAllocate, domain: push.domain });
+        const table = buildNameTable({ services: scope.services, instances: (s) => push.instances(s), allocated: allocatedFor(push), autoAllocate, domain: push.domain, clusterId: proxy.clusterId });
         resource = { name: NAME_TABLE_RESOURCE, resource: anyPack(NameTableSchema, table) };
-        byFlag.set(autoAllocate, resource);
+        byFlag.set(key, resource);
       }
       return [resource];
     },

@@ -10,7 +10,7 @@ import type { Filter as NetworkFilter } from '../../gen/envoy/config/listener/v3
 import { allocatedFor, withAllocatedAddresses } from '../../model/auto-allocate.js';
 import type { Proxy } from '../../model/proxy.js';
 import type { PushContext, SidecarScope } from '../../model/push-context.js';
-import { isHttpProtocol, type Service } from '../../model/service.js';
+import { isHeadless, isHttpProtocol, ORCHESTRATOR_REGISTRY, type Service } from '../../model/service.js';
 import { blackHoleCluster, buildInboundCluster, buildOutboundCluster, passthroughCluster } from '../../networking/cluster.js';
 import { bindsOwnListener, inboundPorts, type InboundPorts } from '../../networking/inbound.js';
 import { buildIngressListeners, buildOutboundListeners, buildVirtualInbound, buildVirtualOutbound, sniffedProtocol, type InboundOptions, type ListenerConflict } from '../../networking/listener.js';
@@ -68,7 +68,7 @@ export interface SidecarOptions {
 function headlessPods(services: readonly Service[], push: PushContext): Record<string, string[]> {
   const out: Record<string, string[]> = {};
   for (const s of services) {
-    if (s.registry !== 'Orchestrator' || s.resolution !== 'NONE' || s.addresses.length > 0) continue;
+    if (s.registry !== ORCHESTRATOR_REGISTRY || !isHeadless(s)) continue;
     out[`${s.namespace}/${s.hostname}`] = [...new Set(push.instances(s).map((i) => i.address).filter((a) => isIP(a) !== 0))].sort();
   }
   return out;
