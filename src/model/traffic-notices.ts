@@ -87,7 +87,7 @@ function untranslated(value: unknown, shape: Shape, path: string): string[] {
   });
 }
 
-const SUPPORTED_LB = new Set(['ROUND_ROBIN', 'LEAST_REQUEST', 'LEAST_CONN', 'RANDOM', 'UNSPECIFIED']);
+const SUPPORTED_LB = new Set(['ROUND_ROBIN', 'LEAST_REQUEST', 'LEAST_CONN', 'RANDOM', 'UNSPECIFIED', 'PASSTHROUGH']);
 
 /** Values of translated fields that are not honoured (a balancer or TLS mode the translation lacks). */
 function unsupportedValues(spec: unknown, path = ''): string[] {

@@ -8,7 +8,7 @@ import { pack } from '../envoy/types.js';
 import { adsConfigSourceWaiting, seconds } from './common.js';
 import { buildLoadAssignment, type EndpointInput } from './endpoint.js';
 import { BLACKHOLE_CLUSTER, inboundClusterName, outboundClusterName, PASSTHROUGH_CLUSTER } from './names.js';
-import { clusterPolicy, commonHttpOptions, type TrafficPolicy } from './traffic-policy.js';
+import { clusterPolicy, commonHttpOptions, passesThrough, type TrafficPolicy } from './traffic-policy.js';
 import { meshMtlsFields, type ClusterMtls } from './outbound-mtls.js';
 
 export interface ClusterOptions {
@@ -67,7 +67,9 @@ function protocolOptions(protocol: Protocol, policy?: TrafficPolicy): Pick<Clust
 /**
  * `outbound|<port>|<subset>|<host>`: by resolution, EDS over ADS (STATIC), STRICT_DNS / LOGICAL_DNS
  * with the endpoints inline (DNS, DNS_ROUND_ROBIN; a subset's already filtered by its labels), or
- * ORIGINAL_DST (NONE); then the DestinationRule's merged policy, when there is one.
+ * ORIGINAL_DST (NONE, or any resolution under `loadBalancer.simple: PASSTHROUGH`, as the Go mesh:
+ * the client's own destination, no endpoints); then the DestinationRule's merged policy, when there
+ * is one.
  */
 export function buildOutboundCluster(
   service: Service,
@@ -78,6 +80,10 @@ export function buildOutboundCluster(
 ): Cluster {
   const name = opts.name ?? outboundClusterName(port.port, service.hostname, traffic.subset);
   const proto = { ...protocolOptions(port.protocol, traffic.policy), ...clusterPolicy(traffic.policy, service.hostname, opts.gateway === true), ...meshMtlsFields(service, port, traffic.subset, traffic.policy, traffic.mtls) };
+  if (service.resolution === 'NONE' || passesThrough(traffic.policy)) {
+    // The original destination is the only choice: a rule's balancer cannot apply.
+    return cluster(name, Cluster_DiscoveryType.ORIGINAL_DST, opts, { ...proto, lbPolicy: Cluster_LbPolicy.CLUSTER_PROVIDED, lbConfig: { case: undefined } });
+  }
   switch (service.resolution) {
     case 'STATIC':
       return cluster(name, Cluster_DiscoveryType.EDS, opts, {
@@ -92,9 +98,6 @@ export function buildOutboundCluster(
         lbPolicy: Cluster_LbPolicy.ROUND_ROBIN,
         ...proto,
       });
-    case 'NONE':
-      // The original destination is the only choice: a rule's balancer cannot apply.
-      return cluster(name, Cluster_DiscoveryType.ORIGINAL_DST, opts, { ...proto, lbPolicy: Cluster_LbPolicy.CLUSTER_PROVIDED, lbConfig: { case: undefined } });
   }
 }
 

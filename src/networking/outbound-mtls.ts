@@ -11,7 +11,7 @@ import { pack } from '../envoy/types.js';
 import { isHttp2Protocol, type Service, type ServicePort } from '../model/service.js';
 import type { EffectiveMtlsMode } from '../security/mtls/peer-authentication.js';
 import { outboundMtlsSocket } from '../security/mtls/tls-context.js';
-import type { TrafficPolicy } from './traffic-policy.js';
+import { passesThrough, type TrafficPolicy } from './traffic-policy.js';
 
 /** The workload label (set by the injector) and its value for workloads with a sidecar. */
 export const TLS_MODE_LABEL = 'security.mesh.io/tlsMode';
@@ -61,7 +61,8 @@ export function meshMtlsFields(service: Service, port: ServicePort, subset: stri
     });
   if (tls?.mode === 'ISTIO_MUTUAL') return { transportSocket: socket() };
   if (tls?.mode || service.external || !m.autoMtls || m.serverMode === 'DISABLE') return {};
-  if (service.resolution === 'NONE') return m.allEndpointsMesh ? { transportSocket: socket() } : {};
+  // To the original destination, no endpoint metadata tells a mesh workload from another.
+  if (service.resolution === 'NONE' || passesThrough(policy)) return m.allEndpointsMesh ? { transportSocket: socket() } : {};
   return {
     transportSocketMatches: [
       { name: `tlsMode-${MESH_TLS_MODE}`, match: { [TLS_MODE_KEY]: MESH_TLS_MODE }, transportSocket: socket() },

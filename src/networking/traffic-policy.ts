@@ -65,6 +65,11 @@ const UINT32_MAX = 4294967295;
  * settings replace the rule's fields of the same name, and the subset's (with its own port-level
  * settings) replace those in turn. Each top-level field is replaced whole, as the Go mesh does.
  */
+/** `loadBalancer.simple: PASSTHROUGH`: no balancing by the proxy, the connection goes where the client sent it (ORIGINAL_DST). */
+export function passesThrough(policy: TrafficPolicy): boolean {
+  return policy.loadBalancer?.simple === 'PASSTHROUGH';
+}
+
 export function mergeTrafficPolicy(rule: TrafficPolicy | undefined, subset: TrafficPolicy | undefined, port: number): TrafficPolicy {
   return { ...forPort(rule, port), ...forPort(subset, port) };
 }

@@ -4,7 +4,8 @@
 // discovery server auto-allocated for it, and the sidecar's listener for that address carries the
 // app's connection to the ServiceEntry's endpoint; a name outside the mesh is forwarded to the
 // resolver of the pod's resolv.conf (one this test runs on the node's side of the veth). A headless
-// ServiceEntry's host resolves to its endpoint's own address.
+// ServiceEntry's host resolves to its endpoint's own address; a DestinationRule's PASSTHROUGH
+// sends a connection to the address the app dialled.
 import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { chownSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
@@ -18,18 +19,35 @@ import { TestResolver } from '../helpers/dns-resolver.js';
 
 const unavailable = podsUnavailable() ?? (readableBy(PROXY_UID) ? undefined : `the checkout ${REPO_ROOT} is not readable by uid ${PROXY_UID}`);
 
-/** A ServiceEntry with no address (so one is auto-allocated, unless resolution is NONE) and one endpoint outside the pod. */
-function external(name: string, host: string, port: number, portName: string, protocol: string, ip: string, target: number, resolution = 'STATIC'): string {
+interface External {
+  readonly name: string;
+  readonly host: string;
+  readonly port: number;
+  readonly protocol: 'HTTP' | 'TCP';
+  /** The endpoint's address and port. */
+  readonly ip: string;
+  readonly target: number;
+  readonly resolution?: 'STATIC' | 'NONE';
+  /** The ServiceEntry's address; without one, a STATIC host gets an auto-allocated one. */
+  readonly address?: string;
+}
+
+/** A MESH_EXTERNAL ServiceEntry with one endpoint outside the pod. */
+function external(e: External): string {
+  const portName = e.protocol.toLowerCase();
   return `apiVersion: networking.mesh.io/v1
 kind: ServiceEntry
-metadata: {name: ${name}, namespace: default}
+metadata: {name: ${e.name}, namespace: default}
 spec:
-  hosts: ["${host}"]
+  hosts: ["${e.host}"]${e.address ? `\n  addresses: ["${e.address}"]` : ''}
   location: MESH_EXTERNAL
-  resolution: ${resolution}
-  ports: [{number: ${port}, name: ${portName}, protocol: ${protocol}}]
-  endpoints: [{address: "${ip}", ports: {${portName}: ${target}}}]`;
+  resolution: ${e.resolution ?? 'STATIC'}
+  ports: [{number: ${e.port}, name: ${portName}, protocol: ${e.protocol}}]
+  endpoints: [{address: "${e.ip}", ports: {${portName}: ${e.target}}}]`;
 }
+
+/** An endpoint nothing answers at (TEST-NET-1): reaching it would mean the rule did not apply. */
+const UNREACHABLE = '192.0.2.1';
 
 /** The pod's own service gives the sidecar an inbound port (a virtualInbound without chains is refused). */
 function config(podIp: string, outsideIp: string, outsidePort: number): string {
@@ -43,11 +61,20 @@ spec:
   ports: [{number: 8000, name: http, protocol: HTTP}]
   endpoints: [{address: "${podIp}"}]
 ---
-${external('external-http', 'some-external-host.example', 80, 'http', 'HTTP', outsideIp, outsidePort)}
+${external({ name: 'external-http', host: 'some-external-host.example', port: 80, protocol: 'HTTP', ip: outsideIp, target: outsidePort })}
 ---
-${external('external-tcp', 'tcp-external.example', 7000, 'tcp', 'TCP', outsideIp, outsidePort)}
+${external({ name: 'external-tcp', host: 'tcp-external.example', port: 7000, protocol: 'TCP', ip: outsideIp, target: outsidePort })}
 ---
-${external('headless', 'db.headless.example', outsidePort, 'http', 'HTTP', outsideIp, outsidePort, 'NONE')}
+${external({ name: 'headless', host: 'db.headless.example', port: outsidePort, protocol: 'HTTP', ip: outsideIp, target: outsidePort, resolution: 'NONE' })}
+---
+${external({ name: 'moved', host: 'moved.example', port: outsidePort, protocol: 'HTTP', ip: UNREACHABLE, target: outsidePort, address: outsideIp })}
+---
+apiVersion: networking.mesh.io/v1
+kind: DestinationRule
+metadata: {name: moved, namespace: default}
+spec:
+  host: moved.example
+  trafficPolicy: {loadBalancer: {simple: PASSTHROUGH}}
 `;
 }
 
@@ -152,6 +179,16 @@ describe('DNS capture: the agent answers mesh names in a pod, the sidecar carrie
     assert.ok(!resolver.asked.some((q) => q.includes('headless.example')), `the mesh name went upstream: ${resolver.asked.join(', ')}`);
     const stats = await appInPod(pod, 'http://127.0.0.1:15000/stats');
     assert.equal(statValue(stats.body ?? '', `cluster.outbound|${port}||db.headless.example.upstream_rq_total`), 1, 'not through the service\'s cluster');
+  });
+
+  it('a DestinationRule\'s PASSTHROUGH sends the connection where the app dialled, not to the ServiceEntry\'s endpoint', async () => {
+    const port = (outside.address() as AddressInfo).port;
+    const o = await appInPod(pod, `http://moved.example:${port}/original`);
+    assert.equal(o.address, pod.hostIp, JSON.stringify(o));
+    assert.equal(o.status, 200, JSON.stringify(o));
+    assert.equal(o.body, `outside served moved.example:${port} /original`);
+    const stats = await appInPod(pod, 'http://127.0.0.1:15000/stats');
+    assert.equal(statValue(stats.body ?? '', `cluster.outbound|${port}||moved.example.upstream_rq_total`), 1, 'not through the service\'s cluster');
   });
 
   it('a name outside the mesh is answered by the upstream resolver of resolv.conf', async () => {
