@@ -4,6 +4,7 @@ import { scope } from '../../common/log.js';
 import { TcpProxySchema, type TcpProxy } from '../../gen/envoy/extensions/filters/network/tcp_proxy/v3/tcp_proxy_pb.js';
 import { ConfigError, unappliedFields } from '../../envoy/config-error.js';
 import { normalizeIp } from '../../envoy/matchers.js';
+import { timerMs } from '../../common/duration.js';
 import { requestView } from '../../envoy/request.js';
 import type { ClusterManager } from '../clusters.js';
 import type { CompiledChainMatch } from '../filter-chain-match.js';
@@ -15,7 +16,10 @@ import { registerNetworkFilter } from './network-filters.js';
 
 const log = scope('conn_handler');
 
-const UNAPPLIED_TCP_PROXY = ['idleTimeout', 'downstreamIdleTimeout', 'upstreamIdleTimeout', 'accessLog', 'maxConnectAttempts', 'hashPolicy', 'tunnelingConfig', 'metadataMatch', 'onDemand', 'maxDownstreamConnectionDuration'];
+const UNAPPLIED_TCP_PROXY = ['downstreamIdleTimeout', 'upstreamIdleTimeout', 'accessLog', 'maxConnectAttempts', 'hashPolicy', 'tunnelingConfig', 'metadataMatch', 'onDemand', 'maxDownstreamConnectionDuration'];
+
+/** Envoy's tcp_proxy idle_timeout when none is set: one hour (0s turns it off). */
+const DEFAULT_IDLE_TIMEOUT_MS = 3_600_000;
 
 /** A weighted choice among the TCP proxy's clusters. */
 function clusterChooser(tp: TcpProxy, field: string): () => string {
@@ -43,6 +47,9 @@ class TcpChain extends Chain {
   private readonly cx: StatCounter;
   private readonly noCluster: StatCounter;
   private readonly connectFail: StatCounter;
+  private readonly idleTimeouts: StatCounter;
+  /** idle_timeout: no byte either way for this long closes both sides (0: never). */
+  private readonly idleMs: number;
 
   constructor(
     name: string,
@@ -60,6 +67,8 @@ class TcpChain extends Chain {
     this.cx = stats.counter(statName('tcp', 'downstream_cx_total', tag));
     this.noCluster = stats.counter(statName('tcp', 'downstream_cx_no_route', tag));
     this.connectFail = stats.counter(statName('tcp', 'upstream_connect_fail', tag));
+    this.idleTimeouts = stats.counter(statName('tcp', 'idle_timeout', tag));
+    this.idleMs = timerMs(tp.idleTimeout, DEFAULT_IDLE_TIMEOUT_MS);
   }
 
   protected accept(down: Socket): void {
@@ -83,10 +92,16 @@ class TcpChain extends Chain {
     if (active) down.once('close', active);
     const { socket: up, ready } = cluster.tcp.connect(endpoint, originalSrcOf(down));
     let connected = false;
+    const idle = this.idleMs > 0 ? this.closeWhenIdle(down, up) : undefined;
     up.once(ready, () => {
       connected = true;
       down.pipe(up);
       up.pipe(down);
+      // Listened to only once piped: a 'data' listener of its own would start the flow before the pipe.
+      if (idle) {
+        down.on('data', idle);
+        up.on('data', idle);
+      }
       down.resume();
     });
     up.on('error', (e) => {
@@ -98,6 +113,21 @@ class TcpChain extends Chain {
     // Once either side is fully closed, so is the other (half-closes pass through the pipes).
     up.on('close', () => down.destroy());
     down.on('close', () => up.destroy());
+  }
+
+  /**
+   * Closes both sides once no byte has passed either way for idle_timeout (from the accept on),
+   * counted in tcp.<prefix>.idle_timeout; returns what to call when a byte passes.
+   */
+  private closeWhenIdle(down: Socket, up: Socket): () => void {
+    const timer = setTimeout(() => {
+      this.idleTimeouts.inc();
+      log.debug(`tcp_proxy: idle for ${this.idleMs} ms; closing the connection`);
+      down.destroy();
+      up.destroy();
+    }, this.idleMs);
+    down.once('close', () => clearTimeout(timer));
+    return () => void timer.refresh();
   }
 }
 
