@@ -22,7 +22,7 @@ const LB: Shape = {
 const POLICY_FIELDS = {
   loadBalancer: LB,
   connectionPool: {
-    tcp: { maxConnections: true, connectTimeout: true },
+    tcp: { maxConnections: true, connectTimeout: true, idleTimeout: true, maxConnectionDuration: true },
     http: { http1MaxPendingRequests: true, http2MaxRequests: true, maxRequestsPerConnection: true, maxRetries: true, idleTimeout: true },
   },
   outlierDetection: { consecutive5xxErrors: true, consecutiveGatewayErrors: true, interval: true, baseEjectionTime: true, maxEjectionPercent: true, minHealthPercent: true },
@@ -137,11 +137,34 @@ function failoverNotices(dr: DestinationRule): string[] {
   });
 }
 
+/**
+ * The TCP proxy's connection limits come from the rule's top-level trafficPolicy only (as the Go
+ * mesh's); a port's or subset's reach the HTTP connection pools (idleTimeout) and nothing else.
+ * maxConnectionDuration closes TCP-proxied connections; HTTP pools do not apply it yet.
+ */
+function tcpLimitNotices(dr: DestinationRule): string[] {
+  const tcpOf = (p: unknown) => asRecord(asRecord(asRecord(p)?.['connectionPool'])?.['tcp']);
+  const top = tcpOf(dr.spec.trafficPolicy);
+  const nested: [string, unknown][] = [
+    ...((dr.spec.trafficPolicy?.portLevelSettings ?? []) as unknown[]).map((p, i): [string, unknown] => [`trafficPolicy.portLevelSettings[${i}]`, p]),
+    ...(dr.spec.subsets ?? []).map((s, i): [string, unknown] => [`subsets[${i}].trafficPolicy`, s.trafficPolicy]),
+  ];
+  const out: string[] = [];
+  if (top?.['maxConnectionDuration'] !== undefined) out.push('trafficPolicy.connectionPool.tcp.maxConnectionDuration closes TCP-proxied connections only: HTTP connection pools do not apply it yet');
+  for (const [path, p] of nested) {
+    const tcp = tcpOf(p);
+    for (const k of ['idleTimeout', 'maxConnectionDuration']) {
+      if (tcp?.[k] !== undefined) out.push(`${path}.connectionPool.tcp.${k} does not reach TCP-proxied connections: they take the top-level trafficPolicy's, as in the Go mesh${k === 'idleTimeout' ? ' (HTTP connection pools take this one)' : ''}`);
+    }
+  }
+  return out;
+}
+
 export function destinationRuleNotices(dr: DestinationRule): string[] {
   const name = `DestinationRule ${dr.metadata.namespace}/${dr.metadata.name}`;
   const fields = untranslated(dr.spec, DESTINATION_RULE, '').map((p) => `${p} is not effective yet`);
   const tp = { trafficPolicy: dr.spec.trafficPolicy, subsets: dr.spec.subsets };
-  return [...fields, ...unsupportedValues(tp), ...failoverNotices(dr)].map((m) => `${name}: ${m}`);
+  return [...fields, ...unsupportedValues(tp), ...failoverNotices(dr), ...tcpLimitNotices(dr)].map((m) => `${name}: ${m}`);
 }
 
 export function virtualServiceNotices(vs: VirtualService): string[] {

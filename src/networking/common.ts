@@ -144,9 +144,23 @@ export function hcmFilter(statPrefix: string, routes: RouteSource, extraFilters:
   return create(FilterSchema, { name: HCM_FILTER_NAME, configType: { case: 'typedConfig', value: hcm } });
 }
 
-export function tcpProxyFilter(cluster: string): Filter {
+export function tcpProxyFilter(cluster: string, limits?: TcpProxyLimits): Filter {
   return create(FilterSchema, {
     name: TCP_PROXY_FILTER_NAME,
-    configType: { case: 'typedConfig', value: pack(TcpProxySchema, { statPrefix: cluster, clusterSpecifier: { case: 'cluster', value: cluster } }) },
+    configType: { case: 'typedConfig', value: pack(TcpProxySchema, { statPrefix: cluster, clusterSpecifier: { case: 'cluster', value: cluster }, ...tcpProxyTimeouts(limits) }) },
   });
+}
+
+/** A DestinationRule's tcp limits (Go duration strings) of a TCP proxy to its service. */
+export interface TcpProxyLimits {
+  readonly idleTimeout?: string;
+  readonly maxConnectionDuration?: string;
+}
+
+/** The tcp_proxy fields of those limits: idle_timeout and max_downstream_connection_duration. */
+export function tcpProxyTimeouts(limits: TcpProxyLimits | undefined): { idleTimeout?: ReturnType<typeof duration>; maxDownstreamConnectionDuration?: ReturnType<typeof duration> } {
+  return {
+    ...(limits?.idleTimeout ? { idleTimeout: duration(limits.idleTimeout) } : {}),
+    ...(limits?.maxConnectionDuration ? { maxDownstreamConnectionDuration: duration(limits.maxConnectionDuration) } : {}),
+  };
 }

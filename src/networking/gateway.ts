@@ -14,11 +14,12 @@ import type { HttpFilter } from '../gen/envoy/extensions/filters/network/http_co
 import { TcpProxySchema } from '../gen/envoy/extensions/filters/network/tcp_proxy/v3/tcp_proxy_pb.js';
 import { hostOf, isPassthrough, resolveGatewayName, sniHosts, terminatesHttps, type BoundServer, type GatewayVirtualService, type MergedGateway, type MergedPort } from '../model/gateway.js';
 import { hostMatches } from '../model/selection.js';
+import { resolveHost } from '../model/traffic.js';
 import { isHttpProtocol } from '../model/service.js';
 import { TCP_PROXY_FILTER_NAME, TLS_INSPECTOR_FILTER_NAME } from '../envoy/names.js';
 import { pack } from '../envoy/types.js';
 import { alpnFilter } from './alpn-filter.js';
-import { EDGE_HCM, hcmFilter, routeConfiguredFilters, socketAddress, type PathNormalization } from './common.js';
+import { EDGE_HCM, hcmFilter, routeConfiguredFilters, socketAddress, tcpProxyTimeouts, type PathNormalization, type TcpProxyLimits } from './common.js';
 import { autoPassthroughChains, type SniTarget } from './gateway-sni.js';
 import { gatewayTransportSocket } from './gateway-tls.js';
 import type { Destination } from './http-route.js';
@@ -44,6 +45,8 @@ export interface GatewayListenerOptions {
   readonly onProblem?: (message: string) => void;
   /** The service ports (and subsets) the proxy sees, for AUTO_PASSTHROUGH servers. */
   readonly sniTargets?: readonly SniTarget[];
+  /** A service's DestinationRule tcp limits by hostname: a tcp route's TCP proxy takes its first destination's, as the Go mesh. */
+  readonly tcpLimits?: (hostname: string) => TcpProxyLimits | undefined;
 }
 
 /** An L4 route of a VirtualService (`tcp[]`, `tls[]`), the fields read here. */
@@ -61,6 +64,8 @@ function tcpProxy(route: L4Route, v: GatewayVirtualService, port: number, opts: 
   const resolve = destinationResolver(v.vs.metadata.namespace, port, opts);
   const dests = (route.route ?? []).map((d) => ({ name: resolve(d.destination).cluster, weight: d.weight ?? 0 }));
   const single = dests.length === 1 ? dests[0]!.name : undefined;
+  const first = route.route?.[0]?.destination.host;
+  const limits = first ? opts.tcpLimits?.(resolveHost(first, v.vs.metadata.namespace, opts.domain)) : undefined;
   const proxy = create(FilterSchema, {
     name: TCP_PROXY_FILTER_NAME,
     configType: {
@@ -68,6 +73,7 @@ function tcpProxy(route: L4Route, v: GatewayVirtualService, port: number, opts: 
       value: pack(TcpProxySchema, {
         statPrefix: single ?? dests.map((d) => d.name).join(','),
         clusterSpecifier: single ? { case: 'cluster', value: single } : { case: 'weightedClusters', value: { clusters: dests } },
+        ...tcpProxyTimeouts(limits),
       }),
     },
   });

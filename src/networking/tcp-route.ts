@@ -15,6 +15,7 @@ import type { Service } from '../model/service.js';
 import type { Destination, ResolvedDestination } from './http-route.js';
 import { matchApplies, type MatchContext } from './route-match.js';
 import { outboundClusterName } from './names.js';
+import { tcpProxyTimeouts, type TcpProxyLimits } from './common.js';
 import { destinationResolver } from './route.js';
 
 export type FilterChainInit = MessageInitShape<typeof FilterChainSchema>;
@@ -41,6 +42,8 @@ export interface L4RouteContext extends MatchContext {
   readonly domain: string;
   /** Ports of every service the proxy sees, by hostname: a destination without a port uses the only one. */
   readonly servicePorts: Readonly<Record<string, readonly number[]>>;
+  /** The listener's service's DestinationRule tcp limits: every TCP proxy on its port takes them, as the Go mesh's. */
+  readonly limits?: TcpProxyLimits;
 }
 
 /** The Go mesh's TLS protocols: their ports are routed by `tls` routes, the others by `tcp` routes. */
@@ -60,7 +63,7 @@ function cidr(subnet: string): { addressPrefix: string; prefixLen: number } {
 }
 
 /** tcp_proxy to the route's only destination, or weighted_clusters over several. */
-function tcpProxyTo(route: L4Route, resolve: (d: Destination) => ResolvedDestination): Filter {
+function tcpProxyTo(route: L4Route, resolve: (d: Destination) => ResolvedDestination, limits: TcpProxyLimits | undefined): Filter {
   const dests = (route.route ?? []).map((r) => ({ name: resolve(r.destination).cluster, weight: r.weight ?? 0 }));
   const clusterSpecifier =
     dests.length === 1
@@ -68,7 +71,7 @@ function tcpProxyTo(route: L4Route, resolve: (d: Destination) => ResolvedDestina
       : ({ case: 'weightedClusters', value: { clusters: dests } } as const);
   return create(FilterSchema, {
     name: TCP_PROXY_FILTER_NAME,
-    configType: { case: 'typedConfig', value: pack(TcpProxySchema, { statPrefix: dests.length === 1 ? dests[0]!.name : 'weighted_clusters', clusterSpecifier }) },
+    configType: { case: 'typedConfig', value: pack(TcpProxySchema, { statPrefix: dests.length === 1 ? dests[0]!.name : 'weighted_clusters', clusterSpecifier, ...tcpProxyTimeouts(limits) }) },
   });
 }
 
@@ -93,7 +96,7 @@ function tlsChains(vss: readonly ResolvedVirtualService[], name: string, ctx: L4
         out.push({
           name: `${name}_${out.length}`,
           filterChainMatch: { serverNames: [...(m.sniHosts ?? [])], prefixRanges: (m.destinationSubnets ?? []).map(cidr) },
-          filters: [tcpProxyTo(route, resolve)],
+          filters: [tcpProxyTo(route, resolve, ctx.limits)],
         });
       }
     }
@@ -112,14 +115,14 @@ function tcpChains(vss: readonly ResolvedVirtualService[], name: string, ctx: L4
       const matches = route.match ?? [];
       // A route without match, or with an applying match without subnets, takes the rest.
       if (matches.length === 0 || matches.some((m) => applies(m, ctx) && (m.destinationSubnets ?? []).length === 0)) {
-        chains.push({ name, filters: [tcpProxyTo(route, resolve)] });
+        chains.push({ name, filters: [tcpProxyTo(route, resolve, ctx.limits)] });
         return { chains, complete: true };
       }
       const subnets = [...new Set(matches.filter((m) => applies(m, ctx)).flatMap((m) => m.destinationSubnets ?? []))].sort();
       // A chain for subnets an earlier route already took would match the same connections.
       if (subnets.length === 0 || seenSubnets.has(subnets.join(','))) continue;
       seenSubnets.add(subnets.join(','));
-      chains.push({ name: `${name}_${chains.length}`, filterChainMatch: { prefixRanges: subnets.map(cidr) }, filters: [tcpProxyTo(route, resolve)] });
+      chains.push({ name: `${name}_${chains.length}`, filterChainMatch: { prefixRanges: subnets.map(cidr) }, filters: [tcpProxyTo(route, resolve, ctx.limits)] });
     }
   }
   return { chains, complete: false };
@@ -135,7 +138,7 @@ export function l4RouteChains(service: Service, port: number, name: string, ownA
   const p = service.ports.find((x) => x.port === port);
   if (!p || vss.length === 0) return undefined;
   const only = service.ports.length === 1 ? service.ports[0]!.port : port;
-  const fallback = { name, filters: [tcpProxyTo({ route: [{ destination: { host: service.hostname, port: { number: only } } }] }, () => ({ cluster: outboundClusterName(only, service.hostname), hashPolicy: [] }))] };
+  const fallback = { name, filters: [tcpProxyTo({ route: [{ destination: { host: service.hostname, port: { number: only } } }] }, () => ({ cluster: outboundClusterName(only, service.hostname), hashPolicy: [] }), ctx.limits)] };
   if (isTlsProtocol(p.protocol)) {
     const chains = tlsChains(vss, name, ctx);
     if (chains.length === 0) return undefined;

@@ -6,7 +6,7 @@ import type { MessageInitShape } from '@bufbuild/protobuf';
 import { Cluster_LbPolicy, type Cluster_CommonLbConfigSchema, type ClusterSchema } from '../gen/envoy/config/cluster/v3/cluster_pb.js';
 import { RoutingPriority } from '../gen/envoy/config/core/v3/base_pb.js';
 import type { EffectiveRule } from '../model/traffic.js';
-import { duration as durationInit } from './common.js';
+import { duration as durationInit, type TcpProxyLimits } from './common.js';
 import type { HashPolicyInit } from './http-route.js';
 import { upstreamTls, type ClientTlsSettings } from './upstream-tls.js';
 import { effectiveLocalityLb, localityWeighted, type LocalityLbSetting } from './locality-lb.js';
@@ -37,7 +37,7 @@ export interface LoadBalancerSettings {
 }
 
 export interface ConnectionPoolSettings {
-  readonly tcp?: { readonly maxConnections?: number; readonly connectTimeout?: string };
+  readonly tcp?: { readonly maxConnections?: number; readonly connectTimeout?: string; readonly idleTimeout?: string; readonly maxConnectionDuration?: string };
   readonly http?: {
     readonly http1MaxPendingRequests?: number;
     readonly http2MaxRequests?: number;
@@ -124,14 +124,22 @@ function connectionPool(pool: ConnectionPoolSettings | undefined): Partial<Clust
   };
 }
 
-/** `maxRequestsPerConnection` and `idleTimeout` go into the HTTP protocol options. */
+/** `maxRequestsPerConnection` and `idleTimeout` (http's, else tcp's, as the Go mesh) go into the HTTP protocol options. */
 export function commonHttpOptions(pool: ConnectionPoolSettings | undefined): { maxRequestsPerConnection?: number; idleTimeout?: { seconds: bigint; nanos: number } } | undefined {
   const http = pool?.http;
-  if (!http || (http.maxRequestsPerConnection === undefined && !http.idleTimeout)) return undefined;
+  const idleTimeout = http?.idleTimeout ?? pool?.tcp?.idleTimeout;
+  if (http?.maxRequestsPerConnection === undefined && !idleTimeout) return undefined;
   return {
-    ...(http.maxRequestsPerConnection ? { maxRequestsPerConnection: http.maxRequestsPerConnection } : {}),
-    ...(http.idleTimeout ? { idleTimeout: durationInit(http.idleTimeout) } : {}),
+    ...(http?.maxRequestsPerConnection ? { maxRequestsPerConnection: http.maxRequestsPerConnection } : {}),
+    ...(idleTimeout ? { idleTimeout: durationInit(idleTimeout) } : {}),
   };
+}
+
+/** What a TCP proxy to a service takes from its DestinationRule: the top-level connection pool's tcp limits, as the Go mesh. */
+export function tcpProxyLimits(rule: RuleTraffic | undefined): TcpProxyLimits | undefined {
+  const tcp = rule?.trafficPolicy?.connectionPool?.tcp;
+  if (!tcp?.idleTimeout && !tcp?.maxConnectionDuration) return undefined;
+  return { ...(tcp.idleTimeout ? { idleTimeout: tcp.idleTimeout } : {}), ...(tcp.maxConnectionDuration ? { maxConnectionDuration: tcp.maxConnectionDuration } : {}) };
 }
 
 function outlierDetection(od: OutlierDetectionSettings | undefined): Partial<ClusterInit> {

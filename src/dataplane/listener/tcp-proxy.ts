@@ -16,7 +16,7 @@ import { registerNetworkFilter } from './network-filters.js';
 
 const log = scope('conn_handler');
 
-const UNAPPLIED_TCP_PROXY = ['downstreamIdleTimeout', 'upstreamIdleTimeout', 'accessLog', 'maxConnectAttempts', 'hashPolicy', 'tunnelingConfig', 'metadataMatch', 'onDemand', 'maxDownstreamConnectionDuration'];
+const UNAPPLIED_TCP_PROXY = ['downstreamIdleTimeout', 'upstreamIdleTimeout', 'accessLog', 'maxConnectAttempts', 'hashPolicy', 'tunnelingConfig', 'metadataMatch', 'onDemand'];
 
 /** Envoy's tcp_proxy idle_timeout when none is set: one hour (0s turns it off). */
 const DEFAULT_IDLE_TIMEOUT_MS = 3_600_000;
@@ -48,8 +48,11 @@ class TcpChain extends Chain {
   private readonly noCluster: StatCounter;
   private readonly connectFail: StatCounter;
   private readonly idleTimeouts: StatCounter;
+  private readonly durationReached: StatCounter;
   /** idle_timeout: no byte either way for this long closes both sides (0: never). */
   private readonly idleMs: number;
+  /** max_downstream_connection_duration: a connection open this long is closed (0: never). */
+  private readonly maxDurationMs: number;
 
   constructor(
     name: string,
@@ -68,7 +71,9 @@ class TcpChain extends Chain {
     this.noCluster = stats.counter(statName('tcp', 'downstream_cx_no_route', tag));
     this.connectFail = stats.counter(statName('tcp', 'upstream_connect_fail', tag));
     this.idleTimeouts = stats.counter(statName('tcp', 'idle_timeout', tag));
+    this.durationReached = stats.counter(statName('tcp', 'max_downstream_connection_duration_reached', tag));
     this.idleMs = timerMs(tp.idleTimeout, DEFAULT_IDLE_TIMEOUT_MS);
+    this.maxDurationMs = timerMs(tp.maxDownstreamConnectionDuration, 0);
   }
 
   protected accept(down: Socket): void {
@@ -92,15 +97,17 @@ class TcpChain extends Chain {
     if (active) down.once('close', active);
     const { socket: up, ready } = cluster.tcp.connect(endpoint, originalSrcOf(down));
     let connected = false;
-    const idle = this.idleMs > 0 ? this.closeWhenIdle(down, up) : undefined;
+    // idle_timeout runs from the accept on; bytes either way restart it.
+    const idle = this.idleMs > 0 ? this.closeBothAfter(down, up, this.idleMs, this.idleTimeouts) : undefined;
+    const bytePassed = (): void => void idle?.refresh();
     up.once(ready, () => {
       connected = true;
       down.pipe(up);
       up.pipe(down);
       // Listened to only once piped: a 'data' listener of its own would start the flow before the pipe.
       if (idle) {
-        down.on('data', idle);
-        up.on('data', idle);
+        down.on('data', bytePassed);
+        up.on('data', bytePassed);
       }
       down.resume();
     });
@@ -113,21 +120,22 @@ class TcpChain extends Chain {
     // Once either side is fully closed, so is the other (half-closes pass through the pipes).
     up.on('close', () => down.destroy());
     down.on('close', () => up.destroy());
+    if (this.maxDurationMs > 0) this.closeBothAfter(down, up, this.maxDurationMs, this.durationReached);
   }
 
   /**
-   * Closes both sides once no byte has passed either way for idle_timeout (from the accept on),
-   * counted in tcp.<prefix>.idle_timeout; returns what to call when a byte passes.
+   * Closes both sides after `ms`, counted in `reached`, unless the downstream closes first; the
+   * timer, which idle_timeout refreshes whenever a byte passes.
    */
-  private closeWhenIdle(down: Socket, up: Socket): () => void {
+  private closeBothAfter(down: Socket, up: Socket, ms: number, reached: StatCounter): NodeJS.Timeout {
     const timer = setTimeout(() => {
-      this.idleTimeouts.inc();
-      log.debug(`tcp_proxy: idle for ${this.idleMs} ms; closing the connection`);
+      reached.inc();
+      log.debug(`tcp_proxy: closing a connection after ${ms} ms (${reached === this.idleTimeouts ? 'idle' : 'open'} that long)`);
       down.destroy();
       up.destroy();
-    }, this.idleMs);
+    }, ms);
     down.once('close', () => clearTimeout(timer));
-    return () => void timer.refresh();
+    return timer;
   }
 }
 

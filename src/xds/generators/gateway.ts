@@ -5,7 +5,7 @@ import type { RouteConfiguration } from '../../gen/envoy/config/route/v3/route_p
 import type { HttpFilter } from '../../gen/envoy/extensions/filters/network/http_connection_manager/v3/http_connection_manager_pb.js';
 import type { Filter as NetworkFilter } from '../../gen/envoy/config/listener/v3/listener_components_pb.js';
 import { gatewaysForProxy, hasAutoPassthrough, mergeGateways, type MergedGateway } from '../../model/gateway.js';
-import { ruleTraffic } from '../../networking/traffic-policy.js';
+import { ruleTraffic, tcpProxyLimits } from '../../networking/traffic-policy.js';
 import type { SniTarget } from '../../networking/gateway-sni.js';
 import type { Proxy } from '../../model/proxy.js';
 import type { PushContext } from '../../model/push-context.js';
@@ -77,6 +77,10 @@ export function gatewayListeners(proxy: Proxy, push: PushContext, opts: GatewayO
     ...(opts.pathNormalization ? { pathNormalization: opts.pathNormalization } : {}),
     ...(opts.onProblem ? { onProblem: opts.onProblem } : {}),
     ...(hasAutoPassthrough(merged) ? { sniTargets: sniTargets(proxy, push) } : {}),
+    tcpLimits: (hostname) => {
+      const s = push.sidecarScope(proxy).services.find((x) => x.hostname === hostname);
+      return s ? tcpProxyLimits(ruleTraffic(push.traffic.destinationRule(proxy, s.hostname, s.namespace))) : undefined;
+    },
   });
 }
 

@@ -17,7 +17,8 @@ import { buildIngressListeners, buildOutboundListeners, buildVirtualInbound, bui
 import { usesAutoAllocation } from '../../networking/name-table.js';
 import { LOCALHOST, outboundClusterName, WILDCARD_ADDRESS } from '../../networking/names.js';
 import { inMeshName, nonServiceHosts, nonServiceVirtualHosts, outboundRouteConfig, routedByVirtualService, serviceVirtualHost, type OutboundRouteOptions } from '../../networking/route.js';
-import { clusterVariants, routeHashPolicy, ruleTraffic, withMeshLocalityLb } from '../../networking/traffic-policy.js';
+import { clusterVariants, routeHashPolicy, ruleTraffic, tcpProxyLimits, withMeshLocalityLb } from '../../networking/traffic-policy.js';
+import type { TcpProxyLimits } from '../../networking/common.js';
 import { DEFAULT_LOCALITY_LB, type LocalityLbSetting } from '../../networking/locality-lb.js';
 import type { HashPolicyInit } from '../../networking/http-route.js';
 import type { PathNormalization } from '../../networking/common.js';
@@ -70,6 +71,17 @@ function headlessPods(services: readonly Service[], push: PushContext): Record<s
   for (const s of services) {
     if (s.registry !== ORCHESTRATOR_REGISTRY || !isHeadless(s)) continue;
     out[`${s.namespace}/${s.hostname}`] = [...new Set(push.instances(s).map((i) => i.address).filter((a) => isIP(a) !== 0))].sort();
+  }
+  return out;
+}
+
+/** The DestinationRule tcp limits of the TCP proxies to services with a port that is not HTTP, by hostname. */
+function tcpLimitsOf(proxy: Proxy, push: PushContext, services: readonly Service[]): Record<string, TcpProxyLimits> {
+  const out: Record<string, TcpProxyLimits> = {};
+  for (const s of services) {
+    if (s.ports.every((p) => isHttpProtocol(p.protocol))) continue;
+    const limits = tcpProxyLimits(ruleTraffic(push.traffic.destinationRule(proxy, s.hostname, s.namespace)));
+    if (limits && !out[s.hostname]) out[s.hostname] = limits;
   }
   return out;
 }
@@ -136,7 +148,7 @@ export function sidecarListeners(proxy: Proxy, push: PushContext, opts: SidecarO
   const sniffing = opts.outboundSniffing ?? false;
   const perPod = cap && (opts.headlessPodListeners ?? false);
   const accept10 = http10(proxy, opts);
-  const outboundKey = `lds:${cap}:${sniffing}:${usesAutoAllocation(proxy)}:${opts.pathNormalization ?? ''}:${perPod}:${push.traffic.sourceLabelsKey(proxy)}:${accept10}`;
+  const outboundKey = `lds:${cap}:${sniffing}:${usesAutoAllocation(proxy)}:${opts.pathNormalization ?? ''}:${perPod}:${push.traffic.sourceLabelsKey(proxy)}:${accept10}:${push.traffic.selectorKey(proxy)}`;
   const outbound = memo(scope, outboundKey, () => {
     const services = outboundServices(proxy, push);
     const listenerOpts = {
@@ -147,6 +159,7 @@ export function sidecarListeners(proxy: Proxy, push: PushContext, opts: SidecarO
       ...(perPod ? { headlessPods: headlessPods(services, push) } : {}),
       ...(accept10 ? { acceptHttp10: true } : {}),
       l4Routes: l4RouteContext(proxy, push),
+      tcpLimits: tcpLimitsOf(proxy, push, services),
     };
     return cachedIn(opts.cache, () => ['lds-outbound', services.map(serviceKey), listenerOpts], () => buildOutboundListeners(services, listenerOpts));
   });

@@ -1,7 +1,8 @@
-// tcp_proxy idle_timeout over a real listener and a real upstream: a connection through which no
-// byte passes either way for the timeout is closed on both sides and counted in
-// tcp.<prefix>.idle_timeout, bytes in either direction keep it open, 0s turns the timeout off, and
-// an unset one is Envoy's hour.
+// tcp_proxy idle_timeout and max_downstream_connection_duration over a real listener and a real
+// upstream: a connection through which no byte passes either way for the timeout is closed on both
+// sides and counted in tcp.<prefix>.idle_timeout, bytes in either direction keep it open, 0s turns
+// the timeout off, and an unset one is Envoy's hour; a connection open for the maximum duration is
+// closed however busy, counted in tcp.<prefix>.max_downstream_connection_duration_reached.
 import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { connect, createServer, type AddressInfo, type Server, type Socket } from 'node:net';
@@ -11,10 +12,12 @@ import { pack } from '../../src/envoy/types.js';
 import { eventually } from '../helpers/proc.js';
 import { boundPort, listener, staticCluster, startFixtureProxy } from './xds-fixtures.js';
 
-/** A tcp_proxy chain to `cluster` under stat prefix `prefix`, with this idle_timeout (undefined: unset). */
-function chain(prefix: string, cluster: string, idleMs?: number) {
-  const idleTimeout = idleMs === undefined ? {} : { idleTimeout: { seconds: BigInt(Math.floor(idleMs / 1000)), nanos: (idleMs % 1000) * 1e6 } };
-  return { filters: [{ name: 'envoy.filters.network.tcp_proxy', configType: { case: 'typedConfig' as const, value: pack(TcpProxySchema, { statPrefix: prefix, clusterSpecifier: { case: 'cluster', value: cluster }, ...idleTimeout }) } }] };
+const duration = (ms: number) => ({ seconds: BigInt(Math.floor(ms / 1000)), nanos: (ms % 1000) * 1e6 });
+
+/** A tcp_proxy chain to `cluster` under stat prefix `prefix`, with this idle_timeout (undefined: unset) and maximum duration. */
+function chain(prefix: string, cluster: string, idleMs?: number, maxMs?: number) {
+  const limits = { ...(idleMs === undefined ? {} : { idleTimeout: duration(idleMs) }), ...(maxMs === undefined ? {} : { maxDownstreamConnectionDuration: duration(maxMs) }) };
+  return { filters: [{ name: 'envoy.filters.network.tcp_proxy', configType: { case: 'typedConfig' as const, value: pack(TcpProxySchema, { statPrefix: prefix, clusterSpecifier: { case: 'cluster', value: cluster }, ...limits }) } }] };
 }
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
@@ -40,6 +43,7 @@ describe('tcp_proxy idle_timeout', () => {
       listener('short', 0, [chain('short', 'echo', 400)]),
       listener('off', 0, [chain('off', 'echo', 0)]),
       listener('unset', 0, [chain('unset', 'echo')]),
+      listener('bounded', 0, [chain('bounded', 'echo', undefined, 700)]),
     ]);
   });
 
@@ -85,5 +89,17 @@ describe('tcp_proxy idle_timeout', () => {
     assert.equal(stat('tcp.off.idle_timeout') + stat('tcp.unset.idle_timeout'), 0);
     off.socket.destroy();
     unset.socket.destroy();
+  });
+
+  it('max_downstream_connection_duration closes a busy connection once it has been open that long, counted', async () => {
+    const c = await client('bounded');
+    for (let i = 0; i < 4; i++) {
+      await sleep(100);
+      c.socket.write(`${i}`);
+    }
+    assert.equal(c.socket.destroyed, false);
+    await eventually(() => assert.ok(c.socket.destroyed, 'closed at its maximum duration'), 5_000);
+    assert.equal(stat('tcp.bounded.max_downstream_connection_duration_reached'), 1);
+    assert.equal(stat('tcp.bounded.idle_timeout'), 0);
   });
 });
