@@ -39,6 +39,8 @@ export interface DiscoveryOptions {
   pathNormalization?: PathNormalization;
   /** Mesh config localityLbSetting; the mesh default (enabled) when absent. */
   localityLbSetting?: LocalityLbSetting;
+  /** Mesh config h2UpgradePolicy UPGRADE. */
+  h2Upgrade?: boolean;
   /** Mesh config extensionProviders: the authorizers of CUSTOM AuthorizationPolicies. */
   extensionProviders?: ExtensionProviders;
   /** --plugins; default all of them. */

@@ -164,6 +164,7 @@ export class DiscoveryServer {
       filterGatewayClusters: settings.filterGatewayClusters,
       ...(opts.pathNormalization ? { pathNormalization: opts.pathNormalization } : {}),
       ...(opts.localityLbSetting ? { localityLb: opts.localityLbSetting } : {}),
+      ...(opts.h2Upgrade ? { h2Upgrade: true } : {}),
       mtls: this.mtls,
       ...(this.credentials ? { credentials: { store: this.credentials.store, verified: (info: ProxyInfo) => this.verified.has(info) } } : {}),
       cache: new XdsCache(settings.cache),

@@ -153,6 +153,7 @@ async function runDiscovery(ctx: RunContext): Promise<number> {
     profile: f.bool('profile'),
     pathNormalization: mesh.pathNormalization,
     localityLbSetting: mesh.localityLbSetting,
+    h2Upgrade: mesh.h2Upgrade,
     extensionProviders: mesh.extensionProviders,
     plugins,
     meshMtls: { autoMtls: mesh.enableAutoMtls, trustDomainAliases: mesh.trustDomainAliases },

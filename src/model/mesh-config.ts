@@ -24,13 +24,23 @@ export interface MeshConfig {
   readonly localityLbSetting: LocalityLbSetting;
   /** Which orchestrator Ingresses are translated, and the gateway their Gateways select (model/ingress/). */
   readonly ingress: IngressSettings;
+  /** `h2UpgradePolicy: UPGRADE` (default DO_NOT_UPGRADE): outbound clusters of HTTP ports speak HTTP/2 unless a DestinationRule says otherwise. */
+  readonly h2Upgrade: boolean;
   /** Top-level fields present in the file that have no effect yet. */
   readonly notEffective: readonly string[];
 }
 
-export const DEFAULT_MESH_CONFIG: MeshConfig = { pathNormalization: 'BASE', extensionProviders: { authorizers: new Map(), notEffective: [] }, enableAutoMtls: true, trustDomainAliases: [], localityLbSetting: DEFAULT_LOCALITY_LB, ingress: DEFAULT_INGRESS_SETTINGS, notEffective: [] };
+export const DEFAULT_MESH_CONFIG: MeshConfig = { pathNormalization: 'BASE', extensionProviders: { authorizers: new Map(), notEffective: [] }, enableAutoMtls: true, trustDomainAliases: [], localityLbSetting: DEFAULT_LOCALITY_LB, ingress: DEFAULT_INGRESS_SETTINGS, h2Upgrade: false, notEffective: [] };
 
-const EFFECTIVE_FIELDS = new Set(['pathNormalization', 'extensionProviders', 'enableAutoMtls', 'trustDomainAliases', 'localityLbSetting', 'ingressControllerMode', 'ingressClass', 'ingressSelector', 'ingressService']);
+const EFFECTIVE_FIELDS = new Set(['pathNormalization', 'extensionProviders', 'enableAutoMtls', 'trustDomainAliases', 'localityLbSetting', 'ingressControllerMode', 'ingressClass', 'ingressSelector', 'ingressService', 'h2UpgradePolicy']);
+
+const H2_UPGRADE_POLICIES = ['DO_NOT_UPGRADE', 'UPGRADE'];
+
+function readH2Upgrade(doc: Record<string, unknown>, file: string): boolean {
+  const v = doc['h2UpgradePolicy'] ?? 'DO_NOT_UPGRADE';
+  if (typeof v !== 'string' || !H2_UPGRADE_POLICIES.includes(v)) throw new MeshConfigError(`${file}: h2UpgradePolicy: ${JSON.stringify(v)} is not one of ${H2_UPGRADE_POLICIES.join(', ')}`);
+  return v === 'UPGRADE';
+}
 
 function readIngressFields(doc: Record<string, unknown>, file: string): IngressSettings {
   const mode = doc['ingressControllerMode'] ?? DEFAULT_INGRESS_SETTINGS.mode;
@@ -128,5 +138,5 @@ export function parseMeshConfig(text: string, file: string): MeshConfig {
   }
   const notEffective = Object.keys(doc).filter((k) => !EFFECTIVE_FIELDS.has(k)).sort();
   notEffective.push(...extensionProviders.notEffective.map((p) => `extensionProviders: ${p}`));
-  return { pathNormalization, extensionProviders, ...readMtlsFields(doc, file), localityLbSetting: readLocalityLb(doc, file), ingress: readIngressFields(doc, file), notEffective };
+  return { pathNormalization, extensionProviders, ...readMtlsFields(doc, file), localityLbSetting: readLocalityLb(doc, file), ingress: readIngressFields(doc, file), h2Upgrade: readH2Upgrade(doc, file), notEffective };
 }

@@ -8,7 +8,7 @@ import { pack } from '../envoy/types.js';
 import { adsConfigSourceWaiting, seconds } from './common.js';
 import { buildLoadAssignment, type EndpointInput } from './endpoint.js';
 import { BLACKHOLE_CLUSTER, inboundClusterName, outboundClusterName, PASSTHROUGH_CLUSTER } from './names.js';
-import { clusterPolicy, commonHttpOptions, passesThrough, type TrafficPolicy } from './traffic-policy.js';
+import { clusterPolicy, commonHttpOptions, passesThrough, upgradesToH2, type TrafficPolicy } from './traffic-policy.js';
 import { meshMtlsFields, type ClusterMtls } from './outbound-mtls.js';
 
 export interface ClusterOptions {
@@ -44,12 +44,12 @@ function cluster(name: string, type: Cluster_DiscoveryType, opts: ClusterOptions
 }
 
 /**
- * HTTP/2 to upstreams that need it (gRPC, h2c; HTTP/1.1 is Envoy's default otherwise), and the
- * connection pool's idle timeout and requests per connection.
+ * HTTP/2 to upstreams that need it (gRPC, h2c) or that a policy upgrades (HTTP/1.1 is Envoy's
+ * default otherwise), and the connection pool's idle timeout and requests per connection.
  */
 function protocolOptions(protocol: Protocol, policy?: TrafficPolicy): Pick<ClusterInit, 'typedExtensionProtocolOptions'> {
   const common = commonHttpOptions(policy?.connectionPool);
-  const h2 = isHttp2Protocol(protocol);
+  const h2 = isHttp2Protocol(protocol) || (policy !== undefined && upgradesToH2(policy));
   if (!h2 && !common) return {};
   return {
     typedExtensionProtocolOptions: {

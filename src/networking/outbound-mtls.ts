@@ -11,7 +11,7 @@ import { pack } from '../envoy/types.js';
 import { isHttp2Protocol, type Service, type ServicePort } from '../model/service.js';
 import type { EffectiveMtlsMode } from '../security/mtls/peer-authentication.js';
 import { outboundMtlsSocket } from '../security/mtls/tls-context.js';
-import { passesThrough, type TrafficPolicy } from './traffic-policy.js';
+import { passesThrough, upgradesToH2, type TrafficPolicy } from './traffic-policy.js';
 
 /** The workload label (set by the injector) and its value for workloads with a sidecar. */
 export const TLS_MODE_LABEL = 'security.mesh.io/tlsMode';
@@ -57,7 +57,7 @@ export function meshMtlsFields(service: Service, port: ServicePort, subset: stri
     outboundMtlsSocket({
       sans: tls?.subjectAltNames?.length ? tls.subjectAltNames : m.sans,
       sni: tls?.sni || meshMtlsSni(port.port, service.hostname, subset),
-      http2: isHttp2Protocol(port.protocol),
+      http2: isHttp2Protocol(port.protocol) || upgradesToH2(policy),
     });
   if (tls?.mode === 'ISTIO_MUTUAL') return { transportSocket: socket() };
   if (tls?.mode || service.external || !m.autoMtls || m.serverMode === 'DISABLE') return {};

@@ -6,6 +6,7 @@ import type { MessageInitShape } from '@bufbuild/protobuf';
 import { Cluster_LbPolicy, type Cluster_CommonLbConfigSchema, type ClusterSchema } from '../gen/envoy/config/cluster/v3/cluster_pb.js';
 import { RoutingPriority } from '../gen/envoy/config/core/v3/base_pb.js';
 import type { EffectiveRule } from '../model/traffic.js';
+import { isHttpProtocol, type Protocol } from '../model/service.js';
 import { duration as durationInit, type TcpProxyLimits } from './common.js';
 import type { HashPolicyInit } from './http-route.js';
 import { upstreamTls, type ClientTlsSettings } from './upstream-tls.js';
@@ -44,6 +45,8 @@ export interface ConnectionPoolSettings {
     readonly maxRequestsPerConnection?: number;
     readonly maxRetries?: number;
     readonly idleTimeout?: string;
+    readonly h2UpgradePolicy?: string;
+    readonly useClientProtocol?: boolean;
   };
 }
 
@@ -133,6 +136,23 @@ export function commonHttpOptions(pool: ConnectionPoolSettings | undefined): { m
     ...(http?.maxRequestsPerConnection ? { maxRequestsPerConnection: http.maxRequestsPerConnection } : {}),
     ...(idleTimeout ? { idleTimeout: durationInit(idleTimeout) } : {}),
   };
+}
+
+/**
+ * Whether the policy upgrades the cluster's HTTP/1.1 to HTTP/2, as the Go mesh's shouldH2Upgrade:
+ * useClientProtocol never; the rule's h2UpgradePolicy UPGRADE on any port (the user says it is
+ * HTTP), DO_NOT_UPGRADE never; otherwise the mesh's (withMeshH2Upgrade).
+ */
+export function upgradesToH2(policy: TrafficPolicy): boolean {
+  const http = policy.connectionPool?.http;
+  return !http?.useClientProtocol && http?.h2UpgradePolicy === 'UPGRADE';
+}
+
+/** The mesh's h2UpgradePolicy UPGRADE for an HTTP port whose rule sets no policy of its own (DEFAULT). */
+export function withMeshH2Upgrade(policy: TrafficPolicy, meshUpgrade: boolean, protocol: Protocol): TrafficPolicy {
+  const http = policy.connectionPool?.http;
+  if (!meshUpgrade || !isHttpProtocol(protocol) || (http?.h2UpgradePolicy !== undefined && http.h2UpgradePolicy !== 'DEFAULT')) return policy;
+  return { ...policy, connectionPool: { ...policy.connectionPool, http: { ...http, h2UpgradePolicy: 'UPGRADE' } } };
 }
 
 /** What a TCP proxy to a service takes from its DestinationRule: the top-level connection pool's tcp limits, as the Go mesh. */

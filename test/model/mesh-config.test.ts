@@ -29,6 +29,14 @@ test('enableAutoMtls (default true) and trustDomainAliases are read and effectiv
   assert.throws(() => parseMeshConfig('trustDomainAliases: ["spiffe://x/y"]', 'm'), /trustDomainAliases: expected a list/);
 });
 
+test('h2UpgradePolicy: DO_NOT_UPGRADE by default, UPGRADE read and effective; another value names the field', () => {
+  assert.equal(parseMeshConfig('', 'mesh').h2Upgrade, false);
+  assert.equal(parseMeshConfig('h2UpgradePolicy: DO_NOT_UPGRADE', 'mesh').h2Upgrade, false);
+  const up = parseMeshConfig('h2UpgradePolicy: UPGRADE', 'mesh');
+  assert.deepEqual([up.h2Upgrade, up.notEffective], [true, []]);
+  assert.throws(() => parseMeshConfig('h2UpgradePolicy: SOMETIMES', 'm'), /m: h2UpgradePolicy: "SOMETIMES" is not one of DO_NOT_UPGRADE, UPGRADE/);
+});
+
 test('an invalid mesh config is an error naming the file, the field and the value', () => {
   assert.throws(() => parseMeshConfig('pathNormalization: {normalization: SLASHES}', '/etc/mesh'), (e: unknown) => e instanceof MeshConfigError && /\/etc\/mesh: pathNormalization\.normalization: "SLASHES" is not one of DEFAULT, NONE, BASE/.test(e.message));
   assert.throws(() => parseMeshConfig('pathNormalization: BASE', 'm'), /pathNormalization: expected a mapping/);

@@ -390,3 +390,22 @@ test('outbound listener conflicts are counted per snapshot in the pilot_conflict
   assert.equal(await value('pilot_conflict_outbound_listener_tcp_over_current_tcp'), 0);
   assert.equal(await value('pilot_conflict_outbound_listener_http_over_current_tcp'), 0);
 });
+
+test('mesh h2UpgradePolicy UPGRADE: outbound clusters of HTTP ports speak HTTP/2 unless their rule says DO_NOT_UPGRADE; TCP ports keep HTTP/1.1', async () => {
+  const web = serviceEntry('foo', 'web', { hosts: ['web.foo.svc.cluster.local'], addresses: ['10.96.5.1'], location: 'MESH_INTERNAL', resolution: 'STATIC', ports: [{ number: 80, name: 'http', protocol: 'HTTP' }, { number: 5000, name: 'tcp', protocol: 'TCP' }] });
+  const legacy = serviceEntry('foo', 'legacy', { hosts: ['legacy.foo.svc.cluster.local'], addresses: ['10.96.5.2'], location: 'MESH_INTERNAL', resolution: 'STATIC', ports: [{ number: 80, name: 'http', protocol: 'HTTP' }] });
+  const keep: AnyResource = { apiVersion: 'networking.mesh.io/v1', kind: 'DestinationRule', metadata: { namespace: 'foo', name: 'legacy' }, spec: { host: 'legacy', trafficPolicy: { connectionPool: { http: { h2UpgradePolicy: 'DO_NOT_UPGRADE' } } } } };
+  const push = pushOf([...MESH, web, legacy, keep]);
+  const h2 = async (upgrade: boolean) => {
+    const cds = createMeshGenerators({ pushContext: () => push, ...(upgrade ? { h2Upgrade: true } : {}) }).get(TypeUrl.Cluster)!;
+    const out = await cds.generate({ proxy: info('sidecar~10.0.0.1~echo-1.foo~foo.svc.cluster.local', { NAMESPACE: 'foo' }), typeUrl: TypeUrl.Cluster, subscription: { wildcard: true, names: new Set() } });
+    const clusters = out.map((r) => toEnvoyJson(ClusterSchema, unpack(r.resource, ClusterSchema)) as { name: string; typed_extension_protocol_options?: Record<string, { explicit_http_config?: Record<string, unknown> }> });
+    return clusters
+      .filter((c) => c.name.includes('web.foo') || c.name.includes('legacy.foo'))
+      .filter((c) => c.typed_extension_protocol_options?.['envoy.extensions.upstreams.http.v3.HttpProtocolOptions']?.explicit_http_config?.['http2_protocol_options'] !== undefined)
+      .map((c) => c.name)
+      .sort();
+  };
+  assert.deepEqual(await h2(true), ['outbound|80||web.foo.svc.cluster.local']);
+  assert.deepEqual(await h2(false), [], 'DO_NOT_UPGRADE is the mesh default');
+});

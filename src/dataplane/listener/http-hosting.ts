@@ -12,7 +12,7 @@ import { scope } from '../../common/log.js';
 import { HttpConnectionManagerSchema } from '../../gen/envoy/extensions/filters/network/http_connection_manager/v3/http_connection_manager_pb.js';
 import type { CompiledChainMatch } from '../filter-chain-match.js';
 import { buildHttpConnectionManager, type FilterStats, type HttpConnectionManagerHandler } from '../http-connection-manager.js';
-import { statName, type StatSample, type StatsStore } from '../stats.js';
+import { statName, type StatCounter, type StatSample, type StatsStore } from '../stats.js';
 import { Chain, type ListenerCounters } from './chain.js';
 import { registerNetworkFilter } from './network-filters.js';
 import { isH2cUpgrade, serveH2cAsHttp1 } from '../request-guards.js';
@@ -31,6 +31,8 @@ export class HttpChain extends Chain {
   private readonly h2Sessions = new Map<Http2Session, SessionStreams | undefined>();
   private readonly h1Connections: DownstreamConnections;
   private readonly timeouts: StreamTimeouts;
+  /** Envoy's downstream_cx_http1_total and downstream_cx_http2_total: connections by codec. */
+  private readonly cxByCodec: { readonly http1: StatCounter; readonly http2: StatCounter };
 
   constructor(
     name: string,
@@ -42,6 +44,7 @@ export class HttpChain extends Chain {
     super(name, match);
     const tag = { name: 'envoy_http_conn_manager_prefix', value: handler.statPrefix };
     const hcmRq = stats.counter(statName('http', 'downstream_rq_total', tag));
+    this.cxByCodec = { http1: stats.counter(statName('http', 'downstream_cx_http1_total', tag)), http2: stats.counter(statName('http', 'downstream_cx_http2_total', tag)) };
     const hcmClass = [1, 2, 3, 4, 5].map((k) => stats.counter(statName('http', `downstream_rq_${k}xx`, tag)));
     const connections = (this.h1Connections = new DownstreamConnections(handler.limits));
     // One listener for every response of the chain, not a closure per request; 'finish' comes once.
@@ -120,6 +123,7 @@ export class HttpChain extends Chain {
   }
 
   private acceptH1(socket: Socket): void {
+    this.cxByCodec.http1.inc();
     this.h1Connections.open(socket);
     this.server.emit('connection', socket);
     this.timeouts.openHttp1(socket);
@@ -129,6 +133,7 @@ export class HttpChain extends Chain {
   }
 
   private acceptH2(socket: Socket): void {
+    this.cxByCodec.http2.inc();
     // node:http2 reads the socket's handle directly and would never see bytes already read (by
     // inspection or sniffing): such a socket is handed over behind a stream that replays them.
     const conn = socket.readableLength > 0 ? new ReplayingSocket(socket) : socket;

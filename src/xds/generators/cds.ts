@@ -15,6 +15,6 @@ export const cds: XdsType = {
   pushedBy: (t: PushTrigger) => t.source === 'service' || isNonSecurityConfigChange(t) || (t.source === 'config' && t.kind === 'PeerAuthentication'),
   generator: (ctx) =>
     generatorOf(ctx, (proxy, push) =>
-      resources(ClusterSchema, isRouter(proxy) ? gatewayClusters(proxy, push, ctx.opts) : sidecarClusters(proxy, push, !isGrpc(proxy), ctx.opts.cache, ctx.opts.mtls, ctx.opts.localityLb), (c) => c.name),
+      resources(ClusterSchema, isRouter(proxy) ? gatewayClusters(proxy, push, ctx.opts) : sidecarClusters(proxy, push, !isGrpc(proxy), ctx.opts.cache, ctx.opts.mtls, ctx.opts), (c) => c.name),
     ),
 };

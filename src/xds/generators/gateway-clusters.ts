@@ -85,12 +85,13 @@ export interface GatewayClusterOptions extends GatewayOptions {
   readonly cache?: XdsCache;
   readonly mtls?: MeshMtlsSettings;
   readonly localityLb?: LocalityLbSetting;
+  readonly h2Upgrade?: boolean;
 }
 
 /** The router proxy's clusters: outbound ones (filtered), BlackHole and Passthrough, then the SNI-DNAT ones. */
 export function gatewayClusters(proxy: Proxy, push: PushContext, opts: GatewayClusterOptions): Cluster[] {
   const hosts = gatewayServiceHosts(proxy, push, opts);
-  const clusters = sidecarClusters(proxy, push, false, opts.cache, opts.mtls, opts.localityLb).filter((c) => keeps(c.name, hosts));
+  const clusters = sidecarClusters(proxy, push, false, opts.cache, opts.mtls, opts).filter((c) => keeps(c.name, hosts));
   if (!hasAutoPassthrough(mergedGatewayFor(proxy, push, opts))) return clusters;
   // Built once per scope and snapshot: every gateway proxy of the scope gets the same messages.
   const sni = memo(push.sidecarScope(proxy), `sniDnatCds:${push.traffic.selectorKey(proxy)}`, () =>

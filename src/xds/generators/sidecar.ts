@@ -17,7 +17,7 @@ import { buildIngressListeners, buildOutboundListeners, buildVirtualInbound, bui
 import { usesAutoAllocation } from '../../networking/name-table.js';
 import { LOCALHOST, outboundClusterName, WILDCARD_ADDRESS } from '../../networking/names.js';
 import { inMeshName, nonServiceHosts, nonServiceVirtualHosts, outboundRouteConfig, routedByVirtualService, serviceVirtualHost, type OutboundRouteOptions } from '../../networking/route.js';
-import { clusterVariants, routeHashPolicy, ruleTraffic, tcpProxyLimits, withMeshLocalityLb } from '../../networking/traffic-policy.js';
+import { clusterVariants, routeHashPolicy, ruleTraffic, tcpProxyLimits, withMeshH2Upgrade, withMeshLocalityLb } from '../../networking/traffic-policy.js';
 import type { TcpProxyLimits } from '../../networking/common.js';
 import { DEFAULT_LOCALITY_LB, type LocalityLbSetting } from '../../networking/locality-lb.js';
 import type { HashPolicyInit } from '../../networking/http-route.js';
@@ -46,6 +46,8 @@ export interface SidecarOptions {
   readonly pathNormalization?: PathNormalization;
   /** Mesh config localityLbSetting: locality failover where a DestinationRule sets none; the mesh default when absent. */
   readonly localityLb?: LocalityLbSetting;
+  /** Mesh config h2UpgradePolicy UPGRADE: outbound clusters of HTTP ports speak HTTP/2 where a DestinationRule does not say otherwise. */
+  readonly h2Upgrade?: boolean;
   /** PILOT_HTTP10: HTTP connection managers accept HTTP/1.0 (a proxy's HTTP10 metadata "1" asks the same). */
   readonly http10?: boolean;
   /** Reports user errors found while generating (bad Sidecar fields). */
@@ -323,22 +325,24 @@ function carriesEndpoints(s: Service): boolean {
 }
 
 /** Outbound clusters of every visible service port, inbound clusters, BlackHole and Passthrough. */
-export function sidecarClusters(proxy: Proxy, push: PushContext, withInbound = true, cache?: XdsCache, mtlsSettings?: MeshMtlsSettings, localityLb: LocalityLbSetting = DEFAULT_LOCALITY_LB): Cluster[] {
+export function sidecarClusters(proxy: Proxy, push: PushContext, withInbound = true, cache?: XdsCache, mtlsSettings?: MeshMtlsSettings, mesh: Pick<SidecarOptions, 'localityLb' | 'h2Upgrade'> = {}): Cluster[] {
+  const localityLb = mesh.localityLb ?? DEFAULT_LOCALITY_LB;
   // Auto mTLS settings for a proxy with a workload certificate only (clusterMtls).
   const mtlsOf = proxy.meshMtls ? mtlsSettings : undefined;
   const mtlsOn = mtlsOf !== undefined;
   // Routers read a DestinationRule's tls.credentialName, sidecars do not: their clusters differ.
   const gateway = proxy.type === 'router';
-  const outbound = memo(push.sidecarScope(proxy), `cds:${push.traffic.selectorKey(proxy)}:${mtlsOn}:${gateway}`, () =>
+  const h2 = mesh.h2Upgrade === true;
+  const outbound = memo(push.sidecarScope(proxy), `cds:${push.traffic.selectorKey(proxy)}:${mtlsOn}:${gateway}:${h2}`, () =>
     push.sidecarScope(proxy).services.flatMap((s) => {
       const rule = ruleTraffic(push.traffic.destinationRule(proxy, s.hostname, s.namespace));
       // A service's clusters read the service, its rule and whether the proxy has mTLS: built (and
       // keyed) once per snapshot for every scope that sees them alike, not once per scope.
-      const key = `cds-service:${serviceKey(s)}:${rule ? JSON.stringify(rule) : ''}:${mtlsOn}:${gateway}`;
+      const key = `cds-service:${serviceKey(s)}:${rule ? JSON.stringify(rule) : ''}:${mtlsOn}:${gateway}:${h2}`;
       const build = (): Cluster[] =>
         s.ports.flatMap((p) =>
           clusterVariants(rule, p.port).map((variant) => {
-            const v = { ...variant, policy: withMeshLocalityLb(variant.policy, localityLb) };
+            const v = { ...variant, policy: withMeshH2Upgrade(withMeshLocalityLb(variant.policy, localityLb), h2, p.protocol) };
             const instances = subsetInstances(push.instances(s, p.port), v.labels);
             const endpoints = toEndpoints(instances);
             // EDS clusters do not carry their endpoints: leaving them out of the key keeps the
