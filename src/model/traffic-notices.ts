@@ -64,6 +64,7 @@ const HTTP_ROUTE: Shape = {
   fault: { delay: { fixedDelay: true, percentage: PERCENT }, abort: { httpStatus: true, grpcStatus: true, percentage: PERCENT } },
   mirror: DESTINATION,
   mirrorPercentage: PERCENT,
+  mirrors: { destination: DESTINATION, percentage: PERCENT },
   headers: { request: HEADER_OPS, response: HEADER_OPS },
   corsPolicy: { allowOrigins: STRING_MATCH, allowMethods: true, allowHeaders: true, exposeHeaders: true, maxAge: true, allowCredentials: true },
   delegate: { name: true, namespace: true },

@@ -46,6 +46,8 @@ export interface HttpRouteSpec {
   };
   readonly mirror?: Destination;
   readonly mirrorPercentage?: Percent;
+  /** Several mirrors, each with its own share (unset: every request). */
+  readonly mirrors?: readonly { readonly destination?: Destination; readonly percentage?: Percent }[];
   readonly headers?: { readonly request?: HeaderOperations; readonly response?: HeaderOperations };
   readonly corsPolicy?: {
     readonly allowOrigins?: readonly StringMatch[];
@@ -101,6 +103,16 @@ const GRPC_CODES = ['OK', 'CANCELLED', 'UNKNOWN', 'INVALID_ARGUMENT', 'DEADLINE_
 function fraction(p: Percent | undefined): { numerator: number; denominator: FractionalPercent_DenominatorType } {
   const value = p?.value ?? 100;
   return { numerator: Math.round(value * 10_000), denominator: FractionalPercent_DenominatorType.MILLION };
+}
+
+/**
+ * `mirror` (with `mirrorPercentage`), then each of `mirrors`, as the Go mesh: a share left unset is
+ * every request, one of 0 (or without a value) mirrors nothing and gets no policy.
+ */
+function mirrorPolicies(r: HttpRouteSpec, ctx: HttpRouteContext): NonNullable<Extract<RouteInit['action'], { case: 'route' }>['value']>['requestMirrorPolicies'] {
+  const policy = (d: Destination | undefined, p: Percent | undefined) =>
+    !d || (p !== undefined && !((p.value ?? 0) > 0)) ? [] : [{ cluster: ctx.resolve(d).cluster, runtimeFraction: { defaultValue: fraction(p) } }];
+  return [...policy(r.mirror, r.mirrorPercentage), ...(r.mirrors ?? []).flatMap((m) => policy(m.destination, m.percentage))];
 }
 
 function headerOptions(ops: HeaderOperations | undefined): NonNullable<RouteInit['requestHeadersToAdd']> {
@@ -196,7 +208,7 @@ function forwardAction(r: HttpRouteSpec, ctx: HttpRouteContext): RouteInit['acti
       ...(rw?.authority ? { hostRewriteSpecifier: { case: 'hostRewriteLiteral' as const, value: rw.authority } } : {}),
       // The hash policy of the first destination's rule: weighted targets hash alike.
       hashPolicy: [...(first?.hashPolicy ?? [])],
-      requestMirrorPolicies: r.mirror ? [{ cluster: ctx.resolve(r.mirror).cluster, runtimeFraction: { defaultValue: fraction(r.mirrorPercentage) } }] : [],
+      requestMirrorPolicies: mirrorPolicies(r, ctx),
     },
   };
 }
