@@ -30,11 +30,17 @@ export interface HeaderOperations {
 
 type Percent = { readonly value?: number };
 
+/** A route's or a destination's `headers`. */
+export interface Headers {
+  readonly request?: HeaderOperations;
+  readonly response?: HeaderOperations;
+}
+
 /** The HTTPRoute fields this module reads (the API's names). */
 export interface HttpRouteSpec {
   readonly name?: string;
   readonly match?: readonly HttpMatchRequest[];
-  readonly route?: readonly { readonly destination: Destination; readonly weight?: number }[];
+  readonly route?: readonly { readonly destination: Destination; readonly weight?: number; readonly headers?: Headers }[];
   readonly redirect?: { readonly uri?: string; readonly authority?: string; readonly port?: number; readonly scheme?: string; readonly redirectCode?: number };
   readonly directResponse?: { readonly status: number; readonly body?: { readonly string?: string; readonly bytes?: string } };
   readonly rewrite?: { readonly uri?: string; readonly authority?: string; readonly uriRegexRewrite?: { readonly match: string; readonly rewrite: string } };
@@ -48,7 +54,7 @@ export interface HttpRouteSpec {
   readonly mirrorPercentage?: Percent;
   /** Several mirrors, each with its own share (unset: every request). */
   readonly mirrors?: readonly { readonly destination?: Destination; readonly percentage?: Percent }[];
-  readonly headers?: { readonly request?: HeaderOperations; readonly response?: HeaderOperations };
+  readonly headers?: Headers;
   readonly corsPolicy?: {
     readonly allowOrigins?: readonly StringMatch[];
     readonly allowMethods?: readonly string[];
@@ -115,12 +121,62 @@ function mirrorPolicies(r: HttpRouteSpec, ctx: HttpRouteContext): NonNullable<Ex
   return [...policy(r.mirror, r.mirrorPercentage), ...(r.mirrors ?? []).flatMap((m) => policy(m.destination, m.percentage))];
 }
 
-function headerOptions(ops: HeaderOperations | undefined): NonNullable<RouteInit['requestHeadersToAdd']> {
-  const entry = (action: HeaderValueOption_HeaderAppendAction) => ([key, value]: [string, string]) => ({ header: { key, value }, appendAction: action });
-  return [
-    ...Object.entries(ops?.set ?? {}).map(entry(HeaderValueOption_HeaderAppendAction.OVERWRITE_IF_EXISTS_OR_ADD)),
-    ...Object.entries(ops?.add ?? {}).map(entry(HeaderValueOption_HeaderAppendAction.APPEND_IF_EXISTS_OR_ADD)),
-  ];
+const isAuthorityHeader = (name: string): boolean => name.toLowerCase() === ':authority' || name.toLowerCase() === 'host';
+/** Pseudo-headers and host are never mutated as headers (the authority becomes a host rewrite). */
+const isInternalHeader = (name: string): boolean => name.startsWith(':') || name.toLowerCase() === 'host';
+
+type HeaderOption = NonNullable<RouteInit['requestHeadersToAdd']>[number];
+
+interface HeaderFields {
+  readonly requestHeadersToAdd: HeaderOption[];
+  readonly requestHeadersToRemove: string[];
+  readonly responseHeadersToAdd: HeaderOption[];
+  readonly responseHeadersToRemove: string[];
+}
+
+/**
+ * `headers` as the Go mesh's TranslateHeadersOperations: `set` then `add`, each sorted by name,
+ * then the removals; `:authority` or `host` in the request's set (else add) is the authority,
+ * which the route turns into a host rewrite; no pseudo-header or host is mutated.
+ */
+function headerOps(h: Headers | undefined): { fields: HeaderFields; authority?: string } {
+  const options = (ops: HeaderOperations | undefined) => {
+    const entries = (map: Readonly<Record<string, string>> | undefined, appendAction: HeaderValueOption_HeaderAppendAction) =>
+      Object.entries(map ?? {})
+        .filter(([key]) => !isInternalHeader(key))
+        .sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0))
+        .map(([key, value]) => ({ header: { key, value }, appendAction }));
+    return [...entries(ops?.set, HeaderValueOption_HeaderAppendAction.OVERWRITE_IF_EXISTS_OR_ADD), ...entries(ops?.add, HeaderValueOption_HeaderAppendAction.APPEND_IF_EXISTS_OR_ADD)];
+  };
+  const authorityIn = (map: Readonly<Record<string, string>> | undefined) => Object.entries(map ?? {}).filter(([k]) => isAuthorityHeader(k)).at(-1)?.[1];
+  const authority = authorityIn(h?.request?.set) ?? authorityIn(h?.request?.add);
+  return {
+    fields: {
+      requestHeadersToAdd: options(h?.request),
+      requestHeadersToRemove: (h?.request?.remove ?? []).filter((k) => !isInternalHeader(k)),
+      responseHeadersToAdd: options(h?.response),
+      responseHeadersToRemove: (h?.response?.remove ?? []).filter((k) => !isInternalHeader(k)),
+    },
+    ...(authority ? { authority } : {}),
+  };
+}
+
+/** The route's own header operations, then its only destination's (a weighted destination's are not applied). */
+function routeHeaders(r: HttpRouteSpec): { fields: HeaderFields; authority?: string } {
+  const own = headerOps(r.headers);
+  const dests = r.route ?? [];
+  if (dests.length !== 1 || !dests[0]!.headers) return own;
+  const dest = headerOps(dests[0]!.headers);
+  const authority = own.authority ?? dest.authority;
+  return {
+    fields: {
+      requestHeadersToAdd: [...own.fields.requestHeadersToAdd, ...dest.fields.requestHeadersToAdd],
+      requestHeadersToRemove: [...own.fields.requestHeadersToRemove, ...dest.fields.requestHeadersToRemove],
+      responseHeadersToAdd: [...own.fields.responseHeadersToAdd, ...dest.fields.responseHeadersToAdd],
+      responseHeadersToRemove: [...own.fields.responseHeadersToRemove, ...dest.fields.responseHeadersToRemove],
+    },
+    ...(authority ? { authority } : {}),
+  };
 }
 
 /**
@@ -188,12 +244,14 @@ export function routeTimeouts(timeout: { seconds: bigint; nanos: number }): { ti
   return { timeout, maxGrpcTimeout: timeout };
 }
 
-function forwardAction(r: HttpRouteSpec, ctx: HttpRouteContext): RouteInit['action'] {
+function forwardAction(r: HttpRouteSpec, ctx: HttpRouteContext, headerAuthority: string | undefined): RouteInit['action'] {
   const dests = (r.route ?? []).map((d) => ({ ...ctx.resolve(d.destination), weight: d.weight }));
   const first = dests[0];
   const timeout = r.timeout !== undefined ? duration(r.timeout) : seconds(ctx.defaultTimeout ?? 0);
   const retries = retryPolicy(r.retries, (first?.hashPolicy.length ?? 0) > 0);
   const rw = r.rewrite;
+  // rewrite.authority, else the authority the headers set (the route's, else its destination's).
+  const authority = rw?.authority || headerAuthority;
   return {
     case: 'route',
     value: {
@@ -205,7 +263,7 @@ function forwardAction(r: HttpRouteSpec, ctx: HttpRouteContext): RouteInit['acti
       ...(retries ? { retryPolicy: retries } : {}),
       ...(rw?.uri !== undefined ? { prefixRewrite: rw.uri } : {}),
       ...(rw?.uriRegexRewrite ? { regexRewrite: { pattern: { regex: rw.uriRegexRewrite.match }, substitution: rw.uriRegexRewrite.rewrite } } : {}),
-      ...(rw?.authority ? { hostRewriteSpecifier: { case: 'hostRewriteLiteral' as const, value: rw.authority } } : {}),
+      ...(authority ? { hostRewriteSpecifier: { case: 'hostRewriteLiteral' as const, value: authority } } : {}),
       // The hash policy of the first destination's rule: weighted targets hash alike.
       hashPolicy: [...(first?.hashPolicy ?? [])],
       requestMirrorPolicies: mirrorPolicies(r, ctx),
@@ -213,7 +271,7 @@ function forwardAction(r: HttpRouteSpec, ctx: HttpRouteContext): RouteInit['acti
   };
 }
 
-function action(r: HttpRouteSpec, ctx: HttpRouteContext): RouteInit['action'] {
+function action(r: HttpRouteSpec, ctx: HttpRouteContext, headerAuthority: string | undefined): RouteInit['action'] {
   if (r.redirect) {
     const rd = r.redirect;
     return {
@@ -232,7 +290,7 @@ function action(r: HttpRouteSpec, ctx: HttpRouteContext): RouteInit['action'] {
     const specifier = body?.string !== undefined ? { case: 'inlineString' as const, value: body.string } : body?.bytes !== undefined ? { case: 'inlineBytes' as const, value: Buffer.from(body.bytes, 'base64') } : undefined;
     return { case: 'directResponse', value: { status: r.directResponse.status, ...(specifier ? { body: { specifier } } : {}) } };
   }
-  return forwardAction(r, ctx);
+  return forwardAction(r, ctx, headerAuthority);
 }
 
 /**
@@ -249,13 +307,11 @@ export function buildHttpRoutes(r: HttpRouteSpec, ctx: HttpRouteContext): RouteI
     ...(r.fault ? { [FAULT_FILTER_NAME]: faultConfig(r.fault) } : {}),
     ...(r.corsPolicy ? { [CORS_FILTER_NAME]: corsConfig(r.corsPolicy) } : {}),
   };
+  const headers = routeHeaders(r);
   const shared: Omit<RouteInit, 'match' | 'name'> = {
-    action: action(r, ctx),
+    action: action(r, ctx, headers.authority),
     typedPerFilterConfig: perFilter,
-    requestHeadersToAdd: headerOptions(r.headers?.request),
-    requestHeadersToRemove: [...(r.headers?.request?.remove ?? [])],
-    responseHeadersToAdd: headerOptions(r.headers?.response),
-    responseHeadersToRemove: [...(r.headers?.response?.remove ?? [])],
+    ...headers.fields,
   };
   return conditions.map((m) => ({
     name: m?.name ? `${r.name ?? ''}.${m.name}` : (r.name ?? ''),
