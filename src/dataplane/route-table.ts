@@ -39,6 +39,8 @@ interface RootLevel {
   readonly req: HeaderMutation;
   readonly res: HeaderMutation;
   readonly perFilter: PerFilterConfigs;
+  /** The route configuration's, the virtual host's and the route's mutations in the order they apply. */
+  readonly byPrecedence: (levels: readonly HeaderMutation[]) => readonly HeaderMutation[];
 }
 
 export interface CompiledRoute {
@@ -50,7 +52,7 @@ export interface CompiledRoute {
   readonly action: RouteActionSpec;
   /** Compiled typed_per_filter_config by filter name, most specific level first. */
   readonly perFilter: ReadonlyMap<string, readonly unknown[]>;
-  /** Request mutations, outermost (route config) first. */
+  /** Request mutations in the order they apply: the later wins (route config last, unless most_specific_header_mutations_wins). */
   readonly requestHeaders: readonly HeaderMutation[];
   readonly responseHeaders: readonly HeaderMutation[];
 }
@@ -179,8 +181,8 @@ function compileVirtualHost(vh: VirtualHost, root: RootLevel, field: string, una
       ...(match.prefix !== undefined ? { matchedPrefix: match.prefix } : {}),
       action: compileAction(r, rf, unapplied, defaults),
       perFilter,
-      requestHeaders: [root.req, vreq, compileMutation(r.requestHeadersToAdd, r.requestHeadersToRemove, `${rf}.request_headers_to_add`)],
-      responseHeaders: [root.res, vres, compileMutation(r.responseHeadersToAdd, r.responseHeadersToRemove, `${rf}.response_headers_to_add`)],
+      requestHeaders: root.byPrecedence([root.req, vreq, compileMutation(r.requestHeadersToAdd, r.requestHeadersToRemove, `${rf}.request_headers_to_add`)]),
+      responseHeaders: root.byPrecedence([root.res, vres, compileMutation(r.responseHeadersToAdd, r.responseHeadersToRemove, `${rf}.response_headers_to_add`)]),
     };
   });
   const tlsRedirect = compileRequireTls(vh);
@@ -199,6 +201,9 @@ export function compileRouteConfiguration(rc: RouteConfiguration, opts: RouteTab
     perFilter: compilePerFilterConfigs(rc.typedPerFilterConfig, 'route_configuration'),
     req: compileMutation(rc.requestHeadersToAdd, rc.requestHeadersToRemove, 'request_headers_to_add'),
     res: compileMutation(rc.responseHeadersToAdd, rc.responseHeadersToRemove, 'response_headers_to_add'),
+    // As Envoy: the later level wins, and by default the later is the less specific (the route
+    // configuration's); most_specific_header_mutations_wins makes the route's the later.
+    byPrecedence: rc.mostSpecificHeaderMutationsWins ? (levels) => levels : (levels) => [...levels].reverse(),
   };
   const index = new DomainIndex();
   rc.virtualHosts.forEach((vh, i) => {

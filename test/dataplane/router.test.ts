@@ -5,7 +5,10 @@ import { AnySchema } from '@bufbuild/protobuf/wkt';
 import { RouteConfigurationSchema } from '../../src/gen/envoy/config/route/v3/route_pb.js';
 import type { RouteSchema } from '../../src/gen/envoy/config/route/v3/route_components_pb.js';
 import { ConfigError } from '../../src/envoy/config-error.js';
-import { requestView } from '../../src/envoy/request.js';
+import { RequestHeaders, requestView } from '../../src/envoy/request.js';
+import { applyMutations } from '../../src/dataplane/header-mutations.js';
+import { HeaderValueOption_HeaderAppendAction } from '../../src/gen/envoy/config/core/v3/base_pb.js';
+import { ResponseHeaderSet } from '../../src/dataplane/filters/upstream-outcome.js';
 import { compileRouteConfiguration, DEFAULT_ROUTE_TIMEOUT_MS, stripHostPort } from '../../src/dataplane/route-table.js';
 
 type RouteInit = MessageInitShape<typeof RouteSchema>;
@@ -177,5 +180,49 @@ describe('router: gRPC retry_on conditions (the Go mesh default policy names una
     assert.equal(spec.retriableResponse(200, { 'grpc-status': '13' }), false, 'INTERNAL is not named');
     assert.equal(spec.retriableResponse(503, {}), false, 'a plain 503 is not a gRPC status');
     assert.throws(() => compileRetryPolicy(create(RetryPolicySchema, { retryOn: 'unavailable,bogus' }), 'retry_policy'), /retry condition "bogus" is not supported/);
+  });
+});
+
+describe('router: header mutations of the three levels', () => {
+  const set = (key: string, value: string) => [{ header: { key, value }, appendAction: HeaderValueOption_HeaderAppendAction.OVERWRITE_IF_EXISTS_OR_ADD }];
+  const route: RouteInit = {
+    name: 'r',
+    match: { pathSpecifier: { case: 'prefix', value: '/' } },
+    action: { case: 'route', value: { clusterSpecifier: { case: 'cluster', value: 'c' } } },
+    requestHeadersToAdd: [...set('x-level', 'route'), ...set('x-route', 'yes')],
+    responseHeadersToAdd: set('x-level', 'route'),
+  };
+  const config = (mostSpecificHeaderMutationsWins: boolean) =>
+    compileRouteConfiguration(
+      create(RouteConfigurationSchema, {
+        name: 'levels',
+        mostSpecificHeaderMutationsWins,
+        requestHeadersToAdd: set('x-level', 'route-configuration'),
+        responseHeadersToAdd: set('x-level', 'route-configuration'),
+        virtualHosts: [
+          {
+            name: 'vh',
+            domains: ['*'],
+            requestHeadersToAdd: set('x-level', 'virtual-host'),
+            routes: [route],
+          },
+        ],
+      }),
+    );
+  const outcome = (mostSpecific: boolean) => {
+    const compiled = config(mostSpecific).route(requestView({ authority: 'a', path: '/' }))!;
+    const req = new RequestHeaders([['x-level', 'client']]);
+    applyMutations(req, compiled.requestHeaders);
+    const res: Record<string, string | string[]> = {};
+    applyMutations(new ResponseHeaderSet(res), compiled.responseHeaders);
+    return { request: req.joined('x-level'), route: req.joined('x-route'), response: res['x-level'] };
+  };
+
+  it("as Envoy: by default the least specific level's overwrite wins (it is applied last)", () => {
+    assert.deepEqual(outcome(false), { request: 'route-configuration', route: 'yes', response: 'route-configuration' });
+  });
+
+  it("most_specific_header_mutations_wins: the route's wins", () => {
+    assert.deepEqual(outcome(true), { request: 'route', route: 'yes', response: 'route' });
   });
 });
