@@ -5,7 +5,7 @@ import type { RouteConfiguration } from '../../gen/envoy/config/route/v3/route_p
 import type { HttpFilter } from '../../gen/envoy/extensions/filters/network/http_connection_manager/v3/http_connection_manager_pb.js';
 import type { Filter as NetworkFilter } from '../../gen/envoy/config/listener/v3/listener_components_pb.js';
 import { gatewaysForProxy, hasAutoPassthrough, mergeGateways, type MergedGateway } from '../../model/gateway.js';
-import { ruleTraffic, tcpProxyLimits } from '../../networking/traffic-policy.js';
+import { ruleTraffic } from '../../networking/traffic-policy.js';
 import type { SniTarget } from '../../networking/gateway-sni.js';
 import type { Proxy } from '../../model/proxy.js';
 import type { PushContext } from '../../model/push-context.js';
@@ -13,7 +13,7 @@ import type { PathNormalization } from '../../networking/common.js';
 import { buildGatewayListeners } from '../../networking/gateway.js';
 import { buildGatewayRouteConfig, emptyGatewayRouteConfig } from '../../networking/gateway-route.js';
 import { memo } from '../cache.js';
-import { hashPolicies } from './sidecar.js';
+import { hashPolicies, serviceTcpLimits } from './sidecar.js';
 
 export interface GatewayOptions {
   /** PILOT_SCOPE_GATEWAY_TO_NAMESPACE: a gateway proxy is selected only by Gateways of its namespace. */
@@ -79,7 +79,7 @@ export function gatewayListeners(proxy: Proxy, push: PushContext, opts: GatewayO
     ...(hasAutoPassthrough(merged) ? { sniTargets: sniTargets(proxy, push) } : {}),
     tcpLimits: (hostname) => {
       const s = push.sidecarScope(proxy).services.find((x) => x.hostname === hostname);
-      return s ? tcpProxyLimits(ruleTraffic(push.traffic.destinationRule(proxy, s.hostname, s.namespace))) : undefined;
+      return s ? serviceTcpLimits(proxy, push, s) : undefined;
     },
   });
 }

@@ -77,12 +77,17 @@ function headlessPods(services: readonly Service[], push: PushContext): Record<s
   return out;
 }
 
+/** The tcp limits the DestinationRule the proxy sees for the service gives the TCP proxies to it. */
+export function serviceTcpLimits(proxy: Proxy, push: PushContext, s: Service): TcpProxyLimits | undefined {
+  return tcpProxyLimits(ruleTraffic(push.traffic.destinationRule(proxy, s.hostname, s.namespace)));
+}
+
 /** The DestinationRule tcp limits of the TCP proxies to services with a port that is not HTTP, by hostname. */
 function tcpLimitsOf(proxy: Proxy, push: PushContext, services: readonly Service[]): Record<string, TcpProxyLimits> {
   const out: Record<string, TcpProxyLimits> = {};
   for (const s of services) {
     if (s.ports.every((p) => isHttpProtocol(p.protocol))) continue;
-    const limits = tcpProxyLimits(ruleTraffic(push.traffic.destinationRule(proxy, s.hostname, s.namespace)));
+    const limits = serviceTcpLimits(proxy, push, s);
     if (limits && !out[s.hostname]) out[s.hostname] = limits;
   }
   return out;
