@@ -4,6 +4,9 @@
 import {
   RouteActionSchema,
   RouteAction_ClusterNotFoundResponseCode,
+  WeightedClusterSchema,
+  WeightedCluster_ClusterWeightSchema,
+  type WeightedCluster_ClusterWeight,
   type Route,
   type RouteAction,
   type RouteAction_RequestMirrorPolicy,
@@ -16,7 +19,10 @@ import { compileRedirect, compileRegexRewrite, prefixRewrite, type PathRewrite, 
 import { compileRetryPolicy, type RetrySpec } from './retry-policy.js';
 import { compileHashPolicies, type RequestHasher } from './load-balancers.js';
 import { compileRouteTimeouts, type RouteTimeouts } from './route-timeouts.js';
+import { compileMutation, type HeaderMutation } from './header-mutations.js';
 
+const UNAPPLIED_CLUSTER_WEIGHT = ['metadataMatch', 'typedPerFilterConfig'];
+const UNAPPLIED_WEIGHTED_CLUSTER = ['runtimeKeyPrefix', 'headerName', 'useHashPolicy', 'totalWeight'];
 const UNAPPLIED_ROUTE_ACTION = ['retryPolicyTypedConfig', 'rateLimits', 'cors', 'hedgePolicy', 'metadataMatch', 'internalRedirectPolicy'];
 
 /** Where a compile notes the set fields it does not apply yet (logged once per route configuration). */
@@ -31,7 +37,7 @@ export type RouteActionSpec =
   | {
       readonly kind: 'route';
       /** The upstream cluster for this request (weighted and header-named clusters resolved per call). */
-      readonly cluster: (req: RequestView) => string;
+      readonly cluster: (req: RequestView) => ClusterChoice;
       readonly clusterNotFoundStatus: number;
       /** 0 = no timeout (also with MaxStreamDuration set: Envoy's router then leaves `timeout` aside). */
       readonly timeoutMs: number;
@@ -53,6 +59,18 @@ export type RouteActionSpec =
     }
   | { readonly kind: 'direct'; readonly status: number; readonly body: string }
   | { readonly kind: 'redirect'; readonly redirect: RedirectSpec };
+
+/**
+ * The cluster a request goes to and, for a weighted cluster, its own header mutations and host
+ * rewrite. As Envoy's WeightedClusterEntry they apply before the route's, so the route's (and its
+ * virtual host's and route configuration's) win, and the route's host rewrite wins over this one.
+ */
+export interface ClusterChoice {
+  readonly name: string;
+  readonly requestHeaders?: readonly HeaderMutation[];
+  readonly responseHeaders?: readonly HeaderMutation[];
+  readonly hostRewrite?: string;
+}
 
 /** A request_mirror_policies entry: the shadow cluster and the share of requests it sees. */
 export interface MirrorSpec {
@@ -81,31 +99,47 @@ const NOT_FOUND_STATUS: Record<RouteAction_ClusterNotFoundResponseCode, number> 
   [RouteAction_ClusterNotFoundResponseCode.INTERNAL_SERVER_ERROR]: 500,
 };
 
-function compileClusterSpecifier(a: RouteAction, field: string): (req: RequestView) => string {
+function compileClusterWeight(c: WeightedCluster_ClusterWeight, field: string, unapplied: UnappliedNotes): ClusterChoice & { weight: number } {
+  if (c.clusterHeader) throw new ConfigError(`${field}.cluster_header`, 'a weighted cluster named by a header is not supported; use name');
+  if (!c.name) throw new ConfigError(`${field}.name`, 'a cluster name is required');
+  unapplied.note(unappliedFields(WeightedCluster_ClusterWeightSchema, c, UNAPPLIED_CLUSTER_WEIGHT), field);
+  const mutation = (add: typeof c.requestHeadersToAdd, remove: readonly string[], f: string) => (add.length + remove.length > 0 ? [compileMutation(add, remove, `${field}.${f}`)] : undefined);
+  const requestHeaders = mutation(c.requestHeadersToAdd, c.requestHeadersToRemove, 'request_headers_to_add');
+  const responseHeaders = mutation(c.responseHeadersToAdd, c.responseHeadersToRemove, 'response_headers_to_add');
+  const host = c.hostRewriteSpecifier;
+  return {
+    name: c.name,
+    weight: c.weight ?? 0,
+    ...(requestHeaders ? { requestHeaders } : {}),
+    ...(responseHeaders ? { responseHeaders } : {}),
+    ...(host.case === 'hostRewriteLiteral' && host.value ? { hostRewrite: host.value } : {}),
+  };
+}
+
+function compileClusterSpecifier(a: RouteAction, field: string, unapplied: UnappliedNotes): (req: RequestView) => ClusterChoice {
   const cs = a.clusterSpecifier;
   switch (cs.case) {
     case 'cluster': {
-      const name = cs.value;
-      return () => name;
+      const choice = { name: cs.value };
+      return () => choice;
     }
     case 'clusterHeader': {
       const header = cs.value.toLowerCase();
-      return (req) => req.header(header) ?? '';
+      return (req) => ({ name: req.header(header) ?? '' });
     }
     case 'weightedClusters': {
-      const entries = cs.value.clusters.map((c, i) => {
-        if (!c.name) throw new ConfigError(`${field}.weighted_clusters.clusters[${i}].name`, 'a cluster name is required');
-        return { name: c.name, weight: c.weight ?? 0 };
-      });
+      const wf = `${field}.weighted_clusters`;
+      unapplied.note(unappliedFields(WeightedClusterSchema, cs.value, UNAPPLIED_WEIGHTED_CLUSTER), wf);
+      const entries = cs.value.clusters.map((c, i) => compileClusterWeight(c, `${wf}.clusters[${i}]`, unapplied));
       const total = entries.reduce((s, e) => s + e.weight, 0);
-      if (total <= 0) throw new ConfigError(`${field}.weighted_clusters`, 'the cluster weights must add up to more than 0');
+      if (total <= 0) throw new ConfigError(wf, 'the cluster weights must add up to more than 0');
       return () => {
         let r = Math.random() * total;
         for (const e of entries) {
           r -= e.weight;
-          if (r < 0) return e.name;
+          if (r < 0) return e;
         }
-        return entries[entries.length - 1].name;
+        return entries[entries.length - 1]!;
       };
     }
     default:
@@ -133,7 +167,7 @@ export function compileAction(r: Route, field: string, unapplied: UnappliedNotes
         ...(hash ? { hash } : {}),
         ...(timeouts ? { timeouts } : {}),
         kind: 'route',
-        cluster: compileClusterSpecifier(ra, `${field}.route`),
+        cluster: compileClusterSpecifier(ra, `${field}.route`, unapplied),
         clusterNotFoundStatus: NOT_FOUND_STATUS[ra.clusterNotFoundResponseCode] ?? 503,
         timeoutMs: ra.maxStreamDuration ? 0 : durationMs(ra.timeout, DEFAULT_ROUTE_TIMEOUT_MS),
         upgrades: new Map(

@@ -168,17 +168,10 @@ export function destinationRuleNotices(dr: DestinationRule): string[] {
   return [...fields, ...unsupportedValues(tp), ...failoverNotices(dr), ...tcpLimitNotices(dr)].map((m) => `${name}: ${m}`);
 }
 
-/** A destination's headers apply when it is the route's only one; weighted destinations' are not applied yet. */
-function weightedHeaderNotices(vs: VirtualService): string[] {
-  return ((vs.spec.http ?? []) as { route?: { headers?: unknown }[] }[]).flatMap((r, i) =>
-    (r.route ?? []).length > 1 ? (r.route ?? []).flatMap((d, j) => (d.headers !== undefined ? [`http[${i}].route[${j}].headers of a weighted destination is not effective yet`] : [])) : [],
-  );
-}
-
 export function virtualServiceNotices(vs: VirtualService): string[] {
   const name = `VirtualService ${vs.metadata.namespace}/${vs.metadata.name}`;
   // tcp and tls routes of a VirtualService bound only to Gateways are checked against what gateways translate (gateway.ts gatewayRouteNotices).
   const l4 = (p: string) => boundToMesh(vs) || !/^(tcp|tls)(\[|$)/.test(p);
   const fields = untranslated(vs.spec, VIRTUAL_SERVICE, '').filter(l4).map((p) => `${p} is not effective yet`);
-  return [...fields, ...weightedHeaderNotices(vs)].map((m) => `${name}: ${m}`);
+  return fields.map((m) => `${name}: ${m}`);
 }

@@ -161,7 +161,21 @@ function headerOps(h: Headers | undefined): { fields: HeaderFields; authority?: 
   };
 }
 
-/** The route's own header operations, then its only destination's (a weighted destination's are not applied). */
+/**
+ * A weighted destination: its cluster and weight, and its own `headers` as the cluster's mutations
+ * and host rewrite (as the Go mesh's processWeightedDestination); the route's apply after them.
+ */
+function clusterWeight(cluster: string, d: NonNullable<HttpRouteSpec['route']>[number]) {
+  const ops = d.headers ? headerOps(d.headers) : undefined;
+  return {
+    name: cluster,
+    weight: d.weight ?? 0,
+    ...ops?.fields,
+    ...(ops?.authority ? { hostRewriteSpecifier: { case: 'hostRewriteLiteral' as const, value: ops.authority } } : {}),
+  };
+}
+
+/** The route's own header operations, then its only destination's (weighted destinations carry their own: clusterWeight). */
 function routeHeaders(r: HttpRouteSpec): { fields: HeaderFields; authority?: string } {
   const own = headerOps(r.headers);
   const dests = r.route ?? [];
@@ -258,7 +272,7 @@ function forwardAction(r: HttpRouteSpec, ctx: HttpRouteContext, headerAuthority:
       clusterSpecifier:
         dests.length === 1
           ? { case: 'cluster', value: first!.cluster }
-          : { case: 'weightedClusters', value: { clusters: dests.map((d) => ({ name: d.cluster, weight: d.weight ?? 0 })) } },
+          : { case: 'weightedClusters', value: { clusters: (r.route ?? []).map((d, i) => clusterWeight(dests[i]!.cluster, d)) } },
       ...routeTimeouts(timeout),
       ...(retries ? { retryPolicy: retries } : {}),
       ...(rw?.uri !== undefined ? { prefixRewrite: rw.uri } : {}),

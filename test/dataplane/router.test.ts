@@ -116,7 +116,7 @@ describe('router: routes', () => {
     assert.equal(timed?.kind === 'route' && timed.timeoutMs, 2500);
     const dflt = table.route(requestView({ authority: 'h', path: '/h' }))?.action;
     assert.equal(dflt?.kind === 'route' && dflt.timeoutMs, DEFAULT_ROUTE_TIMEOUT_MS);
-    assert.equal(dflt?.kind === 'route' && dflt.cluster(requestView({})), 'd');
+    assert.equal(dflt?.kind === 'route' && dflt.cluster(requestView({})).name, 'd');
     assert.deepEqual(table.route(requestView({ authority: 'h', path: '/health' }))?.action, { kind: 'direct', status: 200, body: 'ok' });
   });
 

@@ -196,7 +196,7 @@ export class RouterStream implements Attempt, UpstreamRequest, BodyDone {
       return;
     }
     clearTimeout(this.tryTimer);
-    const { cluster, route, attemptCount } = this.target;
+    const { cluster, attemptCount } = this.target;
     cluster.report?.(a.endpoint, up.status);
     if (this.mayRetry() && this.retry!.retriableResponse(up.status, up.headers) && this.again()) {
       a.state = 'abandoned';
@@ -212,7 +212,7 @@ export class RouterStream implements Attempt, UpstreamRequest, BodyDone {
     if (this.requestId && this.deps.alwaysSetRequestIdInResponse) out['x-request-id'] = this.requestId;
     const headerSet = new ResponseHeaderSet(out);
     for (const c of this.target.setCookies) headerSet.add('set-cookie', c);
-    applyMutations(headerSet, route.responseHeaders);
+    applyMutations(headerSet, this.target.responseHeaders);
     this.target.encode?.(out);
     this.deps.responseStarts(res);
     if (up.endStream) {

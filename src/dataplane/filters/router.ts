@@ -13,7 +13,7 @@ import type { Endpoint, UpstreamCluster } from '../upstream-pools.js';
 import { RouterStream } from './router-stream.js';
 import { bodyFraming, isGrpc, rawHead, type DownstreamRequest, type DownstreamResponse } from '../http-codec.js';
 import type { CompiledRoute, RouteTable } from '../route-table.js';
-import { applyMutations } from '../header-mutations.js';
+import { applyMutations, type HeaderMutation } from '../header-mutations.js';
 import { mirror } from '../mirror.js';
 import type { RetrySpec } from '../retry-policy.js';
 import { formatGrpcTimeout, grpcRouterTimeoutMs } from '../route-timeouts.js';
@@ -42,6 +42,8 @@ function requestHash(hasher: RequestHasher, sreq: StreamRequest): { hash: () => 
 export interface Target {
   readonly route: CompiledRoute;
   readonly cluster: UpstreamCluster;
+  /** The response's mutations: the weighted cluster's (if any), then the route's. */
+  readonly responseHeaders: readonly HeaderMutation[];
   readonly endpoint: Endpoint;
   readonly path: string;
   readonly headers: OutgoingHttpHeaders;
@@ -118,7 +120,8 @@ export class Router {
       reply({ status: action.redirect.status, body: '', headers, details: 'direct_response' });
       return undefined;
     }
-    const cluster = this.clusters.get(action.cluster(sreq));
+    const choice = action.cluster(sreq);
+    const cluster = this.clusters.get(choice.name);
     if (!cluster) {
       reply({ status: action.clusterNotFoundStatus, body: '', headers: {}, details: 'cluster_not_found' });
       return undefined;
@@ -134,10 +137,11 @@ export class Router {
     const grpcPolicy = action.timeouts?.grpc;
     const grpc = grpcPolicy !== undefined && isGrpc(sreq.headers.joined('content-type'));
     const timeoutMs = grpc ? grpcRouterTimeoutMs(grpcPolicy, sreq.headers.joined('grpc-timeout')) : action.timeoutMs;
+    if (choice.requestHeaders) applyMutations(sreq.headers, choice.requestHeaders);
     applyMutations(sreq.headers, route.requestHeaders);
     const path = action.pathRewrite ? action.pathRewrite(sreq.path, route.matchedPrefix) : sreq.path;
     const headers: OutgoingHttpHeaders = sreq.headers.toRecord();
-    headers.host = action.hostRewrite ?? sreq.authority;
+    headers.host = action.hostRewrite ?? choice.hostRewrite ?? sreq.authority;
     const perTry = action.retry?.perTryTimeoutMs ?? 0;
     const expected = perTry > 0 && (timeoutMs === 0 || perTry < timeoutMs) ? perTry : timeoutMs;
     if (expected > 0) {
@@ -146,7 +150,8 @@ export class Router {
       if (grpc) headers['grpc-timeout'] = formatGrpcTimeout(expected);
     }
     if (action.mirrors.length > 0) mirror(this.clusters, action.mirrors, sreq, path, headers);
-    return { route, cluster, endpoint, path, headers, timeoutMs, attemptCount: action.attemptCount, retry: action.retry, hash, setCookies, encode: undefined };
+    const responseHeaders = choice.responseHeaders ? [...choice.responseHeaders, ...route.responseHeaders] : route.responseHeaders;
+    return { route, cluster, responseHeaders, endpoint, path, headers, timeoutMs, attemptCount: action.attemptCount, retry: action.retry, hash, setCookies, encode: undefined };
   }
 
   /** Sends the request upstream and the response downstream (router-stream.ts), unless the cluster's circuit breaker overflows. */
