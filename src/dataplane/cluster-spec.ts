@@ -197,7 +197,7 @@ export function equalWeights(eps: readonly WeightedEndpoint[]): boolean {
 }
 
 /** Fields of the HTTP protocol options this proxy applies to upstream connections; the others are logged. */
-const APPLIED_COMMON_HTTP = ['idleTimeout', 'maxRequestsPerConnection'];
+const APPLIED_COMMON_HTTP = ['idleTimeout', 'maxRequestsPerConnection', 'maxConnectionDuration'];
 const UNAPPLIED_UPSTREAM_HTTP = ['upstreamHttpProtocolOptions', 'httpFilters', 'headerValidationConfig'];
 
 /**

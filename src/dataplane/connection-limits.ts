@@ -1,6 +1,6 @@
-// How long a connection (upstream or downstream) may stay idle and how many requests it may carry
-// (common_http_protocol_options' idle_timeout and max_requests_per_connection), with Envoy's
-// defaults, which fields of those options are not applied, and the timer that closes a connection
+// How long a connection (upstream or downstream) may stay idle, how many requests it may carry and
+// how long it may live (common_http_protocol_options' idle_timeout, max_requests_per_connection and
+// max_connection_duration), with Envoy's defaults, which fields of those options are not applied, and the timer that closes a connection
 // once it has been idle that long.
 import { HttpProtocolOptionsSchema, type HttpProtocolOptions } from '../gen/envoy/config/core/v3/protocol_pb.js';
 import { timerMs } from '../common/duration.js';
@@ -14,15 +14,18 @@ export interface ConnectionLimits {
   readonly idleTimeoutMs: number;
   /** Closed after carrying this many requests (0: no limit; 1: no keep-alive). */
   readonly maxRequests: number;
+  /** Takes no new request this long after it opened, and closes once idle (0: no limit). */
+  readonly maxDurationMs: number;
 }
 
-export const DEFAULT_CONNECTION_LIMITS: ConnectionLimits = { idleTimeoutMs: DEFAULT_IDLE_TIMEOUT_MS, maxRequests: 0 };
+export const DEFAULT_CONNECTION_LIMITS: ConnectionLimits = { idleTimeoutMs: DEFAULT_IDLE_TIMEOUT_MS, maxRequests: 0, maxDurationMs: 0 };
 
 /** The limits of common_http_protocol_options (Envoy's defaults for what is unset); the idle timeout at most node's longest timer. */
 export function connectionLimitsOf(common: HttpProtocolOptions | undefined): ConnectionLimits {
   return {
     idleTimeoutMs: timerMs(common?.idleTimeout, DEFAULT_IDLE_TIMEOUT_MS),
     maxRequests: common?.maxRequestsPerConnection ?? 0,
+    maxDurationMs: timerMs(common?.maxConnectionDuration, 0),
   };
 }
 
@@ -38,6 +41,16 @@ export interface PoolCloses {
   idleTimeout(): void;
   /** It carried max_requests_per_connection requests (upstream_cx_max_requests). */
   maxRequests(): void;
+  /** It reached max_connection_duration (upstream_cx_max_duration_reached). */
+  maxDuration(): void;
+}
+
+/**
+ * Calls `reached` once, `ms` after now (0: never), without keeping the process alive: a
+ * connection's max_connection_duration, armed as it opens.
+ */
+export function durationTimer(ms: number, reached: () => void): NodeJS.Timeout | undefined {
+  return ms > 0 ? setTimeout(reached, ms).unref() : undefined;
 }
 
 /**

@@ -2,13 +2,14 @@
 // endpoint, original source and ALPN override, replaced by a new one once it received GOAWAY,
 // closed or failed. A session is drained (node's close(): open streams finish, no new ones) after
 // it has had no open stream for the cluster's idle_timeout, or once it has carried
-// max_requests_per_connection streams, or after the upstream's GOAWAY, as Envoy's pool does. A
+// max_requests_per_connection streams, or max_connection_duration after it opened, or after the
+// upstream's GOAWAY, as Envoy's pool does. A
 // session's end is counted by who ended it first: the pool (drain, including after GOAWAY, retire,
 // destroy), node (a protocol error) or a connect timeout are local; the upstream's FIN or reset
 // remote. It ended with active requests when streams were open as its socket closed, or as the
 // pool destroyed it.
 import { connect as h2connect, type ClientHttp2Session, type ClientHttp2Stream, type ClientSessionRequestOptions, type OutgoingHttpHeaders } from 'node:http2';
-import { IdleTimer } from './connection-limits.js';
+import { durationTimer, IdleTimer } from './connection-limits.js';
 import type { OriginalSource } from './original-src.js';
 import { ClusterPool, hostPort, openUpstream, poolKey, type Endpoint } from './upstream-pools.js';
 import { onPeerEnd, type CloseSide } from './upstream-cx-stats.js';
@@ -100,8 +101,13 @@ export class Http2Pool extends ClusterPool {
         this.drain(key, pooled);
       }),
     };
+    const aged = durationTimer(this.settings().connection.maxDurationMs, () => {
+      this.count.maxDuration();
+      this.drain(key, pooled);
+    });
     const forget = (): void => {
       pooled.idle.stop();
+      clearTimeout(aged);
       if (this.sessions.get(key) === pooled) this.sessions.delete(key);
     };
     session.once('connect', () => {

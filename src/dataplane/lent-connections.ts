@@ -4,6 +4,7 @@
 // node:http's requests are rare, so each is followed with listeners: it is pending
 // (upstream_rq_pending_*) until its connection is ready, then active (upstream_rq_active) until node
 // closes it, and a connection that closes meanwhile ends with an active request, as Envoy counts it.
+// A lent connection that reaches max_connection_duration closes as soon as it carries no request.
 // undici tells which socket carries which request only on its diagnostics channels: its requests
 // are followed there, active from the head's write to their end.
 import { subscribe } from 'node:diagnostics_channel';
@@ -11,6 +12,7 @@ import type { ClientRequest } from 'node:http';
 import type { Socket } from 'node:net';
 import type { OpenedUpstream } from './upstream-pools.js';
 import type { RequestGauges } from './upstream-rq-stats.js';
+import { durationTimer, type PoolCloses } from './connection-limits.js';
 import { onPeerEnd, type CloseSide, type ConnectionEnds } from './upstream-cx-stats.js';
 
 /** A lent connection: whether it is ready, and the request it carries now. */
@@ -21,6 +23,14 @@ interface Lent {
   readonly waiting: (() => void)[];
   /** Its cluster's request gauges. */
   readonly requests: RequestGauges;
+  /** It reached max_connection_duration: closed once it carries nothing. */
+  outlived: boolean;
+  readonly socket: Socket;
+}
+
+/** A request on the connection ended. */
+function carried(lent: Lent): void {
+  if (--lent.carrying === 0 && lent.outlived) lent.socket.destroy();
 }
 
 /** Every lent connection of the process (undici's events name only the socket). */
@@ -51,8 +61,8 @@ export function followUndici(): void {
     const lent = undiciRequests.get(request);
     if (!lent) return;
     undiciRequests.delete(request);
-    lent.carrying--;
     lent.requests.active--;
+    carried(lent);
   };
   subscribe('undici:request:trailers', ended);
   subscribe('undici:request:error', ended);
@@ -60,13 +70,19 @@ export function followUndici(): void {
 
 export class LentConnections {
   constructor(
-    private readonly count: ConnectionEnds,
+    private readonly count: ConnectionEnds & Pick<PoolCloses, 'maxDuration'>,
     private readonly requests: RequestGauges,
   ) {}
 
-  /** A connection about to be lent: its end is counted as its socket closes. */
-  lend(opened: OpenedUpstream): void {
-    const lent: Lent = { ready: false, carrying: 0, waiting: [], requests: this.requests };
+  /** A connection about to be lent: its end is counted as its socket closes; it lives at most `maxDurationMs` (0: no limit). */
+  lend(opened: OpenedUpstream, maxDurationMs: number): void {
+    const lent: Lent = { ready: false, carrying: 0, waiting: [], requests: this.requests, outlived: false, socket: opened.socket };
+    const aged = durationTimer(maxDurationMs, () => {
+      this.count.maxDuration();
+      lent.outlived = true;
+      if (lent.carrying === 0) opened.socket.destroy();
+    });
+    opened.socket.once('close', () => clearTimeout(aged));
     lentSockets.set(opened.socket, lent);
     opened.socket.once(opened.ready, () => {
       lent.ready = true;
@@ -101,7 +117,7 @@ export class LentConnections {
       req.once('close', () => {
         if (state === 'active') {
           this.requests.active--;
-          lent.carrying--;
+          carried(lent);
         } else if (state === 'pending') this.requests.pending--;
         state = 'done';
       });

@@ -64,6 +64,7 @@ export class UpstreamCxStats implements PoolCounters {
   private readonly timedOut: StatCounter;
   private readonly idle: StatCounter;
   private readonly spent: StatCounter;
+  private readonly aged: StatCounter;
   private readonly destroy: StatCounter;
   private readonly destroyBy: Readonly<Record<CloseSide, StatCounter>>;
   private readonly destroyActive: StatCounter;
@@ -77,6 +78,7 @@ export class UpstreamCxStats implements PoolCounters {
     this.timedOut = counter('upstream_cx_connect_timeout');
     this.idle = counter('upstream_cx_idle_timeout');
     this.spent = counter('upstream_cx_max_requests');
+    this.aged = counter('upstream_cx_max_duration_reached');
     this.destroy = counter('upstream_cx_destroy');
     this.destroyBy = { local: counter('upstream_cx_destroy_local'), remote: counter('upstream_cx_destroy_remote') };
     this.destroyActive = counter('upstream_cx_destroy_with_active_rq');
@@ -118,6 +120,7 @@ export class UpstreamCxStats implements PoolCounters {
   readonly connectTimeout = (): void => this.timedOut.inc();
   readonly idleTimeout = (): void => this.idle.inc();
   readonly maxRequests = (): void => this.spent.inc();
+  readonly maxDuration = (): void => this.aged.inc();
 
   readonly destroyed = (side: CloseSide, activeRq: boolean): void => {
     this.destroy.inc();

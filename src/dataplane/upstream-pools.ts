@@ -104,6 +104,7 @@ export abstract class ClusterPool {
       connectTimeout: c.connectTimeout ?? NOTHING,
       idleTimeout: c.idleTimeout ?? NOTHING,
       maxRequests: c.maxRequests ?? NOTHING,
+      maxDuration: c.maxDuration ?? NOTHING,
       destroyed: c.destroyed ?? NOTHING,
     };
   }
@@ -297,7 +298,7 @@ export class Http1Pool extends ClusterPool {
   /** A connection lent to node:http or undici, which keep its requests to themselves (lent-connections.ts). */
   private connectLent(options: NetConnectOpts, source?: OriginalSource, alpn?: readonly string[]): OpenedUpstream {
     const opened = this.connect(options, source, alpn);
-    this.lent.lend(opened);
+    this.lent.lend(opened, this.settings().connection.maxDurationMs);
     return opened;
   }
 

@@ -140,22 +140,19 @@ function failoverNotices(dr: DestinationRule): string[] {
 
 /**
  * The TCP proxy's connection limits come from the rule's top-level trafficPolicy only (as the Go
- * mesh's); a port's or subset's reach the HTTP connection pools (idleTimeout) and nothing else.
- * maxConnectionDuration closes TCP-proxied connections; HTTP pools do not apply it yet.
+ * mesh's); a port's or subset's reach the HTTP connection pools and nothing else.
  */
 function tcpLimitNotices(dr: DestinationRule): string[] {
   const tcpOf = (p: unknown) => asRecord(asRecord(asRecord(p)?.['connectionPool'])?.['tcp']);
-  const top = tcpOf(dr.spec.trafficPolicy);
   const nested: [string, unknown][] = [
     ...((dr.spec.trafficPolicy?.portLevelSettings ?? []) as unknown[]).map((p, i): [string, unknown] => [`trafficPolicy.portLevelSettings[${i}]`, p]),
     ...(dr.spec.subsets ?? []).map((s, i): [string, unknown] => [`subsets[${i}].trafficPolicy`, s.trafficPolicy]),
   ];
   const out: string[] = [];
-  if (top?.['maxConnectionDuration'] !== undefined) out.push('trafficPolicy.connectionPool.tcp.maxConnectionDuration closes TCP-proxied connections only: HTTP connection pools do not apply it yet');
   for (const [path, p] of nested) {
     const tcp = tcpOf(p);
     for (const k of ['idleTimeout', 'maxConnectionDuration']) {
-      if (tcp?.[k] !== undefined) out.push(`${path}.connectionPool.tcp.${k} does not reach TCP-proxied connections: they take the top-level trafficPolicy's, as in the Go mesh${k === 'idleTimeout' ? ' (HTTP connection pools take this one)' : ''}`);
+      if (tcp?.[k] !== undefined) out.push(`${path}.connectionPool.tcp.${k} does not reach TCP-proxied connections: they take the top-level trafficPolicy's, as in the Go mesh (HTTP connection pools take this one)`);
     }
   }
   return out;

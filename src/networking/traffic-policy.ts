@@ -127,14 +127,21 @@ function connectionPool(pool: ConnectionPoolSettings | undefined): Partial<Clust
   };
 }
 
-/** `maxRequestsPerConnection` and `idleTimeout` (http's, else tcp's, as the Go mesh) go into the HTTP protocol options. */
-export function commonHttpOptions(pool: ConnectionPoolSettings | undefined): { maxRequestsPerConnection?: number; idleTimeout?: { seconds: bigint; nanos: number } } | undefined {
+type DurationInit = ReturnType<typeof durationInit>;
+
+/**
+ * `maxRequestsPerConnection`, `idleTimeout` (http's, else tcp's) and tcp's `maxConnectionDuration`
+ * go into the HTTP protocol options, as the Go mesh's applyConnectionPool puts them.
+ */
+export function commonHttpOptions(pool: ConnectionPoolSettings | undefined): { maxRequestsPerConnection?: number; idleTimeout?: DurationInit; maxConnectionDuration?: DurationInit } | undefined {
   const http = pool?.http;
   const idleTimeout = http?.idleTimeout ?? pool?.tcp?.idleTimeout;
-  if (http?.maxRequestsPerConnection === undefined && !idleTimeout) return undefined;
+  const maxConnectionDuration = pool?.tcp?.maxConnectionDuration;
+  if (http?.maxRequestsPerConnection === undefined && !idleTimeout && !maxConnectionDuration) return undefined;
   return {
     ...(http?.maxRequestsPerConnection ? { maxRequestsPerConnection: http.maxRequestsPerConnection } : {}),
     ...(idleTimeout ? { idleTimeout: durationInit(idleTimeout) } : {}),
+    ...(maxConnectionDuration ? { maxConnectionDuration: durationInit(maxConnectionDuration) } : {}),
   };
 }
 

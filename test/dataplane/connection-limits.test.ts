@@ -1,5 +1,5 @@
-// An upstream cluster's connection limits (common_http_protocol_options' idle_timeout and
-// max_requests_per_connection) on real loopback connections: the cluster manager compiles each
+// An upstream cluster's connection limits (common_http_protocol_options' idle_timeout,
+// max_requests_per_connection and max_connection_duration) on real loopback connections: the cluster manager compiles each
 // Cluster, requests go out through its HTTP/1.1 pool or its HTTP/2 sessions, and the assertions are
 // on what the upstream server sees (connections opened and closed) and on the cluster's counters.
 import assert from 'node:assert/strict';
@@ -50,17 +50,21 @@ function clusterOf(name: string, port: number, o: { h2?: boolean; common?: Commo
 
 const ms = (n: number) => ({ seconds: BigInt(Math.floor(n / 1000)), nanos: (n % 1000) * 1_000_000 });
 
-/** One request through the cluster's pool (HTTP/2 when it has sessions); resolves with the status once the body has ended. */
-function send(cluster: UpstreamCluster, path = '/'): Promise<number> {
+/**
+ * One request through the cluster's pool (HTTP/2 when it has sessions; `streamed`: an HTTP/1.1
+ * chunked request, which goes through node:http on a lent connection); resolves with the status
+ * once the body has ended.
+ */
+function send(cluster: UpstreamCluster, path = '/', streamed = false): Promise<number> {
   return new Promise((resolve, reject) => {
     const sink = new Writable({ write: (_chunk, _enc, cb) => cb() }) as unknown as DownstreamResponse;
     const events: UpstreamEvents = {
       head: (h, body) => body.pipeTo(sink, { bodyDone: () => resolve(h.status) }),
       error: reject,
     };
-    const r = { endpoint: cluster.pick(view)!, method: 'GET', path, headers: { host: 'app' }, framing: 'none' as const };
+    const r = { endpoint: cluster.pick(view)!, method: streamed ? 'POST' : 'GET', path, headers: streamed ? { host: 'app', 'transfer-encoding': 'chunked' } : { host: 'app' }, framing: streamed ? ('stream' as const) : ('none' as const) };
     if (cluster.http2) http2Exchange(r, cluster.http2, events);
-    else http1Exchange(r, cluster.http1, events);
+    else http1Exchange(r, cluster.http1, events).finish(undefined);
   });
 }
 const view = requestView({});
@@ -76,7 +80,8 @@ const h2Sessions: { opened: number; closed?: number }[] = [];
 before(async () => {
   http1 = createServer((req, res) => {
     req.resume();
-    res.end('ok');
+    if (req.url === '/slow') setTimeout(() => res.end('ok'), 500);
+    else res.end('ok');
   });
   // The upstream keeps idle connections long: only the proxy's limits close them.
   http1.keepAliveTimeout = 60_000;
@@ -170,22 +175,58 @@ describe('upstream connection limits', () => {
     assert.equal(counter(stats, 'twice2', 'upstream_cx_max_requests'), 1);
   });
 
+  it('max_connection_duration, HTTP/1.1: an idle connection closes when it is reached, a busy one after its response, on either client', async () => {
+    const { cm, stats } = managerOf(clusterOf('aged', http1Port, { common: { maxConnectionDuration: ms(300) } }));
+    const aged = cm.get('aged')!;
+    for (const streamed of [false, true]) {
+      h1Connections.length = 0;
+      assert.equal(await send(aged, '/', streamed), 200);
+      const first = h1Connections[0]!;
+      await eventually(() => assert.ok(first.closed, `the idle connection outlived its 300 ms (streamed: ${streamed})`), 3000);
+      assert.ok(first.closed! - first.opened >= 250, `closed ${first.closed! - first.opened} ms after it opened`);
+    }
+    assert.equal(counter(stats, 'aged', 'upstream_cx_max_duration_reached'), 2);
+    assert.equal(counter(stats, 'aged', 'upstream_cx_idle_timeout'), 0);
+
+    // A response that outlasts the limit still arrives; its connection carries nothing more.
+    h1Connections.length = 0;
+    assert.equal(await send(aged, '/slow'), 200);
+    assert.equal(await send(aged), 200);
+    assert.equal(h1Connections.length, 2, 'the request after the slow one took a new connection');
+    await eventually(() => assert.ok(h1Connections[0]!.closed, 'the outlived connection is still open'));
+    assert.equal(counter(stats, 'aged', 'upstream_cx_destroy_with_active_rq'), 0, 'no request was cut short');
+  });
+
+  it('max_connection_duration, HTTP/2: the session drains when it is reached: its open stream finishes, new streams take a new session', async () => {
+    const { cm, stats } = managerOf(clusterOf('aged2', h2Port, { h2: true, common: { maxConnectionDuration: ms(200) } }));
+    h2Sessions.length = 0;
+    const slow = send(cm.get('aged2')!, '/slow');
+    await new Promise((r) => setTimeout(r, 300));
+    assert.equal(await send(cm.get('aged2')!), 200);
+    assert.equal(await slow, 200);
+    assert.equal(h2Sessions.length, 2, 'the stream after the limit opened a new session');
+    await eventually(() => assert.ok(h2Sessions[0]!.closed, 'the drained session is still open'));
+    assert.ok(counter(stats, 'aged2', 'upstream_cx_max_duration_reached') >= 1);
+    assert.equal(counter(stats, 'aged2', 'upstream_cx_destroy_with_active_rq'), 0);
+  });
+
   it('reads the limits from HttpProtocolOptions, else the legacy Cluster fields, and reports what it does not apply', () => {
     const typed = compileCluster(clusterOf('typed', 1, { common: { idleTimeout: ms(0), maxRequestsPerConnection: 7 } }), new Map(), 'clusters[0]');
-    assert.deepEqual(typed.connection, { idleTimeoutMs: 0, maxRequests: 7 });
+    assert.deepEqual(typed.connection, { idleTimeoutMs: 0, maxRequests: 7, maxDurationMs: 0 });
     const legacy = clusterOf('legacy', 1);
     legacy.typedExtensionProtocolOptions = {};
     legacy.commonHttpProtocolOptions = create(CommonOptionsSchema, { idleTimeout: ms(30_000) });
     legacy.maxRequestsPerConnection = 3;
-    assert.deepEqual(compileCluster(legacy, new Map(), 'clusters[1]').connection, { idleTimeoutMs: 30_000, maxRequests: 3 });
-    assert.deepEqual(compileCluster(clusterOf('plain', 1), new Map(), 'clusters[2]').connection, { idleTimeoutMs: 3_600_000, maxRequests: 0 });
+    assert.deepEqual(compileCluster(legacy, new Map(), 'clusters[1]').connection, { idleTimeoutMs: 30_000, maxRequests: 3, maxDurationMs: 0 });
+    assert.deepEqual(compileCluster(clusterOf('plain', 1), new Map(), 'clusters[2]').connection, { idleTimeoutMs: 3_600_000, maxRequests: 0, maxDurationMs: 0 });
+    assert.equal(compileCluster(clusterOf('aged', 1, { common: { maxConnectionDuration: ms(60_000) } }), new Map(), 'clusters[4]').connection.maxDurationMs, 60_000);
 
     compileCluster(clusterOf('unapplied', 1, { common: { idleTimeout: ms(5000), maxConnectionDuration: ms(60_000), maxStreamDuration: ms(1000) }, extra: { upstreamHttpProtocolOptions: { autoSni: true } } }), new Map(), 'clusters[3]');
     const log = readFileSync(logFile, 'utf8');
     assert.match(log, /clusters\[3\]\.typed_extension_protocol_options\["envoy\.extensions\.upstreams\.http\.v3\.HttpProtocolOptions"\]: accepted but not applied yet: upstream_http_protocol_options/);
-    assert.match(log, /clusters\[3\]\.typed_extension_protocol_options\["envoy\.extensions\.upstreams\.http\.v3\.HttpProtocolOptions"\]\.common_http_protocol_options: accepted but not applied yet: max_connection_duration, max_stream_duration\n/);
+    assert.match(log, /clusters\[3\]\.typed_extension_protocol_options\["envoy\.extensions\.upstreams\.http\.v3\.HttpProtocolOptions"\]\.common_http_protocol_options: accepted but not applied yet: max_stream_duration\n/);
     // What is applied is never reported.
     assert.doesNotMatch(log, /clusters\[[0-2]\]/);
-    assert.doesNotMatch(log, /idle_timeout|max_requests_per_connection/);
+    assert.doesNotMatch(log, /idle_timeout|max_requests_per_connection|max_connection_duration/);
   });
 });

@@ -35,6 +35,8 @@ export class Http1Connection implements ResponseSink {
   private exchange: ClientExchange | undefined;
   /** Requests this connection carried before the current one. */
   reuses = 0;
+  /** It reached max_connection_duration: it carries no further request. */
+  outlived = false;
   private closed = false;
   /** The current exchange's response was all read. */
   private responded = false;

@@ -1,7 +1,7 @@
 // The idle keep-alive connections of the proxy's own HTTP/1.1 client (client.ts) to one pool key:
 // which connection a request takes, whether a connection is kept after its exchange (retired list,
-// max_requests_per_connection, idle timeout), and the cluster's counters its connections report to.
-import { DEFAULT_CONNECTION_LIMITS, type ConnectionLimits, type PoolCloses } from '../connection-limits.js';
+// max_requests_per_connection, max_connection_duration, idle timeout), and the cluster's counters its connections report to.
+import { DEFAULT_CONNECTION_LIMITS, durationTimer, type ConnectionLimits, type PoolCloses } from '../connection-limits.js';
 import type { CloseSide, ConnectionEnds } from '../upstream-cx-stats.js';
 import type { OpenedUpstream } from '../upstream-pools.js';
 import { RequestGauges } from '../upstream-rq-stats.js';
@@ -31,16 +31,29 @@ export class ConnectionList {
     for (let c = this.idle.pop(); c; c = this.idle.pop()) if (c.usable) return c.take();
     const c = new Http1Connection(this.connect(), this);
     this.open.add(c);
+    const timer = durationTimer(this.limits().maxDurationMs, () => this.outlived(c));
+    if (timer) c.socket.once('close', () => clearTimeout(timer));
     return c;
+  }
+
+  /** max_connection_duration: an idle connection closes now, a busy one once its exchange ends. */
+  private outlived(c: Http1Connection): void {
+    this.count?.maxDuration();
+    c.outlived = true;
+    const i = this.idle.indexOf(c);
+    if (i < 0) return;
+    this.idle.splice(i, 1);
+    c.close();
   }
 
   /**
    * A connection whose exchange ended cleanly: kept for the next request unless the list is
-   * retired or the connection carried max_requests_per_connection requests.
+   * retired, the connection carried max_requests_per_connection requests or outlived
+   * max_connection_duration.
    */
   release(c: Http1Connection): void {
     const { idleTimeoutMs, maxRequests } = this.limits();
-    if (this.retired) c.close();
+    if (this.retired || c.outlived) c.close();
     else if (maxRequests > 0 && c.reuses + 1 >= maxRequests) {
       this.count?.maxRequests();
       c.close();
