@@ -18,6 +18,7 @@ import { buildHcmForFilterChain, type HttpConnectionManagerHandler } from '../..
 import { HCM_FILTER_NAME } from '../../src/envoy/names.js';
 import { close, get, listen } from '../helpers/http.js';
 import { StaticClusterManager } from './static-cluster-manager.js';
+import { eventually } from '../helpers/proc.js';
 
 type RouteInit = MessageInitShape<typeof RouteSchema>;
 type VhostInit = MessageInitShape<typeof VirtualHostSchema>;
@@ -395,6 +396,108 @@ describe('traffic: timeouts, retries, mirroring', () => {
     assert.equal(r.body, 'a /mirrored');
     for (let i = 0; i < 50 && !seen.get('shadow')!.some((s) => s.url === '/mirrored'); i++) await new Promise((res) => setTimeout(res, 20));
     assert.deepEqual(seen.get('shadow')!.find((s) => s.url === '/mirrored')?.host, 'shop.example.com-shadow:8080');
+  });
+
+  it("mirrors through the mirror cluster's own pools: HTTP/2 to an HTTP/2 cluster, kept-alive HTTP/1.1 connections", async () => {
+    const h2Shadow = createH2Server();
+    const h2Seen: { path: string; authority: string }[] = [];
+    h2Shadow.on('stream', (stream, headers) => {
+      h2Seen.push({ path: String(headers[':path']), authority: String(headers[':authority']) });
+      stream.respond({ ':status': 200 }, { endStream: true });
+    });
+    await new Promise<void>((r) => h2Shadow.listen(0, '127.0.0.1', r));
+    h2Servers.push(h2Shadow);
+    clusters.set('shadow-h2', [{ host: '127.0.0.1', port: (h2Shadow.address() as AddressInfo).port }], { http2: true });
+    let shadowConnections = 0;
+    let h1Shadows = 0;
+    const h1Shadow = createServer((req, res) => {
+      h1Shadows++;
+      req.resume();
+      res.end('shadow');
+    });
+    h1Shadow.on('connection', () => shadowConnections++);
+    servers.push(h1Shadow);
+    clusters.set('shadow-h1', [{ host: '127.0.0.1', port: await listen(h1Shadow) }]);
+
+    const port = await proxy(routes({ match: prefix('/'), action: { case: 'route', value: { ...toCluster('a'), requestMirrorPolicies: [{ cluster: 'shadow-h2' }, { cluster: 'shadow-h1' }] } } }));
+    for (let i = 0; i < 5; i++) {
+      assert.equal((await send(port, `/m${i}`, { host: 'shop.example.com' })).status, 200);
+      // One shadow at a time, so that each (but for a race with the last one's response) finds the previous one's connection idle.
+      await eventually(() => assert.deepEqual([h2Seen.length, h1Shadows], [i + 1, i + 1]));
+      await new Promise((r) => setTimeout(r, 20));
+    }
+    assert.deepEqual(h2Seen[0], { path: '/m0', authority: 'shop.example.com-shadow' });
+    assert.ok(shadowConnections <= 2, `the HTTP/1.1 shadows took ${shadowConnections} connections for 5 requests: they are not kept alive`);
+  });
+
+  it('mirrors the request body too, sized or chunked, to HTTP/1.1 and HTTP/2 mirrors alike', async () => {
+    const bodies: { cluster: string; path: string; body: string }[] = [];
+    const h2Body = createH2Server();
+    h2Body.on('stream', (stream, headers) => {
+      const chunks: Buffer[] = [];
+      stream.on('data', (c: Buffer) => chunks.push(c));
+      stream.on('end', () => {
+        bodies.push({ cluster: 'h2', path: String(headers[':path']), body: Buffer.concat(chunks).toString() });
+        stream.respond({ ':status': 200 }, { endStream: true });
+      });
+    });
+    await new Promise<void>((r) => h2Body.listen(0, '127.0.0.1', r));
+    h2Servers.push(h2Body);
+    clusters.set('body-h2', [{ host: '127.0.0.1', port: (h2Body.address() as AddressInfo).port }], { http2: true });
+    const h1Body = createServer((req, res) => {
+      const chunks: Buffer[] = [];
+      req.on('data', (c: Buffer) => chunks.push(c));
+      req.on('end', () => {
+        bodies.push({ cluster: 'h1', path: req.url ?? '', body: Buffer.concat(chunks).toString() });
+        res.end();
+      });
+    });
+    servers.push(h1Body);
+    clusters.set('body-h1', [{ host: '127.0.0.1', port: await listen(h1Body) }]);
+    // The main upstream answers once it has read the body: a response before the body's end would end the request, and its shadows' with it.
+    const reader = createServer((req, res) => {
+      req.resume();
+      req.on('end', () => res.end('read'));
+    });
+    servers.push(reader);
+    clusters.set('body-reader', [{ host: '127.0.0.1', port: await listen(reader) }]);
+    const port = await proxy(routes({ match: prefix('/'), action: { case: 'route', value: { ...toCluster('body-reader'), requestMirrorPolicies: [{ cluster: 'body-h2' }, { cluster: 'body-h1' }] } } }));
+
+    assert.equal((await post(port, '/sized', 'a sized body')).status, 200);
+    // A chunked request: node writes the body in two chunks.
+    const chunked = await new Promise<number>((resolve, reject) => {
+      const req = request({ host: '127.0.0.1', port, path: '/chunked', method: 'POST', agent, headers: { 'transfer-encoding': 'chunked' } }, (res) => {
+        res.resume();
+        res.on('end', () => resolve(res.statusCode ?? 0));
+      });
+      req.on('error', reject);
+      req.write('first,');
+      setTimeout(() => req.end('second'), 20);
+    });
+    assert.equal(chunked, 200);
+    await eventually(() => assert.equal(bodies.length, 4, JSON.stringify(bodies)));
+    const sorted = [...bodies].sort((x, y) => `${x.path}${x.cluster}`.localeCompare(`${y.path}${y.cluster}`));
+    assert.deepEqual(sorted, [
+      { cluster: 'h1', path: '/chunked', body: 'first,second' },
+      { cluster: 'h2', path: '/chunked', body: 'first,second' },
+      { cluster: 'h1', path: '/sized', body: 'a sized body' },
+      { cluster: 'h2', path: '/sized', body: 'a sized body' },
+    ]);
+
+    // The client goes away halfway through its body: the shadow is reset too, not left waiting for the rest.
+    const cutPort = await proxy(routes({ match: prefix('/'), action: { case: 'route', value: { ...toCluster('body-reader'), requestMirrorPolicies: [{ cluster: 'body-h1' }] } } }));
+    let shadowStarted = false;
+    let shadowClosed = false;
+    h1Body.once('request', (req) => {
+      shadowStarted = true;
+      req.once('close', () => (shadowClosed = true));
+    });
+    const cut = request({ host: '127.0.0.1', port: cutPort, path: '/cut', method: 'POST', agent: false, headers: { 'transfer-encoding': 'chunked' } });
+    cut.on('error', () => {});
+    cut.write('only the start');
+    await eventually(() => assert.ok(shadowStarted, 'the shadow never started'));
+    cut.destroy();
+    await eventually(() => assert.ok(shadowClosed, 'the shadow still waits for a body that will not come'), 5000);
   });
 
   it('a mirror with runtime fraction 0 sends nothing', async () => {

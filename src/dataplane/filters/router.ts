@@ -11,10 +11,10 @@ import type { StreamRequest } from '../../envoy/request.js';
 import type { ClusterManager } from '../clusters.js';
 import type { Endpoint, UpstreamCluster } from '../upstream-pools.js';
 import { RouterStream } from './router-stream.js';
-import { bodyFraming, isGrpc, rawHead, type DownstreamRequest, type DownstreamResponse } from '../http-codec.js';
+import { bodyFraming, isGrpc, rawHead, type DownstreamRequest, type DownstreamResponse, type HeaderMap } from '../http-codec.js';
 import type { CompiledRoute, RouteTable } from '../route-table.js';
 import { applyMutations, type HeaderMutation } from '../header-mutations.js';
-import { mirror } from '../mirror.js';
+import { mirror, type ShadowBody } from '../mirror.js';
 import type { RetrySpec } from '../retry-policy.js';
 import { formatGrpcTimeout, grpcRouterTimeoutMs } from '../route-timeouts.js';
 import { registerHttpFilter } from './registry.js';
@@ -56,6 +56,16 @@ export interface Target {
   readonly setCookies: readonly string[];
   /** The encoder sides of the HTTP filters the request passed (e.g. CORS headers), for its response. */
   readonly encode: ((headers: ResponseHeaderMap) => void) | undefined;
+}
+
+/** The request body's chunks are copied to the shadows as they are forwarded (a listener beside the upstream's pipe). */
+function teeShadows(req: DownstreamRequest, shadows: ShadowBody | undefined): void {
+  if (!shadows) return;
+  req.on('data', (chunk: Buffer) => shadows.write(chunk));
+  req.on('end', () => shadows.end(req.rawTrailers.length > 0 ? (req.trailers as HeaderMap) : undefined));
+  req.once('close', () => {
+    if (!req.readableEnded) shadows.abort();
+  });
 }
 
 /** What the router needs of its connection manager. */
@@ -149,7 +159,6 @@ export class Router {
       // The upstream gRPC server learns the time it actually has.
       if (grpc) headers['grpc-timeout'] = formatGrpcTimeout(expected);
     }
-    if (action.mirrors.length > 0) mirror(this.clusters, action.mirrors, sreq, path, headers);
     const responseHeaders = choice.responseHeaders ? [...choice.responseHeaders, ...route.responseHeaders] : route.responseHeaders;
     return { route, cluster, responseHeaders, endpoint, path, headers, timeoutMs, attemptCount: action.attemptCount, retry: action.retry, hash, setCookies, encode: undefined };
   }
@@ -166,6 +175,8 @@ export class Router {
       this.deps.sendLocal(res, OVERFLOW, requestId, grpc);
       return;
     }
+    const action = target.route.action;
+    if (action.kind === 'route' && action.mirrors.length > 0) teeShadows(req, mirror(this.clusters, action.mirrors, sreq, target.path, target.headers, framing));
     new RouterStream(this.deps, req, res, sreq, target, framing, requestId, grpc, admitted).start();
   }
 
