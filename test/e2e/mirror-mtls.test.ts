@@ -17,11 +17,10 @@ metadata: {namespace: default, name: httpbin}
 spec:
   hosts: [httpbin]
   http:
-  - headers:
-      request: {set: {x-mirrored: "yes"}}
+  - mirror: {host: httpbin}
     route:
     - destination: {host: httpbin}
-    mirror: {host: httpbin}
+    headers: {request: {set: {x-mirrored: "yes"}}}
 `;
 
 test('mirror under STRICT mTLS: the shadow copy reaches the mirror over mesh mTLS', { timeout: 90_000 }, async (t) => {
