@@ -68,8 +68,11 @@ export interface ClusterSpec {
   readonly consistent?: { readonly kind: 'ring'; readonly min: number; readonly max: number } | { readonly kind: 'maglev'; readonly size: number };
   /** LEAST_REQUEST: picks by the endpoints' active requests. */
   readonly leastRequest?: LeastRequestSpec;
-  /** The upstream HTTP protocol (HTTP/2 = h2c with prior knowledge; upstream TLS is not done yet). */
-  readonly protocol: 'http1' | 'http2';
+  /**
+   * The upstream HTTP protocol (HTTP/2 = h2c with prior knowledge, or h2 over TLS); `downstream`:
+   * use_downstream_protocol_config, HTTP/2 for requests that came over HTTP/2, else HTTP/1.1.
+   */
+  readonly protocol: UpstreamProtocolChoice;
   readonly connection: ConnectionLimits;
   /** For ORIGINAL_DST: the header naming the destination, when use_http_header is on. */
   readonly originalDstHeader?: string;
@@ -196,6 +199,9 @@ export function equalWeights(eps: readonly WeightedEndpoint[]): boolean {
   return eps.every((e) => e.weight === eps[0]!.weight);
 }
 
+/** What an upstream request speaks: HTTP/1.1, HTTP/2, or what its downstream request spoke. */
+export type UpstreamProtocolChoice = 'http1' | 'http2' | 'downstream';
+
 /** Fields of the HTTP protocol options this proxy applies to upstream connections; the others are logged. */
 const APPLIED_COMMON_HTTP = ['idleTimeout', 'maxRequestsPerConnection', 'maxConnectionDuration'];
 const UNAPPLIED_UPSTREAM_HTTP = ['upstreamHttpProtocolOptions', 'httpFilters', 'headerValidationConfig'];
@@ -207,8 +213,8 @@ const UNAPPLIED_UPSTREAM_HTTP = ['upstreamHttpProtocolOptions', 'httpFilters', '
  * `common_http_protocol_options` and `max_requests_per_connection` of the Cluster. The protocol
  * settings inside (window sizes, concurrent streams) are node:http2's defaults.
  */
-function upstreamProtocol(c: Cluster, field: string): { protocol: 'http1' | 'http2'; connection: ConnectionLimits } {
-  let protocol: 'http1' | 'http2' = c.http2ProtocolOptions ? 'http2' : 'http1';
+function upstreamProtocol(c: Cluster, field: string): { protocol: UpstreamProtocolChoice; connection: ConnectionLimits } {
+  let protocol: UpstreamProtocolChoice = c.http2ProtocolOptions ? 'http2' : 'http1';
   let common = c.commonHttpProtocolOptions;
   let commonField = `${field}.common_http_protocol_options`;
   for (const [name, any] of Object.entries(c.typedExtensionProtocolOptions)) {
@@ -230,8 +236,11 @@ function upstreamProtocol(c: Cluster, field: string): { protocol: 'http1' | 'htt
       const p = u.value.protocolConfig.case;
       if (p === 'http3ProtocolOptions') throw new ConfigError(`${f}.explicit_http_config`, 'HTTP/3 upstreams are not supported; use http_protocol_options or http2_protocol_options');
       protocol = p === 'http2ProtocolOptions' ? 'http2' : 'http1';
-    } else if (u.case !== undefined) {
-      log.warn(`${f}: ${u.case === 'autoConfig' ? 'auto_config' : 'use_downstream_protocol_config'} is not supported yet; using ${protocol === 'http2' ? 'HTTP/2' : 'HTTP/1.1'}`);
+    } else if (u.case === 'useDownstreamProtocolConfig') {
+      if (u.value.http3ProtocolOptions) throw new ConfigError(`${f}.use_downstream_protocol_config.http3_protocol_options`, 'HTTP/3 upstreams are not supported');
+      protocol = 'downstream';
+    } else if (u.case === 'autoConfig') {
+      log.warn(`${f}: auto_config is not supported yet; using ${protocol === 'http2' ? 'HTTP/2' : 'HTTP/1.1'}`);
     }
   }
   if (common) {

@@ -245,7 +245,9 @@ export function buildHttpConnectionManager(hcm: HttpConnectionManager, deps: Hcm
     const absolute = absoluteTarget(req.url ?? '/');
     let authority = absolute?.authority ?? requestAuthority(req);
     if (stripPort !== undefined) authority = stripHostPort(authority, stripPort === 'any' ? undefined : stripPort);
-    return new StreamRequest(req.method ?? 'GET', absolute?.path ?? req.url ?? '/', authority, scheme, headers, source, remote, destination, tls ? ((socket as TLSSocket).servername || '') : '', peerIdentityOf(socket));
+    const sreq = new StreamRequest(req.method ?? 'GET', absolute?.path ?? req.url ?? '/', authority, scheme, headers, source, remote, destination, tls ? ((socket as TLSSocket).servername || '') : '', peerIdentityOf(socket));
+    sreq.downstreamH2 = req.httpVersionMajor === 2;
+    return sreq;
   }
 
   /**

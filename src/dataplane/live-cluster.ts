@@ -93,11 +93,15 @@ export class LiveCluster implements UpstreamCluster {
     this.stats.timeout[kind].inc();
   }
 
-  /** The HTTP/2 sessions, made on first use; undefined while the cluster speaks HTTP/1.1. */
+  /** The HTTP/2 sessions, made on first use; undefined while the cluster speaks HTTP/1.1 only. */
   get http2(): Http2Pool | undefined {
-    if (this.spec.protocol !== 'http2') return undefined;
+    if (this.spec.protocol === 'http1') return undefined;
     this.pool ??= new Http2Pool(this.poolOptions());
     return this.pool;
+  }
+
+  get followsDownstream(): boolean {
+    return this.spec.protocol === 'downstream';
   }
 
   /** The current transport of an endpoint: its match among the cluster's endpoints, else the cluster's own. */

@@ -7,6 +7,7 @@ import { Writable } from 'node:stream';
 import { scope } from '../common/log.js';
 import type { StreamRequest } from '../envoy/request.js';
 import type { ClusterManager } from './clusters.js';
+import { http2For } from './upstream-pools.js';
 import { http1Exchange } from './http1-exchange.js';
 import { http2Exchange, type BodyFraming, type DownstreamResponse, type HeaderMap, type UpstreamBody, type UpstreamEvents, type UpstreamExchange, type UpstreamRequest } from './http-codec.js';
 import type { MirrorSpec } from './route-table.js';
@@ -48,7 +49,7 @@ export function mirror(clusters: ClusterManager, mirrors: readonly MirrorSpec[],
       log.debug(`mirror cluster ${m.cluster}: no cluster or healthy endpoint`);
       continue;
     }
-    const http2 = cluster.http2;
+    const http2 = http2For(cluster, req.downstreamH2);
     const shadowHeaders: OutgoingHttpHeaders = { ...headers, host: shadowAuthority(String(headers.host ?? req.authority)) };
     // A streamed body stays chunked to an HTTP/1.1 mirror, whatever the main cluster speaks.
     if (framing === 'stream' && !http2) shadowHeaders['transfer-encoding'] = 'chunked';

@@ -37,6 +37,8 @@ export interface UpstreamCluster {
   readonly tcp: TcpPool;
   /** Present when the cluster's protocol options ask for HTTP/2: requests go over its sessions. */
   readonly http2?: Http2Pool;
+  /** use_downstream_protocol_config: only requests that came over HTTP/2 go over `http2`. */
+  readonly followsDownstream?: boolean;
   /** The cluster's circuit breakers (absent: no limits). */
   readonly breaker?: CircuitBreaker;
   /** Counts an active request (HTTP attempt, TCP connection) on the endpoint until the returned release is called. */
@@ -50,6 +52,11 @@ export interface UpstreamCluster {
 }
 
 export type UpstreamTimeout = 'route' | 'perTry';
+
+/** The HTTP/2 sessions a request goes over, or undefined: HTTP/1.1 (`downstreamH2`: the request came over HTTP/2). */
+export function http2For(cluster: UpstreamCluster, downstreamH2: boolean): Http2Pool | undefined {
+  return cluster.followsDownstream && !downstreamH2 ? undefined : cluster.http2;
+}
 
 /** How an endpoint's connections are secured; undefined: plaintext. */
 export type TransportOf = (endpoint: Endpoint) => UpstreamTls | undefined;

@@ -133,6 +133,8 @@ export class StreamRequest implements RequestView {
    * filter, read by the router); unset: the cluster's own.
    */
   alpnOverride?: AlpnOverride;
+  /** The request came over HTTP/2 (a cluster with use_downstream_protocol_config speaks HTTP/2 to its upstream then). */
+  downstreamH2 = false;
   private getter?: HeaderGetter;
 
   /** Made on first use: most requests are routed and authorized without a header matcher. */

@@ -43,23 +43,34 @@ function cluster(name: string, type: Cluster_DiscoveryType, opts: ClusterOptions
   });
 }
 
+type UpstreamProtocolOptions = NonNullable<MessageInitShape<typeof HttpProtocolOptionsSchema>['upstreamProtocolOptions']>;
+
 /**
- * HTTP/2 to upstreams that need it (gRPC, h2c) or that a policy upgrades (HTTP/1.1 is Envoy's
- * default otherwise), and the connection pool's idle timeout and requests per connection.
+ * The upstream protocol, as the Go mesh's setUpstreamProtocol then its traffic policy: HTTP/2 for
+ * gRPC and h2c ports; on a sidecar, the downstream's protocol for a port of unknown protocol (it is
+ * sniffed, and an h2c client must stay HTTP/2); a rule's h2UpgradePolicy UPGRADE makes it HTTP/2,
+ * and its useClientProtocol the downstream's on any port; HTTP/1.1 otherwise.
  */
-function protocolOptions(protocol: Protocol, policy?: TrafficPolicy): Pick<ClusterInit, 'typedExtensionProtocolOptions'> {
+function upstreamProtocol(protocol: Protocol, policy: TrafficPolicy | undefined, sidecar: boolean): UpstreamProtocolOptions {
+  const downstream: UpstreamProtocolOptions = { case: 'useDownstreamProtocolConfig', value: { httpProtocolOptions: {}, http2ProtocolOptions: {} } };
+  if (policy?.connectionPool?.http?.useClientProtocol) return downstream;
+  if (isHttp2Protocol(protocol) || (policy !== undefined && upgradesToH2(policy))) return { case: 'explicitHttpConfig', value: { protocolConfig: { case: 'http2ProtocolOptions', value: {} } } };
+  if (sidecar && protocol === 'UNSUPPORTED') return downstream;
+  return { case: 'explicitHttpConfig', value: { protocolConfig: { case: 'httpProtocolOptions', value: {} } } };
+}
+
+/**
+ * The upstream protocol (HTTP/1.1, Envoy's default, needs no options) and the connection pool's
+ * idle timeout, requests per connection and connection duration. `sidecar`: not built for a router.
+ */
+function protocolOptions(protocol: Protocol, policy: TrafficPolicy | undefined, sidecar: boolean): Pick<ClusterInit, 'typedExtensionProtocolOptions'> {
   const common = commonHttpOptions(policy?.connectionPool);
-  const h2 = isHttp2Protocol(protocol) || (policy !== undefined && upgradesToH2(policy));
-  if (!h2 && !common) return {};
+  const upstream = upstreamProtocol(protocol, policy, sidecar);
+  const http1 = upstream.case === 'explicitHttpConfig' && upstream.value.protocolConfig?.case === 'httpProtocolOptions';
+  if (http1 && !common) return {};
   return {
     typedExtensionProtocolOptions: {
-      [HTTP_PROTOCOL_OPTIONS]: pack(HttpProtocolOptionsSchema, {
-        ...(common ? { commonHttpProtocolOptions: common } : {}),
-        upstreamProtocolOptions: {
-          case: 'explicitHttpConfig',
-          value: { protocolConfig: h2 ? { case: 'http2ProtocolOptions', value: {} } : { case: 'httpProtocolOptions', value: {} } },
-        },
-      }),
+      [HTTP_PROTOCOL_OPTIONS]: pack(HttpProtocolOptionsSchema, { ...(common ? { commonHttpProtocolOptions: common } : {}), upstreamProtocolOptions: upstream }),
     },
   };
 }
@@ -79,7 +90,7 @@ export function buildOutboundCluster(
   traffic: ClusterTraffic = { subset: '', policy: {} },
 ): Cluster {
   const name = opts.name ?? outboundClusterName(port.port, service.hostname, traffic.subset);
-  const proto = { ...protocolOptions(port.protocol, traffic.policy), ...clusterPolicy(traffic.policy, service.hostname, opts.gateway === true), ...meshMtlsFields(service, port, traffic.subset, traffic.policy, traffic.mtls) };
+  const proto = { ...protocolOptions(port.protocol, traffic.policy, opts.gateway !== true), ...clusterPolicy(traffic.policy, service.hostname, opts.gateway === true), ...meshMtlsFields(service, port, traffic.subset, traffic.policy, traffic.mtls) };
   if (service.resolution === 'NONE' || passesThrough(traffic.policy)) {
     // The original destination is the only choice: a rule's balancer cannot apply.
     return cluster(name, Cluster_DiscoveryType.ORIGINAL_DST, opts, { ...proto, lbPolicy: Cluster_LbPolicy.CLUSTER_PROVIDED, lbConfig: { case: undefined } });
@@ -107,10 +118,10 @@ export function buildOutboundCluster(
  */
 export function buildInboundCluster(port: number, target: { address: string; port: number } | undefined, protocol: Protocol, opts: ClusterOptions = {}): Cluster {
   const name = inboundClusterName(port);
-  if (!target) return cluster(name, Cluster_DiscoveryType.ORIGINAL_DST, opts, { lbPolicy: Cluster_LbPolicy.CLUSTER_PROVIDED, ...protocolOptions(protocol) });
+  if (!target) return cluster(name, Cluster_DiscoveryType.ORIGINAL_DST, opts, { lbPolicy: Cluster_LbPolicy.CLUSTER_PROVIDED, ...protocolOptions(protocol, undefined, true) });
   return cluster(name, Cluster_DiscoveryType.STATIC, opts, {
     loadAssignment: buildLoadAssignment(name, [{ address: target.address, port: target.port, locality: { region: '', zone: '', subZone: '' }, weight: 1 }]),
-    ...protocolOptions(protocol),
+    ...protocolOptions(protocol, undefined, true),
   });
 }
 

@@ -4,17 +4,21 @@
 // `mesh-http/1.1`, so the server sidecar picks its HTTP mTLS chain: a path-based ALLOW policy lets
 // `/allowed` reach the app and answers `/other` with the HTTP rbac filter's 403, under PERMISSIVE
 // and STRICT. Without the override the request would land on the sniffed TCP chain, whose network
-// rbac cannot see paths and closes the connection (a 503 from the client's sidecar).
+// rbac cannot see paths and closes the connection (a 503 from the client's sidecar). An h2c
+// request stays HTTP/2 all the way to an app that speaks both (use_downstream_protocol_config on
+// both sidecars' clusters of the sniffed port, as the Go mesh), and an HTTP/1.1 one stays HTTP/1.1.
 import { test, type TestContext } from 'node:test';
 import assert from 'node:assert/strict';
 import { mkdtempSync, writeFileSync } from 'node:fs';
-import { createServer, request as httpRequest } from 'node:http';
+import { createServer, request as httpRequest, type RequestListener } from 'node:http';
+import { createServer as createH2Server } from 'node:http2';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { freePort } from '../../samples/local-mesh.js';
 import { caFixture } from '../helpers/mesh-ca.js';
 import { agentState, meshAgent, serverWorkloadYaml } from '../helpers/mesh-agents.js';
 import { discoveryArgs, eventually } from '../helpers/proc.js';
+import { bothProtocolsFront, h2Get, portOf } from '../helpers/h2c.js';
 
 const HOST = 'web.default.svc.cluster.local';
 
@@ -27,14 +31,36 @@ interface Mesh {
   logs(): Promise<string>;
 }
 
-async function startMesh(t: TestContext): Promise<Mesh> {
+/**
+ * The app on `port`: HTTP/1.1 by default; `both`: a front handing each connection to an HTTP/1.1
+ * or an h2c server by its first bytes, each answering with the protocol the request came in.
+ */
+async function startApp(t: TestContext, port: number, both: boolean): Promise<void> {
+  const answer: RequestListener = (req, res) => res.end(both ? `app HTTP/${req.httpVersion}` : `app ${req.url}`);
+  const h1 = createServer(answer);
+  const listening = (s: { listen(port: number, host: string, cb: () => void): unknown }, at: number) => new Promise<void>((r) => s.listen(at, '127.0.0.1', r));
+  if (!both) {
+    await listening(h1, port);
+    t.after(() => new Promise((r) => h1.close(r)));
+    return;
+  }
+  const h2 = createH2Server((req, res) => res.end(`app HTTP/${req.httpVersion}`));
+  await listening(h1, 0);
+  await listening(h2, 0);
+  const front = await bothProtocolsFront(port, portOf(h1), portOf(h2));
+  t.after(() => {
+    front.close();
+    h1.close();
+    h2.close();
+  });
+}
+
+async function startMesh(t: TestContext, bothProtocols = false): Promise<Mesh> {
   const configDir = mkdtempSync(join(tmpdir(), 'mesh-sniffed-alpn-config-'));
   const p = { app: await freePort(), inbound: await freePort(), service: await freePort(), unused: await freePort() };
   // `web` names no protocol: both sidecars sniff the port.
   writeFileSync(join(configDir, 'workloads.yaml'), serverWorkloadYaml({ host: HOST, serviceName: 'web', portName: 'web', ...p }));
-  const app = createServer((req, res) => res.end(`app ${req.url}`));
-  await new Promise<void>((resolve) => app.listen(p.app, '127.0.0.1', resolve));
-  t.after(() => new Promise((r) => app.close(r)));
+  await startApp(t, p.app, bothProtocols);
   const { issuer, d } = await caFixture(t, { MESHD_CUSTOM_HOST: 'localhost' }, discoveryArgs(configDir));
   const server = await meshAgent(t, d, await issuer.token('default', 'server'), 'server', '127.0.0.1');
   const client = await meshAgent(t, d, await issuer.token('default', 'client'), 'client', '127.0.0.2');
@@ -93,4 +119,12 @@ test('HTTP over mesh mTLS to a sniffed port reaches the server sidecar HTTP chai
   // Once STRICT is in force, plaintext HTTP straight to the server's sidecar is refused.
   await eventually(async () => assert.notEqual(await get(m.inbound, '/allowed').then((r) => r.status, () => 'refused'), 200), 30_000);
   await assertHttpPolicy(m, 'STRICT');
+});
+
+test('a sniffed port keeps the client protocol: h2c stays HTTP/2 to the app, HTTP/1.1 stays HTTP/1.1', async (t) => {
+  const m = await startMesh(t, true);
+  await eventually(async () => assert.equal((await viaSidecar(m, '/')).body, 'app HTTP/1.1'), 30_000).catch(async (e: Error) => {
+    throw new Error(`no HTTP/1.1 answer through the client's sidecar: ${e.message}\n${await m.logs()}`);
+  });
+  assert.equal(await h2Get(m.outbound, HOST), 'app HTTP/2.0', 'the h2c request reached the app over HTTP/2');
 });

@@ -124,7 +124,7 @@ export class RouterStream implements Attempt, UpstreamRequest, BodyDone {
   ) {
     this.source = originalSrcOf(req.socket);
     // Envoy's upstream protocol of the cluster: HTTP/2 when configured, else HTTP/1.1.
-    this.alpn = sreq.alpnOverride?.get(target.cluster.http2 ? 'h2' : 'http/1.1');
+    this.alpn = sreq.alpnOverride?.get(target.http2 ? 'h2' : 'http/1.1');
     this.retry = framing === 'none' && target.retry?.admits(sreq) ? target.retry : undefined;
     this.admitted = admitted;
   }
@@ -270,7 +270,8 @@ export class RouterStream implements Attempt, UpstreamRequest, BodyDone {
     if (attemptCount.request) this.headers['x-envoy-attempt-count'] = String(this.attempts);
     let upstream: UpstreamExchange;
     try {
-      upstream = cluster.http2 ? http2Exchange(request, cluster.http2, a) : http1Exchange(request, cluster.http1, a);
+      const http2 = this.target.http2;
+      upstream = http2 ? http2Exchange(request, http2, a) : http1Exchange(request, cluster.http1, a);
     } catch (e) {
       // e.g. the pooled HTTP/2 session went away between the pick and the request
       a.error(e as Error);

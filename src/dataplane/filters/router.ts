@@ -9,7 +9,8 @@ import { RouterSchema } from '../../gen/envoy/extensions/filters/http/router/v3/
 import type { LocalReply, ResponseHeaderMap } from '../../envoy/filter.js';
 import type { StreamRequest } from '../../envoy/request.js';
 import type { ClusterManager } from '../clusters.js';
-import type { Endpoint, UpstreamCluster } from '../upstream-pools.js';
+import { http2For, type Endpoint, type UpstreamCluster } from '../upstream-pools.js';
+import type { Http2Pool } from '../http2-pool.js';
 import { RouterStream } from './router-stream.js';
 import { bodyFraming, isGrpc, rawHead, type DownstreamRequest, type DownstreamResponse, type HeaderMap } from '../http-codec.js';
 import type { CompiledRoute, RouteTable } from '../route-table.js';
@@ -42,6 +43,8 @@ function requestHash(hasher: RequestHasher, sreq: StreamRequest): { hash: () => 
 export interface Target {
   readonly route: CompiledRoute;
   readonly cluster: UpstreamCluster;
+  /** The cluster's HTTP/2 sessions this request goes over; undefined: HTTP/1.1. */
+  readonly http2: Http2Pool | undefined;
   /** The response's mutations: the weighted cluster's (if any), then the route's. */
   readonly responseHeaders: readonly HeaderMutation[];
   readonly endpoint: Endpoint;
@@ -160,7 +163,7 @@ export class Router {
       if (grpc) headers['grpc-timeout'] = formatGrpcTimeout(expected);
     }
     const responseHeaders = choice.responseHeaders ? [...choice.responseHeaders, ...route.responseHeaders] : route.responseHeaders;
-    return { route, cluster, responseHeaders, endpoint, path, headers, timeoutMs, attemptCount: action.attemptCount, retry: action.retry, hash, setCookies, encode: undefined };
+    return { route, cluster, http2: http2For(cluster, sreq.downstreamH2), responseHeaders, endpoint, path, headers, timeoutMs, attemptCount: action.attemptCount, retry: action.retry, hash, setCookies, encode: undefined };
   }
 
   /** Sends the request upstream and the response downstream (router-stream.ts), unless the cluster's circuit breaker overflows. */
@@ -168,7 +171,7 @@ export class Router {
     const cluster = target.cluster;
     const framing = bodyFraming(req);
     // A chunked HTTP/1.1 request stays chunked upstream, so that request trailers can follow it.
-    if (!cluster.http2 && String(req.headers['transfer-encoding'] ?? '').toLowerCase().includes('chunked')) target.headers['transfer-encoding'] = 'chunked';
+    if (!target.http2 && String(req.headers['transfer-encoding'] ?? '').toLowerCase().includes('chunked')) target.headers['transfer-encoding'] = 'chunked';
     const admitted = cluster.breaker?.admit();
     if (cluster.breaker && !admitted) {
       req.resume();
