@@ -4,7 +4,6 @@
 // bad field is a ConfigError naming it, and nothing here serves traffic (live-cluster.ts does).
 import { MAGLEV_TABLE_SIZE, RING_DEFAULTS } from './load-balancers.js';
 import { compileLeastRequest, type LeastRequestSpec } from './least-request.js';
-import { unpackConfig } from './extensions.js';
 import { scope } from '../common/log.js';
 import {
   Cluster_DiscoveryType,
@@ -16,15 +15,14 @@ import {
 import type { Address as EnvoyAddress } from '../gen/envoy/config/core/v3/address_pb.js';
 import { HealthStatus } from '../gen/envoy/config/core/v3/health_check_pb.js';
 import { ClusterLoadAssignment_PolicySchema, type ClusterLoadAssignment } from '../gen/envoy/config/endpoint/v3/endpoint_pb.js';
-import { HttpProtocolOptionsSchema } from '../gen/envoy/extensions/upstreams/http/v3/http_protocol_options_pb.js';
 import { compileCircuitBreakers, compileOutlierDetection, type CircuitLimits, type OutlierSpec } from './cluster-health.js';
 import type { Endpoint } from './upstream-pools.js';
 import { compileUpstreamTransports, TRANSPORT_SOCKET_MATCH, type TlsDeps, type UpstreamTransports } from './tls/transport-sockets.js';
 import type { UpstreamTls } from './tls/upstream.js';
 import { ConfigError, unappliedFields } from '../envoy/config-error.js';
-import { typeNameOf } from '../envoy/types.js';
 import { durationMs } from '../common/duration.js';
-import { connectionLimitsOf, unappliedCommonFields, type ConnectionLimits } from './connection-limits.js';
+import type { ConnectionLimits } from './connection-limits.js';
+import { compileUpstreamProtocol, type UpstreamProtocolChoice } from './upstream-protocol.js';
 import { StatsStore } from './stats.js';
 
 const log = scope('upstream');
@@ -33,7 +31,6 @@ const log = scope('upstream');
 /** Envoy's default connect_timeout. */
 const DEFAULT_CONNECT_TIMEOUT_MS = 5_000;
 const ORIGINAL_DST_HEADER = 'x-envoy-original-dst-host';
-const HTTP_PROTOCOL_OPTIONS = 'envoy.extensions.upstreams.http.v3.HttpProtocolOptions';
 
 /** Set fields of a Cluster this proxy accepts without applying them (logged, never dropped silently). */
 const UNAPPLIED_CLUSTER = [
@@ -74,6 +71,8 @@ export interface ClusterSpec {
    */
   readonly protocol: UpstreamProtocolChoice;
   readonly connection: ConnectionLimits;
+  /** http2_protocol_options.max_concurrent_streams: streams per HTTP/2 session before another opens (0: no limit of ours). */
+  readonly maxConcurrentStreams: number;
   /** For ORIGINAL_DST: the header naming the destination, when use_http_header is on. */
   readonly originalDstHeader?: string;
   /** The endpoints by priority level, best first (levels without endpoints left out). */
@@ -199,60 +198,6 @@ export function equalWeights(eps: readonly WeightedEndpoint[]): boolean {
   return eps.every((e) => e.weight === eps[0]!.weight);
 }
 
-/** What an upstream request speaks: HTTP/1.1, HTTP/2, or what its downstream request spoke. */
-export type UpstreamProtocolChoice = 'http1' | 'http2' | 'downstream';
-
-/** Fields of the HTTP protocol options this proxy applies to upstream connections; the others are logged. */
-const APPLIED_COMMON_HTTP = ['idleTimeout', 'maxRequestsPerConnection', 'maxConnectionDuration'];
-const UNAPPLIED_UPSTREAM_HTTP = ['upstreamHttpProtocolOptions', 'httpFilters', 'headerValidationConfig'];
-
-/**
- * The upstream protocol and connection limits from `typed_extension_protocol_options`
- * (HttpProtocolOptions with an explicit HTTP/1 or HTTP/2 config and its
- * common_http_protocol_options), else the legacy `http2_protocol_options`,
- * `common_http_protocol_options` and `max_requests_per_connection` of the Cluster. The protocol
- * settings inside (window sizes, concurrent streams) are node:http2's defaults.
- */
-function upstreamProtocol(c: Cluster, field: string): { protocol: UpstreamProtocolChoice; connection: ConnectionLimits } {
-  let protocol: UpstreamProtocolChoice = c.http2ProtocolOptions ? 'http2' : 'http1';
-  let common = c.commonHttpProtocolOptions;
-  let commonField = `${field}.common_http_protocol_options`;
-  for (const [name, any] of Object.entries(c.typedExtensionProtocolOptions)) {
-    const f = `${field}.typed_extension_protocol_options[${JSON.stringify(name)}]`;
-    const typeName = typeNameOf(any.typeUrl);
-    if (typeName !== HTTP_PROTOCOL_OPTIONS) {
-      log.warn(`${f}: protocol options of type ${typeName} are not applied`);
-      continue;
-    }
-    const opts = unpackConfig(any, HttpProtocolOptionsSchema, f);
-    const unapplied = unappliedFields(HttpProtocolOptionsSchema, opts, UNAPPLIED_UPSTREAM_HTTP);
-    if (unapplied.length > 0) log.warn(`${f}: accepted but not applied yet: ${unapplied.join(', ')}`);
-    if (opts.commonHttpProtocolOptions) {
-      common = opts.commonHttpProtocolOptions;
-      commonField = `${f}.common_http_protocol_options`;
-    }
-    const u = opts.upstreamProtocolOptions;
-    if (u.case === 'explicitHttpConfig') {
-      const p = u.value.protocolConfig.case;
-      if (p === 'http3ProtocolOptions') throw new ConfigError(`${f}.explicit_http_config`, 'HTTP/3 upstreams are not supported; use http_protocol_options or http2_protocol_options');
-      protocol = p === 'http2ProtocolOptions' ? 'http2' : 'http1';
-    } else if (u.case === 'useDownstreamProtocolConfig') {
-      if (u.value.http3ProtocolOptions) throw new ConfigError(`${f}.use_downstream_protocol_config.http3_protocol_options`, 'HTTP/3 upstreams are not supported');
-      protocol = 'downstream';
-    } else if (u.case === 'autoConfig') {
-      log.warn(`${f}: auto_config is not supported yet; using ${protocol === 'http2' ? 'HTTP/2' : 'HTTP/1.1'}`);
-    }
-  }
-  if (common) {
-    const unapplied = unappliedCommonFields(common, APPLIED_COMMON_HTTP);
-    if (unapplied.length > 0) log.warn(`${commonField}: accepted but not applied yet: ${unapplied.join(', ')}`);
-  }
-  const limits = connectionLimitsOf(common);
-  // The deprecated Cluster field counts when the options do not say.
-  const connection = common?.maxRequestsPerConnection === undefined && c.maxRequestsPerConnection !== undefined ? { ...limits, maxRequests: c.maxRequestsPerConnection } : limits;
-  return { protocol, connection };
-}
-
 /** A RING_HASH or MAGLEV cluster's table settings (Envoy's defaults when unset). */
 function consistentHash(c: Cluster): NonNullable<ClusterSpec['consistent']> {
   const cfg = c.lbConfig;
@@ -282,7 +227,7 @@ export function compileCluster(c: Cluster, assignments: ReadonlyMap<string, Clus
   }
   const unapplied = unappliedFields(ClusterSchema, c, UNAPPLIED_CLUSTER);
   if (unapplied.length > 0) log.warn(`cluster ${c.name}: accepted but not applied yet: ${unapplied.join(', ')}`);
-  const { protocol, connection } = upstreamProtocol(c, field);
+  const { protocol, connection, maxConcurrentStreams } = compileUpstreamProtocol(c, field);
   const transports = compileUpstreamTransports(c, field, tls ?? { stats: new StatsStore() });
   const base = {
     transports,
@@ -294,6 +239,7 @@ export function compileCluster(c: Cluster, assignments: ReadonlyMap<string, Clus
     ...(leastRequest ? { leastRequest } : {}),
     protocol,
     connection,
+    maxConcurrentStreams,
     circuit: compileCircuitBreakers(c.circuitBreakers, protocol === 'http1'),
     ...(c.outlierDetection ? { outlier: compileOutlierDetection(c.outlierDetection) } : {}),
     panicThreshold: panicThresholdOf(c, field),

@@ -1,6 +1,7 @@
-// A cluster's HTTP/2 (h2c with prior knowledge, or TLS) sessions: one multiplexed session per
-// endpoint, original source and ALPN override, replaced by a new one once it received GOAWAY,
-// closed or failed. A session is drained (node's close(): open streams finish, no new ones) after
+// A cluster's HTTP/2 (h2c with prior knowledge, or TLS) sessions: multiplexed sessions per
+// endpoint, original source and ALPN override, one unless the cluster's max_concurrent_streams
+// (or the upstream's SETTINGS_MAX_CONCURRENT_STREAMS) is reached on all of them, when another
+// opens, as Envoy's pool does; a session is replaced once it received GOAWAY, closed or failed. A session is drained (node's close(): open streams finish, no new ones) after
 // it has had no open stream for the cluster's idle_timeout, or once it has carried
 // max_requests_per_connection streams, or max_connection_duration after it opened, or after the
 // upstream's GOAWAY, as Envoy's pool does. A
@@ -33,7 +34,8 @@ interface PooledSession {
 }
 
 export class Http2Pool extends ClusterPool {
-  private readonly sessions = new Map<string, PooledSession>();
+  /** The sessions that take new streams, by pool key. */
+  private readonly sessions = new Map<string, PooledSession[]>();
   private retired = false;
 
   /** A new stream on the session to `ep`; throws if the session can take no stream. */
@@ -65,15 +67,35 @@ export class Http2Pool extends ClusterPool {
   /** In-flight streams finish; no session is kept or opened for reuse. */
   retire(): void {
     this.retired = true;
-    for (const p of this.sessions.values()) {
+    for (const p of this.all()) {
       p.idle.stop();
       close(p);
     }
     this.sessions.clear();
   }
 
+  private *all(): Iterable<PooledSession> {
+    for (const list of this.sessions.values()) yield* list;
+  }
+
+  /** Streams a session may carry at once: the cluster's limit and the upstream's, the lower. */
+  private capacity(p: PooledSession): number {
+    const ours = this.settings().maxConcurrentStreams || Infinity;
+    const theirs = p.connected ? (p.session.remoteSettings.maxConcurrentStreams ?? Infinity) : Infinity;
+    return Math.min(ours, theirs);
+  }
+
+  /** Takes `pooled` out of the sessions new streams go to. */
+  private unlist(key: string, pooled: PooledSession): void {
+    const list = this.sessions.get(key);
+    const i = list?.indexOf(pooled) ?? -1;
+    if (i < 0) return;
+    list!.splice(i, 1);
+    if (list!.length === 0) this.sessions.delete(key);
+  }
+
   destroy(): void {
-    for (const p of this.sessions.values()) {
+    for (const p of this.all()) {
       p.idle.stop();
       p.endedBy ??= 'local';
       p.cutShort = p.open > 0;
@@ -82,10 +104,10 @@ export class Http2Pool extends ClusterPool {
     this.sessions.clear();
   }
 
-  /** The open session of `key`, or a new one. */
+  /** An open session of `key` with room for a stream, or a new one. */
   private pooled(key: string, ep: Endpoint, source: OriginalSource | undefined, alpn: readonly string[] | undefined): PooledSession {
-    const existing = this.sessions.get(key);
-    if (existing && !existing.session.closed && !existing.session.destroyed) return existing;
+    const existing = this.sessions.get(key)?.find((p) => !p.session.closed && !p.session.destroyed && p.open < this.capacity(p));
+    if (existing) return existing;
     const ms = this.settings().connectTimeoutMs;
     const socket = openUpstream(ep, this.transportOf(ep), ms, this.count, {}, source, alpn).socket;
     const session = h2connect(`http://${hostPort(ep)}`, { createConnection: () => socket });
@@ -108,7 +130,7 @@ export class Http2Pool extends ClusterPool {
     const forget = (): void => {
       pooled.idle.stop();
       clearTimeout(aged);
-      if (this.sessions.get(key) === pooled) this.sessions.delete(key);
+      this.unlist(key, pooled);
     };
     session.once('connect', () => {
       pooled.connected = true;
@@ -127,7 +149,11 @@ export class Http2Pool extends ClusterPool {
     session.unref();
     // A retired pool serves the request it is asked for, then lets the session wind down.
     if (this.retired) setImmediate(() => close(pooled));
-    else this.sessions.set(key, pooled);
+    else {
+      const list = this.sessions.get(key);
+      if (list) list.push(pooled);
+      else this.sessions.set(key, [pooled]);
+    }
     return pooled;
   }
 
@@ -138,7 +164,7 @@ export class Http2Pool extends ClusterPool {
   private drain(key: string, pooled: PooledSession): void {
     pooled.idle.stop();
     pooled.draining = true;
-    if (this.sessions.get(key) === pooled) this.sessions.delete(key);
+    this.unlist(key, pooled);
     if (pooled.open === 0) close(pooled);
   }
 }

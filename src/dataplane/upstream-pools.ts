@@ -66,6 +66,8 @@ export interface PoolSettings {
   /** 0: none. */
   readonly connectTimeoutMs: number;
   readonly connection: ConnectionLimits;
+  /** Streams an HTTP/2 session carries at once before the pool opens another (0 or unset: no limit of ours). */
+  readonly maxConcurrentStreams?: number;
 }
 
 /** What opening a connection counts (openUpstream). */

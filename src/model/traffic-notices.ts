@@ -23,7 +23,7 @@ const POLICY_FIELDS = {
   loadBalancer: LB,
   connectionPool: {
     tcp: { maxConnections: true, connectTimeout: true, idleTimeout: true, maxConnectionDuration: true },
-    http: { http1MaxPendingRequests: true, http2MaxRequests: true, maxRequestsPerConnection: true, maxRetries: true, idleTimeout: true, h2UpgradePolicy: true, useClientProtocol: true },
+    http: { http1MaxPendingRequests: true, http2MaxRequests: true, maxRequestsPerConnection: true, maxRetries: true, idleTimeout: true, h2UpgradePolicy: true, useClientProtocol: true, maxConcurrentStreams: true },
   },
   outlierDetection: { consecutive5xxErrors: true, consecutiveGatewayErrors: true, interval: true, baseEjectionTime: true, maxEjectionPercent: true, minHealthPercent: true },
   tls: { mode: true, clientCertificate: true, privateKey: true, caCertificates: true, caCrl: true, credentialName: true, insecureSkipVerify: true, subjectAltNames: true, sni: true },

@@ -47,14 +47,18 @@ type UpstreamProtocolOptions = NonNullable<MessageInitShape<typeof HttpProtocolO
 
 /**
  * The upstream protocol, as the Go mesh's setUpstreamProtocol then its traffic policy: HTTP/2 for
- * gRPC and h2c ports; on a sidecar, the downstream's protocol for a port of unknown protocol (it is
+ * gRPC and h2c ports (the rule's http.maxConcurrentStreams its streams per connection); on a sidecar, the downstream's protocol for a port of unknown protocol (it is
  * sniffed, and an h2c client must stay HTTP/2); a rule's h2UpgradePolicy UPGRADE makes it HTTP/2,
  * and its useClientProtocol the downstream's on any port; HTTP/1.1 otherwise.
  */
 function upstreamProtocol(protocol: Protocol, policy: TrafficPolicy | undefined, sidecar: boolean): UpstreamProtocolOptions {
   const downstream: UpstreamProtocolOptions = { case: 'useDownstreamProtocolConfig', value: { httpProtocolOptions: {}, http2ProtocolOptions: {} } };
   if (policy?.connectionPool?.http?.useClientProtocol) return downstream;
-  if (isHttp2Protocol(protocol) || (policy !== undefined && upgradesToH2(policy))) return { case: 'explicitHttpConfig', value: { protocolConfig: { case: 'http2ProtocolOptions', value: {} } } };
+  if (isHttp2Protocol(protocol) || (policy !== undefined && upgradesToH2(policy))) {
+    // maxConcurrentStreams reaches explicit HTTP/2 only, as in the Go mesh.
+    const streams = policy?.connectionPool?.http?.maxConcurrentStreams;
+    return { case: 'explicitHttpConfig', value: { protocolConfig: { case: 'http2ProtocolOptions', value: streams ? { maxConcurrentStreams: streams } : {} } } };
+  }
   if (sidecar && protocol === 'UNSUPPORTED') return downstream;
   return { case: 'explicitHttpConfig', value: { protocolConfig: { case: 'httpProtocolOptions', value: {} } } };
 }

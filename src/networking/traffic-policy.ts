@@ -47,6 +47,7 @@ export interface ConnectionPoolSettings {
     readonly idleTimeout?: string;
     readonly h2UpgradePolicy?: string;
     readonly useClientProtocol?: boolean;
+    readonly maxConcurrentStreams?: number;
   };
 }
 

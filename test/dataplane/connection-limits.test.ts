@@ -34,11 +34,11 @@ configureLogging({ asJson: false, caller: [], outputLevel: 'default:info', stack
 type CommonInit = MessageInitShape<typeof CommonOptionsSchema>;
 
 /** A STATIC cluster of one loopback endpoint; its protocol and common options as HttpProtocolOptions. */
-function clusterOf(name: string, port: number, o: { h2?: boolean; common?: CommonInit; extra?: { upstreamHttpProtocolOptions?: { autoSni?: boolean } } } = {}) {
+function clusterOf(name: string, port: number, o: { h2?: boolean | { maxConcurrentStreams?: number; allowConnect?: boolean }; common?: CommonInit; extra?: { upstreamHttpProtocolOptions?: { autoSni?: boolean } } } = {}) {
   const options = pack(HttpProtocolOptionsSchema, {
     ...o.extra,
     ...(o.common ? { commonHttpProtocolOptions: o.common } : {}),
-    upstreamProtocolOptions: { case: 'explicitHttpConfig', value: { protocolConfig: o.h2 ? { case: 'http2ProtocolOptions', value: {} } : { case: 'httpProtocolOptions', value: {} } } },
+    upstreamProtocolOptions: { case: 'explicitHttpConfig', value: { protocolConfig: o.h2 ? { case: 'http2ProtocolOptions', value: o.h2 === true ? {} : o.h2 } : { case: 'httpProtocolOptions', value: {} } } },
   });
   return create(ClusterSchema, {
     name,
@@ -208,6 +208,22 @@ describe('upstream connection limits', () => {
     await eventually(() => assert.ok(h2Sessions[0]!.closed, 'the drained session is still open'));
     assert.ok(counter(stats, 'aged2', 'upstream_cx_max_duration_reached') >= 1);
     assert.equal(counter(stats, 'aged2', 'upstream_cx_destroy_with_active_rq'), 0);
+  });
+
+  it('HTTP/2 max_concurrent_streams: a session at the limit has another opened beside it; later streams reuse the first', async () => {
+    const { cm } = managerOf(clusterOf('streams2', h2Port, { h2: { maxConcurrentStreams: 2 } }), clusterOf('unlimited', h2Port, { h2: true }));
+    h2Sessions.length = 0;
+    assert.deepEqual(await Promise.all([1, 2, 3].map(() => send(cm.get('streams2')!, '/slow'))), [200, 200, 200]);
+    assert.equal(h2Sessions.length, 2, 'two streams on the first session, the third on a second');
+    assert.equal(await send(cm.get('streams2')!), 200);
+    assert.equal(h2Sessions.length, 2, 'a stream with room on an open session opens none');
+
+    h2Sessions.length = 0;
+    assert.deepEqual(await Promise.all([1, 2, 3].map(() => send(cm.get('unlimited')!, '/slow'))), [200, 200, 200]);
+    assert.equal(h2Sessions.length, 1, 'without a limit one session carries them all');
+    assert.equal(compileCluster(clusterOf('streams2', 1, { h2: { maxConcurrentStreams: 2 } }), new Map(), 'clusters[0]').maxConcurrentStreams, 2);
+    compileCluster(clusterOf('connect', 1, { h2: { allowConnect: true } }), new Map(), 'clusters[5]');
+    assert.match(readFileSync(logFile, 'utf8'), /clusters\[5\]\.typed_extension_protocol_options\["envoy\.extensions\.upstreams\.http\.v3\.HttpProtocolOptions"\]\.explicit_http_config\.http2_protocol_options: accepted but not applied yet: allow_connect/);
   });
 
   it('reads the limits from HttpProtocolOptions, else the legacy Cluster fields, and reports what it does not apply', () => {
