@@ -1,8 +1,9 @@
 // SO_ORIGINAL_DST for mesh-proxy's use_original_dst listeners. Node has no getsockopt, and the
 // destination a connection had before iptables REDIRECT changed it is only known to conntrack,
 // which the kernel answers through this socket option. And IP_TRANSPARENT for listeners that TPROXY
-// delivers connections to (Node has no setsockopt either), and transparent upstream sockets bound to
-// a downstream client's address (original_src).
+// delivers connections to (Node has no setsockopt either), transparent upstream sockets bound to
+// a downstream client's address (original_src), and the TCP keepalive interval and probe count
+// (Node's setKeepAlive sets only the idle time).
 #include <node_api.h>
 #include <unistd.h>
 #include <errno.h>
@@ -10,6 +11,7 @@
 #include <string.h>
 #include <arpa/inet.h>
 #include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <sys/socket.h>
 
 // The values of linux/netfilter_ipv4.h and linux/netfilter_ipv6/ip6_tables.h, whose headers clash
@@ -164,6 +166,38 @@ static napi_value original_src_socket(napi_env env, napi_callback_info info) {
   return result;
 }
 
+// tcpKeepalive(fd, time, interval, probes) -> { time, interval, probes }: SO_KEEPALIVE on, and each
+// of TCP_KEEPIDLE (seconds), TCP_KEEPINTVL (seconds) and TCP_KEEPCNT that is above 0 (0 keeps the
+// system's); returns the three as the kernel now has them.
+static napi_value tcp_keepalive(napi_env env, napi_callback_info info) {
+  size_t argc = 4;
+  napi_value argv[4];
+  int32_t fd;
+  uint32_t want[3];
+  if (napi_get_cb_info(env, info, &argc, argv, NULL, NULL) != napi_ok || argc < 4 || napi_get_value_int32(env, argv[0], &fd) != napi_ok || fd < 0 ||
+      napi_get_value_uint32(env, argv[1], &want[0]) != napi_ok || napi_get_value_uint32(env, argv[2], &want[1]) != napi_ok ||
+      napi_get_value_uint32(env, argv[3], &want[2]) != napi_ok) {
+    napi_throw_type_error(env, NULL, "tcpKeepalive(fd, time, interval, probes): a descriptor and three non-negative integers");
+    return NULL;
+  }
+  static const int options[3] = {TCP_KEEPIDLE, TCP_KEEPINTVL, TCP_KEEPCNT};
+  static const char* const names[3] = {"time", "interval", "probes"};
+  int one = 1;
+  if (setsockopt(fd, SOL_SOCKET, SO_KEEPALIVE, &one, sizeof one) != 0) return throw_errno(env, "setsockopt(SO_KEEPALIVE)", errno);
+  napi_value result;
+  napi_create_object(env, &result);
+  for (int i = 0; i < 3; i++) {
+    int v = (int)want[i];
+    if (v > 0 && setsockopt(fd, IPPROTO_TCP, options[i], &v, sizeof v) != 0) return throw_errno(env, "setsockopt(TCP_KEEP*)", errno);
+    socklen_t len = sizeof v;
+    if (getsockopt(fd, IPPROTO_TCP, options[i], &v, &len) != 0) return throw_errno(env, "getsockopt(TCP_KEEP*)", errno);
+    napi_value value;
+    napi_create_int32(env, v, &value);
+    napi_set_named_property(env, result, names[i], value);
+  }
+  return result;
+}
+
 static napi_value init(napi_env env, napi_value exports) {
   napi_value fn;
   napi_create_function(env, "originalDst", NAPI_AUTO_LENGTH, original_dst, NULL, &fn);
@@ -172,6 +206,8 @@ static napi_value init(napi_env env, napi_value exports) {
   napi_set_named_property(env, exports, "setTransparent", fn);
   napi_create_function(env, "originalSrcSocket", NAPI_AUTO_LENGTH, original_src_socket, NULL, &fn);
   napi_set_named_property(env, exports, "originalSrcSocket", fn);
+  napi_create_function(env, "tcpKeepalive", NAPI_AUTO_LENGTH, tcp_keepalive, NULL, &fn);
+  napi_set_named_property(env, exports, "tcpKeepalive", fn);
   return exports;
 }
 

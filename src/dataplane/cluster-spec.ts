@@ -23,6 +23,7 @@ import { ConfigError, unappliedFields } from '../envoy/config-error.js';
 import { durationMs } from '../common/duration.js';
 import type { ConnectionLimits } from './connection-limits.js';
 import { compileUpstreamProtocol, type UpstreamProtocolChoice } from './upstream-protocol.js';
+import { compileTcpKeepalive, type TcpKeepaliveSpec } from './tcp-keepalive.js';
 import { StatsStore } from './stats.js';
 
 const log = scope('upstream');
@@ -35,7 +36,7 @@ const ORIGINAL_DST_HEADER = 'x-envoy-original-dst-host';
 /** Set fields of a Cluster this proxy accepts without applying them (logged, never dropped silently). */
 const UNAPPLIED_CLUSTER = [
   'healthChecks',
-  'upstreamConnectionOptions', 'dnsLookupFamily', 'dnsRefreshRate', 'perConnectionBufferLimitBytes',
+  'dnsLookupFamily', 'dnsRefreshRate', 'perConnectionBufferLimitBytes',
   'lrsServer', 'filters', 'loadBalancingPolicy',
 ];
 
@@ -73,6 +74,8 @@ export interface ClusterSpec {
   readonly connection: ConnectionLimits;
   /** http2_protocol_options.max_concurrent_streams: streams per HTTP/2 session before another opens (0: no limit of ours). */
   readonly maxConcurrentStreams: number;
+  /** upstream_connection_options.tcp_keepalive on every upstream connection; unset: none. */
+  readonly tcpKeepalive?: TcpKeepaliveSpec;
   /** For ORIGINAL_DST: the header naming the destination, when use_http_header is on. */
   readonly originalDstHeader?: string;
   /** The endpoints by priority level, best first (levels without endpoints left out). */
@@ -228,6 +231,7 @@ export function compileCluster(c: Cluster, assignments: ReadonlyMap<string, Clus
   const unapplied = unappliedFields(ClusterSchema, c, UNAPPLIED_CLUSTER);
   if (unapplied.length > 0) log.warn(`cluster ${c.name}: accepted but not applied yet: ${unapplied.join(', ')}`);
   const { protocol, connection, maxConcurrentStreams } = compileUpstreamProtocol(c, field);
+  const tcpKeepalive = compileTcpKeepalive(c.upstreamConnectionOptions, field);
   const transports = compileUpstreamTransports(c, field, tls ?? { stats: new StatsStore() });
   const base = {
     transports,
@@ -240,6 +244,7 @@ export function compileCluster(c: Cluster, assignments: ReadonlyMap<string, Clus
     protocol,
     connection,
     maxConcurrentStreams,
+    ...(tcpKeepalive ? { tcpKeepalive } : {}),
     circuit: compileCircuitBreakers(c.circuitBreakers, protocol === 'http1'),
     ...(c.outlierDetection ? { outlier: compileOutlierDetection(c.outlierDetection) } : {}),
     panicThreshold: panicThresholdOf(c, field),

@@ -108,8 +108,7 @@ export class Http2Pool extends ClusterPool {
   private pooled(key: string, ep: Endpoint, source: OriginalSource | undefined, alpn: readonly string[] | undefined): PooledSession {
     const existing = this.sessions.get(key)?.find((p) => !p.session.closed && !p.session.destroyed && p.open < this.capacity(p));
     if (existing) return existing;
-    const ms = this.settings().connectTimeoutMs;
-    const socket = openUpstream(ep, this.transportOf(ep), ms, this.count, {}, source, alpn).socket;
+    const socket = openUpstream(ep, this.transportOf(ep), this.settings(), this.count, {}, source, alpn).socket;
     const session = h2connect(`http://${hostPort(ep)}`, { createConnection: () => socket });
     const pooled: PooledSession = {
       session,

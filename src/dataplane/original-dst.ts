@@ -17,6 +17,8 @@ export interface Addon {
   setTransparent(fd: number): void;
   /** A transparent TCP socket (descriptor) bound to `address`, with SO_MARK `mark` unless 0; not connected. */
   originalSrcSocket(address: string, mark: number): number;
+  /** SO_KEEPALIVE with TCP_KEEPIDLE / TCP_KEEPINTVL (seconds) and TCP_KEEPCNT where above 0; the three as the kernel now has them. */
+  tcpKeepalive(fd: number, time: number, interval: number, probes: number): { time: number; interval: number; probes: number };
 }
 
 const ADDON = join('native', 'build', 'Release', 'original_dst.node');

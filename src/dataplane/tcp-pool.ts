@@ -19,7 +19,7 @@ import { peerError, type CloseSide } from './upstream-cx-stats.js';
 export class TcpPool extends ClusterPool {
   /** A new connection to `ep` (from `source`, original_src), half-closing, counted until it closes. */
   connect(ep: Endpoint, source?: OriginalSource): OpenedUpstream {
-    const opened = openUpstream(ep, this.transportOf(ep), this.settings().connectTimeoutMs, this.count, { allowHalfOpen: true }, source);
+    const opened = openUpstream(ep, this.transportOf(ep), this.settings(), this.count, { allowHalfOpen: true }, source);
     const socket: Socket = opened.socket;
     let connected = false;
     let side: CloseSide = 'local';

@@ -17,6 +17,7 @@ import type { ConnectionEnds } from './upstream-cx-stats.js';
 import { followUndici, LentConnections } from './lent-connections.js';
 import { RequestGauges } from './upstream-rq-stats.js';
 import type { TcpPool } from './tcp-pool.js';
+import { applyTcpKeepalive, type TcpKeepaliveSpec } from './tcp-keepalive.js';
 
 export interface Endpoint {
   readonly host: string;
@@ -68,6 +69,8 @@ export interface PoolSettings {
   readonly connection: ConnectionLimits;
   /** Streams an HTTP/2 session carries at once before the pool opens another (0 or unset: no limit of ours). */
   readonly maxConcurrentStreams?: number;
+  /** upstream_connection_options.tcp_keepalive; unset: no keepalive of the cluster's. */
+  readonly tcpKeepalive?: TcpKeepaliveSpec;
 }
 
 /** What opening a connection counts (openUpstream). */
@@ -126,21 +129,24 @@ export interface OpenedUpstream {
 }
 
 /**
- * A counted connection to `ep` with its transport: the TCP socket, or the TLS client over it.
- * `ready` is `connect`, or `secureConnect` once verified; `alpn` (the transport's alpnFor)
- * replaces the transport's configured ALPN.
+ * A counted connection to `ep` with its transport: the TCP socket, or the TLS client over it,
+ * within the cluster's connect timeout and with its TCP keepalive. `ready` is `connect`, or
+ * `secureConnect` once verified; `alpn` (the transport's alpnFor) replaces the transport's
+ * configured ALPN.
  */
 export function openUpstream(
   ep: Endpoint,
   transport: UpstreamTls | undefined,
-  ms: number,
+  settings: PoolSettings,
   count: OpenCounters,
   options: Partial<NetConnectOpts> = {},
   source?: OriginalSource,
   alpn?: readonly string[],
 ): OpenedUpstream {
-  const tcp = connectWithin({ ...options, host: ep.host, port: ep.port } as NetConnectOpts, ms, count.connectTimeout, source);
+  const tcp = connectWithin({ ...options, host: ep.host, port: ep.port } as NetConnectOpts, settings.connectTimeoutMs, count.connectTimeout, source);
   tcp.setNoDelay(true);
+  const keepalive = settings.tcpKeepalive;
+  if (keepalive) tcp.once('connect', () => applyTcpKeepalive(tcp, keepalive));
   const opened: OpenedUpstream = transport ? { socket: transport.wrap(tcp, alpn), ready: 'secureConnect' } : { socket: tcp, ready: 'connect' };
   count.opened(opened.socket, opened.ready);
   return opened;
@@ -301,7 +307,7 @@ export class Http1Pool extends ClusterPool {
 
   private connect(options: NetConnectOpts, source?: OriginalSource, alpn?: readonly string[]): OpenedUpstream {
     const ep = { host: (options as { host?: string }).host ?? 'localhost', port: Number((options as { port?: number | string }).port) };
-    return openUpstream(ep, this.transportOf(ep), this.settings().connectTimeoutMs, this.count, options, source, alpn);
+    return openUpstream(ep, this.transportOf(ep), this.settings(), this.count, options, source, alpn);
   }
 
   /** A connection lent to node:http or undici, which keep its requests to themselves (lent-connections.ts). */
@@ -319,7 +325,7 @@ export class Http1Pool extends ClusterPool {
         socket.off(ready, settle);
         socket.off('error', settle);
         if (e) callback(e, null);
-        else callback(null, socket.setKeepAlive(true, 60_000));
+        else callback(null, socket);
       };
       socket.once(ready, settle);
       socket.once('error', settle);

@@ -22,7 +22,7 @@ const LB: Shape = {
 const POLICY_FIELDS = {
   loadBalancer: LB,
   connectionPool: {
-    tcp: { maxConnections: true, connectTimeout: true, idleTimeout: true, maxConnectionDuration: true },
+    tcp: { maxConnections: true, connectTimeout: true, idleTimeout: true, maxConnectionDuration: true, tcpKeepalive: { probes: true, time: true, interval: true } },
     http: { http1MaxPendingRequests: true, http2MaxRequests: true, maxRequestsPerConnection: true, maxRetries: true, idleTimeout: true, h2UpgradePolicy: true, useClientProtocol: true, maxConcurrentStreams: true },
   },
   outlierDetection: { consecutive5xxErrors: true, consecutiveGatewayErrors: true, interval: true, baseEjectionTime: true, maxEjectionPercent: true, minHealthPercent: true },

@@ -38,7 +38,13 @@ export interface LoadBalancerSettings {
 }
 
 export interface ConnectionPoolSettings {
-  readonly tcp?: { readonly maxConnections?: number; readonly connectTimeout?: string; readonly idleTimeout?: string; readonly maxConnectionDuration?: string };
+  readonly tcp?: {
+    readonly maxConnections?: number;
+    readonly connectTimeout?: string;
+    readonly idleTimeout?: string;
+    readonly maxConnectionDuration?: string;
+    readonly tcpKeepalive?: { readonly probes?: number; readonly time?: string; readonly interval?: string };
+  };
   readonly http?: {
     readonly http1MaxPendingRequests?: number;
     readonly http2MaxRequests?: number;
@@ -108,11 +114,29 @@ function loadBalancer(lb: LoadBalancerSettings | undefined): Partial<ClusterInit
   return policy === undefined ? {} : { lbPolicy: policy };
 }
 
+/** Whole seconds of a duration, as the Go mesh's setKeepAliveSettings takes them. */
+const wholeSeconds = (d: string): number => Number(durationInit(d).seconds);
+
+/** tcp.tcpKeepalive -> upstream_connection_options.tcp_keepalive: SO_KEEPALIVE, each field the system's unless set. */
+function tcpKeepalive(k: NonNullable<ConnectionPoolSettings['tcp']>['tcpKeepalive']): Partial<ClusterInit> {
+  if (!k) return {};
+  return {
+    upstreamConnectionOptions: {
+      tcpKeepalive: {
+        ...(k.probes ? { keepaliveProbes: k.probes } : {}),
+        ...(k.time ? { keepaliveTime: wholeSeconds(k.time) } : {}),
+        ...(k.interval ? { keepaliveInterval: wholeSeconds(k.interval) } : {}),
+      },
+    },
+  };
+}
+
 function connectionPool(pool: ConnectionPoolSettings | undefined): Partial<ClusterInit> {
   if (!pool) return {};
   const { tcp, http } = pool;
   return {
     ...(tcp?.connectTimeout ? { connectTimeout: durationInit(tcp.connectTimeout) } : {}),
+    ...tcpKeepalive(tcp?.tcpKeepalive),
     circuitBreakers: {
       thresholds: [
         {

@@ -61,7 +61,6 @@ export class Http1Connection implements ResponseSink {
         this.counted = ACTIVE;
         home.requests.attach();
       }
-      socket.setKeepAlive(true, 60_000);
       socket.cork();
       for (const q of this.queued.splice(0)) socket.write(q);
       socket.uncork();
