@@ -1,6 +1,7 @@
 // The discovery server's options: what `pilot-discovery discovery` reads from its flags and the
 // mesh config (src/cli/pilot-discovery.ts) and hands to DiscoveryServer.
 import type { OrchestratorSourceOptions } from '../config/orchestrator.js';
+import type { TcpKeepaliveSettings } from '../networking/traffic-policy.js';
 import type { IngressSettings } from '../model/ingress/class.js';
 import type { ExtensionProviders } from '../model/extension-providers.js';
 import type { PathNormalization } from '../networking/common.js';
@@ -41,6 +42,8 @@ export interface DiscoveryOptions {
   localityLbSetting?: LocalityLbSetting;
   /** Mesh config h2UpgradePolicy UPGRADE. */
   h2Upgrade?: boolean;
+  /** Mesh config tcpKeepalive. */
+  tcpKeepalive?: TcpKeepaliveSettings;
   /** Mesh config extensionProviders: the authorizers of CUSTOM AuthorizationPolicies. */
   extensionProviders?: ExtensionProviders;
   /** --plugins; default all of them. */

@@ -165,6 +165,7 @@ export class DiscoveryServer {
       ...(opts.pathNormalization ? { pathNormalization: opts.pathNormalization } : {}),
       ...(opts.localityLbSetting ? { localityLb: opts.localityLbSetting } : {}),
       ...(opts.h2Upgrade ? { h2Upgrade: true } : {}),
+      ...(opts.tcpKeepalive ? { tcpKeepalive: opts.tcpKeepalive } : {}),
       mtls: this.mtls,
       ...(this.credentials ? { credentials: { store: this.credentials.store, verified: (info: ProxyInfo) => this.verified.has(info) } } : {}),
       cache: new XdsCache(settings.cache),

@@ -154,6 +154,7 @@ async function runDiscovery(ctx: RunContext): Promise<number> {
     pathNormalization: mesh.pathNormalization,
     localityLbSetting: mesh.localityLbSetting,
     h2Upgrade: mesh.h2Upgrade,
+    ...(mesh.tcpKeepalive ? { tcpKeepalive: mesh.tcpKeepalive } : {}),
     extensionProviders: mesh.extensionProviders,
     plugins,
     meshMtls: { autoMtls: mesh.enableAutoMtls, trustDomainAliases: mesh.trustDomainAliases },

@@ -8,6 +8,8 @@ import { PATH_NORMALIZATIONS, type PathNormalization } from '../networking/commo
 import { ExtensionProviderError, parseExtensionProviders, type ExtensionProviders } from './extension-providers.js';
 import { DEFAULT_INGRESS_SETTINGS, INGRESS_CONTROLLER_MODES, type IngressControllerMode, type IngressSettings } from './ingress/class.js';
 import { DEFAULT_LOCALITY_LB, type LocalityLbSetting } from '../networking/locality-lb.js';
+import type { TcpKeepaliveSettings } from '../networking/traffic-policy.js';
+import { DurationError, parseDuration } from '../common/duration.js';
 
 export class MeshConfigError extends Error {}
 
@@ -26,13 +28,15 @@ export interface MeshConfig {
   readonly ingress: IngressSettings;
   /** `h2UpgradePolicy: UPGRADE` (default DO_NOT_UPGRADE): outbound clusters of HTTP ports speak HTTP/2 unless a DestinationRule says otherwise. */
   readonly h2Upgrade: boolean;
+  /** `tcpKeepalive`: every sidecar and gateway cluster's TCP keepalive, under a DestinationRule's (as the Go mesh's applyTCPKeepalive). */
+  readonly tcpKeepalive?: TcpKeepaliveSettings;
   /** Top-level fields present in the file that have no effect yet. */
   readonly notEffective: readonly string[];
 }
 
 export const DEFAULT_MESH_CONFIG: MeshConfig = { pathNormalization: 'BASE', extensionProviders: { authorizers: new Map(), notEffective: [] }, enableAutoMtls: true, trustDomainAliases: [], localityLbSetting: DEFAULT_LOCALITY_LB, ingress: DEFAULT_INGRESS_SETTINGS, h2Upgrade: false, notEffective: [] };
 
-const EFFECTIVE_FIELDS = new Set(['pathNormalization', 'extensionProviders', 'enableAutoMtls', 'trustDomainAliases', 'localityLbSetting', 'ingressControllerMode', 'ingressClass', 'ingressSelector', 'ingressService', 'h2UpgradePolicy']);
+const EFFECTIVE_FIELDS = new Set(['pathNormalization', 'extensionProviders', 'enableAutoMtls', 'trustDomainAliases', 'localityLbSetting', 'ingressControllerMode', 'ingressClass', 'ingressSelector', 'ingressService', 'h2UpgradePolicy', 'tcpKeepalive']);
 
 const H2_UPGRADE_POLICIES = ['DO_NOT_UPGRADE', 'UPGRADE'];
 
@@ -40,6 +44,35 @@ function readH2Upgrade(doc: Record<string, unknown>, file: string): boolean {
   const v = doc['h2UpgradePolicy'] ?? 'DO_NOT_UPGRADE';
   if (typeof v !== 'string' || !H2_UPGRADE_POLICIES.includes(v)) throw new MeshConfigError(`${file}: h2UpgradePolicy: ${JSON.stringify(v)} is not one of ${H2_UPGRADE_POLICIES.join(', ')}`);
   return v === 'UPGRADE';
+}
+
+const tcpKeepaliveField = (k: TcpKeepaliveSettings | undefined): Pick<MeshConfig, 'tcpKeepalive'> => (k ? { tcpKeepalive: k } : {});
+
+/** `tcpKeepalive: {probes, time, interval}`: a count and two durations (`600s`, `1m`), each optional. */
+function readTcpKeepalive(doc: Record<string, unknown>, file: string): TcpKeepaliveSettings | undefined {
+  const v = doc['tcpKeepalive'];
+  if (v === undefined || v === null) return undefined;
+  if (!isRecord(v)) throw new MeshConfigError(`${file}: tcpKeepalive: expected a mapping with probes, time and interval`);
+  const unknown = Object.keys(v).filter((k) => !['probes', 'time', 'interval'].includes(k));
+  if (unknown.length > 0) throw new MeshConfigError(`${file}: tcpKeepalive: unknown field ${unknown.join(', ')} (expected probes, time, interval)`);
+  const probes = v['probes'];
+  if (probes !== undefined && (typeof probes !== 'number' || !Number.isInteger(probes) || probes < 0)) throw new MeshConfigError(`${file}: tcpKeepalive.probes: ${JSON.stringify(probes)} is not a non-negative integer`);
+  const durationField = (k: 'time' | 'interval'): string | undefined => {
+    const d = v[k];
+    if (d === undefined) return undefined;
+    const bad = () => new MeshConfigError(`${file}: tcpKeepalive.${k}: ${JSON.stringify(d)} is not a positive duration such as 600s or 1m`);
+    if (typeof d !== 'string') throw bad();
+    try {
+      if (parseDuration(d) <= 0n) throw bad();
+    } catch (e) {
+      if (e instanceof DurationError) throw bad();
+      throw e;
+    }
+    return d;
+  };
+  const time = durationField('time');
+  const interval = durationField('interval');
+  return { ...(probes !== undefined ? { probes } : {}), ...(time ? { time } : {}), ...(interval ? { interval } : {}) };
 }
 
 function readIngressFields(doc: Record<string, unknown>, file: string): IngressSettings {
@@ -138,5 +171,5 @@ export function parseMeshConfig(text: string, file: string): MeshConfig {
   }
   const notEffective = Object.keys(doc).filter((k) => !EFFECTIVE_FIELDS.has(k)).sort();
   notEffective.push(...extensionProviders.notEffective.map((p) => `extensionProviders: ${p}`));
-  return { pathNormalization, extensionProviders, ...readMtlsFields(doc, file), localityLbSetting: readLocalityLb(doc, file), ingress: readIngressFields(doc, file), h2Upgrade: readH2Upgrade(doc, file), notEffective };
+  return { pathNormalization, extensionProviders, ...readMtlsFields(doc, file), localityLbSetting: readLocalityLb(doc, file), ingress: readIngressFields(doc, file), h2Upgrade: readH2Upgrade(doc, file), ...tcpKeepaliveField(readTcpKeepalive(doc, file)), notEffective };
 }

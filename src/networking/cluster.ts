@@ -8,7 +8,7 @@ import { pack } from '../envoy/types.js';
 import { adsConfigSourceWaiting, seconds } from './common.js';
 import { buildLoadAssignment, type EndpointInput } from './endpoint.js';
 import { BLACKHOLE_CLUSTER, inboundClusterName, outboundClusterName, PASSTHROUGH_CLUSTER } from './names.js';
-import { clusterPolicy, commonHttpOptions, passesThrough, upgradesToH2, type TrafficPolicy } from './traffic-policy.js';
+import { clusterPolicy, commonHttpOptions, passesThrough, tcpKeepaliveOptions, upgradesToH2, type TcpKeepaliveSettings, type TrafficPolicy } from './traffic-policy.js';
 import { meshMtlsFields, type ClusterMtls } from './outbound-mtls.js';
 
 export interface ClusterOptions {
@@ -18,6 +18,8 @@ export interface ClusterOptions {
   readonly name?: string;
   /** Built for a router proxy: a DestinationRule's tls.credentialName applies (upstream-tls.ts). */
   readonly gateway?: boolean;
+  /** The mesh config's tcpKeepalive, under a rule's. */
+  readonly tcpKeepalive?: TcpKeepaliveSettings;
 }
 
 /** A DestinationRule's part in one outbound cluster: the subset it is for and the merged policy. */
@@ -94,7 +96,7 @@ export function buildOutboundCluster(
   traffic: ClusterTraffic = { subset: '', policy: {} },
 ): Cluster {
   const name = opts.name ?? outboundClusterName(port.port, service.hostname, traffic.subset);
-  const proto = { ...protocolOptions(port.protocol, traffic.policy, opts.gateway !== true), ...clusterPolicy(traffic.policy, service.hostname, opts.gateway === true), ...meshMtlsFields(service, port, traffic.subset, traffic.policy, traffic.mtls) };
+  const proto = { ...protocolOptions(port.protocol, traffic.policy, opts.gateway !== true), ...tcpKeepaliveOptions(opts.tcpKeepalive, traffic.policy), ...clusterPolicy(traffic.policy, service.hostname, opts.gateway === true), ...meshMtlsFields(service, port, traffic.subset, traffic.policy, traffic.mtls) };
   if (service.resolution === 'NONE' || passesThrough(traffic.policy)) {
     // The original destination is the only choice: a rule's balancer cannot apply.
     return cluster(name, Cluster_DiscoveryType.ORIGINAL_DST, opts, { ...proto, lbPolicy: Cluster_LbPolicy.CLUSTER_PROVIDED, lbConfig: { case: undefined } });
@@ -122,10 +124,12 @@ export function buildOutboundCluster(
  */
 export function buildInboundCluster(port: number, target: { address: string; port: number } | undefined, protocol: Protocol, opts: ClusterOptions = {}): Cluster {
   const name = inboundClusterName(port);
-  if (!target) return cluster(name, Cluster_DiscoveryType.ORIGINAL_DST, opts, { lbPolicy: Cluster_LbPolicy.CLUSTER_PROVIDED, ...protocolOptions(protocol, undefined, true) });
+  const keepalive = tcpKeepaliveOptions(opts.tcpKeepalive, undefined);
+  if (!target) return cluster(name, Cluster_DiscoveryType.ORIGINAL_DST, opts, { lbPolicy: Cluster_LbPolicy.CLUSTER_PROVIDED, ...protocolOptions(protocol, undefined, true), ...keepalive });
   return cluster(name, Cluster_DiscoveryType.STATIC, opts, {
     loadAssignment: buildLoadAssignment(name, [{ address: target.address, port: target.port, locality: { region: '', zone: '', subZone: '' }, weight: 1 }]),
     ...protocolOptions(protocol, undefined, true),
+    ...keepalive,
   });
 }
 
@@ -136,5 +140,5 @@ export function blackHoleCluster(opts: ClusterOptions = {}): Cluster {
 
 /** Forwards to the connection's original destination (ALLOW_ANY traffic to unknown hosts). */
 export function passthroughCluster(opts: ClusterOptions = {}): Cluster {
-  return cluster(PASSTHROUGH_CLUSTER, Cluster_DiscoveryType.ORIGINAL_DST, opts, { lbPolicy: Cluster_LbPolicy.CLUSTER_PROVIDED });
+  return cluster(PASSTHROUGH_CLUSTER, Cluster_DiscoveryType.ORIGINAL_DST, opts, { lbPolicy: Cluster_LbPolicy.CLUSTER_PROVIDED, ...tcpKeepaliveOptions(opts.tcpKeepalive, undefined) });
 }

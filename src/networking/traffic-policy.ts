@@ -37,13 +37,20 @@ export interface LoadBalancerSettings {
   readonly localityLbSetting?: LocalityLbSetting;
 }
 
+/** A DestinationRule's (or the mesh config's) tcpKeepalive: probes, and `time` / `interval` durations. */
+export interface TcpKeepaliveSettings {
+  readonly probes?: number;
+  readonly time?: string;
+  readonly interval?: string;
+}
+
 export interface ConnectionPoolSettings {
   readonly tcp?: {
     readonly maxConnections?: number;
     readonly connectTimeout?: string;
     readonly idleTimeout?: string;
     readonly maxConnectionDuration?: string;
-    readonly tcpKeepalive?: { readonly probes?: number; readonly time?: string; readonly interval?: string };
+    readonly tcpKeepalive?: TcpKeepaliveSettings;
   };
   readonly http?: {
     readonly http1MaxPendingRequests?: number;
@@ -117,9 +124,15 @@ function loadBalancer(lb: LoadBalancerSettings | undefined): Partial<ClusterInit
 /** Whole seconds of a duration, as the Go mesh's setKeepAliveSettings takes them. */
 const wholeSeconds = (d: string): number => Number(durationInit(d).seconds);
 
-/** tcp.tcpKeepalive -> upstream_connection_options.tcp_keepalive: SO_KEEPALIVE, each field the system's unless set. */
-function tcpKeepalive(k: NonNullable<ConnectionPoolSettings['tcp']>['tcpKeepalive']): Partial<ClusterInit> {
-  if (!k) return {};
+/**
+ * The mesh config's tcpKeepalive, then each field the rule's tcp.tcpKeepalive sets, as the Go
+ * mesh's applyTCPKeepalive -> upstream_connection_options.tcp_keepalive: SO_KEEPALIVE, each field
+ * the system's unless set. Neither: no keepalive.
+ */
+export function tcpKeepaliveOptions(mesh: TcpKeepaliveSettings | undefined, policy: TrafficPolicy | undefined): Pick<ClusterInit, 'upstreamConnectionOptions'> {
+  const rule = policy?.connectionPool?.tcp?.tcpKeepalive;
+  if (!mesh && !rule) return {};
+  const k = { ...mesh, ...rule };
   return {
     upstreamConnectionOptions: {
       tcpKeepalive: {
@@ -136,7 +149,6 @@ function connectionPool(pool: ConnectionPoolSettings | undefined): Partial<Clust
   const { tcp, http } = pool;
   return {
     ...(tcp?.connectTimeout ? { connectTimeout: durationInit(tcp.connectTimeout) } : {}),
-    ...tcpKeepalive(tcp?.tcpKeepalive),
     circuitBreakers: {
       thresholds: [
         {

@@ -37,6 +37,18 @@ test('h2UpgradePolicy: DO_NOT_UPGRADE by default, UPGRADE read and effective; an
   assert.throws(() => parseMeshConfig('h2UpgradePolicy: SOMETIMES', 'm'), /m: h2UpgradePolicy: "SOMETIMES" is not one of DO_NOT_UPGRADE, UPGRADE/);
 });
 
+test('tcpKeepalive: read and effective; a bad count, duration or field names it', () => {
+  assert.equal(parseMeshConfig('', 'mesh').tcpKeepalive, undefined);
+  const k = parseMeshConfig('tcpKeepalive: {time: 600s, interval: 75s, probes: 3}', 'mesh');
+  assert.deepEqual([k.tcpKeepalive, k.notEffective], [{ probes: 3, time: '600s', interval: '75s' }, []]);
+  assert.deepEqual(parseMeshConfig('tcpKeepalive: {time: 1m}', 'mesh').tcpKeepalive, { time: '1m' });
+  assert.throws(() => parseMeshConfig('tcpKeepalive: {probes: -1}', 'm'), /m: tcpKeepalive\.probes: -1 is not a non-negative integer/);
+  assert.throws(() => parseMeshConfig('tcpKeepalive: {time: soon}', 'm'), /m: tcpKeepalive\.time: "soon" is not a positive duration/);
+  assert.throws(() => parseMeshConfig('tcpKeepalive: {interval: 0s}', 'm'), /m: tcpKeepalive\.interval: "0s" is not a positive duration/);
+  assert.throws(() => parseMeshConfig('tcpKeepalive: {idle: 5s}', 'm'), /m: tcpKeepalive: unknown field idle/);
+  assert.throws(() => parseMeshConfig('tcpKeepalive: 5s', 'm'), /m: tcpKeepalive: expected a mapping/);
+});
+
 test('an invalid mesh config is an error naming the file, the field and the value', () => {
   assert.throws(() => parseMeshConfig('pathNormalization: {normalization: SLASHES}', '/etc/mesh'), (e: unknown) => e instanceof MeshConfigError && /\/etc\/mesh: pathNormalization\.normalization: "SLASHES" is not one of DEFAULT, NONE, BASE/.test(e.message));
   assert.throws(() => parseMeshConfig('pathNormalization: BASE', 'm'), /pathNormalization: expected a mapping/);

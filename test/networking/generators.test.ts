@@ -409,3 +409,25 @@ test('mesh h2UpgradePolicy UPGRADE: outbound clusters of HTTP ports speak HTTP/2
   assert.deepEqual(await h2(true), ['outbound|80||web.foo.svc.cluster.local']);
   assert.deepEqual(await h2(false), [], 'DO_NOT_UPGRADE is the mesh default');
 });
+
+test('mesh tcpKeepalive: every outbound, inbound and passthrough cluster keeps alive; a rule overrides the fields it sets', async () => {
+  const web = serviceEntry('foo', 'web', { hosts: ['web.foo.svc.cluster.local'], addresses: ['10.96.5.1'], location: 'MESH_INTERNAL', resolution: 'STATIC', ports: [{ number: 80, name: 'http', protocol: 'HTTP' }] });
+  const tuned = serviceEntry('foo', 'tuned', { hosts: ['tuned.foo.svc.cluster.local'], addresses: ['10.96.5.2'], location: 'MESH_INTERNAL', resolution: 'STATIC', ports: [{ number: 80, name: 'http', protocol: 'HTTP' }] });
+  const rule: AnyResource = { apiVersion: 'networking.mesh.io/v1', kind: 'DestinationRule', metadata: { namespace: 'foo', name: 'tuned' }, spec: { host: 'tuned', trafficPolicy: { connectionPool: { tcp: { tcpKeepalive: { probes: 9 } } } } } };
+  const push = pushOf([...MESH, web, tuned, rule]);
+  const keepalives = async (mesh: boolean) => {
+    const cds = createMeshGenerators({ pushContext: () => push, ...(mesh ? { tcpKeepalive: { time: '300s', interval: '30s', probes: 3 } } : {}) }).get(TypeUrl.Cluster)!;
+    const out = await cds.generate({ proxy: echoProxy(), typeUrl: TypeUrl.Cluster, subscription: { wildcard: true, names: new Set() } });
+    const clusters = out.map((r) => toEnvoyJson(ClusterSchema, unpack(r.resource, ClusterSchema)) as { name: string; upstream_connection_options?: { tcp_keepalive?: unknown } });
+    return Object.fromEntries(clusters.filter((c) => /web\.foo|tuned\.foo|^inbound|PassthroughCluster/.test(c.name)).map((c) => [c.name, c.upstream_connection_options?.tcp_keepalive]));
+  };
+  const on = await keepalives(true);
+  const inbound = Object.keys(on).filter((n) => n.startsWith('inbound'));
+  assert.ok(inbound.length > 0, `an inbound cluster: ${Object.keys(on).join(', ')}`);
+  const meshWide = { keepalive_time: 300, keepalive_interval: 30, keepalive_probes: 3 };
+  for (const name of ['outbound|80||web.foo.svc.cluster.local', 'PassthroughCluster', ...inbound]) assert.deepEqual(on[name], meshWide, name);
+  assert.deepEqual(on['outbound|80||tuned.foo.svc.cluster.local'], { ...meshWide, keepalive_probes: 9 }, "the rule's probes over the mesh's");
+  const off = await keepalives(false);
+  assert.deepEqual(off['outbound|80||web.foo.svc.cluster.local'], undefined, 'no keepalive without the mesh config or a rule');
+  assert.deepEqual(off['outbound|80||tuned.foo.svc.cluster.local'], { keepalive_probes: 9 });
+});

@@ -3,6 +3,7 @@
 // one of its servers is AUTO_PASSTHROUGH, the SNI-DNAT clusters of every service port it sees
 // (networking/gateway-sni.ts), as the Go mesh builds them.
 import type { Cluster } from '../../gen/envoy/config/cluster/v3/cluster_pb.js';
+import type { TcpKeepaliveSettings } from '../../networking/traffic-policy.js';
 import type { ClusterLoadAssignment } from '../../gen/envoy/config/endpoint/v3/endpoint_pb.js';
 import { hasAutoPassthrough } from '../../model/gateway.js';
 import { virtualServiceDestinations } from '../../model/gateway-destinations.js';
@@ -86,6 +87,7 @@ export interface GatewayClusterOptions extends GatewayOptions {
   readonly mtls?: MeshMtlsSettings;
   readonly localityLb?: LocalityLbSetting;
   readonly h2Upgrade?: boolean;
+  readonly tcpKeepalive?: TcpKeepaliveSettings;
 }
 
 /** The router proxy's clusters: outbound ones (filtered), BlackHole and Passthrough, then the SNI-DNAT ones. */

@@ -17,7 +17,7 @@ import { buildIngressListeners, buildOutboundListeners, buildVirtualInbound, bui
 import { usesAutoAllocation } from '../../networking/name-table.js';
 import { LOCALHOST, outboundClusterName, WILDCARD_ADDRESS } from '../../networking/names.js';
 import { inMeshName, nonServiceHosts, nonServiceVirtualHosts, outboundRouteConfig, routedByVirtualService, serviceVirtualHost, type OutboundRouteOptions } from '../../networking/route.js';
-import { clusterVariants, routeHashPolicy, ruleTraffic, tcpProxyLimits, withMeshH2Upgrade, withMeshLocalityLb } from '../../networking/traffic-policy.js';
+import { clusterVariants, routeHashPolicy, ruleTraffic, tcpProxyLimits, withMeshH2Upgrade, withMeshLocalityLb, type TcpKeepaliveSettings } from '../../networking/traffic-policy.js';
 import type { TcpProxyLimits } from '../../networking/common.js';
 import { DEFAULT_LOCALITY_LB, type LocalityLbSetting } from '../../networking/locality-lb.js';
 import type { HashPolicyInit } from '../../networking/http-route.js';
@@ -48,6 +48,8 @@ export interface SidecarOptions {
   readonly localityLb?: LocalityLbSetting;
   /** Mesh config h2UpgradePolicy UPGRADE: outbound clusters of HTTP ports speak HTTP/2 where a DestinationRule does not say otherwise. */
   readonly h2Upgrade?: boolean;
+  /** Mesh config tcpKeepalive: every outbound, inbound and passthrough cluster's, under a DestinationRule's. */
+  readonly tcpKeepalive?: TcpKeepaliveSettings;
   /** PILOT_HTTP10: HTTP connection managers accept HTTP/1.0 (a proxy's HTTP10 metadata "1" asks the same). */
   readonly http10?: boolean;
   /** Reports user errors found while generating (bad Sidecar fields). */
@@ -330,7 +332,7 @@ function carriesEndpoints(s: Service): boolean {
 }
 
 /** Outbound clusters of every visible service port, inbound clusters, BlackHole and Passthrough. */
-export function sidecarClusters(proxy: Proxy, push: PushContext, withInbound = true, cache?: XdsCache, mtlsSettings?: MeshMtlsSettings, mesh: Pick<SidecarOptions, 'localityLb' | 'h2Upgrade'> = {}): Cluster[] {
+export function sidecarClusters(proxy: Proxy, push: PushContext, withInbound = true, cache?: XdsCache, mtlsSettings?: MeshMtlsSettings, mesh: Pick<SidecarOptions, 'localityLb' | 'h2Upgrade' | 'tcpKeepalive'> = {}): Cluster[] {
   const localityLb = mesh.localityLb ?? DEFAULT_LOCALITY_LB;
   // Auto mTLS settings for a proxy with a workload certificate only (clusterMtls).
   const mtlsOf = proxy.meshMtls ? mtlsSettings : undefined;
@@ -338,12 +340,16 @@ export function sidecarClusters(proxy: Proxy, push: PushContext, withInbound = t
   // Routers read a DestinationRule's tls.credentialName, sidecars do not: their clusters differ.
   const gateway = proxy.type === 'router';
   const h2 = mesh.h2Upgrade === true;
-  const outbound = memo(push.sidecarScope(proxy), `cds:${push.traffic.selectorKey(proxy)}:${mtlsOn}:${gateway}:${h2}`, () =>
+  const keepalive = mesh.tcpKeepalive;
+  const clusterOpts = { gateway, ...(keepalive ? { tcpKeepalive: keepalive } : {}) };
+  // The mesh-wide settings are part of every key: the same scope may be asked under other ones.
+  const meshKey = `${h2}:${keepalive ? JSON.stringify(keepalive) : ''}`;
+  const outbound = memo(push.sidecarScope(proxy), `cds:${push.traffic.selectorKey(proxy)}:${mtlsOn}:${gateway}:${meshKey}`, () =>
     push.sidecarScope(proxy).services.flatMap((s) => {
       const rule = ruleTraffic(push.traffic.destinationRule(proxy, s.hostname, s.namespace));
       // A service's clusters read the service, its rule and whether the proxy has mTLS: built (and
       // keyed) once per snapshot for every scope that sees them alike, not once per scope.
-      const key = `cds-service:${serviceKey(s)}:${rule ? JSON.stringify(rule) : ''}:${mtlsOn}:${gateway}:${h2}`;
+      const key = `cds-service:${serviceKey(s)}:${rule ? JSON.stringify(rule) : ''}:${mtlsOn}:${gateway}:${meshKey}`;
       const build = (): Cluster[] =>
         s.ports.flatMap((p) =>
           clusterVariants(rule, p.port).map((variant) => {
@@ -355,7 +361,7 @@ export function sidecarClusters(proxy: Proxy, push: PushContext, withInbound = t
             const keyEndpoints = carriesEndpoints(s) ? endpoints : [];
             const mtls = mtlsOf ? clusterMtls(proxy, push, s, instances, mtlsOf) : undefined;
             const traffic = { ...v, ...(mtls ? { mtls } : {}) };
-            return cachedIn(cache, () => ['cds', serviceKey(s), p, keyEndpoints, v.subset, v.policy, mtls, gateway], () => buildOutboundCluster(s, p, endpoints, { gateway }, traffic));
+            return cachedIn(cache, () => ['cds', serviceKey(s), p, keyEndpoints, v.subset, v.policy, mtls, gateway, keepalive], () => buildOutboundCluster(s, p, endpoints, clusterOpts, traffic));
           }),
         );
       // Without auto mTLS, clusters that do not carry endpoints (EDS, ORIGINAL_DST) read nothing but
@@ -369,7 +375,7 @@ export function sidecarClusters(proxy: Proxy, push: PushContext, withInbound = t
   const ports = withInbound ? proxyInboundPorts(proxy, push).ports : [];
   const keys = ports.map((p) => `${p.port}:${p.target ? `${p.target.address}:${p.target.port}` : 'original-dst'}:${p.protocol}`);
   return memo(outbound, `clusters:${keys.join(',')}`, () => {
-    const inbound = ports.map((p, i) => memo(push, `cds-inbound:${keys[i]}`, () => cachedIn(cache, () => ['cds-inbound', p.port, p.target, p.protocol], () => buildInboundCluster(p.port, p.target, p.protocol))));
-    return [...outbound, ...inbound, ...memo(push, 'catchAll', () => cachedIn(cache, () => ['cds-catchall'], () => [blackHoleCluster(), passthroughCluster()]))];
+    const inbound = ports.map((p, i) => memo(push, `cds-inbound:${keys[i]}:${meshKey}`, () => cachedIn(cache, () => ['cds-inbound', p.port, p.target, p.protocol, keepalive], () => buildInboundCluster(p.port, p.target, p.protocol, clusterOpts))));
+    return [...outbound, ...inbound, ...memo(push, `catchAll:${meshKey}`, () => cachedIn(cache, () => ['cds-catchall', keepalive], () => [blackHoleCluster(), passthroughCluster(clusterOpts)]))];
   });
 }
