@@ -6,6 +6,7 @@
 // service's outbound cluster without any TLS of its own, whose endpoints are only those that speak
 // mesh mTLS (the gateway cannot see whether the passed-through bytes are mTLS).
 import { create, type MessageInitShape } from '@bufbuild/protobuf';
+import type { TcpKeepaliveSettings } from './traffic-policy.js';
 import type { Cluster } from '../gen/envoy/config/cluster/v3/cluster_pb.js';
 import { FilterSchema, type FilterChainSchema } from '../gen/envoy/config/listener/v3/listener_components_pb.js';
 import { TcpProxySchema } from '../gen/envoy/extensions/filters/network/tcp_proxy/v3/tcp_proxy_pb.js';
@@ -70,11 +71,13 @@ export function autoPassthroughChains(serverHosts: readonly string[], targets: r
 
 /**
  * The SNI-DNAT cluster of a service port (subset): its outbound cluster under the SNI name, with the
- * DestinationRule's policy but none of its TLS and no mesh mTLS (the client's TLS passes through).
+ * DestinationRule's policy but none of its TLS and no mesh mTLS (the client's TLS passes through);
+ * `tcpKeepalive`: the mesh config's.
  */
-export function buildSniDnatCluster(service: Service, port: ServicePort, endpoints: readonly EndpointInput[], traffic: ClusterTraffic): Cluster {
+export function buildSniDnatCluster(service: Service, port: ServicePort, endpoints: readonly EndpointInput[], traffic: ClusterTraffic, tcpKeepalive?: TcpKeepaliveSettings): Cluster {
   const { tls: _clientTls, ...policy } = traffic.policy;
-  return buildOutboundCluster(service, port, endpoints, { name: sniDnatClusterName(port.port, service.hostname, traffic.subset) }, { subset: traffic.subset, policy });
+  const name = sniDnatClusterName(port.port, service.hostname, traffic.subset);
+  return buildOutboundCluster(service, port, endpoints, { name, ...(tcpKeepalive ? { tcpKeepalive } : {}) }, { subset: traffic.subset, policy });
 }
 
 /**

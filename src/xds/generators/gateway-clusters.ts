@@ -96,8 +96,9 @@ export function gatewayClusters(proxy: Proxy, push: PushContext, opts: GatewayCl
   const clusters = sidecarClusters(proxy, push, false, opts.cache, opts.mtls, opts).filter((c) => keeps(c.name, hosts));
   if (!hasAutoPassthrough(mergedGatewayFor(proxy, push, opts))) return clusters;
   // Built once per scope and snapshot: every gateway proxy of the scope gets the same messages.
-  const sni = memo(push.sidecarScope(proxy), `sniDnatCds:${push.traffic.selectorKey(proxy)}`, () =>
-    sniClusters(proxy, push).map((c) => buildSniDnatCluster(c.target.service, c.target.port, toEndpoints(c.instances), c.variant)),
+  const keepalive = opts.tcpKeepalive;
+  const sni = memo(push.sidecarScope(proxy), `sniDnatCds:${push.traffic.selectorKey(proxy)}:${keepalive ? JSON.stringify(keepalive) : ''}`, () =>
+    sniClusters(proxy, push).map((c) => buildSniDnatCluster(c.target.service, c.target.port, toEndpoints(c.instances), c.variant, keepalive)),
   );
   return [...clusters, ...sni];
 }
