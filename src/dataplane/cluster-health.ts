@@ -56,6 +56,7 @@ export class CircuitBreaker {
 interface HostState {
   consecutive5xx: number;
   consecutiveGateway: number;
+  consecutiveLocalOrigin: number;
   ejections: number;
   ejectedUntil: number;
 }
@@ -68,9 +69,28 @@ export interface OutlierSpec {
   readonly baseEjectionMs: number;
   readonly maxEjectionMs: number;
   readonly maxEjectionPercent: number;
+  /** split_external_local_origin_errors: connect failures and timeouts count on their own (consecutive_local_origin_failure), not as 5xx. */
+  readonly split: boolean;
+  readonly consecutiveLocalOrigin: number;
+  readonly enforceLocalOrigin: number;
 }
 
-export function compileOutlierDetection(o: OutlierDetection): OutlierSpec {
+/**
+ * An attempt's outcome as the outlier detector takes it: an HTTP status (the connection worked),
+ * 'failure' (connect failure, reset, timeout: local origin) or 'connected' (a TCP proxy's upstream
+ * connection was established, Envoy's LocalOriginConnectSuccessFinal).
+ */
+export type OutlierOutcome = number | 'failure' | 'connected';
+
+export function compileOutlierDetection(o: OutlierDetection, cluster: string): OutlierSpec {
+  // Envoy's success-rate and failure-percentage ejection (the Go mesh turns success rate off and never sets the others).
+  const statistical = [
+    (o.enforcingSuccessRate ?? 100) > 0 ? 'enforcing_success_rate' : '',
+    (o.enforcingFailurePercentage ?? 0) > 0 ? 'enforcing_failure_percentage' : '',
+    o.splitExternalLocalOriginErrors && (o.enforcingLocalOriginSuccessRate ?? 100) > 0 ? 'enforcing_local_origin_success_rate' : '',
+    (o.enforcingFailurePercentageLocalOrigin ?? 0) > 0 ? 'enforcing_failure_percentage_local_origin' : '',
+  ].filter((f) => f !== '');
+  if (statistical.length > 0) log.warn(`cluster ${cluster}: outlier_detection: ${statistical.join(', ')} (success-rate and failure-percentage ejection) not applied yet; consecutive-error ejection is`);
   const baseEjectionMs = durationMs(o.baseEjectionTime, 30_000);
   return {
     consecutive5xx: o.consecutive5xx ?? 5,
@@ -81,6 +101,9 @@ export function compileOutlierDetection(o: OutlierDetection): OutlierSpec {
     baseEjectionMs,
     maxEjectionMs: Math.max(baseEjectionMs, durationMs(o.maxEjectionTime, 300_000)),
     maxEjectionPercent: o.maxEjectionPercent ?? 10,
+    split: o.splitExternalLocalOriginErrors,
+    consecutiveLocalOrigin: o.consecutiveLocalOriginFailure ?? 5,
+    enforceLocalOrigin: o.enforcingConsecutiveLocalOriginFailure ?? 100,
   };
 }
 
@@ -101,27 +124,38 @@ export class OutlierDetector {
     return this.hosts.get(keyOf(e))?.ejectedUntil ?? 0;
   }
 
-  /** Records an attempt's outcome: an HTTP status, or 'failure' (connect failure, reset, timeout); `all`: the cluster's hosts. */
-  report(e: Endpoint, outcome: number | 'failure', all: readonly Endpoint[], now = Date.now()): void {
+  /**
+   * Records an attempt's outcome; `all`: the cluster's hosts. Without the split, as Envoy maps
+   * them, a local-origin failure is a 503 and a connection made a 200; with it, they count on the
+   * local-origin counter alone (a response means the connection was made), responses on the others.
+   */
+  report(e: Endpoint, outcome: OutlierOutcome, all: readonly Endpoint[], now = Date.now()): void {
     const key = keyOf(e);
-    const h = this.hosts.get(key) ?? { consecutive5xx: 0, consecutiveGateway: 0, ejections: 0, ejectedUntil: 0 };
+    const h = this.hosts.get(key) ?? { consecutive5xx: 0, consecutiveGateway: 0, consecutiveLocalOrigin: 0, ejections: 0, ejectedUntil: 0 };
     this.hosts.set(key, h);
-    const gateway = outcome === 'failure' || outcome === 502 || outcome === 503 || outcome === 504;
-    const fiveXx = outcome === 'failure' || outcome >= 500;
-    h.consecutive5xx = fiveXx ? h.consecutive5xx + 1 : 0;
-    h.consecutiveGateway = gateway ? h.consecutiveGateway + 1 : 0;
-    if (h.ejectedUntil > now) return;
     const s = this.spec;
+    if (s.split && outcome === 'failure') h.consecutiveLocalOrigin++;
+    else if (s.split && outcome === 'connected') h.consecutiveLocalOrigin = 0;
+    else {
+      const code = outcome === 'failure' ? 503 : outcome === 'connected' ? 200 : outcome;
+      if (s.split) h.consecutiveLocalOrigin = 0;
+      h.consecutive5xx = code >= 500 ? h.consecutive5xx + 1 : 0;
+      h.consecutiveGateway = code === 502 || code === 503 || code === 504 ? h.consecutiveGateway + 1 : 0;
+    }
+    if (h.ejectedUntil > now) return;
     const by5xx = h.consecutive5xx >= s.consecutive5xx && Math.random() * 100 < s.enforce5xx;
     const byGateway = h.consecutiveGateway >= s.consecutiveGateway && Math.random() * 100 < s.enforceGateway;
-    if (!by5xx && !byGateway) return;
+    const byLocalOrigin = s.split && h.consecutiveLocalOrigin >= s.consecutiveLocalOrigin && Math.random() * 100 < s.enforceLocalOrigin;
+    if (!by5xx && !byGateway && !byLocalOrigin) return;
     const ejected = all.filter((x) => this.ejectedUntil(x) > now).length;
     if (all.length === 0 || (ejected / all.length) * 100 >= s.maxEjectionPercent) return;
     h.ejections++;
     h.ejectedUntil = now + Math.min(s.baseEjectionMs * h.ejections, s.maxEjectionMs);
     h.consecutive5xx = 0;
     h.consecutiveGateway = 0;
+    h.consecutiveLocalOrigin = 0;
     this.version++;
-    log.info(`outlier detection: ejecting ${key} for ${h.ejectedUntil - now}ms (${by5xx ? 'consecutive 5xx' : 'consecutive gateway failures'})`);
+    const why = by5xx ? 'consecutive 5xx' : byGateway ? 'consecutive gateway failures' : 'consecutive local-origin failures';
+    log.info(`outlier detection: ejecting ${key} for ${h.ejectedUntil - now}ms (${why})`);
   }
 }

@@ -246,7 +246,7 @@ export function compileCluster(c: Cluster, assignments: ReadonlyMap<string, Clus
     maxConcurrentStreams,
     ...(tcpKeepalive ? { tcpKeepalive } : {}),
     circuit: compileCircuitBreakers(c.circuitBreakers, protocol === 'http1'),
-    ...(c.outlierDetection ? { outlier: compileOutlierDetection(c.outlierDetection) } : {}),
+    ...(c.outlierDetection ? { outlier: compileOutlierDetection(c.outlierDetection, c.name) } : {}),
     panicThreshold: panicThresholdOf(c, field),
     localityWeighted: c.commonLbConfig?.localityConfigSpecifier.case === 'localityWeightedLbConfig',
   };

@@ -4,7 +4,7 @@
 // the per-endpoint request counts stay.
 import { maglev, ringHash, type HashTable } from './load-balancers.js';
 import { ActiveRequests, leastRequestPick } from './least-request.js';
-import { CircuitBreaker, OutlierDetector, type OutlierSpec } from './cluster-health.js';
+import { CircuitBreaker, OutlierDetector, type OutlierOutcome, type OutlierSpec } from './cluster-health.js';
 import { Http1Pool, type Endpoint, type PoolOptions, type UpstreamCluster, type UpstreamTimeout } from './upstream-pools.js';
 import { Http2Pool } from './http2-pool.js';
 import type { UpstreamTls } from './tls/upstream.js';
@@ -85,7 +85,7 @@ export class LiveCluster implements UpstreamCluster {
     return this.active.begin(endpoint);
   }
 
-  report(endpoint: Endpoint, outcome: number | 'failure'): void {
+  report(endpoint: Endpoint, outcome: OutlierOutcome): void {
     this.outlier?.report(endpoint, outcome, this.spec.allEndpoints);
   }
 

@@ -6,7 +6,7 @@ import { createConnection, type NetConnectOpts, type Socket } from 'node:net';
 import type { Duplex } from 'node:stream';
 import type { buildConnector } from 'undici';
 import type { RequestView } from '../envoy/request.js';
-import type { CircuitBreaker } from './cluster-health.js';
+import type { CircuitBreaker, OutlierOutcome } from './cluster-health.js';
 import { bindsOriginalSrc, originalSrcSocket, type OriginalSource } from './original-src.js';
 import type { UpstreamTls } from './tls/upstream.js';
 import { ConnectionList } from './http1/connection-list.js';
@@ -44,8 +44,8 @@ export interface UpstreamCluster {
   readonly breaker?: CircuitBreaker;
   /** Counts an active request (HTTP attempt, TCP connection) on the endpoint until the returned release is called. */
   begin?(endpoint: Endpoint): () => void;
-  /** An attempt's outcome for outlier detection: its HTTP status, or 'failure' (no response). */
-  report?(endpoint: Endpoint, outcome: number | 'failure'): void;
+  /** An attempt's outcome for outlier detection: its HTTP status, 'failure' (no response) or 'connected' (a TCP proxy's connection was made). */
+  report?(endpoint: Endpoint, outcome: OutlierOutcome): void;
   /** The route timeout or an attempt's per-try timeout expired (counted as Envoy's upstream_rq_timeout, upstream_rq_per_try_timeout). */
   timedOut?(kind: UpstreamTimeout): void;
   /** The endpoint's transport socket (TLS), from the cluster's transport_socket(_matches); undefined: plaintext. */

@@ -25,7 +25,16 @@ const POLICY_FIELDS = {
     tcp: { maxConnections: true, connectTimeout: true, idleTimeout: true, maxConnectionDuration: true, tcpKeepalive: { probes: true, time: true, interval: true } },
     http: { http1MaxPendingRequests: true, http2MaxRequests: true, maxRequestsPerConnection: true, maxRetries: true, idleTimeout: true, h2UpgradePolicy: true, useClientProtocol: true, maxConcurrentStreams: true },
   },
-  outlierDetection: { consecutive5xxErrors: true, consecutiveGatewayErrors: true, interval: true, baseEjectionTime: true, maxEjectionPercent: true, minHealthPercent: true },
+  outlierDetection: {
+    consecutive5xxErrors: true,
+    consecutiveGatewayErrors: true,
+    interval: true,
+    baseEjectionTime: true,
+    maxEjectionPercent: true,
+    minHealthPercent: true,
+    splitExternalLocalOriginErrors: true,
+    consecutiveLocalOriginFailures: true,
+  },
   tls: { mode: true, clientCertificate: true, privateKey: true, caCertificates: true, caCrl: true, credentialName: true, insecureSkipVerify: true, subjectAltNames: true, sni: true },
 } as const;
 const TRAFFIC_POLICY: Shape = { ...POLICY_FIELDS, portLevelSettings: { port: { number: true }, ...POLICY_FIELDS } };

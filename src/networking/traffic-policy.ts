@@ -71,6 +71,8 @@ export interface OutlierDetectionSettings {
   readonly baseEjectionTime?: string;
   readonly maxEjectionPercent?: number;
   readonly minHealthPercent?: number;
+  readonly splitExternalLocalOriginErrors?: boolean;
+  readonly consecutiveLocalOriginFailures?: number;
 }
 
 type ClusterInit = Exclude<MessageInitShape<typeof ClusterSchema>, { $typeName: string }>;
@@ -206,6 +208,15 @@ export function tcpProxyLimits(rule: RuleTraffic | undefined): TcpProxyLimits | 
   return { ...(tcp.idleTimeout ? { idleTimeout: tcp.idleTimeout } : {}), ...(tcp.maxConnectionDuration ? { maxConnectionDuration: tcp.maxConnectionDuration } : {}) };
 }
 
+/** splitExternalLocalOriginErrors: local-origin failures counted apart, ejecting at their own count (100 %) when one is set; their success rate off. */
+function localOrigin(consecutive: number | undefined) {
+  return {
+    splitExternalLocalOriginErrors: true,
+    ...(consecutive !== undefined && consecutive > 0 ? { consecutiveLocalOriginFailure: consecutive, enforcingConsecutiveLocalOriginFailure: 100 } : {}),
+    enforcingLocalOriginSuccessRate: 0,
+  };
+}
+
 function outlierDetection(od: OutlierDetectionSettings | undefined): Partial<ClusterInit> {
   if (!od) return {};
   // As the Go mesh: a counter the rule names ejects (100 %) when it is above 0, one it leaves out
@@ -221,6 +232,7 @@ function outlierDetection(od: OutlierDetectionSettings | undefined): Partial<Clu
       ...(od.interval ? { interval: durationInit(od.interval) } : {}),
       ...(od.baseEjectionTime ? { baseEjectionTime: durationInit(od.baseEjectionTime) } : {}),
       ...(od.maxEjectionPercent !== undefined && od.maxEjectionPercent > 0 ? { maxEjectionPercent: od.maxEjectionPercent } : {}),
+      ...(od.splitExternalLocalOriginErrors ? localOrigin(od.consecutiveLocalOriginFailures) : {}),
     },
   };
 }

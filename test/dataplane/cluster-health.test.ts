@@ -115,6 +115,37 @@ describe('cluster protections', () => {
   });
 });
 
+describe('outlier detection: local-origin errors', () => {
+  /** A port nothing listens on: connections to it are refused (a local-origin failure). */
+  const deadPort = async () => {
+    const s = createServer();
+    const port = await listen(s);
+    await close(s);
+    return port;
+  };
+
+  it('split_external_local_origin_errors: refused connections eject by consecutive_local_origin_failure, not as 5xx', async () => {
+    const dead = await deadPort();
+    const good = await upstream(200);
+    const statuses = async (port: number, n: number) => {
+      const out: number[] = [];
+      for (let i = 0; i < n; i++) out.push((await send(port, '/')).status);
+      return out;
+    };
+    // Split: two refusals are not two 5xx; the default five local-origin failures eject.
+    const split = await proxy('split', [dead, good.port], { outlierDetection: { splitExternalLocalOriginErrors: true, consecutive5xx: 2, baseEjectionTime: { seconds: 30n }, maxEjectionPercent: 100 } });
+    assert.equal((await statuses(split, 6)).filter((s) => s === 503).length, 3, 'round robin: the dead host is tried three times, not ejected at two');
+    assert.deepEqual(await statuses(split, 4), [503, 200, 503, 200], 'ejected at its fifth refusal');
+    assert.deepEqual(await statuses(split, 4), [200, 200, 200, 200]);
+    // With its own threshold of 2 the dead host goes at its second refusal.
+    const tuned = await proxy('split-tuned', [dead, good.port], { outlierDetection: { splitExternalLocalOriginErrors: true, consecutiveLocalOriginFailure: 2, enforcingConsecutiveLocalOriginFailure: 100, baseEjectionTime: { seconds: 30n }, maxEjectionPercent: 100 } });
+    assert.deepEqual(await statuses(tuned, 6), [503, 200, 503, 200, 200, 200]);
+    // Without the split a refusal is a 503: two of them are two consecutive 5xx.
+    const plain = await proxy('unsplit', [dead, good.port], { outlierDetection: { consecutive5xx: 2, baseEjectionTime: { seconds: 30n }, maxEjectionPercent: 100 } });
+    assert.deepEqual(await statuses(plain, 6), [503, 200, 503, 200, 200, 200]);
+  });
+});
+
 describe('priority levels and the panic threshold', () => {
   // Ejects a host at its second 5xx, whatever the share of the cluster already ejected.
   const ejectAtSecond = { consecutive5xx: 2, baseEjectionTime: { seconds: 30n }, maxEjectionPercent: 100 };

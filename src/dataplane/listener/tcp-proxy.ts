@@ -102,6 +102,7 @@ class TcpChain extends Chain {
     const bytePassed = (): void => void idle?.refresh();
     up.once(ready, () => {
       connected = true;
+      cluster.report?.(endpoint, 'connected');
       down.pipe(up);
       up.pipe(down);
       // Listened to only once piped: a 'data' listener of its own would start the flow before the pipe.
@@ -112,7 +113,10 @@ class TcpChain extends Chain {
       down.resume();
     });
     up.on('error', (e) => {
-      if (!connected) this.connectFail.inc();
+      if (!connected) {
+        this.connectFail.inc();
+        cluster.report?.(endpoint, 'failure');
+      }
       log.debug(`tcp_proxy to ${name} ${endpoint.host}:${endpoint.port}: ${e.message}`);
       down.destroy();
     });
