@@ -65,7 +65,7 @@ const HTTP_ROUTE: Shape = {
     gateways: true,
   },
   route: { destination: DESTINATION, weight: true, headers: { request: HEADER_OPS, response: HEADER_OPS } },
-  redirect: { uri: true, authority: true, port: true, scheme: true, redirectCode: true },
+  redirect: { uri: true, authority: true, port: true, derivePort: true, scheme: true, redirectCode: true },
   directResponse: { status: true, body: { string: true, bytes: true } },
   rewrite: { uri: true, authority: true, uriRegexRewrite: { match: true, rewrite: true } },
   timeout: true,
@@ -75,7 +75,7 @@ const HTTP_ROUTE: Shape = {
   mirrorPercentage: PERCENT,
   mirrors: { destination: DESTINATION, percentage: PERCENT },
   headers: { request: HEADER_OPS, response: HEADER_OPS },
-  corsPolicy: { allowOrigins: STRING_MATCH, allowMethods: true, allowHeaders: true, exposeHeaders: true, maxAge: true, allowCredentials: true },
+  corsPolicy: { allowOrigins: STRING_MATCH, allowMethods: true, allowHeaders: true, exposeHeaders: true, maxAge: true, allowCredentials: true, unmatchedPreflights: true },
   delegate: { name: true, namespace: true },
 };
 

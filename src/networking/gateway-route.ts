@@ -55,6 +55,7 @@ function vsRoutes(v: GatewayVirtualService, server: BoundServer, opts: GatewayRo
     gateway: (entry: string) => resolveGatewayName(entry, v.vs.metadata.namespace) === server.gateway,
     ...(opts.defaultTimeout ? { defaultTimeout: opts.defaultTimeout } : {}),
     ...(usesIngressSemantics(v.vs) ? { segmentPrefix: true } : {}),
+    ...(server.tls ? { tls: true } : {}),
   };
   return (v.vs.spec.http ?? []).flatMap((r) => buildHttpRoutes(r as HttpRouteSpec, ctx));
 }

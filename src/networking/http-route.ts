@@ -41,7 +41,7 @@ export interface HttpRouteSpec {
   readonly name?: string;
   readonly match?: readonly HttpMatchRequest[];
   readonly route?: readonly { readonly destination: Destination; readonly weight?: number; readonly headers?: Headers }[];
-  readonly redirect?: { readonly uri?: string; readonly authority?: string; readonly port?: number; readonly scheme?: string; readonly redirectCode?: number };
+  readonly redirect?: { readonly uri?: string; readonly authority?: string; readonly port?: number; readonly derivePort?: string; readonly scheme?: string; readonly redirectCode?: number };
   readonly directResponse?: { readonly status: number; readonly body?: { readonly string?: string; readonly bytes?: string } };
   readonly rewrite?: { readonly uri?: string; readonly authority?: string; readonly uriRegexRewrite?: { readonly match: string; readonly rewrite: string } };
   readonly timeout?: string;
@@ -62,6 +62,7 @@ export interface HttpRouteSpec {
     readonly exposeHeaders?: readonly string[];
     readonly maxAge?: string;
     readonly allowCredentials?: boolean;
+    readonly unmatchedPreflights?: string;
   };
 }
 
@@ -81,6 +82,8 @@ export interface HttpRouteContext extends MatchContext {
   readonly defaultTimeout?: number;
   /** Routes generated from Ingresses: a Prefix matches whole path segments (see route-match.ts). */
   readonly segmentPrefix?: boolean;
+  /** The routes serve a TLS server (a gateway's HTTPS one): a redirect's default scheme is https. */
+  readonly tls?: boolean;
 }
 
 /** The Go mesh's retry policy for routes that do not set `retries`. */
@@ -245,6 +248,8 @@ function corsConfig(c: NonNullable<HttpRouteSpec['corsPolicy']>): Any {
     exposeHeaders: (c.exposeHeaders ?? []).join(','),
     maxAge: c.maxAge ? String(parseDuration(c.maxAge) / 1_000_000_000n) : '',
     ...(c.allowCredentials !== undefined ? { allowCredentials: c.allowCredentials } : {}),
+    // As the Go mesh: a preflight no origin matches goes on to the app unless the policy says IGNORE.
+    forwardNotMatchingPreflights: c.unmatchedPreflights !== 'IGNORE',
     filterEnabled: { defaultValue: { numerator: 100, denominator: FractionalPercent_DenominatorType.HUNDRED } },
   });
 }
@@ -285,6 +290,19 @@ function forwardAction(r: HttpRouteSpec, ctx: HttpRouteContext, headerAuthority:
   };
 }
 
+/**
+ * A redirect's port, as the Go mesh's: `port`, or with `derivePort: FROM_REQUEST_PORT` the port
+ * the routes serve (Envoy cannot derive it per request; FROM_PROTOCOL_DEFAULT is Envoy's own
+ * behaviour, no port); none when it is the scheme's default (80 for http, 443 for https).
+ */
+function redirectPort(rd: NonNullable<HttpRouteSpec['redirect']>, ctx: HttpRouteContext): { portRedirect?: number } {
+  const port = rd.port ?? (rd.derivePort === 'FROM_REQUEST_PORT' ? ctx.port : undefined);
+  if (!port) return {};
+  const scheme = rd.scheme || (ctx.tls ? 'https' : 'http');
+  if ((port === 80 && scheme === 'http') || (port === 443 && scheme === 'https')) return {};
+  return { portRedirect: port };
+}
+
 function action(r: HttpRouteSpec, ctx: HttpRouteContext, headerAuthority: string | undefined): RouteInit['action'] {
   if (r.redirect) {
     const rd = r.redirect;
@@ -293,7 +311,7 @@ function action(r: HttpRouteSpec, ctx: HttpRouteContext, headerAuthority: string
       value: {
         ...(rd.uri ? { pathRewriteSpecifier: { case: 'pathRedirect' as const, value: rd.uri } } : {}),
         ...(rd.authority ? { hostRedirect: rd.authority } : {}),
-        ...(rd.port ? { portRedirect: rd.port } : {}),
+        ...redirectPort(rd, ctx),
         ...(rd.scheme ? { schemeRewriteSpecifier: { case: 'schemeRedirect' as const, value: rd.scheme } } : {}),
         responseCode: REDIRECT_CODES[rd.redirectCode ?? 301] ?? RedirectAction_RedirectResponseCode.MOVED_PERMANENTLY,
       },

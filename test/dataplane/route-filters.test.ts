@@ -54,6 +54,12 @@ const VS = {
         },
         route: [{ destination: { host: 'web' } }],
       },
+      {
+        name: 'cors-strict',
+        match: [{ uri: { prefix: '/strict' } }],
+        corsPolicy: { allowOrigins: [{ exact: 'https://app.example.com' }], allowMethods: ['GET'], unmatchedPreflights: 'IGNORE' },
+        route: [{ destination: { host: 'web' } }],
+      },
       { name: 'rest', route: [{ destination: { host: 'web' } }] },
     ],
   },
@@ -160,6 +166,15 @@ describe('fault and CORS per-route configs through mesh-proxy', () => {
     assert.equal(r.body, 'upstream');
     assert.equal(r.headers['access-control-allow-origin'], undefined);
     assert.deepEqual(seen, ['OPTIONS /cors/c']);
+  });
+
+  it('unmatchedPreflights IGNORE: the proxy answers a preflight from an origin the policy does not allow, without CORS headers', async () => {
+    seen.length = 0;
+    const r = await send(port, '/strict/c', 'OPTIONS', { origin: 'https://evil.example.net', 'access-control-request-method': 'POST' });
+    assert.equal(r.status, 200);
+    assert.notEqual(r.body, 'upstream');
+    assert.equal(r.headers['access-control-allow-origin'], undefined);
+    assert.deepEqual(seen, [], 'the upstream never saw the preflight');
   });
 });
 
