@@ -1,14 +1,14 @@
-// A cluster's HTTP/2 (h2c with prior knowledge, or TLS) sessions: multiplexed sessions per
-// endpoint, original source and ALPN override, one unless the cluster's max_concurrent_streams
-// (or the upstream's SETTINGS_MAX_CONCURRENT_STREAMS) is reached on all of them, when another
-// opens, as Envoy's pool does; a session is replaced once it received GOAWAY, closed or failed. A session is drained (node's close(): open streams finish, no new ones) after
-// it has had no open stream for the cluster's idle_timeout, or once it has carried
-// max_requests_per_connection streams, or max_connection_duration after it opened, or after the
-// upstream's GOAWAY, as Envoy's pool does. A
-// session's end is counted by who ended it first: the pool (drain, including after GOAWAY, retire,
-// destroy), node (a protocol error) or a connect timeout are local; the upstream's FIN or reset
-// remote. It ended with active requests when streams were open as its socket closed, or as the
-// pool destroyed it.
+// A cluster's HTTP/2 (h2c with prior knowledge, or TLS) sessions, per endpoint, original source
+// and ALPN override: one, unless every open one carries the cluster's max_concurrent_streams (or
+// the upstream's SETTINGS_MAX_CONCURRENT_STREAMS), when another opens beside them, as Envoy's pool
+// does; a session is replaced once it received GOAWAY, closed or failed. A session is drained
+// (node's close(): open streams finish, no new ones) after it has had no open stream for the
+// cluster's idle_timeout, once it has carried max_requests_per_connection streams,
+// max_connection_duration after it opened, or after the upstream's GOAWAY, as Envoy's pool does.
+// A session's end is counted by who ended it first: the pool (drain, including after GOAWAY,
+// retire, destroy), node (a protocol error) or a connect timeout are local; the upstream's FIN or
+// reset remote. It ended with active requests when streams were open as its socket closed, or as
+// the pool destroyed it.
 import { connect as h2connect, type ClientHttp2Session, type ClientHttp2Stream, type ClientSessionRequestOptions, type OutgoingHttpHeaders } from 'node:http2';
 import { durationTimer, IdleTimer } from './connection-limits.js';
 import type { OriginalSource } from './original-src.js';
