@@ -3,9 +3,15 @@
 // response written straight into the downstream response. A streamed (chunked) request, which may
 // end with trailers, and one that expects `100 Continue` go through node:http on the pool's agent.
 import { request as httpRequest } from 'node:http';
-import type { Http1Pool } from './upstream-pools.js';
+import type { Http1Pool, UpstreamCluster } from './upstream-pools.js';
+import type { Http2Pool } from './http2-pool.js';
 import { ClientExchange } from './http1/client.js';
-import { endToEnd, readableBody, trailerMap, type HeaderMap, type UpstreamEvents, type UpstreamExchange, type UpstreamRequest } from './http-codec.js';
+import { endToEnd, http2Exchange, readableBody, trailerMap, type HeaderMap, type UpstreamEvents, type UpstreamExchange, type UpstreamRequest } from './http-codec.js';
+
+/** One request to the cluster over `http2` (its sessions, when the request goes over HTTP/2), else over its HTTP/1.1 connections. */
+export function upstreamExchange(r: UpstreamRequest, cluster: UpstreamCluster, http2: Http2Pool | undefined, ev: UpstreamEvents): UpstreamExchange {
+  return http2 ? http2Exchange(r, http2, ev) : http1Exchange(r, cluster.http1, ev);
+}
 
 /** One request to an HTTP/1.1 upstream over the cluster's keep-alive connections. */
 export function http1Exchange(r: UpstreamRequest, pool: Http1Pool, ev: UpstreamEvents): UpstreamExchange {

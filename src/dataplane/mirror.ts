@@ -8,8 +8,8 @@ import { scope } from '../common/log.js';
 import type { StreamRequest } from '../envoy/request.js';
 import type { ClusterManager } from './clusters.js';
 import { http2For } from './upstream-pools.js';
-import { http1Exchange } from './http1-exchange.js';
-import { http2Exchange, type BodyFraming, type DownstreamResponse, type HeaderMap, type UpstreamBody, type UpstreamEvents, type UpstreamExchange, type UpstreamRequest } from './http-codec.js';
+import { upstreamExchange } from './http1-exchange.js';
+import { type BodyFraming, type DownstreamResponse, type HeaderMap, type UpstreamBody, type UpstreamEvents, type UpstreamExchange, type UpstreamRequest } from './http-codec.js';
 import type { MirrorSpec } from './route-table.js';
 
 const log = scope('router');
@@ -65,7 +65,7 @@ export function mirror(clusters: ClusterManager, mirrors: readonly MirrorSpec[],
       },
     };
     try {
-      exchange = http2 ? http2Exchange(shadow, http2, events) : http1Exchange(shadow, cluster.http1, events);
+      exchange = upstreamExchange(shadow, cluster, http2, events);
       if (framing === 'none') exchange.finish(undefined);
       else shadows.push(exchange);
     } catch (e) {

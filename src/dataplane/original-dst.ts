@@ -60,6 +60,12 @@ interface HandleWithFd {
   readonly fd?: number;
 }
 
+/** The kernel descriptor of a socket or server (libuv's TCP wrap `fd` on Unix), or undefined when it has none. */
+export function descriptorOf(handleOwner: Socket | Server): number | undefined {
+  const fd = (handleOwner as unknown as { _handle?: HandleWithFd })._handle?.fd;
+  return fd === undefined || fd < 0 ? undefined : fd;
+}
+
 /**
  * Reads the connection's original destination and records it for `connectionDestination`.
  * Undefined when the connection was not captured (conntrack has no entry for it, or it was
@@ -70,9 +76,8 @@ interface HandleWithFd {
  */
 export function restoreOriginalDst(socket: Socket, listenerPort: number): Destination | undefined {
   if (originalDstUnavailable() !== undefined) return undefined;
-  // A net.Socket's handle is libuv's TCP wrap, whose `fd` is the kernel descriptor on Unix.
-  const fd = (socket as unknown as { _handle?: HandleWithFd })._handle?.fd;
-  if (fd === undefined || fd < 0) return undefined;
+  const fd = descriptorOf(socket);
+  if (fd === undefined) return undefined;
   const dst = (addon as Addon).originalDst(fd);
   if (!dst) return undefined;
   const local = connectionDestination(socket);
@@ -101,8 +106,8 @@ export function connectionDestination(socket: Socket): Destination {
 export function setTransparent(server: Server): string | undefined {
   const missing = originalDstUnavailable();
   if (missing) return missing;
-  const fd = (server as unknown as { _handle?: HandleWithFd })._handle?.fd;
-  if (fd === undefined || fd < 0) return 'the listening socket has no descriptor';
+  const fd = descriptorOf(server);
+  if (fd === undefined) return 'the listening socket has no descriptor';
   try {
     (addon as Addon).setTransparent(fd);
     return undefined;

@@ -7,7 +7,7 @@ import type { UpstreamConnectionOptions } from '../gen/envoy/config/cluster/v3/c
 import { UpstreamConnectionOptionsSchema } from '../gen/envoy/config/cluster/v3/cluster_pb.js';
 import { scope } from '../common/log.js';
 import { unappliedFields } from '../envoy/config-error.js';
-import { nativeAddon } from './original-dst.js';
+import { descriptorOf, nativeAddon } from './original-dst.js';
 
 const log = scope('upstream');
 
@@ -31,15 +31,11 @@ export function compileTcpKeepalive(o: UpstreamConnectionOptions | undefined, fi
 
 let warned = false;
 
-interface HandleWithFd {
-  readonly fd?: number;
-}
-
 /** Turns keepalive on for a connected socket. */
 export function applyTcpKeepalive(socket: Socket, k: TcpKeepaliveSpec): void {
   const addon = nativeAddon();
-  const fd = (socket as unknown as { _handle?: HandleWithFd })._handle?.fd;
-  if (typeof addon !== 'string' && fd !== undefined && fd >= 0) {
+  const fd = descriptorOf(socket);
+  if (typeof addon !== 'string' && fd !== undefined) {
     addon.tcpKeepalive(fd, k.time, k.interval, k.probes);
     return;
   }

@@ -8,10 +8,9 @@ import { scope } from '../../common/log.js';
 import type { LocalReply, ResponseHeaderMap } from '../../envoy/filter.js';
 import type { StreamRequest } from '../../envoy/request.js';
 import type { Endpoint } from '../upstream-pools.js';
-import { http1Exchange } from '../http1-exchange.js';
+import { upstreamExchange } from '../http1-exchange.js';
 import { ResponseParseError } from '../http1/response-parser.js';
 import {
-  http2Exchange,
   requestComplete,
   respondHeadersOnly,
   writeHead,
@@ -270,8 +269,7 @@ export class RouterStream implements Attempt, UpstreamRequest, BodyDone {
     if (attemptCount.request) this.headers['x-envoy-attempt-count'] = String(this.attempts);
     let upstream: UpstreamExchange;
     try {
-      const http2 = this.target.http2;
-      upstream = http2 ? http2Exchange(request, http2, a) : http1Exchange(request, cluster.http1, a);
+      upstream = upstreamExchange(request, cluster, this.target.http2, a);
     } catch (e) {
       // e.g. the pooled HTTP/2 session went away between the pick and the request
       a.error(e as Error);
