@@ -4,6 +4,7 @@
 // bad field is a ConfigError naming it, and nothing here serves traffic (live-cluster.ts does).
 import { MAGLEV_TABLE_SIZE, RING_DEFAULTS } from './load-balancers.js';
 import { compileLeastRequest, type LeastRequestSpec } from './least-request.js';
+import { compileSlowStart, type SlowStartSpec } from './slow-start.js';
 import { scope } from '../common/log.js';
 import {
   Cluster_DiscoveryType,
@@ -66,6 +67,8 @@ export interface ClusterSpec {
   readonly consistent?: { readonly kind: 'ring'; readonly min: number; readonly max: number } | { readonly kind: 'maglev'; readonly size: number };
   /** LEAST_REQUEST: picks by the endpoints' active requests. */
   readonly leastRequest?: LeastRequestSpec;
+  /** ROUND_ROBIN or LEAST_REQUEST with a slow start window: endpoints that join ramp up over it. */
+  readonly slowStart?: SlowStartSpec;
   /**
    * The upstream HTTP protocol (HTTP/2 = h2c with prior knowledge, or h2 over TLS); `downstream`:
    * use_downstream_protocol_config, HTTP/2 for requests that came over HTTP/2, else HTTP/1.1.
@@ -222,7 +225,9 @@ export function compileCluster(c: Cluster, assignments: ReadonlyMap<string, Clus
   let random = false;
   let consistent: ClusterSpec['consistent'];
   let leastRequest: LeastRequestSpec | undefined;
+  let slowStart: SlowStartSpec | undefined;
   if (dt.value !== Cluster_DiscoveryType.ORIGINAL_DST) {
+    if (c.lbPolicy === Cluster_LbPolicy.ROUND_ROBIN || c.lbPolicy === Cluster_LbPolicy.LEAST_REQUEST) slowStart = compileSlowStart(c, field);
     if (c.lbPolicy === Cluster_LbPolicy.RANDOM) random = true;
     else if (c.lbPolicy === Cluster_LbPolicy.RING_HASH || c.lbPolicy === Cluster_LbPolicy.MAGLEV) consistent = consistentHash(c);
     else if (c.lbPolicy === Cluster_LbPolicy.LEAST_REQUEST) leastRequest = compileLeastRequest(c, field);
@@ -241,6 +246,7 @@ export function compileCluster(c: Cluster, assignments: ReadonlyMap<string, Clus
     random,
     ...(consistent ? { consistent } : {}),
     ...(leastRequest ? { leastRequest } : {}),
+    ...(slowStart ? { slowStart } : {}),
     protocol,
     connection,
     maxConcurrentStreams,

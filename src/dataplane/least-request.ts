@@ -31,7 +31,6 @@ export function compileLeastRequest(c: Cluster, field: string): LeastRequestSpec
     bias = 1;
   }
   if (cfg.activeRequestBias?.runtimeKey) log.warn(`${field}.least_request_lb_config.active_request_bias.runtime_key: there is no runtime; using the default_value`);
-  if (cfg.slowStartConfig) log.warn(`${field}.least_request_lb_config.slow_start_config: accepted but not applied yet`);
   return { choiceCount, bias };
 }
 
@@ -66,9 +65,14 @@ export interface WeightedCandidate extends Endpoint {
   readonly weight: number;
 }
 
-/** Picks among `eps` (non-empty); `current` is the smooth round robin state for the weighted case. */
-export function leastRequestPick<E extends WeightedCandidate>(eps: readonly E[], spec: LeastRequestSpec, active: ActiveRequests, current: number[], random: () => number = Math.random): E {
-  if (eps.every((e) => e.weight === eps[0]!.weight)) {
+/**
+ * Picks among `eps` (non-empty); `current` is the smooth round robin state for the weighted case.
+ * `weightOf`: the endpoints' weights now when slow start changes them (then always weighted, as
+ * Envoy schedules by weight while any endpoint is in slow start).
+ */
+export function leastRequestPick<E extends WeightedCandidate>(eps: readonly E[], spec: LeastRequestSpec, active: ActiveRequests, current: number[], random: () => number = Math.random, weightOf?: (e: E) => number): E {
+  if (eps.length === 1) return eps[0]!;
+  if (!weightOf && eps.every((e) => e.weight === eps[0]!.weight)) {
     let best: E | undefined;
     for (let i = 0; i < spec.choiceCount; i++) {
       const candidate = eps[Math.floor(random() * eps.length)]!;
@@ -80,7 +84,8 @@ export function leastRequestPick<E extends WeightedCandidate>(eps: readonly E[],
   let total = 0;
   let best = 0;
   eps.forEach((e, i) => {
-    const w = spec.bias === 0 ? e.weight : e.weight / Math.pow(active.of(e) + 1, spec.bias);
+    const weight = weightOf ? weightOf(e) : e.weight;
+    const w = spec.bias === 0 ? weight : weight / Math.pow(active.of(e) + 1, spec.bias);
     current[i]! += w;
     total += w;
     if (current[i]! > current[best]!) best = i;

@@ -4,6 +4,7 @@
 // the per-endpoint request counts stay.
 import { maglev, ringHash, type HashTable } from './load-balancers.js';
 import { ActiveRequests, leastRequestPick } from './least-request.js';
+import { SlowStartClock } from './slow-start.js';
 import { CircuitBreaker, OutlierDetector, type OutlierOutcome, type OutlierSpec } from './cluster-health.js';
 import { Http1Pool, type Endpoint, type PoolOptions, type UpstreamCluster, type UpstreamTimeout } from './upstream-pools.js';
 import { Http2Pool } from './http2-pool.js';
@@ -50,6 +51,8 @@ export class LiveCluster implements UpstreamCluster {
   private outlier?: OutlierDetector;
   /** Kept across spec updates: requests in flight stay counted on their endpoint. */
   private readonly active = new ActiveRequests();
+  /** Kept across spec updates: when each endpoint joined, for slow start. */
+  private readonly joined = new SlowStartClock();
   /** What requests are load balanced over now (priority levels, ejections, panic). */
   private readonly hostSets = new HostSetCache();
   /** The current spec's endpoints by host and port (transportOf), made on first use. */
@@ -63,6 +66,7 @@ export class LiveCluster implements UpstreamCluster {
     this.tcp = new TcpPool(this.poolOptions());
     this.breaker = new CircuitBreaker(spec.circuit);
     this.setOutlier(spec.outlier);
+    this.joined.observe(spec.allEndpoints, spec.slowStart, Date.now());
   }
 
   /** The pools read the current spec on each use, so an update (connect timeout, limits) applies to them. */
@@ -138,6 +142,7 @@ export class LiveCluster implements UpstreamCluster {
     this.breaker.limits = spec.circuit;
     this.setOutlier(spec.outlier);
     this.current = [];
+    this.joined.observe(spec.allEndpoints, spec.slowStart, Date.now());
   }
 
   /** Hosts healthy and not ejected now, over all priority levels. */
@@ -188,9 +193,11 @@ export class LiveCluster implements UpstreamCluster {
     // Locality-weighted balancing: a locality first, by its effective weight, then a host of it.
     const locality = set.localities?.order.pick(set.localities.choices, byWeight, false);
     const eps = (locality ?? set).endpoints;
-    if (s.leastRequest) return leastRequestPick(eps, s.leastRequest, this.active, this.current);
+    const warming = s.slowStart ? this.joined.weights(s.slowStart, Date.now()) : undefined;
+    if (s.leastRequest) return leastRequestPick(eps, s.leastRequest, this.active, this.current, Math.random, warming);
     if (s.random || s.consistent) return eps[Math.floor(Math.random() * eps.length)];
-    return (locality?.order ?? this.order).pick(eps, byWeight, (locality ?? set).equalWeights);
+    const order = locality?.order ?? this.order;
+    return warming ? order.pick(eps, warming, false) : order.pick(eps, byWeight, (locality ?? set).equalWeights);
   }
 }
 

@@ -17,7 +17,9 @@ const HEADER_OPS: Shape = { set: true, add: true, remove: true };
 const LB: Shape = {
   simple: true,
   localityLbSetting: { enabled: true, failover: { from: true, to: true }, failoverPriority: true, distribute: { from: true, to: true } },
-  consistentHash: { httpHeaderName: true, httpCookie: { name: true, path: true, ttl: true, attributes: { name: true, value: true } }, useSourceIp: true, httpQueryParameterName: true, minimumRingSize: true, ringHash: { minimumRingSize: true } },
+  consistentHash: { httpHeaderName: true, httpCookie: { name: true, path: true, ttl: true, attributes: { name: true, value: true } }, useSourceIp: true, httpQueryParameterName: true, minimumRingSize: true, ringHash: { minimumRingSize: true }, maglev: { tableSize: true } },
+  warmup: { duration: true, minimumPercent: true, aggression: true },
+  warmupDurationSecs: true,
 };
 const POLICY_FIELDS = {
   loadBalancer: LB,

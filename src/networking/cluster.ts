@@ -18,6 +18,8 @@ export interface ClusterOptions {
   readonly name?: string;
   /** Built for a router proxy: a DestinationRule's tls.credentialName applies (upstream-tls.ts). */
   readonly gateway?: boolean;
+  /** Built for a proxyless gRPC client: the balancers gRPC's xDS client takes (load-balancer.ts). */
+  readonly proxyless?: boolean;
   /** The mesh config's tcpKeepalive, under a rule's. */
   readonly tcpKeepalive?: TcpKeepaliveSettings;
 }
@@ -96,7 +98,7 @@ export function buildOutboundCluster(
   traffic: ClusterTraffic = { subset: '', policy: {} },
 ): Cluster {
   const name = opts.name ?? outboundClusterName(port.port, service.hostname, traffic.subset);
-  const proto = { ...protocolOptions(port.protocol, traffic.policy, opts.gateway !== true), ...tcpKeepaliveOptions(opts.tcpKeepalive, traffic.policy), ...clusterPolicy(traffic.policy, service.hostname, opts.gateway === true), ...meshMtlsFields(service, port, traffic.subset, traffic.policy, traffic.mtls) };
+  const proto = { ...protocolOptions(port.protocol, traffic.policy, opts.gateway !== true), ...tcpKeepaliveOptions(opts.tcpKeepalive, traffic.policy), ...clusterPolicy(traffic.policy, service.hostname, opts), ...meshMtlsFields(service, port, traffic.subset, traffic.policy, traffic.mtls) };
   if (service.resolution === 'NONE' || passesThrough(traffic.policy)) {
     // The original destination is the only choice: a rule's balancer cannot apply.
     return cluster(name, Cluster_DiscoveryType.ORIGINAL_DST, opts, { ...proto, lbPolicy: Cluster_LbPolicy.CLUSTER_PROVIDED, lbConfig: { case: undefined } });

@@ -3,7 +3,7 @@
 // detection, upstream TLS). Fields this module does not translate are reported when the resource is
 // read (model/traffic-notices.ts), never silently dropped.
 import type { MessageInitShape } from '@bufbuild/protobuf';
-import { Cluster_LbPolicy, type Cluster_CommonLbConfigSchema, type ClusterSchema } from '../gen/envoy/config/cluster/v3/cluster_pb.js';
+import type { Cluster_CommonLbConfigSchema, ClusterSchema } from '../gen/envoy/config/cluster/v3/cluster_pb.js';
 import { RoutingPriority } from '../gen/envoy/config/core/v3/base_pb.js';
 import type { EffectiveRule } from '../model/traffic.js';
 import { isHttpProtocol, type Protocol } from '../model/service.js';
@@ -11,6 +11,7 @@ import { duration as durationInit, type TcpProxyLimits } from './common.js';
 import type { HashPolicyInit } from './http-route.js';
 import { upstreamTls, type ClientTlsSettings } from './upstream-tls.js';
 import { effectiveLocalityLb, localityWeighted, type LocalityLbSetting } from './locality-lb.js';
+import { loadBalancer, type LoadBalancerSettings } from './load-balancer.js';
 
 /** The DestinationRule trafficPolicy fields this module reads (the API's own names). */
 export interface TrafficPolicy {
@@ -19,22 +20,6 @@ export interface TrafficPolicy {
   readonly outlierDetection?: OutlierDetectionSettings;
   readonly tls?: ClientTlsSettings;
   readonly portLevelSettings?: readonly (Omit<TrafficPolicy, 'portLevelSettings'> & { readonly port?: { readonly number?: number } })[];
-}
-
-export interface ConsistentHash {
-  readonly httpHeaderName?: string;
-  readonly httpCookie?: { readonly name: string; readonly path?: string; readonly ttl?: string; readonly attributes?: readonly { readonly name: string; readonly value?: string }[] };
-  readonly useSourceIp?: boolean;
-  readonly httpQueryParameterName?: string;
-  readonly minimumRingSize?: number;
-  readonly ringHash?: { readonly minimumRingSize?: number };
-}
-
-export interface LoadBalancerSettings {
-  readonly simple?: string;
-  readonly consistentHash?: ConsistentHash;
-  /** Locality failover (EDS priorities, locality-lb.ts); the cluster itself is unchanged. */
-  readonly localityLbSetting?: LocalityLbSetting;
 }
 
 /** A DestinationRule's (or the mesh config's) tcpKeepalive: probes, and `time` / `interval` durations. */
@@ -102,26 +87,6 @@ function forPort(policy: TrafficPolicy | undefined, port: number): TrafficPolicy
   return { ...base, ...overrides };
 }
 
-
-const SIMPLE_LB: Readonly<Record<string, Cluster_LbPolicy>> = {
-  ROUND_ROBIN: Cluster_LbPolicy.ROUND_ROBIN,
-  LEAST_REQUEST: Cluster_LbPolicy.LEAST_REQUEST,
-  LEAST_CONN: Cluster_LbPolicy.LEAST_REQUEST,
-  RANDOM: Cluster_LbPolicy.RANDOM,
-};
-
-function loadBalancer(lb: LoadBalancerSettings | undefined): Partial<ClusterInit> {
-  if (!lb) return {};
-  if (lb.consistentHash) {
-    const min = lb.consistentHash.ringHash?.minimumRingSize ?? lb.consistentHash.minimumRingSize;
-    return {
-      lbPolicy: Cluster_LbPolicy.RING_HASH,
-      lbConfig: { case: 'ringHashLbConfig', value: min ? { minimumRingSize: BigInt(min) } : {} },
-    };
-  }
-  const policy = lb.simple ? SIMPLE_LB[lb.simple] : undefined;
-  return policy === undefined ? {} : { lbPolicy: policy };
-}
 
 /** Whole seconds of a duration, as the Go mesh's setKeepAliveSettings takes them. */
 const wholeSeconds = (d: string): number => Number(durationInit(d).seconds);
@@ -239,9 +204,10 @@ function outlierDetection(od: OutlierDetectionSettings | undefined): Partial<Clu
 
 /**
  * The cluster fields a merged policy sets (the HTTP protocol options are the caller's, see
- * commonHttpOptions). `gateway`: built for a router proxy (DestinationRule credentialName applies).
+ * commonHttpOptions). `gateway`: built for a router proxy (DestinationRule credentialName applies);
+ * `proxyless`: for a proxyless gRPC client (the balancers gRPC has).
  */
-export function clusterPolicy(policy: TrafficPolicy, hostname: string, gateway = false): Partial<ClusterInit> {
+export function clusterPolicy(policy: TrafficPolicy, hostname: string, target: { readonly gateway?: boolean; readonly proxyless?: boolean } = {}): Partial<ClusterInit> {
   const od = policy.outlierDetection;
   const byLocality = localityWeighted(policy.loadBalancer?.localityLbSetting, od);
   const commonLbConfig: MessageInitShape<typeof Cluster_CommonLbConfigSchema> = {
@@ -251,11 +217,11 @@ export function clusterPolicy(policy: TrafficPolicy, hostname: string, gateway =
     ...(byLocality ? { localityConfigSpecifier: { case: 'localityWeightedLbConfig', value: {} } } : {}),
   };
   return {
-    ...loadBalancer(policy.loadBalancer),
+    ...loadBalancer(policy.loadBalancer, target.proxyless),
     ...connectionPool(policy.connectionPool),
     ...outlierDetection(od),
     ...(od || byLocality ? { commonLbConfig } : {}),
-    ...upstreamTls(policy.tls, hostname, gateway),
+    ...upstreamTls(policy.tls, hostname, target.gateway === true),
   };
 }
 

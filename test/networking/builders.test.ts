@@ -46,7 +46,11 @@ test('outbound cluster of a STATIC service: EDS over ADS, named outbound|<port>|
   assert.equal(http.edsClusterConfig?.serviceName, http.name);
   assert.equal(http.edsClusterConfig?.edsConfig?.configSourceSpecifier.case, 'ads');
   assert.equal(http.edsClusterConfig?.edsConfig?.resourceApiVersion, ApiVersion.V3);
-  assert.equal(http.lbPolicy, Cluster_LbPolicy.ROUND_ROBIN);
+  assert.equal(http.lbPolicy, Cluster_LbPolicy.LEAST_REQUEST, "the Go mesh's default balancer");
+  assert.equal(buildOutboundCluster(ECHO, ECHO.ports[0]!, [], { proxyless: true }).lbPolicy, Cluster_LbPolicy.ROUND_ROBIN, "a proxyless gRPC client's: gRPC's default");
+  // A proxyless client gets only what gRPC balances with, warmup never (as the Go mesh's gRPC generator).
+  const proxyless = (loadBalancer: object) => buildOutboundCluster(ECHO, ECHO.ports[0]!, [], { proxyless: true }, { subset: '', policy: { loadBalancer } });
+  assert.deepEqual([proxyless({ simple: 'RANDOM' }), proxyless({ simple: 'LEAST_REQUEST', warmupDurationSecs: '30s' })].map((c) => [c.lbPolicy, c.lbConfig.case]), [[Cluster_LbPolicy.ROUND_ROBIN, undefined], [Cluster_LbPolicy.LEAST_REQUEST, undefined]]);
   assert.equal(http.connectTimeout?.seconds, 10n);
   assert.deepEqual(Object.keys(http.typedExtensionProtocolOptions), []);
   const grpc = buildOutboundCluster(ECHO, ECHO.ports[1]!, [], { connectTimeout: 2.5 });

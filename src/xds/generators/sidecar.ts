@@ -26,6 +26,7 @@ import { cachedIn, cacheKey, memo, memoPair, type XdsCache } from '../cache.js';
 import { identityKey, perObject } from '../../common/same-inputs.js';
 import { clusterMtls, inboundMtls, type MeshMtlsSettings } from './mtls.js';
 import { subsetInstances, toEndpoints } from './sidecar-endpoints.js';
+import { isGrpc } from './context.js';
 import { portMtlsMode } from '../../security/mtls/peer-authentication.js';
 import type { L4RouteContext } from '../../networking/tcp-route.js';
 
@@ -341,9 +342,10 @@ export function sidecarClusters(proxy: Proxy, push: PushContext, withInbound = t
   const gateway = proxy.type === 'router';
   const h2 = mesh.h2Upgrade === true;
   const keepalive = mesh.tcpKeepalive;
-  const clusterOpts = { gateway, ...(keepalive ? { tcpKeepalive: keepalive } : {}) };
-  // The mesh-wide settings are part of every key: the same scope may be asked under other ones.
-  const meshKey = `${h2}:${keepalive ? JSON.stringify(keepalive) : ''}`;
+  const proxyless = isGrpc(proxy);
+  const clusterOpts = { gateway, proxyless, ...(keepalive ? { tcpKeepalive: keepalive } : {}) };
+  // The mesh-wide settings and the client kind are part of every key: the same scope may be asked under other ones.
+  const meshKey = `${h2}:${keepalive ? JSON.stringify(keepalive) : ''}:${proxyless}`;
   const outbound = memo(push.sidecarScope(proxy), `cds:${push.traffic.selectorKey(proxy)}:${mtlsOn}:${gateway}:${meshKey}`, () =>
     push.sidecarScope(proxy).services.flatMap((s) => {
       const rule = ruleTraffic(push.traffic.destinationRule(proxy, s.hostname, s.namespace));
@@ -361,7 +363,7 @@ export function sidecarClusters(proxy: Proxy, push: PushContext, withInbound = t
             const keyEndpoints = carriesEndpoints(s) ? endpoints : [];
             const mtls = mtlsOf ? clusterMtls(proxy, push, s, instances, mtlsOf) : undefined;
             const traffic = { ...v, ...(mtls ? { mtls } : {}) };
-            return cachedIn(cache, () => ['cds', serviceKey(s), p, keyEndpoints, v.subset, v.policy, mtls, gateway, keepalive], () => buildOutboundCluster(s, p, endpoints, clusterOpts, traffic));
+            return cachedIn(cache, () => ['cds', serviceKey(s), p, keyEndpoints, v.subset, v.policy, mtls, gateway, keepalive, proxyless], () => buildOutboundCluster(s, p, endpoints, clusterOpts, traffic));
           }),
         );
       // Without auto mTLS, clusters that do not carry endpoints (EDS, ORIGINAL_DST) read nothing but
