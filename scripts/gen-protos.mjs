@@ -59,8 +59,9 @@ const targets = [
   'envoy-api/envoy/extensions/filters/listener/tls_inspector/v3',
   'envoy-api/envoy/extensions/filters/listener/http_inspector/v3',
   'envoy-api/envoy/extensions/upstreams/http/v3',
-  // The retry host predicate of the Go mesh's retry policies.
+  // The retry host predicate and retry priority of the Go mesh's retry policies.
   'envoy-api/envoy/extensions/retry/host/previous_hosts/v3',
+  'envoy-api/envoy/extensions/retry/priority/previous_priorities/v3',
   // Load-balancing policies a proxyless gRPC client understands.
   'envoy-api/envoy/extensions/load_balancing_policies/round_robin/v3',
   'envoy-api/envoy/extensions/load_balancing_policies/pick_first/v3',

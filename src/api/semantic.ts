@@ -283,7 +283,7 @@ function sidecar(spec: Fields, path: string, out: Findings): void {
 }
 
 /** Traffic fields that hold a duration (`1.5s`), wherever they appear in a rule's sub-tree. */
-const TRAFFIC_DURATIONS = new Set(['timeout', 'perTryTimeout', 'fixedDelay', 'maxAge', 'connectTimeout', 'idleTimeout', 'maxConnectionDuration', 'interval', 'time', 'baseEjectionTime', 'ttl', 'warmupDurationSecs', 'duration']);
+const TRAFFIC_DURATIONS = new Set(['timeout', 'perTryTimeout', 'fixedDelay', 'maxAge', 'connectTimeout', 'idleTimeout', 'maxConnectionDuration', 'interval', 'time', 'baseEjectionTime', 'ttl', 'warmupDurationSecs', 'duration', 'backoff']);
 /** Maps keyed by user names (a header called `timeout` is not a duration). */
 const USER_KEYED = new Set(['headers', 'withoutHeaders', 'queryParams', 'sourceLabels', 'labels']);
 

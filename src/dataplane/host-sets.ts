@@ -5,7 +5,7 @@
 import type { ClusterSpec, WeightedEndpoint } from './cluster-spec.js';
 import { equalWeights } from './cluster-spec.js';
 import type { OutlierDetector } from './cluster-health.js';
-import { choosePriority, priorityLoad } from './priority-load.js';
+import { choosePriority, loadExcluding, priorityLoad, type LevelCount } from './priority-load.js';
 import { RoundRobin } from './round-robin.js';
 
 export interface HostSet {
@@ -34,9 +34,13 @@ export interface HostSets {
   readonly load: readonly number[];
   /** Hosts healthy and not ejected, over all levels (membership_healthy). */
   readonly healthy: number;
+  /** Per level: its priority, and what its health is computed from (a retry's load, chooseHostSet). */
+  readonly priorities: readonly number[];
+  readonly counts: readonly LevelCount[];
+  readonly overprovisioning: number;
 }
 
-const NONE: HostSets = { sets: [], load: [], healthy: 0 };
+const NONE: HostSets = { sets: [], load: [], healthy: 0, priorities: [], counts: [], overprovisioning: 0 };
 
 /** The host sets of a cluster, rebuilt when its spec or its ejections change. */
 export class HostSetCache {
@@ -65,11 +69,8 @@ function build(spec: ClusterSpec, outlier: OutlierDetector | undefined, now: num
     });
     return kept.length === level.healthy.length ? level.healthy : kept;
   });
-  const { load, panic } = priorityLoad(
-    spec.levels.map((l, i) => ({ hosts: l.hosts.length, healthy: healthyPerLevel[i]!.length })),
-    spec.overprovisioningFactor,
-    spec.panicThreshold,
-  );
+  const counts = spec.levels.map((l, i) => ({ hosts: l.hosts.length, healthy: healthyPerLevel[i]!.length }));
+  const { load, panic } = priorityLoad(counts, spec.overprovisioningFactor, spec.panicThreshold);
   const sets = spec.levels.map((level, i): HostSet => {
     // In panic a level balances over all of its hosts, localities aside (as Envoy).
     if (panic[i]) return { endpoints: level.hosts, equalWeights: equalWeights(level.hosts), panic: true };
@@ -82,7 +83,8 @@ function build(spec: ClusterSpec, outlier: OutlierDetector | undefined, now: num
       ...(localities ? { localities: { choices: localities, order: new RoundRobin() } } : {}),
     };
   });
-  return { sets: { sets, load, healthy: healthyPerLevel.reduce((a, h) => a + h.length, 0) }, validUntil };
+  const healthy = healthyPerLevel.reduce((a, h) => a + h.length, 0);
+  return { sets: { sets, load, healthy, priorities: spec.levels.map((l) => l.priority), counts, overprovisioning: spec.overprovisioningFactor }, validUntil };
 }
 
 /**
@@ -103,8 +105,13 @@ function localityChoices(hosts: readonly WeightedEndpoint[], healthy: readonly W
   return choices.length > 0 ? choices : undefined;
 }
 
-/** The level a request goes to: by the load over a random roll, the only one without a roll. */
-export function chooseHostSet(hs: HostSets): HostSet | undefined {
+/**
+ * The level a request goes to: by the load over a random roll, the only one without a roll. A
+ * retry under previous_priorities passes the priorities it excludes (loadExcluding).
+ */
+export function chooseHostSet(hs: HostSets, excludedPriorities?: ReadonlySet<number>): HostSet | undefined {
   if (hs.sets.length <= 1) return hs.sets[0];
-  return hs.sets[choosePriority(hs.load, Math.floor(Math.random() * 100))];
+  const excluded = excludedPriorities?.size ? new Set(hs.priorities.flatMap((p, i) => (excludedPriorities.has(p) ? [i] : []))) : undefined;
+  const load = (excluded && loadExcluding(hs.counts, hs.overprovisioning, excluded)) || hs.load;
+  return hs.sets[choosePriority(load, Math.floor(Math.random() * 100))];
 }

@@ -155,8 +155,8 @@ export class LiveCluster implements UpstreamCluster {
     return (this.outlier?.ejectedUntil(e) ?? 0) > Date.now();
   }
 
-  pick(req: RequestView, hash?: () => bigint | undefined): Endpoint | undefined {
-    const ep = this.choose(req, hash);
+  pick(req: RequestView, hash?: () => bigint | undefined, excludedPriorities?: ReadonlySet<number>): Endpoint | undefined {
+    const ep = this.choose(req, hash, excludedPriorities);
     if (!ep) this.stats.noneHealthy.inc();
     return ep;
   }
@@ -175,7 +175,7 @@ export class LiveCluster implements UpstreamCluster {
     return eps[this.table.lookup(hash)]!;
   }
 
-  private choose(req: RequestView, hashKey: (() => bigint | undefined) | undefined): Endpoint | undefined {
+  private choose(req: RequestView, hashKey: (() => bigint | undefined) | undefined, excludedPriorities: ReadonlySet<number> | undefined): Endpoint | undefined {
     const s = this.spec;
     if (s.kind === 'original_dst') {
       // The header when the cluster reads one, else where the client sent the connection, as
@@ -185,7 +185,7 @@ export class LiveCluster implements UpstreamCluster {
       const d = req.destination;
       return d.restored ? { host: d.address, port: d.port } : undefined;
     }
-    const set = chooseHostSet(this.hostSets.current(s, this.outlier));
+    const set = chooseHostSet(this.hostSets.current(s, this.outlier), excludedPriorities);
     if (!set || set.endpoints.length === 0) return undefined;
     if (set.panic) this.stats.panic.inc();
     const hash = s.consistent ? hashKey?.() : undefined;

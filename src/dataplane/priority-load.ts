@@ -24,7 +24,7 @@ export interface PriorityLoad {
  * (140 = 1.4), `panicThreshold` common_lb_config.healthy_panic_threshold in percent (0 = never).
  */
 export function priorityLoad(levels: readonly LevelCount[], overprovisioning: number, panicThreshold: number): PriorityLoad {
-  const health = levels.map((l) => (l.hosts === 0 ? 0 : Math.min(100, Math.floor((overprovisioning * l.healthy) / l.hosts))));
+  const health = levelHealth(levels, overprovisioning);
   const total = Math.min(100, health.reduce((a, b) => a + b, 0));
   const load = levels.map(() => 0);
   const panic = levels.map(() => false);
@@ -34,20 +34,42 @@ export function priorityLoad(levels: readonly LevelCount[], overprovisioning: nu
     load[0] = 100;
     return { load, panic };
   }
-  if (total > 0) {
-    let remaining = 100;
-    let first = -1;
-    health.forEach((h, i) => {
-      load[i] = Math.min(remaining, Math.floor((h * 100) / total));
-      remaining -= load[i]!;
-      if (load[i]! > 0 && first < 0) first = i;
-    });
-    // What rounding left over goes to the best level that has any.
-    load[first]! += remaining;
-  }
+  if (total > 0) distribute(health, total, load);
   if (total < 100) levels.forEach((l, i) => (panic[i] = (l.hosts === 0 ? 0 : (100 * l.healthy) / l.hosts) < panicThreshold));
   if (panic.every(Boolean)) return { load: loadInTotalPanic(levels), panic };
   return { load, panic };
+}
+
+/** Each level's health: its share of healthy hosts times the overprovisioning factor, capped at 100. */
+function levelHealth(levels: readonly LevelCount[], overprovisioning: number): number[] {
+  return levels.map((l) => (l.hosts === 0 ? 0 : Math.min(100, Math.floor((overprovisioning * l.healthy) / l.hosts))));
+}
+
+/** Fills `load` from the levels' health (total > 0): the best levels first as far as their health carries. */
+function distribute(health: readonly number[], total: number, load: number[]): void {
+  let remaining = 100;
+  let first = -1;
+  health.forEach((h, i) => {
+    load[i] = Math.min(remaining, Math.floor((h * 100) / total));
+    remaining -= load[i]!;
+    if (load[i]! > 0 && first < 0) first = i;
+  });
+  // What rounding left over goes to the best level that has any.
+  load[first]! += remaining;
+}
+
+/**
+ * The load a retry gets under the previous_priorities retry priority: the levels in `excluded`
+ * (indexes) count as having no health, the others share the load as above. Undefined when that
+ * leaves no health (every healthy level excluded): the retry takes the original load, as Envoy.
+ */
+export function loadExcluding(levels: readonly LevelCount[], overprovisioning: number, excluded: ReadonlySet<number>): number[] | undefined {
+  const health = levelHealth(levels, overprovisioning).map((h, i) => (excluded.has(i) ? 0 : h));
+  const total = Math.min(100, health.reduce((a, b) => a + b, 0));
+  if (total === 0) return undefined;
+  const load = levels.map(() => 0);
+  distribute(health, total, load);
+  return load;
 }
 
 /** Every level in panic: the load by the levels' shares of all hosts, the rounding to the first non-empty one. */

@@ -7,7 +7,9 @@ import { RetryPolicySchema } from '../gen/envoy/config/route/v3/route_components
 import { scope } from '../common/log.js';
 import { GRPC_RETRY_CONDITIONS, RETRY_CONDITIONS } from '../envoy/retry-conditions.js';
 import { PreviousHostsPredicateSchema } from '../gen/envoy/extensions/retry/host/previous_hosts/v3/previous_hosts_pb.js';
+import { PreviousPrioritiesConfigSchema } from '../gen/envoy/extensions/retry/priority/previous_priorities/v3/previous_priorities_config_pb.js';
 import { typeUrlOf } from '../envoy/types.js';
+import { unpackConfig } from './extensions.js';
 import { compileHeaderMatcher, type HeaderGetter, type Predicate } from '../envoy/matchers.js';
 import type { RequestView } from '../envoy/request.js';
 import type { HeaderMap } from './http-codec.js';
@@ -45,9 +47,14 @@ export interface RetrySpec {
    * stands then); 0 without the predicate.
    */
   readonly reselectPrevious: number;
+  /**
+   * The previous_priorities retry priority's update_frequency: every that many attempts, the
+   * priority levels tried so far leave the load of later retries; 0 without it.
+   */
+  readonly priorityUpdateFrequency: number;
 }
 
-const UNAPPLIED_RETRY = ['retryPriority', 'rateLimitedRetryBackOff', 'retryOptionsPredicates', 'perTryIdleTimeout'];
+const UNAPPLIED_RETRY = ['rateLimitedRetryBackOff', 'retryOptionsPredicates', 'perTryIdleTimeout'];
 
 const DEFAULT_BASE_MS = 25;
 
@@ -64,6 +71,7 @@ export function compileRetryPolicy(p: RetryPolicy, field: string): RetrySpec {
   const unapplied = unappliedFields(RetryPolicySchema, p, UNAPPLIED_RETRY);
   if (unapplied.length > 0) log.warn(`${field}: accepted but not applied yet: ${unapplied.join(', ')}`);
   const previousHosts = retryHostPredicates(p, field);
+  const priorityUpdateFrequency = retryPriority(p, field);
   const codes = new Set(p.retriableStatusCodes);
   const baseMs = durationMs(p.retryBackOff?.baseInterval, DEFAULT_BASE_MS);
   if (p.retryBackOff && baseMs <= 0) throw new ConfigError(`${field}.retry_back_off.base_interval`, 'must be greater than 0');
@@ -110,6 +118,7 @@ export function compileRetryPolicy(p: RetryPolicy, field: string): RetrySpec {
       return f === 'refused-stream' && on.has('refused-stream');
     },
     reselectPrevious: previousHosts ? Number(p.hostSelectionRetryMaxAttempts) : 0,
+    priorityUpdateFrequency,
     backOffMs(n) {
       const ceiling = Math.min(baseMs * 2 ** (n - 1), maxMs);
       return Math.random() * ceiling;
@@ -145,3 +154,31 @@ function retryHostPredicates(p: RetryPolicy, field: string): boolean {
 }
 
 const PREVIOUS_HOSTS = typeUrlOf(PreviousHostsPredicateSchema);
+const PREVIOUS_PRIORITIES = typeUrlOf(PreviousPrioritiesConfigSchema);
+
+/** previous_priorities' update_frequency (above 0, Envoy's proto rule), 0 without a retry priority; any other is logged as not applied. */
+function retryPriority(p: RetryPolicy, field: string): number {
+  const rp = p.retryPriority;
+  if (!rp) return 0;
+  const at = `${field}.retry_priority`;
+  const any = rp.configType.case === 'typedConfig' ? rp.configType.value : undefined;
+  if (any?.typeUrl !== PREVIOUS_PRIORITIES) {
+    log.warn(`${at}: ${rp.name || any?.typeUrl || '(unnamed)'} is accepted but not applied yet (applied: ${PREVIOUS_PRIORITIES})`);
+    return 0;
+  }
+  const { updateFrequency } = unpackConfig(any, PreviousPrioritiesConfigSchema, `${at}.typed_config`);
+  if (!(updateFrequency > 0)) throw new ConfigError(`${at}.typed_config.update_frequency`, `must be greater than 0, got ${updateFrequency}`);
+  return updateFrequency;
+}
+
+/**
+ * previous_priorities before a retry: every `updateFrequency` attempts (the endpoints `tried` so
+ * far), the priority levels they went to join `excluded`, which later retries' load leaves out
+ * (host-sets.ts chooseHostSet); between updates the set stands, as in Envoy.
+ */
+export function excludeTriedPriorities(tried: readonly { readonly priority?: number }[], updateFrequency: number, excluded: Set<number>): ReadonlySet<number> {
+  if (tried.length >= updateFrequency && tried.length % updateFrequency === 0) {
+    for (const e of tried) if (e.priority !== undefined) excluded.add(e.priority);
+  }
+  return excluded;
+}

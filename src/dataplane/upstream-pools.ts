@@ -22,6 +22,8 @@ import { applyTcpKeepalive, type TcpKeepaliveSpec } from './tcp-keepalive.js';
 export interface Endpoint {
   readonly host: string;
   readonly port: number;
+  /** Its priority level, for an endpoint of a cluster's load assignment. */
+  readonly priority?: number;
 }
 
 export interface UpstreamCluster {
@@ -29,9 +31,9 @@ export interface UpstreamCluster {
   /**
    * The endpoint for this request (the cluster's load balancing), or undefined: no healthy upstream.
    * `hash` (the route's hash policy) is called only by a consistent-hash balancer, as Envoy's
-   * balancers ask for the hash key.
+   * balancers ask for the hash key; `excludedPriorities`: levels a retry leaves out (previous_priorities).
    */
-  pick(req: RequestView, hash?: () => bigint | undefined): Endpoint | undefined;
+  pick(req: RequestView, hash?: () => bigint | undefined, excludedPriorities?: ReadonlySet<number>): Endpoint | undefined;
   /** The cluster's HTTP/1.1 connections; keep-alive, so upstream connections are reused. */
   readonly http1: Http1Pool;
   /** The cluster's raw (TCP proxy) connections. */

@@ -71,7 +71,7 @@ const HTTP_ROUTE: Shape = {
   directResponse: { status: true, body: { string: true, bytes: true } },
   rewrite: { uri: true, authority: true, uriRegexRewrite: { match: true, rewrite: true } },
   timeout: true,
-  retries: { attempts: true, perTryTimeout: true, retryOn: true },
+  retries: { attempts: true, perTryTimeout: true, retryOn: true, retryRemoteLocalities: true, retryIgnorePreviousHosts: true, backoff: true },
   fault: { delay: { fixedDelay: true, percentage: PERCENT }, abort: { httpStatus: true, grpcStatus: true, percentage: PERCENT } },
   mirror: DESTINATION,
   mirrorPercentage: PERCENT,

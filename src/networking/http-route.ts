@@ -9,6 +9,7 @@ import { RedirectAction_RedirectResponseCode, type Route, type RouteAction_HashP
 import { CorsPolicySchema } from '../gen/envoy/extensions/filters/http/cors/v3/cors_pb.js';
 import { HTTPFaultSchema } from '../gen/envoy/extensions/filters/http/fault/v3/fault_pb.js';
 import { PreviousHostsPredicateSchema } from '../gen/envoy/extensions/retry/host/previous_hosts/v3/previous_hosts_pb.js';
+import { PreviousPrioritiesConfigSchema } from '../gen/envoy/extensions/retry/priority/previous_priorities/v3/previous_priorities_config_pb.js';
 import { FractionalPercent_DenominatorType } from '../gen/envoy/type/v3/percent_pb.js';
 import { parseDuration } from '../common/duration.js';
 import { pack } from '../envoy/types.js';
@@ -45,7 +46,14 @@ export interface HttpRouteSpec {
   readonly directResponse?: { readonly status: number; readonly body?: { readonly string?: string; readonly bytes?: string } };
   readonly rewrite?: { readonly uri?: string; readonly authority?: string; readonly uriRegexRewrite?: { readonly match: string; readonly rewrite: string } };
   readonly timeout?: string;
-  readonly retries?: { readonly attempts?: number; readonly perTryTimeout?: string; readonly retryOn?: string };
+  readonly retries?: {
+    readonly attempts?: number;
+    readonly perTryTimeout?: string;
+    readonly retryOn?: string;
+    readonly retryRemoteLocalities?: boolean;
+    readonly retryIgnorePreviousHosts?: boolean;
+    readonly backoff?: string;
+  };
   readonly fault?: {
     readonly delay?: { readonly fixedDelay?: string; readonly percentage?: Percent };
     readonly abort?: { readonly httpStatus?: number; readonly grpcStatus?: string; readonly percentage?: Percent };
@@ -95,6 +103,8 @@ const DEFAULT_ATTEMPTS = 2;
  */
 const PREVIOUS_HOSTS = { name: 'envoy.retry_host_predicates.previous_hosts', configType: { case: 'typedConfig' as const, value: pack(PreviousHostsPredicateSchema, {}) } };
 const HOST_SELECTION_RETRY_MAX_ATTEMPTS = 5n;
+/** retryRemoteLocalities: a retry excludes the priority levels (localities) tried so far, after every second attempt, as the Go mesh configures it. */
+const PREVIOUS_PRIORITIES = { name: 'envoy.retry_priorities.previous_priorities', configType: { case: 'typedConfig' as const, value: pack(PreviousPrioritiesConfigSchema, { updateFrequency: 2 }) } };
 
 const REDIRECT_CODES: Readonly<Record<number, RedirectAction_RedirectResponseCode>> = {
   301: RedirectAction_RedirectResponseCode.MOVED_PERMANENTLY,
@@ -214,7 +224,10 @@ export function retryPolicy(r: HttpRouteSpec['retries'], hashed: boolean): NonNu
     numRetries: attempts,
     ...(r?.perTryTimeout ? { perTryTimeout: duration(r.perTryTimeout) } : {}),
     retriableStatusCodes: r?.retryOn === undefined ? [503] : codes,
-    ...(hashed ? {} : { retryHostPredicate: [PREVIOUS_HOSTS] }),
+    // Retries avoid the hosts tried before unless the destination hashes, or the route says either way.
+    ...((r?.retryIgnorePreviousHosts ?? !hashed) ? { retryHostPredicate: [PREVIOUS_HOSTS] } : {}),
+    ...(r?.retryRemoteLocalities ? { retryPriority: PREVIOUS_PRIORITIES } : {}),
+    ...(r?.backoff ? { retryBackOff: { baseInterval: duration(r.backoff) } } : {}),
     hostSelectionRetryMaxAttempts: HOST_SELECTION_RETRY_MAX_ATTEMPTS,
   };
 }

@@ -9,6 +9,8 @@ import { anyPack } from '@bufbuild/protobuf/wkt';
 import type { CircuitBreakersSchema } from '../../src/gen/envoy/config/cluster/v3/circuit_breaker_pb.js';
 import { ClusterSchema, type Cluster_CommonLbConfigSchema } from '../../src/gen/envoy/config/cluster/v3/cluster_pb.js';
 import { HealthStatus } from '../../src/gen/envoy/config/core/v3/health_check_pb.js';
+import type { RetryPolicySchema } from '../../src/gen/envoy/config/route/v3/route_components_pb.js';
+import { PreviousPrioritiesConfigSchema } from '../../src/gen/envoy/extensions/retry/priority/previous_priorities/v3/previous_priorities_config_pb.js';
 import type { LocalityLbEndpointsSchema } from '../../src/gen/envoy/config/endpoint/v3/endpoint_components_pb.js';
 import type { OutlierDetectionSchema } from '../../src/gen/envoy/config/cluster/v3/outlier_detection_pb.js';
 import { FilterChainSchema } from '../../src/gen/envoy/config/listener/v3/listener_components_pb.js';
@@ -55,15 +57,15 @@ function proxy(name: string, ports: number[], extra: Protections): Promise<numbe
   return proxyOver(name, [{ lbEndpoints: ports.map(endpoint) }], extra);
 }
 
-/** The same over localities of its own (priorities, EDS health statuses). */
-async function proxyOver(name: string, localities: Localities, extra: Protections): Promise<number> {
+/** The same over localities of its own (priorities, EDS health statuses); `retryPolicy`: the route's. */
+async function proxyOver(name: string, localities: Localities, extra: Protections, retryPolicy?: MessageInitShape<typeof RetryPolicySchema>): Promise<number> {
   const clusters = [...cm.dynamicMessages(), create(ClusterSchema, { name, loadAssignment: { clusterName: name, endpoints: localities }, ...extra })];
   cm.commit(cm.prepare(clusters, new Map()));
   const hcm = create(HttpConnectionManagerSchema, {
     statPrefix: name,
     routeSpecifier: {
       case: 'routeConfig',
-      value: { virtualHosts: [{ name: 'v', domains: ['*'], routes: [{ match: { pathSpecifier: { case: 'prefix', value: '/' } }, action: { case: 'route', value: { clusterSpecifier: { case: 'cluster', value: name }, timeout: { seconds: 5n } } } }] }] },
+      value: { virtualHosts: [{ name: 'v', domains: ['*'], routes: [{ match: { pathSpecifier: { case: 'prefix', value: '/' } }, action: { case: 'route', value: { clusterSpecifier: { case: 'cluster', value: name }, timeout: { seconds: 5n }, ...(retryPolicy ? { retryPolicy } : {}) } } }] }] },
     },
     httpFilters: [{ name: 'envoy.filters.http.router', configType: { case: 'typedConfig', value: anyPack(RouterSchema, create(RouterSchema, {})) } }],
   });
@@ -198,6 +200,30 @@ describe('priority levels and the panic threshold', () => {
     for (let i = 0; i < 6; i++) await send(calm, '/');
     assert.deepEqual(unready.map((u) => u.hits()), before);
     assert.equal(counter('unready-calm', 'lb_healthy_panic'), 0);
+  });
+
+  it('previous_priorities (retryRemoteLocalities): after every update_frequency attempts, retries leave the levels tried so far', async () => {
+    const near = await upstream(503);
+    const far = await upstream(200);
+    const levels: Localities = [{ lbEndpoints: [endpoint(near.port)] }, { priority: 1, lbEndpoints: [endpoint(far.port)] }];
+    const retry = (updateFrequency?: number) => ({
+      retryOn: '5xx',
+      numRetries: 3,
+      retryBackOff: { baseInterval: { nanos: 1_000_000 } },
+      ...(updateFrequency ? { retryPriority: { name: 'envoy.retry_priorities.previous_priorities', configType: { case: 'typedConfig' as const, value: anyPack(PreviousPrioritiesConfigSchema, create(PreviousPrioritiesConfigSchema, { updateFrequency })) } } } : {}),
+    });
+    // Without it every retry goes where the load is: the healthy P=0, whose host keeps failing.
+    const stuck = await proxyOver('stay-near', levels, {}, retry());
+    assert.equal((await send(stuck, '/')).status, 503);
+    assert.deepEqual([near.hits(), far.hits()], [4, 0]);
+    // update_frequency 2, as the Go mesh sets it: two attempts at P=0, then P=0 is left out and P=1 answers.
+    const moving = await proxyOver('go-far', levels, {}, retry(2));
+    assert.equal((await send(moving, '/')).status, 200);
+    assert.deepEqual([near.hits(), far.hits()], [4 + 2, 1]);
+    // update_frequency 1: the first retry already leaves P=0.
+    const eager = await proxyOver('go-far-now', levels, {}, retry(1));
+    assert.equal((await send(eager, '/')).status, 200);
+    assert.deepEqual([near.hits(), far.hits()], [6 + 1, 2]);
   });
 
   it("what /clusters shows: an ejected host is Envoy's /failed_outlier_check, and membership_healthy drops", async () => {

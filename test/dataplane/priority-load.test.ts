@@ -2,7 +2,7 @@
 // "Panic threshold"): the documented tables, levels of 100 hosts each so that a count is a percent.
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { choosePriority, priorityLoad } from '../../src/dataplane/priority-load.js';
+import { choosePriority, loadExcluding, priorityLoad } from '../../src/dataplane/priority-load.js';
 
 const levels = (...healthy: number[]) => healthy.map((h) => ({ hosts: 100, healthy: h }));
 // Panic off: the documented load tables leave panic aside (with Envoy's 50 % the 25 % rows would be in panic).
@@ -68,4 +68,14 @@ it('choosePriority maps a roll in [0, 100) onto the cumulative load', () => {
   assert.equal(choosePriority(load, 70), 1);
   assert.equal(choosePriority(load, 99), 1);
   assert.equal(choosePriority([0, 100], 0), 1);
+});
+
+describe('a retry under previous_priorities', () => {
+  it('gives the excluded levels no load, the others their health; nothing left: the original load', () => {
+    assert.deepEqual(loadExcluding(levels(100, 100, 100), 140, new Set([0])), [0, 100, 0]);
+    assert.deepEqual(loadExcluding(levels(100, 50, 100), 140, new Set([0])), [0, 70, 30], 'P=1 at 70 % health carries 70 %');
+    assert.deepEqual(loadExcluding(levels(100, 10), 140, new Set([0])), [0, 100], 'the rest scaled up to 100 %');
+    assert.equal(loadExcluding(levels(100, 0), 140, new Set([0])), undefined, 'only an unhealthy level left');
+    assert.equal(loadExcluding(levels(100, 100), 140, new Set([0, 1])), undefined, 'every level tried');
+  });
 });

@@ -183,6 +183,25 @@ describe('router: gRPC retry_on conditions (the Go mesh default policy names una
   });
 });
 
+describe('router: the previous_priorities retry priority', () => {
+  it('is read from its typed_config; an update_frequency of 0 is refused naming the field; the tried levels are left out every update_frequency attempts', async () => {
+    const { compileRetryPolicy, excludeTriedPriorities } = await import('../../src/dataplane/retry-policy.js');
+    const { RetryPolicySchema } = await import('../../src/gen/envoy/config/route/v3/route_components_pb.js');
+    const { PreviousPrioritiesConfigSchema } = await import('../../src/gen/envoy/extensions/retry/priority/previous_priorities/v3/previous_priorities_config_pb.js');
+    const { anyPack } = await import('@bufbuild/protobuf/wkt');
+    const policy = (updateFrequency: number) => create(RetryPolicySchema, { retryOn: '5xx', retryPriority: { name: 'envoy.retry_priorities.previous_priorities', configType: { case: 'typedConfig', value: anyPack(PreviousPrioritiesConfigSchema, create(PreviousPrioritiesConfigSchema, { updateFrequency })) } } });
+    assert.equal(compileRetryPolicy(policy(2), 'retry_policy').priorityUpdateFrequency, 2);
+    assert.equal(compileRetryPolicy(create(RetryPolicySchema, { retryOn: '5xx' }), 'retry_policy').priorityUpdateFrequency, 0);
+    assert.throws(() => compileRetryPolicy(policy(0), 'retry_policy'), /retry_policy\.retry_priority\.typed_config\.update_frequency: must be greater than 0, got 0/);
+    const excluded = new Set<number>();
+    const at = (...priorities: number[]) => [...excludeTriedPriorities(priorities.map((priority) => ({ priority })), 2, excluded)];
+    assert.deepEqual(at(0), [], 'one attempt: the original load');
+    assert.deepEqual(at(0, 0), [0], 'two: the levels tried leave');
+    assert.deepEqual(at(0, 0, 1), [0], 'between updates the set stands');
+    assert.deepEqual(at(0, 0, 1, 1), [0, 1]);
+  });
+});
+
 describe('router: header mutations of the three levels', () => {
   const set = (key: string, value: string) => [{ header: { key, value }, appendAction: HeaderValueOption_HeaderAppendAction.OVERWRITE_IF_EXISTS_OR_ADD }];
   const route: RouteInit = {

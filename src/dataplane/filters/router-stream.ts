@@ -26,7 +26,7 @@ import {
   type UpstreamRequest,
 } from '../http-codec.js';
 import { applyMutations } from '../header-mutations.js';
-import type { RetrySpec } from '../retry-policy.js';
+import { excludeTriedPriorities, type RetrySpec } from '../retry-policy.js';
 import { originalSrcOf, type OriginalSource } from '../original-src.js';
 import { failureOf, NO_HEALTHY_UPSTREAM, PROTOCOL_ERROR, ResponseHeaderSet, UPSTREAM_TIMEOUT, upstreamReset } from './upstream-outcome.js';
 import type { RouterDeps, Target } from './router.js';
@@ -107,8 +107,10 @@ export class RouterStream implements Attempt, UpstreamRequest, BodyDone {
   private admitted: (() => void) | undefined;
   /** Likewise, made at the first retry: retry slots and the retries' active counts. */
   private releases: (() => void)[] | undefined = undefined;
-  /** The endpoints of the attempts so far, kept from the first retry on when previous_hosts applies. */
+  /** The endpoints of the attempts so far, kept from the first retry on when previous_hosts or previous_priorities applies. */
   private tried: Endpoint[] | undefined = undefined;
+  /** previous_priorities: the priority levels retries leave out now. */
+  private excluded: Set<number> | undefined = undefined;
 
   constructor(
     private readonly deps: StreamDeps,
@@ -289,16 +291,18 @@ export class RouterStream implements Attempt, UpstreamRequest, BodyDone {
   }
 
   /**
-   * A retry's endpoint; with the previous_hosts predicate, picked again (up to its
-   * host_selection_retry_max_attempts times) while it is one an earlier attempt went to.
+   * A retry's endpoint, from the priority levels previous_priorities leaves it; with the
+   * previous_hosts predicate, picked again (up to its host_selection_retry_max_attempts times)
+   * while it is one an earlier attempt went to.
    */
   private retryEndpoint(): Endpoint | undefined {
     const { cluster, hash, endpoint: first } = this.target;
-    let endpoint = cluster.pick(this.sreq, hash);
-    const again = this.retry!.reselectPrevious;
-    if (again === 0) return endpoint;
+    const { reselectPrevious: again, priorityUpdateFrequency: frequency } = this.retry!;
+    if (again === 0 && frequency === 0) return cluster.pick(this.sreq, hash);
     const tried = (this.tried ??= [first]);
-    for (let i = 0; i < again && endpoint && tried.some((t) => t.host === endpoint!.host && t.port === endpoint!.port); i++) endpoint = cluster.pick(this.sreq, hash);
+    const excluded = frequency > 0 ? excludeTriedPriorities(tried, frequency, (this.excluded ??= new Set())) : undefined;
+    let endpoint = cluster.pick(this.sreq, hash, excluded);
+    for (let i = 0; i < again && endpoint && tried.some((t) => t.host === endpoint!.host && t.port === endpoint!.port); i++) endpoint = cluster.pick(this.sreq, hash, excluded);
     return endpoint;
   }
 
