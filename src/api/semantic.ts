@@ -24,6 +24,7 @@ import { setting } from '../common/env.js';
 import { RETRY_CONDITIONS } from '../envoy/retry-conditions.js';
 import { destinationRuleTls } from './client-tls.js';
 import { destinationRuleLocality } from './locality-lb.js';
+import { destinationRuleProxyProtocol } from './proxy-protocol.js';
 import { serverTls } from './server-tls.js';
 
 type Check = (value: string) => string | undefined;
@@ -322,6 +323,7 @@ function destinationRule(spec: Fields, path: string, out: Findings): void {
   trafficDurations(spec['subsets'], `${path}.subsets`, out);
   destinationRuleTls(spec, path, (p, m) => out.add(p, m));
   destinationRuleLocality(spec, path, (p, m) => out.add(p, m));
+  destinationRuleProxyProtocol(spec, path, (p, m) => out.add(p, m));
   out.strings(spec['exportTo'], `${path}.exportTo`, checkExportTo);
   const subsets = asArray(spec['subsets']).map(asRecord);
   out.unique(subsets.map((s) => s?.['name']), (i) => `${joinPath(`${path}.subsets`, i)}.name`, 'subset name');

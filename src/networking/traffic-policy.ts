@@ -11,6 +11,7 @@ import { duration as durationInit, type TcpProxyLimits } from './common.js';
 import type { HashPolicyInit } from './http-route.js';
 import { upstreamTls, type ClientTlsSettings } from './upstream-tls.js';
 import { effectiveLocalityLb, localityWeighted, type LocalityLbSetting } from './locality-lb.js';
+import type { ProxyProtocolSettings } from './proxy-protocol.js';
 
 /** The DestinationRule trafficPolicy fields this module reads (the API's own names). */
 export interface TrafficPolicy {
@@ -18,7 +19,9 @@ export interface TrafficPolicy {
   readonly connectionPool?: ConnectionPoolSettings;
   readonly outlierDetection?: OutlierDetectionSettings;
   readonly tls?: ClientTlsSettings;
-  readonly portLevelSettings?: readonly (Omit<TrafficPolicy, 'portLevelSettings'> & { readonly port?: { readonly number?: number } })[];
+  /** Not a port-level setting (the API's PortTrafficPolicy has none); applied by proxy-protocol.ts. */
+  readonly proxyProtocol?: ProxyProtocolSettings;
+  readonly portLevelSettings?: readonly (Omit<TrafficPolicy, 'portLevelSettings' | 'proxyProtocol'> & { readonly port?: { readonly number?: number } })[];
 }
 
 export interface ConsistentHash {
@@ -79,16 +82,17 @@ type ClusterInit = Exclude<MessageInitShape<typeof ClusterSchema>, { $typeName: 
 
 const UINT32_MAX = 4294967295;
 
-/**
- * The policy for `port` and `subset` (its own trafficPolicy) on top of the rule's: port-level
- * settings replace the rule's fields of the same name, and the subset's (with its own port-level
- * settings) replace those in turn. Each top-level field is replaced whole, as the Go mesh does.
- */
 /** `loadBalancer.simple: PASSTHROUGH`: no balancing by the proxy, the connection goes where the client sent it (ORIGINAL_DST). */
 export function passesThrough(policy: TrafficPolicy): boolean {
   return policy.loadBalancer?.simple === 'PASSTHROUGH';
 }
 
+/**
+ * The policy for `port` and `subset` (its own trafficPolicy) on top of the rule's: port-level
+ * settings replace the rule's fields of the same name, and the subset's (with its own port-level
+ * settings) replace those in turn. Each top-level field is replaced whole, as the Go mesh does; a
+ * port-level entry of the port drops its policy's proxyProtocol, as there.
+ */
 export function mergeTrafficPolicy(rule: TrafficPolicy | undefined, subset: TrafficPolicy | undefined, port: number): TrafficPolicy {
   return { ...forPort(rule, port), ...forPort(subset, port) };
 }
@@ -99,7 +103,9 @@ function forPort(policy: TrafficPolicy | undefined, port: number): TrafficPolicy
   const atPort = portLevelSettings?.find((p) => p.port?.number === port);
   if (!atPort) return base;
   const { port: _port, ...overrides } = atPort;
-  return { ...base, ...overrides };
+  // The Go mesh's port-level policy starts from nothing, and has no proxyProtocol to bring back.
+  const { proxyProtocol: _dropped, ...kept } = base;
+  return { ...kept, ...overrides };
 }
 
 
@@ -192,6 +198,12 @@ export function commonHttpOptions(pool: ConnectionPoolSettings | undefined): { m
 export function upgradesToH2(policy: TrafficPolicy): boolean {
   const http = policy.connectionPool?.http;
   return !http?.useClientProtocol && http?.h2UpgradePolicy === 'UPGRADE';
+}
+
+/** The policy for a proxy without the PROXY protocol transport socket (proxyless gRPC). */
+export function withoutProxyProtocol(policy: TrafficPolicy): TrafficPolicy {
+  const { proxyProtocol: _absent, ...rest } = policy;
+  return rest;
 }
 
 /** The mesh's h2UpgradePolicy UPGRADE for an HTTP port whose rule sets no policy of its own (DEFAULT). */
