@@ -28,6 +28,7 @@ import {
 import { applyMutations } from '../header-mutations.js';
 import type { RetrySpec } from '../retry-policy.js';
 import { originalSrcOf, type OriginalSource } from '../original-src.js';
+import type { DownstreamAddresses } from '../tls/proxy-protocol.js';
 import { failureOf, NO_HEALTHY_UPSTREAM, PROTOCOL_ERROR, ResponseHeaderSet, UPSTREAM_TIMEOUT, upstreamReset } from './upstream-outcome.js';
 import type { RouterDeps, Target } from './router.js';
 
@@ -89,6 +90,8 @@ export class RouterStream implements Attempt, UpstreamRequest, BodyDone {
   readonly source: OriginalSource | undefined;
   /** The ALPN override of the cluster's upstream protocol (`mesh.alpn`). */
   readonly alpn: readonly string[] | undefined;
+  /** The downstream connection, named by a PROXY protocol header, as Envoy's connection manager passes it. */
+  readonly downstream: DownstreamAddresses;
   // The first attempt's own state.
   state: AttemptState = 'waiting';
   upstream: UpstreamExchange | undefined = undefined;
@@ -122,6 +125,7 @@ export class RouterStream implements Attempt, UpstreamRequest, BodyDone {
     admitted: (() => void) | undefined,
   ) {
     this.source = originalSrcOf(req.socket);
+    this.downstream = { source: sreq.source, destination: sreq.destination };
     // Envoy's upstream protocol of the cluster: HTTP/2 when configured, else HTTP/1.1.
     this.alpn = sreq.alpnOverride?.get(target.http2 ? 'h2' : 'http/1.1');
     this.retry = framing === 'none' && target.retry?.admits(sreq) ? target.retry : undefined;
@@ -252,8 +256,8 @@ export class RouterStream implements Attempt, UpstreamRequest, BodyDone {
       return;
     }
     this.tried?.push(endpoint);
-    const { method, path, headers, framing, source, alpn } = this;
-    this.send(new RetryAttempt(this, endpoint), { endpoint, method, path, headers, framing, source, alpn });
+    const { method, path, headers, framing, source, alpn, downstream } = this;
+    this.send(new RetryAttempt(this, endpoint), { endpoint, method, path, headers, framing, source, alpn, downstream });
   }
 
   /** One attempt: the exchange, its per-try timer, and the request body piped into it. */
