@@ -39,6 +39,8 @@ const targets = [
   'envoy-api/envoy/extensions/transport_sockets/tls/v3',
   // Plaintext transport sockets (the Go mesh's tlsMode-disabled match), so config_dump can print them.
   'envoy-api/envoy/extensions/transport_sockets/raw_buffer/v3',
+  // DestinationRule proxyProtocol: the PROXY protocol header before a cluster's own transport socket.
+  'envoy-api/envoy/extensions/transport_sockets/proxy_protocol/v3',
   'envoy-api/envoy/extensions/filters/common/fault/v3',
   'envoy-api/envoy/extensions/filters/http/cors/v3',
   'envoy-api/envoy/extensions/filters/http/fault/v3',

@@ -25,6 +25,7 @@ import { RETRY_CONDITIONS } from '../envoy/retry-conditions.js';
 import { destinationRuleTls } from './client-tls.js';
 import { destinationRuleLocality } from './locality-lb.js';
 import { destinationRuleBalancer } from './load-balancer.js';
+import { destinationRuleProxyProtocol } from './proxy-protocol.js';
 import { serverTls } from './server-tls.js';
 
 type Check = (value: string) => string | undefined;
@@ -324,6 +325,7 @@ function destinationRule(spec: Fields, path: string, out: Findings): void {
   destinationRuleTls(spec, path, (p, m) => out.add(p, m));
   destinationRuleLocality(spec, path, (p, m) => out.add(p, m));
   destinationRuleBalancer(spec, path, (p, m) => out.add(p, m));
+  destinationRuleProxyProtocol(spec, path, (p, m) => out.add(p, m));
   out.strings(spec['exportTo'], `${path}.exportTo`, checkExportTo);
   const subsets = asArray(spec['subsets']).map(asRecord);
   out.unique(subsets.map((s) => s?.['name']), (i) => `${joinPath(`${path}.subsets`, i)}.name`, 'subset name');

@@ -18,8 +18,7 @@ import { HealthStatus } from '../gen/envoy/config/core/v3/health_check_pb.js';
 import { ClusterLoadAssignment_PolicySchema, type ClusterLoadAssignment } from '../gen/envoy/config/endpoint/v3/endpoint_pb.js';
 import { compileCircuitBreakers, compileOutlierDetection, type CircuitLimits, type OutlierSpec } from './cluster-health.js';
 import type { Endpoint } from './upstream-pools.js';
-import { compileUpstreamTransports, TRANSPORT_SOCKET_MATCH, type TlsDeps, type UpstreamTransports } from './tls/transport-sockets.js';
-import type { UpstreamTls } from './tls/upstream.js';
+import { compileUpstreamTransports, TRANSPORT_SOCKET_MATCH, type TlsDeps, type UpstreamTransport, type UpstreamTransports } from './tls/transport-sockets.js';
 import { ConfigError, unappliedFields } from '../envoy/config-error.js';
 import { durationMs } from '../common/duration.js';
 import type { ConnectionLimits } from './connection-limits.js';
@@ -52,7 +51,7 @@ export interface WeightedEndpoint extends Endpoint {
   readonly locality: string;
   readonly localityWeight: number;
   /** From the cluster's transport_socket_matches on the endpoint's metadata, else its transport_socket. */
-  readonly transport?: UpstreamTls;
+  readonly transport?: UpstreamTransport;
 }
 
 

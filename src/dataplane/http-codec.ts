@@ -5,9 +5,8 @@
 import { ServerResponse, type IncomingHttpHeaders, type IncomingMessage, type OutgoingHttpHeaders } from 'node:http';
 import { constants as h2, Http2ServerResponse, type ClientHttp2Stream, type Http2ServerRequest, type IncomingHttpHeaders as H2Headers } from 'node:http2';
 import type { Readable, Writable } from 'node:stream';
-import type { Endpoint } from './upstream-pools.js';
+import type { Endpoint, UpstreamOptions } from './upstream-pools.js';
 import type { Http2Pool } from './http2-pool.js';
-import type { OriginalSource } from './original-src.js';
 import type { RequestHeaders } from '../envoy/request.js';
 import { lowerCase } from '../common/lower-case.js';
 import type { LocalReply } from '../envoy/filter.js';
@@ -202,17 +201,18 @@ export interface UpstreamExchange {
   destroy(): void;
 }
 
-export interface UpstreamRequest {
+/**
+ * One request to an upstream endpoint; its options (UpstreamOptions) are those its connection is
+ * made with: original_src's source, the ALPN override of the request's upstream protocol
+ * (`mesh.alpn`), the downstream connection a PROXY protocol header names.
+ */
+export interface UpstreamRequest extends UpstreamOptions {
   readonly endpoint: Endpoint;
   readonly method: string;
   readonly path: string;
   /** End-to-end headers plus `host`. */
   readonly headers: OutgoingHttpHeaders;
   readonly framing: BodyFraming;
-  /** original_src: the connection comes from the downstream client's address. */
-  readonly source?: OriginalSource;
-  /** The ALPN override of the request's upstream protocol (`mesh.alpn`), for a mesh-mTLS transport. */
-  readonly alpn?: readonly string[];
 }
 
 export function trailerMap(t: NodeJS.Dict<string | string[]> | H2Headers): HeaderMap | undefined {
@@ -252,7 +252,7 @@ export function http2Exchange(r: UpstreamRequest, pool: Http2Pool, ev: UpstreamE
   delete headers.host;
   Object.assign(headers, { ':method': r.method, ':path': r.path, ':scheme': 'http', ':authority': authority });
   // waitForTrailers: the request's trailers are only known once its body has ended.
-  const stream: ClientHttp2Stream = pool.request(r.endpoint, r.source, r.alpn, headers, { waitForTrailers: true });
+  const stream: ClientHttp2Stream = pool.request(r.endpoint, r, headers, { waitForTrailers: true });
   let requestTrailers: HeaderMap | undefined;
   let trailers: HeaderMap | undefined;
   let answered = false;

@@ -17,11 +17,11 @@ export function upstreamExchange(r: UpstreamRequest, cluster: UpstreamCluster, h
 export function http1Exchange(r: UpstreamRequest, pool: Http1Pool, ev: UpstreamEvents): UpstreamExchange {
   if (r.framing === 'stream' || r.headers.expect !== undefined) return nodeExchange(r, pool, ev);
   const request = { method: r.method, path: r.path, headers: r.headers, hasBody: r.framing === 'length' };
-  return new ClientExchange(request, pool.connections(r.endpoint, r.source, r.alpn), ev);
+  return new ClientExchange(request, pool.connections(r.endpoint, r), ev);
 }
 
 function nodeExchange(r: UpstreamRequest, pool: Http1Pool, ev: UpstreamEvents): UpstreamExchange {
-  const upstream = httpRequest({ host: r.endpoint.host, port: r.endpoint.port, method: r.method, path: r.path, headers: r.headers, ...pool.requestOptions(r.endpoint, r.source, r.alpn) });
+  const upstream = httpRequest({ host: r.endpoint.host, port: r.endpoint.port, method: r.method, path: r.path, headers: r.headers, ...pool.requestOptions(r.endpoint, r) });
   pool.follow(upstream);
   upstream.on('error', (e) => ev.error(e));
   upstream.on('response', (up) => {

@@ -1,18 +1,17 @@
-// A cluster's HTTP/2 (h2c with prior knowledge, or TLS) sessions, per endpoint, original source
-// and ALPN override: one, unless every open one carries the cluster's max_concurrent_streams (or
-// the upstream's SETTINGS_MAX_CONCURRENT_STREAMS), when another opens beside them, as Envoy's pool
-// does; a session is replaced once it received GOAWAY, closed or failed. A session is drained
-// (node's close(): open streams finish, no new ones) after it has had no open stream for the
-// cluster's idle_timeout, once it has carried max_requests_per_connection streams,
-// max_connection_duration after it opened, or after the upstream's GOAWAY, as Envoy's pool does.
-// A session's end is counted by who ended it first: the pool (drain, including after GOAWAY,
-// retire, destroy), node (a protocol error) or a connect timeout are local; the upstream's FIN or
-// reset remote. It ended with active requests when streams were open as its socket closed, or as
-// the pool destroyed it.
+// A cluster's HTTP/2 (h2c with prior knowledge, or TLS) sessions, per endpoint and upstream
+// options (original source, ALPN override, a PROXY header's downstream connection): one, unless
+// every open one carries the cluster's max_concurrent_streams (or the upstream's
+// SETTINGS_MAX_CONCURRENT_STREAMS), when another opens beside them, as Envoy's pool does; a session
+// is replaced once it received GOAWAY, closed or failed. A session is drained (node's close():
+// open streams finish, no new ones) after it has had no open stream for the cluster's
+// idle_timeout, once it has carried max_requests_per_connection streams, max_connection_duration
+// after it opened, or after the upstream's GOAWAY, as Envoy's pool does. A session's end is
+// counted by who ended it first: the pool (drain, including after GOAWAY, retire, destroy), node
+// (a protocol error) or a connect timeout are local; the upstream's FIN or reset remote. It ended
+// with active requests when streams were open as its socket closed, or as the pool destroyed it.
 import { connect as h2connect, type ClientHttp2Session, type ClientHttp2Stream, type ClientSessionRequestOptions, type OutgoingHttpHeaders } from 'node:http2';
 import { durationTimer, IdleTimer } from './connection-limits.js';
-import type { OriginalSource } from './original-src.js';
-import { ClusterPool, hostPort, openUpstream, poolKey, type Endpoint } from './upstream-pools.js';
+import { ClusterPool, hostPort, openUpstream, optionsFor, poolKey, type Endpoint, type UpstreamOptions } from './upstream-pools.js';
 import { onPeerEnd, type CloseSide } from './upstream-cx-stats.js';
 
 /** A pooled session and what it has carried. */
@@ -38,11 +37,11 @@ export class Http2Pool extends ClusterPool {
   private readonly sessions = new Map<string, PooledSession[]>();
   private retired = false;
 
-  /** A new stream on the session to `ep`; throws if the session can take no stream. */
-  request(ep: Endpoint, source: OriginalSource | undefined, override: readonly string[] | undefined, headers: OutgoingHttpHeaders, options: ClientSessionRequestOptions): ClientHttp2Stream {
-    const alpn = this.transportOf(ep)?.alpnFor(override);
-    const key = poolKey(ep, source, alpn);
-    const pooled = this.pooled(key, ep, source, alpn);
+  /** A new stream on the session to `ep` made with `upstream` options; throws if the session can take no stream. */
+  request(ep: Endpoint, upstream: UpstreamOptions, headers: OutgoingHttpHeaders, options: ClientSessionRequestOptions): ClientHttp2Stream {
+    const o = optionsFor(this.transportOf(ep), upstream);
+    const key = poolKey(ep, o);
+    const pooled = this.pooled(key, ep, o);
     const stream = pooled.session.request(headers, options);
     pooled.open++;
     pooled.served++;
@@ -105,10 +104,10 @@ export class Http2Pool extends ClusterPool {
   }
 
   /** An open session of `key` with room for a stream, or a new one. */
-  private pooled(key: string, ep: Endpoint, source: OriginalSource | undefined, alpn: readonly string[] | undefined): PooledSession {
+  private pooled(key: string, ep: Endpoint, o: UpstreamOptions): PooledSession {
     const existing = this.sessions.get(key)?.find((p) => !p.session.closed && !p.session.destroyed && p.open < this.capacity(p));
     if (existing) return existing;
-    const socket = openUpstream(ep, this.transportOf(ep), this.settings(), this.count, {}, source, alpn).socket;
+    const socket = openUpstream(ep, this.transportOf(ep), this.settings(), this.count, {}, o).socket;
     const session = h2connect(`http://${hostPort(ep)}`, { createConnection: () => socket });
     const pooled: PooledSession = {
       session,

@@ -8,7 +8,7 @@ import { SlowStartClock } from './slow-start.js';
 import { CircuitBreaker, OutlierDetector, type OutlierOutcome, type OutlierSpec } from './cluster-health.js';
 import { Http1Pool, type Endpoint, type PoolOptions, type UpstreamCluster, type UpstreamTimeout } from './upstream-pools.js';
 import { Http2Pool } from './http2-pool.js';
-import type { UpstreamTls } from './tls/upstream.js';
+import type { UpstreamTransport } from './tls/transport-sockets.js';
 import type { RequestView } from '../envoy/request.js';
 import type { StatCounter } from './stats.js';
 import type { UpstreamCxStats } from './upstream-cx-stats.js';
@@ -109,7 +109,7 @@ export class LiveCluster implements UpstreamCluster {
   }
 
   /** The current transport of an endpoint: its match among the cluster's endpoints, else the cluster's own. */
-  transportOf(ep: Endpoint): UpstreamTls | undefined {
+  transportOf(ep: Endpoint): UpstreamTransport | undefined {
     // Asked for each request (the pools key connections by ALPN): a lookup, built once per spec.
     this.transports ??= transportsByEndpoint(this.spec.allEndpoints);
     const known = this.transports.get(ep.host)?.get(ep.port);

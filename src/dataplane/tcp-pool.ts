@@ -12,14 +12,14 @@
 // that later completes the close is local, as is every close the proxy makes (a downstream reset,
 // a connect timeout).
 import type { Socket } from 'node:net';
-import type { OriginalSource } from './original-src.js';
-import { ClusterPool, openUpstream, type Endpoint, type OpenedUpstream } from './upstream-pools.js';
+import { ClusterPool, openUpstream, optionsFor, type Endpoint, type OpenedUpstream, type UpstreamOptions } from './upstream-pools.js';
 import { peerError, type CloseSide } from './upstream-cx-stats.js';
 
 export class TcpPool extends ClusterPool {
-  /** A new connection to `ep` (from `source`, original_src), half-closing, counted until it closes. */
-  connect(ep: Endpoint, source?: OriginalSource): OpenedUpstream {
-    const opened = openUpstream(ep, this.transportOf(ep), this.settings(), this.count, { allowHalfOpen: true }, source);
+  /** A new connection to `ep` made with `o` (original_src, a PROXY header's downstream connection), half-closing, counted until it closes. */
+  connect(ep: Endpoint, o: UpstreamOptions = {}): OpenedUpstream {
+    const transport = this.transportOf(ep);
+    const opened = openUpstream(ep, transport, this.settings(), this.count, { allowHalfOpen: true }, optionsFor(transport, o));
     const socket: Socket = opened.socket;
     let connected = false;
     let side: CloseSide = 'local';

@@ -5,10 +5,11 @@ import { Agent, type ClientRequest, type ClientRequestArgs } from 'node:http';
 import { createConnection, type NetConnectOpts, type Socket } from 'node:net';
 import type { Duplex } from 'node:stream';
 import type { buildConnector } from 'undici';
-import type { RequestView } from '../envoy/request.js';
+import type { Address, RequestView } from '../envoy/request.js';
 import type { CircuitBreaker, OutlierOutcome } from './cluster-health.js';
 import { bindsOriginalSrc, originalSrcSocket, type OriginalSource } from './original-src.js';
-import type { UpstreamTls } from './tls/upstream.js';
+import type { UpstreamTransport } from './tls/transport-sockets.js';
+import { writeProxyProtocolHeader, type DownstreamAddresses } from './tls/proxy-protocol.js';
 import { ConnectionList } from './http1/connection-list.js';
 import { DEFAULT_CONNECTION_LIMITS, type ConnectionLimits, type PoolCloses } from './connection-limits.js';
 import type { Http2Pool } from './http2-pool.js';
@@ -50,8 +51,8 @@ export interface UpstreamCluster {
   report?(endpoint: Endpoint, outcome: OutlierOutcome): void;
   /** The route timeout or an attempt's per-try timeout expired (counted as Envoy's upstream_rq_timeout, upstream_rq_per_try_timeout). */
   timedOut?(kind: UpstreamTimeout): void;
-  /** The endpoint's transport socket (TLS), from the cluster's transport_socket(_matches); undefined: plaintext. */
-  transportOf?(endpoint: Endpoint): UpstreamTls | undefined;
+  /** The endpoint's transport socket (TLS, PROXY protocol), from the cluster's transport_socket(_matches); undefined: plaintext. */
+  transportOf?(endpoint: Endpoint): UpstreamTransport | undefined;
 }
 
 export type UpstreamTimeout = 'route' | 'perTry';
@@ -61,8 +62,35 @@ export function http2For(cluster: UpstreamCluster, downstreamH2: boolean): Http2
   return cluster.followsDownstream && !downstreamH2 ? undefined : cluster.http2;
 }
 
-/** How an endpoint's connections are secured; undefined: plaintext. */
-export type TransportOf = (endpoint: Endpoint) => UpstreamTls | undefined;
+/** How an endpoint's connections are made; undefined: plaintext. */
+export type TransportOf = (endpoint: Endpoint) => UpstreamTransport | undefined;
+
+/**
+ * What of the downstream side a new upstream connection is made with, as Envoy's transport socket
+ * options: the original source (original_src), the ALPN override of `mesh.alpn`, the downstream
+ * connection's addresses (a PROXY protocol header's). Connections of other options are not shared.
+ */
+export interface UpstreamOptions {
+  readonly source?: OriginalSource;
+  readonly alpn?: readonly string[];
+  readonly downstream?: DownstreamAddresses;
+}
+
+/**
+ * The options as a connection to an endpoint of `transport` uses them, as Envoy's socket factories
+ * hash only what they read: the ALPN override applies to mesh mTLS only (UpstreamTls.alpnFor), the
+ * downstream addresses only under a PROXY protocol header.
+ */
+export function optionsFor(transport: UpstreamTransport | undefined, o: UpstreamOptions): UpstreamOptions {
+  const alpn = transport?.tls?.alpnFor(o.alpn);
+  const d = transport?.proxyProtocol ? o.downstream : undefined;
+  // The common case (no original source, ALPN override or header) on every request: no object made.
+  if (!o.source && !alpn && !d) return NO_OPTIONS;
+  // The addresses are copied: the pool keeps its options while it has connections, not the request they came from.
+  return { ...(o.source ? { source: o.source } : {}), ...(alpn ? { alpn } : {}), ...(d ? { downstream: { source: d.source, destination: d.destination } } : {}) };
+}
+
+const NO_OPTIONS: UpstreamOptions = {};
 
 /** A cluster's settings its pools read on each use, so that an update applies to open pools. */
 export interface PoolSettings {
@@ -132,24 +160,25 @@ export interface OpenedUpstream {
 
 /**
  * A counted connection to `ep` with its transport: the TCP socket, or the TLS client over it,
- * within the cluster's connect timeout and with its TCP keepalive. `ready` is `connect`, or
- * `secureConnect` once verified; `alpn` (the transport's alpnFor) replaces the transport's
- * configured ALPN.
+ * within the cluster's connect timeout and with its TCP keepalive, a PROXY protocol header first
+ * when the transport has one. `ready` is `connect`, or `secureConnect` once verified; `o` are the
+ * options as optionsFor gives them (`alpn` replaces the transport's configured ALPN).
  */
 export function openUpstream(
   ep: Endpoint,
-  transport: UpstreamTls | undefined,
+  transport: UpstreamTransport | undefined,
   settings: PoolSettings,
   count: OpenCounters,
-  options: Partial<NetConnectOpts> = {},
-  source?: OriginalSource,
-  alpn?: readonly string[],
+  netOptions: Partial<NetConnectOpts> = {},
+  o: UpstreamOptions = {},
 ): OpenedUpstream {
-  const tcp = connectWithin({ ...options, host: ep.host, port: ep.port } as NetConnectOpts, settings.connectTimeoutMs, count.connectTimeout, source);
+  const tcp = connectWithin({ ...netOptions, host: ep.host, port: ep.port } as NetConnectOpts, settings.connectTimeoutMs, count.connectTimeout, o.source);
   tcp.setNoDelay(true);
+  if (transport?.proxyProtocol) writeProxyProtocolHeader(tcp, transport.proxyProtocol, o.downstream);
   const keepalive = settings.tcpKeepalive;
   if (keepalive) tcp.once('connect', () => applyTcpKeepalive(tcp, keepalive));
-  const opened: OpenedUpstream = transport ? { socket: transport.wrap(tcp, alpn), ready: 'secureConnect' } : { socket: tcp, ready: 'connect' };
+  const tls = transport?.tls;
+  const opened: OpenedUpstream = tls ? { socket: tls.wrap(tcp, o.alpn), ready: 'secureConnect' } : { socket: tcp, ready: 'connect' };
   count.opened(opened.socket, opened.ready);
   return opened;
 }
@@ -180,11 +209,15 @@ export function hostPort(ep: Endpoint): string {
 }
 
 /**
- * Connections are shared per endpoint, original source (none: the proxy's own address) and ALPN
- * override (none: the transport's own), as Envoy hashes the transport socket options into its pools.
+ * Connections are shared per endpoint and options (optionsFor): original source (none: the
+ * proxy's own address), ALPN override (none: the transport's own) and downstream connection (a
+ * PROXY protocol header's addresses, ports included), as Envoy hashes the transport socket
+ * options into its pools.
  */
-export function poolKey(ep: Endpoint, source: OriginalSource | undefined, alpn: readonly string[] | undefined): string {
-  return `${hostPort(ep)}${source ? ` from ${source.address}` : ''}${alpn ? ` alpn ${alpn.join(',')}` : ''}`;
+export function poolKey(ep: Endpoint, o: UpstreamOptions): string {
+  const at = (a: Address) => hostPort({ host: a.address, port: a.port });
+  const downstream = o.downstream ? ` for ${at(o.downstream.source)}>${at(o.downstream.destination)}` : '';
+  return `${hostPort(ep)}${o.source ? ` from ${o.source.address}` : ''}${o.alpn ? ` alpn ${o.alpn.join(',')}` : ''}${downstream}`;
 }
 
 /** A node:http keep-alive agent sized for a proxy, whose new connections follow the pool's connect rules. */
@@ -231,18 +264,15 @@ export class Http1Pool extends ClusterPool {
     this.lent.follow(req);
   }
 
-  /**
-   * The undici pool of an endpoint (per original source: its connections bind it; per ALPN
-   * override of `mesh.alpn`), made on first use.
-   */
-  pool(ep: Endpoint, source?: OriginalSource, override?: readonly string[]): Pool {
-    const alpn = this.transportOf(ep)?.alpnFor(override);
-    const key = poolKey(ep, source, alpn);
+  /** The undici pool of an endpoint and options (optionsFor: its connections are made with them), made on first use. */
+  pool(ep: Endpoint, options: UpstreamOptions = {}): Pool {
+    const o = optionsFor(this.transportOf(ep), options);
+    const key = poolKey(ep, o);
     const existing = this.pools.get(key);
     if (existing) return existing;
     const UndiciPool = undiciPool();
     followUndici();
-    const pool = new UndiciPool(`http://${hostPort(ep)}`, { connections: null, headersTimeout: 0, bodyTimeout: 0, connect: this.connector(ep, source, alpn) });
+    const pool = new UndiciPool(`http://${hostPort(ep)}`, { connections: null, headersTimeout: 0, bodyTimeout: 0, connect: this.connector(ep, o) });
     // A retired pool serves the request it is asked for, then closes once that is done.
     if (this.retired) setImmediate(() => void pool.close());
     else this.pools.set(key, pool);
@@ -251,17 +281,23 @@ export class Http1Pool extends ClusterPool {
 
   /**
    * The keep-alive connections of the proxy's own HTTP/1.1 client (http1/client.ts) to an
-   * endpoint, per original source and ALPN override as the undici pools.
+   * endpoint, per options as the undici pools; a list is kept while it has connections.
    */
-  connections(ep: Endpoint, source?: OriginalSource, override?: readonly string[]): ConnectionList {
-    const alpn = this.transportOf(ep)?.alpnFor(override);
-    const key = poolKey(ep, source, alpn);
+  connections(ep: Endpoint, options: UpstreamOptions = {}): ConnectionList {
+    const o = optionsFor(this.transportOf(ep), options);
+    const key = poolKey(ep, o);
     const existing = this.lists.get(key);
     if (existing) return existing;
-    const list = new ConnectionList(() => this.connect({ host: ep.host, port: ep.port }, source, alpn), () => this.settings().connection, this.count, this.requests);
-    // A retired pool serves the request it is asked for; the connection closes once that is done.
-    if (this.retired) list.retire();
-    else this.lists.set(key, list);
+    const list: ConnectionList = new ConnectionList(() => this.connect({ host: ep.host, port: ep.port }, o), () => this.settings().connection, this.count, this.requests, {
+      joined: () => {
+        // A retired pool serves the request it is asked for; the connection closes once that is done.
+        if (this.retired) list.retire();
+        else if (!this.lists.has(key)) this.lists.set(key, list);
+      },
+      left: () => {
+        if (this.lists.get(key) === list) this.lists.delete(key);
+      },
+    });
     return list;
   }
 
@@ -287,42 +323,44 @@ export class Http1Pool extends ClusterPool {
   }
 
   /**
-   * node:http options for a request to `ep`: the keep-alive agent, or, from an original source,
-   * a connection of the request's own (the agent's pooling knows nothing of sources).
+   * node:http options for a request to `ep`: the keep-alive agent, or, from an original source or
+   * for a downstream connection's PROXY header, a connection of the request's own (the agent's
+   * pooling knows nothing of either).
    */
-  requestOptions(ep: Endpoint, source?: OriginalSource, override?: readonly string[]): Pick<ClientRequestArgs, 'agent' | 'createConnection'> {
-    const alpn = this.transportOf(ep)?.alpnFor(override);
-    if (source) return { agent: false, createConnection: () => this.connectLent({ host: ep.host, port: ep.port }, source, alpn).socket };
-    return { agent: alpn ? this.agentFor(alpn) : this.agent };
+  requestOptions(ep: Endpoint, options: UpstreamOptions = {}): Pick<ClientRequestArgs, 'agent' | 'createConnection'> {
+    const o = optionsFor(this.transportOf(ep), options);
+    if (o.source || o.downstream) return { agent: false, createConnection: () => this.connectLent({ host: ep.host, port: ep.port }, o).socket };
+    return { agent: o.alpn ? this.agentFor(o.alpn) : this.agent };
   }
 
   private agentFor(alpn: readonly string[]): UpstreamAgent {
     const key = alpn.join(',');
     let agent = this.alpnAgents.get(key);
     if (!agent) {
-      agent = new UpstreamAgent((options) => this.connectLent(options, undefined, alpn).socket);
+      agent = new UpstreamAgent((options) => this.connectLent(options, { alpn }).socket);
       if (this.retired) agent.retire();
       this.alpnAgents.set(key, agent);
     }
     return agent;
   }
 
-  private connect(options: NetConnectOpts, source?: OriginalSource, alpn?: readonly string[]): OpenedUpstream {
+  /** `o` as optionsFor gave them for the endpoint. */
+  private connect(options: NetConnectOpts, o: UpstreamOptions = {}): OpenedUpstream {
     const ep = { host: (options as { host?: string }).host ?? 'localhost', port: Number((options as { port?: number | string }).port) };
-    return openUpstream(ep, this.transportOf(ep), this.settings(), this.count, options, source, alpn);
+    return openUpstream(ep, this.transportOf(ep), this.settings(), this.count, options, o);
   }
 
   /** A connection lent to node:http or undici, which keep its requests to themselves (lent-connections.ts). */
-  private connectLent(options: NetConnectOpts, source?: OriginalSource, alpn?: readonly string[]): OpenedUpstream {
-    const opened = this.connect(options, source, alpn);
+  private connectLent(options: NetConnectOpts, o: UpstreamOptions = {}): OpenedUpstream {
+    const opened = this.connect(options, o);
     this.lent.lend(opened, this.settings().connection.maxDurationMs);
     return opened;
   }
 
   /** undici's connector: our socket (counted, connect timeout, TLS when the endpoint's transport says so), handed over once ready. */
-  private connector(ep: Endpoint, source: OriginalSource | undefined, alpn: readonly string[] | undefined): buildConnector.connector {
+  private connector(ep: Endpoint, o: UpstreamOptions): buildConnector.connector {
     return (_options, callback) => {
-      const { socket, ready } = this.connectLent({ host: ep.host, port: ep.port }, source, alpn);
+      const { socket, ready } = this.connectLent({ host: ep.host, port: ep.port }, o);
       const settle = (e?: Error): void => {
         socket.off(ready, settle);
         socket.off('error', settle);

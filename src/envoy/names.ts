@@ -17,6 +17,10 @@ export const TLS_INSPECTOR_FILTER_NAME = 'envoy.filters.listener.tls_inspector';
 export const ORIGINAL_SRC_FILTER_NAME = 'envoy.filters.listener.original_src';
 /** The TLS transport socket (Downstream/UpstreamTlsContext). */
 export const TLS_TRANSPORT_SOCKET_NAME = 'envoy.transport_sockets.tls';
+/** Plaintext (raw_buffer). */
+export const RAW_BUFFER_TRANSPORT_SOCKET_NAME = 'envoy.transport_sockets.raw_buffer';
+/** The PROXY protocol header before a cluster's own transport socket (ProxyProtocolUpstreamTransport). */
+export const UPSTREAM_PROXY_PROTOCOL_SOCKET_NAME = 'envoy.transport_sockets.upstream_proxy_protocol';
 /** The mesh's ALPN override HTTP filter (the Go mesh's `istio.alpn`). */
 export const ALPN_FILTER_NAME = 'mesh.alpn';
 /** HTTP filter of VirtualService fault injection (per-route config under the same name). */

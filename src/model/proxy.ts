@@ -4,6 +4,7 @@
 // node is refused with a message naming the field, rather than configured wrongly.
 import { isIP } from 'node:net';
 import type { JsonObject, JsonValue } from '@bufbuild/protobuf';
+import { UPSTREAM_PROXY_PROTOCOL_SOCKET_NAME } from '../envoy/names.js';
 import { EMPTY_LOCALITY, type Locality } from './service.js';
 
 export const PROXY_TYPES = ['sidecar', 'router'] as const;
@@ -41,6 +42,12 @@ export interface Proxy {
    * Without both, TLS config would reference a secret or a socket it does not have.
    */
   readonly meshMtls?: boolean;
+  /**
+   * The proxy announces the upstream PROXY protocol transport socket among its node extensions
+   * (Envoy and mesh-proxy do, proxyless gRPC does not): only then do its clusters carry a
+   * DestinationRule's proxyProtocol, which the others would refuse.
+   */
+  readonly upstreamProxyProtocol?: boolean;
   /** node.locality (region, zone, sub_zone); empty parts when the node gives none. */
   readonly locality: Locality;
   readonly metadata: JsonObject;
@@ -132,6 +139,7 @@ export function parseProxy(nodeId: string, metadata: JsonObject = {}, extensions
     dnsCapture: metaBool(metadata, 'DNS_CAPTURE'),
     dnsAutoAllocate: metaBool(metadata, 'DNS_AUTO_ALLOCATE'),
     meshMtls: metaBool(metadata, 'SDS') && extensions.includes(TLS_TRANSPORT_EXTENSION),
+    upstreamProxyProtocol: extensions.includes(UPSTREAM_PROXY_PROTOCOL_SOCKET_NAME),
     locality: { region: locality.region, zone: locality.zone, subZone: locality.subZone },
     metadata,
   };

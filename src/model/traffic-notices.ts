@@ -39,7 +39,8 @@ const POLICY_FIELDS = {
   },
   tls: { mode: true, clientCertificate: true, privateKey: true, caCertificates: true, caCrl: true, credentialName: true, insecureSkipVerify: true, subjectAltNames: true, sni: true },
 } as const;
-const TRAFFIC_POLICY: Shape = { ...POLICY_FIELDS, portLevelSettings: { port: { number: true }, ...POLICY_FIELDS } };
+// proxyProtocol is the policy's own: the API's port-level settings have none.
+const TRAFFIC_POLICY: Shape = { ...POLICY_FIELDS, proxyProtocol: { version: true }, portLevelSettings: { port: { number: true }, ...POLICY_FIELDS } };
 
 const DESTINATION_RULE: Shape = {
   host: true,
@@ -137,9 +138,14 @@ function clientTlsNotices(tls: Record<string, unknown>, path: string): string[] 
   return out;
 }
 
+/** The rule's trafficPolicy and each subset's, with their paths. */
+function policiesOf(dr: DestinationRule): [string, unknown][] {
+  return [['trafficPolicy', dr.spec.trafficPolicy], ...(dr.spec.subsets ?? []).map((s, i): [string, unknown] => [`subsets[${i}].trafficPolicy`, s.trafficPolicy])];
+}
+
 /** Locality failover set where no outlier detection is: inert, as in the Go mesh, so said. */
 function failoverNotices(dr: DestinationRule): string[] {
-  const policies: [string, unknown][] = [['trafficPolicy', dr.spec.trafficPolicy], ...(dr.spec.subsets ?? []).map((s, i): [string, unknown] => [`subsets[${i}].trafficPolicy`, s.trafficPolicy])];
+  const policies = policiesOf(dr);
   const anyOutlier = policies.some(([, p]) => asRecord(p)?.['outlierDetection'] !== undefined);
   return policies.flatMap(([path, p]) => {
     const setting = asRecord(asRecord(asRecord(p)?.['loadBalancer'])?.['localityLbSetting']);
@@ -169,11 +175,24 @@ function tcpLimitNotices(dr: DestinationRule): string[] {
   return out;
 }
 
+/**
+ * A policy's proxyProtocol skips the ports it has portLevelSettings for: there the Go mesh's policy
+ * is the port-level one, which has no proxyProtocol.
+ */
+function proxyProtocolNotices(dr: DestinationRule): string[] {
+  return policiesOf(dr).flatMap(([path, p]) => {
+    const policy = asRecord(p);
+    if (policy?.['proxyProtocol'] === undefined || !Array.isArray(policy['portLevelSettings'])) return [];
+    const ports = policy['portLevelSettings'].map((s) => asRecord(asRecord(s)?.['port'])?.['number']).filter((n) => n !== undefined);
+    return ports.map((n) => `${path}.proxyProtocol does not reach port ${String(n)}: its portLevelSettings entry is the whole policy there, as in the Go mesh`);
+  });
+}
+
 export function destinationRuleNotices(dr: DestinationRule): string[] {
   const name = `DestinationRule ${dr.metadata.namespace}/${dr.metadata.name}`;
   const fields = untranslated(dr.spec, DESTINATION_RULE, '').map((p) => `${p} is not effective yet`);
   const tp = { trafficPolicy: dr.spec.trafficPolicy, subsets: dr.spec.subsets };
-  return [...fields, ...unsupportedValues(tp), ...failoverNotices(dr), ...tcpLimitNotices(dr)].map((m) => `${name}: ${m}`);
+  return [...fields, ...unsupportedValues(tp), ...failoverNotices(dr), ...tcpLimitNotices(dr), ...proxyProtocolNotices(dr)].map((m) => `${name}: ${m}`);
 }
 
 export function virtualServiceNotices(vs: VirtualService): string[] {

@@ -10,6 +10,7 @@ import { buildLoadAssignment, type EndpointInput } from './endpoint.js';
 import { BLACKHOLE_CLUSTER, inboundClusterName, outboundClusterName, PASSTHROUGH_CLUSTER } from './names.js';
 import { clusterPolicy, commonHttpOptions, passesThrough, tcpKeepaliveOptions, upgradesToH2, type TcpKeepaliveSettings, type TrafficPolicy } from './traffic-policy.js';
 import { meshMtlsFields, type ClusterMtls } from './outbound-mtls.js';
+import { withUpstreamProxyProtocol } from './proxy-protocol.js';
 
 export interface ClusterOptions {
   /** Seconds; 10 unless set. */
@@ -88,7 +89,7 @@ function protocolOptions(protocol: Protocol, policy: TrafficPolicy | undefined, 
  * with the endpoints inline (DNS, DNS_ROUND_ROBIN; a subset's already filtered by its labels), or
  * ORIGINAL_DST (NONE, or any resolution under `loadBalancer.simple: PASSTHROUGH`, as the Go mesh:
  * the client's own destination, no endpoints); then the DestinationRule's merged policy, when there
- * is one.
+ * is one, its proxyProtocol around the transport the rest gives.
  */
 export function buildOutboundCluster(
   service: Service,
@@ -98,7 +99,8 @@ export function buildOutboundCluster(
   traffic: ClusterTraffic = { subset: '', policy: {} },
 ): Cluster {
   const name = opts.name ?? outboundClusterName(port.port, service.hostname, traffic.subset);
-  const proto = { ...protocolOptions(port.protocol, traffic.policy, opts.gateway !== true), ...tcpKeepaliveOptions(opts.tcpKeepalive, traffic.policy), ...clusterPolicy(traffic.policy, service.hostname, opts), ...meshMtlsFields(service, port, traffic.subset, traffic.policy, traffic.mtls) };
+  const transport = withUpstreamProxyProtocol({ ...clusterPolicy(traffic.policy, service.hostname, opts), ...meshMtlsFields(service, port, traffic.subset, traffic.policy, traffic.mtls) }, traffic.policy.proxyProtocol);
+  const proto = { ...protocolOptions(port.protocol, traffic.policy, opts.gateway !== true), ...tcpKeepaliveOptions(opts.tcpKeepalive, traffic.policy), ...transport };
   if (service.resolution === 'NONE' || passesThrough(traffic.policy)) {
     // The original destination is the only choice: a rule's balancer cannot apply.
     return cluster(name, Cluster_DiscoveryType.ORIGINAL_DST, opts, { ...proto, lbPolicy: Cluster_LbPolicy.CLUSTER_PROVIDED, lbConfig: { case: undefined } });

@@ -1,8 +1,10 @@
-// Small message pieces every builder needs: addresses, the ADS config source, durations, and the
-// HTTP connection manager with its ordered filter list.
+// Small message pieces every builder needs: addresses, the ADS config source, durations, the
+// plaintext transport socket, and the HTTP connection manager with its ordered filter list.
 import { create, type MessageInitShape } from '@bufbuild/protobuf';
 import type { Any } from '@bufbuild/protobuf/wkt';
 import { AddressSchema, type Address } from '../gen/envoy/config/core/v3/address_pb.js';
+import { TransportSocketSchema, type TransportSocket } from '../gen/envoy/config/core/v3/base_pb.js';
+import { RawBufferSchema } from '../gen/envoy/extensions/transport_sockets/raw_buffer/v3/raw_buffer_pb.js';
 import { ApiVersion, ConfigSourceSchema, type ConfigSource } from '../gen/envoy/config/core/v3/config_source_pb.js';
 import type { RouteConfigurationSchema } from '../gen/envoy/config/route/v3/route_pb.js';
 import { RouterSchema } from '../gen/envoy/extensions/filters/http/router/v3/router_pb.js';
@@ -15,7 +17,7 @@ import {
 } from '../gen/envoy/extensions/filters/network/http_connection_manager/v3/http_connection_manager_pb.js';
 import { TcpProxySchema } from '../gen/envoy/extensions/filters/network/tcp_proxy/v3/tcp_proxy_pb.js';
 import { FilterSchema, type Filter } from '../gen/envoy/config/listener/v3/listener_components_pb.js';
-import { CORS_FILTER_NAME, FAULT_FILTER_NAME, HCM_FILTER_NAME, ROUTER_FILTER_NAME, TCP_PROXY_FILTER_NAME } from '../envoy/names.js';
+import { CORS_FILTER_NAME, FAULT_FILTER_NAME, HCM_FILTER_NAME, RAW_BUFFER_TRANSPORT_SOCKET_NAME, ROUTER_FILTER_NAME, TCP_PROXY_FILTER_NAME } from '../envoy/names.js';
 import { CorsSchema } from '../gen/envoy/extensions/filters/http/cors/v3/cors_pb.js';
 import { HTTPFaultSchema } from '../gen/envoy/extensions/filters/http/fault/v3/fault_pb.js';
 import { pack } from '../envoy/types.js';
@@ -36,6 +38,11 @@ export function socketAddress(address: string, port: number): Address {
 }
 
 /** Resources of this type come over the same ADS stream. */
+/** The plaintext transport socket, spelled out where a socket is required. */
+export function rawBufferSocket(): TransportSocket {
+  return create(TransportSocketSchema, { name: RAW_BUFFER_TRANSPORT_SOCKET_NAME, configType: { case: 'typedConfig', value: pack(RawBufferSchema, {}) } });
+}
+
 export function adsConfigSource(): ConfigSource {
   return create(ConfigSourceSchema, { configSourceSpecifier: { case: 'ads', value: {} }, resourceApiVersion: ApiVersion.V3 });
 }

@@ -71,11 +71,12 @@ export function autoPassthroughChains(serverHosts: readonly string[], targets: r
 
 /**
  * The SNI-DNAT cluster of a service port (subset): its outbound cluster under the SNI name, with the
- * DestinationRule's policy but none of its TLS and no mesh mTLS (the client's TLS passes through);
+ * DestinationRule's policy but none of its TLS, no mesh mTLS (the client's TLS passes through) and
+ * no PROXY protocol header (the Go mesh applies neither in its SNI-DNAT cluster mode);
  * `tcpKeepalive`: the mesh config's.
  */
 export function buildSniDnatCluster(service: Service, port: ServicePort, endpoints: readonly EndpointInput[], traffic: ClusterTraffic, tcpKeepalive?: TcpKeepaliveSettings): Cluster {
-  const { tls: _clientTls, ...policy } = traffic.policy;
+  const { tls: _clientTls, proxyProtocol: _header, ...policy } = traffic.policy;
   const name = sniDnatClusterName(port.port, service.hostname, traffic.subset);
   return buildOutboundCluster(service, port, endpoints, { name, ...(tcpKeepalive ? { tcpKeepalive } : {}) }, { subset: traffic.subset, policy });
 }

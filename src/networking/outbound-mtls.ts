@@ -3,15 +3,13 @@
 // (endpoint metadata tlsMode=mesh, from the label security.mesh.io/tlsMode) get mesh mTLS and the
 // others plaintext, unless the server side says DISABLE, the service is outside the mesh, or auto
 // mTLS is off. An explicit DISABLE, SIMPLE or MUTUAL is the rule's own (traffic-policy.ts).
-import { create, type MessageInitShape } from '@bufbuild/protobuf';
+import type { MessageInitShape } from '@bufbuild/protobuf';
 import type { ClusterSchema } from '../gen/envoy/config/cluster/v3/cluster_pb.js';
-import { TransportSocketSchema, type TransportSocket } from '../gen/envoy/config/core/v3/base_pb.js';
-import { RawBufferSchema } from '../gen/envoy/extensions/transport_sockets/raw_buffer/v3/raw_buffer_pb.js';
-import { pack } from '../envoy/types.js';
 import { isHttp2Protocol, type Service, type ServicePort } from '../model/service.js';
 import type { EffectiveMtlsMode } from '../security/mtls/peer-authentication.js';
 import { outboundMtlsSocket } from '../security/mtls/tls-context.js';
 import { passesThrough, upgradesToH2, type TrafficPolicy } from './traffic-policy.js';
+import { rawBufferSocket } from './common.js';
 
 /** The workload label (set by the injector) and its value for workloads with a sidecar. */
 export const TLS_MODE_LABEL = 'security.mesh.io/tlsMode';
@@ -19,7 +17,6 @@ export const MESH_TLS_MODE = 'mesh';
 /** Where Envoy looks for the metadata a transport_socket_match compares. */
 export const TRANSPORT_SOCKET_MATCH_METADATA = 'envoy.transport_socket_match';
 const TLS_MODE_KEY = 'tlsMode';
-const RAW_BUFFER_TRANSPORT_SOCKET = 'envoy.transport_sockets.raw_buffer';
 
 type ClusterInit = Exclude<MessageInitShape<typeof ClusterSchema>, { $typeName: string }>;
 
@@ -45,10 +42,6 @@ export function meshMtlsSni(port: number, hostname: string, subset: string): str
   return `outbound_.${port}_.${subset}_.${hostname}`;
 }
 
-function rawBuffer(): TransportSocket {
-  return create(TransportSocketSchema, { name: RAW_BUFFER_TRANSPORT_SOCKET, configType: { case: 'typedConfig', value: pack(RawBufferSchema, {}) } });
-}
-
 /** The cluster fields of mesh mTLS for a port and subset, given the merged DestinationRule policy. */
 export function meshMtlsFields(service: Service, port: ServicePort, subset: string, policy: TrafficPolicy, m: ClusterMtls | undefined): Partial<ClusterInit> {
   if (!m) return {};
@@ -66,7 +59,7 @@ export function meshMtlsFields(service: Service, port: ServicePort, subset: stri
   return {
     transportSocketMatches: [
       { name: `tlsMode-${MESH_TLS_MODE}`, match: { [TLS_MODE_KEY]: MESH_TLS_MODE }, transportSocket: socket() },
-      { name: 'tlsMode-disabled', match: {}, transportSocket: rawBuffer() },
+      { name: 'tlsMode-disabled', match: {}, transportSocket: rawBufferSocket() },
     ],
   };
 }

@@ -12,6 +12,7 @@ import type { HashPolicyInit } from './http-route.js';
 import { upstreamTls, type ClientTlsSettings } from './upstream-tls.js';
 import { effectiveLocalityLb, localityWeighted, type LocalityLbSetting } from './locality-lb.js';
 import { loadBalancer, type LoadBalancerSettings } from './load-balancer.js';
+import type { ProxyProtocolSettings } from './proxy-protocol.js';
 
 /** The DestinationRule trafficPolicy fields this module reads (the API's own names). */
 export interface TrafficPolicy {
@@ -19,7 +20,9 @@ export interface TrafficPolicy {
   readonly connectionPool?: ConnectionPoolSettings;
   readonly outlierDetection?: OutlierDetectionSettings;
   readonly tls?: ClientTlsSettings;
-  readonly portLevelSettings?: readonly (Omit<TrafficPolicy, 'portLevelSettings'> & { readonly port?: { readonly number?: number } })[];
+  /** Not a port-level setting (the API's PortTrafficPolicy has none); applied by proxy-protocol.ts. */
+  readonly proxyProtocol?: ProxyProtocolSettings;
+  readonly portLevelSettings?: readonly (Omit<TrafficPolicy, 'portLevelSettings' | 'proxyProtocol'> & { readonly port?: { readonly number?: number } })[];
 }
 
 /** A DestinationRule's (or the mesh config's) tcpKeepalive: probes, and `time` / `interval` durations. */
@@ -64,29 +67,34 @@ type ClusterInit = Exclude<MessageInitShape<typeof ClusterSchema>, { $typeName: 
 
 const UINT32_MAX = 4294967295;
 
-/**
- * The policy for `port` and `subset` (its own trafficPolicy) on top of the rule's: port-level
- * settings replace the rule's fields of the same name, and the subset's (with its own port-level
- * settings) replace those in turn. Each top-level field is replaced whole, as the Go mesh does.
- */
 /** `loadBalancer.simple: PASSTHROUGH`: no balancing by the proxy, the connection goes where the client sent it (ORIGINAL_DST). */
 export function passesThrough(policy: TrafficPolicy): boolean {
   return policy.loadBalancer?.simple === 'PASSTHROUGH';
 }
 
+/**
+ * The policy for `port` and `subset` (its own trafficPolicy) on top of the rule's, as the Go mesh
+ * merges them (MergeSubsetTrafficPolicy): a port-level entry of the port is the whole policy for
+ * that port, its four fields as it sets them and the defaults for the rest (nothing of the policy
+ * around it is inherited, proxyProtocol included); the subset's fields then replace the rule's
+ * where they are set, and a subset's port-level entry replaces all four, set or not.
+ */
 export function mergeTrafficPolicy(rule: TrafficPolicy | undefined, subset: TrafficPolicy | undefined, port: number): TrafficPolicy {
-  return { ...forPort(rule, port), ...forPort(subset, port) };
+  const base = forPort(rule, port).policy;
+  const own = forPort(subset, port);
+  if (!own.portLevel) return { ...base, ...own.policy };
+  const { connectionPool: _c, loadBalancer: _l, outlierDetection: _o, tls: _t, ...rest } = base;
+  return { ...rest, ...own.policy };
 }
 
-function forPort(policy: TrafficPolicy | undefined, port: number): TrafficPolicy {
-  if (!policy) return {};
+function forPort(policy: TrafficPolicy | undefined, port: number): { readonly policy: TrafficPolicy; readonly portLevel: boolean } {
+  if (!policy) return { policy: {}, portLevel: false };
   const { portLevelSettings, ...base } = policy;
   const atPort = portLevelSettings?.find((p) => p.port?.number === port);
-  if (!atPort) return base;
-  const { port: _port, ...overrides } = atPort;
-  return { ...base, ...overrides };
+  if (!atPort) return { policy: base, portLevel: false };
+  const { port: _port, ...fields } = atPort;
+  return { policy: fields, portLevel: true };
 }
-
 
 /** Whole seconds of a duration, as the Go mesh's setKeepAliveSettings takes them. */
 const wholeSeconds = (d: string): number => Number(durationInit(d).seconds);
@@ -157,6 +165,12 @@ export function commonHttpOptions(pool: ConnectionPoolSettings | undefined): { m
 export function upgradesToH2(policy: TrafficPolicy): boolean {
   const http = policy.connectionPool?.http;
   return !http?.useClientProtocol && http?.h2UpgradePolicy === 'UPGRADE';
+}
+
+/** The policy for a proxy without the PROXY protocol transport socket (proxyless gRPC). */
+export function withoutProxyProtocol(policy: TrafficPolicy): TrafficPolicy {
+  const { proxyProtocol: _absent, ...rest } = policy;
+  return rest;
 }
 
 /** The mesh's h2UpgradePolicy UPGRADE for an HTTP port whose rule sets no policy of its own (DEFAULT). */

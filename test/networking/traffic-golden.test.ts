@@ -18,10 +18,20 @@ import { setScopeLevel } from '../../src/common/log.js';
 import { loadSettings } from '../../src/common/env.js';
 import { goldenCases } from '../helpers/golden.js';
 import { pushOf, sidecarProxy, validated } from './fixtures.js';
-import { parseProxy } from '../../src/model/proxy.js';
+import { parseProxy, TLS_TRANSPORT_EXTENSION } from '../../src/model/proxy.js';
+import { UPSTREAM_PROXY_PROTOCOL_SOCKET_NAME } from '../../src/envoy/names.js';
+import type { MeshMtlsSettings } from '../../src/xds/generators/mtls.js';
 
 // The notices are part of each golden output; their log lines would only repeat them.
 setScopeLevel('model', 'error');
+
+const MESH_MTLS: MeshMtlsSettings = { trustDomain: 'cluster.local', aliases: [], skipValidation: false, autoMtls: true, inboundTlsV2: true };
+
+/** The client as mesh-proxy announces itself: a workload certificate over SDS, the TLS and PROXY protocol sockets. */
+function meshProxyClient() {
+  const meta = { NAMESPACE: 'foo', LABELS: { app: 'client', version: 'v1' }, SDS: 'true' };
+  return parseProxy('sidecar~10.0.0.50~client.foo~foo.svc.cluster.local', meta, [TLS_TRANSPORT_EXTENSION, UPSTREAM_PROXY_PROTOCOL_SOCKET_NAME]);
+}
 
 
 for (const c of goldenCases('test/networking/testdata/traffic')) {
@@ -31,8 +41,10 @@ for (const c of goldenCases('test/networking/testdata/traffic')) {
     loadSettings('discovery', inheritance ? { PILOT_ENABLE_DESTINATION_RULE_INHERITANCE: 'true' } : {});
     const resources = validated(c.name, c.documents);
     const push = pushOf(resources, [], 'cluster.local', { destinationRuleInheritance: inheritance });
-    const proxy = sidecarProxy('10.0.0.50', 'client', 'foo', { LABELS: { app: 'client', version: 'v1' } });
-    const clusters = sidecarClusters(proxy, push, false).filter((cl) => cl.name.startsWith('outbound|'));
+    // The dr-proxy-protocol* cases' client is a mesh-proxy with mesh mTLS (auto mTLS, ISTIO_MUTUAL).
+    const meshProxy = c.name.startsWith('dr-proxy-protocol');
+    const proxy = meshProxy ? meshProxyClient() : sidecarProxy('10.0.0.50', 'client', 'foo', { LABELS: { app: 'client', version: 'v1' } });
+    const clusters = sidecarClusters(proxy, push, false, undefined, meshProxy ? MESH_MTLS : undefined).filter((cl) => cl.name.startsWith('outbound|'));
     const eds = clusterLoadAssignments(proxy, push);
     // The vs-tcp-sniffed* cases run with outbound protocol sniffing (ports of unknown protocol).
     const sniffing = c.name.startsWith('vs-tcp-sniffed');
@@ -88,4 +100,25 @@ test('clients with other labels and localities share one assignment list where n
   const a = parseProxy('sidecar~10.0.0.60~a.foo~foo.svc.cluster.local', { NAMESPACE: 'foo', LABELS: { app: 'a' } }, [], { region: 'r1', zone: 'z1', subZone: '' });
   const b = parseProxy('sidecar~10.0.0.61~b.foo~foo.svc.cluster.local', { NAMESPACE: 'foo', LABELS: { app: 'b' } }, [], { region: 'r2', zone: 'z2', subZone: '' });
   assert.equal(clusterLoadAssignments(a, push, undefined, undefined, { enabled: false }), clusterLoadAssignments(b, push, undefined, undefined, { enabled: false }));
+});
+
+test('a proxy that does not announce the PROXY protocol socket (proxyless gRPC) gets the rule without proxyProtocol', () => {
+  const c = goldenCases('test/networking/testdata/traffic').find((g) => g.name === 'dr-proxy-protocol')!;
+  const push = pushOf(validated(c.name, c.documents));
+  const socketsOf = (proxy: ReturnType<typeof parseProxy>) =>
+    sidecarClusters(proxy, push, false, undefined, MESH_MTLS)
+      .filter((cl) => cl.name.startsWith('outbound|'))
+      .flatMap((cl) => [cl.transportSocket, ...cl.transportSocketMatches.map((m) => m.transportSocket)].map((ts) => ts?.name));
+  assert.ok(socketsOf(meshProxyClient()).includes(UPSTREAM_PROXY_PROTOCOL_SOCKET_NAME));
+  const grpc = parseProxy('sidecar~10.0.0.51~client.foo~foo.svc.cluster.local', { NAMESPACE: 'foo', SDS: 'true', GENERATOR: 'grpc' }, [TLS_TRANSPORT_EXTENSION]);
+  const sockets = socketsOf(grpc);
+  assert.ok(!sockets.includes(UPSTREAM_PROXY_PROTOCOL_SOCKET_NAME), 'no PROXY protocol socket');
+  assert.ok(sockets.includes('envoy.transport_sockets.tls'), 'the rest of the rule still applies');
+});
+
+test('proxyProtocol of the trafficPolicy and of a subset is translated, not reported; one in portLevelSettings (the API has none there) is', () => {
+  const rule = (trafficPolicy: Record<string, unknown>, subsetPolicy: Record<string, unknown> = {}) =>
+    destinationRuleNotices({ apiVersion: 'networking.mesh.io/v1', kind: 'DestinationRule', metadata: { namespace: 'foo', name: 'r' }, spec: { host: 'r', trafficPolicy, subsets: [{ name: 'v1', trafficPolicy: subsetPolicy }] } });
+  assert.deepEqual(rule({ proxyProtocol: { version: 'V2' } }, { proxyProtocol: { version: 'V1' } }), []);
+  assert.deepEqual(rule({ portLevelSettings: [{ port: { number: 80 }, proxyProtocol: { version: 'V1' } }] }), ['DestinationRule foo/r: trafficPolicy.portLevelSettings[0].proxyProtocol is not effective yet']);
 });

@@ -28,6 +28,7 @@ import {
 import { applyMutations } from '../header-mutations.js';
 import { excludeTriedPriorities, type RetrySpec } from '../retry-policy.js';
 import { originalSrcOf, type OriginalSource } from '../original-src.js';
+import type { DownstreamAddresses } from '../tls/proxy-protocol.js';
 import { failureOf, NO_HEALTHY_UPSTREAM, PROTOCOL_ERROR, ResponseHeaderSet, UPSTREAM_TIMEOUT, upstreamReset } from './upstream-outcome.js';
 import type { RouterDeps, Target } from './router.js';
 
@@ -132,6 +133,11 @@ export class RouterStream implements Attempt, UpstreamRequest, BodyDone {
 
   get endpoint(): Endpoint {
     return this.target.endpoint;
+  }
+
+  /** The downstream connection, named by a PROXY protocol header, as Envoy's connection manager passes it (the request's own addresses: nothing to allocate). */
+  get downstream(): DownstreamAddresses {
+    return this.sreq;
   }
 
   get method(): string {
@@ -254,8 +260,8 @@ export class RouterStream implements Attempt, UpstreamRequest, BodyDone {
       return;
     }
     this.tried?.push(endpoint);
-    const { method, path, headers, framing, source, alpn } = this;
-    this.send(new RetryAttempt(this, endpoint), { endpoint, method, path, headers, framing, source, alpn });
+    const { method, path, headers, framing, source, alpn, downstream } = this;
+    this.send(new RetryAttempt(this, endpoint), { endpoint, method, path, headers, framing, source, alpn, downstream });
   }
 
   /** One attempt: the exchange, its per-try timer, and the request body piped into it. */

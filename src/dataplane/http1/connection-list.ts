@@ -10,7 +10,16 @@ import { Http1Connection } from './client.js';
 /** A new connection to the endpoint, and the event that says it can carry a request. */
 export type OpenConnection = () => OpenedUpstream;
 
-/** The idle keep-alive connections of one pool key (endpoint, original source, ALPN), newest first used. */
+/**
+ * Told when the list gets its first open connection and when its last one closes: a pool keeps
+ * only lists with connections, as keys per downstream connection (PROXY protocol) would pile up.
+ */
+export interface ListMembership {
+  joined(): void;
+  left(): void;
+}
+
+/** The idle keep-alive connections of one pool key (endpoint and upstream options), newest first used. */
 export class ConnectionList {
   private readonly idle: Http1Connection[] = [];
   /** Every open connection, idle or busy, for destroy(). */
@@ -24,6 +33,7 @@ export class ConnectionList {
     private readonly count?: PoolCloses & ConnectionEnds,
     /** The cluster's request gauges, which the connections keep. */
     readonly requests = new RequestGauges(),
+    private readonly membership?: ListMembership,
   ) {}
 
   /** An idle connection, or a new one. */
@@ -31,6 +41,7 @@ export class ConnectionList {
     for (let c = this.idle.pop(); c; c = this.idle.pop()) if (c.usable) return c.take();
     const c = new Http1Connection(this.connect(), this);
     this.open.add(c);
+    if (this.open.size === 1) this.membership?.joined();
     const timer = durationTimer(this.limits().maxDurationMs, () => this.outlived(c));
     if (timer) c.socket.once('close', () => clearTimeout(timer));
     return c;
@@ -68,7 +79,7 @@ export class ConnectionList {
 
   /** The connection closed. */
   forget(c: Http1Connection): void {
-    this.open.delete(c);
+    if (this.open.delete(c) && this.open.size === 0) this.membership?.left();
     const i = this.idle.indexOf(c);
     if (i >= 0) this.idle.splice(i, 1);
   }

@@ -80,10 +80,8 @@ class TcpChain extends Chain {
     this.cx.inc();
     const name = this.cluster();
     const cluster = this.clusters.get(name);
-    const view = requestView({
-      source: { address: normalizeIp(down.remoteAddress ?? ''), port: down.remotePort ?? 0 },
-      destination: connectionDestination(down),
-    });
+    const addresses = { source: { address: normalizeIp(down.remoteAddress ?? ''), port: down.remotePort ?? 0 }, destination: connectionDestination(down) };
+    const view = requestView(addresses);
     const endpoint = cluster?.pick(view);
     if (!cluster || !endpoint) {
       this.noCluster.inc();
@@ -95,7 +93,8 @@ class TcpChain extends Chain {
     // The connection counts as an active request on its endpoint (LEAST_REQUEST) while it is open.
     const active = cluster.begin?.(endpoint);
     if (active) down.once('close', active);
-    const { socket: up, ready } = cluster.tcp.connect(endpoint, originalSrcOf(down));
+    // The downstream connection's addresses are what a PROXY protocol header carries, as Envoy's tcp_proxy passes them.
+    const { socket: up, ready } = cluster.tcp.connect(endpoint, { source: originalSrcOf(down), downstream: addresses });
     let connected = false;
     // idle_timeout runs from the accept on; bytes either way restart it.
     const idle = this.idleMs > 0 ? this.closeBothAfter(down, up, this.idleMs, this.idleTimeouts) : undefined;

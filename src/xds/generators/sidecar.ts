@@ -17,7 +17,7 @@ import { buildIngressListeners, buildOutboundListeners, buildVirtualInbound, bui
 import { usesAutoAllocation } from '../../networking/name-table.js';
 import { LOCALHOST, outboundClusterName, WILDCARD_ADDRESS } from '../../networking/names.js';
 import { inMeshName, nonServiceHosts, nonServiceVirtualHosts, outboundRouteConfig, routedByVirtualService, serviceVirtualHost, type OutboundRouteOptions } from '../../networking/route.js';
-import { clusterVariants, routeHashPolicy, ruleTraffic, tcpProxyLimits, withMeshH2Upgrade, withMeshLocalityLb, type TcpKeepaliveSettings } from '../../networking/traffic-policy.js';
+import { clusterVariants, routeHashPolicy, ruleTraffic, tcpProxyLimits, withMeshH2Upgrade, withMeshLocalityLb, withoutProxyProtocol, type TcpKeepaliveSettings } from '../../networking/traffic-policy.js';
 import type { TcpProxyLimits } from '../../networking/common.js';
 import { DEFAULT_LOCALITY_LB, type LocalityLbSetting } from '../../networking/locality-lb.js';
 import type { HashPolicyInit } from '../../networking/http-route.js';
@@ -344,18 +344,20 @@ export function sidecarClusters(proxy: Proxy, push: PushContext, withInbound = t
   const keepalive = mesh.tcpKeepalive;
   const proxyless = isGrpc(proxy);
   const clusterOpts = { gateway, proxyless, ...(keepalive ? { tcpKeepalive: keepalive } : {}) };
+  // A DestinationRule's proxyProtocol reaches only proxies that have the socket (Proxy.upstreamProxyProtocol).
+  const header = proxy.upstreamProxyProtocol === true;
   // The mesh-wide settings and the client kind are part of every key: the same scope may be asked under other ones.
   const meshKey = `${h2}:${keepalive ? JSON.stringify(keepalive) : ''}:${proxyless}`;
-  const outbound = memo(push.sidecarScope(proxy), `cds:${push.traffic.selectorKey(proxy)}:${mtlsOn}:${gateway}:${meshKey}`, () =>
+  const outbound = memo(push.sidecarScope(proxy), `cds:${push.traffic.selectorKey(proxy)}:${mtlsOn}:${gateway}:${header}:${meshKey}`, () =>
     push.sidecarScope(proxy).services.flatMap((s) => {
       const rule = ruleTraffic(push.traffic.destinationRule(proxy, s.hostname, s.namespace));
       // A service's clusters read the service, its rule and whether the proxy has mTLS: built (and
       // keyed) once per snapshot for every scope that sees them alike, not once per scope.
-      const key = `cds-service:${serviceKey(s)}:${rule ? JSON.stringify(rule) : ''}:${mtlsOn}:${gateway}:${meshKey}`;
+      const key = `cds-service:${serviceKey(s)}:${rule ? JSON.stringify(rule) : ''}:${mtlsOn}:${gateway}:${header}:${meshKey}`;
       const build = (): Cluster[] =>
         s.ports.flatMap((p) =>
           clusterVariants(rule, p.port).map((variant) => {
-            const v = { ...variant, policy: withMeshH2Upgrade(withMeshLocalityLb(variant.policy, localityLb), h2, p.protocol) };
+            const v = { ...variant, policy: withMeshH2Upgrade(withMeshLocalityLb(header ? variant.policy : withoutProxyProtocol(variant.policy), localityLb), h2, p.protocol) };
             const instances = subsetInstances(push.instances(s, p.port), v.labels);
             const endpoints = toEndpoints(instances);
             // EDS clusters do not carry their endpoints: leaving them out of the key keeps the
