@@ -14,6 +14,7 @@ import { durationTimer, IdleTimer } from './connection-limits.js';
 import type { OriginalSource } from './original-src.js';
 import { ClusterPool, hostPort, openUpstream, poolKey, type Endpoint } from './upstream-pools.js';
 import { onPeerEnd, type CloseSide } from './upstream-cx-stats.js';
+import type { StatCounter } from './stats.js';
 
 /** A pooled session and what it has carried. */
 interface PooledSession {
@@ -38,8 +39,8 @@ export class Http2Pool extends ClusterPool {
   private readonly sessions = new Map<string, PooledSession[]>();
   private retired = false;
 
-  /** A new stream on the session to `ep`; throws if the session can take no stream. */
-  request(ep: Endpoint, source: OriginalSource | undefined, override: readonly string[] | undefined, headers: OutgoingHttpHeaders, options: ClientSessionRequestOptions): ClientHttp2Stream {
+  /** A new stream on the session to `ep`; throws if the session can take no stream. `routeTotal`: its route's upstream_rq_total. */
+  request(ep: Endpoint, source: OriginalSource | undefined, override: readonly string[] | undefined, headers: OutgoingHttpHeaders, options: ClientSessionRequestOptions, routeTotal?: StatCounter): ClientHttp2Stream {
     const alpn = this.transportOf(ep)?.alpnFor(override);
     const key = poolKey(ep, source, alpn);
     const pooled = this.pooled(key, ep, source, alpn);
@@ -47,8 +48,16 @@ export class Http2Pool extends ClusterPool {
     pooled.open++;
     pooled.served++;
     pooled.idle.busy();
-    if (pooled.connected) this.requests.start();
-    else this.requests.wait();
+    if (pooled.connected) this.requests.start(routeTotal);
+    else {
+      this.requests.wait();
+      // Counted with the cluster's as the session connects (the attach in `pooled`), if the stream is still there.
+      if (routeTotal) {
+        pooled.session.once('connect', () => {
+          if (!stream.destroyed) routeTotal.inc();
+        });
+      }
+    }
     stream.once('close', () => {
       if (pooled.connected) this.requests.active--;
       else this.requests.pending--;

@@ -106,7 +106,7 @@ class DataplaneWorker {
       handedSocket: connections.claim,
       workerIndex: init.index,
     });
-    this.applier = applier = new ResourceApplier(this.clusters, this.listeners, this.secrets);
+    this.applier = applier = new ResourceApplier(this.clusters, this.listeners, this.secrets, this.stats);
   }
 
   /** Applies an update and tells the main process, which ACKs it only once every worker did. */
