@@ -221,7 +221,7 @@ export function adminMux(t: AdminTarget): Mux {
       const dump = create(ConfigDumpSchema, { configs: configDump(t, url.searchParams.has('include_eds')) });
       sendJson(res, 200, toEnvoyJson(ConfigDumpSchema, dump));
     })
-    .handle('/stats', 'counters and gauges as name: value; ?filter=<regex>, ?format=json|prometheus', async (_req, res, url) => {
+    .handle('/stats', 'counters and gauges as name: value, then histograms; ?filter=<regex>, ?format=json|prometheus', async (_req, res, url) => {
       await t.collectStats?.();
       const format = url.searchParams.get('format');
       if (format === 'prometheus') {
@@ -236,7 +236,7 @@ export function adminMux(t: AdminTarget): Mux {
         sendText(res, 400, `invalid filter: ${(e as Error).message}\n`);
         return;
       }
-      if (format === 'json') sendJson(res, 200, { stats: t.stats.samples().filter((s) => !filter || filter.test(s.name)).map((s) => ({ name: s.name, value: s.value })) });
+      if (format === 'json') sendJson(res, 200, { stats: t.stats.json(filter) });
       else sendText(res, 200, t.stats.text(filter));
     })
     .handle('/stats/prometheus', 'stats in the Prometheus text format', async (_req, res) => {

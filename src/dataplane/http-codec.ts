@@ -10,6 +10,7 @@ import type { Http2Pool } from './http2-pool.js';
 import type { RequestHeaders } from '../envoy/request.js';
 import { lowerCase } from '../common/lower-case.js';
 import type { LocalReply } from '../envoy/filter.js';
+import type { StatCounter } from './stats.js';
 
 export type DownstreamRequest = IncomingMessage | Http2ServerRequest;
 export type DownstreamResponse = ServerResponse | Http2ServerResponse;
@@ -213,6 +214,8 @@ export interface UpstreamRequest extends UpstreamOptions {
   /** End-to-end headers plus `host`. */
   readonly headers: OutgoingHttpHeaders;
   readonly framing: BodyFraming;
+  /** Its route's upstream_rq_total (route-stats.ts), counted with the cluster's as the request reaches a ready connection. */
+  readonly routeTotal?: StatCounter;
 }
 
 export function trailerMap(t: NodeJS.Dict<string | string[]> | H2Headers): HeaderMap | undefined {
@@ -252,7 +255,7 @@ export function http2Exchange(r: UpstreamRequest, pool: Http2Pool, ev: UpstreamE
   delete headers.host;
   Object.assign(headers, { ':method': r.method, ':path': r.path, ':scheme': 'http', ':authority': authority });
   // waitForTrailers: the request's trailers are only known once its body has ended.
-  const stream: ClientHttp2Stream = pool.request(r.endpoint, r, headers, { waitForTrailers: true });
+  const stream: ClientHttp2Stream = pool.request(r.endpoint, r, headers, { waitForTrailers: true }, r.routeTotal);
   let requestTrailers: HeaderMap | undefined;
   let trailers: HeaderMap | undefined;
   let answered = false;

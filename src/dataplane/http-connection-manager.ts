@@ -8,6 +8,7 @@ import { BlockList, isIPv4, isIPv6, type Socket } from 'node:net';
 import type { Duplex } from 'node:stream';
 import type { TLSSocket } from 'node:tls';
 import type { StatCounter } from './stats.js';
+import type { RouteStatsStore } from './route-stats.js';
 import { scope } from '../common/log.js';
 import type { FilterChain } from '../gen/envoy/config/listener/v3/listener_components_pb.js';
 import {
@@ -63,6 +64,8 @@ export interface HcmDeps {
   readonly listenerPort?: number;
   /** The connection manager's own counters, `http.<stat_prefix>.<stat>`. */
   readonly counter?: (stat: string) => StatCounter;
+  /** Where the inline route configuration keeps the stats of routes with a stat_prefix. */
+  readonly stats?: RouteStatsStore;
 }
 
 export type { FilterStats };
@@ -178,7 +181,7 @@ export function buildHttpConnectionManager(hcm: HttpConnectionManager, deps: Hcm
   let routeTable: () => RouteTable | undefined;
   const rs = hcm.routeSpecifier;
   if (rs.case === 'routeConfig') {
-    const table = compileRouteConfiguration(rs.value);
+    const table = compileRouteConfiguration(rs.value, { stats: deps.stats });
     routeTable = () => table;
   } else if (rs.case === 'rds') {
     const name = rs.value.routeConfigName;

@@ -16,13 +16,13 @@ export function upstreamExchange(r: UpstreamRequest, cluster: UpstreamCluster, h
 /** One request to an HTTP/1.1 upstream over the cluster's keep-alive connections. */
 export function http1Exchange(r: UpstreamRequest, pool: Http1Pool, ev: UpstreamEvents): UpstreamExchange {
   if (r.framing === 'stream' || r.headers.expect !== undefined) return nodeExchange(r, pool, ev);
-  const request = { method: r.method, path: r.path, headers: r.headers, hasBody: r.framing === 'length' };
+  const request = { method: r.method, path: r.path, headers: r.headers, hasBody: r.framing === 'length', routeTotal: r.routeTotal };
   return new ClientExchange(request, pool.connections(r.endpoint, r), ev);
 }
 
 function nodeExchange(r: UpstreamRequest, pool: Http1Pool, ev: UpstreamEvents): UpstreamExchange {
   const upstream = httpRequest({ host: r.endpoint.host, port: r.endpoint.port, method: r.method, path: r.path, headers: r.headers, ...pool.requestOptions(r.endpoint, r) });
-  pool.follow(upstream);
+  pool.follow(upstream, r.routeTotal);
   upstream.on('error', (e) => ev.error(e));
   upstream.on('response', (up) => {
     const trailers = (): HeaderMap | undefined => (up.rawTrailers.length > 0 ? trailerMap(up.trailers) : undefined);

@@ -13,6 +13,7 @@ import { connect as h2connect, type ClientHttp2Session, type ClientHttp2Stream, 
 import { durationTimer, IdleTimer } from './connection-limits.js';
 import { ClusterPool, hostPort, openUpstream, optionsFor, poolKey, type Endpoint, type UpstreamOptions } from './upstream-pools.js';
 import { onPeerEnd, type CloseSide } from './upstream-cx-stats.js';
+import type { StatCounter } from './stats.js';
 
 /** A pooled session and what it has carried. */
 interface PooledSession {
@@ -37,8 +38,8 @@ export class Http2Pool extends ClusterPool {
   private readonly sessions = new Map<string, PooledSession[]>();
   private retired = false;
 
-  /** A new stream on the session to `ep` made with `upstream` options; throws if the session can take no stream. */
-  request(ep: Endpoint, upstream: UpstreamOptions, headers: OutgoingHttpHeaders, options: ClientSessionRequestOptions): ClientHttp2Stream {
+  /** A new stream on the session to `ep` made with `upstream` options; throws if the session can take no stream. `routeTotal`: its route's upstream_rq_total. */
+  request(ep: Endpoint, upstream: UpstreamOptions, headers: OutgoingHttpHeaders, options: ClientSessionRequestOptions, routeTotal?: StatCounter): ClientHttp2Stream {
     const o = optionsFor(this.transportOf(ep), upstream);
     const key = poolKey(ep, o);
     const pooled = this.pooled(key, ep, o);
@@ -46,8 +47,16 @@ export class Http2Pool extends ClusterPool {
     pooled.open++;
     pooled.served++;
     pooled.idle.busy();
-    if (pooled.connected) this.requests.start();
-    else this.requests.wait();
+    if (pooled.connected) this.requests.start(routeTotal);
+    else {
+      this.requests.wait();
+      // Counted with the cluster's as the session connects (the attach in `pooled`), if the stream is still there.
+      if (routeTotal) {
+        pooled.session.once('connect', () => {
+          if (!stream.destroyed) routeTotal.inc();
+        });
+      }
+    }
     stream.once('close', () => {
       if (pooled.connected) this.requests.active--;
       else this.requests.pending--;

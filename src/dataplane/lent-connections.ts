@@ -12,6 +12,7 @@ import type { ClientRequest } from 'node:http';
 import type { Socket } from 'node:net';
 import type { OpenedUpstream } from './upstream-pools.js';
 import type { RequestGauges } from './upstream-rq-stats.js';
+import type { StatCounter } from './stats.js';
 import { durationTimer, type PoolCloses } from './connection-limits.js';
 import { onPeerEnd, type CloseSide, type ConnectionEnds } from './upstream-cx-stats.js';
 
@@ -93,8 +94,8 @@ export class LentConnections {
     opened.socket.once('close', () => this.count.destroyed(side, lent.carrying > 0));
   }
 
-  /** Follows a node:http request on the lent connection node gives it. */
-  follow(req: ClientRequest): void {
+  /** Follows a node:http request on the lent connection node gives it; `routeTotal`: its route's upstream_rq_total. */
+  follow(req: ClientRequest, routeTotal?: StatCounter): void {
     req.once('socket', (socket: Socket) => {
       const lent = lentSockets.get(socket);
       if (!lent) return;
@@ -104,13 +105,13 @@ export class LentConnections {
         lent.carrying++;
       };
       if (lent.ready) {
-        this.requests.start();
+        this.requests.start(routeTotal);
         attach();
       } else {
         this.requests.wait();
         lent.waiting.push(() => {
           if (state !== 'pending') return;
-          this.requests.attach();
+          this.requests.attach(routeTotal);
           attach();
         });
       }

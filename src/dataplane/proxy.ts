@@ -95,7 +95,10 @@ export class MeshProxy implements AdminTarget {
       apply: (u) => xds.apply(u),
       ...(o.initialBackoffMs !== undefined ? { initialBackoffMs: o.initialBackoffMs } : {}),
     });
-    if (workers) this.stats.addSource(() => workers.samples());
+    if (workers) {
+      this.stats.addSource(() => workers.samples());
+      this.stats.addHistogramSource(() => workers.histograms());
+    }
     this.stats.addSource(() => [{ ...statName('server', 'state'), kind: 'gauge', value: { LIVE: 0, DRAINING: 1, PRE_INITIALIZING: 2 }[this.state().state] }]);
   }
 

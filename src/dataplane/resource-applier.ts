@@ -15,6 +15,7 @@ import { withinResource } from '../envoy/config-error.js';
 import type { DynamicClusterManager } from './clusters.js';
 import type { ListenerManager, ListenerPlan } from './listener-manager.js';
 import { compileRouteConfiguration, type RouteTable } from './route-table.js';
+import type { RouteStatsStore } from './route-stats.js';
 import { routeWarmingTimeoutMs } from './initial-fetch.js';
 import { SecretManager } from './tls/secrets.js';
 
@@ -53,6 +54,8 @@ export class ResourceApplier {
     private readonly clusters: DynamicClusterManager,
     private readonly listeners: ListenerManager,
     readonly secrets: SecretManager = new SecretManager(),
+    /** Where the routes' stats are kept (routes with a stat_prefix). */
+    private readonly stats?: RouteStatsStore,
   ) {}
 
   /** What warming listeners wait for: route configurations and secrets (empty when none). */
@@ -137,7 +140,7 @@ export class ResourceApplier {
             continue;
           }
           try {
-            next.set(rc.name, { table: compileRouteConfiguration(rc), message: rc });
+            next.set(rc.name, { table: compileRouteConfiguration(rc, { stats: this.stats }), message: rc });
           } catch (e) {
             throw withinResource(`route_configuration ${rc.name}`, e);
           }

@@ -12,6 +12,7 @@ import { compileRetryPolicy } from './retry-policy.js';
 import { compilePerRouteConfig } from './filters/registry.js';
 import { compileMutation, type HeaderMutation } from './header-mutations.js';
 import { compileAction, type RouteActionSpec, type UnappliedNotes, type VhostDefaults } from './route-action.js';
+import { RouteStats, type RouteStatsStore } from './route-stats.js';
 import type { Any } from '@bufbuild/protobuf/wkt';
 
 export { applyMutations, type HeaderMutation, type MutableHeaders } from './header-mutations.js';
@@ -41,6 +42,7 @@ interface RootLevel {
   readonly perFilter: PerFilterConfigs;
   /** The route configuration's, the virtual host's and the route's mutations in the order they apply. */
   readonly byPrecedence: (levels: readonly HeaderMutation[]) => readonly HeaderMutation[];
+  readonly stats: RouteStatsStore | undefined;
 }
 
 export interface CompiledRoute {
@@ -55,6 +57,8 @@ export interface CompiledRoute {
   /** Request mutations in the order they apply: the later wins (route config last, unless most_specific_header_mutations_wins). */
   readonly requestHeaders: readonly HeaderMutation[];
   readonly responseHeaders: readonly HeaderMutation[];
+  /** The route's stats when it has a stat_prefix (route-stats.ts). */
+  readonly stats?: RouteStats;
 }
 
 export interface RouteTable {
@@ -66,6 +70,8 @@ export interface RouteTable {
 export interface RouteTableOptions {
   /** HCM strip_any_host_port, or the listener port for strip_matching_host_port. */
   readonly stripPort?: 'any' | number;
+  /** Where the stats of routes with a stat_prefix are kept; without it, routes keep none. */
+  readonly stats?: RouteStatsStore;
 }
 
 interface CompiledVhost {
@@ -183,6 +189,7 @@ function compileVirtualHost(vh: VirtualHost, root: RootLevel, field: string, una
       perFilter,
       requestHeaders: root.byPrecedence([root.req, vreq, compileMutation(r.requestHeadersToAdd, r.requestHeadersToRemove, `${rf}.request_headers_to_add`)]),
       responseHeaders: root.byPrecedence([root.res, vres, compileMutation(r.responseHeadersToAdd, r.responseHeadersToRemove, `${rf}.response_headers_to_add`)]),
+      ...(r.statPrefix && root.stats ? { stats: new RouteStats(root.stats, vh.name, r.statPrefix) } : {}),
     };
   });
   const tlsRedirect = compileRequireTls(vh);
@@ -204,6 +211,7 @@ export function compileRouteConfiguration(rc: RouteConfiguration, opts: RouteTab
     // As Envoy: the later level wins, and by default the later is the less specific (the route
     // configuration's); most_specific_header_mutations_wins makes the route's the later.
     byPrecedence: rc.mostSpecificHeaderMutationsWins ? (levels) => levels : (levels) => [...levels].reverse(),
+    stats: opts.stats,
   };
   const index = new DomainIndex();
   rc.virtualHosts.forEach((vh, i) => {

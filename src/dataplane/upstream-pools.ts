@@ -17,6 +17,7 @@ import { undiciPool, type Pool } from './undici-pool.js';
 import type { ConnectionEnds } from './upstream-cx-stats.js';
 import { followUndici, LentConnections } from './lent-connections.js';
 import { RequestGauges } from './upstream-rq-stats.js';
+import type { StatCounter } from './stats.js';
 import type { TcpPool } from './tcp-pool.js';
 import { applyTcpKeepalive, type TcpKeepaliveSpec } from './tcp-keepalive.js';
 
@@ -259,9 +260,9 @@ export class Http1Pool extends ClusterPool {
     this.agent = new UpstreamAgent((o) => this.connectLent(o).socket);
   }
 
-  /** Counts a node:http request (on the agent, or on its own connection) in the cluster's request gauges. */
-  follow(req: ClientRequest): void {
-    this.lent.follow(req);
+  /** Counts a node:http request (on the agent, or on its own connection) in the cluster's request gauges (and `routeTotal`, its route's). */
+  follow(req: ClientRequest, routeTotal?: StatCounter): void {
+    this.lent.follow(req, routeTotal);
   }
 
   /** The undici pool of an endpoint and options (optionsFor: its connections are made with them), made on first use. */

@@ -4,8 +4,9 @@
 // verified), then active (upstream_rq_active) until its exchange ends. One request is in one of the
 // two or in neither. upstream_rq_total counts a request as it becomes active (Envoy's
 // attachStreamToClient), so one that never reached a connection (refused, timed out connecting)
-// is not in it. On the HTTP/1.1 hot path a request costs two field writes at its start and one at
-// its end.
+// is not in it; a request's route with a stat_prefix counts it there too (its own upstream_rq_total,
+// route-stats.ts), as Envoy's router does once the pool is ready. On the HTTP/1.1 hot path a request
+// costs two field writes at its start and one at its end.
 import type { StatCounter } from './stats.js';
 
 export class RequestGauges {
@@ -20,9 +21,10 @@ export class RequestGauges {
     private readonly total?: StatCounter,
   ) {}
 
-  /** A request is sent on a ready connection. */
-  start(): void {
+  /** A request is sent on a ready connection; `route`: its route's upstream_rq_total. */
+  start(route?: StatCounter): void {
     this.total?.inc();
+    route?.inc();
     this.active++;
   }
 
@@ -33,8 +35,8 @@ export class RequestGauges {
   }
 
   /** The connection a pending request waited for is ready: it is sent. */
-  attach(): void {
+  attach(route?: StatCounter): void {
     this.pending--;
-    this.start();
+    this.start(route);
   }
 }

@@ -13,8 +13,8 @@ import { unpackAny } from '../envoy/types.js';
 import { DynamicClusterManager } from './clusters.js';
 import { ListenerManager } from './listener-manager.js';
 import { PROXY_COMPONENTS } from './logging.js';
-import { StatsStore, type StatSample } from './stats.js';
-import type { FromWorker, ToWorker, WireUpdate, WorkerInit } from './workers.js';
+import { StatsStore } from './stats.js';
+import type { FromWorker, ToWorker, WireUpdate, WorkerInit, WorkerStats } from './workers.js';
 import { ResourceApplier } from './resource-applier.js';
 
 const log = scope('main');
@@ -106,7 +106,7 @@ class DataplaneWorker {
       handedSocket: connections.claim,
       workerIndex: init.index,
     });
-    this.applier = applier = new ResourceApplier(this.clusters, this.listeners, this.secrets);
+    this.applier = applier = new ResourceApplier(this.clusters, this.listeners, this.secrets, this.stats);
   }
 
   /** Applies an update and tells the main process, which ACKs it only once every worker did. */
@@ -121,8 +121,9 @@ class DataplaneWorker {
     });
   }
 
-  samples(): StatSample[] {
-    return this.stats.samples().filter((s) => s.kind === 'counter' || TRAFFIC_GAUGES.has(s.prom));
+  /** What the main process sums with its own: counters, the traffic gauges and histograms. */
+  collect(): WorkerStats {
+    return { samples: this.stats.samples().filter((s) => s.kind === 'counter' || TRAFFIC_GAUGES.has(s.prom)), histograms: this.stats.histograms() };
   }
 
   drain(inboundOnly: boolean, graceful: boolean): void {
@@ -159,7 +160,7 @@ function runWorker(): void {
         worker?.drain(m.inboundOnly, m.graceful);
         return;
       case 'stats':
-        send({ t: 'stats', id: m.id, samples: worker?.samples() ?? [] });
+        send({ t: 'stats', id: m.id, ...(worker?.collect() ?? { samples: [], histograms: [] }) });
         return;
       case 'log':
         applyLevels(m.levels);

@@ -25,6 +25,7 @@ import { ClusterSchema, type Cluster } from '../gen/envoy/config/cluster/v3/clus
 import type { AdsUpdate } from '../envoy/ads-client.js';
 import { TypeUrl } from '../envoy/types.js';
 import type { StatSample } from './stats.js';
+import type { HistogramSample } from './histograms.js';
 import { proxyNodeFlags, proxyProcessEnv } from './node-flags.js';
 
 const log = scope('main');
@@ -59,6 +60,14 @@ export interface WorkerInit {
   readonly levels: ReadonlyArray<readonly [string, Level]>;
 }
 
+/** A worker's counters, traffic gauges and histograms, as /stats asks for them. */
+export interface WorkerStats {
+  readonly samples: readonly StatSample[];
+  readonly histograms: readonly HistogramSample[];
+}
+
+const NO_STATS: WorkerStats = { samples: [], histograms: [] };
+
 /** Main process -> worker. A `connection` message carries the accepted socket as its handle. */
 export type ToWorker =
   | { readonly t: 'init'; readonly init: WorkerInit }
@@ -72,7 +81,7 @@ export type ToWorker =
 
 /** Worker -> main process. */
 export type FromWorker =
-  | { readonly t: 'stats'; readonly id: number; readonly samples: readonly StatSample[] }
+  | ({ readonly t: 'stats'; readonly id: number } & WorkerStats)
   | { readonly t: 'unknown-kid'; readonly issuer: string; readonly kid: string }
   | { readonly t: 'applied'; readonly id: number }
   | { readonly t: 'rejected'; readonly id: number; readonly details: string };
@@ -99,7 +108,7 @@ type ApplyResult = string | undefined;
 
 class Worker {
   readonly exited: Promise<void>;
-  private readonly pending = new Map<number, (samples: readonly StatSample[]) => void>();
+  private readonly pending = new Map<number, (stats: WorkerStats) => void>();
   /** Updates sent and not answered yet, by id. */
   private readonly applying = new Map<number, (r: ApplyResult) => void>();
   private nextId = 0;
@@ -113,7 +122,7 @@ class Worker {
     // A worker that exits owes nothing: its replacement starts from the latest config.
     void this.exited.then(() => [...this.applying.values()].forEach((done) => done(undefined)));
     child.on('message', (m: FromWorker) => {
-      if (m.t === 'stats') this.pending.get(m.id)?.(m.samples);
+      if (m.t === 'stats') this.pending.get(m.id)?.(m);
       else if (m.t === 'applied') this.applying.get(m.id)?.(undefined);
       else if (m.t === 'rejected') {
         const done = this.applying.get(m.id);
@@ -152,14 +161,14 @@ class Worker {
   }
 
   /** The worker's stats; empty when it does not answer in time. */
-  stats(): Promise<readonly StatSample[]> {
+  stats(): Promise<WorkerStats> {
     const id = this.nextId++;
     return new Promise((resolve) => {
-      const timer = setTimeout(() => done([]), STATS_TIMEOUT_MS);
-      const done = (samples: readonly StatSample[]): void => {
+      const timer = setTimeout(() => done(NO_STATS), STATS_TIMEOUT_MS);
+      const done = (stats: WorkerStats): void => {
         clearTimeout(timer);
         this.pending.delete(id);
-        resolve(samples);
+        resolve(stats);
       };
       this.pending.set(id, done);
       this.send({ t: 'stats', id });
@@ -173,8 +182,8 @@ export class WorkerPool {
   private next = 0;
   private readonly latest = new Map<string, WireUpdate>();
   private stopping = false;
-  /** The workers' counters as of the last `collectStats`. */
-  private collected: readonly StatSample[] = [];
+  /** The workers' stats as of the last `collectStats`. */
+  private collected: readonly WorkerStats[] = [];
 
   constructor(private readonly o: WorkerOptions) {}
 
@@ -223,12 +232,15 @@ export class WorkerPool {
 
   /** Asks every worker for its counters; `samples` then returns them. */
   async collectStats(): Promise<void> {
-    const all = await Promise.all([...this.workers.values()].map((w) => w.stats()));
-    this.collected = all.flat();
+    this.collected = await Promise.all([...this.workers.values()].map((w) => w.stats()));
   }
 
   samples(): readonly StatSample[] {
-    return this.collected;
+    return this.collected.flatMap((w) => w.samples);
+  }
+
+  histograms(): readonly HistogramSample[] {
+    return this.collected.flatMap((w) => w.histograms);
   }
 
   /** Each worker drains its connections (at most `drainTimeMs`) and exits; resolves when all did. */

@@ -98,7 +98,7 @@ export class XdsApplier {
   private readonly fetchTimers: NodeJS.Timeout[] = [];
 
   constructor(private readonly o: XdsOptions) {
-    this.applier = new ResourceApplier(o.clusters, o.listeners, o.secrets);
+    this.applier = new ResourceApplier(o.clusters, o.listeners, o.secrets, o.stats);
     const wildcard = [...(o.cds ? [TypeUrl.Cluster] : []), ...(o.lds ? [TypeUrl.Listener] : [])];
     this.client = new AdsClient({
       address: o.address,

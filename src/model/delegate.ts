@@ -2,8 +2,9 @@
 // it: an HTTP route with `delegate` is replaced by the delegate VirtualService's HTTP routes, each
 // match the conjunction of the root's and the delegate's (a delegate match that no root match
 // contains is a conflict: that delegate route is dropped, with a warning). Root fields the delegate
-// route leaves unset are inherited. A delegate is a VirtualService without hosts: it is never used
-// on its own. Its destinations are resolved in its own namespace. Pure.
+// route leaves unset are inherited, in its matches too (a root match's statPrefix, for one). A
+// delegate is a VirtualService without hosts: it is never used on its own. Its destinations are
+// resolved in its own namespace. Pure.
 import type { HttpRoute, VirtualService } from '../api/types.js';
 import type { HttpMatchRequest, StringMatch } from '../networking/route-match.js';
 import { exportedTo, resolveHost } from './traffic.js';
@@ -11,7 +12,9 @@ import { exportedTo, resolveHost } from './traffic.js';
 /** Root fields a delegate route inherits when it does not set them (the Go mesh's list). */
 const INHERITED = ['rewrite', 'directResponse', 'timeout', 'retries', 'fault', 'mirror', 'mirrorPercentage', 'corsPolicy', 'mirrors', 'headers'] as const;
 
-type Match = HttpMatchRequest & { readonly gateways?: readonly string[]; readonly statPrefix?: string };
+/** Match fields the Go mesh takes from the root when the delegate's is empty (not only absent). */
+const ROOT_UNLESS_SET = ['port', 'sourceNamespace', 'gateways', 'statPrefix'] as const;
+const isSet = (v: unknown): boolean => v !== undefined && v !== '' && v !== 0 && !(Array.isArray(v) && v.length === 0);
 
 /** Whether `leaf` can only match requests `root` also matches (the Go mesh's rule per kind). */
 function stringConflict(root: StringMatch | undefined, leaf: StringMatch | undefined): boolean {
@@ -29,7 +32,7 @@ function mapConflict(root: Readonly<Record<string, StringMatch>> | undefined, le
   return Object.entries(leaf ?? {}).some(([k, v]) => stringConflict(root?.[k], v));
 }
 
-function conflicts(root: Match, leaf: Match): boolean {
+function conflicts(root: HttpMatchRequest, leaf: HttpMatchRequest): boolean {
   if ((['uri', 'scheme', 'method', 'authority'] as const).some((k) => stringConflict(root[k], leaf[k]))) return true;
   if (mapConflict(root.headers, leaf.headers) || mapConflict(root.withoutHeaders, leaf.withoutHeaders) || mapConflict(root.queryParams, leaf.queryParams)) return true;
   if ((root.ignoreUriCase ?? false) !== (leaf.ignoreUriCase ?? false)) return true;
@@ -43,20 +46,21 @@ function conflicts(root: Match, leaf: Match): boolean {
 
 const joinNames = (root: string | undefined, leaf: string | undefined) => (leaf ? (root ? `${root}-${leaf}` : leaf) : root);
 
-function mergeMatch(root: Match, leaf: Match): Match {
+function mergeMatch(root: HttpMatchRequest, leaf: HttpMatchRequest): HttpMatchRequest {
   const name = joinNames(root.name, leaf.name);
   // The delegate's own conditions win; the root's fill what it leaves unset; maps are united.
   const merged: Record<string, unknown> = { ...root, ...leaf };
   for (const k of ['headers', 'withoutHeaders', 'queryParams', 'sourceLabels'] as const) if (root[k] || leaf[k]) merged[k] = { ...root[k], ...leaf[k] };
+  for (const k of ROOT_UNLESS_SET) if (!isSet(leaf[k]) && isSet(root[k])) merged[k] = root[k];
   if (name !== undefined) merged['name'] = name;
-  return merged as Match;
+  return merged as HttpMatchRequest;
 }
 
 /** Every delegate match ANDed with each root match it does not conflict with; undefined = conflict. */
-function mergeMatches(root: readonly Match[], leaf: readonly Match[]): Match[] | undefined {
+function mergeMatches(root: readonly HttpMatchRequest[], leaf: readonly HttpMatchRequest[]): HttpMatchRequest[] | undefined {
   if (root.length === 0) return [...leaf];
   if (leaf.length === 0) return [...root];
-  const out: Match[] = [];
+  const out: HttpMatchRequest[] = [];
   for (const l of leaf) {
     const fit = root.filter((r) => !conflicts(r, l));
     if (fit.length === 0) return undefined;
@@ -102,7 +106,7 @@ function mergeRoot(root: VirtualService, delegates: ReadonlyMap<string, VirtualS
       return [];
     }
     return (delegate.spec.http ?? []).flatMap((leaf): HttpRoute[] => {
-      const match = mergeMatches((route.match ?? []) as Match[], (leaf.match ?? []) as Match[]);
+      const match = mergeMatches((route.match ?? []) as HttpMatchRequest[], (leaf.match ?? []) as HttpMatchRequest[]);
       if (!match) {
         opts.warn(`${where}: route ${route.name ?? ''} and delegate ${ns}/${d.name} route ${leaf.name ?? ''} have conflicting matches; the delegate route is dropped`);
         return [];

@@ -66,6 +66,7 @@ const HTTP_ROUTE: Shape = {
     sourceLabels: true,
     sourceNamespace: true,
     gateways: true,
+    statPrefix: true,
   },
   route: { destination: DESTINATION, weight: true, headers: { request: HEADER_OPS, response: HEADER_OPS } },
   redirect: { uri: true, authority: true, port: true, derivePort: true, scheme: true, redirectCode: true },

@@ -341,7 +341,8 @@ function action(r: HttpRouteSpec, ctx: HttpRouteContext, headerAuthority: string
 /**
  * The Envoy routes of one HTTP route: one per match condition that applies here (none applying =
  * no route), or one matching everything when it has no conditions. Order is kept: first match wins.
- * Envoy answers 404 to a request no route matches, as it does for the Go mesh's routes.
+ * Envoy answers 404 to a request no route matches, as it does for the Go mesh's routes. A
+ * condition's statPrefix is its own route's stat_prefix, as the Go mesh's TranslateRoute sets it.
  */
 export function buildHttpRoutes(r: HttpRouteSpec, ctx: HttpRouteContext): RouteInit[] {
   // Nothing to do (a `delegate`, not effective yet and reported): no route rather than an invalid one.
@@ -361,6 +362,7 @@ export function buildHttpRoutes(r: HttpRouteSpec, ctx: HttpRouteContext): RouteI
   return conditions.map((m) => ({
     name: m?.name ? `${r.name ?? ''}.${m.name}` : (r.name ?? ''),
     match: routeMatch(m, ctx.segmentPrefix),
+    ...(m?.statPrefix ? { statPrefix: m.statPrefix } : {}),
     ...shared,
   }));
 }

@@ -1,7 +1,8 @@
 // A VirtualService HTTP match condition as an Envoy RouteMatch: uri (path, prefix or safe_regex,
 // `ignoreUriCase`), authority/method/scheme as pseudo-headers, headers and withoutHeaders (inverted),
 // queryParams. `port`, `gateways`, `sourceLabels` and `sourceNamespace` do not become Envoy matchers:
-// they decide at generation time whether the condition applies to this route configuration and proxy.
+// they decide at generation time whether the condition applies to this route configuration and proxy;
+// `statPrefix` is the stat_prefix of the condition's Envoy route (http-route.ts).
 import type { MessageInitShape } from '@bufbuild/protobuf';
 import type { HeaderMatcherSchema, QueryParameterMatcherSchema, RouteMatchSchema } from '../gen/envoy/config/route/v3/route_components_pb.js';
 import type { StringMatcherSchema } from '../gen/envoy/type/matcher/v3/string_pb.js';
@@ -29,6 +30,8 @@ export interface HttpMatchRequest {
   readonly sourceNamespace?: string;
   /** Where the condition applies (`mesh`, Gateway names), instead of the VirtualService's `gateways`. */
   readonly gateways?: readonly string[];
+  /** The stat_prefix of the condition's route: the proxy keeps route-level stats for it. */
+  readonly statPrefix?: string;
 }
 
 /** Who asks: the proxy the route configuration is for, and the port it is built for. */

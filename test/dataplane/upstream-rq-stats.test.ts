@@ -4,12 +4,12 @@
 // upstream_rq_pending_total while a request waits for its connection, and
 // upstream_cx_rx_bytes_total / upstream_cx_tx_bytes_total.
 import assert from 'node:assert/strict';
-import { createServer, request, type ServerResponse } from 'node:http';
+import { createServer, type ServerResponse } from 'node:http';
 import { createServer as createH2Server, type ServerHttp2Stream } from 'node:http2';
 import { createServer as createTcpServer, type AddressInfo, type Socket } from 'node:net';
 import { after, before, describe, it } from 'node:test';
 import type { MeshProxy } from '../../src/dataplane/proxy.js';
-import { close, listen, rawGet } from '../helpers/http.js';
+import { chunkedPost, close, listen, rawGet } from '../helpers/http.js';
 import { eventually } from '../helpers/proc.js';
 import { boundPort } from './xds-fixtures.js';
 import { clusterStats, httpCluster, proxyPerCluster, settles } from './cluster-stats-fixtures.js';
@@ -48,19 +48,6 @@ h2.on('stream', (stream, headers) => {
 const silent = createTcpServer();
 const silentSockets: Socket[] = [];
 silent.on('connection', (s) => silentSockets.push(s));
-
-/** A request with a chunked body, which goes through node:http on the pool's agent. */
-function chunkedPost(port: number, path: string): Promise<{ status: number; complete: boolean }> {
-  return new Promise((resolve) => {
-    const req = request({ host: '127.0.0.1', port, method: 'POST', path, agent: false }, (res) => {
-      res.resume();
-      res.on('close', () => resolve({ status: res.statusCode ?? 0, complete: res.complete }));
-    });
-    req.on('error', () => resolve({ status: 0, complete: false }));
-    req.write('a chunk');
-    req.end();
-  });
-}
 
 describe('upstream request gauges and byte counters', { timeout: 30_000 }, () => {
   let proxy: MeshProxy;

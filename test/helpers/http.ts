@@ -36,3 +36,16 @@ export function get(agent: Agent | false, port: number, path: string, headers: R
 export function rawGet(port: number, path: string, headers: Record<string, string | string[]> = {}): ReturnType<typeof get> {
   return get(false, port, path, headers);
 }
+
+/** A POST with a chunked body on a fresh connection (the proxy forwards it through node:http on its pool's agent): its status and whether it completed. */
+export function chunkedPost(port: number, path: string): Promise<{ status: number; complete: boolean }> {
+  return new Promise((resolve) => {
+    const req = request({ host: '127.0.0.1', port, method: 'POST', path, agent: false }, (res) => {
+      res.resume();
+      res.on('close', () => resolve({ status: res.statusCode ?? 0, complete: res.complete }));
+    });
+    req.on('error', () => resolve({ status: 0, complete: false }));
+    req.write('a chunk');
+    req.end();
+  });
+}

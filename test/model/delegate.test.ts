@@ -35,3 +35,19 @@ test('PILOT_ENABLE_VIRTUAL_SERVICE_DELEGATE=false drops delegating routes, with 
   assert.equal(warnings.length, 3);
   assert.match(warnings[0]!, /PILOT_ENABLE_VIRTUAL_SERVICE_DELEGATE is false/);
 });
+
+test("a merged match keeps the delegate's statPrefix, else the root's, an empty one too (as the Go mesh's mergeHTTPMatchRequest)", () => {
+  const statRoot = vs('foo', 'stat', { hosts: ['front'], http: [{ name: 'r', match: [{ uri: { prefix: '/a' }, statPrefix: 'root', port: 8080 }], delegate: { name: 'd', namespace: 'bar' } }] });
+  const statDelegate = vs('bar', 'd', {
+    http: [{ name: 'd1', match: [{ uri: { prefix: '/a/own' }, statPrefix: 'own' }, { uri: { prefix: '/a/empty' }, statPrefix: '', port: 0 }, { uri: { prefix: '/a/none' } }], route: [{ destination: { host: 'svc' } }] }],
+  });
+  const [merged] = mergeDelegates([statRoot, statDelegate], { enabled: true, domain: 'cluster.local', warn: () => {} });
+  assert.deepEqual(
+    merged!.spec.http![0]!.match!.map((m) => [m.uri, m.statPrefix, m.port]),
+    [
+      [{ prefix: '/a/own' }, 'own', 8080],
+      [{ prefix: '/a/empty' }, 'root', 8080],
+      [{ prefix: '/a/none' }, 'root', 8080],
+    ],
+  );
+});

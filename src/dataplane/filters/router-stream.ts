@@ -2,7 +2,8 @@
 // steps from the first attempt to the response or a local reply. The stream is also its first
 // attempt (the exchange's request and events), so a request that is not retried allocates no
 // closure or attempt object here; a retry's attempt is a small object of its own, so that an
-// abandoned attempt's late events are still told apart from the current one's.
+// abandoned attempt's late events are still told apart from the current one's. A route with a
+// stat_prefix counts what happens here in its stats (route-stats.ts), where Envoy's router does.
 import type { OutgoingHttpHeaders } from 'node:http';
 import { scope } from '../../common/log.js';
 import type { LocalReply, ResponseHeaderMap } from '../../envoy/filter.js';
@@ -27,6 +28,7 @@ import {
 } from '../http-codec.js';
 import { applyMutations } from '../header-mutations.js';
 import { excludeTriedPriorities, type RetrySpec } from '../retry-policy.js';
+import type { StatCounter } from '../stats.js';
 import { originalSrcOf, type OriginalSource } from '../original-src.js';
 import type { DownstreamAddresses } from '../tls/proxy-protocol.js';
 import { failureOf, NO_HEALTHY_UPSTREAM, PROTOCOL_ERROR, ResponseHeaderSet, UPSTREAM_TIMEOUT, upstreamReset } from './upstream-outcome.js';
@@ -152,6 +154,10 @@ export class RouterStream implements Attempt, UpstreamRequest, BodyDone {
     return this.target.headers;
   }
 
+  get routeTotal(): StatCounter | undefined {
+    return this.target.route.stats?.total;
+  }
+
   start(): void {
     const timeoutMs = this.target.timeoutMs;
     if (timeoutMs > 0) this.routeTimer = setTimeout(routeTimedOut, timeoutMs, this);
@@ -173,6 +179,7 @@ export class RouterStream implements Attempt, UpstreamRequest, BodyDone {
   bodyDone(trailers: HeaderMap | undefined, tail?: Buffer): void {
     const res = this.res;
     this.finish();
+    this.completed();
     if (trailers) res.addTrailers(trailers);
     if (tail) res.end(tail);
     else res.end();
@@ -193,7 +200,7 @@ export class RouterStream implements Attempt, UpstreamRequest, BodyDone {
     const cluster = this.target.cluster;
     log.debug(`upstream ${cluster.name} ${a.endpoint.host}:${a.endpoint.port} failed: ${e.message}`);
     cluster.report?.(a.endpoint, 'failure');
-    if (!(this.mayRetry() && this.retry!.retriableFailure(failureOf(e)) && this.again())) this.reply(e instanceof ResponseParseError ? PROTOCOL_ERROR : upstreamReset(e, this.attempts > 1));
+    if (!this.retries(this.retry?.retriableFailure(failureOf(e)) ?? false)) this.reply(e instanceof ResponseParseError ? PROTOCOL_ERROR : upstreamReset(e, this.attempts > 1));
   }
 
   attemptHead(a: Attempt, up: UpstreamHead, body: UpstreamBody): void {
@@ -205,13 +212,14 @@ export class RouterStream implements Attempt, UpstreamRequest, BodyDone {
     clearTimeout(this.tryTimer);
     const { cluster, attemptCount } = this.target;
     cluster.report?.(a.endpoint, up.status);
-    if (this.mayRetry() && this.retry!.retriableResponse(up.status, up.headers) && this.again()) {
+    if (this.retries(this.retry?.retriableResponse(up.status, up.headers) ?? false)) {
       a.state = 'abandoned';
       a.active?.();
       body.discard();
       return;
     }
     a.state = 'streaming';
+    this.target.route.stats?.response(up.status);
     const out = up.headers;
     out.server = this.deps.serverName;
     out['x-envoy-upstream-service-time'] = String(Date.now() - this.started);
@@ -224,6 +232,7 @@ export class RouterStream implements Attempt, UpstreamRequest, BodyDone {
     this.deps.responseStarts(res);
     if (up.endStream) {
       this.finish();
+      this.completed();
       respondHeadersOnly(res, up.status, out);
       this.resetUnsentRequest();
       return;
@@ -235,6 +244,7 @@ export class RouterStream implements Attempt, UpstreamRequest, BodyDone {
   routeTimedOut(): void {
     this.current?.destroy();
     this.target.cluster.timedOut?.('route');
+    this.target.route.stats?.timeout.inc();
     this.reply(UPSTREAM_TIMEOUT);
   }
 
@@ -248,7 +258,7 @@ export class RouterStream implements Attempt, UpstreamRequest, BodyDone {
     const cluster = this.target.cluster;
     cluster.report?.(a.endpoint, 'failure');
     cluster.timedOut?.('perTry');
-    if (!(this.mayRetry() && this.retry!.retriableFailure('per-try-timeout', sent) && this.again())) this.reply(UPSTREAM_TIMEOUT);
+    if (!this.retries(this.retry?.retriableFailure('per-try-timeout', sent) ?? false)) this.reply(UPSTREAM_TIMEOUT);
   }
 
   /** After a retry's back-off: the retry goes to a newly picked endpoint. */
@@ -260,8 +270,8 @@ export class RouterStream implements Attempt, UpstreamRequest, BodyDone {
       return;
     }
     this.tried?.push(endpoint);
-    const { method, path, headers, framing, source, alpn, downstream } = this;
-    this.send(new RetryAttempt(this, endpoint), { endpoint, method, path, headers, framing, source, alpn, downstream });
+    const { method, path, headers, framing, source, alpn, downstream, routeTotal } = this;
+    this.send(new RetryAttempt(this, endpoint), { endpoint, method, path, headers, framing, source, alpn, downstream, routeTotal });
   }
 
   /** One attempt: the exchange, its per-try timer, and the request body piped into it. */
@@ -312,8 +322,30 @@ export class RouterStream implements Attempt, UpstreamRequest, BodyDone {
     return endpoint;
   }
 
-  private mayRetry(): boolean {
-    return this.retry !== undefined && this.attempts <= this.retry.numRetries && !this.answered;
+  /**
+   * Whether an attempt's outcome (`retriable` by the route's policy) is retried, as Envoy's retry
+   * state decides, counted on the route: upstream_rq_retry; _limit_exceeded when the retries are
+   * used up, _overflow when the cluster's max_retries has no room; _success when a retry's outcome
+   * is not retriable (whatever its status).
+   */
+  private retries(retriable: boolean): boolean {
+    const retry = this.retry;
+    if (!retry || this.answered) return false;
+    const stats = this.target.route.stats;
+    if (!retriable) {
+      if (this.attempts > 1) stats?.retrySuccess.inc();
+      return false;
+    }
+    if (this.attempts > retry.numRetries) {
+      stats?.retryLimitExceeded.inc();
+      return false;
+    }
+    if (!this.again()) {
+      stats?.retryOverflow.inc();
+      return false;
+    }
+    stats?.retry.inc();
+    return true;
   }
 
   /** Schedules a retry; false without room under the cluster's max_retries (the failure then stands). */
@@ -345,8 +377,17 @@ export class RouterStream implements Attempt, UpstreamRequest, BodyDone {
     clearTimeout(this.tryTimer);
   }
 
+  /** The response went downstream complete (upstream_rq_time). */
+  private completed(): void {
+    const stats = this.target.route.stats;
+    if (stats) stats.responseTime(Date.now() - this.started);
+  }
+
   private reply(r: LocalReply): void {
     this.finish();
+    // Envoy counts the status of a local reply that stands for the upstream's response, not of
+    // one that ends a response already begun.
+    if (!this.res.headersSent) this.target.route.stats?.response(r.status);
     const encode = this.target.encode;
     const encoded = encode ? { ...r, headers: { ...r.headers } } : r;
     encode?.(encoded.headers as ResponseHeaderMap);

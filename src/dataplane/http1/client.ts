@@ -14,6 +14,7 @@ import { IdleTimer } from '../connection-limits.js';
 import { onPeerEnd } from '../upstream-cx-stats.js';
 import type { OpenedUpstream } from '../upstream-pools.js';
 import type { ConnectionList } from './connection-list.js';
+import type { StatCounter } from '../stats.js';
 
 /** Methods a client may send again after a reused connection closed before answering (RFC 9110 9.2.2). */
 const IDEMPOTENT = new Set(['GET', 'HEAD', 'OPTIONS', 'PUT', 'DELETE', 'TRACE']);
@@ -59,7 +60,7 @@ export class Http1Connection implements ResponseSink {
       this.ready = true;
       if (this.counted === PENDING) {
         this.counted = ACTIVE;
-        home.requests.attach();
+        home.requests.attach(this.exchange?.routeTotal);
       }
       socket.cork();
       for (const q of this.queued.splice(0)) socket.write(q);
@@ -105,7 +106,7 @@ export class Http1Connection implements ResponseSink {
     this.responded = false;
     if (this.ready) {
       this.counted = ACTIVE;
-      this.home.requests.start();
+      this.home.requests.start(ex.routeTotal);
     } else {
       this.counted = PENDING;
       this.home.requests.wait();
@@ -236,6 +237,8 @@ export interface ClientRequest {
   readonly headers: OutgoingHttpHeaders;
   /** Whether a body of `content-length` bytes follows (written through `body`). */
   readonly hasBody: boolean;
+  /** Its route's upstream_rq_total, counted as the request becomes active (upstream-rq-stats.ts). */
+  readonly routeTotal?: StatCounter;
 }
 
 /**
@@ -293,6 +296,10 @@ export class ClientExchange implements UpstreamExchange, UpstreamBody {
 
   get sent(): boolean {
     return this.conn.isReady;
+  }
+
+  get routeTotal(): StatCounter | undefined {
+    return this.r.routeTotal;
   }
 
   finish(): void {

@@ -242,6 +242,7 @@ registerNetworkFilter({
       ...(ctx.deps.jwt ? { jwt: ctx.deps.jwt } : {}),
       listenerPort: ctx.listenerPort,
       counter: (stat) => ctx.deps.stats.counter(statName('http', stat, { name: 'envoy_http_conn_manager_prefix', value: hcm.statPrefix })),
+      stats: ctx.deps.stats,
     });
     return new HttpChain(ctx.name, ctx.match, handler, ctx.counters, ctx.deps.stats);
   },
