@@ -196,6 +196,7 @@ export const SPEC_SCHEMAS: Readonly<Record<Kind, Schema>> = {
         fault: opaque(),
         mirror: opaque(),
         mirrorPercentage: opaque(),
+        mirrorPercent: int(0, 100),
         mirrors: list(opaque()),
         directResponse: opaque(),
         corsPolicy: opaque(),

@@ -362,7 +362,15 @@ function virtualService(spec: Fields, path: string, out: Findings): void {
     }
     httpRetry(route?.['retries'], `${at}.retries`, out);
     directResponse(route?.['directResponse'], `${at}.directResponse`, out);
+    unsupportedFaults(route?.['fault'], `${at}.fault`, out);
   });
+}
+
+/** What the Go mesh's validation refuses of a fault: an exponential delay, an HTTP/2 error abort (neither has a translation). */
+function unsupportedFaults(value: unknown, at: string, out: Findings): void {
+  const f = asRecord(value);
+  if (asRecord(f?.['delay'])?.['exponentialDelay'] !== undefined) out.add(`${at}.delay.exponentialDelay`, 'exponentialDelay is not supported; use fixedDelay');
+  if (asRecord(f?.['abort'])?.['http2Error'] !== undefined) out.add(`${at}.abort.http2Error`, 'HTTP/2 abort fault injection is not supported; use httpStatus or grpcStatus');
 }
 
 function directResponse(value: unknown, at: string, out: Findings): void {

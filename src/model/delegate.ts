@@ -10,7 +10,7 @@ import type { HttpMatchRequest, StringMatch } from '../networking/route-match.js
 import { exportedTo, resolveHost } from './traffic.js';
 
 /** Root fields a delegate route inherits when it does not set them (the Go mesh's list). */
-const INHERITED = ['rewrite', 'directResponse', 'timeout', 'retries', 'fault', 'mirror', 'mirrorPercentage', 'corsPolicy', 'mirrors', 'headers'] as const;
+const INHERITED = ['rewrite', 'directResponse', 'timeout', 'retries', 'fault', 'mirror', 'mirrorPercent', 'mirrorPercentage', 'corsPolicy', 'mirrors', 'headers'] as const;
 
 /** Match fields the Go mesh takes from the root when the delegate's is empty (not only absent). */
 const ROOT_UNLESS_SET = ['port', 'sourceNamespace', 'gateways', 'statPrefix'] as const;

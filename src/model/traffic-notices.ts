@@ -74,12 +74,13 @@ const HTTP_ROUTE: Shape = {
   rewrite: { uri: true, authority: true, uriRegexRewrite: { match: true, rewrite: true } },
   timeout: true,
   retries: { attempts: true, perTryTimeout: true, retryOn: true, retryRemoteLocalities: true, retryIgnorePreviousHosts: true, backoff: true },
-  fault: { delay: { fixedDelay: true, percentage: PERCENT }, abort: { httpStatus: true, grpcStatus: true, percentage: PERCENT } },
+  fault: { delay: { fixedDelay: true, percentage: PERCENT, percent: true }, abort: { httpStatus: true, grpcStatus: true, percentage: PERCENT } },
   mirror: DESTINATION,
   mirrorPercentage: PERCENT,
+  mirrorPercent: true,
   mirrors: { destination: DESTINATION, percentage: PERCENT },
   headers: { request: HEADER_OPS, response: HEADER_OPS },
-  corsPolicy: { allowOrigins: STRING_MATCH, allowMethods: true, allowHeaders: true, exposeHeaders: true, maxAge: true, allowCredentials: true, unmatchedPreflights: true },
+  corsPolicy: { allowOrigins: STRING_MATCH, allowOrigin: true, allowMethods: true, allowHeaders: true, exposeHeaders: true, maxAge: true, allowCredentials: true, unmatchedPreflights: true },
   delegate: { name: true, namespace: true },
 };
 

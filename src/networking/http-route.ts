@@ -55,16 +55,21 @@ export interface HttpRouteSpec {
     readonly backoff?: string;
   };
   readonly fault?: {
-    readonly delay?: { readonly fixedDelay?: string; readonly percentage?: Percent };
+    /** `percent`: the deprecated whole percent, read when percentage is unset. */
+    readonly delay?: { readonly fixedDelay?: string; readonly percentage?: Percent; readonly percent?: number };
     readonly abort?: { readonly httpStatus?: number; readonly grpcStatus?: string; readonly percentage?: Percent };
   };
   readonly mirror?: Destination;
   readonly mirrorPercentage?: Percent;
+  /** Deprecated for mirrorPercentage: a whole percent, read when mirrorPercentage is unset. */
+  readonly mirrorPercent?: number;
   /** Several mirrors, each with its own share (unset: every request). */
   readonly mirrors?: readonly { readonly destination?: Destination; readonly percentage?: Percent }[];
   readonly headers?: Headers;
   readonly corsPolicy?: {
     readonly allowOrigins?: readonly StringMatch[];
+    /** Deprecated for allowOrigins: exact origins, read when allowOrigins is unset. */
+    readonly allowOrigin?: readonly string[];
     readonly allowMethods?: readonly string[];
     readonly allowHeaders?: readonly string[];
     readonly exposeHeaders?: readonly string[];
@@ -125,13 +130,14 @@ function fraction(p: Percent | undefined): { numerator: number; denominator: Fra
 }
 
 /**
- * `mirror` (with `mirrorPercentage`), then each of `mirrors`, as the Go mesh: a share left unset is
+ * `mirror` (with `mirrorPercentage`, else the deprecated whole-percent `mirrorPercent`), then each of `mirrors`, as the Go mesh: a share left unset is
  * every request, one of 0 (or without a value) mirrors nothing and gets no policy.
  */
 function mirrorPolicies(r: HttpRouteSpec, ctx: HttpRouteContext): NonNullable<Extract<RouteInit['action'], { case: 'route' }>['value']>['requestMirrorPolicies'] {
   const policy = (d: Destination | undefined, p: Percent | undefined) =>
     !d || (p !== undefined && !((p.value ?? 0) > 0)) ? [] : [{ cluster: ctx.resolve(d).cluster, runtimeFraction: { defaultValue: fraction(p) } }];
-  return [...policy(r.mirror, r.mirrorPercentage), ...(r.mirrors ?? []).flatMap((m) => policy(m.destination, m.percentage))];
+  const percentage = r.mirrorPercentage ?? (r.mirrorPercent !== undefined ? { value: r.mirrorPercent } : undefined);
+  return [...policy(r.mirror, percentage), ...(r.mirrors ?? []).flatMap((m) => policy(m.destination, m.percentage))];
 }
 
 const isAuthorityHeader = (name: string): boolean => name.toLowerCase() === ':authority' || name.toLowerCase() === 'host';
@@ -232,15 +238,21 @@ export function retryPolicy(r: HttpRouteSpec['retries'], hashed: boolean): NonNu
   };
 }
 
+/**
+ * As the Go mesh's TranslateFault: a delay without `percentage` takes the deprecated whole
+ * `percent` (0 when unset: no request is delayed), an abort without one aborts no request (as the
+ * API documents both).
+ */
 function faultConfig(f: NonNullable<HttpRouteSpec['fault']>): Any {
   const grpc = f.abort?.grpcStatus !== undefined ? GRPC_CODES.indexOf(f.abort.grpcStatus) : -1;
+  const delayShare = (d: NonNullable<NonNullable<HttpRouteSpec['fault']>['delay']>) => (d.percentage ? fraction(d.percentage) : { numerator: d.percent ?? 0, denominator: FractionalPercent_DenominatorType.HUNDRED });
   return pack(HTTPFaultSchema, {
-    ...(f.delay?.fixedDelay ? { delay: { faultDelaySecifier: { case: 'fixedDelay', value: duration(f.delay.fixedDelay) }, percentage: fraction(f.delay.percentage) } } : {}),
+    ...(f.delay?.fixedDelay ? { delay: { faultDelaySecifier: { case: 'fixedDelay', value: duration(f.delay.fixedDelay) }, percentage: delayShare(f.delay) } } : {}),
     ...(f.abort
       ? {
           abort: {
             errorType: grpc >= 0 ? { case: 'grpcStatus' as const, value: grpc } : { case: 'httpStatus' as const, value: f.abort.httpStatus ?? 0 },
-            percentage: fraction(f.abort.percentage),
+            ...(f.abort.percentage ? { percentage: fraction(f.abort.percentage) } : {}),
           },
         }
       : {}),
@@ -249,7 +261,7 @@ function faultConfig(f: NonNullable<HttpRouteSpec['fault']>): Any {
 
 function corsConfig(c: NonNullable<HttpRouteSpec['corsPolicy']>): Any {
   return pack(CorsPolicySchema, {
-    allowOriginStringMatch: (c.allowOrigins ?? []).map((o) =>
+    allowOriginStringMatch: (c.allowOrigins ?? c.allowOrigin?.map((exact): StringMatch => ({ exact })) ?? []).map((o) =>
       o.exact !== undefined
         ? { matchPattern: { case: 'exact' as const, value: o.exact } }
         : o.prefix !== undefined

@@ -41,15 +41,15 @@ test('a proxy gets the rule of its namespace (selecting it first), else the serv
 });
 
 test('duplicate domains are counted; notices are logged once per change of the resource', async () => {
-  const base = [vs('foo', 'a', { hosts: ['reviews'], http: [{ route: [{ destination: { host: 'reviews' } }] }] }), vs('foo', 'b', { hosts: [HOST], http: [{ corsPolicy: { allowOrigin: ['https://a.example'] } }] })];
+  const base = [vs('foo', 'a', { hosts: ['reviews'], http: [{ route: [{ destination: { host: 'reviews' } }] }] }), vs('foo', 'b', { hosts: [HOST], tcp: [{ match: [{ sourceSubnet: '10.0.0.0/8' }] }] })];
   pushOf(base);
   assert.equal(await metricValue(gauge('pilot_vservice_dup_domain')), 1);
   assert.equal(await metricValue(gauge('pilot_virt_services')), 2);
   pushOf(base);
   const lines = () => readFileSync(logFile, 'utf8').split('\n').filter((l) => l.includes('VirtualService foo/b'));
-  assert.deepEqual(lines().map((l) => l.split('\t').slice(1).join('\t')), ['warn\tmodel\tVirtualService foo/b: http[0].corsPolicy.allowOrigin is not effective yet'], 'once for two snapshots');
-  pushOf([base[0]!, vs('foo', 'b', { hosts: ['other'], http: [{ corsPolicy: { allowOrigin: ['https://a.example'] }, mirrorPercent: 50 }] })]);
+  assert.deepEqual(lines().map((l) => l.split('\t').slice(1).join('\t')), ['warn\tmodel\tVirtualService foo/b: tcp[0].match[0].sourceSubnet is not effective yet'], 'once for two snapshots');
+  pushOf([base[0]!, vs('foo', 'b', { hosts: ['other'], tcp: [{ match: [{ sourceSubnet: '10.0.0.0/8', sourceNamespace: 'x' }, { sourceSubnet: '10.1.0.0/16' }] }] })]);
   assert.equal(lines().length, 3, 'the changed resource is reported again, both fields');
-  assert.match(lines()[2]!, /VirtualService foo\/b: http\[0\]\.mirrorPercent is not effective yet/);
+  assert.match(lines()[2]!, /VirtualService foo\/b: tcp\[0\]\.match\[1\]\.sourceSubnet is not effective yet/);
   assert.equal(await metricValue(gauge('pilot_vservice_dup_domain')), 0);
 });
