@@ -8,7 +8,7 @@ import { pack } from '../envoy/types.js';
 import { adsConfigSourceWaiting, seconds } from './common.js';
 import { buildLoadAssignment, type EndpointInput } from './endpoint.js';
 import { BLACKHOLE_CLUSTER, inboundClusterName, outboundClusterName, PASSTHROUGH_CLUSTER } from './names.js';
-import { clusterPolicy, commonHttpOptions, passesThrough, tcpKeepaliveOptions, upgradesToH2, type TcpKeepaliveSettings, type TrafficPolicy } from './traffic-policy.js';
+import { circuitBreakers, clusterPolicy, commonHttpOptions, passesThrough, tcpKeepaliveOptions, upgradesToH2, type TcpKeepaliveSettings, type TrafficPolicy } from './traffic-policy.js';
 import { meshMtlsFields, type ClusterMtls } from './outbound-mtls.js';
 import { withUpstreamProxyProtocol } from './proxy-protocol.js';
 
@@ -128,12 +128,11 @@ export function buildOutboundCluster(
  */
 export function buildInboundCluster(port: number, target: { address: string; port: number } | undefined, protocol: Protocol, opts: ClusterOptions = {}): Cluster {
   const name = inboundClusterName(port);
-  const keepalive = tcpKeepaliveOptions(opts.tcpKeepalive, undefined);
-  if (!target) return cluster(name, Cluster_DiscoveryType.ORIGINAL_DST, opts, { lbPolicy: Cluster_LbPolicy.CLUSTER_PROVIDED, ...protocolOptions(protocol, undefined, true), ...keepalive });
+  const common = { ...protocolOptions(protocol, undefined, true), ...tcpKeepaliveOptions(opts.tcpKeepalive, undefined), ...circuitBreakers(undefined) };
+  if (!target) return cluster(name, Cluster_DiscoveryType.ORIGINAL_DST, opts, { lbPolicy: Cluster_LbPolicy.CLUSTER_PROVIDED, ...common });
   return cluster(name, Cluster_DiscoveryType.STATIC, opts, {
     loadAssignment: buildLoadAssignment(name, [{ address: target.address, port: target.port, locality: { region: '', zone: '', subZone: '' }, weight: 1 }]),
-    ...protocolOptions(protocol, undefined, true),
-    ...keepalive,
+    ...common,
   });
 }
 
@@ -144,5 +143,5 @@ export function blackHoleCluster(opts: ClusterOptions = {}): Cluster {
 
 /** Forwards to the connection's original destination (ALLOW_ANY traffic to unknown hosts). */
 export function passthroughCluster(opts: ClusterOptions = {}): Cluster {
-  return cluster(PASSTHROUGH_CLUSTER, Cluster_DiscoveryType.ORIGINAL_DST, opts, { lbPolicy: Cluster_LbPolicy.CLUSTER_PROVIDED, ...tcpKeepaliveOptions(opts.tcpKeepalive, undefined) });
+  return cluster(PASSTHROUGH_CLUSTER, Cluster_DiscoveryType.ORIGINAL_DST, opts, { lbPolicy: Cluster_LbPolicy.CLUSTER_PROVIDED, ...tcpKeepaliveOptions(opts.tcpKeepalive, undefined), ...circuitBreakers(undefined) });
 }

@@ -119,11 +119,16 @@ export function tcpKeepaliveOptions(mesh: TcpKeepaliveSettings | undefined, poli
   };
 }
 
-function connectionPool(pool: ConnectionPoolSettings | undefined): Partial<ClusterInit> {
-  if (!pool) return {};
-  const { tcp, http } = pool;
+/**
+ * The circuit breaker thresholds of a connection pool, as the Go mesh gives them to every outbound,
+ * inbound and passthrough cluster (with or without a rule): the pool's limits, and no limit for
+ * what it leaves unset, never Envoy's defaults (1024 connections, requests and pending requests, 3
+ * retries), which trip under load or pod churn where the Go mesh's clusters do not.
+ */
+export function circuitBreakers(pool: ConnectionPoolSettings | undefined): Pick<ClusterInit, 'circuitBreakers'> {
+  const tcp = pool?.tcp;
+  const http = pool?.http;
   return {
-    ...(tcp?.connectTimeout ? { connectTimeout: durationInit(tcp.connectTimeout) } : {}),
     circuitBreakers: {
       thresholds: [
         {
@@ -137,6 +142,11 @@ function connectionPool(pool: ConnectionPoolSettings | undefined): Partial<Clust
       ],
     },
   };
+}
+
+function connectionPool(pool: ConnectionPoolSettings | undefined): Partial<ClusterInit> {
+  const connectTimeout = pool?.tcp?.connectTimeout;
+  return { ...(connectTimeout ? { connectTimeout: durationInit(connectTimeout) } : {}), ...circuitBreakers(pool) };
 }
 
 type DurationInit = ReturnType<typeof durationInit>;
