@@ -25,7 +25,7 @@ import { RETRY_CONDITIONS } from '../envoy/retry-conditions.js';
 import { destinationRuleTls } from './client-tls.js';
 import { destinationRuleLocality } from './locality-lb.js';
 import { destinationRuleBalancer } from './load-balancer.js';
-import { destinationRuleProxyProtocol } from './proxy-protocol.js';
+import { destinationRuleLevelSettings } from './rule-level-settings.js';
 import { serverTls } from './server-tls.js';
 
 type Check = (value: string) => string | undefined;
@@ -284,7 +284,7 @@ function sidecar(spec: Fields, path: string, out: Findings): void {
 }
 
 /** Traffic fields that hold a duration (`1.5s`), wherever they appear in a rule's sub-tree. */
-const TRAFFIC_DURATIONS = new Set(['timeout', 'perTryTimeout', 'fixedDelay', 'maxAge', 'connectTimeout', 'idleTimeout', 'maxConnectionDuration', 'interval', 'time', 'baseEjectionTime', 'ttl', 'warmupDurationSecs', 'duration', 'backoff']);
+const TRAFFIC_DURATIONS = new Set(['timeout', 'perTryTimeout', 'fixedDelay', 'maxAge', 'connectTimeout', 'idleTimeout', 'maxConnectionDuration', 'interval', 'time', 'baseEjectionTime', 'ttl', 'warmupDurationSecs', 'duration', 'backoff', 'budgetInterval']);
 /** Maps keyed by user names (a header called `timeout` is not a duration). */
 const USER_KEYED = new Set(['headers', 'withoutHeaders', 'queryParams', 'sourceLabels', 'labels']);
 
@@ -325,7 +325,7 @@ function destinationRule(spec: Fields, path: string, out: Findings): void {
   destinationRuleTls(spec, path, (p, m) => out.add(p, m));
   destinationRuleLocality(spec, path, (p, m) => out.add(p, m));
   destinationRuleBalancer(spec, path, (p, m) => out.add(p, m));
-  destinationRuleProxyProtocol(spec, path, (p, m) => out.add(p, m));
+  destinationRuleLevelSettings(spec, path, (p, m) => out.add(p, m));
   out.strings(spec['exportTo'], `${path}.exportTo`, checkExportTo);
   const subsets = asArray(spec['subsets']).map(asRecord);
   out.unique(subsets.map((s) => s?.['name']), (i) => `${joinPath(`${path}.subsets`, i)}.name`, 'subset name');

@@ -18,6 +18,11 @@ export interface CircuitLimits {
   /** Requests in flight the cluster admits (max_requests; for HTTP/1.1 also connections + pending). */
   readonly maxRequests: number;
   readonly maxRetries: number;
+  /**
+   * retry_budget, which replaces max_retries: retries in flight up to `percent` of the requests in
+   * flight, never fewer than `minConcurrency` (Envoy's defaults 20 % and 3).
+   */
+  readonly retryBudget?: { readonly percent: number; readonly minConcurrency: number };
 }
 
 /**
@@ -30,8 +35,17 @@ export function compileCircuitBreakers(cb: CircuitBreakers | undefined, http1: b
   if (cb && cb.perHostThresholds.length > 0) log.warn('circuit_breakers.per_host_thresholds are not applied yet');
   const requests = t?.maxRequests ?? DEFAULT_MAX;
   const viaConnections = (t?.maxConnections ?? DEFAULT_MAX) + (t?.maxPendingRequests ?? DEFAULT_MAX);
-  return { maxRequests: http1 ? Math.min(requests, viaConnections) : requests, maxRetries: t?.maxRetries ?? DEFAULT_MAX_RETRIES };
+  const budget = t?.retryBudget;
+  return {
+    maxRequests: http1 ? Math.min(requests, viaConnections) : requests,
+    maxRetries: t?.maxRetries ?? DEFAULT_MAX_RETRIES,
+    ...(budget ? { retryBudget: { percent: budget.budgetPercent?.value ?? DEFAULT_BUDGET_PERCENT, minConcurrency: budget.minRetryConcurrency ?? DEFAULT_MIN_RETRY_CONCURRENCY } } : {}),
+  };
 }
+
+/** Envoy's retry_budget defaults. */
+const DEFAULT_BUDGET_PERCENT = 20;
+const DEFAULT_MIN_RETRY_CONCURRENCY = 3;
 
 /** Requests and retries in flight against the limits; `admit` returns the release, or undefined on overflow. */
 export class CircuitBreaker {
@@ -40,7 +54,7 @@ export class CircuitBreaker {
   constructor(public limits: CircuitLimits) {}
 
   admit(retry = false): (() => void) | undefined {
-    if (retry ? this.retries >= this.limits.maxRetries : this.requests >= this.limits.maxRequests) return undefined;
+    if (retry ? this.retries >= this.maxRetries() : this.requests >= this.limits.maxRequests) return undefined;
     if (retry) this.retries++;
     else this.requests++;
     let released = false;
@@ -50,6 +64,12 @@ export class CircuitBreaker {
       if (retry) this.retries--;
       else this.requests--;
     };
+  }
+
+  /** Retries allowed in flight now: max_retries, or the retry budget's share of the requests in flight. */
+  private maxRetries(): number {
+    const b = this.limits.retryBudget;
+    return b ? Math.max(Math.floor((b.percent / 100) * this.requests), b.minConcurrency) : this.limits.maxRetries;
   }
 }
 

@@ -20,9 +20,17 @@ export interface TrafficPolicy {
   readonly connectionPool?: ConnectionPoolSettings;
   readonly outlierDetection?: OutlierDetectionSettings;
   readonly tls?: ClientTlsSettings;
+  /** retry_budget of the circuit breaker threshold (not a port-level setting either). */
+  readonly retryBudget?: RetryBudget;
   /** Not a port-level setting (the API's PortTrafficPolicy has none); applied by proxy-protocol.ts. */
   readonly proxyProtocol?: ProxyProtocolSettings;
-  readonly portLevelSettings?: readonly (Omit<TrafficPolicy, 'portLevelSettings' | 'proxyProtocol'> & { readonly port?: { readonly number?: number } })[];
+  readonly portLevelSettings?: readonly (Omit<TrafficPolicy, 'portLevelSettings' | 'proxyProtocol' | 'retryBudget'> & { readonly port?: { readonly number?: number } })[];
+}
+
+/** Retries in flight as a share of the requests in flight (percent), with a floor. */
+export interface RetryBudget {
+  readonly percent?: number;
+  readonly minRetryConcurrency?: number;
 }
 
 /** A DestinationRule's (or the mesh config's) tcpKeepalive: probes, and `time` / `interval` durations. */
@@ -125,9 +133,11 @@ export function tcpKeepaliveOptions(mesh: TcpKeepaliveSettings | undefined, poli
  * what it leaves unset, never Envoy's defaults (1024 connections, requests and pending requests, 3
  * retries), which trip under load or pod churn where the Go mesh's clusters do not.
  */
-export function circuitBreakers(pool: ConnectionPoolSettings | undefined): Pick<ClusterInit, 'circuitBreakers'> {
+export function circuitBreakers(pool: ConnectionPoolSettings | undefined, budget?: RetryBudget): Pick<ClusterInit, 'circuitBreakers'> {
   const tcp = pool?.tcp;
   const http = pool?.http;
+  // As the Go mesh's applyRetryBudget: 20 % and at least 3 unless set (Envoy's defaults too).
+  const retryBudget = budget ? { retryBudget: { budgetPercent: { value: budget.percent ?? 20 }, minRetryConcurrency: budget.minRetryConcurrency || 3 } } : {};
   return {
     circuitBreakers: {
       thresholds: [
@@ -138,15 +148,16 @@ export function circuitBreakers(pool: ConnectionPoolSettings | undefined): Pick<
           maxRequests: http?.http2MaxRequests ?? UINT32_MAX,
           maxRetries: http?.maxRetries ?? UINT32_MAX,
           trackRemaining: true,
+          ...retryBudget,
         },
       ],
     },
   };
 }
 
-function connectionPool(pool: ConnectionPoolSettings | undefined): Partial<ClusterInit> {
+function connectionPool(pool: ConnectionPoolSettings | undefined, budget: RetryBudget | undefined): Partial<ClusterInit> {
   const connectTimeout = pool?.tcp?.connectTimeout;
-  return { ...(connectTimeout ? { connectTimeout: durationInit(connectTimeout) } : {}), ...circuitBreakers(pool) };
+  return { ...(connectTimeout ? { connectTimeout: durationInit(connectTimeout) } : {}), ...circuitBreakers(pool, budget) };
 }
 
 type DurationInit = ReturnType<typeof durationInit>;
@@ -242,7 +253,7 @@ export function clusterPolicy(policy: TrafficPolicy, hostname: string, target: {
   };
   return {
     ...loadBalancer(policy.loadBalancer, target.proxyless),
-    ...connectionPool(policy.connectionPool),
+    ...connectionPool(policy.connectionPool, policy.retryBudget),
     ...outlierDetection(od),
     ...(od || byLocality ? { commonLbConfig } : {}),
     ...upstreamTls(policy.tls, hostname, target.gateway === true),

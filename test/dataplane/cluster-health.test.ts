@@ -98,6 +98,25 @@ describe('cluster protections', () => {
     assert.equal((await send(port, '/4')).status, 504);
   });
 
+  it('retry_budget replaces max_retries: retries in flight up to budget_percent of the requests in flight, at least min_retry_concurrency', async () => {
+    const { CircuitBreaker, compileCircuitBreakers } = await import('../../src/dataplane/cluster-health.js');
+    const { CircuitBreakersSchema } = await import('../../src/gen/envoy/config/cluster/v3/circuit_breaker_pb.js');
+    const limits = (retryBudget: MessageInitShape<typeof CircuitBreakersSchema>['thresholds']) => compileCircuitBreakers(create(CircuitBreakersSchema, { thresholds: retryBudget }), false);
+    const retriesWith = (requests: number, l: ReturnType<typeof limits>) => {
+      const breaker = new CircuitBreaker(l);
+      for (let i = 0; i < requests; i++) breaker.admit();
+      let retries = 0;
+      while (breaker.admit(true) && retries < 1000) retries++;
+      return retries;
+    };
+    // Envoy's defaults (20 %, at least 3), whatever max_retries says.
+    const defaults = limits([{ maxRetries: 1, retryBudget: {} }]);
+    assert.deepEqual([retriesWith(10, defaults), retriesWith(30, defaults)], [3, 6]);
+    const own = limits([{ retryBudget: { budgetPercent: { value: 50 }, minRetryConcurrency: 1 } }]);
+    assert.deepEqual([retriesWith(0, own), retriesWith(9, own)], [1, 4]);
+    assert.equal(retriesWith(10, limits([{ maxRetries: 2 }])), 2, 'without a budget: max_retries');
+  });
+
   it('ejects a host after 5 consecutive 5xx and takes it back after base_ejection_time', async () => {
     const bad = await upstream(500);
     const good = await upstream(200);
