@@ -2,29 +2,26 @@
 // settings have none), checked as the Go mesh's schema and Envoy's proto rules admit them, so the
 // translation never guesses: `proxyProtocol.version` is one of the API's values, and
 // `retryBudget.percent` a percent (Envoy refuses a budget_percent outside 0-100).
-import { joinPath } from './errors.js';
+import { forEachRulePolicy } from './traffic-policies.js';
 import { asRecord, type Fields } from './values.js';
 
 const VERSIONS = ['V1', 'V2'];
 
 type Add = (path: string, message: string) => void;
 
-function proxyProtocol(policy: Fields | undefined, at: string, add: Add): void {
-  const version = asRecord(policy?.['proxyProtocol'])?.['version'];
+function proxyProtocol(policy: Fields, at: string, add: Add): void {
+  const version = asRecord(policy['proxyProtocol'])?.['version'];
   if (version !== undefined && !VERSIONS.includes(version as string)) add(`${at}.proxyProtocol.version`, `${JSON.stringify(version)} is not a PROXY protocol version; expected ${VERSIONS.join(' or ')}`);
 }
 
-function retryBudget(policy: Fields | undefined, at: string, add: Add): void {
-  const percent = asRecord(policy?.['retryBudget'])?.['percent'];
+function retryBudget(policy: Fields, at: string, add: Add): void {
+  const percent = asRecord(policy['retryBudget'])?.['percent'];
   if (percent !== undefined && !(typeof percent === 'number' && percent >= 0 && percent <= 100)) add(`${at}.retryBudget.percent`, `must be a percent between 0 and 100, got ${JSON.stringify(percent)}`);
 }
 
 export function destinationRuleLevelSettings(spec: Fields, path: string, add: Add): void {
-  const subsets = Array.isArray(spec['subsets']) ? spec['subsets'] : [];
-  const policies: [unknown, string][] = [[spec['trafficPolicy'], `${path}.trafficPolicy`], ...subsets.map((s, i): [unknown, string] => [asRecord(s)?.['trafficPolicy'], `${joinPath(`${path}.subsets`, i)}.trafficPolicy`])];
-  for (const [value, at] of policies) {
-    const policy = asRecord(value);
+  forEachRulePolicy(spec, path, (policy, at) => {
     proxyProtocol(policy, at, add);
     retryBudget(policy, at, add);
-  }
+  });
 }

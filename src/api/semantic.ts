@@ -26,6 +26,7 @@ import { destinationRuleTls } from './client-tls.js';
 import { destinationRuleLocality } from './locality-lb.js';
 import { destinationRuleBalancer } from './load-balancer.js';
 import { destinationRuleLevelSettings } from './rule-level-settings.js';
+import { destinationRuleTunnel } from './tunnel.js';
 import { serverTls } from './server-tls.js';
 
 type Check = (value: string) => string | undefined;
@@ -326,6 +327,7 @@ function destinationRule(spec: Fields, path: string, out: Findings): void {
   destinationRuleLocality(spec, path, (p, m) => out.add(p, m));
   destinationRuleBalancer(spec, path, (p, m) => out.add(p, m));
   destinationRuleLevelSettings(spec, path, (p, m) => out.add(p, m));
+  destinationRuleTunnel(spec, path, (p, m) => out.add(p, m));
   out.strings(spec['exportTo'], `${path}.exportTo`, checkExportTo);
   const subsets = asArray(spec['subsets']).map(asRecord);
   out.unique(subsets.map((s) => s?.['name']), (i) => `${joinPath(`${path}.subsets`, i)}.name`, 'subset name');

@@ -39,8 +39,8 @@ const POLICY_FIELDS = {
   },
   tls: { mode: true, clientCertificate: true, privateKey: true, caCertificates: true, caCrl: true, credentialName: true, insecureSkipVerify: true, subjectAltNames: true, sni: true },
 } as const;
-// proxyProtocol is the policy's own: the API's port-level settings have none.
-const TRAFFIC_POLICY: Shape = { ...POLICY_FIELDS, proxyProtocol: { version: true }, retryBudget: { percent: true, minRetryConcurrency: true }, portLevelSettings: { port: { number: true }, ...POLICY_FIELDS } };
+// proxyProtocol, tunnel and retryBudget are the policy's own: the API's port-level settings have none of them.
+const TRAFFIC_POLICY: Shape = { ...POLICY_FIELDS, proxyProtocol: { version: true }, tunnel: { protocol: true, targetHost: true, targetPort: true }, retryBudget: { percent: true, minRetryConcurrency: true }, portLevelSettings: { port: { number: true }, ...POLICY_FIELDS } };
 
 const DESTINATION_RULE: Shape = {
   host: true,

@@ -151,23 +151,47 @@ export function hcmFilter(statPrefix: string, routes: RouteSource, extraFilters:
   return create(FilterSchema, { name: HCM_FILTER_NAME, configType: { case: 'typedConfig', value: hcm } });
 }
 
-export function tcpProxyFilter(cluster: string, limits?: TcpProxyLimits): Filter {
+/** A tcp_proxy to `cluster` with what its DestinationRule gives it (`policy`; `subset`: the destination's). */
+export function tcpProxyFilter(cluster: string, policy?: TcpProxyPolicy, subset = ''): Filter {
   return create(FilterSchema, {
     name: TCP_PROXY_FILTER_NAME,
-    configType: { case: 'typedConfig', value: pack(TcpProxySchema, { statPrefix: cluster, clusterSpecifier: { case: 'cluster', value: cluster }, ...tcpProxyTimeouts(limits) }) },
+    configType: { case: 'typedConfig', value: pack(TcpProxySchema, { statPrefix: cluster, clusterSpecifier: { case: 'cluster', value: cluster }, ...tcpProxyTimeouts(policy), ...tunnelingConfig(policy, subset) }) },
   });
 }
 
-/** A DestinationRule's tcp limits (Go duration strings) of a TCP proxy to its service. */
-export interface TcpProxyLimits {
-  readonly idleTimeout?: string;
-  readonly maxConnectionDuration?: string;
+/** A DestinationRule's trafficPolicy.tunnel (validated: protocol CONNECT or POST, a host, a port). */
+export interface TunnelSettings {
+  readonly protocol?: string;
+  readonly targetHost: string;
+  readonly targetPort: number;
 }
 
-/** The tcp_proxy fields of those limits: idle_timeout and max_downstream_connection_duration. */
-export function tcpProxyTimeouts(limits: TcpProxyLimits | undefined): { idleTimeout?: ReturnType<typeof duration>; maxDownstreamConnectionDuration?: ReturnType<typeof duration> } {
+/** What a TCP proxy to a service takes from its DestinationRule: tcp limits (Go duration strings) and tunnels. */
+export interface TcpProxyPolicy {
+  readonly idleTimeout?: string;
+  readonly maxConnectionDuration?: string;
+  /** The rule's trafficPolicy.tunnel. */
+  readonly tunnel?: TunnelSettings;
+  /** The subsets' own trafficPolicy.tunnel, by subset name (only those that set one). */
+  readonly subsetTunnels?: Readonly<Record<string, TunnelSettings>>;
+}
+
+/** The tcp_proxy fields of the tcp limits: idle_timeout and max_downstream_connection_duration. */
+export function tcpProxyTimeouts(limits: TcpProxyPolicy | undefined): { idleTimeout?: ReturnType<typeof duration>; maxDownstreamConnectionDuration?: ReturnType<typeof duration> } {
   return {
     ...(limits?.idleTimeout ? { idleTimeout: duration(limits.idleTimeout) } : {}),
     ...(limits?.maxConnectionDuration ? { maxDownstreamConnectionDuration: duration(limits.maxConnectionDuration) } : {}),
   };
+}
+
+/**
+ * tunneling_config as the Go mesh's tunnelingconfig.Apply: a destination naming a subset takes that
+ * subset's tunnel only (none when the subset sets none, not the rule's), any other the rule's. The
+ * hostname is host:port, an IPv6 host bracketed.
+ */
+export function tunnelingConfig(policy: TcpProxyPolicy | undefined, subset: string): { tunnelingConfig?: { hostname: string; usePost: boolean } } {
+  const t = subset ? policy?.subsetTunnels?.[subset] : policy?.tunnel;
+  if (!t) return {};
+  const host = t.targetHost.includes(':') ? `[${t.targetHost}]` : t.targetHost;
+  return { tunnelingConfig: { hostname: `${host}:${t.targetPort}`, usePost: t.protocol === 'POST' } };
 }

@@ -19,7 +19,7 @@ import { isHttpProtocol } from '../model/service.js';
 import { TCP_PROXY_FILTER_NAME, TLS_INSPECTOR_FILTER_NAME } from '../envoy/names.js';
 import { pack } from '../envoy/types.js';
 import { alpnFilter } from './alpn-filter.js';
-import { EDGE_HCM, hcmFilter, routeConfiguredFilters, socketAddress, tcpProxyTimeouts, type PathNormalization, type TcpProxyLimits } from './common.js';
+import { EDGE_HCM, hcmFilter, routeConfiguredFilters, socketAddress, tcpProxyTimeouts, tunnelingConfig, type PathNormalization, type TcpProxyPolicy } from './common.js';
 import { autoPassthroughChains, type SniTarget } from './gateway-sni.js';
 import { gatewayTransportSocket } from './gateway-tls.js';
 import type { Destination } from './http-route.js';
@@ -45,8 +45,8 @@ export interface GatewayListenerOptions {
   readonly onProblem?: (message: string) => void;
   /** The service ports (and subsets) the proxy sees, for AUTO_PASSTHROUGH servers. */
   readonly sniTargets?: readonly SniTarget[];
-  /** A service's DestinationRule tcp limits by hostname: a tcp route's TCP proxy takes its first destination's, as the Go mesh. */
-  readonly tcpLimits?: (hostname: string) => TcpProxyLimits | undefined;
+  /** What TCP proxies take from a service's DestinationRule (tcp limits, tunnels), by hostname: a route's TCP proxy takes its first destination's, as the Go mesh. */
+  readonly tcpPolicies?: (hostname: string) => TcpProxyPolicy | undefined;
 }
 
 /** An L4 route of a VirtualService (`tcp[]`, `tls[]`), the fields read here. */
@@ -64,8 +64,9 @@ function tcpProxy(route: L4Route, v: GatewayVirtualService, port: number, opts: 
   const resolve = destinationResolver(v.vs.metadata.namespace, port, opts);
   const dests = (route.route ?? []).map((d) => ({ name: resolve(d.destination).cluster, weight: d.weight ?? 0 }));
   const single = dests.length === 1 ? dests[0]!.name : undefined;
-  const first = route.route?.[0]?.destination.host;
-  const limits = first ? opts.tcpLimits?.(resolveHost(first, v.vs.metadata.namespace, opts.domain)) : undefined;
+  const first = route.route?.[0]?.destination;
+  // The first destination's rule, as the Go mesh's buildOutboundNetworkFilters (tunnel included; AUTO_PASSTHROUGH chains have none).
+  const policy = first ? opts.tcpPolicies?.(resolveHost(first.host, v.vs.metadata.namespace, opts.domain)) : undefined;
   const proxy = create(FilterSchema, {
     name: TCP_PROXY_FILTER_NAME,
     configType: {
@@ -73,7 +74,8 @@ function tcpProxy(route: L4Route, v: GatewayVirtualService, port: number, opts: 
       value: pack(TcpProxySchema, {
         statPrefix: single ?? dests.map((d) => d.name).join(','),
         clusterSpecifier: single ? { case: 'cluster', value: single } : { case: 'weightedClusters', value: { clusters: dests } },
-        ...tcpProxyTimeouts(limits),
+        ...tcpProxyTimeouts(policy),
+        ...tunnelingConfig(policy, single ? (first?.subset ?? '') : ''),
       }),
     },
   });

@@ -14,7 +14,7 @@ import { isHttpProtocol, type Protocol, type Service } from '../model/service.js
 import { HTTP_INSPECTOR_FILTER_NAME, ORIGINAL_SRC_FILTER_NAME } from '../envoy/names.js';
 import { pack } from '../envoy/types.js';
 import { alpnFilter } from './alpn-filter.js';
-import { hcmFilter, http10Fields, routeConfiguredFilters, seconds, socketAddress, tcpProxyFilter, type HcmExtras, type PathNormalization, type TcpProxyLimits } from './common.js';
+import { hcmFilter, http10Fields, routeConfiguredFilters, seconds, socketAddress, tcpProxyFilter, type HcmExtras, type PathNormalization, type TcpProxyPolicy } from './common.js';
 import {
   BLACKHOLE_CLUSTER,
   inboundClusterName,
@@ -289,8 +289,8 @@ export interface OutboundListenerOptions {
   readonly acceptHttp10?: boolean;
   /** VirtualService `tcp`/`tls` routes of TCP and TLS ports (see tcp-route.ts). */
   readonly l4Routes?: L4RouteContext;
-  /** By hostname: the DestinationRule tcp limits of the TCP proxies on a service's ports. A plain record: part of the XDS cache's key. */
-  readonly tcpLimits?: Readonly<Record<string, TcpProxyLimits>>;
+  /** By hostname: what the TCP proxies to a service take from its DestinationRule (tcp limits, tunnels). A plain record: part of the XDS cache's key. */
+  readonly tcpPolicies?: Readonly<Record<string, TcpProxyPolicy>>;
 }
 
 /** Where a service port's outbound listeners go: its Pods' addresses, its VIP, or the bind address. */
@@ -331,8 +331,8 @@ export function buildOutboundListeners(services: readonly Service[], opts: Outbo
         const sniffed = sniffedProtocol(port.protocol, opts.sniffing);
         // A sniffed port's TCP fallback follows the `tcp` routes too, as the Go mesh builds the
         // TCP chains of an auto-detected port before adding its HTTP chain.
-        const limits = opts.tcpLimits?.[s.hostname];
-        const routed = !http && opts.l4Routes ? l4RouteChains(s, port.port, name, address !== opts.bind, { ...opts.l4Routes, port: port.port, ...(limits ? { limits } : {}) }) : undefined;
+        const limits = opts.tcpPolicies?.[s.hostname];
+        const routed = !http && opts.l4Routes ? l4RouteChains(s, port.port, name, address !== opts.bind, { ...opts.l4Routes, port: port.port, ...(limits ? { limits } : {}), ...(opts.tcpPolicies ? { policies: opts.tcpPolicies } : {}) }) : undefined;
         const tcpChains: FilterChainInit[] = routed?.chains ?? [{ name, filters: [tcpProxyFilter(outboundClusterName(port.port, s.hostname), limits)] }];
         const listenerFilters = [...(routed?.tls ? [tlsInspector()] : []), ...(sniffed ? httpInspector() : [])];
         byName.set(name, {

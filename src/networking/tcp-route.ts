@@ -15,7 +15,8 @@ import type { Service } from '../model/service.js';
 import type { Destination, ResolvedDestination } from './http-route.js';
 import { matchApplies, type MatchContext } from './route-match.js';
 import { outboundClusterName } from './names.js';
-import { tcpProxyTimeouts, type TcpProxyLimits } from './common.js';
+import { tcpProxyFilter, tcpProxyTimeouts, tunnelingConfig, type TcpProxyPolicy } from './common.js';
+import { resolveHost } from '../model/traffic.js';
 import { destinationResolver } from './route.js';
 
 export type FilterChainInit = MessageInitShape<typeof FilterChainSchema>;
@@ -43,7 +44,9 @@ export interface L4RouteContext extends MatchContext {
   /** Ports of every service the proxy sees, by hostname: a destination without a port uses the only one. */
   readonly servicePorts: Readonly<Record<string, readonly number[]>>;
   /** The listener's service's DestinationRule tcp limits: every TCP proxy on its port takes them, as the Go mesh's. */
-  readonly limits?: TcpProxyLimits;
+  readonly limits?: TcpProxyPolicy;
+  /** By hostname: what TCP proxies take from a service's DestinationRule; a route's tunnel is its first destination's. */
+  readonly policies?: Readonly<Record<string, TcpProxyPolicy>>;
 }
 
 /** The Go mesh's TLS protocols: their ports are routed by `tls` routes, the others by `tcp` routes. */
@@ -62,18 +65,28 @@ function cidr(subnet: string): { addressPrefix: string; prefixLen: number } {
   return { addressPrefix: address!, prefixLen: len === undefined ? (address!.includes(':') ? 128 : 32) : Number(len) };
 }
 
-/** tcp_proxy to the route's only destination, or weighted_clusters over several. */
-function tcpProxyTo(route: L4Route, resolve: (d: Destination) => ResolvedDestination, limits: TcpProxyLimits | undefined): Filter {
+/**
+ * tcp_proxy to the route's only destination, or weighted_clusters over several. The tunnel is the
+ * first destination's DestinationRule's, as the Go mesh's buildOutboundNetworkFilters: its subset's
+ * for a single destination, the rule's for weighted ones (a tunnel is the listener's, not a cluster's).
+ */
+function tcpProxyTo(route: L4Route, resolve: (d: Destination) => ResolvedDestination, ctx: L4TcpProxyContext): Filter {
   const dests = (route.route ?? []).map((r) => ({ name: resolve(r.destination).cluster, weight: r.weight ?? 0 }));
+  const first = route.route?.[0]?.destination;
+  const policy = first ? ctx.policies?.[resolveHost(first.host, ctx.namespace, ctx.domain)] : undefined;
   const clusterSpecifier =
     dests.length === 1
       ? ({ case: 'cluster', value: dests[0]!.name } as const)
       : ({ case: 'weightedClusters', value: { clusters: dests } } as const);
+  const tunnel = tunnelingConfig(policy, dests.length === 1 ? (first?.subset ?? '') : '');
   return create(FilterSchema, {
     name: TCP_PROXY_FILTER_NAME,
-    configType: { case: 'typedConfig', value: pack(TcpProxySchema, { statPrefix: dests.length === 1 ? dests[0]!.name : 'weighted_clusters', clusterSpecifier, ...tcpProxyTimeouts(limits) }) },
+    configType: { case: 'typedConfig', value: pack(TcpProxySchema, { statPrefix: dests.length === 1 ? dests[0]!.name : 'weighted_clusters', clusterSpecifier, ...tcpProxyTimeouts(ctx.limits), ...tunnel }) },
   });
 }
+
+/** What tcpProxyTo reads of the context: limits and policies, and the VirtualService's namespace (short hosts). */
+type L4TcpProxyContext = Pick<L4RouteContext, 'limits' | 'policies' | 'domain'> & { readonly namespace: string };
 
 /** The VirtualServices naming `hostname` (exactly or by wildcard), in precedence order. */
 function forHost(hostname: string, vss: readonly ResolvedVirtualService[]): ResolvedVirtualService[] {
@@ -85,6 +98,7 @@ function tlsChains(vss: readonly ResolvedVirtualService[], name: string, ctx: L4
   const handled = new Set<string>();
   for (const { vs } of vss) {
     const resolve = destinationResolver(vs.metadata.namespace, ctx.port, ctx);
+    const proxyCtx = { ...ctx, namespace: vs.metadata.namespace };
     for (const route of (vs.spec.tls ?? []) as L4Route[]) {
       if (!route.route || route.route.length === 0) continue;
       for (const m of route.match ?? []) {
@@ -96,7 +110,7 @@ function tlsChains(vss: readonly ResolvedVirtualService[], name: string, ctx: L4
         out.push({
           name: `${name}_${out.length}`,
           filterChainMatch: { serverNames: [...(m.sniHosts ?? [])], prefixRanges: (m.destinationSubnets ?? []).map(cidr) },
-          filters: [tcpProxyTo(route, resolve, ctx.limits)],
+          filters: [tcpProxyTo(route, resolve, proxyCtx)],
         });
       }
     }
@@ -110,19 +124,20 @@ function tcpChains(vss: readonly ResolvedVirtualService[], name: string, ctx: L4
   const seenSubnets = new Set<string>();
   for (const { vs } of vss) {
     const resolve = destinationResolver(vs.metadata.namespace, ctx.port, ctx);
+    const proxyCtx = { ...ctx, namespace: vs.metadata.namespace };
     for (const route of (vs.spec.tcp ?? []) as L4Route[]) {
       if (!route.route || route.route.length === 0) continue;
       const matches = route.match ?? [];
       // A route without match, or with an applying match without subnets, takes the rest.
       if (matches.length === 0 || matches.some((m) => applies(m, ctx) && (m.destinationSubnets ?? []).length === 0)) {
-        chains.push({ name, filters: [tcpProxyTo(route, resolve, ctx.limits)] });
+        chains.push({ name, filters: [tcpProxyTo(route, resolve, proxyCtx)] });
         return { chains, complete: true };
       }
       const subnets = [...new Set(matches.filter((m) => applies(m, ctx)).flatMap((m) => m.destinationSubnets ?? []))].sort();
       // A chain for subnets an earlier route already took would match the same connections.
       if (subnets.length === 0 || seenSubnets.has(subnets.join(','))) continue;
       seenSubnets.add(subnets.join(','));
-      chains.push({ name: `${name}_${chains.length}`, filterChainMatch: { prefixRanges: subnets.map(cidr) }, filters: [tcpProxyTo(route, resolve, ctx.limits)] });
+      chains.push({ name: `${name}_${chains.length}`, filterChainMatch: { prefixRanges: subnets.map(cidr) }, filters: [tcpProxyTo(route, resolve, proxyCtx)] });
     }
   }
   return { chains, complete: false };
@@ -138,7 +153,7 @@ export function l4RouteChains(service: Service, port: number, name: string, ownA
   const p = service.ports.find((x) => x.port === port);
   if (!p || vss.length === 0) return undefined;
   const only = service.ports.length === 1 ? service.ports[0]!.port : port;
-  const fallback = { name, filters: [tcpProxyTo({ route: [{ destination: { host: service.hostname, port: { number: only } } }] }, () => ({ cluster: outboundClusterName(only, service.hostname), hashPolicy: [] }), ctx.limits)] };
+  const fallback = { name, filters: [tcpProxyFilter(outboundClusterName(only, service.hostname), ctx.limits)] };
   if (isTlsProtocol(p.protocol)) {
     const chains = tlsChains(vss, name, ctx);
     if (chains.length === 0) return undefined;

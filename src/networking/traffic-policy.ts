@@ -7,7 +7,7 @@ import type { Cluster_CommonLbConfigSchema, ClusterSchema } from '../gen/envoy/c
 import { RoutingPriority } from '../gen/envoy/config/core/v3/base_pb.js';
 import type { EffectiveRule } from '../model/traffic.js';
 import { isHttpProtocol, type Protocol } from '../model/service.js';
-import { duration as durationInit, type TcpProxyLimits } from './common.js';
+import { duration as durationInit, type TcpProxyPolicy, type TunnelSettings } from './common.js';
 import type { HashPolicyInit } from './http-route.js';
 import { upstreamTls, type ClientTlsSettings } from './upstream-tls.js';
 import { effectiveLocalityLb, localityWeighted, type LocalityLbSetting } from './locality-lb.js';
@@ -24,7 +24,9 @@ export interface TrafficPolicy {
   readonly retryBudget?: RetryBudget;
   /** Not a port-level setting (the API's PortTrafficPolicy has none); applied by proxy-protocol.ts. */
   readonly proxyProtocol?: ProxyProtocolSettings;
-  readonly portLevelSettings?: readonly (Omit<TrafficPolicy, 'portLevelSettings' | 'proxyProtocol' | 'retryBudget'> & { readonly port?: { readonly number?: number } })[];
+  /** Not a port-level setting either; the TCP proxies' tunneling_config (common.ts tunnelingConfig), not the cluster's. */
+  readonly tunnel?: TunnelSettings;
+  readonly portLevelSettings?: readonly (Omit<TrafficPolicy, 'portLevelSettings' | 'proxyProtocol' | 'retryBudget' | 'tunnel'> & { readonly port?: { readonly number?: number } })[];
 }
 
 /** Retries in flight as a share of the requests in flight (percent), with a floor. */
@@ -201,11 +203,22 @@ export function withMeshH2Upgrade(policy: TrafficPolicy, meshUpgrade: boolean, p
   return { ...policy, connectionPool: { ...policy.connectionPool, http: { ...http, h2UpgradePolicy: 'UPGRADE' } } };
 }
 
-/** What a TCP proxy to a service takes from its DestinationRule: the top-level connection pool's tcp limits, as the Go mesh. */
-export function tcpProxyLimits(rule: RuleTraffic | undefined): TcpProxyLimits | undefined {
+/**
+ * What a TCP proxy to a service takes from its DestinationRule, as the Go mesh: the top-level
+ * connection pool's tcp limits, the rule's tunnel and each subset's own.
+ */
+export function tcpProxyPolicy(rule: RuleTraffic | undefined): TcpProxyPolicy | undefined {
   const tcp = rule?.trafficPolicy?.connectionPool?.tcp;
-  if (!tcp?.idleTimeout && !tcp?.maxConnectionDuration) return undefined;
-  return { ...(tcp.idleTimeout ? { idleTimeout: tcp.idleTimeout } : {}), ...(tcp.maxConnectionDuration ? { maxConnectionDuration: tcp.maxConnectionDuration } : {}) };
+  const tunnel = rule?.trafficPolicy?.tunnel;
+  const subsetTunnels = Object.fromEntries((rule?.subsets ?? []).flatMap((s) => (s.trafficPolicy?.tunnel ? [[s.name, s.trafficPolicy.tunnel]] : [])));
+  const hasSubsetTunnels = Object.keys(subsetTunnels).length > 0;
+  if (!tcp?.idleTimeout && !tcp?.maxConnectionDuration && !tunnel && !hasSubsetTunnels) return undefined;
+  return {
+    ...(tcp?.idleTimeout ? { idleTimeout: tcp.idleTimeout } : {}),
+    ...(tcp?.maxConnectionDuration ? { maxConnectionDuration: tcp.maxConnectionDuration } : {}),
+    ...(tunnel ? { tunnel } : {}),
+    ...(hasSubsetTunnels ? { subsetTunnels } : {}),
+  };
 }
 
 /** splitExternalLocalOriginErrors: local-origin failures counted apart, ejecting at their own count (100 %) when one is set; their success rate off. */

@@ -122,3 +122,10 @@ test('proxyProtocol of the trafficPolicy and of a subset is translated, not repo
   assert.deepEqual(rule({ proxyProtocol: { version: 'V2' } }, { proxyProtocol: { version: 'V1' } }), []);
   assert.deepEqual(rule({ portLevelSettings: [{ port: { number: 80 }, proxyProtocol: { version: 'V1' } }] }), ['DestinationRule foo/r: trafficPolicy.portLevelSettings[0].proxyProtocol is not effective yet']);
 });
+
+test('tunnel of the trafficPolicy and of a subset is translated, not reported; one in portLevelSettings (the API has none there) is', () => {
+  const rule = (trafficPolicy: Record<string, unknown>, subsetPolicy: Record<string, unknown> = {}) =>
+    destinationRuleNotices({ apiVersion: 'networking.mesh.io/v1', kind: 'DestinationRule', metadata: { namespace: 'foo', name: 'r' }, spec: { host: 'r', trafficPolicy, subsets: [{ name: 'v1', trafficPolicy: subsetPolicy }] } });
+  assert.deepEqual(rule({ tunnel: { protocol: 'CONNECT', targetHost: 'r.foo.svc.cluster.local', targetPort: 9000 } }, { tunnel: { protocol: 'POST', targetHost: '10.0.0.1', targetPort: 9000 } }), []);
+  assert.deepEqual(rule({ portLevelSettings: [{ port: { number: 80 }, tunnel: { targetHost: 'a', targetPort: 1 } }] }), ['DestinationRule foo/r: trafficPolicy.portLevelSettings[0].tunnel is not effective yet']);
+});

@@ -1,5 +1,6 @@
 // The tcp_proxy network filter: each connection is spliced to an endpoint of a (weighted) cluster.
 import type { Socket } from 'node:net';
+import type { Duplex } from 'node:stream';
 import { scope } from '../../common/log.js';
 import { TcpProxySchema, type TcpProxy } from '../../gen/envoy/extensions/filters/network/tcp_proxy/v3/tcp_proxy_pb.js';
 import { ConfigError, unappliedFields } from '../../envoy/config-error.js';
@@ -13,10 +14,11 @@ import { originalSrcOf } from '../original-src.js';
 import { statName, type StatCounter, type StatsStore } from '../stats.js';
 import { Chain } from './chain.js';
 import { registerNetworkFilter } from './network-filters.js';
+import { compileTunnel, openTunnel, TUNNEL_READY, type TunnelSpec } from './tcp-tunnel.js';
 
 const log = scope('conn_handler');
 
-const UNAPPLIED_TCP_PROXY = ['downstreamIdleTimeout', 'upstreamIdleTimeout', 'accessLog', 'maxConnectAttempts', 'hashPolicy', 'tunnelingConfig', 'metadataMatch', 'onDemand'];
+const UNAPPLIED_TCP_PROXY = ['downstreamIdleTimeout', 'upstreamIdleTimeout', 'accessLog', 'maxConnectAttempts', 'hashPolicy', 'metadataMatch', 'onDemand'];
 
 /** Envoy's tcp_proxy idle_timeout when none is set: one hour (0s turns it off). */
 const DEFAULT_IDLE_TIMEOUT_MS = 3_600_000;
@@ -53,6 +55,8 @@ class TcpChain extends Chain {
   private readonly idleMs: number;
   /** max_downstream_connection_duration: a connection open this long is closed (0: never). */
   private readonly maxDurationMs: number;
+  /** tunneling_config: the bytes go through an HTTP tunnel (tcp-tunnel.ts). */
+  private readonly tunnel: TunnelSpec | undefined;
 
   constructor(
     name: string,
@@ -74,6 +78,7 @@ class TcpChain extends Chain {
     this.durationReached = stats.counter(statName('tcp', 'max_downstream_connection_duration_reached', tag));
     this.idleMs = timerMs(tp.idleTimeout, DEFAULT_IDLE_TIMEOUT_MS);
     this.maxDurationMs = timerMs(tp.maxDownstreamConnectionDuration, 0);
+    this.tunnel = tp.tunnelingConfig ? compileTunnel(tp.tunnelingConfig, `${field}.tunneling_config`) : undefined;
   }
 
   protected accept(down: Socket): void {
@@ -94,8 +99,17 @@ class TcpChain extends Chain {
     const active = cluster.begin?.(endpoint);
     if (active) down.once('close', active);
     // The downstream connection's addresses are what a PROXY protocol header carries, as Envoy's tcp_proxy passes them.
-    const { socket: up, ready } = cluster.tcp.connect(endpoint, { source: originalSrcOf(down), downstream: addresses });
+    const options = { source: originalSrcOf(down), downstream: addresses };
+    const { socket: up, ready }: { socket: Duplex; ready: string } = this.tunnel ? { socket: openTunnel(this.tunnel, cluster, endpoint, options), ready: TUNNEL_READY } : cluster.tcp.connect(endpoint, options);
     let connected = false;
+    let failed = false;
+    // Before it is connected (a tunnel: established), the upstream's end is a failed connect, unless the downstream went first.
+    const connectFailed = (): void => {
+      if (connected || failed || down.destroyed) return;
+      failed = true;
+      this.connectFail.inc();
+      cluster.report?.(endpoint, 'failure');
+    };
     // idle_timeout runs from the accept on; bytes either way restart it.
     const idle = this.idleMs > 0 ? this.closeBothAfter(down, up, this.idleMs, this.idleTimeouts) : undefined;
     const bytePassed = (): void => void idle?.refresh();
@@ -112,16 +126,16 @@ class TcpChain extends Chain {
       down.resume();
     });
     up.on('error', (e) => {
-      if (!connected) {
-        this.connectFail.inc();
-        cluster.report?.(endpoint, 'failure');
-      }
+      connectFailed();
       log.debug(`tcp_proxy to ${name} ${endpoint.host}:${endpoint.port}: ${e.message}`);
       down.destroy();
     });
     down.on('error', () => up.destroy());
     // Once either side is fully closed, so is the other (half-closes pass through the pipes).
-    up.on('close', () => down.destroy());
+    up.on('close', () => {
+      connectFailed();
+      down.destroy();
+    });
     down.on('close', () => up.destroy());
     if (this.maxDurationMs > 0) this.closeBothAfter(down, up, this.maxDurationMs, this.durationReached);
   }
@@ -130,7 +144,7 @@ class TcpChain extends Chain {
    * Closes both sides after `ms`, counted in `reached`, unless the downstream closes first; the
    * timer, which idle_timeout refreshes whenever a byte passes.
    */
-  private closeBothAfter(down: Socket, up: Socket, ms: number, reached: StatCounter): NodeJS.Timeout {
+  private closeBothAfter(down: Socket, up: Duplex, ms: number, reached: StatCounter): NodeJS.Timeout {
     const timer = setTimeout(() => {
       reached.inc();
       log.debug(`tcp_proxy: closing a connection after ${ms} ms (${reached === this.idleTimeouts ? 'idle' : 'open'} that long)`);

@@ -13,7 +13,7 @@ import type { PathNormalization } from '../../networking/common.js';
 import { buildGatewayListeners } from '../../networking/gateway.js';
 import { buildGatewayRouteConfig, emptyGatewayRouteConfig } from '../../networking/gateway-route.js';
 import { memo } from '../cache.js';
-import { hashPolicies, serviceTcpLimits } from './sidecar.js';
+import { hashPolicies, serviceTcpProxyPolicy } from './sidecar.js';
 
 export interface GatewayOptions {
   /** PILOT_SCOPE_GATEWAY_TO_NAMESPACE: a gateway proxy is selected only by Gateways of its namespace. */
@@ -77,9 +77,9 @@ export function gatewayListeners(proxy: Proxy, push: PushContext, opts: GatewayO
     ...(opts.pathNormalization ? { pathNormalization: opts.pathNormalization } : {}),
     ...(opts.onProblem ? { onProblem: opts.onProblem } : {}),
     ...(hasAutoPassthrough(merged) ? { sniTargets: sniTargets(proxy, push) } : {}),
-    tcpLimits: (hostname) => {
+    tcpPolicies: (hostname) => {
       const s = push.sidecarScope(proxy).services.find((x) => x.hostname === hostname);
-      return s ? serviceTcpLimits(proxy, push, s) : undefined;
+      return s ? serviceTcpProxyPolicy(proxy, push, s) : undefined;
     },
   });
 }

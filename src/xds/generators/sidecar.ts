@@ -17,8 +17,8 @@ import { buildIngressListeners, buildOutboundListeners, buildVirtualInbound, bui
 import { usesAutoAllocation } from '../../networking/name-table.js';
 import { LOCALHOST, outboundClusterName, WILDCARD_ADDRESS } from '../../networking/names.js';
 import { inMeshName, nonServiceHosts, nonServiceVirtualHosts, outboundRouteConfig, routedByVirtualService, serviceVirtualHost, type OutboundRouteOptions } from '../../networking/route.js';
-import { clusterVariants, routeHashPolicy, ruleTraffic, tcpProxyLimits, withMeshH2Upgrade, withMeshLocalityLb, withoutProxyProtocol, type TcpKeepaliveSettings } from '../../networking/traffic-policy.js';
-import type { TcpProxyLimits } from '../../networking/common.js';
+import { clusterVariants, routeHashPolicy, ruleTraffic, tcpProxyPolicy, withMeshH2Upgrade, withMeshLocalityLb, withoutProxyProtocol, type TcpKeepaliveSettings } from '../../networking/traffic-policy.js';
+import type { TcpProxyPolicy } from '../../networking/common.js';
 import { DEFAULT_LOCALITY_LB, type LocalityLbSetting } from '../../networking/locality-lb.js';
 import type { HashPolicyInit } from '../../networking/http-route.js';
 import type { PathNormalization } from '../../networking/common.js';
@@ -80,18 +80,18 @@ function headlessPods(services: readonly Service[], push: PushContext): Record<s
   return out;
 }
 
-/** The tcp limits the DestinationRule the proxy sees for the service gives the TCP proxies to it. */
-export function serviceTcpLimits(proxy: Proxy, push: PushContext, s: Service): TcpProxyLimits | undefined {
-  return tcpProxyLimits(ruleTraffic(push.traffic.destinationRule(proxy, s.hostname, s.namespace)));
+/** What the DestinationRule the proxy sees for the service gives the TCP proxies to it (tcp limits, tunnels). */
+export function serviceTcpProxyPolicy(proxy: Proxy, push: PushContext, s: Service): TcpProxyPolicy | undefined {
+  return tcpProxyPolicy(ruleTraffic(push.traffic.destinationRule(proxy, s.hostname, s.namespace)));
 }
 
-/** The DestinationRule tcp limits of the TCP proxies to services with a port that is not HTTP, by hostname. */
-function tcpLimitsOf(proxy: Proxy, push: PushContext, services: readonly Service[]): Record<string, TcpProxyLimits> {
-  const out: Record<string, TcpProxyLimits> = {};
+/** What the TCP proxies to services with a port that is not HTTP take from their DestinationRules, by hostname. */
+function tcpProxyPoliciesOf(proxy: Proxy, push: PushContext, services: readonly Service[]): Record<string, TcpProxyPolicy> {
+  const out: Record<string, TcpProxyPolicy> = {};
   for (const s of services) {
     if (s.ports.every((p) => isHttpProtocol(p.protocol))) continue;
-    const limits = serviceTcpLimits(proxy, push, s);
-    if (limits && !out[s.hostname]) out[s.hostname] = limits;
+    const policy = serviceTcpProxyPolicy(proxy, push, s);
+    if (policy && !out[s.hostname]) out[s.hostname] = policy;
   }
   return out;
 }
@@ -169,7 +169,7 @@ export function sidecarListeners(proxy: Proxy, push: PushContext, opts: SidecarO
       ...(perPod ? { headlessPods: headlessPods(services, push) } : {}),
       ...(accept10 ? { acceptHttp10: true } : {}),
       l4Routes: l4RouteContext(proxy, push),
-      tcpLimits: tcpLimitsOf(proxy, push, services),
+      tcpPolicies: tcpProxyPoliciesOf(proxy, push, services),
     };
     return cachedIn(opts.cache, () => ['lds-outbound', services.map(serviceKey), listenerOpts], () => buildOutboundListeners(services, listenerOpts));
   });
