@@ -43,9 +43,9 @@ export interface L4RouteContext extends MatchContext {
   readonly domain: string;
   /** Ports of every service the proxy sees, by hostname: a destination without a port uses the only one. */
   readonly servicePorts: Readonly<Record<string, readonly number[]>>;
-  /** The listener's service's DestinationRule tcp limits: every TCP proxy on its port takes them, as the Go mesh's. */
+  /** The listener's service's DestinationRule tcp limits: its own chain (no route covers the port) takes them. */
   readonly limits?: TcpProxyPolicy;
-  /** By hostname: what TCP proxies take from a service's DestinationRule; a route's tunnel is its first destination's. */
+  /** By hostname: what TCP proxies take from a service's DestinationRule; a route's limits and tunnel are its first destination's. */
   readonly policies?: Readonly<Record<string, TcpProxyPolicy>>;
 }
 
@@ -66,9 +66,10 @@ function cidr(subnet: string): { addressPrefix: string; prefixLen: number } {
 }
 
 /**
- * tcp_proxy to the route's only destination, or weighted_clusters over several. The tunnel is the
- * first destination's DestinationRule's, as the Go mesh's buildOutboundNetworkFilters: its subset's
- * for a single destination, the rule's for weighted ones (a tunnel is the listener's, not a cluster's).
+ * tcp_proxy to the route's only destination, or weighted_clusters over several. The idle timeout,
+ * connection duration and tunnel are the first destination's DestinationRule's, as the Go mesh's
+ * buildOutboundNetworkFilters reads them (not the listener's service's): the tunnel its subset's for
+ * a single destination, the rule's for weighted ones (a tunnel is the listener's, not a cluster's).
  */
 function tcpProxyTo(route: L4Route, resolve: (d: Destination) => ResolvedDestination, ctx: L4TcpProxyContext): Filter {
   const dests = (route.route ?? []).map((r) => ({ name: resolve(r.destination).cluster, weight: r.weight ?? 0 }));
@@ -81,12 +82,12 @@ function tcpProxyTo(route: L4Route, resolve: (d: Destination) => ResolvedDestina
   const tunnel = tunnelingConfig(policy, dests.length === 1 ? (first?.subset ?? '') : '');
   return create(FilterSchema, {
     name: TCP_PROXY_FILTER_NAME,
-    configType: { case: 'typedConfig', value: pack(TcpProxySchema, { statPrefix: dests.length === 1 ? dests[0]!.name : 'weighted_clusters', clusterSpecifier, ...tcpProxyTimeouts(ctx.limits), ...tunnel }) },
+    configType: { case: 'typedConfig', value: pack(TcpProxySchema, { statPrefix: dests.length === 1 ? dests[0]!.name : 'weighted_clusters', clusterSpecifier, ...tcpProxyTimeouts(policy), ...tunnel }) },
   });
 }
 
-/** What tcpProxyTo reads of the context: limits and policies, and the VirtualService's namespace (short hosts). */
-type L4TcpProxyContext = Pick<L4RouteContext, 'limits' | 'policies' | 'domain'> & { readonly namespace: string };
+/** What tcpProxyTo reads of the context: the policies, and the VirtualService's namespace (short hosts). */
+type L4TcpProxyContext = Pick<L4RouteContext, 'policies' | 'domain'> & { readonly namespace: string };
 
 /** The VirtualServices naming `hostname` (exactly or by wildcard), in precedence order. */
 function forHost(hostname: string, vss: readonly ResolvedVirtualService[]): ResolvedVirtualService[] {
