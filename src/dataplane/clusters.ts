@@ -13,7 +13,8 @@ import type { ClusterLoadAssignment } from '../gen/envoy/config/endpoint/v3/endp
 import type { UpstreamCluster } from './upstream-pools.js';
 import { SecretManager } from './tls/secrets.js';
 import { ConfigError } from '../envoy/config-error.js';
-import { statName, type StatsStore, type StatSample } from './stats.js';
+import { promName, statName, type StatName, type StatsStore, type StatSample } from './stats.js';
+import { codeTags, ResponseStats } from './response-stats.js';
 import { compileCluster, type ClusterSpec, type WeightedEndpoint } from './cluster-spec.js';
 import { LiveCluster, type ClusterStats } from './live-cluster.js';
 import { UpstreamCxStats } from './upstream-cx-stats.js';
@@ -129,6 +130,7 @@ export class DynamicClusterManager implements ClusterManager {
       timeout: { route: c('upstream_rq_timeout'), perTry: c('upstream_rq_per_try_timeout') },
       cx: new UpstreamCxStats(c),
       requests: new RequestGauges(c('upstream_rq_pending_total'), c('upstream_rq_total')),
+      responses: new ResponseStats(this.stats, (stat) => clusterCodeStatName(name, stat)),
     };
   }
 
@@ -145,6 +147,13 @@ export class DynamicClusterManager implements ClusterManager {
     }
     for (const c of [...this.live.values(), ...this.removed]) yield* openBytes(c);
   }
+}
+
+/** A cluster stat's names with Envoy's code tags (`envoy_cluster_upstream_rq{envoy_response_code}`). */
+function clusterCodeStatName(cluster: string, stat: string): StatName {
+  const { leaf, labels } = codeTags(stat);
+  const plain = statName('cluster', stat, { name: 'envoy_cluster_name', value: cluster });
+  return { name: plain.name, prom: promName(`cluster.${leaf}`), labels: { ...plain.labels, ...labels } };
 }
 
 /**

@@ -12,6 +12,7 @@ import type { UpstreamTransport } from './tls/transport-sockets.js';
 import type { RequestView } from '../envoy/request.js';
 import type { StatCounter } from './stats.js';
 import type { UpstreamCxStats } from './upstream-cx-stats.js';
+import type { ResponseStats } from './response-stats.js';
 import type { RequestGauges } from './upstream-rq-stats.js';
 import { TcpPool } from './tcp-pool.js';
 import type { ClusterSpec, WeightedEndpoint } from './cluster-spec.js';
@@ -36,6 +37,8 @@ export interface ClusterStats {
   readonly cx: UpstreamCxStats;
   /** The pools' request gauges, and upstream_rq_total (counted as a request reaches a connection). */
   readonly requests: RequestGauges;
+  /** What the router charges per response and retry decision (response-stats.ts). */
+  readonly responses: ResponseStats;
 }
 
 /** A serving cluster: the spec can be swapped under it (EDS updates) while its pool stays. */
@@ -95,6 +98,10 @@ export class LiveCluster implements UpstreamCluster {
 
   timedOut(kind: UpstreamTimeout): void {
     this.stats.timeout[kind].inc();
+  }
+
+  get responses(): ResponseStats {
+    return this.stats.responses;
   }
 
   /** The HTTP/2 sessions, made on first use; undefined while the cluster speaks HTTP/1.1 only. */

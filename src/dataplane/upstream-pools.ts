@@ -7,6 +7,7 @@ import type { Duplex } from 'node:stream';
 import type { buildConnector } from 'undici';
 import type { Address, RequestView } from '../envoy/request.js';
 import type { CircuitBreaker, OutlierOutcome } from './cluster-health.js';
+import type { ResponseStats } from './response-stats.js';
 import { bindsOriginalSrc, originalSrcSocket, type OriginalSource } from './original-src.js';
 import type { UpstreamTransport } from './tls/transport-sockets.js';
 import { writeProxyProtocolHeader, type DownstreamAddresses } from './tls/proxy-protocol.js';
@@ -50,6 +51,8 @@ export interface UpstreamCluster {
   begin?(endpoint: Endpoint): () => void;
   /** An attempt's outcome for outlier detection: its HTTP status, 'failure' (no response) or 'connected' (a TCP proxy's connection was made). */
   report?(endpoint: Endpoint, outcome: OutlierOutcome): void;
+  /** What the router charges per response and retry decision: the cluster's upstream_rq_<code>, _retry, upstream_rq_time (absent: not counted). */
+  readonly responses?: ResponseStats;
   /** The route timeout or an attempt's per-try timeout expired (counted as Envoy's upstream_rq_timeout, upstream_rq_per_try_timeout). */
   timedOut?(kind: UpstreamTimeout): void;
   /** The endpoint's transport socket (TLS, PROXY protocol), from the cluster's transport_socket(_matches); undefined: plaintext. */

@@ -68,12 +68,12 @@ const app = createServer((req, res) => {
 const h2 = createH2Server();
 h2.on('stream', (stream) => stream.respond({ ':status': 200 }, { endStream: true }));
 
-/** /stats lines of the vhost stats, by name. */
-function vhostStats(text: string): Map<string, string> {
+/** /stats lines whose names start with `prefix` (the vhost stats unless said), by name. */
+function vhostStats(text: string, prefix = 'vhost.'): Map<string, string> {
   return new Map(
     text
       .split('\n')
-      .filter((l) => l.startsWith('vhost.'))
+      .filter((l) => l.startsWith(prefix))
       .map((l) => [l.slice(0, l.indexOf(': ')), l.slice(l.indexOf(': ') + 2)]),
   );
 }
@@ -186,6 +186,53 @@ describe('route-level stats (stat_prefix)', { timeout: 30_000 }, () => {
     assert.equal(check.error, undefined, 'promtool is installed (Debian package prometheus)');
     // promtool exits 3 for lint findings (Envoy's names), 1 for a parse error.
     assert.ok(check.status === 0 || check.status === 3, `promtool accepts the exposition: ${check.stdout}${check.stderr}`);
+  });
+});
+
+describe('cluster-level response and retry stats (every cluster, as Envoy)', { timeout: 30_000 }, () => {
+  it('counts per cluster what the routes count per route, with Envoy\'s cluster and code tags in Prometheus', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'cluster-stats-'));
+    const appPort = await listen(app);
+    const ads = await new FixtureAds().listen();
+    ads.set(TypeUrl.Cluster, [staticCluster('app', [appPort])]);
+    ads.set(TypeUrl.Listener, [listener('in', 0, [hcmChain({ rds: 'routes', statPrefix: 'stats' })])]);
+    // No stat_prefix anywhere: the route keeps no stats, the cluster does.
+    const plain = { name: 'routes', virtualHosts: [{ name: 'backend', domains: ['*'], routes: [route('/', 'app', undefined, { retryPolicy: { retryOn: 'retriable-status-codes', retriableStatusCodes: [503], numRetries: 1 } })] }] };
+    ads.set(TypeUrl.RouteConfiguration, [{ name: 'routes', any: pack(RouteConfigurationSchema, plain) }]);
+    const proxy = await startBoundProxy(dir, ads.port, 1);
+    try {
+      flakyHits = 0;
+      const port = boundPort(proxy, 'in');
+      const got = [];
+      for (const path of ['/api/ok', '/api/fail', '/api/flaky', '/api/down']) got.push((await rawGet(port, path)).status);
+      assert.deepEqual(got, [200, 500, 200, 503]);
+      const body = (await get(false, proxy.adminPort, '/stats')).body;
+      const stats = vhostStats(body, 'cluster.app.');
+      const counters = Object.fromEntries([...stats].filter(([n]) => n.startsWith('cluster.app.upstream_rq_') && /_(retry\w*|completed|\dxx|\d{3})$/.test(n)).map(([n, v]) => [n.slice('cluster.app.'.length), Number(v)]));
+      assert.deepEqual(counters, {
+        upstream_rq_retry: 2,
+        upstream_rq_retry_limit_exceeded: 1,
+        upstream_rq_retry_overflow: 0,
+        upstream_rq_retry_success: 1,
+        upstream_rq_completed: 4,
+        upstream_rq_2xx: 2,
+        upstream_rq_200: 2,
+        upstream_rq_5xx: 2,
+        upstream_rq_500: 1,
+        upstream_rq_503: 1,
+      });
+      assert.equal(vhostStats(body).size, 0, 'no route stats without a stat_prefix');
+      const text = (await get(false, proxy.adminPort, '/stats/prometheus')).body;
+      assert.equal(promValue(text, 'envoy_cluster_upstream_rq{envoy_cluster_name="app",envoy_response_code="200"}'), 2);
+      assert.equal(promValue(text, 'envoy_cluster_upstream_rq_xx{envoy_cluster_name="app",envoy_response_code_class="5"}'), 2);
+      assert.equal(promValue(text, 'envoy_cluster_upstream_rq_retry{envoy_cluster_name="app"}'), 2);
+      assert.equal(promValue(text, 'envoy_cluster_upstream_rq_time_count{envoy_cluster_name="app"}'), 4);
+    } finally {
+      await proxy.stop(0);
+      ads.close();
+      rmSync(dir, { recursive: true, force: true });
+      await close(app);
+    }
   });
 });
 

@@ -3,7 +3,8 @@
 // attempt (the exchange's request and events), so a request that is not retried allocates no
 // closure or attempt object here; a retry's attempt is a small object of its own, so that an
 // abandoned attempt's late events are still told apart from the current one's. A route with a
-// stat_prefix counts what happens here in its stats (route-stats.ts), where Envoy's router does.
+// stat_prefix counts what happens here in its stats (route-stats.ts), and the cluster its own
+// (response-stats.ts), where Envoy's router does.
 import type { OutgoingHttpHeaders } from 'node:http';
 import { scope } from '../../common/log.js';
 import type { LocalReply, ResponseHeaderMap } from '../../envoy/filter.js';
@@ -219,7 +220,7 @@ export class RouterStream implements Attempt, UpstreamRequest, BodyDone {
       return;
     }
     a.state = 'streaming';
-    this.target.route.stats?.response(up.status);
+    this.respondedWith(up.status);
     const out = up.headers;
     out.server = this.deps.serverName;
     out['x-envoy-upstream-service-time'] = String(Date.now() - this.started);
@@ -324,28 +325,39 @@ export class RouterStream implements Attempt, UpstreamRequest, BodyDone {
 
   /**
    * Whether an attempt's outcome (`retriable` by the route's policy) is retried, as Envoy's retry
-   * state decides, counted on the route: upstream_rq_retry; _limit_exceeded when the retries are
-   * used up, _overflow when the cluster's max_retries has no room; _success when a retry's outcome
-   * is not retriable (whatever its status).
+   * state decides, counted on the cluster and the route: upstream_rq_retry; _limit_exceeded when
+   * the retries are used up, _overflow when the cluster's max_retries has no room; _success when a
+   * retry's outcome is not retriable (whatever its status).
    */
   private retries(retriable: boolean): boolean {
     const retry = this.retry;
     if (!retry || this.answered) return false;
-    const stats = this.target.route.stats;
     if (!retriable) {
-      if (this.attempts > 1) stats?.retrySuccess.inc();
+      if (this.attempts > 1) this.charge('retrySuccess');
       return false;
     }
     if (this.attempts > retry.numRetries) {
-      stats?.retryLimitExceeded.inc();
+      this.charge('retryLimitExceeded');
       return false;
     }
     if (!this.again()) {
-      stats?.retryOverflow.inc();
+      this.charge('retryOverflow');
       return false;
     }
-    stats?.retry.inc();
+    this.charge('retry');
     return true;
+  }
+
+  /** One retry counter of the cluster's and of the route's stats. */
+  private charge(counter: 'retry' | 'retryLimitExceeded' | 'retryOverflow' | 'retrySuccess'): void {
+    this.target.cluster.responses?.[counter].inc();
+    this.target.route.stats?.[counter].inc();
+  }
+
+  /** The status the router answers with, on the cluster's and the route's code stats. */
+  private respondedWith(status: number): void {
+    this.target.cluster.responses?.response(status);
+    this.target.route.stats?.response(status);
   }
 
   /** Schedules a retry; false without room under the cluster's max_retries (the failure then stands). */
@@ -379,15 +391,16 @@ export class RouterStream implements Attempt, UpstreamRequest, BodyDone {
 
   /** The response went downstream complete (upstream_rq_time). */
   private completed(): void {
-    const stats = this.target.route.stats;
-    if (stats) stats.responseTime(Date.now() - this.started);
+    const ms = Date.now() - this.started;
+    this.target.cluster.responses?.responseTime(ms);
+    this.target.route.stats?.responseTime(ms);
   }
 
   private reply(r: LocalReply): void {
     this.finish();
     // Envoy counts the status of a local reply that stands for the upstream's response, not of
     // one that ends a response already begun.
-    if (!this.res.headersSent) this.target.route.stats?.response(r.status);
+    if (!this.res.headersSent) this.respondedWith(r.status);
     const encode = this.target.encode;
     const encoded = encode ? { ...r, headers: { ...r.headers } } : r;
     encode?.(encoded.headers as ResponseHeaderMap);

@@ -142,6 +142,7 @@ export class Router {
     const { hash, setCookies } = action.hash ? requestHash(action.hash, sreq) : NO_HASH;
     const endpoint = cluster.pick(sreq, hash);
     if (!endpoint) {
+      cluster.responses?.response(NO_HEALTHY_UPSTREAM.status);
       route.stats?.response(NO_HEALTHY_UPSTREAM.status);
       reply(NO_HEALTHY_UPSTREAM);
       return undefined;
@@ -176,6 +177,7 @@ export class Router {
     const admitted = cluster.breaker?.admit();
     if (cluster.breaker && !admitted) {
       req.resume();
+      cluster.responses?.response(OVERFLOW.status);
       target.route.stats?.response(OVERFLOW.status);
       this.deps.sendLocal(res, OVERFLOW, requestId, grpc);
       return;
