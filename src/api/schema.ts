@@ -115,7 +115,7 @@ const sidecarListener = (hostsRequired: boolean): Schema =>
       port: portSpec(),
       bind: str(),
       captureMode: oneOf(CAPTURE_MODES),
-      ...(hostsRequired ? { hosts: list(nonEmptyStr(), 1) } : { defaultEndpoint: str() }),
+      ...(hostsRequired ? { hosts: list(nonEmptyStr(), 1) } : { defaultEndpoint: str(), connectionPool: opaque() }),
     },
     hostsRequired ? ['hosts'] : ['port'],
   );
@@ -170,6 +170,7 @@ export const SPEC_SCHEMAS: Readonly<Record<Kind, Schema>> = {
     ingress: list(sidecarListener(false)),
     egress: list(sidecarListener(true)),
     outboundTrafficPolicy: obj({ mode: oneOf(OUTBOUND_MODES) }),
+    inboundConnectionPool: opaque(),
   }),
   DestinationRule: obj(
     {

@@ -274,7 +274,9 @@ function sidecar(spec: Fields, path: string, out: Findings): void {
       if (v.startsWith('unix://') || (match && checkPortString(match[2]!) === undefined)) return undefined;
       return `invalid defaultEndpoint ${JSON.stringify(v)}; expected 127.0.0.1:<port>, 0.0.0.0:<port>, [::1]:<port>, [::]:<port> or unix://<path>`;
     });
+    trafficDurations(listener?.['connectionPool'], `${joinPath(`${path}.ingress`, i)}.connectionPool`, out);
   });
+  trafficDurations(spec['inboundConnectionPool'], `${path}.inboundConnectionPool`, out);
   asArray(spec['egress']).forEach((item, i) => {
     out.strings(asRecord(item)?.['hosts'], `${joinPath(`${path}.egress`, i)}.hosts`, (v) => {
       const match = EGRESS_HOST.exec(v);

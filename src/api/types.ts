@@ -210,6 +210,8 @@ export interface IngressListener {
   bind?: string;
   captureMode?: CaptureMode;
   defaultEndpoint?: string;
+  /** The inbound cluster's connection pool for this port (DestinationRule connectionPool fields). */
+  connectionPool?: OpaqueObject;
 }
 
 export interface EgressListener {
@@ -226,6 +228,8 @@ export interface SidecarSpec {
   ingress?: IngressListener[];
   egress?: EgressListener[];
   outboundTrafficPolicy?: { mode?: (typeof OUTBOUND_MODES)[number] };
+  /** Every inbound cluster's connection pool, unless an ingress listener sets its own. */
+  inboundConnectionPool?: OpaqueObject;
 }
 
 /** Traffic fields are only structurally checked for now; their semantics come later. */

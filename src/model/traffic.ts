@@ -90,8 +90,12 @@ export class TrafficIndex {
    * the rule found inherits its namespace's defaults (else the mesh's); without one, the proxy's
    * namespace defaults (else the mesh's) apply on their own.
    */
-  destinationRule(proxy: Proxy, hostname: string, serviceNamespace: string): EffectiveRule | undefined {
-    const found = this.hostRule(proxy, hostname, serviceNamespace);
+  /**
+   * `inbound`: for the proxy's own inbound clusters, where the Go mesh honours no workloadSelector
+   * (the Sidecar's inbound settings are the workload-specific way): rules without one only.
+   */
+  destinationRule(proxy: Proxy, hostname: string, serviceNamespace: string, inbound = false): EffectiveRule | undefined {
+    const found = this.hostRule(proxy, hostname, serviceNamespace, inbound);
     if (!this.defaults) return found;
     const nsDefaults = (ns: string) => this.defaults!.get(ns) ?? this.defaults!.get(this.rootNamespace);
     if (found) return { ...found, rule: inheritRule(nsDefaults(found.rule.metadata.namespace), found.rule)! };
@@ -99,11 +103,11 @@ export class TrafficIndex {
     return fallback ? { rule: fallback, subsets: [] } : undefined;
   }
 
-  private hostRule(proxy: Proxy, hostname: string, serviceNamespace: string): EffectiveRule | undefined {
+  private hostRule(proxy: Proxy, hostname: string, serviceNamespace: string, inbound: boolean): EffectiveRule | undefined {
     const forHost = this.rules.filter((r) => !isInheritable(r) && hostMatches(resolveHost(r.spec.host ?? '', r.metadata.namespace, this.domain), hostname));
     for (const ns of [proxy.namespace, serviceNamespace, this.rootNamespace]) {
       const inNs = forHost.filter((r) => r.metadata.namespace === ns && exportedTo(r.spec.exportTo, ns, proxy.namespace));
-      const selecting = inNs.filter((r) => r.spec.workloadSelector?.labels && ns === proxy.namespace && labelsMatch(r.spec.workloadSelector.labels, proxy.labels));
+      const selecting = inNs.filter((r) => !inbound && r.spec.workloadSelector?.labels && ns === proxy.namespace && labelsMatch(r.spec.workloadSelector.labels, proxy.labels));
       const plain = inNs.filter((r) => !r.spec.workloadSelector?.labels);
       const chosen = selecting.length > 0 ? selecting.slice(0, 1) : plain;
       if (chosen.length > 0) return merge(chosen);

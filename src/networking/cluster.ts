@@ -8,7 +8,7 @@ import { pack } from '../envoy/types.js';
 import { adsConfigSourceWaiting, seconds } from './common.js';
 import { buildLoadAssignment, type EndpointInput } from './endpoint.js';
 import { BLACKHOLE_CLUSTER, inboundClusterName, outboundClusterName, PASSTHROUGH_CLUSTER } from './names.js';
-import { circuitBreakers, clusterPolicy, commonHttpOptions, passesThrough, tcpKeepaliveOptions, upgradesToH2, type TcpKeepaliveSettings, type TrafficPolicy } from './traffic-policy.js';
+import { circuitBreakers, clusterPolicy, commonHttpOptions, connectionPool, type ConnectionPoolSettings, passesThrough, tcpKeepaliveOptions, upgradesToH2, type TcpKeepaliveSettings, type TrafficPolicy } from './traffic-policy.js';
 import { meshMtlsFields, type ClusterMtls } from './outbound-mtls.js';
 import { withUpstreamProxyProtocol } from './proxy-protocol.js';
 
@@ -124,11 +124,15 @@ export function buildOutboundCluster(
 
 /**
  * `inbound|<port>||`: STATIC, to the application at `address:targetPort` (usually 127.0.0.1), or,
- * without a target, ORIGINAL_DST: to the connection's own destination (the pod's address).
+ * without a target, ORIGINAL_DST: to the connection's own destination (the pod's address). `pool`:
+ * its connection pool (inbound.ts), applied as the Go mesh applies one to an inbound cluster:
+ * limits, timeouts, keepalive and useClientProtocol, never an h2 upgrade.
  */
-export function buildInboundCluster(port: number, target: { address: string; port: number } | undefined, protocol: Protocol, opts: ClusterOptions = {}): Cluster {
+export function buildInboundCluster(port: number, target: { address: string; port: number } | undefined, protocol: Protocol, opts: ClusterOptions = {}, pool?: ConnectionPoolSettings): Cluster {
   const name = inboundClusterName(port);
-  const common = { ...protocolOptions(protocol, undefined, true), ...tcpKeepaliveOptions(opts.tcpKeepalive, undefined), ...circuitBreakers(undefined) };
+  const http = pool?.http ? { ...pool.http, h2UpgradePolicy: undefined } : undefined;
+  const policy = pool ? { connectionPool: { ...pool, ...(http ? { http } : {}) } } : undefined;
+  const common = { ...protocolOptions(protocol, policy, true), ...tcpKeepaliveOptions(opts.tcpKeepalive, policy), ...connectionPool(pool) };
   if (!target) return cluster(name, Cluster_DiscoveryType.ORIGINAL_DST, opts, { lbPolicy: Cluster_LbPolicy.CLUSTER_PROVIDED, ...common });
   return cluster(name, Cluster_DiscoveryType.STATIC, opts, {
     loadAssignment: buildLoadAssignment(name, [{ address: target.address, port: target.port, locality: { region: '', zone: '', subZone: '' }, weight: 1 }]),

@@ -7,6 +7,7 @@ import type { PushContext } from '../model/push-context.js';
 import { portProtocol } from '../model/service.js';
 import type { InboundPort } from './listener.js';
 import { LOCALHOST, WILDCARD_ADDRESS } from './names.js';
+import { mergeTrafficPolicy, type ConnectionPoolSettings, type TrafficPolicy } from './traffic-policy.js';
 
 export interface InboundPorts {
   readonly ports: InboundPort[];
@@ -42,7 +43,10 @@ function defaultTarget(proxy: Proxy, port: Omit<InboundPort, 'target'>, targetPo
   return { target: { address: LOCALHOST, port: targetPort } };
 }
 
-function fromIngress(ingress: readonly IngressListener[], proxy: Proxy, source: string): InboundPorts {
+/** A pool as the API spells it (validated structurally): the same shape the translation reads. */
+const poolOf = (value: unknown): ConnectionPoolSettings | undefined => (value ? (value as ConnectionPoolSettings) : undefined);
+
+function fromIngress(ingress: readonly IngressListener[], proxy: Proxy, source: string, sidecarPool: ConnectionPoolSettings | undefined): InboundPorts {
   const ports: InboundPort[] = [];
   const problems: string[] = [];
   const conflicts: string[] = [];
@@ -54,7 +58,8 @@ function fromIngress(ingress: readonly IngressListener[], proxy: Proxy, source: 
     }
     seen.add(l.port.number);
     try {
-      const port = { port: l.port.number, protocol: portProtocol(l.port), ...(l.bind ? { bind: l.bind } : {}), ...(l.captureMode ? { captureMode: l.captureMode } : {}) };
+      const pool = poolOf(l.connectionPool) ?? sidecarPool;
+      const port = { port: l.port.number, protocol: portProtocol(l.port), ...(l.bind ? { bind: l.bind } : {}), ...(l.captureMode ? { captureMode: l.captureMode } : {}), ...(pool ? { connectionPool: pool } : {}) };
       const target = l.defaultEndpoint ? { target: parseDefaultEndpoint(l.defaultEndpoint, proxy) } : defaultTarget(proxy, port, l.port.targetPort ?? l.port.number);
       ports.push({ ...port, ...target });
     } catch (e) {
@@ -74,16 +79,24 @@ export function bindsOwnListener(p: InboundPort, proxyCaptures: boolean): boolea
   return mode === 'NONE' || (mode === 'DEFAULT' && !proxyCaptures);
 }
 
+/**
+ * The inbound clusters' connection pools, as the Go mesh's buildInboundClusters takes them: the
+ * Sidecar's (an ingress listener's own, else its inboundConnectionPool) replace the pool of the
+ * instance's service's DestinationRule (one without workloadSelector, at the service port).
+ */
 export function inboundPorts(proxy: Proxy, push: PushContext): InboundPorts {
   const scope = push.sidecarScope(proxy);
+  const sidecarPool = poolOf(scope.sidecar?.spec.inboundConnectionPool);
   if (scope.ingress.length > 0) {
     const s = scope.sidecar!;
-    return fromIngress(scope.ingress, proxy, `Sidecar/${s.metadata.namespace}/${s.metadata.name}`);
+    return fromIngress(scope.ingress, proxy, `Sidecar/${s.metadata.namespace}/${s.metadata.name}`, sidecarPool);
   }
   const byPort = new Map<number, InboundPort>();
   for (const i of push.proxyInstances(proxy)) {
     if (!byPort.has(i.endpointPort)) {
-      const port = { port: i.endpointPort, protocol: i.servicePort.protocol };
+      const rule = push.traffic.destinationRule(proxy, i.hostname, i.namespace, true)?.rule;
+      const pool = sidecarPool ?? mergeTrafficPolicy(rule?.spec.trafficPolicy as TrafficPolicy | undefined, undefined, i.servicePort.port).connectionPool;
+      const port = { port: i.endpointPort, protocol: i.servicePort.protocol, ...(pool ? { connectionPool: pool } : {}) };
       byPort.set(i.endpointPort, { ...port, ...defaultTarget(proxy, port, i.endpointPort) });
     }
   }

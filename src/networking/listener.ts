@@ -32,6 +32,7 @@ import { buildInboundRouteConfig } from './route.js';
 import { needsTlsInspector, securedChains, tlsInspector, type ChainKind, type InboundMtlsOptions } from './inbound-mtls.js';
 import type { EffectiveMtlsMode } from '../security/mtls/peer-authentication.js';
 import { l4RouteChains, type FilterChainInit, type L4RouteContext } from './tcp-route.js';
+import type { ConnectionPoolSettings } from './traffic-policy.js';
 
 /** What http_inspector reports for plaintext HTTP. */
 const HTTP_APPLICATION_PROTOCOLS = ['http/1.0', 'http/1.1', 'h2c'];
@@ -55,6 +56,8 @@ export interface InboundPort {
   readonly captureMode?: CaptureMode;
   /** The port's PeerAuthentication mode; unset takes InboundOptions.mtls.mode. */
   readonly mtls?: EffectiveMtlsMode;
+  /** The inbound cluster's connection pool: the Sidecar's for the port, else its service's DestinationRule's (inbound.ts). */
+  readonly connectionPool?: ConnectionPoolSettings;
 }
 
 export interface InboundOptions {

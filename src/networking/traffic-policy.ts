@@ -157,7 +157,8 @@ export function circuitBreakers(pool: ConnectionPoolSettings | undefined, budget
   };
 }
 
-function connectionPool(pool: ConnectionPoolSettings | undefined, budget: RetryBudget | undefined): Partial<ClusterInit> {
+/** A pool's connect_timeout and circuit breaker threshold. */
+export function connectionPool(pool: ConnectionPoolSettings | undefined, budget?: RetryBudget): Partial<ClusterInit> {
   const connectTimeout = pool?.tcp?.connectTimeout;
   return { ...(connectTimeout ? { connectTimeout: durationInit(connectTimeout) } : {}), ...circuitBreakers(pool, budget) };
 }

@@ -431,3 +431,41 @@ test('mesh tcpKeepalive: every outbound, inbound and passthrough cluster keeps a
   assert.deepEqual(off['outbound|80||web.foo.svc.cluster.local'], undefined, 'no keepalive without the mesh config or a rule');
   assert.deepEqual(off['outbound|80||tuned.foo.svc.cluster.local'], { keepalive_probes: 9 });
 });
+
+test("inbound clusters take their connection pool as the Go mesh's buildInboundClusters does: the Sidecar's, else the service's rule without workloadSelector at the port; never an h2 upgrade", async () => {
+  const dr = (name: string, spec: object): AnyResource => ({ apiVersion: 'networking.mesh.io/v1', kind: 'DestinationRule', metadata: { namespace: 'foo', name }, spec });
+  const catchAll = dr('echo', {
+    host: 'echo',
+    trafficPolicy: {
+      connectionPool: { tcp: { maxConnections: 50, connectTimeout: '2s' }, http: { http2MaxRequests: 300, idleTimeout: '30s', h2UpgradePolicy: 'UPGRADE' } },
+      portLevelSettings: [{ port: { number: 7070 }, connectionPool: { http: { maxRequestsPerConnection: 7 } } }],
+    },
+  });
+  // Selects the echo workload: its own outbound clusters take it, its inbound ones do not (as in the Go mesh).
+  const selecting = dr('echo-selected', { host: 'echo', workloadSelector: { labels: { app: 'echo' } }, trafficPolicy: { connectionPool: { tcp: { maxConnections: 1 } } } });
+  const inboundOf = async (resources: AnyResource[]) => {
+    const push = pushOf([...MESH, ...resources]);
+    const cds = createMeshGenerators({ pushContext: () => push }).get(TypeUrl.Cluster)!;
+    const out = await cds.generate({ proxy: echoProxy(), typeUrl: TypeUrl.Cluster, subscription: { wildcard: true, names: new Set() } });
+    type Json = { name: string; connect_timeout?: string; circuit_breakers?: { thresholds: { max_connections?: number; max_requests?: number }[] }; typed_extension_protocol_options?: Record<string, { common_http_protocol_options?: object; explicit_http_config?: object }> };
+    const clusters = out.map((r) => toEnvoyJson(ClusterSchema, unpack(r.resource, ClusterSchema)) as Json);
+    return Object.fromEntries(
+      clusters
+        .filter((c) => c.name.startsWith('inbound') || c.name === 'outbound|80||echo.foo.svc.cluster.local')
+        .map((c) => {
+          const http = Object.values(c.typed_extension_protocol_options ?? {})[0];
+          const t = c.circuit_breakers?.thresholds[0];
+          return [c.name, { connect: c.connect_timeout, maxConnections: t?.max_connections, maxRequests: t?.max_requests, common: http?.common_http_protocol_options, protocol: Object.keys(http?.explicit_http_config ?? {})[0] }];
+        }),
+    );
+  };
+  const UNLIMITED = 4294967295;
+  const byRule = await inboundOf([catchAll, selecting]);
+  assert.deepEqual(byRule['inbound|8080||'], { connect: '2s', maxConnections: 50, maxRequests: 300, common: { idle_timeout: '30s' }, protocol: 'http_protocol_options' }, "the rule's pool, HTTP/1.1 to the app despite UPGRADE");
+  assert.deepEqual(byRule['inbound|7070||'], { connect: '10s', maxConnections: UNLIMITED, maxRequests: UNLIMITED, common: { max_requests_per_connection: 7 }, protocol: 'http2_protocol_options' }, "the port's entry is the whole pool of port 7070");
+  assert.equal(byRule['outbound|80||echo.foo.svc.cluster.local']!.maxConnections, 1, 'outbound: the selecting rule');
+  const bySidecar = await inboundOf([catchAll, sidecar('foo', 'echo', { workloadSelector: { labels: { app: 'echo' } }, inboundConnectionPool: { tcp: { maxConnections: 11 } } })]);
+  assert.deepEqual(bySidecar['inbound|8080||'], { connect: '10s', maxConnections: 11, maxRequests: UNLIMITED, common: undefined, protocol: undefined }, "the Sidecar's pool replaces the rule's");
+  const none = await inboundOf([]);
+  assert.deepEqual(none['inbound|8080||']!.maxConnections, UNLIMITED, 'no pool: no limit, as the Go mesh');
+});

@@ -377,9 +377,9 @@ export function sidecarClusters(proxy: Proxy, push: PushContext, withInbound = t
   // Inbound clusters by their few inputs, once per snapshot; the whole list once per (outbound
   // list, inbound ports), so proxies given the same clusters get the same list (packed and interned once).
   const ports = withInbound ? proxyInboundPorts(proxy, push).ports : [];
-  const keys = ports.map((p) => `${p.port}:${p.target ? `${p.target.address}:${p.target.port}` : 'original-dst'}:${p.protocol}`);
+  const keys = ports.map((p) => `${p.port}:${p.target ? `${p.target.address}:${p.target.port}` : 'original-dst'}:${p.protocol}:${p.connectionPool ? JSON.stringify(p.connectionPool) : ''}`);
   return memo(outbound, `clusters:${keys.join(',')}`, () => {
-    const inbound = ports.map((p, i) => memo(push, `cds-inbound:${keys[i]}:${meshKey}`, () => cachedIn(cache, () => ['cds-inbound', p.port, p.target, p.protocol, keepalive], () => buildInboundCluster(p.port, p.target, p.protocol, clusterOpts))));
+    const inbound = ports.map((p, i) => memo(push, `cds-inbound:${keys[i]}:${meshKey}`, () => cachedIn(cache, () => ['cds-inbound', p.port, p.target, p.protocol, keepalive, p.connectionPool], () => buildInboundCluster(p.port, p.target, p.protocol, clusterOpts, p.connectionPool))));
     return [...outbound, ...inbound, ...memo(push, `catchAll:${meshKey}`, () => cachedIn(cache, () => ['cds-catchall', keepalive], () => [blackHoleCluster(), passthroughCluster(clusterOpts)]))];
   });
 }
