@@ -36,6 +36,24 @@ export function compileMutation(add: readonly HeaderValueOption[], remove: reado
   };
 }
 
+/** A plain header record (node's header objects, a tunnel's request headers) as a mutable header set. */
+export class HeaderRecord implements MutableHeaders {
+  constructor(readonly h: Record<string, string | string[]>) {}
+  has(name: string): boolean {
+    return this.h[name] !== undefined;
+  }
+  add(name: string, value: string): void {
+    const cur = this.h[name];
+    this.h[name] = cur === undefined ? value : [...(Array.isArray(cur) ? cur : [cur]), value];
+  }
+  set(name: string, value: string): void {
+    this.h[name] = value;
+  }
+  remove(name: string): void {
+    delete this.h[name];
+  }
+}
+
 /** Applies mutations in order. Values are literal: Envoy's %VARIABLE% substitution is not supported. */
 export function applyMutations(headers: MutableHeaders, mutations: readonly HeaderMutation[]): void {
   for (const m of mutations) {

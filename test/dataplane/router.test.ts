@@ -8,7 +8,7 @@ import { ConfigError } from '../../src/envoy/config-error.js';
 import { RequestHeaders, requestView } from '../../src/envoy/request.js';
 import { applyMutations } from '../../src/dataplane/header-mutations.js';
 import { HeaderValueOption_HeaderAppendAction } from '../../src/gen/envoy/config/core/v3/base_pb.js';
-import { ResponseHeaderSet } from '../../src/dataplane/filters/upstream-outcome.js';
+import { HeaderRecord } from '../../src/dataplane/header-mutations.js';
 import { compileRouteConfiguration, DEFAULT_ROUTE_TIMEOUT_MS, stripHostPort } from '../../src/dataplane/route-table.js';
 
 type RouteInit = MessageInitShape<typeof RouteSchema>;
@@ -233,7 +233,7 @@ describe('router: header mutations of the three levels', () => {
     const req = new RequestHeaders([['x-level', 'client']]);
     applyMutations(req, compiled.requestHeaders);
     const res: Record<string, string | string[]> = {};
-    applyMutations(new ResponseHeaderSet(res), compiled.responseHeaders);
+    applyMutations(new HeaderRecord(res), compiled.responseHeaders);
     return { request: req.joined('x-level'), route: req.joined('x-route'), response: res['x-level'] };
   };
 

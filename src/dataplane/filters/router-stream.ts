@@ -27,12 +27,12 @@ import {
   type UpstreamHead,
   type UpstreamRequest,
 } from '../http-codec.js';
-import { applyMutations } from '../header-mutations.js';
+import { applyMutations, HeaderRecord } from '../header-mutations.js';
 import { excludeTriedPriorities, type RetrySpec } from '../retry-policy.js';
 import type { StatCounter } from '../stats.js';
 import { originalSrcOf, type OriginalSource } from '../original-src.js';
 import type { DownstreamAddresses } from '../tls/proxy-protocol.js';
-import { failureOf, NO_HEALTHY_UPSTREAM, PROTOCOL_ERROR, ResponseHeaderSet, UPSTREAM_TIMEOUT, upstreamReset } from './upstream-outcome.js';
+import { failureOf, NO_HEALTHY_UPSTREAM, PROTOCOL_ERROR, UPSTREAM_TIMEOUT, upstreamReset } from './upstream-outcome.js';
 import type { RouterDeps, Target } from './router.js';
 
 const log = scope('http');
@@ -226,7 +226,7 @@ export class RouterStream implements Attempt, UpstreamRequest, BodyDone {
     out['x-envoy-upstream-service-time'] = String(Date.now() - this.started);
     if (attemptCount.response) out['x-envoy-attempt-count'] = String(this.attempts);
     if (this.requestId && this.deps.alwaysSetRequestIdInResponse) out['x-request-id'] = this.requestId;
-    const headerSet = new ResponseHeaderSet(out);
+    const headerSet = new HeaderRecord(out);
     for (const c of this.target.setCookies) headerSet.add('set-cookie', c);
     applyMutations(headerSet, this.target.responseHeaders);
     this.target.encode?.(out);

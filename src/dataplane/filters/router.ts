@@ -14,12 +14,12 @@ import type { Http2Pool } from '../http2-pool.js';
 import { RouterStream } from './router-stream.js';
 import { bodyFraming, isGrpc, rawHead, type DownstreamRequest, type DownstreamResponse, type HeaderMap } from '../http-codec.js';
 import type { CompiledRoute, RouteTable } from '../route-table.js';
-import { applyMutations, type HeaderMutation } from '../header-mutations.js';
+import { applyMutations, HeaderRecord, type HeaderMutation } from '../header-mutations.js';
 import { mirror, type ShadowBody } from '../mirror.js';
 import type { RetrySpec } from '../retry-policy.js';
 import { formatGrpcTimeout, grpcRouterTimeoutMs } from '../route-timeouts.js';
 import { registerHttpFilter } from './registry.js';
-import { endToEndHeaders, NO_HEALTHY_UPSTREAM, OVERFLOW, ResponseHeaderSet, upstreamReset } from './upstream-outcome.js';
+import { endToEndHeaders, NO_HEALTHY_UPSTREAM, OVERFLOW, upstreamReset } from './upstream-outcome.js';
 import { cookieJar } from '../hash-cookie.js';
 import type { RequestHasher } from '../load-balancers.js';
 
@@ -123,13 +123,13 @@ export class Router {
     const action = route.action;
     if (action.kind === 'direct') {
       const headers: Record<string, string | string[]> = {};
-      applyMutations(new ResponseHeaderSet(headers), route.responseHeaders);
+      applyMutations(new HeaderRecord(headers), route.responseHeaders);
       reply({ status: action.status, body: action.body, headers, details: 'direct_response' });
       return undefined;
     }
     if (action.kind === 'redirect') {
       const headers: Record<string, string | string[]> = { location: action.redirect.location(sreq, route.matchedPrefix) };
-      applyMutations(new ResponseHeaderSet(headers), route.responseHeaders);
+      applyMutations(new HeaderRecord(headers), route.responseHeaders);
       reply({ status: action.redirect.status, body: '', headers, details: 'direct_response' });
       return undefined;
     }

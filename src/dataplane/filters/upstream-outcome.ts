@@ -1,32 +1,13 @@
 // What the router makes of an upstream's outcome: Envoy's local replies for the ways an upstream
 // attempt fails (its reset reason, protocol error, overflow, timeout, no healthy endpoint), which
 // failures retry_on calls connect failures, the grpc-status gRPC retry conditions read, and the
-// upstream response's headers as the router passes them on (end-to-end only, mutable for the
-// route's response header mutations).
+// upstream response's headers as the router passes them on (end-to-end only; header-mutations.ts
+// HeaderRecord makes them mutable for the route's response header mutations).
 import type { IncomingMessage } from 'node:http';
 import type { LocalReply } from '../../envoy/filter.js';
 import { isEndToEnd } from '../http-codec.js';
-import type { MutableHeaders } from '../header-mutations.js';
 import type { AttemptFailure } from '../retry-policy.js';
 import { failedHandshake } from '../tls/upstream.js';
-
-/** Node's header object as a mutable header set (for response header mutations). */
-export class ResponseHeaderSet implements MutableHeaders {
-  constructor(readonly h: Record<string, string | string[]>) {}
-  has(name: string): boolean {
-    return this.h[name] !== undefined;
-  }
-  add(name: string, value: string): void {
-    const cur = this.h[name];
-    this.h[name] = cur === undefined ? value : [...(Array.isArray(cur) ? cur : [cur]), value];
-  }
-  set(name: string, value: string): void {
-    this.h[name] = value;
-  }
-  remove(name: string): void {
-    delete this.h[name];
-  }
-}
 
 /** A stream reset as Envoy's router names it: Http::Utility::resetReasonToString, and the connection's transport failure reason. */
 interface ResetReason {

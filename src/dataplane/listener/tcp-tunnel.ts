@@ -10,7 +10,7 @@ import type { ClientHttp2Stream } from 'node:http2';
 import { scope } from '../../common/log.js';
 import { TcpProxy_TunnelingConfigSchema, type TcpProxy_TunnelingConfig } from '../../gen/envoy/extensions/filters/network/tcp_proxy/v3/tcp_proxy_pb.js';
 import { ConfigError, unappliedFields } from '../../envoy/config-error.js';
-import { applyMutations, compileMutation, type HeaderMutation, type MutableHeaders } from '../header-mutations.js';
+import { applyMutations, compileMutation, HeaderRecord, type HeaderMutation } from '../header-mutations.js';
 import { http2For, type Endpoint, type UpstreamCluster, type UpstreamOptions } from '../upstream-pools.js';
 import { http1Tunnel } from '../http1/tunnel.js';
 import { requestHead } from '../http1/request-head.js';
@@ -46,22 +46,9 @@ export function compileTunnel(tc: TcpProxy_TunnelingConfig, field: string): Tunn
 
 type TunnelHeaders = Record<string, string | string[]>;
 
-/** A plain header record as the mutations' surface. */
-function mutable(h: TunnelHeaders): MutableHeaders {
-  return {
-    has: (n) => h[n] !== undefined,
-    add: (n, v) => {
-      const old = h[n];
-      h[n] = old === undefined ? v : [...(Array.isArray(old) ? old : [old]), v];
-    },
-    set: (n, v) => void (h[n] = v),
-    remove: (n) => void delete h[n],
-  };
-}
-
 /** The request's headers: Envoy's base ones (`base`), then headers_to_add. */
 function tunnelHeaders(spec: TunnelSpec, base: TunnelHeaders): TunnelHeaders {
-  applyMutations(mutable(base), [spec.headers]);
+  applyMutations(new HeaderRecord(base), [spec.headers]);
   return base;
 }
 
