@@ -20,6 +20,7 @@ import { buildHcmForFilterChain, type HttpConnectionManagerHandler } from '../..
 import { HCM_FILTER_NAME } from '../../src/envoy/names.js';
 import { close, listen } from '../helpers/http.js';
 import { ISSUER, jwks, meshJwtAuthn, meshProvider, mint, testKey, type TestKey } from './fixtures.js';
+import { answerUpgrades, upgradeVia } from './upgrade-fixtures.js';
 
 type PolicyInit = MessageInitShape<typeof PolicySchema>;
 type PrincipalInit = MessageInitShape<typeof PrincipalSchema>;
@@ -67,26 +68,6 @@ function send(port: number, o: { method?: string; path?: string; headers?: Recor
     req.on('error', reject);
     for (const c of o.chunks ?? []) req.write(c);
     if (o.trailers) req.addTrailers(o.trailers);
-    req.end();
-  });
-}
-
-/** Asks for an upgrade; on 101 sends "hello" through the tunnel and returns what comes back. */
-function upgradeVia(port: number, headers: Record<string, string> = {}): Promise<{ status: number; echoed?: string; xPath?: string }> {
-  return new Promise((resolve, reject) => {
-    const req = request({ host: '127.0.0.1', port, path: '/ws', headers: { connection: 'Upgrade', upgrade: 'websocket', ...headers } });
-    req.on('upgrade', (res, socket) => {
-      socket.once('data', (d: Buffer) => {
-        socket.destroy();
-        resolve({ status: res.statusCode ?? 0, echoed: d.toString(), xPath: String(res.headers['x-path']) });
-      });
-      socket.write('hello');
-    });
-    req.on('response', (res) => {
-      res.resume();
-      resolve({ status: res.statusCode ?? 0 });
-    });
-    req.on('error', reject);
     req.end();
   });
 }
@@ -217,12 +198,7 @@ before(async () => {
     });
   });
   upstream.on('connection', () => upstreamConnections++);
-  upstream.on('upgrade', (req, socket: Duplex) => {
-    socket.write(`HTTP/1.1 101 Switching Protocols\r\nUpgrade: ${String(req.headers.upgrade)}\r\nConnection: Upgrade\r\nX-Path: ${req.url}\r\n\r\n`);
-    socket.on('data', (d: Buffer) => socket.write(d.toString().toUpperCase()));
-    socket.on('end', () => socket.end());
-    socket.on('error', () => socket.destroy());
-  });
+  answerUpgrades(upstream);
   upstreamPort = await listen(upstream);
   clusters.set(CLUSTER, [{ host: '127.0.0.1', port: upstreamPort }]);
   clusters.set('empty', []);

@@ -29,7 +29,8 @@ import { upstreamTls } from '../../src/networking/upstream-tls.js';
 import { selfSignedCertificate } from '../../src/webhooks/selfsigned.js';
 import { freePort } from '../../samples/local-mesh.js';
 import { eventually } from '../helpers/proc.js';
-import { parseProxyHeader, proxyProtocolFront } from './proxy-protocol-fixtures.js';
+import { parseProxyHeader, proxyProtocolFront, type ParsedHeader } from './proxy-protocol-fixtures.js';
+import { answerUpgrades, upgradeVia } from './upgrade-fixtures.js';
 import { FixtureAds, hcmChain, listener, startBoundProxy, startFixtureProxy, staticCluster, tcpChain, writeBootstrap } from './xds-fixtures.js';
 
 const HOST = 'api.example.com';
@@ -128,6 +129,23 @@ test('HTTP router: each downstream connection gets upstream connections of its o
   assert.equal((await get(p3, a, '127.0.0.2')).status, 200);
   assert.equal((await get(p3, b, '127.0.0.3')).status, 200);
   assert.equal(plainConnections, 1, 'without a PROXY header both clients share the upstream connection');
+});
+
+test('an upgrade (WebSocket) opens its own connection with the PROXY header naming the downstream connection', async (t) => {
+  const app = createHttpServer((_req, res) => res.end('not an upgrade'));
+  answerUpgrades(app);
+  const front = await proxyProtocolFront(t, await listening(t, app));
+  const port = await freePort();
+  const { stop } = await startFixtureProxy([staticCluster('ws', [front.port], V2)], [listener('ws', port, [hcmChain({ cluster: 'ws', upgrades: ['websocket'] })])]);
+  t.after(stop);
+
+  assert.deepEqual(await upgradeVia(port), { status: 101, echoed: 'HELLO', xPath: '/ws' });
+  assert.equal(front.headers.length, 1);
+  // The client's port is its own: the rest of the header is known.
+  const { source, ...rest } = front.headers[0] as ParsedHeader;
+  assert.equal(source?.address, '127.0.0.1');
+  const { source: _, ...expected } = announced(2, { address: '127.0.0.1', port: 0 }, port);
+  assert.deepEqual(rest, expected);
 });
 
 test("a pool keeps a downstream connection's HTTP/1.1 connections apart, and only while it has some", async (t) => {

@@ -7,6 +7,7 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { X509Certificate } from 'node:crypto';
+import { createServer as createHttpServer } from 'node:http';
 import { Agent, createServer as createHttpsServer, request } from 'node:https';
 import { connect as tlsConnect, type TLSSocket } from 'node:tls';
 import { Cluster_DiscoveryType, ClusterSchema } from '../../src/gen/envoy/config/cluster/v3/cluster_pb.js';
@@ -18,6 +19,8 @@ import { freePort } from '../../samples/local-mesh.js';
 import { eventually } from '../helpers/proc.js';
 import { downstreamTls, echo, meshCa, meshTls, sidecar, spiffe, tlsInspector, tlsModeMetadata, upstreamTls, workload, type MeshCa, type Workload } from './tls-fixtures.js';
 import { hcmChain, listener, staticCluster, tcpChain } from './xds-fixtures.js';
+import { answerUpgrades, upgradeVia } from './upgrade-fixtures.js';
+import { listen } from '../helpers/http.js';
 import type { TestContext } from 'node:test';
 
 const SNI = 'outbound_.8080_._.server.default.svc.cluster.local';
@@ -42,27 +45,29 @@ function meshCluster(name: string, port: number, serverSan: string) {
   };
 }
 
-/** A client sidecar: a plaintext outbound listener routing to the server through `cluster`. */
-async function clientSidecar(t: TestContext, ca: MeshCa, sa: string, serverPort: number, serverSan = spiffe('server')) {
+/** A client sidecar: a plaintext outbound listener routing to the server through `cluster`; `upgrades` its HCM enables. */
+async function clientSidecar(t: TestContext, ca: MeshCa, sa: string, serverPort: number, serverSan = spiffe('server'), upgrades?: readonly string[]) {
   const w = await workload(t, ca, sa);
   const s = await sidecar(t, w);
   const port = await freePort();
   s.ads.set(TypeUrl.Cluster, [meshCluster('outbound|8080||server', serverPort, serverSan)]);
-  s.ads.set(TypeUrl.Listener, [listener('outbound', port, [hcmChain({ cluster: 'outbound|8080||server', statPrefix: 'outbound' })])]);
+  s.ads.set(TypeUrl.Listener, [listener('outbound', port, [hcmChain({ cluster: 'outbound|8080||server', statPrefix: 'outbound', ...(upgrades ? { upgrades } : {}) })])]);
   await s.ads.push(TypeUrl.Cluster, TypeUrl.Listener);
   await eventually(async () => assert.equal((await fetch(`${s.admin}/ready`)).status, 200), 15_000);
   return { ...s, w, port };
 }
 
-async function serverSidecar(t: TestContext, ca: MeshCa): Promise<{ w: Workload; admin: string; port: number }> {
+/** The server's sidecar: mTLS only, RBAC allowing the `client` identity, to `app` (else an echo app); `upgrades` its HCM enables. */
+async function serverSidecar(t: TestContext, ca: MeshCa, o: { app?: number; upgrades?: readonly string[] } = {}): Promise<{ w: Workload; admin: string; port: number }> {
   const w = await workload(t, ca, 'server');
   const s = await sidecar(t, w);
-  const app = await echo(t, 'server-app');
+  const app = o.app ?? (await echo(t, 'server-app'));
   const port = await freePort();
   const chain = hcmChain(
     {
       cluster: 'inbound|8080||',
       statPrefix: 'inbound_8080',
+      ...(o.upgrades ? { upgrades: o.upgrades } : {}),
       policies: { 'ns[default]-policy[allow-client]-rule[0]': { permissions: [{ rule: { case: 'any', value: true } }], principals: [{ identifier: { case: 'authenticated', value: { principalName: { matchPattern: { case: 'exact', value: spiffe('client') } } } } }] } },
     },
     { filterChainMatch: { transportProtocol: 'tls' }, transportSocket: downstreamTls(meshTls([])) },
@@ -104,6 +109,24 @@ test('sidecar to sidecar over mTLS: transport_socket_matches, server SAN check, 
   assert.equal(dump.status, 200, 'config_dump prints the raw_buffer transport socket');
   assert.match(await dump.text(), /envoy\.extensions\.transport_sockets\.raw_buffer\.v3\.RawBuffer/);
   assert.ok((await stat(server.admin, `listener.127.0.0.1_${server.port}.ssl.handshake`)) >= 2, 'both callers completed a handshake with the server sidecar');
+});
+
+test('a WebSocket upgrade goes over the cluster mTLS: the server sidecar sees the caller identity', async (t) => {
+  const ca = await meshCa();
+  const app = createHttpServer((_req, res) => res.end('not an upgrade'));
+  answerUpgrades(app);
+  t.after(() => app.close());
+  const server = await serverSidecar(t, ca, { app: await listen(app), upgrades: ['websocket'] });
+  const allowed = await clientSidecar(t, ca, 'client', server.port, spiffe('server'), ['websocket']);
+  const denied = await clientSidecar(t, ca, 'other', server.port, spiffe('server'), ['websocket']);
+  const misnamed = await clientSidecar(t, ca, 'client', server.port, spiffe('not-the-server'), ['websocket']);
+
+  assert.deepEqual(await upgradeVia(allowed.port), { status: 101, echoed: 'HELLO', xPath: '/ws' });
+  assert.equal((await upgradeVia(denied.port)).status, 403, 'RBAC on the server sidecar refuses the other identity');
+  assert.equal((await upgradeVia(misnamed.port)).status, 503, 'the client sidecar refuses a server of another identity');
+  assert.ok((await stat(misnamed.admin, 'cluster.outbound|8080||server.ssl.fail_verify_san')) >= 1);
+  assert.ok((await stat(allowed.admin, 'cluster.outbound|8080||server.ssl.handshake')) >= 1);
+  assert.ok((await stat(allowed.admin, 'cluster.outbound|8080||server.upstream_cx_total')) >= 1, 'the upgrade connection is the cluster one');
 });
 
 test('a certificate renewed over SDS: a keep-alive connection keeps working, new handshakes get the new certificate', async (t) => {

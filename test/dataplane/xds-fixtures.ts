@@ -96,6 +96,8 @@ export interface HcmOptions {
   readonly retry?: RetryInit;
   /** The HCM's stream timeouts. */
   readonly timeouts?: Pick<MessageInitShape<typeof HttpConnectionManagerSchema>, 'streamIdleTimeout' | 'requestTimeout' | 'requestHeadersTimeout'>;
+  /** The upgrade types the HCM's upgrade_configs enable (e.g. websocket, as the discovery server's HCMs). */
+  readonly upgrades?: readonly string[];
 }
 
 /** A route table sending everything to `cluster`, with the route's retry policy when given. */
@@ -133,6 +135,7 @@ export function hcmChain(o: HcmOptions, extra: Partial<ChainInit> = {}): ChainIn
       : { case: 'routeConfig', value: routeConfig('inline', o.cluster ?? 'app', o.retry) },
     httpFilters,
     ...(o.common ? { commonHttpProtocolOptions: o.common } : {}),
+    ...(o.upgrades ? { upgradeConfigs: o.upgrades.map((upgradeType) => ({ upgradeType })) } : {}),
     ...o.timeouts,
   });
   return { filters: [{ name: 'envoy.filters.network.http_connection_manager', configType: { case: 'typedConfig', value: hcm } }], ...extra };

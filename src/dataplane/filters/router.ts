@@ -21,6 +21,7 @@ import { formatGrpcTimeout, grpcRouterTimeoutMs } from '../route-timeouts.js';
 import { registerHttpFilter } from './registry.js';
 import { endToEndHeaders, NO_HEALTHY_UPSTREAM, OVERFLOW, upstreamReset } from './upstream-outcome.js';
 import { cookieJar } from '../hash-cookie.js';
+import { originalSrcOf } from '../original-src.js';
 import type { RequestHasher } from '../load-balancers.js';
 
 const log = scope('http');
@@ -193,8 +194,12 @@ export class Router {
     const { cluster, endpoint, path, headers } = target;
     headers.connection = 'Upgrade';
     headers.upgrade = req.headers.upgrade;
-    // An upgraded connection leaves the pool for good: give it its own socket.
-    const upstream = httpRequest({ host: endpoint.host, port: endpoint.port, method: sreq.method, path, headers, agent: false });
+    // An upgraded connection leaves the pool for good: its own socket, made as the cluster makes
+    // them (transport socket, PROXY header, original source, connect timeout), offering the ALPN
+    // override of HTTP/1.1, the protocol an upgrade speaks.
+    const options = { source: originalSrcOf(req.socket), alpn: sreq.alpnOverride?.get('http/1.1'), downstream: sreq };
+    const opened = cluster.tcp.connect(endpoint, options);
+    const upstream = httpRequest({ method: sreq.method, path, headers, createConnection: () => opened.socket });
     const kill = (): void => {
       upstream.destroy();
       socket.destroy();

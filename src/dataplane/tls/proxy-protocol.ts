@@ -84,12 +84,18 @@ export function proxyProtocolHeader(version: ProxyProtocolVersion, addresses: Do
 }
 
 /**
- * Writes the header on `tcp` as it connects. Called before anything is layered on `tcp` (TLS) or
- * written to it, so its 'connect' listener runs first and the header is the connection's first bytes.
+ * Writes the header as `tcp`'s first bytes: at once when it names the downstream connection (the
+ * socket holds it until connected, ahead of whatever is written next: a request's head, TLS), else
+ * as it connects, since it names the connection itself. Called before anything is layered on `tcp`
+ * or written to it, so the 'connect' listener runs first too.
  */
 export function writeProxyProtocolHeader(tcp: Socket, version: ProxyProtocolVersion, downstream: DownstreamAddresses | undefined): void {
+  if (downstream) {
+    tcp.write(proxyProtocolHeader(version, downstream));
+    return;
+  }
   tcp.once('connect', () => {
     const own = { source: { address: tcp.localAddress ?? '', port: tcp.localPort ?? 0 }, destination: { address: tcp.remoteAddress ?? '', port: tcp.remotePort ?? 0 } };
-    tcp.write(downstream || version === 1 ? proxyProtocolHeader(version, downstream ?? own) : V2_LOCAL_HEADER);
+    tcp.write(version === 1 ? proxyProtocolHeader(version, own) : V2_LOCAL_HEADER);
   });
 }
