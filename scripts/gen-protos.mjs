@@ -41,6 +41,9 @@ const targets = [
   'envoy-api/envoy/extensions/transport_sockets/raw_buffer/v3',
   // DestinationRule proxyProtocol: the PROXY protocol header before a cluster's own transport socket.
   'envoy-api/envoy/extensions/transport_sockets/proxy_protocol/v3',
+  // Access logs (mesh config accessLogFile): the file logger and the stdout/stderr loggers.
+  'envoy-api/envoy/extensions/access_loggers/file/v3',
+  'envoy-api/envoy/extensions/access_loggers/stream/v3',
   'envoy-api/envoy/extensions/filters/common/fault/v3',
   'envoy-api/envoy/extensions/filters/http/cors/v3',
   'envoy-api/envoy/extensions/filters/http/fault/v3',
