@@ -44,6 +44,7 @@ const targets = [
   // Access logs (mesh config accessLogFile): the file logger and the stdout/stderr loggers.
   'envoy-api/envoy/extensions/access_loggers/file/v3',
   'envoy-api/envoy/extensions/access_loggers/stream/v3',
+  'envoy-api/envoy/extensions/formatter/req_without_query/v3',
   'envoy-api/envoy/extensions/filters/common/fault/v3',
   'envoy-api/envoy/extensions/filters/http/cors/v3',
   'envoy-api/envoy/extensions/filters/http/fault/v3',

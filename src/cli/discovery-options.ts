@@ -2,6 +2,7 @@
 // mesh config (src/cli/pilot-discovery.ts) and hands to DiscoveryServer.
 import type { OrchestratorSourceOptions } from '../config/orchestrator.js';
 import type { TcpKeepaliveSettings } from '../networking/traffic-policy.js';
+import type { MeshAccessLog } from '../model/mesh-access-log.js';
 import type { IngressSettings } from '../model/ingress/class.js';
 import type { ExtensionProviders } from '../model/extension-providers.js';
 import type { PathNormalization } from '../networking/common.js';
@@ -44,6 +45,8 @@ export interface DiscoveryOptions {
   h2Upgrade?: boolean;
   /** Mesh config tcpKeepalive. */
   tcpKeepalive?: TcpKeepaliveSettings;
+  /** Mesh config accessLogFile and its format; unset: no access logs. */
+  accessLog?: MeshAccessLog;
   /** Mesh config extensionProviders: the authorizers of CUSTOM AuthorizationPolicies. */
   extensionProviders?: ExtensionProviders;
   /** --plugins; default all of them. */

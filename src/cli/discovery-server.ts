@@ -50,6 +50,7 @@ import { discoverySettings, type DiscoverySettings } from './discovery-settings.
 import { INJECTION_TEMPLATE_FILE, type DiscoveryOptions } from './discovery-options.js';
 import { DiscoveryPushes } from './discovery-pushes.js';
 import { DiscoveryElections } from './discovery-elections.js';
+import { meshAccessLogs } from '../networking/access-log.js';
 
 const log = scope('default');
 
@@ -166,6 +167,7 @@ export class DiscoveryServer {
       ...(opts.localityLbSetting ? { localityLb: opts.localityLbSetting } : {}),
       ...(opts.h2Upgrade ? { h2Upgrade: true } : {}),
       ...(opts.tcpKeepalive ? { tcpKeepalive: opts.tcpKeepalive } : {}),
+      ...(opts.accessLog ? { accessLogs: meshAccessLogs(opts.accessLog) } : {}),
       mtls: this.mtls,
       ...(this.credentials ? { credentials: { store: this.credentials.store, verified: (info: ProxyInfo) => this.verified.has(info) } } : {}),
       cache: new XdsCache(settings.cache),

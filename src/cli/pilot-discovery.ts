@@ -155,6 +155,7 @@ async function runDiscovery(ctx: RunContext): Promise<number> {
     localityLbSetting: mesh.localityLbSetting,
     h2Upgrade: mesh.h2Upgrade,
     ...(mesh.tcpKeepalive ? { tcpKeepalive: mesh.tcpKeepalive } : {}),
+    ...(mesh.accessLog ? { accessLog: mesh.accessLog } : {}),
     extensionProviders: mesh.extensionProviders,
     plugins,
     meshMtls: { autoMtls: mesh.enableAutoMtls, trustDomainAliases: mesh.trustDomainAliases },

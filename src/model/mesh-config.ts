@@ -1,7 +1,7 @@
 // The discovery server's mesh config file (`--meshConfig`): the fields it applies, read purely
 // from the file's text. `pathNormalization`, the ext_authz `extensionProviders`, `enableAutoMtls`,
-// `trustDomainAliases`, `localityLbSetting` and the Ingress fields (`ingressControllerMode`, `ingressClass`,
-// `ingressSelector`, `ingressService`) are effective; the other fields are reported so that the
+// `trustDomainAliases`, `localityLbSetting`, the Ingress fields (`ingressControllerMode`, `ingressClass`,
+// `ingressSelector`, `ingressService`) and the access log fields (mesh-access-log.ts) are effective; the other fields are reported so that the
 // program can say they are not.
 import { parse as parseYaml, YAMLParseError } from 'yaml';
 import { PATH_NORMALIZATIONS, type PathNormalization } from '../networking/common.js';
@@ -10,6 +10,7 @@ import { DEFAULT_INGRESS_SETTINGS, INGRESS_CONTROLLER_MODES, type IngressControl
 import { DEFAULT_LOCALITY_LB, type LocalityLbSetting } from '../networking/locality-lb.js';
 import type { TcpKeepaliveSettings } from '../networking/traffic-policy.js';
 import { DurationError, parseDuration } from '../common/duration.js';
+import { ACCESS_LOG_FIELDS, AccessLogSettingsError, readAccessLog, type MeshAccessLog } from './mesh-access-log.js';
 
 export class MeshConfigError extends Error {}
 
@@ -30,13 +31,15 @@ export interface MeshConfig {
   readonly h2Upgrade: boolean;
   /** `tcpKeepalive`: every sidecar and gateway cluster's TCP keepalive, under a DestinationRule's (as the Go mesh's applyTCPKeepalive). */
   readonly tcpKeepalive?: TcpKeepaliveSettings;
+  /** `accessLogFile` and its format: every proxy's access logs; unset: none. */
+  readonly accessLog?: MeshAccessLog;
   /** Top-level fields present in the file that have no effect yet. */
   readonly notEffective: readonly string[];
 }
 
 export const DEFAULT_MESH_CONFIG: MeshConfig = { pathNormalization: 'BASE', extensionProviders: { authorizers: new Map(), notEffective: [] }, enableAutoMtls: true, trustDomainAliases: [], localityLbSetting: DEFAULT_LOCALITY_LB, ingress: DEFAULT_INGRESS_SETTINGS, h2Upgrade: false, notEffective: [] };
 
-const EFFECTIVE_FIELDS = new Set(['pathNormalization', 'extensionProviders', 'enableAutoMtls', 'trustDomainAliases', 'localityLbSetting', 'ingressControllerMode', 'ingressClass', 'ingressSelector', 'ingressService', 'h2UpgradePolicy', 'tcpKeepalive']);
+const EFFECTIVE_FIELDS = new Set(['pathNormalization', 'extensionProviders', 'enableAutoMtls', 'trustDomainAliases', 'localityLbSetting', 'ingressControllerMode', 'ingressClass', 'ingressSelector', 'ingressService', 'h2UpgradePolicy', 'tcpKeepalive', ...ACCESS_LOG_FIELDS]);
 
 const H2_UPGRADE_POLICIES = ['DO_NOT_UPGRADE', 'UPGRADE'];
 
@@ -169,7 +172,14 @@ export function parseMeshConfig(text: string, file: string): MeshConfig {
     if (e instanceof ExtensionProviderError) throw new MeshConfigError(`${file}: ${e.message}`);
     throw e;
   }
+  let accessLog: MeshAccessLog | undefined;
+  try {
+    accessLog = readAccessLog(doc);
+  } catch (e) {
+    if (e instanceof AccessLogSettingsError) throw new MeshConfigError(`${file}: ${e.message}`);
+    throw e;
+  }
   const notEffective = Object.keys(doc).filter((k) => !EFFECTIVE_FIELDS.has(k)).sort();
   notEffective.push(...extensionProviders.notEffective.map((p) => `extensionProviders: ${p}`));
-  return { pathNormalization, extensionProviders, ...readMtlsFields(doc, file), localityLbSetting: readLocalityLb(doc, file), ingress: readIngressFields(doc, file), h2Upgrade: readH2Upgrade(doc, file), ...tcpKeepaliveField(readTcpKeepalive(doc, file)), notEffective };
+  return { pathNormalization, extensionProviders, ...readMtlsFields(doc, file), localityLbSetting: readLocalityLb(doc, file), ingress: readIngressFields(doc, file), h2Upgrade: readH2Upgrade(doc, file), ...tcpKeepaliveField(readTcpKeepalive(doc, file)), ...(accessLog ? { accessLog } : {}), notEffective };
 }

@@ -22,6 +22,7 @@ import { CorsSchema } from '../gen/envoy/extensions/filters/http/cors/v3/cors_pb
 import { HTTPFaultSchema } from '../gen/envoy/extensions/filters/http/fault/v3/fault_pb.js';
 import { pack } from '../envoy/types.js';
 import { parseDuration } from '../common/duration.js';
+import { accessLogField, type AccessLogs } from './access-log.js';
 
 
 /**
@@ -136,7 +137,7 @@ export function httpConnectionManager(
  * Per-listener fields of a connection manager: client certificate handling (x-forwarded-client-cert)
  * of inbound ones, HTTP/1.0 (http10Fields), and the edge's use of the remote address (EDGE_HCM).
  */
-export type HcmExtras = Pick<MessageInitShape<typeof HttpConnectionManagerSchema>, 'forwardClientCertDetails' | 'setCurrentClientCertDetails' | 'httpProtocolOptions' | 'useRemoteAddress'>;
+export type HcmExtras = Pick<MessageInitShape<typeof HttpConnectionManagerSchema>, 'forwardClientCertDetails' | 'setCurrentClientCertDetails' | 'httpProtocolOptions' | 'useRemoteAddress' | 'accessLog'>;
 
 /** A gateway is the edge: the client's address is the downstream peer, appended to x-forwarded-for. */
 export const EDGE_HCM: HcmExtras = { useRemoteAddress: true };
@@ -151,11 +152,14 @@ export function hcmFilter(statPrefix: string, routes: RouteSource, extraFilters:
   return create(FilterSchema, { name: HCM_FILTER_NAME, configType: { case: 'typedConfig', value: hcm } });
 }
 
-/** A tcp_proxy to `cluster` with what its DestinationRule gives it (`policy`; `subset`: the destination's). */
-export function tcpProxyFilter(cluster: string, policy?: TcpProxyPolicy, subset = ''): Filter {
+/** A tcp_proxy to `cluster` with what its DestinationRule gives it (`policy`; `subset`: the destination's) and the mesh's access logs. */
+export function tcpProxyFilter(cluster: string, policy?: TcpProxyPolicy, subset = '', logs?: AccessLogs): Filter {
   return create(FilterSchema, {
     name: TCP_PROXY_FILTER_NAME,
-    configType: { case: 'typedConfig', value: pack(TcpProxySchema, { statPrefix: cluster, clusterSpecifier: { case: 'cluster', value: cluster }, ...tcpProxyTimeouts(policy), ...tunnelingConfig(policy, subset) }) },
+    configType: {
+      case: 'typedConfig',
+      value: pack(TcpProxySchema, { statPrefix: cluster, clusterSpecifier: { case: 'cluster', value: cluster }, ...tcpProxyTimeouts(policy), ...tunnelingConfig(policy, subset), ...accessLogField(logs, 'tcp') }),
+    },
   });
 }
 

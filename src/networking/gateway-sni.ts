@@ -5,19 +5,18 @@
 // and by the mesh's mTLS ALPNs, proxying TCP to an "SNI-DNAT" cluster of the same name: the
 // service's outbound cluster without any TLS of its own, whose endpoints are only those that speak
 // mesh mTLS (the gateway cannot see whether the passed-through bytes are mTLS).
-import { create, type MessageInitShape } from '@bufbuild/protobuf';
+import type { MessageInitShape } from '@bufbuild/protobuf';
 import type { TcpKeepaliveSettings } from './traffic-policy.js';
 import type { Cluster } from '../gen/envoy/config/cluster/v3/cluster_pb.js';
-import { FilterSchema, type FilterChainSchema } from '../gen/envoy/config/listener/v3/listener_components_pb.js';
-import { TcpProxySchema } from '../gen/envoy/extensions/filters/network/tcp_proxy/v3/tcp_proxy_pb.js';
+import type { FilterChainSchema } from '../gen/envoy/config/listener/v3/listener_components_pb.js';
 import { hostMatches } from '../model/selection.js';
 import type { Service, ServiceInstance, ServicePort } from '../model/service.js';
-import { TCP_PROXY_FILTER_NAME } from '../envoy/names.js';
-import { pack } from '../envoy/types.js';
 import { ALL_MESH_ALPNS } from '../security/mtls/tls-context.js';
 import { buildOutboundCluster, type ClusterTraffic } from './cluster.js';
 import type { EndpointInput } from './endpoint.js';
 import { MESH_TLS_MODE, TLS_MODE_LABEL } from './outbound-mtls.js';
+import { tcpProxyFilter } from './common.js';
+import type { AccessLogs } from './access-log.js';
 
 type ChainInit = Exclude<MessageInitShape<typeof FilterChainSchema>, { $typeName: string }>;
 
@@ -43,27 +42,20 @@ export function sniTargetsFor(serverHosts: readonly string[], targets: readonly 
   return targets.filter((t) => reachableBySni(t) && serverHosts.some((h) => hostMatches(h, t.service.hostname)));
 }
 
-function tcpProxyTo(cluster: string) {
-  return create(FilterSchema, {
-    name: TCP_PROXY_FILTER_NAME,
-    configType: { case: 'typedConfig', value: pack(TcpProxySchema, { statPrefix: cluster, clusterSpecifier: { case: 'cluster', value: cluster } }) },
-  });
-}
-
 /**
  * The chains of an AUTO_PASSTHROUGH server: per target, its port's own cluster then each subset,
  * each matched by the cluster name as SNI and the mesh mTLS ALPNs. A name already claimed on the
  * listener (another server covering the same host) is not repeated: Envoy refuses two chains with
  * one match.
  */
-export function autoPassthroughChains(serverHosts: readonly string[], targets: readonly SniTarget[], claimed: Set<string>): ChainInit[] {
+export function autoPassthroughChains(serverHosts: readonly string[], targets: readonly SniTarget[], claimed: Set<string>, logs?: AccessLogs): ChainInit[] {
   const chains: ChainInit[] = [];
   for (const t of sniTargetsFor(serverHosts, targets)) {
     for (const subset of ['', ...t.subsets]) {
       const name = sniDnatClusterName(t.port.port, t.service.hostname, subset);
       if (claimed.has(name)) continue;
       claimed.add(name);
-      chains.push({ name, filterChainMatch: { serverNames: [name], applicationProtocols: [...ALL_MESH_ALPNS] }, filters: [tcpProxyTo(name)] });
+      chains.push({ name, filterChainMatch: { serverNames: [name], applicationProtocols: [...ALL_MESH_ALPNS] }, filters: [tcpProxyFilter(name, undefined, '', logs)] });
     }
   }
   return chains;

@@ -22,6 +22,7 @@ import { alpnFilter } from './alpn-filter.js';
 import { EDGE_HCM, hcmFilter, routeConfiguredFilters, socketAddress, tcpProxyTimeouts, tunnelingConfig, type PathNormalization, type TcpProxyPolicy } from './common.js';
 import { autoPassthroughChains, type SniTarget } from './gateway-sni.js';
 import { gatewayTransportSocket } from './gateway-tls.js';
+import { accessLogField, type AccessLogs } from './access-log.js';
 import type { Destination } from './http-route.js';
 import { listenerName, WILDCARD_ADDRESS } from './names.js';
 import { destinationResolver } from './route.js';
@@ -47,6 +48,8 @@ export interface GatewayListenerOptions {
   readonly sniTargets?: readonly SniTarget[];
   /** What TCP proxies take from a service's DestinationRule (tcp limits, tunnels), by hostname: a route's TCP proxy takes its first destination's, as the Go mesh. */
   readonly tcpPolicies?: (hostname: string) => TcpProxyPolicy | undefined;
+  /** The mesh config's access logs (access-log.ts); unset: none. */
+  readonly accessLogs?: AccessLogs;
 }
 
 /** An L4 route of a VirtualService (`tcp[]`, `tls[]`), the fields read here. */
@@ -56,7 +59,7 @@ interface L4Route {
 }
 
 function httpFilter(statPrefix: string, routeName: string, opts: GatewayListenerOptions): Filter {
-  return hcmFilter(statPrefix, { rds: routeName }, [...(opts.httpFilters ?? []), alpnFilter(), ...routeConfiguredFilters()], opts.pathNormalization, EDGE_HCM);
+  return hcmFilter(statPrefix, { rds: routeName }, [...(opts.httpFilters ?? []), alpnFilter(), ...routeConfiguredFilters()], opts.pathNormalization, { ...EDGE_HCM, ...accessLogField(opts.accessLogs, 'http') });
 }
 
 /** The workload's network filters (the policies selecting the gateway), then the route's tcp_proxy. */
@@ -76,6 +79,7 @@ function tcpProxy(route: L4Route, v: GatewayVirtualService, port: number, opts: 
         clusterSpecifier: single ? { case: 'cluster', value: single } : { case: 'weightedClusters', value: { clusters: dests } },
         ...tcpProxyTimeouts(policy),
         ...tunnelingConfig(policy, single ? (first?.subset ?? '') : ''),
+        ...accessLogField(opts.accessLogs, 'tcp'),
       }),
     },
   });
@@ -147,7 +151,7 @@ function serverChains(mp: MergedPort, name: string, claimed: Set<string>, opts: 
     if (terminatesHttps(s)) {
       return [{ name: s.routeName, filterChainMatch: serverNames(sniHosts(s)), transportSocket: gatewayTransportSocket(s.tls!), filters: [httpFilter(s.server.name || `outbound_${name}`, s.routeName, opts)] }];
     }
-    if (s.tls?.mode === 'AUTO_PASSTHROUGH') return autoPassthroughChains(sniHosts(s), opts.sniTargets ?? [], claimed);
+    if (s.tls?.mode === 'AUTO_PASSTHROUGH') return autoPassthroughChains(sniHosts(s), opts.sniTargets ?? [], claimed, opts.accessLogs);
     if (isPassthrough(s.tls)) return passthroughChains(s, claimed, opts);
     const tcp = tcpRouteFilter(s, opts);
     if (!tcp) {
@@ -178,6 +182,7 @@ export function buildGatewayListeners(merged: MergedGateway, opts: GatewayListen
         trafficDirection: TrafficDirection.OUTBOUND,
         ...(inspect ? { listenerFilters: [{ name: TLS_INSPECTOR_FILTER_NAME, configType: { case: 'typedConfig', value: pack(TlsInspectorSchema, {}) } }] } : {}),
         filterChains: chains,
+        ...accessLogField(opts.accessLogs, 'listener'),
       }),
     );
   }

@@ -15,6 +15,7 @@ import { HTTP_INSPECTOR_FILTER_NAME, ORIGINAL_SRC_FILTER_NAME } from '../envoy/n
 import { pack } from '../envoy/types.js';
 import { alpnFilter } from './alpn-filter.js';
 import { hcmFilter, http10Fields, routeConfiguredFilters, seconds, socketAddress, tcpProxyFilter, type HcmExtras, type PathNormalization, type TcpProxyPolicy } from './common.js';
+import { accessLogField, type AccessLogs } from './access-log.js';
 import {
   BLACKHOLE_CLUSTER,
   inboundClusterName,
@@ -77,6 +78,8 @@ export interface InboundOptions {
   readonly mtls?: InboundMtlsOptions;
   /** PILOT_HTTP10: the HTTP chains accept HTTP/1.0. */
   readonly acceptHttp10?: boolean;
+  /** The mesh config's access logs (access-log.ts); unset: none. */
+  readonly accessLogs?: AccessLogs;
 }
 
 /**
@@ -95,13 +98,13 @@ function httpChain(p: InboundPort, opts: InboundOptions, matchPort: boolean, sni
       ...(matchPort ? { destinationPort: p.port } : {}),
       ...(sniffed ? { applicationProtocols: HTTP_APPLICATION_PROTOCOLS } : {}),
     },
-    filters: [hcmFilter(`inbound_${listenerName(WILDCARD_ADDRESS, p.port)}`, { inline: buildInboundRouteConfig(cluster, cluster) }, opts.httpFilters, opts.pathNormalization, { ...clientCertDetails(opts), ...http10Fields(opts.acceptHttp10) })],
+    filters: [hcmFilter(`inbound_${listenerName(WILDCARD_ADDRESS, p.port)}`, { inline: buildInboundRouteConfig(cluster, cluster) }, opts.httpFilters, opts.pathNormalization, { ...clientCertDetails(opts), ...http10Fields(opts.acceptHttp10), ...accessLogField(opts.accessLogs, 'http') })],
   });
 }
 
 /** tcp_proxy to `cluster`, after the workload's network filters: a TCP chain's policy is enforced there. */
 function tcpFilters(cluster: string, opts: InboundOptions): Filter[] {
-  return [...(opts.networkFilters ?? []), tcpProxyFilter(cluster)];
+  return [...(opts.networkFilters ?? []), tcpProxyFilter(cluster, undefined, '', opts.accessLogs)];
 }
 
 function tcpChain(p: InboundPort, opts: InboundOptions, matchPort: boolean): FilterChain {
@@ -175,7 +178,7 @@ function passthroughChains(opts: InboundOptions): FilterChain[] {
       name: `${VIRTUAL_INBOUND}-${family}-passthrough${http ? '_http' : ''}`,
       filterChainMatch: { prefixRanges: [{ addressPrefix: prefix, prefixLen: 0 }], ...(http ? { applicationProtocols: HTTP_APPLICATION_PROTOCOLS } : {}) },
       filters: http
-        ? [hcmFilter('InboundPassthroughCluster', { inline: buildInboundRouteConfig('InboundPassthroughCluster', PASSTHROUGH_CLUSTER) }, opts.httpFilters, opts.pathNormalization, { ...clientCertDetails(opts), ...http10Fields(opts.acceptHttp10) })]
+        ? [hcmFilter('InboundPassthroughCluster', { inline: buildInboundRouteConfig('InboundPassthroughCluster', PASSTHROUGH_CLUSTER) }, opts.httpFilters, opts.pathNormalization, { ...clientCertDetails(opts), ...http10Fields(opts.acceptHttp10), ...accessLogField(opts.accessLogs, 'http') })]
         : tcpFilters(PASSTHROUGH_CLUSTER, opts),
     });
   return [
@@ -226,6 +229,7 @@ export function buildVirtualInbound(ports: readonly InboundPort[], opts: Inbound
     ...sniffing,
     ...(listenerFilters.length > 0 ? { listenerFilters } : {}),
     filterChains: [...ports.flatMap((p) => buildInboundFilterChains(p, opts)), ...passthroughChains(opts)],
+    ...accessLogField(opts.accessLogs, 'listener'),
   });
 }
 
@@ -234,7 +238,7 @@ export function buildVirtualInbound(ports: readonly InboundPort[], opts: Inbound
  * to that port's listener; the rest go to PassthroughCluster (ALLOW_ANY) or BlackHoleCluster.
  * Transparent under TPROXY capture, as the Go mesh makes both virtual listeners.
  */
-export function buildVirtualOutbound(mode: OutboundTrafficMode, transparent = false): Listener {
+export function buildVirtualOutbound(mode: OutboundTrafficMode, transparent = false, logs?: AccessLogs): Listener {
   const cluster = mode === 'ALLOW_ANY' ? PASSTHROUGH_CLUSTER : BLACKHOLE_CLUSTER;
   return create(ListenerSchema, {
     name: VIRTUAL_OUTBOUND,
@@ -242,7 +246,8 @@ export function buildVirtualOutbound(mode: OutboundTrafficMode, transparent = fa
     useOriginalDst: true,
     ...(transparent ? { transparent: true } : {}),
     trafficDirection: TrafficDirection.OUTBOUND,
-    filterChains: [{ name: `${VIRTUAL_OUTBOUND}-catchall-tcp`, filters: [tcpProxyFilter(cluster)] }],
+    filterChains: [{ name: `${VIRTUAL_OUTBOUND}-catchall-tcp`, filters: [tcpProxyFilter(cluster, undefined, '', logs)] }],
+    ...accessLogField(logs, 'listener'),
   });
 }
 
@@ -256,6 +261,7 @@ export function buildIngressListeners(ports: readonly InboundPort[], opts: Inbou
       trafficDirection: TrafficDirection.INBOUND,
       ...sniffingFilters([p], opts),
       filterChains: buildInboundFilterChains(p, opts, false),
+      ...accessLogField(opts.accessLogs, 'listener'),
     });
   });
 }
@@ -294,6 +300,8 @@ export interface OutboundListenerOptions {
   readonly l4Routes?: L4RouteContext;
   /** By hostname: what the TCP proxies to a service take from its DestinationRule (tcp limits, tunnels). A plain record: part of the XDS cache's key. */
   readonly tcpPolicies?: Readonly<Record<string, TcpProxyPolicy>>;
+  /** The mesh config's access logs (access-log.ts); unset: none. */
+  readonly accessLogs?: AccessLogs;
 }
 
 /** Where a service port's outbound listeners go: its Pods' addresses, its VIP, or the bind address. */
@@ -330,13 +338,13 @@ export function buildOutboundListeners(services: readonly Service[], opts: Outbo
           }
           continue;
         }
-        const httpFilter = (): Filter => hcmFilter(`outbound_${name}`, { rds: outboundRouteName(port.port) }, [...(opts.httpFilters ?? []), alpnFilter(), ...routeConfiguredFilters()], opts.pathNormalization, http10Fields(opts.acceptHttp10));
+        const httpFilter = (): Filter => hcmFilter(`outbound_${name}`, { rds: outboundRouteName(port.port) }, [...(opts.httpFilters ?? []), alpnFilter(), ...routeConfiguredFilters()], opts.pathNormalization, { ...http10Fields(opts.acceptHttp10), ...accessLogField(opts.accessLogs, 'http') });
         const sniffed = sniffedProtocol(port.protocol, opts.sniffing);
         // A sniffed port's TCP fallback follows the `tcp` routes too, as the Go mesh builds the
         // TCP chains of an auto-detected port before adding its HTTP chain.
         const limits = opts.tcpPolicies?.[s.hostname];
-        const routed = !http && opts.l4Routes ? l4RouteChains(s, port.port, name, address !== opts.bind, { ...opts.l4Routes, port: port.port, ...(limits ? { limits } : {}), ...(opts.tcpPolicies ? { policies: opts.tcpPolicies } : {}) }) : undefined;
-        const tcpChains: FilterChainInit[] = routed?.chains ?? [{ name, filters: [tcpProxyFilter(outboundClusterName(port.port, s.hostname), limits)] }];
+        const routed = !http && opts.l4Routes ? l4RouteChains(s, port.port, name, address !== opts.bind, { ...opts.l4Routes, port: port.port, ...(limits ? { limits } : {}), ...(opts.tcpPolicies ? { policies: opts.tcpPolicies } : {}), ...(opts.accessLogs ? { accessLogs: opts.accessLogs } : {}) }) : undefined;
+        const tcpChains: FilterChainInit[] = routed?.chains ?? [{ name, filters: [tcpProxyFilter(outboundClusterName(port.port, s.hostname), limits, '', opts.accessLogs)] }];
         const listenerFilters = [...(routed?.tls ? [tlsInspector()] : []), ...(sniffed ? httpInspector() : [])];
         byName.set(name, {
           http,

@@ -16,6 +16,7 @@ import type { Destination, ResolvedDestination } from './http-route.js';
 import { matchApplies, type MatchContext } from './route-match.js';
 import { outboundClusterName } from './names.js';
 import { tcpProxyFilter, tcpProxyTimeouts, tunnelingConfig, type TcpProxyPolicy } from './common.js';
+import { accessLogField, type AccessLogs } from './access-log.js';
 import { resolveHost } from '../model/traffic.js';
 import { destinationResolver } from './route.js';
 
@@ -47,6 +48,8 @@ export interface L4RouteContext extends MatchContext {
   readonly limits?: TcpProxyPolicy;
   /** By hostname: what TCP proxies take from a service's DestinationRule; a route's limits and tunnel are its first destination's. */
   readonly policies?: Readonly<Record<string, TcpProxyPolicy>>;
+  /** The mesh config's access logs, on every TCP proxy. */
+  readonly accessLogs?: AccessLogs;
 }
 
 /** The Go mesh's TLS protocols: their ports are routed by `tls` routes, the others by `tcp` routes. */
@@ -82,12 +85,12 @@ function tcpProxyTo(route: L4Route, resolve: (d: Destination) => ResolvedDestina
   const tunnel = tunnelingConfig(policy, dests.length === 1 ? (first?.subset ?? '') : '');
   return create(FilterSchema, {
     name: TCP_PROXY_FILTER_NAME,
-    configType: { case: 'typedConfig', value: pack(TcpProxySchema, { statPrefix: dests.length === 1 ? dests[0]!.name : 'weighted_clusters', clusterSpecifier, ...tcpProxyTimeouts(policy), ...tunnel }) },
+    configType: { case: 'typedConfig', value: pack(TcpProxySchema, { statPrefix: dests.length === 1 ? dests[0]!.name : 'weighted_clusters', clusterSpecifier, ...tcpProxyTimeouts(policy), ...tunnel, ...accessLogField(ctx.accessLogs, 'tcp') }) },
   });
 }
 
 /** What tcpProxyTo reads of the context: the policies, and the VirtualService's namespace (short hosts). */
-type L4TcpProxyContext = Pick<L4RouteContext, 'policies' | 'domain'> & { readonly namespace: string };
+type L4TcpProxyContext = Pick<L4RouteContext, 'policies' | 'domain' | 'accessLogs'> & { readonly namespace: string };
 
 /** The VirtualServices naming `hostname` (exactly or by wildcard), in precedence order. */
 function forHost(hostname: string, vss: readonly ResolvedVirtualService[]): ResolvedVirtualService[] {
@@ -154,7 +157,7 @@ export function l4RouteChains(service: Service, port: number, name: string, ownA
   const p = service.ports.find((x) => x.port === port);
   if (!p || vss.length === 0) return undefined;
   const only = service.ports.length === 1 ? service.ports[0]!.port : port;
-  const fallback = { name, filters: [tcpProxyFilter(outboundClusterName(only, service.hostname), ctx.limits)] };
+  const fallback = { name, filters: [tcpProxyFilter(outboundClusterName(only, service.hostname), ctx.limits, '', ctx.accessLogs)] };
   if (isTlsProtocol(p.protocol)) {
     const chains = tlsChains(vss, name, ctx);
     if (chains.length === 0) return undefined;

@@ -18,7 +18,7 @@ test('pathNormalization: absent, DEFAULT and each mode; other fields are reporte
   for (const mode of ['NONE', 'BASE', 'MERGE_SLASHES', 'DECODE_AND_MERGE_SLASHES']) {
     assert.equal(parseMeshConfig(`pathNormalization:\n  normalization: ${mode}\n`, 'mesh').pathNormalization, mode);
   }
-  assert.deepEqual(parseMeshConfig('enableTracing: true\naccessLogFile: /dev/stdout\n', 'mesh').notEffective, ['accessLogFile', 'enableTracing']);
+  assert.deepEqual(parseMeshConfig('enableTracing: true\naccessLogFile: /dev/stdout\nenableEnvoyAccessLogService: true\n', 'mesh').notEffective, ['enableEnvoyAccessLogService', 'enableTracing']);
 });
 
 test('enableAutoMtls (default true) and trustDomainAliases are read and effective; bad values name the field', () => {

@@ -13,6 +13,7 @@ import type { PathNormalization } from '../../networking/common.js';
 import { buildGatewayListeners } from '../../networking/gateway.js';
 import { buildGatewayRouteConfig, emptyGatewayRouteConfig } from '../../networking/gateway-route.js';
 import { memo } from '../cache.js';
+import type { AccessLogs } from '../../networking/access-log.js';
 import { hashPolicies, serviceTcpProxyPolicy } from './sidecar.js';
 
 export interface GatewayOptions {
@@ -31,6 +32,8 @@ export interface GatewayOptions {
   readonly onGatewayRejected?: (message: string) => void;
   /** Other problems of the gateway's config (a server no VirtualService routes, a repeated SNI host). */
   readonly onProblem?: (message: string) => void;
+  /** The mesh config's access logs, on every connection manager, TCP proxy and listener. */
+  readonly accessLogs?: AccessLogs;
 }
 
 export function isRouter(proxy: Proxy): boolean {
@@ -76,6 +79,7 @@ export function gatewayListeners(proxy: Proxy, push: PushContext, opts: GatewayO
     networkFilters: opts.inboundNetworkFilters?.(proxy, push) ?? [],
     ...(opts.pathNormalization ? { pathNormalization: opts.pathNormalization } : {}),
     ...(opts.onProblem ? { onProblem: opts.onProblem } : {}),
+    ...(opts.accessLogs ? { accessLogs: opts.accessLogs } : {}),
     ...(hasAutoPassthrough(merged) ? { sniTargets: sniTargets(proxy, push) } : {}),
     tcpPolicies: (hostname) => {
       const s = push.sidecarScope(proxy).services.find((x) => x.hostname === hostname);

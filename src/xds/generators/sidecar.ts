@@ -14,6 +14,7 @@ import { isHeadless, isHttpProtocol, ORCHESTRATOR_REGISTRY, type Service } from 
 import { blackHoleCluster, buildInboundCluster, buildOutboundCluster, passthroughCluster } from '../../networking/cluster.js';
 import { bindsOwnListener, inboundPorts, type InboundPorts } from '../../networking/inbound.js';
 import { buildIngressListeners, buildOutboundListeners, buildVirtualInbound, buildVirtualOutbound, sniffedProtocol, type InboundOptions, type ListenerConflict } from '../../networking/listener.js';
+import type { AccessLogs } from '../../networking/access-log.js';
 import { usesAutoAllocation } from '../../networking/name-table.js';
 import { LOCALHOST, outboundClusterName, WILDCARD_ADDRESS } from '../../networking/names.js';
 import { inMeshName, nonServiceHosts, nonServiceVirtualHosts, outboundRouteConfig, routedByVirtualService, serviceVirtualHost, type OutboundRouteOptions } from '../../networking/route.js';
@@ -65,6 +66,11 @@ export interface SidecarOptions {
   readonly headlessPodListeners?: boolean;
   /** Mesh mTLS: PeerAuthentication on inbound chains, auto mTLS on outbound clusters; absent = plaintext. */
   readonly mtls?: MeshMtlsSettings;
+  /**
+   * The mesh config's access logs, on every connection manager, TCP proxy and capturing listener.
+   * Fixed for the server's life, so no cache key includes them.
+   */
+  readonly accessLogs?: AccessLogs;
 }
 
 /**
@@ -153,6 +159,7 @@ export function sidecarListeners(proxy: Proxy, push: PushContext, opts: SidecarO
     ...(opts.pathNormalization !== undefined ? { pathNormalization: opts.pathNormalization } : {}),
     ...(mtls ? { mtls: mtls.options } : {}),
     ...(http10(proxy, opts) ? { acceptHttp10: true } : {}),
+    ...(opts.accessLogs ? { accessLogs: opts.accessLogs } : {}),
   };
   const cap = captured(proxy);
   const sniffing = opts.outboundSniffing ?? false;
@@ -171,7 +178,8 @@ export function sidecarListeners(proxy: Proxy, push: PushContext, opts: SidecarO
       l4Routes: l4RouteContext(proxy, push),
       tcpPolicies: tcpProxyPoliciesOf(proxy, push, services),
     };
-    return cachedIn(opts.cache, () => ['lds-outbound', services.map(serviceKey), listenerOpts], () => buildOutboundListeners(services, listenerOpts));
+    const logs = opts.accessLogs ? { accessLogs: opts.accessLogs } : {};
+    return cachedIn(opts.cache, () => ['lds-outbound', services.map(serviceKey), listenerOpts], () => buildOutboundListeners(services, { ...listenerOpts, ...logs }));
   });
   outbound.conflicts.forEach((c) => opts.onConflict?.(c));
   const tproxy = proxy.interceptionMode === 'TPROXY';
@@ -180,7 +188,7 @@ export function sidecarListeners(proxy: Proxy, push: PushContext, opts: SidecarO
   // the proxies the same policies select). Proxies with equal inputs get one list, and its
   // dependency keys (which hash every input, packed RBAC configs included) are computed once per
   // distinct inputs per snapshot instead of once per proxy (on the scope: it goes with the snapshot).
-  const { httpFilters = [], networkFilters = [], ...inboundValues } = inboundOpts;
+  const { httpFilters = [], networkFilters = [], accessLogs: _fixed, ...inboundValues } = inboundOpts;
   // The proxy's own Pod gets no outbound listener of its own address (the inbound side has it), as
   // the Go mesh: the address is an input only where such a listener exists (a headless service's Pod).
   const ip = perPod ? proxy.ipAddresses[0] : undefined;
@@ -196,7 +204,7 @@ export function sidecarListeners(proxy: Proxy, push: PushContext, opts: SidecarO
     if (!cap) return [...ingress, ...outbound.listeners];
     const outboundListeners = ownIp ? outbound.listeners.filter((l) => !l.name.startsWith(`${ownIp}_`)) : outbound.listeners;
     const mode = scope.outboundTrafficPolicy;
-    const virtualOutbound = memo(scope, `virtualOutbound:${tproxy}`, () => cachedIn(opts.cache, () => ['virtualOutbound', mode, tproxy], () => buildVirtualOutbound(mode, tproxy)));
+    const virtualOutbound = memo(scope, `virtualOutbound:${tproxy}`, () => cachedIn(opts.cache, () => ['virtualOutbound', mode, tproxy], () => buildVirtualOutbound(mode, tproxy, opts.accessLogs)));
     return [virtualOutbound, cachedIn(opts.cache, () => ['virtualInbound', redirected, inboundKey()], () => buildVirtualInbound(redirected, inboundOpts)), ...ingress, ...outboundListeners];
   });
 }
