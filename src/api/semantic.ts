@@ -337,7 +337,7 @@ function destinationRule(spec: Fields, path: string, out: Findings): void {
 }
 
 /** A retryOn entry: one of Envoy's retry conditions, or an HTTP status code (a retriable status). */
-const checkRetryOn: Check = (value) => {
+export const checkRetryOn: Check = (value) => {
   const bad = value.split(',').map((p) => p.trim()).filter((p) => p !== '' && !RETRY_CONDITIONS.has(p) && !(/^\d+$/.test(p) && STATUS_CODES[Number(p)] !== undefined));
   if (bad.length === 0) return undefined;
   return `${bad.map((p) => JSON.stringify(p)).join(', ')} ${bad.length === 1 ? 'is not a valid retryOn policy' : 'are not valid retryOn policies'}; expected HTTP status codes or Envoy's retry conditions: ${[...RETRY_CONDITIONS].join(', ')}`;

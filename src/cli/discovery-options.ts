@@ -3,6 +3,7 @@
 import type { OrchestratorSourceOptions } from '../config/orchestrator.js';
 import type { TcpKeepaliveSettings } from '../networking/traffic-policy.js';
 import type { MeshAccessLog } from '../model/mesh-access-log.js';
+import type { MeshTrafficDefaults } from '../model/mesh-traffic-defaults.js';
 import type { IngressSettings } from '../model/ingress/class.js';
 import type { ExtensionProviders } from '../model/extension-providers.js';
 import type { PathNormalization } from '../networking/common.js';
@@ -47,6 +48,8 @@ export interface DiscoveryOptions {
   tcpKeepalive?: TcpKeepaliveSettings;
   /** Mesh config accessLogFile and its format; unset: no access logs. */
   accessLog?: MeshAccessLog;
+  /** Mesh config outboundTrafficPolicy, connectTimeout, defaultHttpRetryPolicy; unset: the Go mesh's defaults. */
+  meshTraffic?: MeshTrafficDefaults;
   /** Mesh config extensionProviders: the authorizers of CUSTOM AuthorizationPolicies. */
   extensionProviders?: ExtensionProviders;
   /** --plugins; default all of them. */

@@ -51,6 +51,7 @@ import { INJECTION_TEMPLATE_FILE, type DiscoveryOptions } from './discovery-opti
 import { DiscoveryPushes } from './discovery-pushes.js';
 import { DiscoveryElections } from './discovery-elections.js';
 import { meshAccessLogs } from '../networking/access-log.js';
+import type { MeshTrafficDefaults } from '../model/mesh-traffic-defaults.js';
 
 const log = scope('default');
 
@@ -115,6 +116,7 @@ export class DiscoveryServer {
 
   constructor(private readonly opts: DiscoveryOptions) {
     const settings = (this.settings = discoverySettings());
+    const meshTraffic: MeshTrafficDefaults = opts.meshTraffic ?? {};
     this.store = opts.configDir ? new FileConfigStore({ configDir: opts.configDir }) : new OrchestratorConfigSource({ validate: settings.crdValidation, revision: settings.revision, ...opts.orchestrator });
     this.autoEntries.markSynced();
     this.autoRegistration = new AutoRegistration({ config: this.store, entries: this.autoEntries, controllerId: `pilot-discovery-${buildInfo.version}`, ...settings.autoRegistration });
@@ -140,7 +142,7 @@ export class DiscoveryServer {
       store: this.store,
       registry: this.registry,
       ingress: this.ingress,
-      snapshot: { domain: opts.domain, clusterId: opts.clusterId, traffic: settings.traffic, credentialsServed: this.credentials !== undefined },
+      snapshot: { domain: opts.domain, clusterId: opts.clusterId, traffic: settings.traffic, credentialsServed: this.credentials !== undefined, outboundTrafficPolicy: meshTraffic.outboundTrafficPolicy ?? 'ALLOW_ANY' },
       status: this.status,
       resolver: this.resolver,
       proxies: this.proxies,
@@ -168,6 +170,8 @@ export class DiscoveryServer {
       ...(opts.h2Upgrade ? { h2Upgrade: true } : {}),
       ...(opts.tcpKeepalive ? { tcpKeepalive: opts.tcpKeepalive } : {}),
       ...(opts.accessLog ? { accessLogs: meshAccessLogs(opts.accessLog) } : {}),
+      ...(meshTraffic.connectTimeout !== undefined ? { connectTimeout: meshTraffic.connectTimeout } : {}),
+      ...(meshTraffic.defaultHttpRetryPolicy ? { defaultHttpRetryPolicy: meshTraffic.defaultHttpRetryPolicy } : {}),
       mtls: this.mtls,
       ...(this.credentials ? { credentials: { store: this.credentials.store, verified: (info: ProxyInfo) => this.verified.has(info) } } : {}),
       cache: new XdsCache(settings.cache),

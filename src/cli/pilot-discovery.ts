@@ -156,6 +156,7 @@ async function runDiscovery(ctx: RunContext): Promise<number> {
     h2Upgrade: mesh.h2Upgrade,
     ...(mesh.tcpKeepalive ? { tcpKeepalive: mesh.tcpKeepalive } : {}),
     ...(mesh.accessLog ? { accessLog: mesh.accessLog } : {}),
+    meshTraffic: mesh.traffic,
     extensionProviders: mesh.extensionProviders,
     plugins,
     meshMtls: { autoMtls: mesh.enableAutoMtls, trustDomainAliases: mesh.trustDomainAliases },

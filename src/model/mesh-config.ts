@@ -1,7 +1,8 @@
 // The discovery server's mesh config file (`--meshConfig`): the fields it applies, read purely
 // from the file's text. `pathNormalization`, the ext_authz `extensionProviders`, `enableAutoMtls`,
 // `trustDomainAliases`, `localityLbSetting`, the Ingress fields (`ingressControllerMode`, `ingressClass`,
-// `ingressSelector`, `ingressService`) and the access log fields (mesh-access-log.ts) are effective; the other fields are reported so that the
+// `ingressSelector`, `ingressService`), the access log fields (mesh-access-log.ts) and the traffic
+// defaults (mesh-traffic-defaults.ts) are effective; the other fields are reported so that the
 // program can say they are not.
 import { parse as parseYaml, YAMLParseError } from 'yaml';
 import { PATH_NORMALIZATIONS, type PathNormalization } from '../networking/common.js';
@@ -11,6 +12,7 @@ import { DEFAULT_LOCALITY_LB, type LocalityLbSetting } from '../networking/local
 import type { TcpKeepaliveSettings } from '../networking/traffic-policy.js';
 import { DurationError, parseDuration } from '../common/duration.js';
 import { ACCESS_LOG_FIELDS, AccessLogSettingsError, readAccessLog, type MeshAccessLog } from './mesh-access-log.js';
+import { readTrafficDefaults, TRAFFIC_DEFAULT_FIELDS, TrafficDefaultsError, type MeshTrafficDefaults } from './mesh-traffic-defaults.js';
 
 export class MeshConfigError extends Error {}
 
@@ -33,13 +35,15 @@ export interface MeshConfig {
   readonly tcpKeepalive?: TcpKeepaliveSettings;
   /** `accessLogFile` and its format: every proxy's access logs; unset: none. */
   readonly accessLog?: MeshAccessLog;
+  /** `outboundTrafficPolicy`, `connectTimeout`, `defaultHttpRetryPolicy`: what applies where resources say nothing. */
+  readonly traffic: MeshTrafficDefaults;
   /** Top-level fields present in the file that have no effect yet. */
   readonly notEffective: readonly string[];
 }
 
-export const DEFAULT_MESH_CONFIG: MeshConfig = { pathNormalization: 'BASE', extensionProviders: { authorizers: new Map(), notEffective: [] }, enableAutoMtls: true, trustDomainAliases: [], localityLbSetting: DEFAULT_LOCALITY_LB, ingress: DEFAULT_INGRESS_SETTINGS, h2Upgrade: false, notEffective: [] };
+export const DEFAULT_MESH_CONFIG: MeshConfig = { pathNormalization: 'BASE', extensionProviders: { authorizers: new Map(), notEffective: [] }, enableAutoMtls: true, trustDomainAliases: [], localityLbSetting: DEFAULT_LOCALITY_LB, ingress: DEFAULT_INGRESS_SETTINGS, h2Upgrade: false, traffic: {}, notEffective: [] };
 
-const EFFECTIVE_FIELDS = new Set(['pathNormalization', 'extensionProviders', 'enableAutoMtls', 'trustDomainAliases', 'localityLbSetting', 'ingressControllerMode', 'ingressClass', 'ingressSelector', 'ingressService', 'h2UpgradePolicy', 'tcpKeepalive', ...ACCESS_LOG_FIELDS]);
+const EFFECTIVE_FIELDS = new Set(['pathNormalization', 'extensionProviders', 'enableAutoMtls', 'trustDomainAliases', 'localityLbSetting', 'ingressControllerMode', 'ingressClass', 'ingressSelector', 'ingressService', 'h2UpgradePolicy', 'tcpKeepalive', ...ACCESS_LOG_FIELDS, ...TRAFFIC_DEFAULT_FIELDS]);
 
 const H2_UPGRADE_POLICIES = ['DO_NOT_UPGRADE', 'UPGRADE'];
 
@@ -173,13 +177,15 @@ export function parseMeshConfig(text: string, file: string): MeshConfig {
     throw e;
   }
   let accessLog: MeshAccessLog | undefined;
+  let traffic: MeshTrafficDefaults;
   try {
     accessLog = readAccessLog(doc);
+    traffic = readTrafficDefaults(doc);
   } catch (e) {
-    if (e instanceof AccessLogSettingsError) throw new MeshConfigError(`${file}: ${e.message}`);
+    if (e instanceof AccessLogSettingsError || e instanceof TrafficDefaultsError) throw new MeshConfigError(`${file}: ${e.message}`);
     throw e;
   }
   const notEffective = Object.keys(doc).filter((k) => !EFFECTIVE_FIELDS.has(k)).sort();
   notEffective.push(...extensionProviders.notEffective.map((p) => `extensionProviders: ${p}`));
-  return { pathNormalization, extensionProviders, ...readMtlsFields(doc, file), localityLbSetting: readLocalityLb(doc, file), ingress: readIngressFields(doc, file), h2Upgrade: readH2Upgrade(doc, file), ...tcpKeepaliveField(readTcpKeepalive(doc, file)), ...(accessLog ? { accessLog } : {}), notEffective };
+  return { pathNormalization, extensionProviders, ...readMtlsFields(doc, file), localityLbSetting: readLocalityLb(doc, file), ingress: readIngressFields(doc, file), h2Upgrade: readH2Upgrade(doc, file), ...tcpKeepaliveField(readTcpKeepalive(doc, file)), ...(accessLog ? { accessLog } : {}), traffic, notEffective };
 }

@@ -49,6 +49,8 @@ export interface PushContextOptions {
   readonly traffic?: Omit<TrafficOptions, 'warn'>;
   /** The discovery server serves credentialName secrets over SDS (MESHD_ENABLE_SDS_SERVER). */
   readonly credentialsServed?: boolean;
+  /** Mesh config outboundTrafficPolicy.mode: the mode of proxies whose Sidecar sets none; default ALLOW_ANY. */
+  readonly outboundTrafficPolicy?: OutboundTrafficMode;
 }
 
 export type PolicyKind = 'AuthorizationPolicy' | 'RequestAuthentication' | 'PeerAuthentication';
@@ -107,6 +109,8 @@ export class PushContext {
   readonly domain: string;
   readonly clusterId: string;
   readonly rootNamespace: string;
+  /** The mesh's outboundTrafficPolicy mode, under a Sidecar's. */
+  private readonly outboundMode: OutboundTrafficMode;
   /** Every service, sorted by hostname then namespace. */
   readonly services: readonly Service[];
   readonly virtualServiceCount: number;
@@ -127,6 +131,7 @@ export class PushContext {
     this.domain = opts.domain || 'cluster.local';
     this.clusterId = opts.clusterId ?? '';
     this.rootNamespace = opts.rootNamespace ?? ROOT_NAMESPACE;
+    this.outboundMode = opts.outboundTrafficPolicy ?? 'ALLOW_ANY';
     this.services = opts.registry.services();
     this.servicesByHost = groupBy(this.services, (s) => s.hostname);
     this.servicesByNamespace = groupBy(this.services, (s) => s.namespace);
@@ -245,7 +250,9 @@ export class PushContext {
       byHost,
       ingress: sidecar?.spec.ingress ?? [],
       egress,
-      outboundTrafficPolicy: sidecar?.spec.outboundTrafficPolicy?.mode ?? 'ALLOW_ANY',
+      // The Sidecar's policy, else the mesh config's, as the Go mesh's sidecar scope; a policy
+      // without a mode is the enum's zero, REGISTRY_ONLY.
+      outboundTrafficPolicy: sidecar?.spec.outboundTrafficPolicy ? (sidecar.spec.outboundTrafficPolicy.mode ?? 'REGISTRY_ONLY') : this.outboundMode,
     };
   }
 }

@@ -13,7 +13,7 @@ import { meshMtlsFields, type ClusterMtls } from './outbound-mtls.js';
 import { withUpstreamProxyProtocol } from './proxy-protocol.js';
 
 export interface ClusterOptions {
-  /** Seconds; 10 unless set. */
+  /** Seconds (the mesh config's connectTimeout); 10 unless set; a DestinationRule's wins. */
   readonly connectTimeout?: number;
   /** The cluster's name when not the outbound one (a gateway's SNI-DNAT clusters). */
   readonly name?: string;
@@ -24,6 +24,9 @@ export interface ClusterOptions {
   /** The mesh config's tcpKeepalive, under a rule's. */
   readonly tcpKeepalive?: TcpKeepaliveSettings;
 }
+
+/** What every cluster takes from the mesh config where its DestinationRule says nothing. */
+export type MeshClusterDefaults = Pick<ClusterOptions, 'tcpKeepalive' | 'connectTimeout'>;
 
 /** A DestinationRule's part in one outbound cluster: the subset it is for and the merged policy. */
 export interface ClusterTraffic {

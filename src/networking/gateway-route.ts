@@ -7,7 +7,7 @@ import { RouteConfigurationSchema, type RouteConfiguration } from '../gen/envoy/
 import { VirtualHost_TlsRequirementType, type VirtualHostSchema } from '../gen/envoy/config/route/v3/route_components_pb.js';
 import { hostsForNamespace, resolveGatewayName, type BoundServer, type GatewayVirtualService } from '../model/gateway.js';
 import { hostMatches } from '../model/selection.js';
-import { buildHttpRoutes, type HashPolicyInit, type HttpRouteSpec, type RouteInit } from './http-route.js';
+import { buildHttpRoutes, type HashPolicyInit, type HttpRetry, type HttpRouteSpec, type RouteInit } from './http-route.js';
 import { destinationResolver } from './route.js';
 import { MAX_DIRECT_RESPONSE_BODY_BYTES } from './common.js';
 import { usesIngressSemantics } from '../model/ingress/virtual-services.js';
@@ -28,6 +28,8 @@ export interface GatewayRouteOptions {
   readonly hashPolicies?: Readonly<Record<string, readonly HashPolicyInit[]>>;
   /** MESH_DEFAULT_REQUEST_TIMEOUT, seconds; 0 = none. */
   readonly defaultTimeout?: number;
+  /** Mesh config defaultHttpRetryPolicy; unset: the Go mesh's default policy. */
+  readonly defaultRetries?: HttpRetry;
 }
 
 /**
@@ -54,6 +56,7 @@ function vsRoutes(v: GatewayVirtualService, server: BoundServer, opts: GatewayRo
     resolve: destinationResolver(v.vs.metadata.namespace, port, opts),
     gateway: (entry: string) => resolveGatewayName(entry, v.vs.metadata.namespace) === server.gateway,
     ...(opts.defaultTimeout ? { defaultTimeout: opts.defaultTimeout } : {}),
+    ...(opts.defaultRetries ? { defaultRetries: opts.defaultRetries } : {}),
     ...(usesIngressSemantics(v.vs) ? { segmentPrefix: true } : {}),
     ...(server.tls ? { tls: true } : {}),
   };

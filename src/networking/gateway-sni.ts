@@ -6,13 +6,12 @@
 // service's outbound cluster without any TLS of its own, whose endpoints are only those that speak
 // mesh mTLS (the gateway cannot see whether the passed-through bytes are mTLS).
 import type { MessageInitShape } from '@bufbuild/protobuf';
-import type { TcpKeepaliveSettings } from './traffic-policy.js';
 import type { Cluster } from '../gen/envoy/config/cluster/v3/cluster_pb.js';
 import type { FilterChainSchema } from '../gen/envoy/config/listener/v3/listener_components_pb.js';
 import { hostMatches } from '../model/selection.js';
 import type { Service, ServiceInstance, ServicePort } from '../model/service.js';
 import { ALL_MESH_ALPNS } from '../security/mtls/tls-context.js';
-import { buildOutboundCluster, type ClusterTraffic } from './cluster.js';
+import { buildOutboundCluster, type ClusterTraffic, type MeshClusterDefaults } from './cluster.js';
 import type { EndpointInput } from './endpoint.js';
 import { MESH_TLS_MODE, TLS_MODE_LABEL } from './outbound-mtls.js';
 import { tcpProxyFilter } from './common.js';
@@ -65,12 +64,12 @@ export function autoPassthroughChains(serverHosts: readonly string[], targets: r
  * The SNI-DNAT cluster of a service port (subset): its outbound cluster under the SNI name, with the
  * DestinationRule's policy but none of its TLS, no mesh mTLS (the client's TLS passes through) and
  * no PROXY protocol header (the Go mesh applies neither in its SNI-DNAT cluster mode);
- * `tcpKeepalive`: the mesh config's.
+ * `mesh`: the mesh config's tcpKeepalive and connectTimeout.
  */
-export function buildSniDnatCluster(service: Service, port: ServicePort, endpoints: readonly EndpointInput[], traffic: ClusterTraffic, tcpKeepalive?: TcpKeepaliveSettings): Cluster {
+export function buildSniDnatCluster(service: Service, port: ServicePort, endpoints: readonly EndpointInput[], traffic: ClusterTraffic, mesh: MeshClusterDefaults = {}): Cluster {
   const { tls: _clientTls, proxyProtocol: _header, ...policy } = traffic.policy;
   const name = sniDnatClusterName(port.port, service.hostname, traffic.subset);
-  return buildOutboundCluster(service, port, endpoints, { name, ...(tcpKeepalive ? { tcpKeepalive } : {}) }, { subset: traffic.subset, policy });
+  return buildOutboundCluster(service, port, endpoints, { name, ...mesh }, { subset: traffic.subset, policy });
 }
 
 /**

@@ -37,6 +37,16 @@ export interface Headers {
   readonly response?: HeaderOperations;
 }
 
+/** A route's `retries` (HTTPRetry), also the mesh config's `defaultHttpRetryPolicy`. */
+export interface HttpRetry {
+  readonly attempts?: number;
+  readonly perTryTimeout?: string;
+  readonly retryOn?: string;
+  readonly retryRemoteLocalities?: boolean;
+  readonly retryIgnorePreviousHosts?: boolean;
+  readonly backoff?: string;
+}
+
 /** The HTTPRoute fields this module reads (the API's names). */
 export interface HttpRouteSpec {
   readonly name?: string;
@@ -46,14 +56,7 @@ export interface HttpRouteSpec {
   readonly directResponse?: { readonly status: number; readonly body?: { readonly string?: string; readonly bytes?: string } };
   readonly rewrite?: { readonly uri?: string; readonly authority?: string; readonly uriRegexRewrite?: { readonly match: string; readonly rewrite: string } };
   readonly timeout?: string;
-  readonly retries?: {
-    readonly attempts?: number;
-    readonly perTryTimeout?: string;
-    readonly retryOn?: string;
-    readonly retryRemoteLocalities?: boolean;
-    readonly retryIgnorePreviousHosts?: boolean;
-    readonly backoff?: string;
-  };
+  readonly retries?: HttpRetry;
   readonly fault?: {
     /** `percent`: the deprecated whole percent, read when percentage is unset. */
     readonly delay?: { readonly fixedDelay?: string; readonly percentage?: Percent; readonly percent?: number };
@@ -93,6 +96,8 @@ export interface HttpRouteContext extends MatchContext {
   readonly resolve: (d: Destination) => ResolvedDestination;
   /** MESH_DEFAULT_REQUEST_TIMEOUT, seconds; 0 = none. */
   readonly defaultTimeout?: number;
+  /** Mesh config defaultHttpRetryPolicy: the retries of routes that set none; unset: the Go mesh's default policy. */
+  readonly defaultRetries?: HttpRetry;
   /** Routes generated from Ingresses: a Prefix matches whole path segments (see route-match.ts). */
   readonly segmentPrefix?: boolean;
   /** The routes serve a TLS server (a gateway's HTTPS one): a redirect's default scheme is https. */
@@ -292,7 +297,7 @@ function forwardAction(r: HttpRouteSpec, ctx: HttpRouteContext, headerAuthority:
   const dests = (r.route ?? []).map((d) => ({ ...ctx.resolve(d.destination), weight: d.weight }));
   const first = dests[0];
   const timeout = r.timeout !== undefined ? duration(r.timeout) : seconds(ctx.defaultTimeout ?? 0);
-  const retries = retryPolicy(r.retries, (first?.hashPolicy.length ?? 0) > 0);
+  const retries = retryPolicy(r.retries ?? ctx.defaultRetries, (first?.hashPolicy.length ?? 0) > 0);
   const rw = r.rewrite;
   // rewrite.authority, else the authority the headers set (the route's, else its destination's).
   const authority = rw?.authority || headerAuthority;

@@ -12,7 +12,7 @@ import { MAX_DIRECT_RESPONSE_BODY_BYTES, seconds } from './common.js';
 import type { ResolvedVirtualService } from '../model/traffic.js';
 import { resolveHost } from '../model/traffic.js';
 import { hostMatches } from '../model/selection.js';
-import { buildHttpRoutes, retryPolicy, routeTimeouts, type Destination, type HashPolicyInit, type HttpRouteSpec, type ResolvedDestination } from './http-route.js';
+import { buildHttpRoutes, retryPolicy, routeTimeouts, type Destination, type HashPolicyInit, type HttpRetry, type HttpRouteSpec, type ResolvedDestination } from './http-route.js';
 
 type VirtualHostInit = MessageInitShape<typeof VirtualHostSchema>;
 
@@ -32,6 +32,8 @@ export interface OutboundRouteOptions {
   readonly hashPolicies?: Readonly<Record<string, readonly HashPolicyInit[]>>;
   /** MESH_DEFAULT_REQUEST_TIMEOUT, seconds; 0 or unset = none. */
   readonly defaultTimeout?: number;
+  /** Mesh config defaultHttpRetryPolicy; unset: the Go mesh's default policy. */
+  readonly defaultRetries?: HttpRetry;
 }
 
 /**
@@ -108,9 +110,9 @@ function serviceRoutes(s: Service, port: number, opts: OutboundRouteOptions): Vi
   const vs = virtualServiceFor(s.hostname, opts.virtualServices ?? []);
   const cluster = outboundClusterName(port, s.hostname);
   if (!vs || !vs.vs.spec.http) {
-    // The Go mesh's default outbound route: the default retry policy, as a VirtualService route without `retries`.
+    // The Go mesh's default outbound route: the mesh's default retry policy, as a VirtualService route without `retries`.
     const hashPolicy = opts.hashPolicies?.[cluster] ?? [];
-    return defaultRoute(routeAction(cluster, hashPolicy, opts.defaultTimeout, retryPolicy(undefined, hashPolicy.length > 0)));
+    return defaultRoute(routeAction(cluster, hashPolicy, opts.defaultTimeout, retryPolicy(opts.defaultRetries, hashPolicy.length > 0)));
   }
   return virtualServiceRoutes(vs, port, opts);
 }
@@ -123,6 +125,7 @@ function virtualServiceRoutes(vs: ResolvedVirtualService, port: number, opts: Ou
     proxyLabels: opts.proxyLabels ?? {},
     resolve: destinationResolver(vs.vs.metadata.namespace, port, opts),
     ...(opts.defaultTimeout ? { defaultTimeout: opts.defaultTimeout } : {}),
+    ...(opts.defaultRetries ? { defaultRetries: opts.defaultRetries } : {}),
   };
   // The API keeps HTTP routes structurally checked only; this is where they are read as such.
   return (vs.vs.spec.http ?? []).flatMap((r) => buildHttpRoutes(r as HttpRouteSpec, ctx));

@@ -67,7 +67,7 @@ test('MESH_DEFAULT_REQUEST_TIMEOUT times out VirtualService routes that set no t
   const c = goldenCases('test/networking/testdata/traffic').find((g) => g.name === 'vs-weighted')!;
   const push = pushOf(validated(c.name, c.documents));
   const proxy = sidecarProxy('10.0.0.51', 'client', 'foo', { LABELS: { app: 'client' } });
-  const [rc] = sidecarRoutes(proxy, push, new Set(['9080']), false, undefined, 1.5);
+  const [rc] = sidecarRoutes(proxy, push, new Set(['9080']), false, undefined, { timeout: 1.5 });
   const timeouts = rc!.virtualHosts.flatMap((vh) => vh.routes.map((r) => [r.name, r.action.case === 'route' ? r.action.value.timeout : undefined]));
   assert.deepEqual(timeouts, [
     ['jason.header', { $typeName: 'google.protobuf.Duration', seconds: 1n, nanos: 500_000_000 }],

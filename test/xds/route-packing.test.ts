@@ -32,7 +32,7 @@ test('a sidecar route configuration, plain and routed by a VirtualService, packs
       },
     ]),
   ]);
-  const routes = sidecarRoutes(sidecarProxy('10.0.0.1', 'echo-1', 'foo'), push, undefined, false, new XdsCache(), 15);
+  const routes = sidecarRoutes(sidecarProxy('10.0.0.1', 'echo-1', 'foo'), push, undefined, false, new XdsCache(), { timeout: 15 });
   assert.ok(routes.length > 0 && routes.every((r) => r.virtualHosts.length > 0), 'configurations with hosts');
   assert.ok(routes.some((r) => r.virtualHosts.length >= 2), 'a configuration of several hosts');
   routes.forEach(assertCanonical);

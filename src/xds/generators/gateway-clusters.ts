@@ -20,7 +20,7 @@ import { memo, type XdsCache } from '../cache.js';
 import { mergedGatewayFor, sniTargets, type GatewayOptions } from './gateway.js';
 import { clusterLoadAssignments, toEndpoints } from './sidecar-endpoints.js';
 import type { LocalityLbSetting } from '../../networking/locality-lb.js';
-import { sidecarClusters } from './sidecar.js';
+import { meshClusterDefaults, sidecarClusters } from './sidecar.js';
 import type { MeshMtlsSettings } from './mtls.js';
 
 /**
@@ -88,6 +88,7 @@ export interface GatewayClusterOptions extends GatewayOptions {
   readonly localityLb?: LocalityLbSetting;
   readonly h2Upgrade?: boolean;
   readonly tcpKeepalive?: TcpKeepaliveSettings;
+  readonly connectTimeout?: number;
 }
 
 /** The router proxy's clusters: outbound ones (filtered), BlackHole and Passthrough, then the SNI-DNAT ones. */
@@ -96,9 +97,9 @@ export function gatewayClusters(proxy: Proxy, push: PushContext, opts: GatewayCl
   const clusters = sidecarClusters(proxy, push, false, opts.cache, opts.mtls, opts).filter((c) => keeps(c.name, hosts));
   if (!hasAutoPassthrough(mergedGatewayFor(proxy, push, opts))) return clusters;
   // Built once per scope and snapshot: every gateway proxy of the scope gets the same messages.
-  const keepalive = opts.tcpKeepalive;
-  const sni = memo(push.sidecarScope(proxy), `sniDnatCds:${push.traffic.selectorKey(proxy)}:${keepalive ? JSON.stringify(keepalive) : ''}`, () =>
-    sniClusters(proxy, push).map((c) => buildSniDnatCluster(c.target.service, c.target.port, toEndpoints(c.instances), c.variant, keepalive)),
+  const mesh = meshClusterDefaults(opts);
+  const sni = memo(push.sidecarScope(proxy), `sniDnatCds:${push.traffic.selectorKey(proxy)}:${JSON.stringify(mesh)}`, () =>
+    sniClusters(proxy, push).map((c) => buildSniDnatCluster(c.target.service, c.target.port, toEndpoints(c.instances), c.variant, mesh)),
   );
   return [...clusters, ...sni];
 }

@@ -14,6 +14,7 @@ import { buildGatewayListeners } from '../../networking/gateway.js';
 import { buildGatewayRouteConfig, emptyGatewayRouteConfig } from '../../networking/gateway-route.js';
 import { memo } from '../cache.js';
 import type { AccessLogs } from '../../networking/access-log.js';
+import type { HttpRetry } from '../../networking/http-route.js';
 import { hashPolicies, serviceTcpProxyPolicy } from './sidecar.js';
 
 export interface GatewayOptions {
@@ -28,6 +29,8 @@ export interface GatewayOptions {
   readonly pathNormalization?: PathNormalization;
   /** MESH_DEFAULT_REQUEST_TIMEOUT, seconds. */
   readonly defaultRequestTimeout?: number;
+  /** Mesh config defaultHttpRetryPolicy: the retries of routes that set none. */
+  readonly defaultHttpRetryPolicy?: HttpRetry;
   /** A server dropped while merging (counted in pilot_total_rejected_configs{kind="Gateway"}). */
   readonly onGatewayRejected?: (message: string) => void;
   /** Other problems of the gateway's config (a server no VirtualService routes, a repeated SNI host). */
@@ -103,6 +106,7 @@ export function gatewayRoutes(proxy: Proxy, push: PushContext, names: ReadonlySe
     servicePorts: servicePorts(proxy, push),
     hashPolicies: hashPolicies(proxy, push),
     defaultTimeout: opts.defaultRequestTimeout ?? 0,
+    ...(opts.defaultHttpRetryPolicy ? { defaultRetries: opts.defaultHttpRetryPolicy } : {}),
   };
   const wanted = names ? [...names] : [...merged.byRouteName.keys()];
   return wanted.sort().map((n) => {

@@ -5,7 +5,7 @@ import { isNonSecurityConfigChange, type PushTrigger } from '../push-scope.js';
 import { TypeUrl } from '../../envoy/types.js';
 import { generatorOf, isGrpc, resources, type XdsType } from './context.js';
 import { grpcRoutes } from './grpc.js';
-import { sidecarRoutes } from './sidecar.js';
+import { routeDefaults, sidecarRoutes } from './sidecar.js';
 import { gatewayRoutes, isRouter } from './gateway.js';
 import { packRouteConfiguration } from './route-packing.js';
 
@@ -16,7 +16,7 @@ export const rds: XdsType = {
     generatorOf(ctx, (proxy, push, names) =>
       resources(
         RouteConfigurationSchema,
-        isGrpc(proxy) ? grpcRoutes(proxy, push, names) : isRouter(proxy) ? gatewayRoutes(proxy, push, names, ctx.opts) : sidecarRoutes(proxy, push, names, ctx.opts.outboundSniffing, ctx.opts.cache, ctx.opts.defaultRequestTimeout),
+        isGrpc(proxy) ? grpcRoutes(proxy, push, names) : isRouter(proxy) ? gatewayRoutes(proxy, push, names, ctx.opts) : sidecarRoutes(proxy, push, names, ctx.opts.outboundSniffing, ctx.opts.cache, routeDefaults(ctx.opts)),
         (r) => r.name,
         packRouteConfiguration,
       ),

@@ -11,10 +11,11 @@ import { allocatedFor, withAllocatedAddresses } from '../../model/auto-allocate.
 import type { Proxy } from '../../model/proxy.js';
 import type { PushContext, SidecarScope } from '../../model/push-context.js';
 import { isHeadless, isHttpProtocol, ORCHESTRATOR_REGISTRY, type Service } from '../../model/service.js';
-import { blackHoleCluster, buildInboundCluster, buildOutboundCluster, passthroughCluster } from '../../networking/cluster.js';
+import { blackHoleCluster, buildInboundCluster, buildOutboundCluster, passthroughCluster, type MeshClusterDefaults } from '../../networking/cluster.js';
 import { bindsOwnListener, inboundPorts, type InboundPorts } from '../../networking/inbound.js';
 import { buildIngressListeners, buildOutboundListeners, buildVirtualInbound, buildVirtualOutbound, sniffedProtocol, type InboundOptions, type ListenerConflict } from '../../networking/listener.js';
 import type { AccessLogs } from '../../networking/access-log.js';
+import type { HttpRetry } from '../../networking/http-route.js';
 import { usesAutoAllocation } from '../../networking/name-table.js';
 import { LOCALHOST, outboundClusterName, WILDCARD_ADDRESS } from '../../networking/names.js';
 import { inMeshName, nonServiceHosts, nonServiceVirtualHosts, outboundRouteConfig, routedByVirtualService, serviceVirtualHost, type OutboundRouteOptions } from '../../networking/route.js';
@@ -44,6 +45,10 @@ export interface SidecarOptions {
   readonly detectionTimeout?: number;
   /** MESH_DEFAULT_REQUEST_TIMEOUT, seconds: the timeout of outbound routes that set none; 0 = none. */
   readonly defaultRequestTimeout?: number;
+  /** Mesh config defaultHttpRetryPolicy: the retries of routes that set none (VirtualService routes and default routes). */
+  readonly defaultHttpRetryPolicy?: HttpRetry;
+  /** Mesh config connectTimeout, seconds: every cluster's unless its DestinationRule sets one; 10 when unset. */
+  readonly connectTimeout?: number;
   /** Mesh config pathNormalization of every HTTP connection manager; default BASE. */
   readonly pathNormalization?: PathNormalization;
   /** Mesh config localityLbSetting: locality failover where a DestinationRule sets none; the mesh default when absent. */
@@ -252,7 +257,17 @@ function portsForRoutes(virtualServices: readonly unknown[], scope: SidecarScope
  * Outbound route configurations named by port, for HTTP ports and, with outbound sniffing, ports of
  * unknown protocol (their listeners' HTTP chains use them); only `names` when given.
  */
-export function sidecarRoutes(proxy: Proxy, push: PushContext, names?: ReadonlySet<string>, outboundSniffing = false, cache?: XdsCache, defaultTimeout = 0): RouteConfiguration[] {
+/** What routes take from the mesh where a VirtualService says nothing: MESH_DEFAULT_REQUEST_TIMEOUT (seconds), defaultHttpRetryPolicy. */
+export interface RouteDefaults {
+  readonly timeout?: number;
+  readonly retries?: HttpRetry;
+}
+
+export function routeDefaults(o: Pick<SidecarOptions, 'defaultRequestTimeout' | 'defaultHttpRetryPolicy'>): RouteDefaults {
+  return { ...(o.defaultRequestTimeout ? { timeout: o.defaultRequestTimeout } : {}), ...(o.defaultHttpRetryPolicy ? { retries: o.defaultHttpRetryPolicy } : {}) };
+}
+
+export function sidecarRoutes(proxy: Proxy, push: PushContext, names?: ReadonlySet<string>, outboundSniffing = false, cache?: XdsCache, defaults: RouteDefaults = {}): RouteConfiguration[] {
   const scope = push.sidecarScope(proxy);
   const traffic = push.traffic;
   const key = `rds:${captured(proxy)}:${outboundSniffing}:${usesAutoAllocation(proxy)}:${traffic.selectorKey(proxy)}:${traffic.sourceLabelsKey(proxy)}`;
@@ -274,7 +289,8 @@ export function sidecarRoutes(proxy: Proxy, push: PushContext, names?: ReadonlyS
       virtualServices: traffic.virtualServicesFor(proxy.namespace),
       servicePorts: portsForRoutes(traffic.virtualServicesFor(proxy.namespace), scope),
       hashPolicies: hashPolicies(proxy, push),
-      defaultTimeout,
+      defaultTimeout: defaults.timeout ?? 0,
+      ...(defaults.retries ? { defaultRetries: defaults.retries } : {}),
     };
     let hashedOpts: string | undefined;
     const optsKey = (): string => (hashedOpts ??= cacheKey('rds-options', opts));
@@ -303,7 +319,8 @@ function virtualHost(s: Service, port: number, opts: OutboundRouteOptions, cache
   if (routedByVirtualService(s, opts)) return getOrBuild(cache, `vhost-vs:${serviceKey(s)}:${port}:${optsKey()}`, () => serviceVirtualHost(s, port, opts));
   const bareName = inMeshName(s.hostname, opts.domain)?.namespace === opts.proxyNamespace;
   const hashPolicy = opts.hashPolicies?.[outboundClusterName(port, s.hostname)] ?? [];
-  const key = `vhost:${serviceKey(s)}:${port}:${opts.domain}:${bareName}:${opts.defaultTimeout ?? 0}:${hashPolicy.length > 0 ? cacheKey('hash', hashPolicy) : ''}`;
+  const retries = opts.defaultRetries ? JSON.stringify(opts.defaultRetries) : '';
+  const key = `vhost:${serviceKey(s)}:${port}:${opts.domain}:${bareName}:${opts.defaultTimeout ?? 0}:${retries}:${hashPolicy.length > 0 ? cacheKey('hash', hashPolicy) : ''}`;
   return getOrBuild(cache, key, () => serviceVirtualHost(s, port, opts));
 }
 
@@ -341,7 +358,12 @@ function carriesEndpoints(s: Service): boolean {
 }
 
 /** Outbound clusters of every visible service port, inbound clusters, BlackHole and Passthrough. */
-export function sidecarClusters(proxy: Proxy, push: PushContext, withInbound = true, cache?: XdsCache, mtlsSettings?: MeshMtlsSettings, mesh: Pick<SidecarOptions, 'localityLb' | 'h2Upgrade' | 'tcpKeepalive'> = {}): Cluster[] {
+/** The mesh config's tcpKeepalive and connectTimeout, as every cluster takes them. */
+export function meshClusterDefaults(o: Pick<SidecarOptions, 'tcpKeepalive' | 'connectTimeout'>): MeshClusterDefaults {
+  return { ...(o.tcpKeepalive ? { tcpKeepalive: o.tcpKeepalive } : {}), ...(o.connectTimeout !== undefined ? { connectTimeout: o.connectTimeout } : {}) };
+}
+
+export function sidecarClusters(proxy: Proxy, push: PushContext, withInbound = true, cache?: XdsCache, mtlsSettings?: MeshMtlsSettings, mesh: Pick<SidecarOptions, 'localityLb' | 'h2Upgrade' | 'tcpKeepalive' | 'connectTimeout'> = {}): Cluster[] {
   const localityLb = mesh.localityLb ?? DEFAULT_LOCALITY_LB;
   // Auto mTLS settings for a proxy with a workload certificate only (clusterMtls).
   const mtlsOf = proxy.meshMtls ? mtlsSettings : undefined;
@@ -349,13 +371,13 @@ export function sidecarClusters(proxy: Proxy, push: PushContext, withInbound = t
   // Routers read a DestinationRule's tls.credentialName, sidecars do not: their clusters differ.
   const gateway = proxy.type === 'router';
   const h2 = mesh.h2Upgrade === true;
-  const keepalive = mesh.tcpKeepalive;
+  const defaults = meshClusterDefaults(mesh);
   const proxyless = isGrpc(proxy);
-  const clusterOpts = { gateway, proxyless, ...(keepalive ? { tcpKeepalive: keepalive } : {}) };
+  const clusterOpts = { gateway, proxyless, ...defaults };
   // A DestinationRule's proxyProtocol reaches only proxies that have the socket (Proxy.upstreamProxyProtocol).
   const header = proxy.upstreamProxyProtocol === true;
   // The mesh-wide settings and the client kind are part of every key: the same scope may be asked under other ones.
-  const meshKey = `${h2}:${keepalive ? JSON.stringify(keepalive) : ''}:${proxyless}`;
+  const meshKey = `${h2}:${JSON.stringify(defaults)}:${proxyless}`;
   const outbound = memo(push.sidecarScope(proxy), `cds:${push.traffic.selectorKey(proxy)}:${mtlsOn}:${gateway}:${header}:${meshKey}`, () =>
     push.sidecarScope(proxy).services.flatMap((s) => {
       const rule = ruleTraffic(push.traffic.destinationRule(proxy, s.hostname, s.namespace));
@@ -373,7 +395,7 @@ export function sidecarClusters(proxy: Proxy, push: PushContext, withInbound = t
             const keyEndpoints = carriesEndpoints(s) ? endpoints : [];
             const mtls = mtlsOf ? clusterMtls(proxy, push, s, instances, mtlsOf) : undefined;
             const traffic = { ...v, ...(mtls ? { mtls } : {}) };
-            return cachedIn(cache, () => ['cds', serviceKey(s), p, keyEndpoints, v.subset, v.policy, mtls, gateway, keepalive, proxyless], () => buildOutboundCluster(s, p, endpoints, clusterOpts, traffic));
+            return cachedIn(cache, () => ['cds', serviceKey(s), p, keyEndpoints, v.subset, v.policy, mtls, gateway, defaults, proxyless], () => buildOutboundCluster(s, p, endpoints, clusterOpts, traffic));
           }),
         );
       // Without auto mTLS, clusters that do not carry endpoints (EDS, ORIGINAL_DST) read nothing but
@@ -387,7 +409,7 @@ export function sidecarClusters(proxy: Proxy, push: PushContext, withInbound = t
   const ports = withInbound ? proxyInboundPorts(proxy, push).ports : [];
   const keys = ports.map((p) => `${p.port}:${p.target ? `${p.target.address}:${p.target.port}` : 'original-dst'}:${p.protocol}:${p.connectionPool ? JSON.stringify(p.connectionPool) : ''}`);
   return memo(outbound, `clusters:${keys.join(',')}`, () => {
-    const inbound = ports.map((p, i) => memo(push, `cds-inbound:${keys[i]}:${meshKey}`, () => cachedIn(cache, () => ['cds-inbound', p.port, p.target, p.protocol, keepalive, p.connectionPool], () => buildInboundCluster(p.port, p.target, p.protocol, clusterOpts, p.connectionPool))));
-    return [...outbound, ...inbound, ...memo(push, `catchAll:${meshKey}`, () => cachedIn(cache, () => ['cds-catchall', keepalive], () => [blackHoleCluster(), passthroughCluster(clusterOpts)]))];
+    const inbound = ports.map((p, i) => memo(push, `cds-inbound:${keys[i]}:${meshKey}`, () => cachedIn(cache, () => ['cds-inbound', p.port, p.target, p.protocol, defaults, p.connectionPool], () => buildInboundCluster(p.port, p.target, p.protocol, clusterOpts, p.connectionPool))));
+    return [...outbound, ...inbound, ...memo(push, `catchAll:${meshKey}`, () => cachedIn(cache, () => ['cds-catchall', defaults], () => [blackHoleCluster(defaults), passthroughCluster(clusterOpts)]))];
   });
 }
