@@ -48,6 +48,8 @@ export interface DiscoveryOptions {
   tcpKeepalive?: TcpKeepaliveSettings;
   /** Mesh config accessLogFile and its format; unset: no access logs. */
   accessLog?: MeshAccessLog;
+  /** Mesh config rootNamespace: mesh-wide policies, Sidecar and rules; default mesh-system. */
+  rootNamespace?: string;
   /** Mesh config outboundTrafficPolicy, connectTimeout, defaultHttpRetryPolicy; unset: the Go mesh's defaults. */
   meshTraffic?: MeshTrafficDefaults;
   /** Mesh config extensionProviders: the authorizers of CUSTOM AuthorizationPolicies. */

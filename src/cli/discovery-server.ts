@@ -142,7 +142,7 @@ export class DiscoveryServer {
       store: this.store,
       registry: this.registry,
       ingress: this.ingress,
-      snapshot: { domain: opts.domain, clusterId: opts.clusterId, traffic: settings.traffic, credentialsServed: this.credentials !== undefined, outboundTrafficPolicy: meshTraffic.outboundTrafficPolicy ?? 'ALLOW_ANY' },
+      snapshot: { domain: opts.domain, clusterId: opts.clusterId, traffic: settings.traffic, credentialsServed: this.credentials !== undefined, outboundTrafficPolicy: meshTraffic.outboundTrafficPolicy ?? 'ALLOW_ANY', rootNamespace: opts.rootNamespace ?? ROOT_NAMESPACE },
       status: this.status,
       resolver: this.resolver,
       proxies: this.proxies,
@@ -282,7 +282,7 @@ export class DiscoveryServer {
       list: <K extends Kind>(kind: K) => (kind === 'WorkloadEntry' ? (entries() as ResourceOf<K>[]) : this.store.list(kind)),
       workloads: () => [...entries().map((we) => ({ namespace: we.metadata.namespace, labels: we.spec.labels ?? {} })), ...proxies()],
       gateways: () => proxies().filter((p) => p.type === 'router'),
-      rootNamespace: ROOT_NAMESPACE,
+      rootNamespace: this.opts.rootNamespace ?? ROOT_NAMESPACE,
       domain: this.opts.domain,
     };
   }

@@ -23,6 +23,8 @@ export interface OrchestratorSourceOptions {
   kubeconfig?: string;
   /** --appNamespace (split on commas): watch only these namespaces, plus the root namespace whose policies are mesh-wide. Empty: all. */
   namespaces?: readonly string[];
+  /** Mesh config rootNamespace; default mesh-system. */
+  rootNamespace?: string;
   /** --resync in milliseconds: every period each kind is relisted and reconciled. 0 or absent: never. */
   resyncMs?: number;
   /** --orchestratorApiQPS; <= 0 means unlimited. */
@@ -58,7 +60,7 @@ export class OrchestratorConfigSource extends MemoryBackedStore implements Confi
     this.validate = options.validate ?? settingDefault('PILOT_ENABLE_CRD_VALIDATION');
     this.informers = new InformerGroup(options);
     const namespaces = options.namespaces?.filter((n) => n !== '') ?? [];
-    const scopes: (string | undefined)[] = namespaces.length === 0 ? [undefined] : [...new Set([...namespaces, ROOT_NAMESPACE])];
+    const scopes: (string | undefined)[] = namespaces.length === 0 ? [undefined] : [...new Set([...namespaces, options.rootNamespace ?? ROOT_NAMESPACE])];
     for (const kind of options.kinds ?? KINDS) {
       const type = { kind, group: GROUP_OF_KIND[kind], version: this.version, plural: pluralOf(kind) };
       for (const namespace of scopes) {

@@ -11,6 +11,8 @@ import { DEFAULT_INGRESS_SETTINGS, INGRESS_CONTROLLER_MODES, type IngressControl
 import { DEFAULT_LOCALITY_LB, type LocalityLbSetting } from '../networking/locality-lb.js';
 import type { TcpKeepaliveSettings } from '../networking/traffic-policy.js';
 import { DurationError, parseDuration } from '../common/duration.js';
+import { ROOT_NAMESPACE } from '../api/types.js';
+import { checkNamespace } from '../api/syntax.js';
 import { ACCESS_LOG_FIELDS, AccessLogSettingsError, readAccessLog, type MeshAccessLog } from './mesh-access-log.js';
 import { readTrafficDefaults, TRAFFIC_DEFAULT_FIELDS, TrafficDefaultsError, type MeshTrafficDefaults } from './mesh-traffic-defaults.js';
 
@@ -35,17 +37,26 @@ export interface MeshConfig {
   readonly tcpKeepalive?: TcpKeepaliveSettings;
   /** `accessLogFile` and its format: every proxy's access logs; unset: none. */
   readonly accessLog?: MeshAccessLog;
+  /** `rootNamespace` (default mesh-system): the namespace whose policies, Sidecar and rules apply mesh-wide. */
+  readonly rootNamespace: string;
   /** `outboundTrafficPolicy`, `connectTimeout`, `defaultHttpRetryPolicy`: what applies where resources say nothing. */
   readonly traffic: MeshTrafficDefaults;
   /** Top-level fields present in the file that have no effect yet. */
   readonly notEffective: readonly string[];
 }
 
-export const DEFAULT_MESH_CONFIG: MeshConfig = { pathNormalization: 'BASE', extensionProviders: { authorizers: new Map(), notEffective: [] }, enableAutoMtls: true, trustDomainAliases: [], localityLbSetting: DEFAULT_LOCALITY_LB, ingress: DEFAULT_INGRESS_SETTINGS, h2Upgrade: false, traffic: {}, notEffective: [] };
+export const DEFAULT_MESH_CONFIG: MeshConfig = { pathNormalization: 'BASE', extensionProviders: { authorizers: new Map(), notEffective: [] }, enableAutoMtls: true, trustDomainAliases: [], localityLbSetting: DEFAULT_LOCALITY_LB, ingress: DEFAULT_INGRESS_SETTINGS, h2Upgrade: false, rootNamespace: ROOT_NAMESPACE, traffic: {}, notEffective: [] };
 
-const EFFECTIVE_FIELDS = new Set(['pathNormalization', 'extensionProviders', 'enableAutoMtls', 'trustDomainAliases', 'localityLbSetting', 'ingressControllerMode', 'ingressClass', 'ingressSelector', 'ingressService', 'h2UpgradePolicy', 'tcpKeepalive', ...ACCESS_LOG_FIELDS, ...TRAFFIC_DEFAULT_FIELDS]);
+const EFFECTIVE_FIELDS = new Set(['pathNormalization', 'extensionProviders', 'enableAutoMtls', 'trustDomainAliases', 'localityLbSetting', 'ingressControllerMode', 'ingressClass', 'ingressSelector', 'ingressService', 'h2UpgradePolicy', 'tcpKeepalive', 'rootNamespace', ...ACCESS_LOG_FIELDS, ...TRAFFIC_DEFAULT_FIELDS]);
 
 const H2_UPGRADE_POLICIES = ['DO_NOT_UPGRADE', 'UPGRADE'];
+
+function readRootNamespace(doc: Record<string, unknown>, file: string): string {
+  const v = doc['rootNamespace'] ?? ROOT_NAMESPACE;
+  const problem = typeof v === 'string' ? checkNamespace(v) : `expected a namespace name, got ${JSON.stringify(v)}`;
+  if (problem) throw new MeshConfigError(`${file}: rootNamespace: ${problem}`);
+  return v as string;
+}
 
 function readH2Upgrade(doc: Record<string, unknown>, file: string): boolean {
   const v = doc['h2UpgradePolicy'] ?? 'DO_NOT_UPGRADE';
@@ -187,5 +198,5 @@ export function parseMeshConfig(text: string, file: string): MeshConfig {
   }
   const notEffective = Object.keys(doc).filter((k) => !EFFECTIVE_FIELDS.has(k)).sort();
   notEffective.push(...extensionProviders.notEffective.map((p) => `extensionProviders: ${p}`));
-  return { pathNormalization, extensionProviders, ...readMtlsFields(doc, file), localityLbSetting: readLocalityLb(doc, file), ingress: readIngressFields(doc, file), h2Upgrade: readH2Upgrade(doc, file), ...tcpKeepaliveField(readTcpKeepalive(doc, file)), ...(accessLog ? { accessLog } : {}), traffic, notEffective };
+  return { pathNormalization, extensionProviders, ...readMtlsFields(doc, file), localityLbSetting: readLocalityLb(doc, file), ingress: readIngressFields(doc, file), h2Upgrade: readH2Upgrade(doc, file), ...tcpKeepaliveField(readTcpKeepalive(doc, file)), ...(accessLog ? { accessLog } : {}), rootNamespace: readRootNamespace(doc, file), traffic, notEffective };
 }

@@ -83,3 +83,11 @@ test('localityLbSetting (default enabled): enabled, failover, failoverPriority a
   assert.throws(() => parseMeshConfig('localityLbSetting: {failovr: []}', 'm'), /m: localityLbSetting\.failovr: unknown field/);
   assert.throws(() => parseMeshConfig('localityLbSetting: {failover: [{from: a, to: b}], distribute: [{from: a, to: {b: 100}}]}', 'm'), /distribute and failover cannot both be set/);
 });
+
+test('rootNamespace: mesh-system unless set; a name that is not a namespace refuses the mesh config', () => {
+  assert.equal(parseMeshConfig('', 'mesh').rootNamespace, 'mesh-system');
+  const m = parseMeshConfig('rootNamespace: istio-system\n', 'mesh');
+  assert.deepEqual([m.rootNamespace, m.notEffective], ['istio-system', []]);
+  assert.throws(() => parseMeshConfig('rootNamespace: Mesh_System\n', 'm'), /^Error: m: rootNamespace: invalid namespace "Mesh_System"; expected a DNS label/);
+  assert.throws(() => parseMeshConfig('rootNamespace: [a]\n', 'm'), /^Error: m: rootNamespace: expected a namespace name, got \["a"\]$/);
+});

@@ -117,3 +117,31 @@ spec:
   await d.resolver.idle();
   assert.equal(fetches, 2, 'the flood cost the issuer nothing');
 });
+
+test('mesh config rootNamespace: its policies are mesh-wide; under the default root (mesh-system) that namespace is an ordinary one', { timeout: 30_000 }, async (t) => {
+  const dir = mkdtempSync(join(tmpdir(), 'discovery-root-'));
+  const denyAll = (namespace: string) => `apiVersion: security.mesh.io/v1beta1
+kind: AuthorizationPolicy
+metadata: { name: deny-all, namespace: ${namespace} }
+spec: { action: DENY, rules: [{}] }
+`;
+  writeFileSync(join(dir, 'corp.yaml'), denyAll('corp-mesh'));
+  const explain = async (d: DiscoveryServer) => {
+    const res = await fetch(`http://${d.addresses.http}/debug/authz_explain`, { method: 'POST', body: JSON.stringify({ namespace: 'foo', labels: { app: 'httpbin' }, method: 'GET', path: '/' }) });
+    return (await res.json()) as { status: number; selected: string[] };
+  };
+  const corp = new DiscoveryServer({ ...localDiscoveryOptions(dir), rootNamespace: 'corp-mesh' });
+  t.after(() => corp.stop());
+  await corp.start();
+  await eventually(async () => {
+    const denied = await explain(corp);
+    assert.deepEqual([denied.status, denied.selected], [403, ['AuthorizationPolicy/corp-mesh/deny-all']], 'the root namespace policy selects every workload');
+  }, 10_000);
+
+  const dflt = new DiscoveryServer(localDiscoveryOptions(dir));
+  t.after(() => dflt.stop());
+  await dflt.start();
+  const open = await explain(dflt);
+  assert.equal(open.status, 200, 'under the default root namespace, corp-mesh is an ordinary namespace');
+  assert.deepEqual(open.selected, []);
+});
