@@ -142,7 +142,7 @@ export class DiscoveryServer {
       store: this.store,
       registry: this.registry,
       ingress: this.ingress,
-      snapshot: { domain: opts.domain, clusterId: opts.clusterId, traffic: settings.traffic, credentialsServed: this.credentials !== undefined, outboundTrafficPolicy: meshTraffic.outboundTrafficPolicy ?? 'ALLOW_ANY', rootNamespace: opts.rootNamespace ?? ROOT_NAMESPACE },
+      snapshot: { domain: opts.domain, clusterId: opts.clusterId, traffic: settings.traffic, credentialsServed: this.credentials !== undefined, outboundTrafficPolicy: meshTraffic.outboundTrafficPolicy ?? 'ALLOW_ANY', rootNamespace: opts.rootNamespace ?? ROOT_NAMESPACE, exportDefaults: meshTraffic.exportTo ?? {} },
       status: this.status,
       resolver: this.resolver,
       proxies: this.proxies,

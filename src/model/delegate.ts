@@ -83,6 +83,8 @@ export interface DelegateOptions {
   readonly enabled: boolean;
   readonly domain: string;
   readonly warn: (message: string) => void;
+  /** The mesh config's defaultVirtualServiceExportTo: a delegate without exportTo is visible where it says. */
+  readonly exportTo?: readonly string[];
 }
 
 /** The root's HTTP routes with each delegating route replaced by the delegate's merged routes. */
@@ -101,7 +103,7 @@ function mergeRoot(root: VirtualService, delegates: ReadonlyMap<string, VirtualS
       opts.warn(`${where}: delegate VirtualService ${ns}/${d.name} not found; its route is dropped`);
       return [];
     }
-    if (!exportedTo(delegate.spec.exportTo, ns, root.metadata.namespace)) {
+    if (!exportedTo(delegate.spec.exportTo, ns, root.metadata.namespace, opts.exportTo)) {
       opts.warn(`${where}: delegate VirtualService ${ns}/${d.name} is not exported to ${root.metadata.namespace}; its route is dropped`);
       return [];
     }

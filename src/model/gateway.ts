@@ -283,7 +283,8 @@ export class GatewayIndex {
   readonly gateways: readonly Gateway[];
   private readonly bound: readonly GatewayVirtualService[];
 
-  constructor(gateways: readonly Gateway[], virtualServices: readonly VirtualService[], domain: string) {
+  /** `vsExportTo`: the mesh config's defaultVirtualServiceExportTo (all namespaces unless set). */
+  constructor(gateways: readonly Gateway[], virtualServices: readonly VirtualService[], domain: string, private readonly vsExportTo?: readonly string[]) {
     this.gateways = [...gateways].sort(compareByNamespacedName);
     this.bound = [...virtualServices]
       .sort(compareByNamespacedName)
@@ -302,7 +303,7 @@ export class GatewayIndex {
 
   /** VirtualServices naming `gateway` and exported to the proxy's namespace, in namespace/name order. */
   virtualServicesFor(gateway: string, proxyNamespace: string): readonly GatewayVirtualService[] {
-    return this.bound.filter((v) => v.gateways.has(gateway) && exportedTo(v.vs.spec.exportTo, v.vs.metadata.namespace, proxyNamespace));
+    return this.bound.filter((v) => v.gateways.has(gateway) && exportedTo(v.vs.spec.exportTo, v.vs.metadata.namespace, proxyNamespace, this.vsExportTo));
   }
 }
 

@@ -1,11 +1,13 @@
 // The mesh config's traffic defaults, as the Go mesh applies them where a resource says nothing:
 // `outboundTrafficPolicy.mode` (proxies whose Sidecar sets no policy), `connectTimeout` (every
 // cluster a DestinationRule gives none) and `defaultHttpRetryPolicy` (HTTP routes without
-// `retries`, and the default routes of services without a VirtualService). Read purely from the
+// `retries`, and the default routes of services without a VirtualService), and the default
+// `exportTo` of services, VirtualServices and DestinationRules that set none. Read purely from the
 // parsed document.
 import { checkRetryOn } from '../api/semantic.js';
-import { checkDuration } from '../api/syntax.js';
+import { checkDuration, checkExportTo } from '../api/syntax.js';
 import type { OutboundTrafficMode } from './push-context.js';
+import type { ExportDefaults } from './traffic.js';
 import type { HttpRetry } from '../networking/http-route.js';
 import { parseDuration } from '../common/duration.js';
 
@@ -18,9 +20,13 @@ export interface MeshTrafficDefaults {
   readonly connectTimeout?: number;
   /** `defaultHttpRetryPolicy`, read as a VirtualService's `retries`; unset: the Go mesh's default policy. */
   readonly defaultHttpRetryPolicy?: HttpRetry;
+  /** `defaultServiceExportTo`, `defaultVirtualServiceExportTo`, `defaultDestinationRuleExportTo`; unset: all namespaces. */
+  readonly exportTo?: ExportDefaults;
 }
 
-export const TRAFFIC_DEFAULT_FIELDS = ['outboundTrafficPolicy', 'connectTimeout', 'defaultHttpRetryPolicy'] as const;
+const EXPORT_FIELDS = { services: 'defaultServiceExportTo', virtualServices: 'defaultVirtualServiceExportTo', destinationRules: 'defaultDestinationRuleExportTo' } as const;
+
+export const TRAFFIC_DEFAULT_FIELDS = ['outboundTrafficPolicy', 'connectTimeout', 'defaultHttpRetryPolicy', ...Object.values(EXPORT_FIELDS)] as const;
 
 const OUTBOUND_MODES: readonly OutboundTrafficMode[] = ['ALLOW_ANY', 'REGISTRY_ONLY'];
 
@@ -73,12 +79,33 @@ function httpRetry(v: unknown): HttpRetry | undefined {
   };
 }
 
+/** A default exportTo: a list of ".", "*" or namespace names. */
+function exportList(v: unknown, field: string): readonly string[] | undefined {
+  if (v === undefined || v === null) return undefined;
+  if (!Array.isArray(v) || v.length === 0) throw new TrafficDefaultsError(`${field}: expected a non-empty list of ".", "*" or namespaces, got ${JSON.stringify(v)}`);
+  v.forEach((e: unknown, i) => {
+    const problem = typeof e === 'string' ? checkExportTo(e) : `expected ".", "*" or a namespace, got ${JSON.stringify(e)}`;
+    if (problem) throw new TrafficDefaultsError(`${field}[${i}]: ${problem}`);
+  });
+  return v as string[];
+}
+
+function exportDefaults(doc: Readonly<Record<string, unknown>>): ExportDefaults | undefined {
+  const entries = Object.entries(EXPORT_FIELDS).flatMap(([kind, field]) => {
+    const list = exportList(doc[field], field);
+    return list ? [[kind, list] as const] : [];
+  });
+  return entries.length > 0 ? Object.fromEntries(entries) : undefined;
+}
+
 /** The traffic defaults a mesh config document sets (fields it leaves out stay unset). */
 export function readTrafficDefaults(doc: Readonly<Record<string, unknown>>): MeshTrafficDefaults {
   const mode = outboundMode(doc['outboundTrafficPolicy']);
   const timeout = doc['connectTimeout'] === undefined ? undefined : durationText(doc['connectTimeout'], 'connectTimeout');
   const retries = httpRetry(doc['defaultHttpRetryPolicy']);
+  const exportTo = exportDefaults(doc);
   return {
+    ...(exportTo ? { exportTo } : {}),
     ...(mode ? { outboundTrafficPolicy: mode } : {}),
     ...(timeout ? { connectTimeout: Number(parseDuration(timeout)) / 1e9 } : {}),
     ...(retries ? { defaultHttpRetryPolicy: retries } : {}),

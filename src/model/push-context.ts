@@ -7,7 +7,7 @@ import { gauge } from '../common/metrics.js';
 import type { Proxy } from './proxy.js';
 import { hostMatches, labelsMatch, selectPolicies } from './selection.js';
 import { visibleTo, type Service, type ServiceInstance } from './service.js';
-import { TrafficIndex, type TrafficOptions } from './traffic.js';
+import { TrafficIndex, type ExportDefaults, type TrafficOptions } from './traffic.js';
 import { GatewayIndex, gatewayNotices, gatewayRouteNotices } from './gateway.js';
 import { destinationRuleNotices, virtualServiceNotices } from './traffic-notices.js';
 import { scope } from '../common/log.js';
@@ -51,6 +51,8 @@ export interface PushContextOptions {
   readonly credentialsServed?: boolean;
   /** Mesh config outboundTrafficPolicy.mode: the mode of proxies whose Sidecar sets none; default ALLOW_ANY. */
   readonly outboundTrafficPolicy?: OutboundTrafficMode;
+  /** Mesh config default*ExportTo: the visibility of services, VirtualServices and DestinationRules that set no exportTo; default all namespaces. */
+  readonly exportDefaults?: ExportDefaults;
 }
 
 export type PolicyKind = 'AuthorizationPolicy' | 'RequestAuthentication' | 'PeerAuthentication';
@@ -111,6 +113,8 @@ export class PushContext {
   readonly rootNamespace: string;
   /** The mesh's outboundTrafficPolicy mode, under a Sidecar's. */
   private readonly outboundMode: OutboundTrafficMode;
+  /** The mesh's defaultServiceExportTo, under a service's own exportTo. */
+  private readonly serviceExportTo: readonly string[] | undefined;
   /** Every service, sorted by hostname then namespace. */
   readonly services: readonly Service[];
   readonly virtualServiceCount: number;
@@ -132,6 +136,7 @@ export class PushContext {
     this.clusterId = opts.clusterId ?? '';
     this.rootNamespace = opts.rootNamespace ?? ROOT_NAMESPACE;
     this.outboundMode = opts.outboundTrafficPolicy ?? 'ALLOW_ANY';
+    this.serviceExportTo = opts.exportDefaults?.services;
     this.services = opts.registry.services();
     this.servicesByHost = groupBy(this.services, (s) => s.hostname);
     this.servicesByNamespace = groupBy(this.services, (s) => s.namespace);
@@ -142,8 +147,8 @@ export class PushContext {
     this.sidecarsByNamespace = groupBy(opts.config.list('Sidecar'), (r) => r.metadata.namespace);
     const virtualServices = opts.config.list('VirtualService');
     this.virtualServiceCount = virtualServices.length;
-    this.traffic = new TrafficIndex(opts.config.list('DestinationRule'), virtualServices, this.domain, this.rootNamespace, { ...opts.traffic, warn: (m) => logNotices(`delegation/${m}`, [m]) });
-    this.gateways = new GatewayIndex(opts.config.list('Gateway'), virtualServices, this.domain);
+    this.traffic = new TrafficIndex(opts.config.list('DestinationRule'), virtualServices, this.domain, this.rootNamespace, { ...opts.traffic, ...(opts.exportDefaults ? { exportDefaults: opts.exportDefaults } : {}), warn: (m) => logNotices(`delegation/${m}`, [m]) });
+    this.gateways = new GatewayIndex(opts.config.list('Gateway'), virtualServices, this.domain, opts.exportDefaults?.virtualServices);
   }
 
   /** Builds a snapshot and sets the gauges that describe it. */
@@ -177,7 +182,7 @@ export class PushContext {
 
   /** The service of `hostname` as seen from namespace `ns`: its own namespace's first, else any visible. */
   serviceForHost(hostname: string, ns: string): Service | undefined {
-    const candidates = (this.servicesByHost.get(hostname) ?? []).filter((s) => visibleTo(s, ns));
+    const candidates = (this.servicesByHost.get(hostname) ?? []).filter((s) => visibleTo(s, ns, this.serviceExportTo));
     return candidates.find((s) => s.namespace === ns) ?? candidates[0];
   }
 
@@ -238,7 +243,7 @@ export class PushContext {
     const egressHosts = egress.flatMap((e) => e.hosts);
     const byHost = new Map<string, Service>();
     for (const s of this.services) {
-      if (!visibleTo(s, ns)) continue;
+      if (!visibleTo(s, ns, this.serviceExportTo)) continue;
       if (egress.length > 0 && !egressAllows(egressHosts, s, ns)) continue;
       const prev = byHost.get(s.hostname);
       // The proxy's own namespace wins a hostname declared in several namespaces.

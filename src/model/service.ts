@@ -130,8 +130,8 @@ export function localityString(l: Locality): string {
   return [l.region, l.zone, l.subZone].join('/');
 }
 
-/** Whether namespace `ns` may see `service` (exportTo). */
-export function visibleTo(service: Service, ns: string): boolean {
-  if (service.exportTo.length === 0) return true;
-  return service.exportTo.some((e) => e === '*' || e === ns || (e === '.' && service.namespace === ns));
+/** Whether namespace `ns` may see `service`: its exportTo, else `fallback` (the mesh config's defaultServiceExportTo; all namespaces unless set). */
+export function visibleTo(service: Service, ns: string, fallback: readonly string[] = ['*']): boolean {
+  const list = service.exportTo.length > 0 ? service.exportTo : fallback;
+  return list.some((e) => e === '*' || e === ns || (e === '.' && service.namespace === ns));
 }

@@ -37,9 +37,19 @@ export function resolveHost(host: string, ns: string, domain: string): string {
 }
 
 /** Whether a resource of namespace `owner` with `exportTo` is visible from namespace `ns`. */
-export function exportedTo(exportTo: readonly string[] | undefined, owner: string, ns: string): boolean {
-  if (!exportTo || exportTo.length === 0) return true;
-  return exportTo.some((e) => e === '*' || e === ns || (e === '.' && owner === ns));
+/** Whether a resource of namespace `owner` is visible from `ns`: its `exportTo`, else `fallback` (the mesh config's default; all namespaces unless set). */
+export function exportedTo(exportTo: readonly string[] | undefined, owner: string, ns: string, fallback: readonly string[] = EXPORT_TO_ALL): boolean {
+  const list = exportTo && exportTo.length > 0 ? exportTo : fallback;
+  return list.some((e) => e === '*' || e === ns || (e === '.' && owner === ns));
+}
+
+export const EXPORT_TO_ALL: readonly string[] = ['*'];
+
+/** The mesh config's defaultServiceExportTo, defaultVirtualServiceExportTo, defaultDestinationRuleExportTo: the exportTo of resources that set none. */
+export interface ExportDefaults {
+  readonly services?: readonly string[];
+  readonly virtualServices?: readonly string[];
+  readonly destinationRules?: readonly string[];
 }
 
 /** Whether a VirtualService applies to sidecars: no `gateways`, or `mesh` among them. */
@@ -56,12 +66,15 @@ export interface TrafficOptions {
   readonly destinationRuleInheritance?: boolean;
   /** Reports problems found while indexing (a delegate not found, conflicting matches). */
   readonly warn?: (message: string) => void;
+  /** The mesh config's exportTo defaults of VirtualServices and DestinationRules. */
+  readonly exportDefaults?: ExportDefaults;
 }
 
 export class TrafficIndex {
   readonly stats: TrafficStats;
   private readonly rules: readonly DestinationRule[];
   private readonly services: readonly ResolvedVirtualService[];
+  private readonly exports: ExportDefaults;
   /** With inheritance on: each namespace's host-less rule, merged over the mesh's. */
   private readonly defaults?: ReadonlyMap<string, DestinationRule>;
 
@@ -74,7 +87,8 @@ export class TrafficIndex {
   ) {
     this.rules = [...rules].sort(compareByNamespacedName);
     if (opts.destinationRuleInheritance) this.defaults = namespaceDefaults(this.rules, rootNamespace, opts.warn ?? (() => undefined));
-    const delegation = { enabled: opts.virtualServiceDelegate ?? true, domain, warn: opts.warn ?? (() => undefined) };
+    this.exports = opts.exportDefaults ?? {};
+    const delegation = { enabled: opts.virtualServiceDelegate ?? true, domain, warn: opts.warn ?? (() => undefined), ...(this.exports.virtualServices ? { exportTo: this.exports.virtualServices } : {}) };
     this.services = mergeDelegates(virtualServices, delegation)
       .filter(boundToMesh)
       .sort(compareByNamespacedName)
@@ -106,7 +120,7 @@ export class TrafficIndex {
   private hostRule(proxy: Proxy, hostname: string, serviceNamespace: string, inbound: boolean): EffectiveRule | undefined {
     const forHost = this.rules.filter((r) => !isInheritable(r) && hostMatches(resolveHost(r.spec.host ?? '', r.metadata.namespace, this.domain), hostname));
     for (const ns of [proxy.namespace, serviceNamespace, this.rootNamespace]) {
-      const inNs = forHost.filter((r) => r.metadata.namespace === ns && exportedTo(r.spec.exportTo, ns, proxy.namespace));
+      const inNs = forHost.filter((r) => r.metadata.namespace === ns && exportedTo(r.spec.exportTo, ns, proxy.namespace, this.exports.destinationRules));
       const selecting = inNs.filter((r) => !inbound && r.spec.workloadSelector?.labels && ns === proxy.namespace && labelsMatch(r.spec.workloadSelector.labels, proxy.labels));
       const plain = inNs.filter((r) => !r.spec.workloadSelector?.labels);
       const chosen = selecting.length > 0 ? selecting.slice(0, 1) : plain;
@@ -135,7 +149,7 @@ export class TrafficIndex {
 
   /** VirtualServices visible from namespace `ns`, each with the hosts it claims first (see stats). */
   virtualServicesFor(ns: string): readonly ResolvedVirtualService[] {
-    return this.services.filter((r) => exportedTo(r.vs.spec.exportTo, r.vs.metadata.namespace, ns));
+    return this.services.filter((r) => exportedTo(r.vs.spec.exportTo, r.vs.metadata.namespace, ns, this.exports.virtualServices));
   }
 
   private countDuplicateSubsets(): number {

@@ -25,8 +25,9 @@ const traffic = (yaml: string) => parseMeshConfig(yaml, 'mesh.yaml').traffic;
 
 function push(resources: readonly AnyResource[], yaml = ''): PushContext {
   const store = storeOf(resources);
-  const mode = traffic(yaml).outboundTrafficPolicy;
-  return PushContext.build({ config: store, registry: new AggregateRegistry([new ServiceEntryRegistry(store, 'c1')]), domain: 'cluster.local', clusterId: 'c1', ...(mode ? { outboundTrafficPolicy: mode } : {}) });
+  const { outboundTrafficPolicy: mode, exportTo } = traffic(yaml);
+  const registry = new AggregateRegistry([new ServiceEntryRegistry(store, 'c1')]);
+  return PushContext.build({ config: store, registry, domain: 'cluster.local', clusterId: 'c1', ...(mode ? { outboundTrafficPolicy: mode } : {}), ...(exportTo ? { exportDefaults: exportTo } : {}) });
 }
 
 const client = () => sidecarProxy('10.0.0.1', 'echo-1', 'foo', { LABELS: { app: 'echo' } });
@@ -122,4 +123,24 @@ test('defaultHttpRetryPolicy on a gateway: its VirtualService routes without ret
   const forwarding = routes.filter(([, policy]) => typeof policy === 'object');
   assert.ok(forwarding.length > 0, 'the gateway has forwarding routes');
   for (const [name, policy] of forwarding) assert.equal(typeof policy === 'object' && policy.n, 7, name);
+});
+
+test('default*ExportTo: services, VirtualServices and DestinationRules without exportTo are visible only where the mesh says', () => {
+  const docs = (exportTo?: string[]) => [
+    { apiVersion: 'networking.mesh.io/v1', kind: 'DestinationRule', metadata: { namespace: 'foo', name: 'echo' }, spec: { host: 'echo.foo.svc.cluster.local', trafficPolicy: { connectionPool: { tcp: { connectTimeout: '3s' } } } } },
+    { apiVersion: 'networking.mesh.io/v1', kind: 'VirtualService', metadata: { namespace: 'foo', name: 'echo' }, spec: { hosts: ['echo.foo.svc.cluster.local'], ...(exportTo ? { exportTo } : {}), http: [{ name: 'vs', route: [{ destination: { host: 'echo' } }] }] } },
+  ];
+  const outsider = sidecarProxy('10.0.0.9', 'other-1', 'bar');
+  const seen = (p: PushContext) => {
+    const clusters = sidecarClusters(outsider, p);
+    const echo = clusters.find((c) => c.name === 'outbound|80||echo.foo.svc.cluster.local');
+    const routes = sidecarRoutes(outsider, p, new Set(['80'])).flatMap((rc) => rc.virtualHosts.flatMap((vh) => vh.routes.map((r) => r.name)));
+    return { echo: echo ? timeoutOf([echo], echo.name) : 'none', vsRoute: routes.includes('vs') };
+  };
+  assert.deepEqual(seen(push([...MESH, ...validated('x', docs())])), { echo: 3, vsRoute: true }, 'by default everything is exported everywhere');
+  assert.deepEqual(seen(push([...MESH, ...validated('x', docs())], 'defaultServiceExportTo: ["."]\n')), { echo: 'none', vsRoute: false }, 'the service stays in its namespace');
+  assert.deepEqual(seen(push([...MESH, ...validated('x', docs())], 'defaultDestinationRuleExportTo: ["."]\ndefaultVirtualServiceExportTo: [foo]\n')), { echo: 10, vsRoute: false }, 'the service is seen, its rule and VirtualService are not');
+  assert.deepEqual(seen(push([...MESH, ...validated('x', docs(['*']))], 'defaultVirtualServiceExportTo: ["."]\n')).vsRoute, true, "a resource's own exportTo wins");
+  assert.throws(() => parseMeshConfig('defaultServiceExportTo: []\n', 'mesh.yaml'), /^Error: mesh\.yaml: defaultServiceExportTo: expected a non-empty list of "\.", "\*" or namespaces, got \[\]$/);
+  assert.throws(() => parseMeshConfig('defaultVirtualServiceExportTo: [".", "Not_A_Namespace"]\n', 'mesh.yaml'), /^Error: mesh\.yaml: defaultVirtualServiceExportTo\[1\]: invalid exportTo "Not_A_Namespace"/);
 });
