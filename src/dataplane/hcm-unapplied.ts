@@ -8,7 +8,7 @@ import { unappliedCommonFields } from './connection-limits.js';
 
 /** Set fields of the HCM that this proxy does not apply yet (logged when present). */
 const UNAPPLIED_HCM = [
-  'tracing', 'accessLog', 'accessLogOptions', 'http2ProtocolOptions', 'drainTimeout', 'localReplyConfig',
+  'tracing', 'accessLogOptions', 'accessLogFlushInterval', 'flushAccessLogOnNewRequest', 'http2ProtocolOptions', 'drainTimeout', 'localReplyConfig',
   'internalAddressConfig', 'originalIpDetectionExtensions', 'via',
 ];
 

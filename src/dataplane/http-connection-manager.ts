@@ -34,12 +34,14 @@ import { connectionDestination } from './original-dst.js';
 import { randomRequestId } from './request-id.js';
 import { peerIdentityOf } from './tls/peer.js';
 import { compileXfcc } from './tls/xfcc.js';
-import { closeAfterReply, closeUnreadRequest, absoluteTarget, refuseHead, requestLimits, timeoutReply, type RequestLimits, type StreamTimeout } from './request-guards.js';
+import { closeAfterReply, closeUnreadRequest, absoluteTarget, refuseHead, requestLimits, timeoutFlag, timeoutReply, type RequestLimits, type StreamTimeout } from './request-guards.js';
 import { compileRouteConfiguration, stripHostPort, type CompiledRoute, type RouteTable } from './route-table.js';
 import { decodeFrom, type Encoders } from './decode-filters.js';
 import { streamTimersOf, type StreamTimerHost } from './route-timeouts.js';
 import { compilePathNormalization } from './path-normalization.js';
-import { localReplies } from './local-replies.js';
+import { localReplies, type LocalReplies } from './local-replies.js';
+import { compileAccessLogs, type AccessLogs } from './access-log/access-logs.js';
+import { logHttpStream, logUpgradeStream, recordLocalReply, streamInfoOf } from './access-log/http-stream.js';
 
 const log = scope('http');
 
@@ -164,6 +166,26 @@ function codecOf(hcm: HttpConnectionManager): Codec {
   }
 }
 
+/**
+ * The local replies, each recorded on its stream's access log record first when the connection
+ * manager logs; without access logs, the replies as they are.
+ */
+function recordedReplies(replies: LocalReplies, logs: AccessLogs | undefined): LocalReplies {
+  if (!logs) return replies;
+  const { sendLocal, sendLocalRaw } = replies;
+  return {
+    ...replies,
+    sendLocal(res, reply, requestId, grpc) {
+      recordLocalReply(res, reply);
+      sendLocal(res, reply, requestId, grpc);
+    },
+    sendLocalRaw(socket, reply, requestId) {
+      recordLocalReply(socket, reply);
+      sendLocalRaw(socket, reply, requestId);
+    },
+  };
+}
+
 /** Compiles an HttpConnectionManager; throws ConfigError (-> NACK) on what it cannot honour. */
 export function buildHttpConnectionManager(hcm: HttpConnectionManager, deps: HcmDeps): HttpConnectionManagerHandler {
   const codec = codecOf(hcm);
@@ -203,12 +225,16 @@ export function buildHttpConnectionManager(hcm: HttpConnectionManager, deps: Hcm
     }),
   );
 
-  const { sendLocal, writeLocal, sendLocalRaw, responseStarts } = localReplies({
-    serverName,
-    alwaysSetRequestIdInResponse: hcm.alwaysSetRequestIdInResponse,
-    limits,
-    ...(deps.counter ? { beforeRequestComplete: deps.counter('downstream_rq_response_before_rq_complete') } : {}),
-  });
+  const accessLogs = compileAccessLogs(hcm.accessLog);
+  const { sendLocal, writeLocal, sendLocalRaw, responseStarts } = recordedReplies(
+    localReplies({
+      serverName,
+      alwaysSetRequestIdInResponse: hcm.alwaysSetRequestIdInResponse,
+      limits,
+      ...(deps.counter ? { beforeRequestComplete: deps.counter('downstream_rq_response_before_rq_complete') } : {}),
+    }),
+    accessLogs,
+  );
 
   const router = new Router({
     clusters: deps.clusters,
@@ -269,6 +295,7 @@ export function buildHttpConnectionManager(hcm: HttpConnectionManager, deps: Hcm
     }
     sreq.path = normalized.path;
     const route = router.route(sreq);
+    if (sreq.streamInfo) sreq.streamInfo.routeName = route?.name;
     if (timers && stream) armStreamTimers(route, sreq, timers, stream, grpc);
     if (upgrade !== undefined && !router.admitUpgrade(route, upgrade, reply)) return undefined;
     return decodeFrom(chain.filters, 0, sreq, route, reply, undefined, toTarget);
@@ -298,6 +325,7 @@ export function buildHttpConnectionManager(hcm: HttpConnectionManager, deps: Hcm
       return undefined;
     }
     const sreq = streamRequest(req, connection);
+    if (accessLogs) logHttpStream(accessLogs, sreq, req, res, connection ?? req.socket);
     const requestId = sreq.headers.joined('x-request-id');
     const grpc = isGrpc(sreq.headers.joined('content-type'));
     const admitted = admit(sreq, undefined, (reply) => sendLocal(res, reply, requestId, grpc), timers, res, grpc);
@@ -314,6 +342,7 @@ export function buildHttpConnectionManager(hcm: HttpConnectionManager, deps: Hcm
 
   async function runUpgrade(req: IncomingMessage, socket: Duplex, head: Buffer, timers?: StreamTimerHost): Promise<void> {
     const sreq = streamRequest(req);
+    if (accessLogs) logUpgradeStream(accessLogs, sreq, req, socket);
     const requestId = sreq.headers.joined('x-request-id');
     const upgrade = String(req.headers.upgrade ?? '').toLowerCase();
     const target = await admit(sreq, upgrade, (reply) => sendLocalRaw(socket, reply, requestId), timers, socket);
@@ -342,6 +371,7 @@ export function buildHttpConnectionManager(hcm: HttpConnectionManager, deps: Hcm
     timeout(kind, res) {
       if (res.headersSent) {
         log.debug(`stream reset (${kind})`);
+        streamInfoOf(res)?.proxyReset(timeoutFlag(kind), kind);
         res.destroy();
         return;
       }

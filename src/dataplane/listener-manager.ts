@@ -25,6 +25,7 @@ import type { Chain } from './listener/chain.js';
 import { compileListener, listenerStatName, type ActiveListener, type ListenerCompileDeps } from './listener/compiler.js';
 import { OriginalDstHandoff } from './listener/original-dst-handoff.js';
 import { inspectConnection } from './listener/sniffers.js';
+import { logUnmatchedConnection } from './access-log/connection.js';
 
 const log = scope('conn_handler');
 
@@ -319,6 +320,7 @@ export class ListenerManager {
     });
     if (!chain) {
       l.counters.noChain.inc();
+      if (l.accessLogs) logUnmatchedConnection(l.accessLogs, socket, { address: normalizeIp(socket.remoteAddress ?? ''), port: socket.remotePort ?? 0 }, destination);
       log.debug(`listener ${l.name}: no filter chain matches a connection from ${socket.remoteAddress}:${socket.remotePort}`);
       socket.destroy();
       return;

@@ -11,6 +11,7 @@ import type { Duplex } from 'node:stream';
 import type { HttpConnectionManager } from '../gen/envoy/extensions/filters/network/http_connection_manager/v3/http_connection_manager_pb.js';
 import { durationMs, timerMs } from '../common/duration.js';
 import type { LocalReply } from '../envoy/filter.js';
+import { ResponseFlag } from '../envoy/response-flags.js';
 import { requestComplete, type DownstreamRequest, type DownstreamResponse } from './http-codec.js';
 import { connectionLimitsOf } from './connection-limits.js';
 import { lowerCase } from '../common/lower-case.js';
@@ -83,8 +84,13 @@ const DEADLINE_EXCEEDED = 4;
  * waited for was the upstream), 408 while the request was still coming.
  */
 export function timeoutReply(kind: StreamTimeout, requestComplete: boolean): LocalReply {
-  const r = reply(requestComplete ? 504 : 408, TIMEOUT_BODIES[kind], kind);
+  const r = { ...reply(requestComplete ? 504 : 408, TIMEOUT_BODIES[kind], kind), responseFlag: timeoutFlag(kind) };
   return kind === 'max_duration_timeout' ? { ...r, grpcStatus: DEADLINE_EXCEEDED } : r;
+}
+
+/** The response flag of a stream timeout: SI for the idle timeout, DT for max_stream_duration, none for the request timeouts (as Envoy). */
+export function timeoutFlag(kind: StreamTimeout): number {
+  return kind === 'stream_idle_timeout' ? ResponseFlag.StreamIdleTimeout : kind === 'max_duration_timeout' ? ResponseFlag.DurationTimeout : 0;
 }
 
 function reply(status: number, body: string, details: string): LocalReply {

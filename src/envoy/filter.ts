@@ -10,6 +10,8 @@ export interface LocalReply {
   readonly details: string;
   /** To a gRPC request, this grpc-status instead of the HTTP status's gRPC equivalent. */
   readonly grpcStatus?: number;
+  /** The response flag (response-flags.ts) the reply sets on the stream, for %RESPONSE_FLAGS%. */
+  readonly responseFlag?: number;
 }
 
 /** Response headers by lower-case name, as an encoder filter edits them. */

@@ -9,6 +9,7 @@ import type { Any } from '@bufbuild/protobuf/wkt';
 import { Cluster_DiscoveryType, Cluster_LbPolicy, ClusterSchema } from '../../src/gen/envoy/config/cluster/v3/cluster_pb.js';
 import { TrafficDirection } from '../../src/gen/envoy/config/core/v3/base_pb.js';
 import type { HttpProtocolOptionsSchema } from '../../src/gen/envoy/config/core/v3/protocol_pb.js';
+import type { AccessLogSchema } from '../../src/gen/envoy/config/accesslog/v3/accesslog_pb.js';
 import { ClusterLoadAssignmentSchema } from '../../src/gen/envoy/config/endpoint/v3/endpoint_pb.js';
 import type { FilterChain, FilterChainSchema } from '../../src/gen/envoy/config/listener/v3/listener_components_pb.js';
 import { ListenerSchema, type Listener } from '../../src/gen/envoy/config/listener/v3/listener_pb.js';
@@ -32,6 +33,8 @@ type ChainInit = Exclude<MessageInitShape<typeof FilterChainSchema>, FilterChain
 type ListenerInit = Exclude<MessageInitShape<typeof ListenerSchema>, Listener>;
 type ClusterInit = Exclude<MessageInitShape<typeof ClusterSchema>, { $typeName: string }>;
 type RetryInit = Exclude<MessageInitShape<typeof RetryPolicySchema>, { $typeName: string }>;
+/** An access_log entry of an HCM, tcp_proxy or listener (access-log-fixtures.ts builds them). */
+export type AccessLogInit = Exclude<MessageInitShape<typeof AccessLogSchema>, { $typeName: string }>;
 
 /** An ADS server whose resources per type are whatever the test last set. */
 /** A resource as the fixture ADS server serves it: its name and packed message. */
@@ -98,6 +101,8 @@ export interface HcmOptions {
   readonly timeouts?: Pick<MessageInitShape<typeof HttpConnectionManagerSchema>, 'streamIdleTimeout' | 'requestTimeout' | 'requestHeadersTimeout'>;
   /** The upgrade types the HCM's upgrade_configs enable (e.g. websocket, as the discovery server's HCMs). */
   readonly upgrades?: readonly string[];
+  /** The HCM's access_log entries. */
+  readonly accessLog?: readonly AccessLogInit[];
 }
 
 /** A route table sending everything to `cluster`, with the route's retry policy when given. */
@@ -136,13 +141,15 @@ export function hcmChain(o: HcmOptions, extra: Partial<ChainInit> = {}): ChainIn
     httpFilters,
     ...(o.common ? { commonHttpProtocolOptions: o.common } : {}),
     ...(o.upgrades ? { upgradeConfigs: o.upgrades.map((upgradeType) => ({ upgradeType })) } : {}),
+    ...(o.accessLog ? { accessLog: [...o.accessLog] } : {}),
     ...o.timeouts,
   });
   return { filters: [{ name: 'envoy.filters.network.http_connection_manager', configType: { case: 'typedConfig', value: hcm } }], ...extra };
 }
 
-export function tcpChain(cluster: string, extra: Partial<ChainInit> = {}): ChainInit {
-  return { filters: [{ name: 'envoy.filters.network.tcp_proxy', configType: { case: 'typedConfig', value: pack(TcpProxySchema, { statPrefix: 'tcp_test', clusterSpecifier: { case: 'cluster', value: cluster } }) } }], ...extra };
+/** A tcp_proxy chain to `cluster`; `tcp` adds fields to the TcpProxy (e.g. access_log). */
+export function tcpChain(cluster: string, extra: Partial<ChainInit> = {}, tcp: Partial<Exclude<MessageInitShape<typeof TcpProxySchema>, { $typeName: string }>> = {}): ChainInit {
+  return { filters: [{ name: 'envoy.filters.network.tcp_proxy', configType: { case: 'typedConfig', value: pack(TcpProxySchema, { statPrefix: 'tcp_test', clusterSpecifier: { case: 'cluster', value: cluster }, ...tcp }) } }], ...extra };
 }
 
 function assignment(name: string, ports: readonly number[]) {

@@ -16,6 +16,7 @@ import { applyOk, headerNames, responseEdits, type Checker } from '../ext-authz/
 import { httpChecker } from '../ext-authz/http-check.js';
 import { grpcChecker } from '../ext-authz/grpc-check.js';
 import { registerHttpFilter } from './registry.js';
+import { ResponseFlag } from '../../envoy/response-flags.js';
 
 export interface ExtAuthzStats {
   ok: number;
@@ -77,7 +78,7 @@ registerHttpFilter({
         return CONTINUE;
       }
       log.debug(`${req.method} ${req.path}: authorizer failed (${reason}); ${statusOnError}`);
-      return { kind: 'reply', reply: { status: statusOnError, body: '', headers: {}, details: 'ext_authz_error' } };
+      return { kind: 'reply', reply: { status: statusOnError, body: '', headers: {}, details: 'ext_authz_error', responseFlag: ResponseFlag.UnauthorizedExternalService } };
     };
     return {
       filter: {
@@ -91,7 +92,7 @@ registerHttpFilter({
           if (r.kind === 'error') return onError(req, r.reason);
           if (r.kind === 'denied') {
             stats.denied++;
-            return { kind: 'reply', reply: { status: r.status, body: r.body, headers: r.headers, details: 'ext_authz_denied' } };
+            return { kind: 'reply', reply: { status: r.status, body: r.body, headers: r.headers, details: 'ext_authz_denied', responseFlag: ResponseFlag.UnauthorizedExternalService } };
           }
           stats.ok++;
           applyOk(req, r);

@@ -12,6 +12,7 @@ import { CONTINUE, type FilterOutcome } from '../../envoy/filter.js';
 import { compileHeaderMatcher, fractionOf } from '../../envoy/matchers.js';
 import type { StreamRequest } from '../../envoy/request.js';
 import { registerHttpFilter, registerPerRouteConfig } from './registry.js';
+import { ResponseFlag } from '../../envoy/response-flags.js';
 
 const log = scope('http');
 
@@ -116,7 +117,7 @@ export function compileFault(c: HTTPFault, name: string): { decodeHeaders(req: S
     const status = settings.abort(req);
     if (status === undefined) return CONTINUE;
     stats.aborts_injected++;
-    return { kind: 'reply', reply: { status, body: 'fault filter abort', headers: {}, details: 'fault_filter_abort' } };
+    return { kind: 'reply', reply: { status, body: 'fault filter abort', headers: {}, details: 'fault_filter_abort', responseFlag: ResponseFlag.FaultInjected } };
   };
   return {
     stats,
@@ -131,6 +132,7 @@ export function compileFault(c: HTTPFault, name: string): { decodeHeaders(req: S
       const ms = settings.delay(req);
       if (ms <= 0) return abortOutcome(settings, req);
       stats.delays_injected++;
+      req.streamInfo?.setResponseFlag(ResponseFlag.DelayInjected);
       active++;
       return sleep(ms)
         .then(() => abortOutcome(settings, req))

@@ -32,7 +32,8 @@ import { excludeTriedPriorities, type RetrySpec } from '../retry-policy.js';
 import type { StatCounter } from '../stats.js';
 import { originalSrcOf, type OriginalSource } from '../original-src.js';
 import type { DownstreamAddresses } from '../tls/proxy-protocol.js';
-import { failureOf, NO_HEALTHY_UPSTREAM, PROTOCOL_ERROR, UPSTREAM_TIMEOUT, upstreamReset } from './upstream-outcome.js';
+import { ResponseFlag } from '../../envoy/response-flags.js';
+import { failureOf, NO_HEALTHY_UPSTREAM, PROTOCOL_ERROR, resetAfterResponseStarted, transportFailureOf, UPSTREAM_TIMEOUT, upstreamReset } from './upstream-outcome.js';
 import type { RouterDeps, Target } from './router.js';
 
 const log = scope('http');
@@ -179,6 +180,7 @@ export class RouterStream implements Attempt, UpstreamRequest, BodyDone {
   /** The response's body all went downstream. */
   bodyDone(trailers: HeaderMap | undefined, tail?: Buffer): void {
     const res = this.res;
+    if (trailers && this.sreq.streamInfo) this.sreq.streamInfo.responseTrailers = trailers;
     this.finish();
     this.completed();
     if (trailers) res.addTrailers(trailers);
@@ -190,7 +192,13 @@ export class RouterStream implements Attempt, UpstreamRequest, BodyDone {
   attemptError(a: Attempt, e: Error): void {
     // A response ended elsewhere (a stream timeout) is not the router's to answer.
     if (a.state === 'abandoned' || this.answered || this.res.writableEnded) return;
+    const info = this.sreq.streamInfo;
     if (a.state === 'streaming') {
+      if (info) {
+        const reset = resetAfterResponseStarted(e);
+        info.proxyReset(reset.flag, reset.details);
+        info.upstreamTransportFailureReason = reset.transport;
+      }
       this.finish();
       if (!this.res.writableEnded) this.res.destroy();
       return;
@@ -201,6 +209,7 @@ export class RouterStream implements Attempt, UpstreamRequest, BodyDone {
     const cluster = this.target.cluster;
     log.debug(`upstream ${cluster.name} ${a.endpoint.host}:${a.endpoint.port} failed: ${e.message}`);
     cluster.report?.(a.endpoint, 'failure');
+    if (info) info.upstreamTransportFailureReason = transportFailureOf(e);
     if (!this.retries(this.retry?.retriableFailure(failureOf(e)) ?? false)) this.reply(e instanceof ResponseParseError ? PROTOCOL_ERROR : upstreamReset(e, this.attempts > 1));
   }
 
@@ -230,6 +239,7 @@ export class RouterStream implements Attempt, UpstreamRequest, BodyDone {
     for (const c of this.target.setCookies) headerSet.add('set-cookie', c);
     applyMutations(headerSet, this.target.responseHeaders);
     this.target.encode?.(out);
+    this.sreq.streamInfo?.upstreamResponse(up.status, out);
     this.deps.responseStarts(res);
     if (up.endStream) {
       this.finish();
@@ -279,6 +289,7 @@ export class RouterStream implements Attempt, UpstreamRequest, BodyDone {
   private send(a: Attempt, request: UpstreamRequest): void {
     const { cluster, attemptCount } = this.target;
     this.attempts++;
+    this.sreq.streamInfo?.upstreamAttempt(cluster.name, a.endpoint, this.attempts);
     // The attempt counts as active on its endpoint (LEAST_REQUEST) until it is answered or abandoned.
     const active = cluster.begin?.(a.endpoint);
     if (active) {
@@ -304,6 +315,9 @@ export class RouterStream implements Attempt, UpstreamRequest, BodyDone {
     if (!body) return;
     const req = this.req;
     req.pipe(body, { end: false });
+    const info = this.sreq.streamInfo;
+    // Listened to once piped, so that the listener does not start the flow itself.
+    if (info) req.on('data', (chunk: Buffer) => (info.bytesReceived += chunk.length));
     req.on('end', () => upstream.finish(req.rawTrailers.length > 0 ? (req.trailers as HeaderMap) : undefined));
   }
 
@@ -338,6 +352,7 @@ export class RouterStream implements Attempt, UpstreamRequest, BodyDone {
     }
     if (this.attempts > retry.numRetries) {
       this.charge('retryLimitExceeded');
+      this.sreq.streamInfo?.setResponseFlag(ResponseFlag.UpstreamRetryLimitExceeded);
       return false;
     }
     if (!this.again()) {

@@ -8,6 +8,7 @@ import { scope } from '../../common/log.js';
 import { RouterSchema } from '../../gen/envoy/extensions/filters/http/router/v3/router_pb.js';
 import type { LocalReply, ResponseHeaderMap } from '../../envoy/filter.js';
 import type { StreamRequest } from '../../envoy/request.js';
+import { ResponseFlag } from '../../envoy/response-flags.js';
 import type { ClusterManager } from '../clusters.js';
 import { http2For, type Endpoint, type UpstreamCluster } from '../upstream-pools.js';
 import type { Http2Pool } from '../http2-pool.js';
@@ -118,7 +119,7 @@ export class Router {
   /** Where an admitted request goes, or undefined after a local reply (no route, direct response, no upstream). */
   target(sreq: StreamRequest, route: CompiledRoute | undefined, reply: (r: LocalReply) => void): Target | undefined {
     if (!route) {
-      reply({ status: 404, body: '', headers: {}, details: 'route_not_found' });
+      reply({ status: 404, body: '', headers: {}, details: 'route_not_found', responseFlag: ResponseFlag.NoRouteFound });
       return undefined;
     }
     const action = route.action;
@@ -137,7 +138,7 @@ export class Router {
     const choice = action.cluster(sreq);
     const cluster = this.clusters.get(choice.name);
     if (!cluster) {
-      reply({ status: action.clusterNotFoundStatus, body: '', headers: {}, details: 'cluster_not_found' });
+      reply({ status: action.clusterNotFoundStatus, body: '', headers: {}, details: 'cluster_not_found', responseFlag: ResponseFlag.NoClusterFound });
       return undefined;
     }
     const { hash, setCookies } = action.hash ? requestHash(action.hash, sreq) : NO_HASH;
@@ -199,6 +200,8 @@ export class Router {
     // override of HTTP/1.1, the protocol an upgrade speaks.
     const options = { source: originalSrcOf(req.socket), alpn: sreq.alpnOverride?.get('http/1.1'), downstream: sreq };
     const opened = cluster.tcp.connect(endpoint, options);
+    const info = sreq.streamInfo;
+    info?.upstreamAttempt(cluster.name, endpoint, 1);
     const upstream = httpRequest({ method: sreq.method, path, headers, createConnection: () => opened.socket });
     const kill = (): void => {
       upstream.destroy();
@@ -215,6 +218,7 @@ export class Router {
     });
     upstream.on('upgrade', (up, upSocket, upHead) => {
       // The 101 goes out as received, Connection/Upgrade included.
+      info?.upstreamResponse(up.statusCode ?? 101, up.headers);
       socket.write(rawHead(up.statusCode ?? 101, up.statusMessage ?? '', up.headersDistinct as Record<string, string[]>));
       if (upHead.length > 0) socket.write(upHead);
       if (head.length > 0) upSocket.write(head);
@@ -228,6 +232,7 @@ export class Router {
     upstream.on('response', (up) => {
       // The upstream declined the upgrade: relay its answer and close.
       const out: OutgoingHttpHeaders = { ...endToEndHeaders(up), connection: 'close' };
+      info?.upstreamResponse(up.statusCode ?? 502, out);
       socket.write(rawHead(up.statusCode ?? 502, up.statusMessage ?? '', out));
       up.pipe(socket);
     });

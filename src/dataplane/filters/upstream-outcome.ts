@@ -5,27 +5,38 @@
 // HeaderRecord makes them mutable for the route's response header mutations).
 import type { IncomingMessage } from 'node:http';
 import type { LocalReply } from '../../envoy/filter.js';
+import { ResponseFlag } from '../../envoy/response-flags.js';
 import { isEndToEnd } from '../http-codec.js';
 import type { AttemptFailure } from '../retry-policy.js';
 import { failedHandshake } from '../tls/upstream.js';
 
-/** A stream reset as Envoy's router names it: Http::Utility::resetReasonToString, and the connection's transport failure reason. */
+/**
+ * A stream reset as Envoy's router names it: Http::Utility::resetReasonToString, the connection's
+ * transport failure reason, and the response flag the reset sets.
+ */
 interface ResetReason {
   readonly reason: string;
   readonly transport?: string;
+  readonly flag: number;
+}
+
+/** The reset reason in response code details: `{reason}` or `{reason|transport}`, spaces as underscores. */
+function detailOf({ reason, transport }: ResetReason): string {
+  return `{${(transport ? `${reason}|${transport}` : reason).replace(/ /g, '_')}}`;
 }
 
 /**
  * Envoy's local reply to a stream reset before the response started, in its router's words;
  * `retried`: an earlier attempt failed too.
  */
-function resetReply(status: number, { reason, transport }: ResetReason, retried = false, headers: Record<string, string> = {}): LocalReply {
-  const detail = transport ? `${reason}, transport failure reason: ${transport}` : reason;
+function resetReply(status: number, r: ResetReason, retried = false, headers: Record<string, string> = {}): LocalReply {
+  const detail = r.transport ? `${r.reason}, transport failure reason: ${r.transport}` : r.reason;
   return {
     status,
     body: `upstream connect error or disconnect/reset before headers. ${retried ? 'retried and the latest ' : ''}reset reason: ${detail}`,
     headers,
-    details: `upstream_reset_before_response_started{${(transport ? `${reason}|${transport}` : reason).replace(/ /g, '_')}}`,
+    details: `upstream_reset_before_response_started${detailOf(r)}`,
+    responseFlag: r.flag,
   };
 }
 
@@ -35,13 +46,24 @@ export function upstreamReset(e: Error, retried: boolean): LocalReply {
 }
 
 /** Envoy's answer when the upstream's response is not valid HTTP (a reset for protocol error: 502). */
-export const PROTOCOL_ERROR: LocalReply = resetReply(502, { reason: 'protocol error' });
+export const PROTOCOL_ERROR: LocalReply = resetReply(502, { reason: 'protocol error', flag: ResponseFlag.UpstreamProtocolError });
 
 /** Envoy's answer when a circuit breaker overflows. */
-export const OVERFLOW: LocalReply = resetReply(503, { reason: 'overflow' }, false, { 'x-envoy-overloaded': 'true' });
+export const OVERFLOW: LocalReply = resetReply(503, { reason: 'overflow', flag: ResponseFlag.UpstreamOverflow }, false, { 'x-envoy-overloaded': 'true' });
 
-export const UPSTREAM_TIMEOUT: LocalReply = { status: 504, body: 'upstream request timeout', headers: {}, details: 'upstream_response_timeout' };
-export const NO_HEALTHY_UPSTREAM: LocalReply = { status: 503, body: 'no healthy upstream', headers: {}, details: 'no_healthy_upstream' };
+export const UPSTREAM_TIMEOUT: LocalReply = { status: 504, body: 'upstream request timeout', headers: {}, details: 'upstream_response_timeout', responseFlag: ResponseFlag.UpstreamRequestTimeout };
+export const NO_HEALTHY_UPSTREAM: LocalReply = { status: 503, body: 'no healthy upstream', headers: {}, details: 'no_healthy_upstream', responseFlag: ResponseFlag.NoHealthyUpstream };
+
+/** What the access log records of a reset after the response began: its flag, details and transport failure reason. */
+export function resetAfterResponseStarted(e: Error): { readonly flag: number; readonly details: string; readonly transport: string | undefined } {
+  const r = resetReasonOf(e);
+  return { flag: r.flag, details: `upstream_reset_after_response_started${detailOf(r)}`, transport: r.transport };
+}
+
+/** %UPSTREAM_TRANSPORT_FAILURE_REASON% of a failed attempt, if its connection had one. */
+export function transportFailureOf(e: Error): string | undefined {
+  return resetReasonOf(e).transport;
+}
 
 /** strerror's text of the errors a connect reports later (Envoy's "delayed connect error"). */
 const CONNECT_ERRORS: ReadonlyMap<string, string> = new Map([
@@ -54,8 +76,8 @@ const CONNECT_ERRORS: ReadonlyMap<string, string> = new Map([
 /** The reset reason of a TCP connect that failed (remote connection failure) or timed out (connect_timeout), if `e` is one. */
 function connectFailureOf(e: Error): ResetReason | undefined {
   const refused = CONNECT_ERRORS.get((e as NodeJS.ErrnoException).code ?? '');
-  if (refused) return { reason: 'remote connection failure', transport: `delayed connect error: ${refused}` };
-  return e.message.startsWith('connect timeout') ? { reason: 'connection timeout' } : undefined;
+  if (refused) return { reason: 'remote connection failure', transport: `delayed connect error: ${refused}`, flag: ResponseFlag.UpstreamConnectionFailure };
+  return e.message.startsWith('connect timeout') ? { reason: 'connection timeout', flag: ResponseFlag.UpstreamConnectionFailure } : undefined;
 }
 
 /**
@@ -68,10 +90,10 @@ function resetReasonOf(e: Error): ResetReason {
   const connect = connectFailureOf(e);
   if (connect) return connect;
   const stream = streamResetOf(e);
-  if (stream) return { reason: stream === 'refused' ? 'remote refused stream reset' : 'remote reset' };
+  if (stream) return { reason: stream === 'refused' ? 'remote refused stream reset' : 'remote reset', flag: ResponseFlag.UpstreamRemoteReset };
   // Envoy's transport failure reason is BoringSSL's error list; node's code or message stands in for it.
-  if (failedHandshake(e)) return { reason: 'remote connection failure', transport: `TLS error: ${(e as NodeJS.ErrnoException).code ?? e.message}` };
-  return { reason: 'connection termination' };
+  if (failedHandshake(e)) return { reason: 'remote connection failure', transport: `TLS error: ${(e as NodeJS.ErrnoException).code ?? e.message}`, flag: ResponseFlag.UpstreamConnectionFailure };
+  return { reason: 'connection termination', flag: ResponseFlag.UpstreamConnectionTermination };
 }
 
 /** Whether the upstream reset an HTTP/2 stream (REFUSED_STREAM apart), if `e` is such a reset. */

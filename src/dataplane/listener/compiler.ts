@@ -19,6 +19,7 @@ import type { SecretRef } from '../tls/secrets.js';
 import { listenerFilterOf, type ListenerFilterNeeds } from './listener-filters.js';
 import { buildNetworkFilter, connectionGateOf, networkFilterOf, type ChainDeps, type ConnectionGate, type NetworkFilterContext } from './network-filters.js';
 import type { Inspection } from './sniffers.js';
+import { compileAccessLogs, type AccessLogs } from '../access-log/access-logs.js';
 // The network filters this proxy runs; each registers itself.
 import './http-hosting.js';
 import './network-rbac.js';
@@ -31,7 +32,7 @@ const DEFAULT_INSPECT_TIMEOUT_MS = 15_000;
 
 const UNAPPLIED_LISTENER = [
   'additionalAddresses', 'perConnectionBufferLimitBytes', 'socketOptions', 'tcpBacklogSize', 'connectionBalanceConfig',
-  'enableReusePort', 'accessLog', 'udpListenerConfig', 'apiListener', 'freebind', 'tcpFastOpenQueueLength',
+  'enableReusePort', 'udpListenerConfig', 'apiListener', 'freebind', 'tcpFastOpenQueueLength',
   'maxConnectionsToAcceptPerSocketEvent', 'drainType',
 ];
 
@@ -51,6 +52,8 @@ export class ActiveListener {
     readonly defaultChain: Chain | undefined,
     readonly inspection: Inspection,
     readonly counters: ListenerCounters,
+    /** The listener's access logs: a line for each connection no filter chain matched. */
+    readonly accessLogs: AccessLogs | undefined,
     /** original_src's SO_MARK when the listener has that filter: its connections' upstreams bind the client's address. */
     readonly originalSrcMark?: number,
   ) {}
@@ -122,7 +125,8 @@ export function compileListener(l: Listener, deps: ListenerCompileDeps): ActiveL
   });
   const defaultChain = l.defaultFilterChain ? compileChain(l.defaultFilterChain, 'default_filter_chain', address.port, counters, deps) : undefined;
   if (chains.length === 0 && !defaultChain) throw new ConfigError('filter_chains', 'at least one filter chain (or a default filter chain) is required');
-  return new ActiveListener(l.name, l, address, l.bindToPort ?? true, chains, defaultChain, inspection, counters, needs.originalSrcMark);
+  const accessLogs = compileAccessLogs(l.accessLog);
+  return new ActiveListener(l.name, l, address, l.bindToPort ?? true, chains, defaultChain, inspection, counters, accessLogs, needs.originalSrcMark);
 }
 
 function compileChain(fc: FilterChain, field: string, port: number, counters: ListenerCounters, deps: ChainDeps): Chain {

@@ -15,10 +15,37 @@ import { statName, type StatCounter, type StatsStore } from '../stats.js';
 import { Chain } from './chain.js';
 import { registerNetworkFilter } from './network-filters.js';
 import { compileTunnel, openTunnel, TUNNEL_READY, type TunnelSpec } from './tcp-tunnel.js';
+import { ResponseFlag } from '../../envoy/response-flags.js';
+import { compileAccessLogs, type AccessLogs } from '../access-log/access-logs.js';
+import { connectionInfo, readConnectionBytes } from '../access-log/connection.js';
+import { addressString, type StreamInfo } from '../access-log/record.js';
 
 const log = scope('conn_handler');
 
-const UNAPPLIED_TCP_PROXY = ['downstreamIdleTimeout', 'upstreamIdleTimeout', 'accessLog', 'maxConnectAttempts', 'hashPolicy', 'metadataMatch', 'onDemand'];
+const UNAPPLIED_TCP_PROXY = ['downstreamIdleTimeout', 'upstreamIdleTimeout', 'maxConnectAttempts', 'hashPolicy', 'metadataMatch', 'onDemand'];
+
+/** The connection's access logs and when, besides its close, they are written (access_log_options, else the deprecated fields). */
+interface TcpAccessLogs {
+  readonly logs: AccessLogs;
+  /** access_log_flush_interval: a line every so often while the connection is open (0: none). */
+  readonly flushIntervalMs: number;
+  /** flush_access_log_on_connected: a line once the upstream connection is up. */
+  readonly onConnected: boolean;
+}
+
+function compileTcpAccessLogs(tp: TcpProxy): TcpAccessLogs | undefined {
+  const logs = compileAccessLogs(tp.accessLog);
+  if (!logs) return undefined;
+  const o = tp.accessLogOptions;
+  return { logs, flushIntervalMs: timerMs(o ? o.accessLogFlushInterval : tp.accessLogFlushInterval, 0), onConnected: o ? o.flushAccessLogOnConnected : tp.flushAccessLogOnConnected };
+}
+
+/** Writes the connection's line now; at the close, with its end. */
+function logConnection(a: TcpAccessLogs, info: StreamInfo, down: Socket, end = false): void {
+  if (end) info.ended();
+  readConnectionBytes(info, down);
+  a.logs.log(info);
+}
 
 /** Envoy's tcp_proxy idle_timeout when none is set: one hour (0s turns it off). */
 const DEFAULT_IDLE_TIMEOUT_MS = 3_600_000;
@@ -57,6 +84,7 @@ class TcpChain extends Chain {
   private readonly maxDurationMs: number;
   /** tunneling_config: the bytes go through an HTTP tunnel (tcp-tunnel.ts). */
   private readonly tunnel: TunnelSpec | undefined;
+  private readonly accessLogs: TcpAccessLogs | undefined;
 
   constructor(
     name: string,
@@ -79,6 +107,20 @@ class TcpChain extends Chain {
     this.idleMs = timerMs(tp.idleTimeout, DEFAULT_IDLE_TIMEOUT_MS);
     this.maxDurationMs = timerMs(tp.maxDownstreamConnectionDuration, 0);
     this.tunnel = tp.tunnelingConfig ? compileTunnel(tp.tunnelingConfig, `${field}.tunneling_config`) : undefined;
+    this.accessLogs = compileTcpAccessLogs(tp);
+  }
+
+  /** The connection's record, logged at its close (and as access_log_options asks), when the filter has access logs. */
+  private logged(down: Socket, addresses: { source: { address: string; port: number }; destination: { address: string; port: number } }): StreamInfo | undefined {
+    const a = this.accessLogs;
+    if (!a) return undefined;
+    const info = connectionInfo(down, addresses.source, addresses.destination);
+    const periodic = a.flushIntervalMs > 0 ? setInterval(() => logConnection(a, info, down), a.flushIntervalMs) : undefined;
+    down.once('close', () => {
+      clearInterval(periodic);
+      logConnection(a, info, down, true);
+    });
+    return info;
   }
 
   protected accept(down: Socket): void {
@@ -88,7 +130,10 @@ class TcpChain extends Chain {
     const addresses = { source: { address: normalizeIp(down.remoteAddress ?? ''), port: down.remotePort ?? 0 }, destination: connectionDestination(down) };
     const view = requestView(addresses);
     const endpoint = cluster?.pick(view);
+    const info = this.logged(down, addresses);
+    if (info) info.upstreamCluster = name;
     if (!cluster || !endpoint) {
+      info?.setResponseFlag(cluster ? ResponseFlag.NoHealthyUpstream : ResponseFlag.NoClusterFound);
       this.noCluster.inc();
       log.debug(`tcp_proxy: ${cluster ? `no healthy upstream in ${name}` : `unknown cluster ${name}`}; closing the connection`);
       down.destroy();
@@ -101,21 +146,28 @@ class TcpChain extends Chain {
     // The downstream connection's addresses are what a PROXY protocol header carries, as Envoy's tcp_proxy passes them.
     const options = { source: originalSrcOf(down), downstream: addresses };
     const { socket: up, ready }: { socket: Duplex; ready: string } = this.tunnel ? { socket: openTunnel(this.tunnel, cluster, endpoint, options), ready: TUNNEL_READY } : cluster.tcp.connect(endpoint, options);
+    if (info) info.upstreamHost = `${endpoint.host}:${endpoint.port}`;
     let connected = false;
     let failed = false;
     // Before it is connected (a tunnel: established), the upstream's end is a failed connect, unless the downstream went first.
     const connectFailed = (): void => {
       if (connected || failed || down.destroyed) return;
       failed = true;
+      info?.setResponseFlag(ResponseFlag.UpstreamConnectionFailure);
       this.connectFail.inc();
       cluster.report?.(endpoint, 'failure');
     };
     // idle_timeout runs from the accept on; bytes either way restart it.
-    const idle = this.idleMs > 0 ? this.closeBothAfter(down, up, this.idleMs, this.idleTimeouts) : undefined;
+    const idle = this.idleMs > 0 ? this.closeBothAfter(down, up, this.idleMs, this.idleTimeouts, info, ResponseFlag.StreamIdleTimeout) : undefined;
     const bytePassed = (): void => void idle?.refresh();
     up.once(ready, () => {
       connected = true;
       cluster.report?.(endpoint, 'connected');
+      if (info) {
+        const local = up as Partial<Socket>;
+        if (local.localAddress) info.upstreamLocalAddress = addressString({ address: normalizeIp(local.localAddress), port: local.localPort ?? 0 });
+        if (this.accessLogs?.onConnected) logConnection(this.accessLogs, info, down);
+      }
       down.pipe(up);
       up.pipe(down);
       // Listened to only once piped: a 'data' listener of its own would start the flow before the pipe.
@@ -137,16 +189,17 @@ class TcpChain extends Chain {
       down.destroy();
     });
     down.on('close', () => up.destroy());
-    if (this.maxDurationMs > 0) this.closeBothAfter(down, up, this.maxDurationMs, this.durationReached);
+    if (this.maxDurationMs > 0) this.closeBothAfter(down, up, this.maxDurationMs, this.durationReached, info, ResponseFlag.DurationTimeout);
   }
 
   /**
-   * Closes both sides after `ms`, counted in `reached`, unless the downstream closes first; the
-   * timer, which idle_timeout refreshes whenever a byte passes.
+   * Closes both sides after `ms`, counted in `reached` (and `flag` on the record), unless the
+   * downstream closes first; the timer, which idle_timeout refreshes whenever a byte passes.
    */
-  private closeBothAfter(down: Socket, up: Duplex, ms: number, reached: StatCounter): NodeJS.Timeout {
+  private closeBothAfter(down: Socket, up: Duplex, ms: number, reached: StatCounter, info: StreamInfo | undefined, flag: number): NodeJS.Timeout {
     const timer = setTimeout(() => {
       reached.inc();
+      info?.setResponseFlag(flag);
       log.debug(`tcp_proxy: closing a connection after ${ms} ms (${reached === this.idleTimeouts ? 'idle' : 'open'} that long)`);
       down.destroy();
       up.destroy();

@@ -1,0 +1,213 @@
+// The command operators of Envoy's format strings (%RESPONSE_CODE%, %REQ(X?Y):N%, ...), each
+// compiled once into a function of the stream's record. A value is a string, a number (kept a
+// number in typed JSON, as Envoy's) or undefined: empty, `-` in text and null in JSON.
+import { hostname } from 'node:os';
+import type { Socket } from 'node:net';
+import type { PeerCertificate, TLSSocket } from 'node:tls';
+import { ConfigError } from '../../envoy/config-error.js';
+import { pathOnly } from '../../envoy/request.js';
+import { responseFlagsString } from '../../envoy/response-flags.js';
+import { grpcStatusOf, isGrpc } from '../http-codec.js';
+import { addressString, type LoggedHeaders, type StreamInfo } from './record.js';
+import { compileStartTime } from './start-time.js';
+
+export type LogValue = string | number | undefined;
+export type Operator = (info: StreamInfo) => LogValue;
+
+interface OperatorSpec {
+  /** Whether the operator takes a `(...)` argument. */
+  readonly params: 'none' | 'optional' | 'required';
+  /** Whether it takes a `:N` maximum length. */
+  readonly length?: boolean;
+  make(arg: string, maxLength: number | undefined): Operator;
+}
+
+/** A value, or undefined for an empty one (Envoy's unset optional). */
+const orEmpty = (v: string | undefined): string | undefined => (v === '' ? undefined : v);
+
+const truncate = (v: string | undefined, max: number | undefined): string | undefined => (v === undefined || max === undefined ? v : v.slice(0, max));
+
+/** `main?alternative` of a header operator, lower-cased. */
+function headerNames(arg: string): [string, string | undefined] {
+  const names = arg.split('?');
+  if (names.length > 2) throw new Error(`More than 1 alternative header specified in token: ${arg}`);
+  if (names.some((n) => /[\0\r\n]/.test(n))) throw new Error('Invalid header configuration. Format string contains null or newline.');
+  return [names[0]!.toLowerCase(), names[1]?.toLowerCase()];
+}
+
+function joined(v: string | string[] | number | undefined): string | undefined {
+  return v === undefined ? undefined : Array.isArray(v) ? v.join(',') : String(v);
+}
+
+function requestHeader(info: StreamInfo, name: string): string | undefined {
+  const r = info.request;
+  return r === undefined ? undefined : r.header(name);
+}
+
+function responseHeader(headers: LoggedHeaders | undefined, name: string): string | undefined {
+  return headers === undefined ? undefined : joined(headers[name]);
+}
+
+/** REQ, RESP, TRAILER: a header (else its alternative), truncated to the maximum length. */
+function header(read: (info: StreamInfo, name: string) => string | undefined): OperatorSpec {
+  return {
+    params: 'required',
+    length: true,
+    make(arg, max) {
+      const [main, alt] = headerNames(arg);
+      return alt === undefined ? (info) => truncate(read(info, main), max) : (info) => truncate(read(info, main) ?? read(info, alt), max);
+    },
+  };
+}
+
+const plain = (f: Operator): OperatorSpec => ({ params: 'none', make: () => f });
+
+const HOSTNAME = hostname();
+
+/** Envoy's connection ids: one per downstream connection, given the first time a log names it. */
+const connectionIds = new WeakMap<Socket, number>();
+let nextConnectionId = 0;
+function connectionId(socket: Socket | undefined): number | undefined {
+  if (!socket) return undefined;
+  let id = connectionIds.get(socket);
+  if (id === undefined) connectionIds.set(socket, (id = nextConnectionId++));
+  return id;
+}
+
+function tlsSocket(info: StreamInfo): TLSSocket | undefined {
+  const s = info.downstream.socket as Partial<TLSSocket> | undefined;
+  return s?.encrypted === true ? (s as TLSSocket) : undefined;
+}
+
+/** The proxy's own certificate on a TLS connection (an object without fields when it sent none). */
+function localCertificate(info: StreamInfo): Partial<PeerCertificate> | undefined {
+  return tlsSocket(info)?.getCertificate() ?? undefined;
+}
+
+/** The URI SANs of a certificate's subjectaltname (`URI:spiffe://..., DNS:...`), comma-joined. */
+function uriSans(altNames: string | undefined): string | undefined {
+  if (!altNames) return undefined;
+  const uris = altNames.split(', ').filter((n) => n.startsWith('URI:')).map((n) => n.slice(4));
+  return uris.length > 0 ? uris.join(',') : undefined;
+}
+
+const GRPC_NAMES = ['OK', 'Canceled', 'Unknown', 'InvalidArgument', 'DeadlineExceeded', 'NotFound', 'AlreadyExists', 'PermissionDenied', 'ResourceExhausted', 'FailedPrecondition', 'Aborted', 'OutOfRange', 'Unimplemented', 'Internal', 'Unavailable', 'DataLoss', 'Unauthenticated'];
+
+/** The gRPC status of a gRPC request's response: its trailers', its headers', else its HTTP status's, as Envoy reads it. */
+function grpcStatus(info: StreamInfo): number | undefined {
+  if (!isGrpc(requestHeader(info, 'content-type'))) return undefined;
+  const v = responseHeader(info.responseTrailers, 'grpc-status') ?? responseHeader(info.responseHeaders, 'grpc-status');
+  if (v !== undefined && /^\d+$/.test(v)) return Number(v);
+  return info.grpcLocalStatus ?? (info.responseCode === 0 ? undefined : grpcStatusOf(info.responseCode));
+}
+
+const GRPC_FORMATS: Readonly<Record<string, (s: number) => LogValue>> = {
+  CAMEL_STRING: (s) => GRPC_NAMES[s] ?? String(s),
+  SNAKE_STRING: (s) => (GRPC_NAMES[s] ?? String(s)).replace(/(?<=[a-z])([A-Z])/g, '_$1').toUpperCase(),
+  NUMBER: (s) => s,
+};
+
+/** Envoy's header map byte size: names and values, pseudo-headers included. */
+function headerBytes(headers: LoggedHeaders | undefined, extra: number): number | undefined {
+  if (headers === undefined) return undefined;
+  let n = extra;
+  for (const [k, v] of Object.entries(headers)) {
+    if (v === undefined) continue;
+    for (const one of Array.isArray(v) ? v : [v]) n += k.length + String(one).length;
+  }
+  return n;
+}
+
+function requestHeaderBytes(info: StreamInfo): number | undefined {
+  const r = info.request;
+  if (!r) return undefined;
+  let n = ':method'.length + r.method.length + ':path'.length + r.path.length + ':authority'.length + r.authority.length + ':scheme'.length + r.scheme.length;
+  for (const [k, vs] of r.headers.entries()) for (const v of vs) n += k.length + v.length;
+  return n;
+}
+
+const OPERATORS: Readonly<Record<string, OperatorSpec>> = {
+  REQ: header(requestHeader),
+  RESP: header((info, name) => responseHeader(info.responseHeaders, name)),
+  TRAILER: header((info, name) => responseHeader(info.responseTrailers, name)),
+  START_TIME: {
+    params: 'optional',
+    make(arg) {
+      const format = compileStartTime(arg);
+      return (info) => format(info.startEpochMs);
+    },
+  },
+  PROTOCOL: plain((i) => i.protocol),
+  RESPONSE_CODE: plain((i) => i.responseCode),
+  RESPONSE_FLAGS: plain((i) => responseFlagsString(i.responseFlags)),
+  RESPONSE_CODE_DETAILS: plain((i) => i.responseCodeDetails),
+  CONNECTION_TERMINATION_DETAILS: plain((i) => i.connectionTerminationDetails),
+  UPSTREAM_TRANSPORT_FAILURE_REASON: plain((i) => i.upstreamTransportFailureReason),
+  BYTES_RECEIVED: plain((i) => i.bytesReceived),
+  BYTES_SENT: plain((i) => i.bytesSent),
+  DURATION: plain((i) => i.durationMs),
+  REQUEST_DURATION: plain((i) => i.requestDurationMs),
+  RESPONSE_DURATION: plain((i) => i.responseDurationMs),
+  RESPONSE_TX_DURATION: plain((i) => i.responseTxDurationMs),
+  UPSTREAM_HOST: plain((i) => i.upstreamHost),
+  UPSTREAM_CLUSTER: plain((i) => i.upstreamCluster),
+  UPSTREAM_CLUSTER_RAW: plain((i) => i.upstreamCluster),
+  UPSTREAM_LOCAL_ADDRESS: plain((i) => i.upstreamLocalAddress),
+  UPSTREAM_REQUEST_ATTEMPT_COUNT: plain((i) => i.attemptCount),
+  DOWNSTREAM_LOCAL_ADDRESS: plain((i) => addressString(i.downstream.local)),
+  DOWNSTREAM_LOCAL_ADDRESS_WITHOUT_PORT: plain((i) => i.downstream.local.address),
+  DOWNSTREAM_LOCAL_PORT: plain((i) => i.downstream.local.port),
+  DOWNSTREAM_REMOTE_ADDRESS: plain((i) => addressString(i.downstream.remote)),
+  DOWNSTREAM_REMOTE_ADDRESS_WITHOUT_PORT: plain((i) => i.downstream.remote.address),
+  DOWNSTREAM_REMOTE_PORT: plain((i) => i.downstream.remote.port),
+  DOWNSTREAM_DIRECT_REMOTE_ADDRESS: plain((i) => addressString(i.downstream.directRemote)),
+  DOWNSTREAM_DIRECT_REMOTE_ADDRESS_WITHOUT_PORT: plain((i) => i.downstream.directRemote.address),
+  REQUESTED_SERVER_NAME: plain((i) => orEmpty(i.downstream.requestedServerName)),
+  ROUTE_NAME: plain((i) => orEmpty(i.routeName)),
+  DOWNSTREAM_PEER_URI_SAN: plain((i) => orEmpty(i.downstream.peer?.uriSans.join(','))),
+  DOWNSTREAM_PEER_SUBJECT: plain((i) => orEmpty(i.downstream.peer?.subject)),
+  DOWNSTREAM_LOCAL_URI_SAN: plain((i) => uriSans(localCertificate(i)?.subjectaltname)),
+  DOWNSTREAM_TLS_VERSION: plain((i) => tlsSocket(i)?.getProtocol() ?? undefined),
+  HOSTNAME: plain(() => HOSTNAME),
+  CONNECTION_ID: plain((i) => connectionId(i.downstream.socket)),
+  GRPC_STATUS: {
+    params: 'optional',
+    make(arg) {
+      const format = GRPC_FORMATS[arg || 'CAMEL_STRING'];
+      if (!format) throw new Error(`GRPC_STATUS: unknown format ${arg} (CAMEL_STRING, SNAKE_STRING or NUMBER)`);
+      return (info) => {
+        const s = grpcStatus(info);
+        return s === undefined ? undefined : format(s);
+      };
+    },
+  },
+  REQUEST_HEADERS_BYTES: plain(requestHeaderBytes),
+  RESPONSE_HEADERS_BYTES: plain((i) => headerBytes(i.responseHeaders, i.responseCode === 0 ? 0 : ':status'.length + 3)),
+  RESPONSE_TRAILERS_BYTES: plain((i) => headerBytes(i.responseTrailers, 0)),
+};
+
+/** Operators of formatter extensions, available only where `formatters` lists the extension. */
+export const EXTENSION_OPERATORS: Readonly<Record<string, OperatorSpec>> = {
+  // envoy.formatter.req_without_query: REQ with the query string (and fragment) of a path cut off.
+  REQ_WITHOUT_QUERY: header((info, name) => {
+    const v = requestHeader(info, name);
+    return v === undefined ? undefined : pathOnly(v);
+  }),
+};
+
+/**
+ * The operator `command` with its argument and length, checked as Envoy checks them; throws a
+ * ConfigError at `field` with Envoy's words for an unknown or malformed one.
+ */
+export function compileOperator(command: string, arg: string | undefined, maxLength: number | undefined, field: string, extensions: ReadonlySet<string>): Operator {
+  const spec = OPERATORS[command] ?? (extensions.has(command) ? EXTENSION_OPERATORS[command] : undefined);
+  if (!spec) throw new ConfigError(field, `Not supported field in StreamInfo: ${command}`);
+  if (spec.params === 'none' && (arg !== undefined || maxLength !== undefined)) throw new ConfigError(field, `${command} does not take any parameters or length`);
+  if (spec.params === 'required' && !arg) throw new ConfigError(field, `${command} requires parameters`);
+  if (!spec.length && maxLength !== undefined) throw new ConfigError(field, `${command} does not allow length to be specified.`);
+  try {
+    return spec.make(arg ?? '', maxLength);
+  } catch (e) {
+    throw new ConfigError(field, (e as Error).message);
+  }
+}
