@@ -72,6 +72,8 @@ export interface LocalMeshOptions {
   output?: 'inherit' | 'pipe';
   /** Mesh config YAML for pilot-discovery (`--meshConfig`); default: none (the default mesh). */
   meshConfig?: string;
+  /** Every proxy writes the Go mesh's access log lines to `<stateDir>/access.log` (mesh config accessLogFile). */
+  accessLog?: boolean;
 }
 
 export interface LocalMesh {
@@ -91,6 +93,8 @@ export interface LocalMesh {
   startDiscovery(): Promise<void>;
   /** Stops the sample issuer (its keys stay with the proxies that already have them). */
   stopIssuer(): Promise<void>;
+  /** The file every proxy's access log lines go to, with `accessLog`. */
+  readonly accessLogFile?: string;
   /** Everything the programs printed, with `output: 'pipe'`. */
   output(): string;
   stop(): Promise<void>;
@@ -173,9 +177,10 @@ export async function startLocalMesh(opts: LocalMeshOptions): Promise<LocalMesh>
     '--monitoringAddr', `127.0.0.1:${ports.monitoring}`,
     '--httpsAddr', `127.0.0.1:${ports.webhook}`,
   ];
-  if (opts.meshConfig !== undefined) {
+  const accessLogFile = opts.accessLog ? join(state, 'access.log') : undefined;
+  if (opts.meshConfig !== undefined || accessLogFile) {
     const meshFile = join(state, 'mesh.yaml');
-    writeFileSync(meshFile, opts.meshConfig);
+    writeFileSync(meshFile, `${opts.meshConfig ?? ''}\n${accessLogFile ? `accessLogFile: ${JSON.stringify(accessLogFile)}\n` : ''}`);
     discoveryArgs.push('--meshConfig', meshFile);
   }
   // The CA is kept in the state directory (a restart keeps the root); the issuer vouches for tokens
@@ -245,6 +250,7 @@ export async function startLocalMesh(opts: LocalMeshOptions): Promise<LocalMesh>
     agent,
     ...(gatewayAgent ? { gatewayAgent } : {}),
     ...(clientAgent ? { clientAgent } : {}),
+    ...(accessLogFile ? { accessLogFile } : {}),
     discovery: () => discovery,
     stopDiscovery: () => stopChild(discovery),
     stopIssuer: () => new Promise<void>((r) => (issuerServer?.listening ? issuerServer.close(() => r()) : r())),
@@ -300,6 +306,7 @@ function instructions(mesh: LocalMesh): string {
   }
   lines.push(
     '',
+    ...(mesh.accessLogFile ? [`Access log (every proxy, the Go mesh's format: flags, cluster, upstream host): tail -f ${mesh.accessLogFile}`, ''] : []),
     `Policies: copy a file from samples/policies into ${mesh.configDir}; it applies when saved.`,
     `  cp samples/policies/02-allow-alice.yaml ${mesh.configDir}/`,
     'Ctrl-C stops everything.',
@@ -318,7 +325,7 @@ async function main(argv: string[]): Promise<void> {
   }
   const stateIdx = argv.indexOf('--state');
   const stateDir = stateIdx >= 0 ? argv[stateIdx + 1] ?? '.mesh-local' : '.mesh-local';
-  const mesh = await startLocalMesh({ stateDir, issuer: argv.includes('--issuer'), gateway: argv.includes('--gateway'), secure: true, client: true });
+  const mesh = await startLocalMesh({ stateDir, issuer: argv.includes('--issuer'), gateway: argv.includes('--gateway'), secure: true, client: true, accessLog: true });
   process.stdout.write(instructions(mesh));
   const onSignal = () => void mesh.stop().then(() => process.exit(0));
   process.once('SIGINT', onSignal);
