@@ -28,13 +28,13 @@ import {
   type UpstreamRequest,
 } from '../http-codec.js';
 import { applyMutations, HeaderRecord } from '../header-mutations.js';
-import { excludeTriedPriorities, type RetrySpec } from '../retry-policy.js';
+import type { RetrySpec } from '../retry-policy.js';
 import type { StatCounter } from '../stats.js';
 import { originalSrcOf, type OriginalSource } from '../original-src.js';
 import type { DownstreamAddresses } from '../tls/proxy-protocol.js';
-import { ResponseFlag } from '../../envoy/response-flags.js';
 import { failureOf, NO_HEALTHY_UPSTREAM, PROTOCOL_ERROR, resetAfterResponseStarted, transportFailureOf, UPSTREAM_TIMEOUT, upstreamReset } from './upstream-outcome.js';
 import type { RouterDeps, Target } from './router.js';
+import { chargeRetry, RetryState } from './retry-state.js';
 
 const log = scope('http');
 
@@ -79,9 +79,6 @@ function routeTimedOut(s: RouterStream): void {
 function tryTimedOut(s: RouterStream, a: Attempt): void {
   s.tryTimedOut(a);
 }
-function backedOff(s: RouterStream): void {
-  s.retryNow();
-}
 
 /**
  * Sends the request upstream and the response downstream. The route timeout covers every
@@ -112,10 +109,8 @@ export class RouterStream implements Attempt, UpstreamRequest, BodyDone {
   private admitted: (() => void) | undefined;
   /** Likewise, made at the first retry: retry slots and the retries' active counts. */
   private releases: (() => void)[] | undefined = undefined;
-  /** The endpoints of the attempts so far, kept from the first retry on when previous_hosts or previous_priorities applies. */
-  private tried: Endpoint[] | undefined = undefined;
-  /** previous_priorities: the priority levels retries leave out now. */
-  private excluded: Set<number> | undefined = undefined;
+  /** Made at the first retriable outcome. */
+  private retryState: RetryState | undefined = undefined;
 
   constructor(
     private readonly deps: StreamDeps,
@@ -275,12 +270,11 @@ export class RouterStream implements Attempt, UpstreamRequest, BodyDone {
   /** After a retry's back-off: the retry goes to a newly picked endpoint. */
   retryNow(): void {
     if (this.answered) return;
-    const endpoint = this.retryEndpoint();
+    const endpoint = this.retryState!.endpoint();
     if (!endpoint) {
       this.reply(NO_HEALTHY_UPSTREAM);
       return;
     }
-    this.tried?.push(endpoint);
     const { method, path, headers, framing, source, alpn, downstream, routeTotal } = this;
     this.send(new RetryAttempt(this, endpoint), { endpoint, method, path, headers, framing, source, alpn, downstream, routeTotal });
   }
@@ -322,69 +316,23 @@ export class RouterStream implements Attempt, UpstreamRequest, BodyDone {
   }
 
   /**
-   * A retry's endpoint, from the priority levels previous_priorities leaves it; with the
-   * previous_hosts predicate, picked again (up to its host_selection_retry_max_attempts times)
-   * while it is one an earlier attempt went to.
-   */
-  private retryEndpoint(): Endpoint | undefined {
-    const { cluster, hash, endpoint: first } = this.target;
-    const { reselectPrevious: again, priorityUpdateFrequency: frequency } = this.retry!;
-    if (again === 0 && frequency === 0) return cluster.pick(this.sreq, hash);
-    const tried = (this.tried ??= [first]);
-    const excluded = frequency > 0 ? excludeTriedPriorities(tried, frequency, (this.excluded ??= new Set())) : undefined;
-    let endpoint = cluster.pick(this.sreq, hash, excluded);
-    for (let i = 0; i < again && endpoint && tried.some((t) => t.host === endpoint!.host && t.port === endpoint!.port); i++) endpoint = cluster.pick(this.sreq, hash, excluded);
-    return endpoint;
-  }
-
-  /**
-   * Whether an attempt's outcome (`retriable` by the route's policy) is retried, as Envoy's retry
-   * state decides, counted on the cluster and the route: upstream_rq_retry; _limit_exceeded when
-   * the retries are used up, _overflow when the cluster's max_retries has no room; _success when a
-   * retry's outcome is not retriable (whatever its status).
+   * Whether an attempt's outcome (`retriable` by the route's policy) is retried (retry-state.ts);
+   * a retry's outcome that is not retriable counts as upstream_rq_retry_success, whatever its status.
    */
   private retries(retriable: boolean): boolean {
-    const retry = this.retry;
-    if (!retry || this.answered) return false;
+    const spec = this.retry;
+    if (!spec || this.answered) return false;
     if (!retriable) {
-      if (this.attempts > 1) this.charge('retrySuccess');
+      if (this.attempts > 1) chargeRetry(this.target, 'retrySuccess');
       return false;
     }
-    if (this.attempts > retry.numRetries) {
-      this.charge('retryLimitExceeded');
-      this.sreq.streamInfo?.setResponseFlag(ResponseFlag.UpstreamRetryLimitExceeded);
-      return false;
-    }
-    if (!this.again()) {
-      this.charge('retryOverflow');
-      return false;
-    }
-    this.charge('retry');
-    return true;
-  }
-
-  /** One retry counter of the cluster's and of the route's stats. */
-  private charge(counter: 'retry' | 'retryLimitExceeded' | 'retryOverflow' | 'retrySuccess'): void {
-    this.target.cluster.responses?.[counter].inc();
-    this.target.route.stats?.[counter].inc();
+    return (this.retryState ??= new RetryState(spec, this.target, this.sreq)).retry(this.attempts, (release) => this.hold(release), () => this.retryNow());
   }
 
   /** The status the router answers with, on the cluster's and the route's code stats. */
   private respondedWith(status: number): void {
     this.target.cluster.responses?.response(status);
     this.target.route.stats?.response(status);
-  }
-
-  /** Schedules a retry; false without room under the cluster's max_retries (the failure then stands). */
-  private again(): boolean {
-    const breaker = this.target.cluster.breaker;
-    if (breaker) {
-      const slot = breaker.admit(true);
-      if (!slot) return false;
-      this.hold(slot);
-    }
-    setTimeout(backedOff, this.retry!.backOffMs(this.attempts), this);
-    return true;
   }
 
   private hold(release: () => void): void {
