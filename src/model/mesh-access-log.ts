@@ -1,7 +1,8 @@
 // The mesh config's access log fields, as the Go mesh reads them: `accessLogFile` (no file: no
 // access logs), `accessLogEncoding` (TEXT or JSON), `accessLogFormat` (a text format, or for JSON a
 // JSON object of fields) and `disableEnvoyListenerLog`. Read purely from the parsed document.
-import type { JsonObject } from '@bufbuild/protobuf';
+import type { JsonObject, JsonValue } from '@bufbuild/protobuf';
+import { FormatError, parseFormatString } from '../envoy/format-commands.js';
 
 export class AccessLogSettingsError extends Error {}
 
@@ -40,7 +41,36 @@ export function readAccessLog(doc: Readonly<Record<string, unknown>>): MeshAcces
   if (path === '') return undefined;
   const settings = { path, encoding: encoding as AccessLogEncoding, listenerLog: !disabled };
   if (format === '') return settings;
-  return encoding === 'TEXT' ? { ...settings, text: format.endsWith('\n') ? format : `${format}\n` } : { ...settings, json: jsonFormat(format) };
+  if (encoding === 'TEXT') {
+    checkCommands(format);
+    return { ...settings, text: format.endsWith('\n') ? format : `${format}\n` };
+  }
+  const json = jsonFormat(format);
+  formatLeaves(json).forEach(checkCommands);
+  return { ...settings, json };
+}
+
+/** REQ_WITHOUT_QUERY is there whenever used: the builder names its formatter (networking/access-log.ts). */
+const EXTENSIONS: ReadonlySet<string> = new Set(['REQ_WITHOUT_QUERY']);
+
+/**
+ * The format's commands as the proxies will check them: a command they would refuse refuses the
+ * mesh config here, instead of every proxy rejecting every listener (the Go mesh passes it on).
+ */
+function checkCommands(format: string): void {
+  try {
+    parseFormatString(format, EXTENSIONS);
+  } catch (e) {
+    if (e instanceof FormatError) throw new AccessLogSettingsError(`accessLogFormat: ${e.message}`);
+    throw e;
+  }
+}
+
+/** The string values of a JSON format, nested ones included: each is a format string. */
+function formatLeaves(v: JsonValue): string[] {
+  if (typeof v === 'string') return [v];
+  if (Array.isArray(v)) return v.flatMap(formatLeaves);
+  return v !== null && typeof v === 'object' ? Object.values(v).flatMap(formatLeaves) : [];
 }
 
 /**

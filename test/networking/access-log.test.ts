@@ -91,6 +91,11 @@ test('bad access log fields refuse the mesh config, naming the field and what is
   refused('accessLogFile: /dev/stdout\naccessLogFormat: [a]\n', /^Error: mesh\.yaml: accessLogFormat: expected a string/);
   refused('accessLogFile: /dev/stdout\naccessLogEncoding: JSON\naccessLogFormat: "{code: 1"\n', /^Error: mesh\.yaml: accessLogFormat: not valid JSON for accessLogEncoding JSON: /);
   refused('accessLogFile: /dev/stdout\naccessLogEncoding: JSON\naccessLogFormat: "[1, 2]"\n', /^Error: mesh\.yaml: accessLogFormat: expected a JSON object of log fields for accessLogEncoding JSON, got \[1, 2\]$/);
+  // A command the proxies would refuse refuses the mesh config, in Envoy's words, rather than every listener of every proxy.
+  refused('accessLogFile: /dev/stdout\naccessLogFormat: "%RESPONSE_CODE% %METADATA(ROUTE:istio)%"\n', /^Error: mesh\.yaml: accessLogFormat: Not supported field in StreamInfo: METADATA$/);
+  refused('accessLogFile: /dev/stdout\naccessLogFormat: "%REQ%"\n', /^Error: mesh\.yaml: accessLogFormat: REQ requires parameters$/);
+  refused('accessLogFile: /dev/stdout\naccessLogFormat: "100% sure"\n', /^Error: mesh\.yaml: accessLogFormat: Incorrect configuration: 100% sure\. Couldn't find valid command at position 3$/);
+  refused('accessLogFile: /dev/stdout\naccessLogEncoding: JSON\naccessLogFormat: \'{"a": {"b": "%DURATION(x)%"}}\'\n', /^Error: mesh\.yaml: accessLogFormat: DURATION does not take any parameters or length$/);
   refused('accessLogFile: /dev/stdout\ndisableEnvoyListenerLog: "yes"\n', /^Error: mesh\.yaml: disableEnvoyListenerLog: expected true or false, got "yes"$/);
 });
 

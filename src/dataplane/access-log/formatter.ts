@@ -9,6 +9,7 @@ import type { SubstitutionFormatString } from '../../gen/envoy/config/core/v3/su
 import { ConfigError } from '../../envoy/config-error.js';
 import { readDataSource } from '../../envoy/matchers.js';
 import { typeNameOf } from '../../envoy/types.js';
+import { FormatError, parseFormatString } from '../../envoy/format-commands.js';
 import { compileOperator, type LogValue, type Operator } from './operators.js';
 import type { StreamInfo } from './record.js';
 
@@ -29,35 +30,16 @@ export interface Formatter {
 
 type Part = string | Operator;
 
-/** Envoy's command syntax: `%NAME%`, `%NAME(arg)%`, `%NAME(arg):N%`. */
-const COMMAND = /%([A-Z0-9_]+)(?:\(([^)]*)\))?(?::([0-9]+))?%/y;
-
-/** A format string as literal pieces and operators; `%%` is a literal `%`. */
+/** A format string as literal pieces and operators (format-commands.ts's syntax); a bad command is a ConfigError at `field`. */
 export function parseFormat(format: string, field: string, extensions: ReadonlySet<string> = new Set()): Part[] {
-  const parts: Part[] = [];
-  let literal = '';
-  for (let pos = 0; pos < format.length; ) {
-    const c = format[pos]!;
-    if (c !== '%') {
-      literal += c;
-      pos++;
-      continue;
-    }
-    if (format[pos + 1] === '%') {
-      literal += '%';
-      pos += 2;
-      continue;
-    }
-    COMMAND.lastIndex = pos;
-    const m = COMMAND.exec(format);
-    if (!m) throw new ConfigError(field, `Incorrect configuration: ${format}. Couldn't find valid command at position ${pos}`);
-    if (literal) parts.push(literal);
-    literal = '';
-    parts.push(compileOperator(m[1]!, m[2], m[3] === undefined ? undefined : Number(m[3]), field, extensions));
-    pos += m[0].length;
+  let parts: ReturnType<typeof parseFormatString>;
+  try {
+    parts = parseFormatString(format, extensions);
+  } catch (e) {
+    if (e instanceof FormatError) throw new ConfigError(field, e.message);
+    throw e;
   }
-  if (literal) parts.push(literal);
-  return parts;
+  return parts.map((p) => (typeof p === 'string' ? p : compileOperator(p, field)));
 }
 
 const text = (v: string | number): string => (typeof v === 'number' ? String(v) : v);

@@ -5,6 +5,7 @@ import { hostname } from 'node:os';
 import type { Socket } from 'node:net';
 import type { PeerCertificate, TLSSocket } from 'node:tls';
 import { ConfigError } from '../../envoy/config-error.js';
+import type { Command, CommandName, ExtensionCommandName } from '../../envoy/format-commands.js';
 import { pathOnly } from '../../envoy/request.js';
 import { responseFlagsString } from '../../envoy/response-flags.js';
 import { grpcStatusOf, isGrpc } from '../http-codec.js';
@@ -14,13 +15,8 @@ import { compileStartTime } from './start-time.js';
 export type LogValue = string | number | undefined;
 export type Operator = (info: StreamInfo) => LogValue;
 
-interface OperatorSpec {
-  /** Whether the operator takes a `(...)` argument. */
-  readonly params: 'none' | 'optional' | 'required';
-  /** Whether it takes a `:N` maximum length. */
-  readonly length?: boolean;
-  make(arg: string, maxLength: number | undefined): Operator;
-}
+/** How a command is compiled: its argument and maximum length (checked by format-commands.ts) in, the operator out. */
+type OperatorSpec = (arg: string, maxLength: number | undefined) => Operator;
 
 /** A value, or undefined for an empty one (Envoy's unset optional). */
 const orEmpty = (v: string | undefined): string | undefined => (v === '' ? undefined : v);
@@ -50,17 +46,13 @@ function responseHeader(headers: LoggedHeaders | undefined, name: string): strin
 
 /** REQ, RESP, TRAILER: a header (else its alternative), truncated to the maximum length. */
 function header(read: (info: StreamInfo, name: string) => string | undefined): OperatorSpec {
-  return {
-    params: 'required',
-    length: true,
-    make(arg, max) {
-      const [main, alt] = headerNames(arg);
-      return alt === undefined ? (info) => truncate(read(info, main), max) : (info) => truncate(read(info, main) ?? read(info, alt), max);
-    },
+  return (arg, max) => {
+    const [main, alt] = headerNames(arg);
+    return alt === undefined ? (info) => truncate(read(info, main), max) : (info) => truncate(read(info, main) ?? read(info, alt), max);
   };
 }
 
-const plain = (f: Operator): OperatorSpec => ({ params: 'none', make: () => f });
+const plain = (f: Operator): OperatorSpec => () => f;
 
 const HOSTNAME = hostname();
 
@@ -126,16 +118,14 @@ function requestHeaderBytes(info: StreamInfo): number | undefined {
   return n;
 }
 
-const OPERATORS: Readonly<Record<string, OperatorSpec>> = {
+/** Every command's implementation (the signatures are format-commands.ts's: the key sets are the same by type). */
+const OPERATORS: Readonly<Record<CommandName, OperatorSpec>> = {
   REQ: header(requestHeader),
   RESP: header((info, name) => responseHeader(info.responseHeaders, name)),
   TRAILER: header((info, name) => responseHeader(info.responseTrailers, name)),
-  START_TIME: {
-    params: 'optional',
-    make(arg) {
-      const format = compileStartTime(arg);
-      return (info) => format(info.startEpochMs);
-    },
+  START_TIME: (arg) => {
+    const format = compileStartTime(arg);
+    return (info) => format(info.startEpochMs);
   },
   PROTOCOL: plain((i) => i.protocol),
   RESPONSE_CODE: plain((i) => i.responseCode),
@@ -170,16 +160,13 @@ const OPERATORS: Readonly<Record<string, OperatorSpec>> = {
   DOWNSTREAM_TLS_VERSION: plain((i) => tlsSocket(i)?.getProtocol() ?? undefined),
   HOSTNAME: plain(() => HOSTNAME),
   CONNECTION_ID: plain((i) => connectionId(i.downstream.socket)),
-  GRPC_STATUS: {
-    params: 'optional',
-    make(arg) {
-      const format = GRPC_FORMATS[arg || 'CAMEL_STRING'];
-      if (!format) throw new Error(`GRPC_STATUS: unknown format ${arg} (CAMEL_STRING, SNAKE_STRING or NUMBER)`);
-      return (info) => {
-        const s = grpcStatus(info);
-        return s === undefined ? undefined : format(s);
-      };
-    },
+  GRPC_STATUS: (arg) => {
+    const format = GRPC_FORMATS[arg || 'CAMEL_STRING'];
+    if (!format) throw new Error(`GRPC_STATUS: unknown format ${arg} (CAMEL_STRING, SNAKE_STRING or NUMBER)`);
+    return (info) => {
+      const s = grpcStatus(info);
+      return s === undefined ? undefined : format(s);
+    };
   },
   REQUEST_HEADERS_BYTES: plain(requestHeaderBytes),
   RESPONSE_HEADERS_BYTES: plain((i) => headerBytes(i.responseHeaders, i.responseCode === 0 ? 0 : ':status'.length + 3)),
@@ -187,7 +174,7 @@ const OPERATORS: Readonly<Record<string, OperatorSpec>> = {
 };
 
 /** Operators of formatter extensions, available only where `formatters` lists the extension. */
-export const EXTENSION_OPERATORS: Readonly<Record<string, OperatorSpec>> = {
+const EXTENSION_OPERATORS: Readonly<Record<ExtensionCommandName, OperatorSpec>> = {
   // envoy.formatter.req_without_query: REQ with the query string (and fragment) of a path cut off.
   REQ_WITHOUT_QUERY: header((info, name) => {
     const v = requestHeader(info, name);
@@ -195,18 +182,11 @@ export const EXTENSION_OPERATORS: Readonly<Record<string, OperatorSpec>> = {
   }),
 };
 
-/**
- * The operator `command` with its argument and length, checked as Envoy checks them; throws a
- * ConfigError at `field` with Envoy's words for an unknown or malformed one.
- */
-export function compileOperator(command: string, arg: string | undefined, maxLength: number | undefined, field: string, extensions: ReadonlySet<string>): Operator {
-  const spec = OPERATORS[command] ?? (extensions.has(command) ? EXTENSION_OPERATORS[command] : undefined);
-  if (!spec) throw new ConfigError(field, `Not supported field in StreamInfo: ${command}`);
-  if (spec.params === 'none' && (arg !== undefined || maxLength !== undefined)) throw new ConfigError(field, `${command} does not take any parameters or length`);
-  if (spec.params === 'required' && !arg) throw new ConfigError(field, `${command} requires parameters`);
-  if (!spec.length && maxLength !== undefined) throw new ConfigError(field, `${command} does not allow length to be specified.`);
+/** The operator of a checked command (format-commands.ts); an argument its implementation refuses is a ConfigError at `field`. */
+export function compileOperator(command: Command, field: string): Operator {
+  const make = Object.hasOwn(OPERATORS, command.name) ? OPERATORS[command.name as CommandName] : EXTENSION_OPERATORS[command.name as ExtensionCommandName];
   try {
-    return spec.make(arg ?? '', maxLength);
+    return make(command.arg ?? '', command.maxLength);
   } catch (e) {
     throw new ConfigError(field, (e as Error).message);
   }
