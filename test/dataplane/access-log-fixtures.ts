@@ -10,39 +10,8 @@ import { pack } from '../../src/envoy/types.js';
 import { eventually } from '../helpers/proc.js';
 import type { AccessLogInit } from './xds-fixtures.js';
 
-/** The Go mesh's default text format (meshConfig accessLogFile with no accessLogFormat). */
-export const MESH_TEXT_FORMAT =
-  '[%START_TIME%] "%REQ(:METHOD)% %REQ(X-ENVOY-ORIGINAL-PATH?:PATH)% %PROTOCOL%" %RESPONSE_CODE% %RESPONSE_FLAGS% %RESPONSE_CODE_DETAILS% %CONNECTION_TERMINATION_DETAILS% ' +
-  '"%UPSTREAM_TRANSPORT_FAILURE_REASON%" %BYTES_RECEIVED% %BYTES_SENT% %DURATION% %RESP(X-ENVOY-UPSTREAM-SERVICE-TIME)% "%REQ(X-FORWARDED-FOR)%" "%REQ(USER-AGENT)%" "%REQ(X-REQUEST-ID)%" ' +
-  '"%REQ(:AUTHORITY)%" "%UPSTREAM_HOST%" %UPSTREAM_CLUSTER_RAW% %UPSTREAM_LOCAL_ADDRESS% %DOWNSTREAM_LOCAL_ADDRESS% %DOWNSTREAM_REMOTE_ADDRESS% %REQUESTED_SERVER_NAME% %ROUTE_NAME%\n';
-
-/** The Go mesh's default JSON format (accessLogEncoding JSON). */
-export const MESH_JSON_FORMAT: JsonObject = {
-  start_time: '%START_TIME%',
-  route_name: '%ROUTE_NAME%',
-  method: '%REQ(:METHOD)%',
-  path: '%REQ(X-ENVOY-ORIGINAL-PATH?:PATH)%',
-  protocol: '%PROTOCOL%',
-  response_code: '%RESPONSE_CODE%',
-  response_flags: '%RESPONSE_FLAGS%',
-  response_code_details: '%RESPONSE_CODE_DETAILS%',
-  connection_termination_details: '%CONNECTION_TERMINATION_DETAILS%',
-  bytes_received: '%BYTES_RECEIVED%',
-  bytes_sent: '%BYTES_SENT%',
-  duration: '%DURATION%',
-  upstream_service_time: '%RESP(X-ENVOY-UPSTREAM-SERVICE-TIME)%',
-  x_forwarded_for: '%REQ(X-FORWARDED-FOR)%',
-  user_agent: '%REQ(USER-AGENT)%',
-  request_id: '%REQ(X-REQUEST-ID)%',
-  authority: '%REQ(:AUTHORITY)%',
-  upstream_host: '%UPSTREAM_HOST%',
-  upstream_cluster: '%UPSTREAM_CLUSTER_RAW%',
-  upstream_local_address: '%UPSTREAM_LOCAL_ADDRESS%',
-  downstream_local_address: '%DOWNSTREAM_LOCAL_ADDRESS%',
-  downstream_remote_address: '%DOWNSTREAM_REMOTE_ADDRESS%',
-  requested_server_name: '%REQUESTED_SERVER_NAME%',
-  upstream_transport_failure_reason: '%UPSTREAM_TRANSPORT_FAILURE_REASON%',
-};
+/** The Go mesh's default formats (accessLogEncoding TEXT and JSON), as the discovery server sends them (pinned in test/networking/access-log.test.ts). */
+export { DEFAULT_TEXT_FORMAT as MESH_TEXT_FORMAT, DEFAULT_JSON_FORMAT as MESH_JSON_FORMAT } from '../../src/networking/access-log.js';
 
 type FilterInit = MessageInitShape<typeof AccessLogFilterSchema>;
 
