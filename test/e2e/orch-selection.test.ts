@@ -179,9 +179,12 @@ test('spec default: a captured proxy gets a listener per Pod of a headless Servi
   // The service's name resolves to its Pods, each Pod's own name to it.
   await eventually(() => assert.deepEqual(names(), ['dbh-1.dbh.ns.svc.cluster.local -> 10.0.3.1', 'dbh-2.dbh.ns.svc.cluster.local -> 10.0.3.2', 'dbh.ns.svc.cluster.local -> 10.0.3.1,10.0.3.2']), 15_000);
   // An HTTP request for a Pod's name finds the service's virtual host (`*.dbh...`), not the catch-all.
-  const routes = ads.resources(TypeUrl.RouteConfiguration).get('80')?.message as RouteConfiguration | undefined;
-  const vhost = routes?.virtualHosts.find((v) => v.name === 'dbh.ns.svc.cluster.local:80');
-  assert.deepEqual(vhost?.domains.filter((d) => d.startsWith('*')), ['*.dbh.ns.svc.cluster.local', '*.dbh.ns.svc', '*.dbh.ns', '*.dbh']);
+  // RDS follows LDS on the stream: the route may land after the listeners and names.
+  await eventually(() => {
+    const routes = ads.resources(TypeUrl.RouteConfiguration).get('80')?.message as RouteConfiguration | undefined;
+    const vhost = routes?.virtualHosts.find((v) => v.name === 'dbh.ns.svc.cluster.local:80');
+    assert.deepEqual(vhost?.domains.filter((d) => d.startsWith('*')), ['*.dbh.ns.svc.cluster.local', '*.dbh.ns.svc', '*.dbh.ns', '*.dbh']);
+  }, 15_000);
   api.put(statefulPod('dbh-3', '10.0.3.3'));
   api.put(headlessSlice(['10.0.3.1', '10.0.3.2', '10.0.3.3']));
   await eventually(() => assert.deepEqual(listeners(), ['0.0.0.0_80', '10.0.3.2_5432', '10.0.3.3_5432']), 15_000);
