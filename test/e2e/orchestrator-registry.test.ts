@@ -72,7 +72,8 @@ test('two discovery replicas serve a Service, its EndpointSlice and Pods as the 
   for (const ads of clients) {
     await eventually(() => assert.deepEqual(endpointsOf(ads), ['10.0.0.1:8080']), 15_000);
     assert.ok(ads.resources(TypeUrl.Cluster).has(CLUSTER));
-    assert.ok(hasRbac(ads), 'the proxy got the policy selecting its Pod\'s labels');
+    // LDS may land after EDS on the stream.
+    await eventually(() => assert.ok(hasRbac(ads), 'the proxy got the policy selecting its Pod\'s labels'), 15_000);
   }
 
   // Scale up, then down: both replicas follow.
