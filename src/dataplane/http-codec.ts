@@ -157,6 +157,12 @@ export function grpcMessage(text: string): string {
   return out;
 }
 
+/** The socket an upstream exchange ran on, as far as its local address goes (a net.Socket or TLSSocket). */
+export interface UpstreamConnection {
+  readonly localAddress?: string | undefined;
+  readonly localPort?: number | undefined;
+}
+
 /** The upstream's response head. */
 export interface UpstreamHead {
   readonly status: number;
@@ -165,6 +171,8 @@ export interface UpstreamHead {
   readonly headers: HeaderMap;
   /** HTTP/2 HEADERS with END_STREAM: no body and no trailers follow (gRPC trailers-only). */
   readonly endStream: boolean;
+  /** The connection it came on (the access log's %UPSTREAM_LOCAL_ADDRESS%). */
+  readonly connection?: UpstreamConnection | undefined;
 }
 
 /** An upstream response's body, which the connection manager forwards or drops. */
@@ -270,7 +278,7 @@ export function http2Exchange(r: UpstreamRequest, pool: Http2Pool, ev: UpstreamE
   stream.on('response', (h, flags) => {
     answered = true;
     const endStream = (flags & h2.NGHTTP2_FLAG_END_STREAM) !== 0;
-    ev.head({ status: Number(h[':status'] ?? 502), headers: endToEnd(h), endStream }, readableBody(stream, () => trailers));
+    ev.head({ status: Number(h[':status'] ?? 502), headers: endToEnd(h), endStream, connection: stream.session?.socket }, readableBody(stream, () => trailers));
   });
   stream.on('error', fail);
   stream.on('close', () => {

@@ -34,14 +34,14 @@ import { connectionDestination } from './original-dst.js';
 import { randomRequestId } from './request-id.js';
 import { peerIdentityOf } from './tls/peer.js';
 import { compileXfcc } from './tls/xfcc.js';
-import { closeAfterReply, closeUnreadRequest, absoluteTarget, refuseHead, requestLimits, timeoutFlag, timeoutReply, type RequestLimits, type StreamTimeout } from './request-guards.js';
+import { closeAfterReply, closeUnreadRequest, absoluteTarget, codecErrorReply, refuseHead, requestLimits, timeoutFlag, timeoutReply, type RequestLimits, type StreamTimeout } from './request-guards.js';
 import { compileRouteConfiguration, stripHostPort, type CompiledRoute, type RouteTable } from './route-table.js';
 import { decodeFrom, type Encoders } from './decode-filters.js';
 import { streamTimersOf, type StreamTimerHost } from './route-timeouts.js';
 import { compilePathNormalization } from './path-normalization.js';
 import { localReplies, type LocalReplies } from './local-replies.js';
 import { compileAccessLogs, type AccessLogs } from './access-log/access-logs.js';
-import { logHttpStream, logUpgradeStream, recordLocalReply, streamInfoOf } from './access-log/http-stream.js';
+import { logHttpStream, logUnparsedRequest, logUpgradeStream, recordLocalReply, streamInfoOf } from './access-log/http-stream.js';
 
 const log = scope('http');
 
@@ -96,6 +96,8 @@ export interface HttpConnectionManagerHandler {
   timeout(kind: StreamTimeout, res: DownstreamResponse): void;
   /** The same for an HTTP/1.1 request whose head has not all arrived: the local reply (408), then the connection closes. */
   timeoutHead(kind: StreamTimeout, socket: Duplex): void;
+  /** An HTTP/1.1 head the parser refused (node's error `code`): Envoy's codec error reply (DPE), then the connection closes. */
+  protocolError(code: string | undefined, socket: Duplex): void;
 }
 
 /** The HttpConnectionManager of a listener filter chain (the chain's last, terminal filter). */
@@ -379,8 +381,17 @@ export function buildHttpConnectionManager(hcm: HttpConnectionManager, deps: Hcm
       sendLocal(res, timeoutReply(kind, requestComplete(req)), undefined, isGrpc(String(req.headers['content-type'] ?? '')));
     },
     timeoutHead(kind, socket) {
-      sendLocalRaw(socket, timeoutReply(kind, false));
-      closeAfterReply(socket, limits);
+      answerHead(socket, timeoutReply(kind, false));
+    },
+    protocolError(code, socket) {
+      answerHead(socket, codecErrorReply(code));
     },
   };
+
+  /** A local reply to a request that never became a stream: logged from its connection alone. */
+  function answerHead(socket: Duplex, reply: LocalReply): void {
+    if (accessLogs) logUnparsedRequest(accessLogs, socket, reply);
+    sendLocalRaw(socket, reply);
+    closeAfterReply(socket, limits);
+  }
 }

@@ -26,7 +26,7 @@ function nodeExchange(r: UpstreamRequest, pool: Http1Pool, ev: UpstreamEvents): 
   upstream.on('error', (e) => ev.error(e));
   upstream.on('response', (up) => {
     const trailers = (): HeaderMap | undefined => (up.rawTrailers.length > 0 ? trailerMap(up.trailers) : undefined);
-    ev.head({ status: up.statusCode ?? 502, message: up.statusMessage, headers: endToEnd(up.headers), endStream: false }, readableBody(up, trailers));
+    ev.head({ status: up.statusCode ?? 502, message: up.statusMessage, headers: endToEnd(up.headers), endStream: false, connection: up.socket }, readableBody(up, trailers));
   });
   return {
     body: upstream,

@@ -93,6 +93,20 @@ export function timeoutFlag(kind: StreamTimeout): number {
   return kind === 'stream_idle_timeout' ? ResponseFlag.StreamIdleTimeout : kind === 'max_duration_timeout' ? ResponseFlag.DurationTimeout : 0;
 }
 
+/**
+ * What Envoy's HTTP/1.1 codec answers to a head node's parser refused (its 'clientError' code): 431
+ * for a head over the size limit, else 400, flagged DPE (node's own chunk-extension limit: 413).
+ */
+export function codecErrorReply(code: string | undefined): LocalReply {
+  const r =
+    code === 'HPE_HEADER_OVERFLOW'
+      ? reply(431, 'Request Header Fields Too Large', 'http1.headers_too_large')
+      : code === 'HPE_CHUNK_EXTENSIONS_OVERFLOW'
+        ? reply(413, 'Payload Too Large', 'http1.codec_error')
+        : reply(400, 'Bad Request', 'http1.codec_error');
+  return { ...r, responseFlag: ResponseFlag.DownstreamProtocolError };
+}
+
 function reply(status: number, body: string, details: string): LocalReply {
   return { status, body, headers: {}, details };
 }

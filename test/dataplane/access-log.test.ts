@@ -16,7 +16,7 @@ import { ComparisonFilter_Op } from '../../src/gen/envoy/config/accesslog/v3/acc
 import { HTTPFaultSchema } from '../../src/gen/envoy/extensions/filters/http/fault/v3/fault_pb.js';
 import type { MeshProxy } from '../../src/dataplane/proxy.js';
 import { TypeUrl } from '../../src/envoy/types.js';
-import { close, get, listen, rawGet } from '../helpers/http.js';
+import { close, get, listen, rawExchange, rawGet } from '../helpers/http.js';
 import { eventually } from '../helpers/proc.js';
 import { fileLog, logLines, MESH_JSON_FORMAT, MESH_TEXT_FORMAT } from './access-log-fixtures.js';
 import { boundPort, FixtureAds, hcmChain, listener, routesResource, startBoundProxy, staticCluster, tcpChain, type AccessLogInit } from './xds-fixtures.js';
@@ -25,7 +25,10 @@ const FLAGS_FORMAT = { text: '%REQ(:PATH)% %RESPONSE_CODE% %RESPONSE_FLAGS% %RES
 
 /** The upstream: /retry is 503, /timeout and /hang never answer, anything else is 200 "hello". */
 const hanging: ServerResponse[] = [];
+/** The port of the proxy's connection the app saw last (the log's %UPSTREAM_LOCAL_ADDRESS%). */
+let lastPeerPort = 0;
 const app = createServer((req, res) => {
+  lastPeerPort = req.socket.remotePort ?? 0;
   req.resume();
   if (req.url === '/retry') res.writeHead(503).end();
   else if (req.url === '/timeout' || req.url === '/hang') hanging.push(res);
@@ -114,7 +117,7 @@ describe('access logs', { timeout: 60_000 }, () => {
     assert.match(
       text!,
       new RegExp(
-        `^\\[\\d{4}-\\d\\d-\\d\\dT\\d\\d:\\d\\d:\\d\\d\\.\\d{3}Z\\] "GET /app/ok HTTP/1\\.1" 200 - via_upstream - "-" 0 5 \\d+ \\d+ "-" "access-log-test" "req-1" "${host}" "127\\.0\\.0\\.1:${appPort}" app - ${host} 127\\.0\\.0\\.1:\\d+ - app$`,
+        `^\\[\\d{4}-\\d\\d-\\d\\dT\\d\\d:\\d\\d:\\d\\d\\.\\d{3}Z\\] "GET /app/ok HTTP/1\\.1" 200 - via_upstream - "-" 0 5 \\d+ \\d+ "-" "access-log-test" "req-1" "${host}" "127\\.0\\.0\\.1:${appPort}" app 127\\.0\\.0\\.1:${lastPeerPort} ${host} 127\\.0\\.0\\.1:\\d+ - app$`,
       ),
     );
     const [json] = await logLines(file('mesh.json'), 1);
@@ -141,7 +144,7 @@ describe('access logs', { timeout: 60_000 }, () => {
       route_name: 'app',
       upstream_cluster: 'app',
       upstream_host: `127.0.0.1:${appPort}`,
-      upstream_local_address: null,
+      upstream_local_address: `127.0.0.1:${lastPeerPort}`,
       upstream_transport_failure_reason: null,
       user_agent: 'access-log-test',
       x_forwarded_for: null,
@@ -175,6 +178,18 @@ describe('access logs', { timeout: 60_000 }, () => {
     ]);
   });
 
+  it("a request the codec refuses is answered and logged as Envoy's codec does: 400 or 431, DPE, no request fields", async () => {
+    const flags = (await logLines(file('flags.log'), 1)).length;
+    const texts = (await logLines(file('mesh.log'), 1)).length;
+    const badHeader = await rawExchange(port, 'GET /app/ok HTTP/1.1\r\nHost x\r\n\r\n');
+    assert.match(badHeader, /^HTTP\/1\.1 400 Bad Request\r\n[^]*\r\n\r\nBad Request$/);
+    const tooLarge = await rawExchange(port, `GET /app/ok HTTP/1.1\r\nHost: x\r\nx-big: ${'a'.repeat(70 * 1024)}\r\n\r\n`);
+    assert.match(tooLarge, /^HTTP\/1\.1 431 Request Header Fields Too Large\r\n/);
+    assert.deepEqual((await logLines(file('flags.log'), flags + 2)).slice(flags), ['- 400 DPE http1.codec_error "-"', '- 431 DPE http1.headers_too_large "-"']);
+    const [text] = (await logLines(file('mesh.log'), texts + 1)).slice(texts);
+    assert.match(text!, new RegExp(`^\\[[^\\]]+\\] "- - HTTP/1\\.1" 400 DPE http1\\.codec_error - "-" 0 11 \\d+ - "-" "-" "-" "-" "-" - - 127\\.0\\.0\\.1:${port} 127\\.0\\.0\\.1:\\d+ - -$`));
+  });
+
   it('a status_code_filter (>= 400) keeps only the failures', async () => {
     const lines = await logLines(file('errors.log'), 6);
     assert.ok(lines.every((l) => / (4|5)\d\d /.test(l)), lines.join('\n'));
@@ -183,12 +198,7 @@ describe('access logs', { timeout: 60_000 }, () => {
 
   it("a tcp_proxy connection's line at its close: byte counts, upstream, flags", async () => {
     const ask = 'GET /app/tcp HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n';
-    const got = await new Promise<string>((resolve) => {
-      let out = '';
-      const s = connect(boundPort(proxy, 'tcp'), '127.0.0.1', () => s.write(ask));
-      s.on('data', (d: Buffer) => (out += d.toString('latin1')));
-      s.on('close', () => resolve(out));
-    });
+    const got = await rawExchange(boundPort(proxy, 'tcp'), ask);
     assert.match(got, /^HTTP\/1\.1 200/);
     const refused = connect(boundPort(proxy, 'tcp-refused'), '127.0.0.1');
     refused.on('error', () => undefined);

@@ -18,7 +18,7 @@ import { loadBootstrap } from '../../src/dataplane/bootstrap.js';
 import { MeshProxy } from '../../src/dataplane/proxy.js';
 import { pack, TypeUrl } from '../../src/envoy/types.js';
 import { hcmFilter } from '../../src/networking/common.js';
-import { rawGet } from '../helpers/http.js';
+import { rawExchange, rawGet } from '../helpers/http.js';
 import { eventually } from '../helpers/proc.js';
 import { ISSUER, jwks, meshJwtAuthn, meshProvider, mint, testKey } from './fixtures.js';
 import { FixtureAds, listener, routeConfig, staticCluster, writeBootstrap } from './xds-fixtures.js';
@@ -26,22 +26,6 @@ import { FixtureAds, listener, routeConfig, staticCluster, writeBootstrap } from
 interface Seen {
   path: string;
   headers: IncomingHttpHeaders;
-}
-
-/**
- * Raw bytes to the proxy; the whole answer up to the connection's end (every request here ends
- * with the proxy closing: `connection: close`, an error, or an upgrade). The client does not
- * half-close: node:http, as Envoy, takes a client's FIN for the end of the connection.
- */
-function raw(port: number, bytes: string): Promise<string> {
-  return new Promise((resolve, reject) => {
-    const s = connect(port, '127.0.0.1', () => s.write(bytes));
-    let out = '';
-    s.setEncoding('latin1');
-    s.on('data', (d: string) => (out += d));
-    s.on('end', () => resolve(out));
-    s.on('error', reject);
-  });
 }
 
 function statusOf(answer: string): number {
@@ -132,28 +116,28 @@ describe('HTTP edge cases as Envoy (issue 11)', () => {
 
   it('request headers up to 60 KiB pass, more is 431', async () => {
     assert.equal((await rawGet(port, '/allowed/b', { 'x-big': 'a'.repeat(40 * 1024), ...auth() })).status, 200, 'above node\'s 16 KiB default');
-    const answer = await raw(port, `GET /allowed/b HTTP/1.1\r\nhost: x\r\nauthorization: Bearer ${token}\r\nx-big: ${'a'.repeat(61 * 1024)}\r\n\r\n`);
+    const answer = await rawExchange(port, `GET /allowed/b HTTP/1.1\r\nhost: x\r\nauthorization: Bearer ${token}\r\nx-big: ${'a'.repeat(61 * 1024)}\r\n\r\n`);
     assert.equal(statusOf(answer), 431, answer.slice(0, 200));
   });
 
   it('two Host headers are 400, even with a valid token', async () => {
-    const answer = await raw(port, `GET /allowed/c HTTP/1.1\r\nhost: one\r\nhost: two\r\nauthorization: Bearer ${token}\r\n\r\n`);
+    const answer = await rawExchange(port, `GET /allowed/c HTTP/1.1\r\nhost: one\r\nhost: two\r\nauthorization: Bearer ${token}\r\n\r\n`);
     assert.equal(statusOf(answer), 400, answer.slice(0, 200));
     assert.match(answer, /connection: close/i);
   });
 
   it('an absolute-form request target: RBAC sees its path as the path, its host is the authority', async () => {
     seen.length = 0;
-    const answer = await raw(port, `GET http://svc.example:8080/allowed/d?q=1 HTTP/1.1\r\nhost: other\r\nauthorization: Bearer ${token}\r\nconnection: close\r\n\r\n`);
+    const answer = await rawExchange(port, `GET http://svc.example:8080/allowed/d?q=1 HTTP/1.1\r\nhost: other\r\nauthorization: Bearer ${token}\r\nconnection: close\r\n\r\n`);
     assert.equal(statusOf(answer), 200, answer.slice(0, 300));
     assert.deepEqual({ path: seen[0]?.path, host: seen[0]?.headers.host }, { path: '/allowed/d?q=1', host: 'svc.example:8080' });
-    const denied = await raw(port, `GET http://svc.example/elsewhere HTTP/1.1\r\nhost: x\r\nauthorization: Bearer ${token}\r\nconnection: close\r\n\r\n`);
+    const denied = await rawExchange(port, `GET http://svc.example/elsewhere HTTP/1.1\r\nhost: x\r\nauthorization: Bearer ${token}\r\nconnection: close\r\n\r\n`);
     assert.equal(statusOf(denied), 403, 'RBAC still decides on the path');
   });
 
   it('WebSocket upgrades are enabled on the mesh\'s HCM and pass through jwt_authn and rbac', async () => {
     const ws = (headers: Record<string, string>) =>
-      raw(port, `GET /allowed/ws HTTP/1.1\r\nhost: x\r\nconnection: Upgrade\r\nupgrade: websocket\r\nsec-websocket-version: 13\r\nsec-websocket-key: dGhlIHNhbXBsZSBub25jZQ==\r\n${Object.entries(headers).map(([k, v]) => `${k}: ${v}\r\n`).join('')}\r\n`);
+      rawExchange(port, `GET /allowed/ws HTTP/1.1\r\nhost: x\r\nconnection: Upgrade\r\nupgrade: websocket\r\nsec-websocket-version: 13\r\nsec-websocket-key: dGhlIHNhbXBsZSBub25jZQ==\r\n${Object.entries(headers).map(([k, v]) => `${k}: ${v}\r\n`).join('')}\r\n`);
     assert.equal(statusOf(await ws(auth())), 101, 'a valid token upgrades');
     assert.equal(statusOf(await ws({ authorization: `Bearer ${badToken}` })), 401, 'a bad token is 401');
     assert.equal(statusOf(await ws({})), 403, 'no token: rbac denies');
@@ -161,7 +145,7 @@ describe('HTTP edge cases as Envoy (issue 11)', () => {
 
   it('an h2c upgrade request is served as a plain HTTP/1.1 request, through the filters', async () => {
     seen.length = 0;
-    const h2c = (headers: string) => raw(port, `GET /allowed/h2c HTTP/1.1\r\nhost: x\r\nconnection: Upgrade, HTTP2-Settings\r\nupgrade: h2c\r\nhttp2-settings: AAMAAABkAAQAAP__\r\n${headers}\r\n`);
+    const h2c = (headers: string) => rawExchange(port, `GET /allowed/h2c HTTP/1.1\r\nhost: x\r\nconnection: Upgrade, HTTP2-Settings\r\nupgrade: h2c\r\nhttp2-settings: AAMAAABkAAQAAP__\r\n${headers}\r\n`);
     const answer = await h2c(`authorization: Bearer ${token}\r\n`);
     assert.equal(statusOf(answer), 200, answer.slice(0, 300));
     assert.match(answer, /app saw \/allowed\/h2c/);

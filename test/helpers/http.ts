@@ -1,7 +1,7 @@
 // node:http servers on loopback for tests: listen on a free port, close with every connection;
 // one GET through an agent or on a fresh connection, with the path sent byte for byte.
 import { request, type Agent, type IncomingHttpHeaders, type Server } from 'node:http';
-import type { AddressInfo } from 'node:net';
+import { connect, type AddressInfo } from 'node:net';
 
 /** Listens on 127.0.0.1 at a free port and returns it. */
 export async function listen(server: Server): Promise<number> {
@@ -29,6 +29,22 @@ export function get(agent: Agent | false, port: number, path: string, headers: R
     });
     req.on('error', reject);
     req.end();
+  });
+}
+
+/**
+ * Raw bytes to a server on a fresh connection; the whole answer up to the connection's end (the
+ * server must close it: `connection: close`, an error, an upgrade). The client does not half-close:
+ * node:http, as Envoy, takes a client's FIN for the end of the connection.
+ */
+export function rawExchange(port: number, bytes: string): Promise<string> {
+  return new Promise((resolve, reject) => {
+    const s = connect(port, '127.0.0.1', () => s.write(bytes));
+    let out = '';
+    s.setEncoding('latin1');
+    s.on('data', (d: string) => (out += d));
+    s.on('end', () => resolve(out));
+    s.on('error', reject);
   });
 }
 

@@ -8,12 +8,13 @@ import { peerIdentityOf } from '../tls/peer.js';
 import type { AccessLogs } from './access-logs.js';
 import { StreamInfo } from './record.js';
 
-export function connectionInfo(socket: Socket, source: Address, destination: Address): StreamInfo {
+/** The record of a connection; `protocol` when it spoke HTTP (a request refused before it was parsed). */
+export function connectionInfo(socket: Socket, source: Address, destination: Address, protocol?: string): StreamInfo {
   const tls = (socket as Partial<TLSSocket>).encrypted === true;
   return new StreamInfo(
     { socket, directRemote: source, remote: source, local: destination, requestedServerName: tls ? (socket as TLSSocket).servername || '' : '', peer: peerIdentityOf(socket) },
     undefined,
-    undefined,
+    protocol,
   );
 }
 

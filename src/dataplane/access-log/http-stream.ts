@@ -11,6 +11,9 @@ import { ResponseFlag } from '../../envoy/response-flags.js';
 import { requestComplete, type DownstreamRequest, type DownstreamResponse } from '../http-codec.js';
 import type { AccessLogs } from './access-logs.js';
 import { StreamInfo, type DownstreamInfo } from './record.js';
+import { connectionInfo } from './connection.js';
+import { normalizeIp } from '../../envoy/matchers.js';
+import { connectionDestination } from '../original-dst.js';
 
 const STREAM_INFO = Symbol('streamInfo');
 
@@ -68,6 +71,19 @@ export function logHttpStream(logs: AccessLogs, sreq: StreamRequest, req: Downst
     }
     logs.log(info);
   });
+}
+
+/**
+ * The line of an HTTP/1.1 request answered before it was parsed (a codec error, a head that never
+ * all arrived): only the connection is known, so the request's operators show `-`.
+ */
+export function logUnparsedRequest(logs: AccessLogs, socket: Duplex, reply: LocalReply): void {
+  const s = socket as Socket;
+  const info = connectionInfo(s, { address: normalizeIp(s.remoteAddress ?? ''), port: s.remotePort ?? 0 }, connectionDestination(s), 'HTTP/1.1');
+  info.localReply(reply);
+  info.bytesSent = Buffer.byteLength(reply.body);
+  info.ended();
+  logs.log(info);
 }
 
 /** Starts the record of an upgrade request (WebSocket); its line is written when the connection closes. */

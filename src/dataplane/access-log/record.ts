@@ -7,7 +7,8 @@ import { performance } from 'node:perf_hooks';
 import type { Socket } from 'node:net';
 import type { LocalReply } from '../../envoy/filter.js';
 import type { Address, PeerIdentity, StreamRequest } from '../../envoy/request.js';
-import { grpcStatusOf } from '../http-codec.js';
+import { normalizeIp } from '../../envoy/matchers.js';
+import { grpcStatusOf, type UpstreamConnection } from '../http-codec.js';
 import type { Endpoint } from '../upstream-pools.js';
 
 declare module '../../envoy/request.js' {
@@ -103,8 +104,15 @@ export class StreamInfo {
     this.attemptCount = attempt;
   }
 
-  /** The upstream's response head arrived and goes downstream. */
-  upstreamResponse(status: number, headers: LoggedHeaders): void {
+  /** The upstream connection's own end (%UPSTREAM_LOCAL_ADDRESS%), read from the socket while it is open. */
+  upstreamConnection(connection: UpstreamConnection | undefined): void {
+    const address = connection?.localAddress;
+    if (address) this.upstreamLocalAddress = addressString({ address: normalizeIp(address), port: connection.localPort ?? 0 });
+  }
+
+  /** The upstream's response head arrived (on `connection`) and goes downstream. */
+  upstreamResponse(status: number, headers: LoggedHeaders, connection?: UpstreamConnection): void {
+    this.upstreamConnection(connection);
     this.firstUpstreamRx ??= now();
     this.responseCode = status;
     this.responseCodeDetails = 'via_upstream';

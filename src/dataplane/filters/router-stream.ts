@@ -234,7 +234,7 @@ export class RouterStream implements Attempt, UpstreamRequest, BodyDone {
     for (const c of this.target.setCookies) headerSet.add('set-cookie', c);
     applyMutations(headerSet, this.target.responseHeaders);
     this.target.encode?.(out);
-    this.sreq.streamInfo?.upstreamResponse(up.status, out);
+    this.sreq.streamInfo?.upstreamResponse(up.status, out, up.connection);
     this.deps.responseStarts(res);
     if (up.endStream) {
       this.finish();

@@ -218,7 +218,7 @@ export class Router {
     });
     upstream.on('upgrade', (up, upSocket, upHead) => {
       // The 101 goes out as received, Connection/Upgrade included.
-      info?.upstreamResponse(up.statusCode ?? 101, up.headers);
+      info?.upstreamResponse(up.statusCode ?? 101, up.headers, upSocket);
       socket.write(rawHead(up.statusCode ?? 101, up.statusMessage ?? '', up.headersDistinct as Record<string, string[]>));
       if (upHead.length > 0) socket.write(upHead);
       if (head.length > 0) upSocket.write(head);
@@ -232,7 +232,7 @@ export class Router {
     upstream.on('response', (up) => {
       // The upstream declined the upgrade: relay its answer and close.
       const out: OutgoingHttpHeaders = { ...endToEndHeaders(up), connection: 'close' };
-      info?.upstreamResponse(up.statusCode ?? 502, out);
+      info?.upstreamResponse(up.statusCode ?? 502, out, up.socket);
       socket.write(rawHead(up.statusCode ?? 502, up.statusMessage ?? '', out));
       up.pipe(socket);
     });

@@ -332,7 +332,7 @@ export class ClientExchange implements UpstreamExchange, UpstreamBody {
     if (this.finished) return;
     this.answered = true;
     this.headAlone = true;
-    this.ev.head({ status, message, headers: endToEndMap(pairs) ?? {}, endStream: false }, this);
+    this.ev.head({ status, message, headers: endToEndMap(pairs) ?? {}, endStream: false, connection: this.conn.socket }, this);
   }
 
   /**

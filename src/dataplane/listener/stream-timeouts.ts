@@ -24,7 +24,7 @@
 // - HTTP/2 request: one timer per session, refreshed while streams wait, sweeping their start
 //   times. Request head: node:http2 hands a stream over only once its header block is whole, so
 //   there is no head in progress to time.
-import { ServerResponse, STATUS_CODES, type ServerOptions } from 'node:http';
+import { ServerResponse, type ServerOptions } from 'node:http';
 import { Http2ServerResponse, type ServerHttp2Session, type ServerHttp2Stream } from 'node:http2';
 import type { Socket } from 'node:net';
 import type { Duplex } from 'node:stream';
@@ -67,9 +67,6 @@ export function http1ServerTimeouts(limits: StreamTimeoutLimits): Pick<ServerOpt
 function checkMs(ms: number): number {
   return Math.min(Math.max(Math.floor(ms / CHECKS_PER_TIMEOUT), MIN_CHECK_MS), MAX_CHECK_MS);
 }
-
-/** What node answers to a request its parser refuses, by error code (400 otherwise), kept now that 'clientError' has a listener. */
-const CLIENT_ERROR_STATUS: Readonly<Record<string, number>> = { HPE_HEADER_OVERFLOW: 431, HPE_CHUNK_EXTENSIONS_OVERFLOW: 413 };
 
 /** The stream timeouts of one connection manager's servers. */
 export class StreamTimeouts implements StreamTimerHost {
@@ -139,14 +136,14 @@ export class StreamTimeouts implements StreamTimerHost {
 
   /**
    * The HTTP/1.1 server's 'clientError': node's request timeouts become Envoy's; anything else
-   * its parser refused gets node's answer as before.
+   * its parser refused is the connection manager's protocol error (its reply and log line), unless
+   * a response is already on the wire.
    */
   onClientError(e: NodeJS.ErrnoException, socket: Duplex): void {
     const res = this.connections.of(socket)?.response;
     if (e.code !== 'ERR_HTTP_REQUEST_TIMEOUT') {
-      const status = CLIENT_ERROR_STATUS[e.code ?? ''] ?? 400;
-      if (socket.writable && !res?.headersSent) socket.write(`HTTP/1.1 ${status} ${STATUS_CODES[status]}\r\nConnection: close\r\n\r\n`);
-      socket.destroy(e);
+      if (socket.writable && !res?.headersSent) this.handler.protocolError(e.code, socket);
+      else socket.destroy(e);
       return;
     }
     if (res === undefined) this.expireHead(this.headFirst, socket);

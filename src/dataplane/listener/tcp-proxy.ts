@@ -18,7 +18,7 @@ import { compileTunnel, openTunnel, TUNNEL_READY, type TunnelSpec } from './tcp-
 import { ResponseFlag } from '../../envoy/response-flags.js';
 import { compileAccessLogs, type AccessLogs } from '../access-log/access-logs.js';
 import { connectionInfo, readConnectionBytes } from '../access-log/connection.js';
-import { addressString, type StreamInfo } from '../access-log/record.js';
+import type { StreamInfo } from '../access-log/record.js';
 
 const log = scope('conn_handler');
 
@@ -164,8 +164,7 @@ class TcpChain extends Chain {
       connected = true;
       cluster.report?.(endpoint, 'connected');
       if (info) {
-        const local = up as Partial<Socket>;
-        if (local.localAddress) info.upstreamLocalAddress = addressString({ address: normalizeIp(local.localAddress), port: local.localPort ?? 0 });
+        info.upstreamConnection(up as Partial<Socket>);
         if (this.accessLogs?.onConnected) logConnection(this.accessLogs, info, down);
       }
       down.pipe(up);
