@@ -1,7 +1,8 @@
 // Circuit breakers and outlier detection through a real connection manager and the real cluster
 // manager: Cluster messages as CDS delivers them, upstream servers on loopback.
 import assert from 'node:assert/strict';
-import { Agent, createServer, type Server } from 'node:http';
+import { Agent, createServer, type IncomingMessage, type Server } from 'node:http';
+import type { Duplex } from 'node:stream';
 import { after, describe, it } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { create, type MessageInitShape } from '@bufbuild/protobuf';
@@ -22,6 +23,7 @@ import { buildHcmForFilterChain } from '../../src/dataplane/http-connection-mana
 import { StatsStore } from '../../src/dataplane/stats.js';
 import { HCM_FILTER_NAME } from '../../src/envoy/names.js';
 import { close, get, listen } from '../helpers/http.js';
+import { answerUpgrades, openUpgrade, upgradeVia } from './upgrade-fixtures.js';
 
 interface Protections {
   circuitBreakers?: MessageInitShape<typeof CircuitBreakersSchema>;
@@ -53,12 +55,12 @@ async function upstream(status: number | 'hang'): Promise<{ port: number; hits: 
 const endpoint = (port: number) => ({ hostIdentifier: { case: 'endpoint' as const, value: { address: { address: { case: 'socketAddress' as const, value: { address: '127.0.0.1', portSpecifier: { case: 'portValue' as const, value: port } } } } } } });
 
 /** A proxy whose only route goes to a cluster made of `ports` with `extra` (as CDS sends it). */
-function proxy(name: string, ports: number[], extra: Protections): Promise<number> {
-  return proxyOver(name, [{ lbEndpoints: ports.map(endpoint) }], extra);
+function proxy(name: string, ports: number[], extra: Protections, upgrades = false): Promise<number> {
+  return proxyOver(name, [{ lbEndpoints: ports.map(endpoint) }], extra, undefined, upgrades);
 }
 
-/** The same over localities of its own (priorities, EDS health statuses); `retryPolicy`: the route's. */
-async function proxyOver(name: string, localities: Localities, extra: Protections, retryPolicy?: MessageInitShape<typeof RetryPolicySchema>): Promise<number> {
+/** The same over localities of its own (priorities, EDS health statuses); `retryPolicy`: the route's; `upgrades`: WebSocket allowed. */
+async function proxyOver(name: string, localities: Localities, extra: Protections, retryPolicy?: MessageInitShape<typeof RetryPolicySchema>, upgrades = false): Promise<number> {
   const clusters = [...cm.dynamicMessages(), create(ClusterSchema, { name, loadAssignment: { clusterName: name, endpoints: localities }, ...extra })];
   cm.commit(cm.prepare(clusters, new Map()));
   const hcm = create(HttpConnectionManagerSchema, {
@@ -68,9 +70,11 @@ async function proxyOver(name: string, localities: Localities, extra: Protection
       value: { virtualHosts: [{ name: 'v', domains: ['*'], routes: [{ match: { pathSpecifier: { case: 'prefix', value: '/' } }, action: { case: 'route', value: { clusterSpecifier: { case: 'cluster', value: name }, timeout: { seconds: 5n }, ...(retryPolicy ? { retryPolicy } : {}) } } }] }] },
     },
     httpFilters: [{ name: 'envoy.filters.http.router', configType: { case: 'typedConfig', value: anyPack(RouterSchema, create(RouterSchema, {})) } }],
+    upgradeConfigs: upgrades ? [{ upgradeType: 'websocket' }] : [],
   });
   const handler = buildHcmForFilterChain(create(FilterChainSchema, { filters: [{ name: HCM_FILTER_NAME, configType: { case: 'typedConfig', value: anyPack(HttpConnectionManagerSchema, hcm) } }] }), { clusters: cm });
   const server = createServer((req, res) => handler.handle(req, res));
+  server.on('upgrade', (req: IncomingMessage, socket: Duplex, head: Buffer) => handler.handleUpgrade(req, socket, head));
   servers.push(server);
   return listen(server);
 }
@@ -96,6 +100,25 @@ describe('cluster protections', () => {
     assert.equal((await first).status, 504);
     await second;
     assert.equal((await send(port, '/4')).status, 504);
+  });
+
+  it('an upgrade (WebSocket) is one of max_requests while its tunnel is open: over the limit 503 UO, admitted again once it closes', async () => {
+    const ws = createServer();
+    answerUpgrades(ws);
+    servers.push(ws);
+    const port = await proxy('breaker-ws', [await listen(ws)], { circuitBreakers: { thresholds: [{ maxRequests: 1 }] } }, true);
+    const held = await openUpgrade(port);
+    assert.equal(held.status, 101);
+    const overflowed = counter('breaker-ws', 'upstream_rq_503');
+    assert.equal((await upgradeVia(port)).status, 503);
+    assert.equal(counter('breaker-ws', 'upstream_rq_503'), overflowed + 1);
+    held.socket!.destroy();
+    let again = await upgradeVia(port);
+    for (let i = 0; again.status !== 101 && i < 50; i++) {
+      await sleep(20);
+      again = await upgradeVia(port);
+    }
+    assert.deepEqual(again, { status: 101, echoed: 'HELLO', xPath: '/ws' });
   });
 
   it('retry_budget replaces max_retries: retries in flight up to budget_percent of the requests in flight, at least min_retry_concurrency', async () => {

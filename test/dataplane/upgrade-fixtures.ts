@@ -12,16 +12,24 @@ export interface UpgradeOutcome {
 }
 
 /** Asks `port` for an upgrade; on 101 sends "hello" through the tunnel and returns what comes back. */
-export function upgradeVia(port: number, headers: Record<string, string> = {}): Promise<UpgradeOutcome> {
+export async function upgradeVia(port: number, headers: Record<string, string> = {}): Promise<UpgradeOutcome> {
+  const opened = await openUpgrade(port, headers);
+  const socket = opened.socket;
+  if (!socket) return { status: opened.status };
+  return new Promise((resolve) => {
+    socket.once('data', (d: Buffer) => {
+      socket.destroy();
+      resolve({ status: opened.status, echoed: d.toString(), xPath: opened.xPath });
+    });
+    socket.write('hello');
+  });
+}
+
+/** Asks `port` for an upgrade: its status, and on 101 the open tunnel (the caller closes it). */
+export function openUpgrade(port: number, headers: Record<string, string> = {}): Promise<{ status: number; socket?: Duplex; xPath?: string }> {
   return new Promise((resolve, reject) => {
     const req = request({ host: '127.0.0.1', port, path: '/ws', headers: { connection: 'Upgrade', upgrade: 'websocket', ...headers } });
-    req.on('upgrade', (res, socket) => {
-      socket.once('data', (d: Buffer) => {
-        socket.destroy();
-        resolve({ status: res.statusCode ?? 0, echoed: d.toString(), xPath: String(res.headers['x-path']) });
-      });
-      socket.write('hello');
-    });
+    req.on('upgrade', (res, socket) => resolve({ status: res.statusCode ?? 0, socket, xPath: String(res.headers['x-path']) }));
     req.on('response', (res) => {
       res.resume();
       resolve({ status: res.statusCode ?? 0 });

@@ -193,6 +193,16 @@ export class Router {
   forwardUpgrade(req: IncomingMessage, socket: Duplex, head: Buffer, sreq: StreamRequest, target: Target, requestId: string | undefined): void {
     const sendLocalRaw = this.deps.sendLocalRaw;
     const { cluster, endpoint, path, headers } = target;
+    // An upgrade is a request of its cluster's while it lasts, as in Envoy's HTTP/1.1 pool: over
+    // max_requests it is 503 UO, and its admission is held until the connection closes.
+    const admitted = cluster.breaker?.admit();
+    if (cluster.breaker && !admitted) {
+      cluster.responses?.response(OVERFLOW.status);
+      sendLocalRaw(socket, OVERFLOW, requestId);
+      socket.end();
+      return;
+    }
+    if (admitted) socket.once('close', admitted);
     headers.connection = 'Upgrade';
     headers.upgrade = req.headers.upgrade;
     // An upgraded connection leaves the pool for good: its own socket, made as the cluster makes
