@@ -9,6 +9,7 @@ import type { Endpoint, UpstreamOptions } from './upstream-pools.js';
 import type { Http2Pool } from './http2-pool.js';
 import type { RequestHeaders } from '../envoy/request.js';
 import { lowerCase } from '../common/lower-case.js';
+import { grpcStatusOfHttp } from '../envoy/grpc-status.js';
 import type { LocalReply } from '../envoy/filter.js';
 import type { StatCounter } from './stats.js';
 
@@ -119,33 +120,12 @@ export function isGrpc(contentType: string | undefined): boolean {
   return contentType !== undefined && GRPC_CONTENT_TYPE.test(contentType.trim());
 }
 
-/** gRPC's mapping of an HTTP status to a gRPC status code (UNKNOWN when it has none). */
-export function grpcStatusOf(httpStatus: number): number {
-  switch (httpStatus) {
-    case 400:
-      return 13; // INTERNAL
-    case 401:
-      return 16; // UNAUTHENTICATED
-    case 403:
-      return 7; // PERMISSION_DENIED
-    case 404:
-      return 12; // UNIMPLEMENTED
-    case 429:
-    case 502:
-    case 503:
-    case 504:
-      return 14; // UNAVAILABLE
-    default:
-      return 2; // UNKNOWN
-  }
-}
-
 /**
  * A local reply to a gRPC request, as Envoy sends it: HTTP 200 whose grpc-status is the HTTP
  * status's gRPC equivalent and whose grpc-message is the reply's body.
  */
 export function grpcReply(reply: LocalReply): { status: number; headers: OutgoingHttpHeaders } {
-  const headers: OutgoingHttpHeaders = { ...reply.headers, 'content-type': 'application/grpc', 'grpc-status': String(reply.grpcStatus ?? grpcStatusOf(reply.status)) };
+  const headers: OutgoingHttpHeaders = { ...reply.headers, 'content-type': 'application/grpc', 'grpc-status': String(reply.grpcStatus ?? grpcStatusOfHttp(reply.status)) };
   if (reply.body) headers['grpc-message'] = grpcMessage(reply.body);
   return { status: 200, headers };
 }

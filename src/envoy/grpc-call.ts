@@ -9,19 +9,9 @@ import { connect as http2Connect, constants, type ClientHttp2Session, type Clien
 import { connect as netConnect } from 'node:net';
 import { fromBinary, toBinary, type DescMessage, type DescMethod, type MessageShape } from '@bufbuild/protobuf';
 
-/** The gRPC status codes these calls produce or act on. */
-export const GrpcStatus = {
-  OK: 0,
-  CANCELLED: 1,
-  UNKNOWN: 2,
-  DEADLINE_EXCEEDED: 4,
-  PERMISSION_DENIED: 7,
-  RESOURCE_EXHAUSTED: 8,
-  UNIMPLEMENTED: 12,
-  INTERNAL: 13,
-  UNAVAILABLE: 14,
-  UNAUTHENTICATED: 16,
-} as const;
+import { GrpcStatus, grpcStatusOfHttp } from './grpc-status.js';
+
+export { GrpcStatus };
 
 export interface CallStatus {
   readonly code: number;
@@ -47,16 +37,6 @@ const WINDOW_BYTES = 1 << 20;
 
 /** A method of a generated service: its path and message types. */
 export type GrpcMethod<I extends DescMessage, O extends DescMessage> = Pick<DescMethod, 'name' | 'parent'> & { readonly input: I; readonly output: O };
-
-/** The HTTP status of a response that is not gRPC, as the gRPC spec maps it. */
-function statusOfHttp(status: number): number {
-  if (status === 400) return GrpcStatus.INTERNAL;
-  if (status === 401) return GrpcStatus.UNAUTHENTICATED;
-  if (status === 403) return GrpcStatus.PERMISSION_DENIED;
-  if (status === 404) return GrpcStatus.UNIMPLEMENTED;
-  if (status === 429 || status === 502 || status === 503 || status === 504) return GrpcStatus.UNAVAILABLE;
-  return GrpcStatus.UNKNOWN;
-}
 
 /** gRPC codes of the HTTP/2 reset codes grpc-js distinguishes; any other reset is INTERNAL. */
 const RESET_STATUS: Readonly<Record<number, number>> = {
@@ -211,7 +191,7 @@ export class GrpcCall<I extends DescMessage, O extends DescMessage> extends Even
 
   private onHead(h: IncomingHttpHeaders & IncomingHttpStatusHeader): void {
     const http = h[':status'] ?? 0;
-    if (http !== 200) return this.cancel({ code: statusOfHttp(http), details: `Received HTTP status code ${http}` });
+    if (http !== 200) return this.cancel({ code: grpcStatusOfHttp(http), details: `Received HTTP status code ${http}` });
     const type = h['content-type'] ?? '';
     if (!type.startsWith('application/grpc')) return this.cancel({ code: GrpcStatus.UNKNOWN, details: `Received content-type ${JSON.stringify(type)}, not gRPC` });
     // A trailers-only response: the status is in the headers, and no message follows.

@@ -8,7 +8,7 @@ import { FractionalPercent_DenominatorType } from '../../gen/envoy/type/v3/perce
 import { ConfigError } from '../../envoy/config-error.js';
 import { compileHeaderMatcher } from '../../envoy/matchers.js';
 import { responseFlagOf } from '../../envoy/response-flags.js';
-import { grpcStatusOf } from '../http-codec.js';
+import { grpcStatusOfHttp } from '../../envoy/grpc-status.js';
 import type { StreamInfo } from './record.js';
 
 export type LogFilter = (info: StreamInfo) => boolean;
@@ -59,7 +59,7 @@ function grpcStatus(info: StreamInfo): number {
     const v = h?.['grpc-status'];
     return v === undefined ? undefined : Number(Array.isArray(v) ? v[0] : v);
   };
-  return read(info.responseTrailers) ?? read(info.responseHeaders) ?? info.grpcLocalStatus ?? (info.responseCode === 0 ? 2 : grpcStatusOf(info.responseCode));
+  return read(info.responseTrailers) ?? read(info.responseHeaders) ?? info.grpcLocalStatus ?? (info.responseCode === 0 ? 2 : grpcStatusOfHttp(info.responseCode));
 }
 
 export function compileLogFilter(f: AccessLogFilter, field: string): LogFilter {

@@ -8,7 +8,8 @@ import { ConfigError } from '../../envoy/config-error.js';
 import type { Command, CommandName, ExtensionCommandName } from '../../envoy/format-commands.js';
 import { pathOnly } from '../../envoy/request.js';
 import { responseFlagsString } from '../../envoy/response-flags.js';
-import { grpcStatusOf, isGrpc } from '../http-codec.js';
+import { isGrpc } from '../http-codec.js';
+import { grpcStatusOfHttp } from '../../envoy/grpc-status.js';
 import { addressString, type LoggedHeaders, type StreamInfo } from './record.js';
 import { compileStartTime } from './start-time.js';
 
@@ -90,7 +91,7 @@ function grpcStatus(info: StreamInfo): number | undefined {
   if (!isGrpc(requestHeader(info, 'content-type'))) return undefined;
   const v = responseHeader(info.responseTrailers, 'grpc-status') ?? responseHeader(info.responseHeaders, 'grpc-status');
   if (v !== undefined && /^\d+$/.test(v)) return Number(v);
-  return info.grpcLocalStatus ?? (info.responseCode === 0 ? undefined : grpcStatusOf(info.responseCode));
+  return info.grpcLocalStatus ?? (info.responseCode === 0 ? undefined : grpcStatusOfHttp(info.responseCode));
 }
 
 const GRPC_FORMATS: Readonly<Record<string, (s: number) => LogValue>> = {

@@ -8,7 +8,8 @@ import type { Socket } from 'node:net';
 import type { LocalReply } from '../../envoy/filter.js';
 import type { Address, PeerIdentity, StreamRequest } from '../../envoy/request.js';
 import { normalizeIp } from '../../envoy/matchers.js';
-import { grpcStatusOf, type UpstreamConnection } from '../http-codec.js';
+import type { UpstreamConnection } from '../http-codec.js';
+import { grpcStatusOfHttp } from '../../envoy/grpc-status.js';
 import type { Endpoint } from '../upstream-pools.js';
 
 declare module '../../envoy/request.js' {
@@ -87,7 +88,7 @@ export class StreamInfo {
     this.responseCodeDetails = r.details;
     if (r.responseFlag) this.responseFlags |= r.responseFlag;
     this.responseHeaders = r.headers;
-    this.grpcLocalStatus = r.grpcStatus ?? grpcStatusOf(r.status);
+    this.grpcLocalStatus = r.grpcStatus ?? grpcStatusOfHttp(r.status);
   }
 
   /** The proxy resets a stream whose response had begun (an upstream reset, a timeout): its flag and details. */
