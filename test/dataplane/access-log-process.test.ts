@@ -2,10 +2,6 @@
 // bin/ runs dist/): the stdout logger's lines on the process's stdout, and one file that the main
 // process and its workers (--concurrency) all append whole lines to.
 import assert from 'node:assert/strict';
-import { mkdtempSync, rmSync } from 'node:fs';
-import { createServer, type Server } from 'node:http';
-import type { AddressInfo } from 'node:net';
-import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { freePort } from '../../samples/local-mesh.js';
@@ -13,29 +9,20 @@ import { TypeUrl } from '../../src/envoy/types.js';
 import { rawGet } from '../helpers/http.js';
 import { eventually, Running, start } from '../helpers/proc.js';
 import { fileLog, logLines, stdoutLog } from './access-log-fixtures.js';
-import { FixtureAds, hcmChain, listener, staticCluster, writeBootstrap } from './xds-fixtures.js';
+import { appBehindAds, hcmChain, listener, writeBootstrap } from './xds-fixtures.js';
 
 describe('mesh-proxy process access logs', { timeout: 60_000 }, () => {
-  let dir: string;
-  let ads: FixtureAds;
-  let app: Server;
+  let ground: Awaited<ReturnType<typeof appBehindAds>>;
 
   before(async () => {
-    dir = mkdtempSync(join(tmpdir(), 'access-log-proc-'));
-    app = createServer((_req, res) => res.end('ok'));
-    await new Promise<void>((r) => app.listen(0, '127.0.0.1', r));
-    ads = await new FixtureAds().listen();
-    ads.set(TypeUrl.Cluster, [staticCluster('app', [(app.address() as AddressInfo).port])]);
+    ground = await appBehindAds('access-log-proc-', (_req, res) => res.end('ok'));
   });
 
-  after(() => {
-    ads.close();
-    app.close();
-    rmSync(dir, { recursive: true, force: true });
-  });
+  after(() => ground.close());
 
   it('the stdout logger writes to the process stdout; with --concurrency 2 both processes append whole lines to one file', async () => {
     const [adminPort, port] = await Promise.all([freePort(), freePort()]);
+    const { dir, ads } = ground;
     const shared = join(dir, 'shared.log');
     const format = { text: 'ALOG %REQ(:PATH)% %RESPONSE_CODE% %UPSTREAM_CLUSTER%\n' };
     ads.set(TypeUrl.Listener, [listener('inbound', port, [hcmChain({ cluster: 'app', accessLog: [stdoutLog(format), fileLog(shared, format)] })])]);

@@ -3,17 +3,13 @@
 // still applies the others (Envoy's per-listener LDS) and NACKs naming the bad one.
 // (run `npx tsc -p tsconfig.json` first: bin/ runs dist/)
 import assert from 'node:assert/strict';
-import { mkdtempSync, rmSync } from 'node:fs';
-import { createServer, type Server } from 'node:http';
-import { createServer as createTcpServer, type AddressInfo } from 'node:net';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { createServer as createTcpServer } from 'node:net';
 import { after, before, describe, it } from 'node:test';
 import { freePort } from '../../samples/local-mesh.js';
 import { TypeUrl } from '../../src/envoy/types.js';
 import { rawGet } from '../helpers/http.js';
 import { eventually, Running, start } from '../helpers/proc.js';
-import { FixtureAds, hcmChain, listener, staticCluster, writeBootstrap, type HcmOptions } from './xds-fixtures.js';
+import { appBehindAds, FixtureAds, hcmChain, listener, writeBootstrap, type HcmOptions } from './xds-fixtures.js';
 
 
 /**
@@ -53,21 +49,13 @@ async function listenerDump(adminPort: number): Promise<{ text: string; listener
 describe('updates as reported are enforced (issue 11)', () => {
   let dir: string;
   let ads: FixtureAds;
-  let app: Server;
+  let close: () => void;
 
   before(async () => {
-    dir = mkdtempSync(join(tmpdir(), 'mesh-proxy-consistency-'));
-    app = createServer((req, res) => res.end(`app saw ${req.url}`));
-    await new Promise<void>((r) => app.listen(0, '127.0.0.1', r));
-    ads = await new FixtureAds().listen();
-    ads.set(TypeUrl.Cluster, [staticCluster('app', [(app.address() as AddressInfo).port])]);
+    ({ dir, ads, close } = await appBehindAds('mesh-proxy-consistency-', (req, res) => res.end(`app saw ${req.url}`)));
   });
 
-  after(() => {
-    ads.close();
-    app.close();
-    rmSync(dir, { recursive: true, force: true });
-  });
+  after(() => close());
 
   it('--concurrency 3: once /config_dump shows a policy, every new connection is decided on it', async () => {
     const [adminPort, port] = await Promise.all([freePort(), freePort()]);

@@ -2,6 +2,8 @@
 // the Envoy messages the proxy tests send and a bootstrap file pointing at the server.
 import assert from 'node:assert/strict';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { createServer, type RequestListener } from 'node:http';
+import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { create, type MessageInitShape } from '@bufbuild/protobuf';
@@ -211,7 +213,6 @@ export function boundPort(proxy: MeshProxy, name: string): number {
   return l.bound.port;
 }
 
-/** A proxy on the fixture ADS at `adsPort` (no admin port), started, once `listeners` of its listeners are bound. */
 /**
  * A proxy of its own temporary directory whose ADS server gives it `clusters` and `listeners`,
  * started once every listener is bound; `stop` ends the proxy and the ADS server and removes the
@@ -233,9 +234,31 @@ export async function startFixtureProxy(clusters: readonly FixtureResource[], li
   };
 }
 
+/** A proxy on the fixture ADS at `adsPort` (no admin port), started, once `listeners` of its listeners are bound. */
 export async function startBoundProxy(dir: string, adsPort: number, listeners: number, drainTimeMs = 1_000): Promise<MeshProxy> {
   const proxy = new MeshProxy({ bootstrap: loadBootstrap({ path: writeBootstrap(dir, adsPort, 0) }), drainTimeMs, initialBackoffMs: 50 });
   await proxy.start();
   await eventually(() => assert.equal(proxy.listeners.info().filter((l) => l.bound).length, listeners), 10_000);
   return proxy;
+}
+
+/**
+ * The ground of a test that runs mesh-proxy: a temporary directory, an app on loopback answering
+ * with `handler`, and an ADS server giving the cluster `app` for it; `close` ends all three.
+ */
+export async function appBehindAds(prefix: string, handler: RequestListener): Promise<{ dir: string; ads: FixtureAds; close(): void }> {
+  const dir = mkdtempSync(join(tmpdir(), prefix));
+  const app = createServer(handler);
+  await new Promise<void>((r) => app.listen(0, '127.0.0.1', r));
+  const ads = await new FixtureAds().listen();
+  ads.set(TypeUrl.Cluster, [staticCluster('app', [(app.address() as AddressInfo).port])]);
+  return {
+    dir,
+    ads,
+    close() {
+      ads.close();
+      app.close();
+      rmSync(dir, { recursive: true, force: true });
+    },
+  };
 }
