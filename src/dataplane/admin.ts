@@ -51,6 +51,8 @@ export interface AdminTarget {
   collectStats?(): Promise<void>;
   /** Log levels changed through /logging. */
   logLevelsChanged?(): void;
+  /** /reopen_logs: every process's access log files are opened again. */
+  reopenLogs(): void;
 }
 
 type Handler = (req: IncomingMessage, res: ServerResponse, url: URL) => void | Promise<void>;
@@ -275,6 +277,10 @@ export function adminMux(t: AdminTarget): Mux {
     }))
     .handle('/drain_listeners', 'POST: drain listeners; ?inboundonly, ?graceful', postOnly((_req, res, url) => {
       t.drainListeners({ inboundOnly: url.searchParams.has('inboundonly'), graceful: url.searchParams.has('graceful') });
+      sendText(res, 200, 'OK\n');
+    }))
+    .handle('/reopen_logs', 'POST: reopen access log files (after rotation)', postOnly((_req, res) => {
+      t.reopenLogs();
       sendText(res, 200, 'OK\n');
     }))
     .handle('/quitquitquit', 'POST: exit cleanly', postOnly((_req, res) => {

@@ -17,6 +17,7 @@ import { statName, StatsStore } from './stats.js';
 import { SdsFetcher } from './tls/sds.js';
 import { SecretManager } from './tls/secrets.js';
 import { WorkerPool } from './workers.js';
+import { reopenAccessLogs } from './access-log/loggers.js';
 import { XdsApplier } from './xds-applier.js';
 
 const log = scope('main');
@@ -135,6 +136,12 @@ export class MeshProxy implements AdminTarget {
     this.workers?.logLevelsChanged();
   }
 
+  reopenLogs(): void {
+    log.info('reopening access log files');
+    reopenAccessLogs();
+    this.workers?.reopenLogs();
+  }
+
   quit(): void {
     log.info('quit requested through the admin API');
     void this.stop();
@@ -190,12 +197,17 @@ export async function runMeshProxy(o: ProxyOptions): Promise<number> {
     void proxy.stop();
   };
   let proxyStopping = false;
+  // Envoy's SIGUSR1 (logrotate's postrotate): reopen the access logs. It replaces Node's default
+  // of opening the inspector, which a production proxy should not do on a signal anyway.
+  const onReopen = () => proxy.reopenLogs();
   process.on('SIGTERM', onSignal);
   process.on('SIGINT', onSignal);
+  process.on('SIGUSR1', onReopen);
   try {
     return await proxy.done;
   } finally {
     process.off('SIGTERM', onSignal);
     process.off('SIGINT', onSignal);
+    process.off('SIGUSR1', onReopen);
   }
 }

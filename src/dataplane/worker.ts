@@ -16,6 +16,7 @@ import { PROXY_COMPONENTS } from './logging.js';
 import { StatsStore } from './stats.js';
 import type { FromWorker, ToWorker, WireUpdate, WorkerInit, WorkerStats } from './workers.js';
 import { ResourceApplier } from './resource-applier.js';
+import { reopenAccessLogs } from './access-log/loggers.js';
 
 const log = scope('main');
 
@@ -164,6 +165,9 @@ function runWorker(): void {
         return;
       case 'log':
         applyLevels(m.levels);
+        return;
+      case 'reopen':
+        reopenAccessLogs();
         return;
       case 'stop':
         void (worker?.stop(m.drainTimeMs) ?? Promise.resolve()).finally(() => process.exit(0));

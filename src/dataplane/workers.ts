@@ -77,6 +77,7 @@ export type ToWorker =
   | { readonly t: 'drain'; readonly inboundOnly: boolean; readonly graceful: boolean }
   | { readonly t: 'stats'; readonly id: number }
   | { readonly t: 'log'; readonly levels: ReadonlyArray<readonly [string, Level]> }
+  | { readonly t: 'reopen' }
   | { readonly t: 'stop'; readonly drainTimeMs: number };
 
 /** Worker -> main process. */
@@ -228,6 +229,10 @@ export class WorkerPool {
   logLevelsChanged(): void {
     const levels = currentLevels();
     for (const w of this.workers.values()) w.send({ t: 'log', levels });
+  }
+
+  reopenLogs(): void {
+    for (const w of this.workers.values()) w.send({ t: 'reopen' });
   }
 
   /** Asks every worker for its counters; `samples` then returns them. */

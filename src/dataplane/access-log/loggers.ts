@@ -2,8 +2,10 @@
 // shared by every listener that logs there, as Envoy's access log manager shares them) or the
 // process's stdout / stderr. Lines are buffered and written asynchronously, once a second or
 // when 64 KiB are waiting (Envoy's file flush), never with a write per request; what is still
-// buffered when the process exits is written synchronously then.
-import { openSync, write, writeSync } from 'node:fs';
+// buffered when the process exits is written synchronously then. Files are reopened on request
+// (admin /reopen_logs, SIGUSR1), as Envoy does for log rotation: what was buffered goes to the old
+// file, what follows to the file now at the path.
+import { closeSync, openSync, write, writeSync } from 'node:fs';
 import { scope } from '../../common/log.js';
 import { ConfigError } from '../../envoy/config-error.js';
 
@@ -20,6 +22,8 @@ export interface LogSink {
 interface Output {
   write(chunk: Buffer, done: (e: Error | null | undefined) => void): void;
   writeNow(chunk: Buffer): void;
+  /** Opens the destination again (a file: whatever is at its path now); absent for stdout/stderr. */
+  reopen?(): void;
 }
 
 class BufferedSink implements LogSink {
@@ -28,6 +32,8 @@ class BufferedSink implements LogSink {
   private timer: NodeJS.Timeout | undefined = undefined;
   private writing = false;
   private failed = false;
+  /** A reopen asked for while a write was in flight: done once it completes, before the next one. */
+  private reopenWanted = false;
 
   constructor(
     private readonly name: string,
@@ -58,6 +64,7 @@ class BufferedSink implements LogSink {
     this.writing = true;
     this.out.write(chunk, (e) => {
       this.writing = false;
+      if (this.reopenWanted) this.reopenNow();
       if (e && !this.failed) {
         this.failed = true;
         log.error(`access log ${this.name}: ${e.message}; lines are lost until a write succeeds`);
@@ -66,6 +73,23 @@ class BufferedSink implements LogSink {
       if (this.size >= FLUSH_BYTES) this.flush();
       else if (this.pending.length > 0) this.timer ??= setTimeout(() => this.flush(), FLUSH_INTERVAL_MS).unref();
     });
+  }
+
+  /** Reopens the destination once no write is in flight on it (the old descriptor is closed then). */
+  reopen(): void {
+    if (!this.out.reopen) return;
+    this.reopenWanted = true;
+    if (!this.writing) this.reopenNow();
+  }
+
+  private reopenNow(): void {
+    this.reopenWanted = false;
+    this.flushNow();
+    try {
+      this.out.reopen?.();
+    } catch (e) {
+      log.error(`access log ${this.name}: cannot reopen: ${(e as NodeJS.ErrnoException).code ?? (e as Error).message}; lines still go to the file it had open`);
+    }
   }
 
   flushNow(): void {
@@ -80,11 +104,20 @@ class BufferedSink implements LogSink {
   }
 }
 
-/** A file descriptor's writes, the rest of a partial write included. */
-function fileOutput(fd: number): Output {
+/** A file's writes, appended, the rest of a partial write included; reopening swaps the descriptor (the sink calls it between writes). */
+function fileOutput(path: string): Output {
+  let fd = openSync(path, 'a');
   const writeAll = (chunk: Buffer, done: (e: Error | null) => void): void =>
     write(fd, chunk, 0, chunk.length, null, (e, n) => (e || n >= chunk.length ? done(e) : writeAll(chunk.subarray(n), done)));
-  return { write: writeAll, writeNow: (chunk) => void writeSync(fd, chunk) };
+  return {
+    write: writeAll,
+    writeNow: (chunk) => void writeSync(fd, chunk),
+    reopen() {
+      const next = openSync(path, 'a');
+      closeSync(fd);
+      fd = next;
+    },
+  };
 }
 
 function streamOutput(stream: NodeJS.WriteStream, fd: number): Output {
@@ -124,11 +157,16 @@ export function fileSink(path: string, field: string): LogSink {
   if (path === '/dev/stderr') return stderrSink();
   return sinkOf(path, () => {
     try {
-      return fileOutput(openSync(path, 'a'));
+      return fileOutput(path);
     } catch (e) {
       throw new ConfigError(field, `cannot open access log file ${path}: ${(e as NodeJS.ErrnoException).code ?? (e as Error).message}`);
     }
   });
+}
+
+/** Reopens every access log file of this process (admin /reopen_logs, SIGUSR1), e.g. after logrotate moved them. */
+export function reopenAccessLogs(): void {
+  for (const s of sinks.values()) s.reopen();
 }
 
 /** Writes everything buffered now (tests, and a proxy that stops without exiting). */
