@@ -18,6 +18,10 @@ import { exchange } from '../helpers/tcp.js';
 import { freePort } from '../../samples/local-mesh.js';
 import { downstreamTls, meshCa, meshTls, sidecar, spiffe, tlsInspector, workload, type MeshCa } from './tls-fixtures.js';
 import { listener, staticCluster, tcpChain } from './xds-fixtures.js';
+import { fileLog, logLines } from './access-log-fixtures.js';
+import { mkdtempSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { clone } from '@bufbuild/protobuf';
 import { ListenerSchema } from '../../src/gen/envoy/config/listener/v3/listener_pb.js';
 import type { AuthorizationPolicy } from '../../src/api/types.js';
@@ -63,12 +67,15 @@ test('network rbac: the allowed identity exchanges bytes with a TCP app, another
   const plainPort = await freePort();
   const allowOnly = { action: RBAC_Action.ALLOW, policies: { 'ns[default]-policy[tcp]-rule[0]': { permissions: [any], principals: [principal(spiffe('allowed'))] } } };
   const shadowDenyOther = { action: RBAC_Action.DENY, policies: { 'ns[default]-policy[dry]-rule[0]': { permissions: [any], principals: [principal(spiffe('other'))] } } };
+  // Each connection's line says why a refused one was closed, as Envoy's tcp_proxy logs it.
+  const logFile = join(mkdtempSync(join(tmpdir(), 'network-rbac-')), 'tcp.log');
+  const tcpLog = { accessLog: [fileLog(logFile, { text: '%CONNECTION_TERMINATION_DETAILS% %UPSTREAM_CLUSTER% %BYTES_RECEIVED%\n' })] };
   const mtlsChain = tcpChain('app', {
     filterChainMatch: { transportProtocol: 'tls' },
     transportSocket: downstreamTls(meshTls([])),
-  });
+  }, tcpLog);
   mtlsChain.filters = [rbacFilter({ statPrefix: 'tcp.', rules: allowOnly, shadowRules: shadowDenyOther, shadowRulesStatPrefix: 'mesh_dry_run_deny_' }), ...mtlsChain.filters!];
-  const plainChain = tcpChain('app');
+  const plainChain = tcpChain('app', {}, tcpLog);
   plainChain.filters = [rbacFilter({ statPrefix: 'plain.', rules: { action: RBAC_Action.DENY, policies: { deny: { permissions: [{ rule: { case: 'destinationPort', value: plainPort } }], principals: [{ identifier: { case: 'any', value: true } }] } } } }), ...plainChain.filters!];
   ads.set(TypeUrl.Cluster, [staticCluster('app', [app.port])]);
   ads.set(TypeUrl.Listener, [listener('mtls', mtlsPort, [mtlsChain], { listenerFilters: [tlsInspector] }), listener('plain', plainPort, [plainChain])]);
@@ -86,6 +93,7 @@ test('network rbac: the allowed identity exchanges bytes with a TCP app, another
   assert.equal(denied.got, '');
   assert.equal(denied.echoed, false);
   assert.equal(app.accepted(), 1, 'no upstream connection was opened for the denied ones');
+  assert.deepEqual((await logLines(logFile, 3)).sort(), [`- app ${'ping-allowed'.length}`, 'rbac_access_denied_matched_policy[deny] - 0', 'rbac_access_denied_matched_policy[none] - 0']);
 
   const stats = await (await fetch(`${admin}/stats?format=json`)).json() as { stats: { name: string; value: number }[] };
   const stat = (name: string) => stats.stats.find((s) => s.name === name)?.value;

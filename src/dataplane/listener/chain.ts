@@ -48,11 +48,20 @@ export abstract class Chain {
    * is closed with nothing forwarded either way. The first gate that denies ends the chain.
    */
   private admit(socket: Socket): void {
-    if (this.gates.every((g) => g.admit(socket))) this.accept(socket);
-    else socket.destroy();
+    for (const g of this.gates) {
+      const refused = g.admit(socket);
+      if (refused === undefined) continue;
+      this.refused(socket, refused);
+      socket.destroy();
+      return;
+    }
+    this.accept(socket);
   }
 
   protected abstract accept(socket: Socket): void;
+
+  /** A gate refused the connection (`details`: why, in Envoy's words): the terminal filter's access logs record it. */
+  protected refused(_socket: Socket, _details: string): void {}
 
   /** Counters owned by the compiled chain (filter stats), for /stats. */
   samples(): StatSample[] {

@@ -63,8 +63,12 @@ export function buildNetworkFilter<Out>(filter: NetworkFilterFactory<Out>, any: 
 
 /** A compiled non-terminal filter (network rbac): asked once per connection, before the terminal filter. */
 export interface ConnectionGate {
-  /** False: the connection is closed, nothing was read from it or sent to an upstream. */
-  admit(socket: Socket): boolean;
+  /**
+   * Why the connection is refused, in Envoy's words (its connection termination details), or
+   * undefined when it is admitted. A refused connection is closed, nothing read from it or sent
+   * to an upstream.
+   */
+  admit(socket: Socket): string | undefined;
   /** The gate's counters, for /stats. */
   samples(): StatSample[];
 }

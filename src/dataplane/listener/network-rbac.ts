@@ -45,8 +45,10 @@ registerConnectionGate({
     return {
       admit(socket) {
         const r = compiled.decide(connectionViewOf(socket), NETWORK_RBAC_FILTER_NAME);
-        if (!r.allowed) log.debug(`connection from ${socket.remoteAddress}:${socket.remotePort} closed: rbac_access_denied_matched_policy[${r.matchedPolicy ?? 'none'}]`);
-        return r.allowed;
+        if (r.allowed) return undefined;
+        const details = `rbac_access_denied_matched_policy[${r.matchedPolicy ?? 'none'}]`;
+        log.debug(`connection from ${socket.remoteAddress}:${socket.remotePort} closed: ${details}`);
+        return details;
       },
       samples(): StatSample[] {
         return Object.entries(compiled.stats).map(([stat, value]) => {

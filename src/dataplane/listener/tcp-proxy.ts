@@ -6,7 +6,7 @@ import { TcpProxySchema, type TcpProxy } from '../../gen/envoy/extensions/filter
 import { ConfigError, unappliedFields } from '../../envoy/config-error.js';
 import { normalizeIp } from '../../envoy/matchers.js';
 import { timerMs } from '../../common/duration.js';
-import { requestView } from '../../envoy/request.js';
+import { requestView, type Address } from '../../envoy/request.js';
 import type { ClusterManager } from '../clusters.js';
 import type { CompiledChainMatch } from '../filter-chain-match.js';
 import { connectionDestination } from '../original-dst.js';
@@ -71,6 +71,10 @@ function clusterChooser(tp: TcpProxy, field: string): () => string {
   };
 }
 
+function addressesOf(down: Socket): { source: Address; destination: Address } {
+  return { source: { address: normalizeIp(down.remoteAddress ?? ''), port: down.remotePort ?? 0 }, destination: connectionDestination(down) };
+}
+
 class TcpChain extends Chain {
   private readonly cluster: () => string;
   private readonly cx: StatCounter;
@@ -111,7 +115,7 @@ class TcpChain extends Chain {
   }
 
   /** The connection's record, logged at its close (and as access_log_options asks), when the filter has access logs. */
-  private logged(down: Socket, addresses: { source: { address: string; port: number }; destination: { address: string; port: number } }): StreamInfo | undefined {
+  private logged(down: Socket, addresses: { source: Address; destination: Address }): StreamInfo | undefined {
     const a = this.accessLogs;
     if (!a) return undefined;
     const info = connectionInfo(down, addresses.source, addresses.destination);
@@ -123,11 +127,17 @@ class TcpChain extends Chain {
     return info;
   }
 
+  /** A connection network rbac refused: its line says why (%CONNECTION_TERMINATION_DETAILS%), as Envoy's tcp_proxy logs it. */
+  protected override refused(down: Socket, details: string): void {
+    const info = this.logged(down, addressesOf(down));
+    if (info) info.connectionTerminationDetails = details;
+  }
+
   protected accept(down: Socket): void {
     this.cx.inc();
     const name = this.cluster();
     const cluster = this.clusters.get(name);
-    const addresses = { source: { address: normalizeIp(down.remoteAddress ?? ''), port: down.remotePort ?? 0 }, destination: connectionDestination(down) };
+    const addresses = addressesOf(down);
     const view = requestView(addresses);
     const endpoint = cluster?.pick(view);
     const info = this.logged(down, addresses);
