@@ -56,8 +56,8 @@ export interface DiscoveryOptions {
   extensionProviders?: ExtensionProviders;
   /** --plugins; default all of them. */
   plugins?: ReadonlySet<SecurityPlugin>;
-  /** Mesh config enableAutoMtls (default true) and trustDomainAliases (default none). */
-  meshMtls?: { autoMtls: boolean; trustDomainAliases: readonly string[] };
+  /** Mesh config enableAutoMtls (default true), trustDomain (default: TRUST_DOMAIN) and trustDomainAliases (default none). */
+  meshMtls?: { autoMtls: boolean; trustDomain?: string; trustDomainAliases: readonly string[] };
   /** Mesh config ingressControllerMode, ingressClass, ingressSelector, ingressService; default the mesh's defaults. */
   ingress?: IngressSettings;
   /** Leader election timings; default the Go mesh's (tests only). */

@@ -126,7 +126,8 @@ export class DiscoveryServer {
     this.orchestrator = registries.orchestrator;
     this.ingress = registries.ingress;
     this.proxies = registries.proxies;
-    this.mtls = { ...settings.mtls, autoMtls: opts.meshMtls?.autoMtls ?? true, aliases: opts.meshMtls?.trustDomainAliases ?? [] };
+    // The mesh config's trustDomain, as the Go mesh's discovery server takes it; TRUST_DOMAIN when it sets none.
+    this.mtls = { ...settings.mtls, trustDomain: opts.meshMtls?.trustDomain ?? settings.mtls.trustDomain, autoMtls: opts.meshMtls?.autoMtls ?? true, aliases: opts.meshMtls?.trustDomainAliases ?? [] };
     this.status = this.statusReporting();
     this.elections = new DiscoveryElections({ kubeconfig: opts.orchestrator.kubeconfig, namespace: opts.namespace ?? 'mesh-system', revision: settings.revision, status: this.status, ingress: this.ingress, timings: opts.leaderElection });
     this.credentials = credentialService({
@@ -134,8 +135,8 @@ export class DiscoveryServer {
       configDir: opts.configDir,
       orchestrator: this.hasOrchestrator() ? { kubeconfig: opts.orchestrator.kubeconfig, ...opts.orchestrator } : undefined,
     });
-    this.federation = opts.bundleEndpoints?.length ? new MeshFederation(opts.bundleEndpoints, settings.mtls.trustDomain) : undefined;
-    this.authenticator = callerAuthenticator(this.federation?.peerTrust);
+    this.federation = opts.bundleEndpoints?.length ? new MeshFederation(opts.bundleEndpoints, this.mtls.trustDomain) : undefined;
+    this.authenticator = callerAuthenticator(this.mtls.trustDomain, this.federation?.peerTrust);
     this.xdsAuth = xdsAuthorizer(this.authenticator);
     this.resolver = new JwksResolver({ onChange: (uri) => this.pushes.trigger({ source: 'jwks', uri }) });
     this.pushes = new DiscoveryPushes({
@@ -336,6 +337,7 @@ export class DiscoveryServer {
         namespaceLabels: (ns) => this.orchestrator?.namespaceLabels(ns),
         clusterId: this.opts.clusterId,
         domain: this.opts.domain,
+        trustDomain: this.mtls.trustDomain,
         revision: this.settings.revision,
       },
       validation: this.settings.validationWebhook,
@@ -354,7 +356,7 @@ export class DiscoveryServer {
    * do not wait for it) and then the secured port. A broken plugged-in CA rejects start().
    */
   private async startSecure(): Promise<void> {
-    this.ca = await startMeshCa(this.xds.grpc, this.authenticator, { namespace: this.opts.namespace ?? 'mesh-system', federation: this.federation });
+    this.ca = await startMeshCa(this.xds.grpc, this.authenticator, { namespace: this.opts.namespace ?? 'mesh-system', trustDomain: this.mtls.trustDomain, federation: this.federation });
     if (!this.opts.secureGrpcAddr) return;
     if (!this.ca) log.info(`secured gRPC (${this.opts.secureGrpcAddr}) not served: there is no CA to issue its certificate`);
     else await this.listenGrpc('secureGrpc', this.opts.secureGrpcAddr, this.ca.securePort.credentials);

@@ -161,7 +161,7 @@ async function runDiscovery(ctx: RunContext): Promise<number> {
     rootNamespace: mesh.rootNamespace,
     extensionProviders: mesh.extensionProviders,
     plugins,
-    meshMtls: { autoMtls: mesh.enableAutoMtls, trustDomainAliases: mesh.trustDomainAliases },
+    meshMtls: { autoMtls: mesh.enableAutoMtls, ...(mesh.trustDomain ? { trustDomain: mesh.trustDomain } : {}), trustDomainAliases: mesh.trustDomainAliases },
     ingress: mesh.ingress,
   });
   // Handlers first: a signal that arrives while starting, or right after "ready" is logged (the

@@ -1,6 +1,6 @@
 // The discovery server's mesh config file (`--meshConfig`): the fields it applies, read purely
 // from the file's text. `pathNormalization`, the ext_authz `extensionProviders`, `enableAutoMtls`,
-// `trustDomainAliases`, `localityLbSetting`, the Ingress fields (`ingressControllerMode`, `ingressClass`,
+// `trustDomain`, `trustDomainAliases`, `localityLbSetting`, the Ingress fields (`ingressControllerMode`, `ingressClass`,
 // `ingressSelector`, `ingressService`), the access log fields (mesh-access-log.ts) and the traffic
 // defaults (mesh-traffic-defaults.ts) are effective; the other fields are reported so that the
 // program can say they are not.
@@ -25,6 +25,11 @@ export interface MeshConfig {
   readonly extensionProviders: ExtensionProviders;
   /** `enableAutoMtls` (default true): clients use mesh mTLS to endpoints with a sidecar unless a DestinationRule says otherwise. */
   readonly enableAutoMtls: boolean;
+  /**
+   * `trustDomain`: the mesh's trust domain (the CA's issued identities, SAN checks, principals);
+   * unset: the discovery server's TRUST_DOMAIN (default cluster.local).
+   */
+  readonly trustDomain?: string;
   /** `trustDomainAliases`: other trust domains that name the same workloads (SAN checks, AuthorizationPolicy principals). */
   readonly trustDomainAliases: readonly string[];
   /** `localityLbSetting` (default enabled): locality failover for DestinationRules with outlier detection that set none of their own. */
@@ -47,7 +52,7 @@ export interface MeshConfig {
 
 export const DEFAULT_MESH_CONFIG: MeshConfig = { pathNormalization: 'BASE', extensionProviders: { authorizers: new Map(), notEffective: [] }, enableAutoMtls: true, trustDomainAliases: [], localityLbSetting: DEFAULT_LOCALITY_LB, ingress: DEFAULT_INGRESS_SETTINGS, h2Upgrade: false, rootNamespace: ROOT_NAMESPACE, traffic: {}, notEffective: [] };
 
-const EFFECTIVE_FIELDS = new Set(['pathNormalization', 'extensionProviders', 'enableAutoMtls', 'trustDomainAliases', 'localityLbSetting', 'ingressControllerMode', 'ingressClass', 'ingressSelector', 'ingressService', 'h2UpgradePolicy', 'tcpKeepalive', 'rootNamespace', ...ACCESS_LOG_FIELDS, ...TRAFFIC_DEFAULT_FIELDS]);
+const EFFECTIVE_FIELDS = new Set(['pathNormalization', 'extensionProviders', 'enableAutoMtls', 'trustDomain', 'trustDomainAliases', 'localityLbSetting', 'ingressControllerMode', 'ingressClass', 'ingressSelector', 'ingressService', 'h2UpgradePolicy', 'tcpKeepalive', 'rootNamespace', ...ACCESS_LOG_FIELDS, ...TRAFFIC_DEFAULT_FIELDS]);
 
 const H2_UPGRADE_POLICIES = ['DO_NOT_UPGRADE', 'UPGRADE'];
 
@@ -106,14 +111,21 @@ function readIngressFields(doc: Record<string, unknown>, file: string): IngressS
   return { mode: mode as IngressControllerMode, ingressClass: text('ingressClass'), ingressSelector: text('ingressSelector'), ingressService: text('ingressService') };
 }
 
-function readMtlsFields(doc: Record<string, unknown>, file: string): Pick<MeshConfig, 'enableAutoMtls' | 'trustDomainAliases'> {
+/** A SPIFFE trust domain name: lower-case letters, digits, `.`, `-` and `_`. */
+const TRUST_DOMAIN = /^[a-z0-9._-]+$/;
+
+function readMtlsFields(doc: Record<string, unknown>, file: string): Pick<MeshConfig, 'enableAutoMtls' | 'trustDomain' | 'trustDomainAliases'> {
+  const trustDomain = doc['trustDomain'];
+  if (trustDomain !== undefined && (typeof trustDomain !== 'string' || !TRUST_DOMAIN.test(trustDomain))) {
+    throw new MeshConfigError(`${file}: trustDomain: expected a SPIFFE trust domain name (lower-case letters, digits, ".", "-", "_"), got ${JSON.stringify(trustDomain)}`);
+  }
   const auto = doc['enableAutoMtls'] ?? true;
   if (typeof auto !== 'boolean') throw new MeshConfigError(`${file}: enableAutoMtls: expected true or false, got ${JSON.stringify(auto)}`);
   const aliases = doc['trustDomainAliases'] ?? [];
   if (!Array.isArray(aliases) || aliases.some((a) => typeof a !== 'string' || a === '' || a.includes('/'))) {
     throw new MeshConfigError(`${file}: trustDomainAliases: expected a list of trust domain names (no "/"), got ${JSON.stringify(aliases)}`);
   }
-  return { enableAutoMtls: auto, trustDomainAliases: aliases as string[] };
+  return { enableAutoMtls: auto, ...(trustDomain !== undefined ? { trustDomain } : {}), trustDomainAliases: aliases as string[] };
 }
 
 /** `localityLbSetting`: enabled, failover, failoverPriority, distribute (each entry's shares adding up to 100). */

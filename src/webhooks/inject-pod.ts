@@ -37,6 +37,8 @@ export interface InjectionContext {
   readonly clusterId: string;
   /** --domain: the agent's `--domain <namespace>.svc.<domain>`. */
   readonly domain: string;
+  /** The mesh's trust domain, passed to the agent as TRUST_DOMAIN, as the Go mesh's template does from meshConfig.trustDomain. */
+  readonly trustDomain?: string;
   /** ENABLE_LEGACY_FSGROUP_INJECTION. */
   readonly legacyFsGroup: boolean;
   /** REVISION: the `mesh.io/rev` label of injected Pods (default `default`, as the Go mesh labels them). */
@@ -174,6 +176,7 @@ function proxyContainer(pod: V1Pod, ctx: InjectionContext, pc: ProxyConfig): V1C
         fieldEnv('SERVICE_ACCOUNT', 'spec.serviceAccountName'),
         { name: 'PROXY_CONFIG', value: JSON.stringify(proxyConfigJson(pc)) },
         { name: 'MESH_META_CLUSTER_ID', value: ctx.clusterId },
+        ...(ctx.trustDomain ? [{ name: 'TRUST_DOMAIN', value: ctx.trustDomain }] : []),
         { name: 'MESH_META_APP_CONTAINERS', value: app.map((c) => c.name).join(',') },
         { name: 'MESH_META_POD_PORTS', value: JSON.stringify(ports) },
       ],

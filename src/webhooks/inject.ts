@@ -22,6 +22,8 @@ export interface InjectionOptions extends AdmissionHandlerOptions {
   readonly namespaceLabels: (namespace: string) => Readonly<Record<string, string>> | undefined;
   readonly clusterId: string;
   readonly domain: string;
+  /** The mesh's trust domain, the sidecar's TRUST_DOMAIN (so that its certificate request names what the CA issues). */
+  readonly trustDomain?: string;
   /** ENABLE_LEGACY_FSGROUP_INJECTION; defaults to the setting. */
   readonly legacyFsGroup?: boolean;
   /** INJECT_ENABLED; defaults to the setting. */
@@ -56,6 +58,7 @@ export function injectionReview(body: unknown, options: InjectionOptions): Admis
       template: options.template.current(),
       clusterId: options.clusterId,
       domain: options.domain,
+      ...(options.trustDomain ? { trustDomain: options.trustDomain } : {}),
       legacyFsGroup: options.legacyFsGroup ?? settingDefault('ENABLE_LEGACY_FSGROUP_INJECTION'),
       revision,
     });

@@ -29,6 +29,13 @@ test('enableAutoMtls (default true) and trustDomainAliases are read and effectiv
   assert.throws(() => parseMeshConfig('trustDomainAliases: ["spiffe://x/y"]', 'm'), /trustDomainAliases: expected a list/);
 });
 
+test('trustDomain: absent by default (TRUST_DOMAIN then applies), read and effective; a name SPIFFE does not allow names the field', () => {
+  assert.equal(parseMeshConfig('', 'mesh').trustDomain, undefined);
+  const m = parseMeshConfig('trustDomain: corp.example\n', 'mesh');
+  assert.deepEqual([m.trustDomain, m.notEffective], ['corp.example', []]);
+  for (const bad of ['""', 'Corp.Example', '"a/b"', '42', '[x]']) assert.throws(() => parseMeshConfig(`trustDomain: ${bad}`, 'm'), /^Error: m: trustDomain: expected a SPIFFE trust domain name/);
+});
+
 test('h2UpgradePolicy: DO_NOT_UPGRADE by default, UPGRADE read and effective; another value names the field', () => {
   assert.equal(parseMeshConfig('', 'mesh').h2Upgrade, false);
   assert.equal(parseMeshConfig('h2UpgradePolicy: DO_NOT_UPGRADE', 'mesh').h2Upgrade, false);

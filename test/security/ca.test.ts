@@ -49,6 +49,29 @@ test('the CA signs a CSR for the caller\'s identity, refuses a forged one and co
   assert.equal(expiry, Math.floor(Date.parse(root.validTo) / 1000));
 });
 
+test('mesh config trustDomain: the CA issues identities in it (over TRUST_DOMAIN), its root names it, and a CSR in another trust domain is refused naming both', async (t) => {
+  const dir = mkdtempSync(join(tmpdir(), 'mesh-trust-domain-'));
+  writeFileSync(join(dir, 'mesh.yaml'), 'trustDomain: corp.example\n');
+  const { issuer, d } = await caFixture(t, { TRUST_DOMAIN: 'env.example' }, discoveryArgs(undefined, { meshConfig: join(dir, 'mesh.yaml') }));
+  const token = await issuer.token('shop', 'cart');
+  const ok = await issue(d, 'spiffe://corp.example/ns/shop/sa/cart', { token });
+  assert.equal(ok.leaf.subjectAltName, 'URI:spiffe://corp.example/ns/shop/sa/cart');
+  assert.equal(new X509Certificate(d.rootPem()).subject, 'O=corp.example');
+  await assert.rejects(issue(d, ID, { token }), (e: CaError) => {
+    assert.equal(e.code, 7, 'PERMISSION_DENIED');
+    assert.match(e.message, /asks for spiffe:\/\/cluster\.local\/ns\/shop\/sa\/cart but the caller \(jwt\) is spiffe:\/\/corp\.example\/ns\/shop\/sa\/cart/);
+    return true;
+  });
+});
+
+test('a mesh config trustDomain that is not a trust domain name stops pilot-discovery, naming the field', async () => {
+  const dir = mkdtempSync(join(tmpdir(), 'mesh-trust-domain-'));
+  writeFileSync(join(dir, 'mesh.yaml'), 'trustDomain: spiffe://corp.example\n');
+  const r = await run('pilot-discovery', discoveryArgs(undefined, { meshConfig: join(dir, 'mesh.yaml') }));
+  assert.notEqual(r.code, 0);
+  assert.match(r.stdout + r.stderr, /mesh\.yaml: trustDomain: expected a SPIFFE trust domain name .*got "spiffe:\/\/corp\.example"/);
+});
+
 test('TTL: above MAX_WORKLOAD_CERT_TTL is clamped, non-positive takes DEFAULT_WORKLOAD_CERT_TTL', async (t) => {
   const { issuer, d } = await caFixture(t, { MAX_WORKLOAD_CERT_TTL: '2h', DEFAULT_WORKLOAD_CERT_TTL: '30m' });
   const token = await issuer.token('shop', 'cart');

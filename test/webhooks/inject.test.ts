@@ -52,7 +52,7 @@ describe('sidecar injection webhook', () => {
     templateFile = join(dir, 'template.yaml');
     await writeFile(templateFile, 'image: registry.example/mesh/pilot-agent:1.0\nexcludeOutboundIPRanges: 169.254.169.254/32\nproxyConfig:\n  discoveryAddress: meshd.mesh-system.svc:15012\n');
     const configDir = await mkdtemp(join(tmpdir(), 'inject-config-'));
-    d = new DiscoveryServer({ ...localDiscoveryOptions(configDir), orchestrator: { kubeconfig: started.kubeconfig }, registries: ['Orchestrator'], clusterId: 'c1', injectionTemplate: templateFile });
+    d = new DiscoveryServer({ ...localDiscoveryOptions(configDir), orchestrator: { kubeconfig: started.kubeconfig }, registries: ['Orchestrator'], clusterId: 'c1', injectionTemplate: templateFile, meshMtls: { autoMtls: true, trustDomain: 'corp.example', trustDomainAliases: [] } });
     await d.start();
   });
   after(async () => {
@@ -126,6 +126,8 @@ describe('sidecar injection webhook', () => {
     assert.equal(env.get('INSTANCE_IP')?.valueFrom?.fieldRef?.fieldPath, 'status.podIP');
     assert.equal(env.get('SERVICE_ACCOUNT')?.valueFrom?.fieldRef?.fieldPath, 'spec.serviceAccountName');
     assert.equal(env.get('MESH_META_CLUSTER_ID')?.value, 'c1');
+    // The mesh config's trustDomain, so that the agent asks the CA for the identity the CA issues.
+    assert.equal(env.get('TRUST_DOMAIN')?.value, 'corp.example');
     assert.equal(env.get('MESH_META_APP_CONTAINERS')?.value, 'app');
     assert.equal(JSON.parse(env.get('PROXY_CONFIG')!.value!).discoveryAddress, 'meshd.mesh-system.svc:15012');
     assert.equal(proxy.securityContext?.runAsUser, 1337);

@@ -24,6 +24,8 @@ export interface MeshCa {
 export interface MeshSecurityOptions {
   /** The discovery server's namespace (its certificate is for meshd.<namespace>.svc). */
   readonly namespace: string;
+  /** The mesh's trust domain (mesh config trustDomain, else TRUST_DOMAIN): the self-signed root's. */
+  readonly trustDomain: string;
   /** SPIFFE_BUNDLE_ENDPOINTS: fetched once the CA exists, trusted on the secured port. */
   readonly federation?: MeshFederation | undefined;
 }
@@ -33,11 +35,11 @@ export function selfSignedDir(): string | undefined {
   return setting('AUTHORITY_SELF_SIGNED_CA_DIR') || undefined;
 }
 
-/** Who calls (CA and xDS alike), from TRUST_DOMAIN, TOKEN_* and JWT_POLICY; synchronous, so no stream is ever unchecked. */
-export function callerAuthenticator(peerTrust?: PeerTrust): CallerAuthenticator {
+/** Who calls (CA and xDS alike): a token's identity is in `trustDomain`; TOKEN_* and JWT_POLICY; synchronous, so no stream is ever unchecked. */
+export function callerAuthenticator(trustDomain: string, peerTrust?: PeerTrust): CallerAuthenticator {
   if (!setting('TOKEN_ISSUER')) log.info('TOKEN_ISSUER is not set: tokens cannot be checked (orchestrator token review is not implemented); callers need a mesh certificate');
   return new CallerAuthenticator({
-    trustDomain: setting('TRUST_DOMAIN'),
+    trustDomain,
     audiences: setting('TOKEN_AUDIENCES').split(',').map((a) => a.trim()).filter(Boolean),
     issuer: setting('TOKEN_ISSUER'),
     jwtPolicy: setting('JWT_POLICY'),
@@ -60,7 +62,7 @@ export function xdsAuthorizer(authenticator: CallerAuthenticator): XdsAuthorizer
  * secured port's credentials; undefined when there is no CA (ENABLE_CA_SERVER=false, EXTERNAL_CA).
  */
 export async function startMeshCa(grpc: Server, authenticator: CallerAuthenticator, opts: MeshSecurityOptions): Promise<MeshCa | undefined> {
-  const authority = await createAuthority(setting('TRUST_DOMAIN'));
+  const authority = await createAuthority(opts.trustDomain);
   const federation = opts.federation;
   if (!authority) {
     if (federation) log.warn('SPIFFE_BUNDLE_ENDPOINTS has no effect: without the CA server there is no secured port to trust the federated roots on');
