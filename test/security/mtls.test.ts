@@ -70,6 +70,9 @@ test('principals of the trust domain, an alias or cluster.local match under each
   assert.deepEqual(principalsWithAliases('*', TD), ['*']);
   assert.deepEqual(principalsWithAliases('other.example/ns/foo/sa/a', TD), ['other.example/ns/foo/sa/a']);
   assert.deepEqual(principalsWithAliases('td.example/ns/foo/sa/a', { ...TD, aliases: [] }), ['td.example/ns/foo/sa/a']);
+  // Without aliases too (the Go mesh's MigrateTrustDomain): cluster.local names the mesh's own trust domain.
+  assert.deepEqual(principalsWithAliases('cluster.local/ns/foo/sa/a', { ...TD, aliases: [] }), ['td.example/ns/foo/sa/a']);
+  assert.deepEqual(principalsWithAliases('cluster.local/ns/foo/sa/a', { ...TD, trustDomain: 'cluster.local', aliases: [] }), ['cluster.local/ns/foo/sa/a']);
 });
 
 test('source.principals become authenticated principal matchers on the peer certificate, aliases included', () => {

@@ -4,7 +4,7 @@ import type { AuthorizationPolicy, Condition, Rule } from '../../api/types.js';
 import { parseSpiffeId, spiffeId } from '../spiffe.js';
 
 export interface TrustDomains {
-  /** TRUST_DOMAIN. */
+  /** The mesh's trust domain (mesh config trustDomain, else TRUST_DOMAIN). */
   readonly trustDomain: string;
   /** Mesh config trustDomainAliases. */
   readonly aliases: readonly string[];
@@ -30,17 +30,24 @@ export function expandWithAliases(ids: readonly string[], aliases: readonly stri
   return dedup(out);
 }
 
+/** `cluster.local`: what a principal written for "this mesh" names, whatever the mesh's trust domain is. */
+const LOCAL_TRUST_DOMAIN = 'cluster.local';
+
+/** Nothing to rewrite: the mesh is cluster.local and has no aliases. */
+const unchanged = (t: TrustDomains): boolean => t.aliases.length === 0 && t.trustDomain === LOCAL_TRUST_DOMAIN;
+
 /**
  * An AuthorizationPolicy principal (`<td>/ns/<ns>/sa/<sa>`) written for the trust domain, one of its
  * aliases or `cluster.local` becomes one principal per trust domain, so it matches the workload
- * whichever of them its certificate names. `*` trust domains, other forms and foreign trust domains
+ * whichever of them its certificate names; as in the Go mesh, `cluster.local` always means the
+ * mesh's own trust domain, aliases or not. `*` trust domains, other forms and foreign trust domains
  * are kept as written.
  */
 export function principalsWithAliases(principal: string, t: TrustDomains): string[] {
   const parts = principal.split('/');
-  if (parts.length !== 5 || parts[0] === '*' || t.aliases.length === 0) return [principal];
+  if (parts.length !== 5 || parts[0] === '*' || unchanged(t)) return [principal];
   const all = dedup([t.trustDomain, ...t.aliases]);
-  if (!all.includes(parts[0]!) && parts[0] !== 'cluster.local') return [principal];
+  if (!all.includes(parts[0]!) && parts[0] !== LOCAL_TRUST_DOMAIN) return [principal];
   return dedup(all.map((td) => [td, ...parts.slice(1)].join('/')));
 }
 
@@ -49,7 +56,7 @@ const withValues = <T extends object, K extends keyof T>(obj: T, key: K, values:
 
 /** The policy with every `principals`, `notPrincipals` and `source.principal` value expanded to the aliases. */
 export function policyWithAliases(policy: AuthorizationPolicy, t: TrustDomains): AuthorizationPolicy {
-  if (t.aliases.length === 0 || !policy.spec.rules) return policy;
+  if (unchanged(t) || !policy.spec.rules) return policy;
   const rules = policy.spec.rules.map((r): Rule => ({
     ...r,
     ...(r.from ? { from: r.from.map((f) => ({ source: withValues(withValues(f.source, 'principals', expand(f.source.principals, t)), 'notPrincipals', expand(f.source.notPrincipals, t)) })) } : {}),
