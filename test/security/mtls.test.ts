@@ -75,6 +75,25 @@ test('principals of the trust domain, an alias or cluster.local match under each
   assert.deepEqual(principalsWithAliases('cluster.local/ns/foo/sa/a', { ...TD, trustDomain: 'cluster.local', aliases: [] }), ['cluster.local/ns/foo/sa/a']);
 });
 
+test('trust domain patterns in principals, as the Go mesh: a pattern matching a domain becomes the domains; *x stays for those it covers', () => {
+  const renamed = { trustDomain: 'east-mesh', aliases: ['west-mesh', 'legacy.example'], skipValidation: false };
+  // `*-mesh` covers east-mesh and west-mesh: kept once for both, and legacy.example gets its own.
+  assert.deepEqual(principalsWithAliases('*-mesh/ns/foo/sa/a', renamed), ['*-mesh/ns/foo/sa/a', 'legacy.example/ns/foo/sa/a']);
+  // `west-*` covers west-mesh: a prefix is not kept, every trust domain gets an exact principal.
+  assert.deepEqual(principalsWithAliases('west-*/ns/foo/sa/a', renamed), ['east-mesh/ns/foo/sa/a', 'west-mesh/ns/foo/sa/a', 'legacy.example/ns/foo/sa/a']);
+  // A pattern covering none of them is foreign: kept as written.
+  assert.deepEqual(principalsWithAliases('*.corp/ns/foo/sa/a', renamed), ['*.corp/ns/foo/sa/a']);
+  // In a plain cluster.local mesh a prefix naming it becomes it, so it cannot match a foreign `clu...` domain.
+  const local = { trustDomain: 'cluster.local', aliases: [], skipValidation: false };
+  assert.deepEqual(principalsWithAliases('clu*/ns/foo/sa/a', local), ['cluster.local/ns/foo/sa/a']);
+  assert.deepEqual(principalsWithAliases('*.local/ns/foo/sa/a', local), ['*.local/ns/foo/sa/a']);
+  assert.deepEqual(principalsWithAliases('/ns/foo/sa/a', renamed), ['/ns/foo/sa/a'], 'an empty trust domain is no pattern');
+  const policy: AuthorizationPolicy = { apiVersion: 'security.mesh.io/v1', kind: 'AuthorizationPolicy', metadata: { namespace: 'foo', name: 'p' }, spec: { rules: [{ from: [{ source: { principals: ['clu*/ns/foo/sa/a'] } }] }] } };
+  const json = JSON.stringify(toEnvoyJson(RBACSchema, buildRbacFilters([policyWithAliases(policy, local)]).filters[0]!.config));
+  assert.ok(json.includes('"principal_name":{"exact":"spiffe://cluster.local/ns/foo/sa/a"}') && !json.includes('prefix'), json);
+  assert.equal(policyWithAliases({ ...policy, spec: { rules: [{ from: [{ source: { principals: ['cluster.local/ns/foo/sa/a'] } }] }] } }, local).spec.rules![0]!.from![0]!.source.principals![0], 'cluster.local/ns/foo/sa/a');
+});
+
 test('source.principals become authenticated principal matchers on the peer certificate, aliases included', () => {
   const policy: AuthorizationPolicy = {
     apiVersion: 'security.mesh.io/v1',
