@@ -4,7 +4,7 @@
 // consumers read the same thing.
 
 import type { Kind } from './types.js';
-import { AUTHZ_ACTIONS, CAPTURE_MODES, MTLS_MODES, OUTBOUND_MODES, SE_LOCATIONS, SE_RESOLUTIONS } from './types.js';
+import { AUTHZ_ACTIONS, CAPTURE_MODES, MTLS_MODES, OUTBOUND_MODES, SE_LOCATIONS, SE_RESOLUTIONS, WORKLOAD_MODES } from './types.js';
 
 export interface Schema {
   type: 'object' | 'array' | 'string' | 'integer' | 'boolean' | 'number';
@@ -214,5 +214,20 @@ export const SPEC_SCHEMAS: Readonly<Record<Kind, Schema>> = {
     servers: list(
       obj({ port: portSpec(), hosts: list(nonEmptyStr(), 1), bind: str(), name: str(), tls: opaque() }, ['port', 'hosts']),
     ),
+  }),
+  Telemetry: obj({
+    selector: matchLabelsSelector(),
+    targetRefs: list(opaque()),
+    accessLogging: list(
+      obj({
+        providers: list(obj({ name: nonEmptyStr() }, ['name'])),
+        disabled: bool(),
+        match: obj({ mode: oneOf(WORKLOAD_MODES) }),
+        filter: obj({ expression: str() }),
+      }),
+    ),
+    // Not effective yet: accepted and reported (model/telemetry.ts), so a resource written for the Go mesh still loads.
+    metrics: list(opaque()),
+    tracing: list(opaque()),
   }),
 };

@@ -397,6 +397,12 @@ function gateway(spec: Fields, path: string, out: Findings): void {
   });
 }
 
+/** As the Go mesh's validation: a Telemetry picks its workloads by selector or by targetRefs, not both. */
+function telemetry(spec: Fields, path: string, out: Findings): void {
+  out.labels(asRecord(spec['selector'])?.['matchLabels'], `${path}.selector.matchLabels`);
+  if (spec['selector'] !== undefined && asArray(spec['targetRefs']).length > 0) out.add(`${path}.targetRefs`, 'only one of targetRefs or selector can be set');
+}
+
 const RULES: Readonly<Record<Kind, (spec: Fields, path: string, out: Findings) => void>> = {
   RequestAuthentication: requestAuthentication,
   AuthorizationPolicy: authorizationPolicy,
@@ -408,6 +414,7 @@ const RULES: Readonly<Record<Kind, (spec: Fields, path: string, out: Findings) =
   DestinationRule: destinationRule,
   VirtualService: virtualService,
   Gateway: gateway,
+  Telemetry: telemetry,
 };
 
 /** Semantic issues of a spec; ill-typed parts are skipped (the structural check reports them). */

@@ -4,6 +4,7 @@
 
 export const SECURITY_GROUP = 'security.mesh.io';
 export const NETWORKING_GROUP = 'networking.mesh.io';
+export const TELEMETRY_GROUP = 'telemetry.mesh.io';
 export const API_VERSIONS = ['v1beta1', 'v1'] as const;
 export type ApiVersionName = (typeof API_VERSIONS)[number];
 
@@ -288,6 +289,26 @@ export interface GatewaySpec {
   servers?: GatewayServer[];
 }
 
+/** Telemetry `accessLogging[].match.mode`: CLIENT = outbound listeners and gateways, SERVER = inbound. */
+export const WORKLOAD_MODES = ['CLIENT', 'SERVER', 'CLIENT_AND_SERVER'] as const;
+export type WorkloadMode = (typeof WORKLOAD_MODES)[number];
+
+export interface TelemetryAccessLogging {
+  providers?: { name: string }[];
+  disabled?: boolean;
+  match?: { mode?: WorkloadMode };
+  filter?: { expression?: string };
+}
+
+export interface TelemetrySpec {
+  selector?: { matchLabels?: Record<string, string> };
+  targetRefs?: OpaqueObject[];
+  accessLogging?: TelemetryAccessLogging[];
+  /** Accepted, not effective yet (reported when read). */
+  metrics?: OpaqueObject[];
+  tracing?: OpaqueObject[];
+}
+
 // ---------------------------------------------------------------- the kinds
 
 export interface SpecByKind {
@@ -301,6 +322,7 @@ export interface SpecByKind {
   DestinationRule: DestinationRuleSpec;
   VirtualService: VirtualServiceSpec;
   Gateway: GatewaySpec;
+  Telemetry: TelemetrySpec;
 }
 
 export type Kind = keyof SpecByKind;
@@ -316,6 +338,7 @@ export const KINDS: readonly Kind[] = [
   'DestinationRule',
   'VirtualService',
   'Gateway',
+  'Telemetry',
 ];
 
 export const GROUP_OF_KIND: Readonly<Record<Kind, string>> = {
@@ -329,6 +352,7 @@ export const GROUP_OF_KIND: Readonly<Record<Kind, string>> = {
   DestinationRule: NETWORKING_GROUP,
   VirtualService: NETWORKING_GROUP,
   Gateway: NETWORKING_GROUP,
+  Telemetry: TELEMETRY_GROUP,
 };
 
 export type RequestAuthentication = Resource<RequestAuthenticationSpec, 'RequestAuthentication'>;
@@ -341,6 +365,7 @@ export type Sidecar = Resource<SidecarSpec, 'Sidecar'>;
 export type DestinationRule = Resource<DestinationRuleSpec, 'DestinationRule'>;
 export type VirtualService = Resource<VirtualServiceSpec, 'VirtualService'>;
 export type Gateway = Resource<GatewaySpec, 'Gateway'>;
+export type Telemetry = Resource<TelemetrySpec, 'Telemetry'>;
 
 /** A resource of one specific kind, e.g. `ResourceOf<'AuthorizationPolicy'>`. */
 export type ResourceOf<K extends Kind> = Resource<SpecByKind[K], K>;

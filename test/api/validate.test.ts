@@ -60,6 +60,7 @@ const VALID: [string, Record<string, unknown>][] = [
   ['AuthorizationPolicy empty spec (allow nothing)', doc('AuthorizationPolicy', {})],
   ['AuthorizationPolicy without spec', { apiVersion: 'security.mesh.io/v1', kind: 'AuthorizationPolicy', metadata: { name: 'deny' } }],
   ['AuthorizationPolicy CUSTOM with provider', doc('AuthorizationPolicy', { action: 'CUSTOM', provider: { name: 'ext' }, rules: [{}] })],
+  ['Telemetry', doc('Telemetry', { selector: { matchLabels: { app: 'a' } }, accessLogging: [{ providers: [{ name: 'envoy' }], match: { mode: 'CLIENT' }, disabled: false, filter: { expression: 'response.code >= 400' } }], metrics: [{ providers: [{ name: 'prometheus' }] }] })],
   ['PeerAuthentication', doc('PeerAuthentication', { selector: { matchLabels: { app: 'a' } }, mtls: { mode: 'STRICT' }, portLevelMtls: { '8080': { mode: 'DISABLE' } } })],
   ['ServiceEntry', doc('ServiceEntry', {
     hosts: ['api.example.com'], addresses: ['240.0.0.1'], ports: [{ number: 443, name: 'https', protocol: 'TLS' }],
@@ -194,6 +195,10 @@ const INVALID: [string, unknown, string, string][] = [
   ['VirtualService HTTP/2 error abort', doc('VirtualService', { http: [{ fault: { abort: { http2Error: 'CANCEL' } } }] }), 'spec.http[0].fault.abort.http2Error', 'HTTP/2 abort fault injection is not supported'],
   ['VirtualService mirrorPercent over 100', doc('VirtualService', { http: [{ mirrorPercent: 150 }] }), 'spec.http[0].mirrorPercent', '150'],
   ['VirtualService unknown http field', doc('VirtualService', { http: [{ routes: [] }] }), 'spec.http[0].routes', 'unknown field'],
+  ['Telemetry unknown accessLogging field', doc('Telemetry', { accessLogging: [{ provider: [{ name: 'envoy' }] }] }), 'spec.accessLogging[0].provider', 'unknown field'],
+  ['Telemetry unknown mode', doc('Telemetry', { accessLogging: [{ match: { mode: 'INBOUND' } }] }), 'spec.accessLogging[0].match.mode', 'expected one of CLIENT, SERVER, CLIENT_AND_SERVER'],
+  ['Telemetry disabled not a boolean', doc('Telemetry', { accessLogging: [{ disabled: 'yes' }] }), 'spec.accessLogging[0].disabled', 'boolean'],
+  ['Telemetry selector and targetRefs', doc('Telemetry', { selector: { matchLabels: { app: 'a' } }, targetRefs: [{ kind: 'Gateway', name: 'gw' }] }), 'spec.targetRefs', 'only one of targetRefs or selector'],
   ['Gateway server without hosts', doc('Gateway', { servers: [{ port: { number: 80 } }] }), 'spec.servers[0].hosts', 'required'],
   ['Gateway port range', doc('Gateway', { servers: [{ port: { number: 0 }, hosts: ['*'] }] }), 'spec.servers[0].port.number', 'expected an integer in 1..65535'],
   ['Gateway HTTPS server without tls', doc('Gateway', { servers: [{ port: { number: 443, protocol: 'HTTPS' }, hosts: ['*'] }] }), 'spec.servers[0].tls', 'required for a HTTPS server'],
