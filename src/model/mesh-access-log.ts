@@ -22,7 +22,8 @@ export interface MeshAccessLog {
   readonly listenerLog: boolean;
 }
 
-export const ACCESS_LOG_FIELDS = ['accessLogFile', 'accessLogEncoding', 'accessLogFormat', 'disableEnvoyListenerLog'] as const;
+/** `defaultProviders` is read with the Telemetry API's providers (telemetry-providers.ts). */
+export const ACCESS_LOG_FIELDS = ['accessLogFile', 'accessLogEncoding', 'accessLogFormat', 'disableEnvoyListenerLog', 'defaultProviders'] as const;
 
 const isObject = (v: unknown): v is JsonObject => typeof v === 'object' && v !== null && !Array.isArray(v);
 
@@ -46,7 +47,7 @@ export function readAccessLog(doc: Readonly<Record<string, unknown>>): MeshAcces
     return { ...settings, text: format.endsWith('\n') ? format : `${format}\n` };
   }
   const json = jsonFormat(format);
-  formatLeaves(json).forEach(checkCommands);
+  formatLeaves(json).forEach((f) => checkCommands(f));
   return { ...settings, json };
 }
 
@@ -57,17 +58,17 @@ const EXTENSIONS: ReadonlySet<string> = new Set(['REQ_WITHOUT_QUERY']);
  * The format's commands as the proxies will check them: a command they would refuse refuses the
  * mesh config here, instead of every proxy rejecting every listener (the Go mesh passes it on).
  */
-function checkCommands(format: string): void {
+export function checkCommands(format: string, field = 'accessLogFormat'): void {
   try {
     parseFormatString(format, EXTENSIONS);
   } catch (e) {
-    if (e instanceof FormatError) throw new AccessLogSettingsError(`accessLogFormat: ${e.message}`);
+    if (e instanceof FormatError) throw new AccessLogSettingsError(`${field}: ${e.message}`);
     throw e;
   }
 }
 
 /** The string values of a JSON format, nested ones included: each is a format string. */
-function formatLeaves(v: JsonValue): string[] {
+export function formatLeaves(v: JsonValue): string[] {
   if (typeof v === 'string') return [v];
   if (Array.isArray(v)) return v.flatMap(formatLeaves);
   return v !== null && typeof v === 'object' ? Object.values(v).flatMap(formatLeaves) : [];

@@ -14,6 +14,7 @@ import { DurationError, parseDuration } from '../common/duration.js';
 import { ROOT_NAMESPACE } from '../api/types.js';
 import { checkNamespace } from '../api/syntax.js';
 import { ACCESS_LOG_FIELDS, AccessLogSettingsError, readAccessLog, type MeshAccessLog } from './mesh-access-log.js';
+import { readTelemetryProviders, type TelemetryProviders } from './telemetry-providers.js';
 import { readTrafficDefaults, TRAFFIC_DEFAULT_FIELDS, TrafficDefaultsError, type MeshTrafficDefaults } from './mesh-traffic-defaults.js';
 
 export class MeshConfigError extends Error {}
@@ -42,6 +43,8 @@ export interface MeshConfig {
   readonly tcpKeepalive?: TcpKeepaliveSettings;
   /** `accessLogFile` and its format: every proxy's access logs; unset: none. */
   readonly accessLog?: MeshAccessLog;
+  /** The access log providers Telemetry resources name, and `defaultProviders.accessLogging`. */
+  readonly telemetryProviders: TelemetryProviders;
   /** `rootNamespace` (default mesh-system): the namespace whose policies, Sidecar and rules apply mesh-wide. */
   readonly rootNamespace: string;
   /** `outboundTrafficPolicy`, `connectTimeout`, `defaultHttpRetryPolicy`: what applies where resources say nothing. */
@@ -50,7 +53,7 @@ export interface MeshConfig {
   readonly notEffective: readonly string[];
 }
 
-export const DEFAULT_MESH_CONFIG: MeshConfig = { pathNormalization: 'BASE', extensionProviders: { authorizers: new Map(), notEffective: [] }, enableAutoMtls: true, trustDomainAliases: [], localityLbSetting: DEFAULT_LOCALITY_LB, ingress: DEFAULT_INGRESS_SETTINGS, h2Upgrade: false, rootNamespace: ROOT_NAMESPACE, traffic: {}, notEffective: [] };
+export const DEFAULT_MESH_CONFIG: MeshConfig = { pathNormalization: 'BASE', extensionProviders: { authorizers: new Map(), notEffective: [] }, enableAutoMtls: true, trustDomainAliases: [], localityLbSetting: DEFAULT_LOCALITY_LB, ingress: DEFAULT_INGRESS_SETTINGS, h2Upgrade: false, rootNamespace: ROOT_NAMESPACE, traffic: {}, telemetryProviders: readTelemetryProviders({}), notEffective: [] };
 
 const EFFECTIVE_FIELDS = new Set(['pathNormalization', 'extensionProviders', 'enableAutoMtls', 'trustDomain', 'trustDomainAliases', 'localityLbSetting', 'ingressControllerMode', 'ingressClass', 'ingressSelector', 'ingressService', 'h2UpgradePolicy', 'tcpKeepalive', 'rootNamespace', ...ACCESS_LOG_FIELDS, ...TRAFFIC_DEFAULT_FIELDS]);
 
@@ -201,14 +204,16 @@ export function parseMeshConfig(text: string, file: string): MeshConfig {
   }
   let accessLog: MeshAccessLog | undefined;
   let traffic: MeshTrafficDefaults;
+  let telemetryProviders: TelemetryProviders;
   try {
     accessLog = readAccessLog(doc);
+    telemetryProviders = readTelemetryProviders(doc);
     traffic = readTrafficDefaults(doc);
   } catch (e) {
     if (e instanceof AccessLogSettingsError || e instanceof TrafficDefaultsError) throw new MeshConfigError(`${file}: ${e.message}`);
     throw e;
   }
   const notEffective = Object.keys(doc).filter((k) => !EFFECTIVE_FIELDS.has(k)).sort();
-  notEffective.push(...extensionProviders.notEffective.map((p) => `extensionProviders: ${p}`));
-  return { pathNormalization, extensionProviders, ...readMtlsFields(doc, file), localityLbSetting: readLocalityLb(doc, file), ingress: readIngressFields(doc, file), h2Upgrade: readH2Upgrade(doc, file), ...tcpKeepaliveField(readTcpKeepalive(doc, file)), ...(accessLog ? { accessLog } : {}), rootNamespace: readRootNamespace(doc, file), traffic, notEffective };
+  notEffective.push(...extensionProviders.notEffective.map((p) => `extensionProviders: ${p}`), ...telemetryProviders.notEffective);
+  return { pathNormalization, extensionProviders, ...readMtlsFields(doc, file), localityLbSetting: readLocalityLb(doc, file), ingress: readIngressFields(doc, file), h2Upgrade: readH2Upgrade(doc, file), ...tcpKeepaliveField(readTcpKeepalive(doc, file)), ...(accessLog ? { accessLog } : {}), rootNamespace: readRootNamespace(doc, file), traffic, telemetryProviders, notEffective };
 }

@@ -10,6 +10,7 @@ import { ReqWithoutQuerySchema } from '../gen/envoy/extensions/formatter/req_wit
 import type { SubstitutionFormatStringSchema } from '../gen/envoy/config/core/v3/substitution_format_string_pb.js';
 import { pack } from '../envoy/types.js';
 import type { MeshAccessLog } from '../model/mesh-access-log.js';
+import type { FileLogSettings } from '../model/telemetry-providers.js';
 
 export const FILE_ACCESS_LOG_NAME = 'envoy.access_loggers.file';
 const REQ_WITHOUT_QUERY_FORMATTER = 'envoy.formatter.req_without_query';
@@ -85,7 +86,7 @@ function formatters(text: string): Pick<LogFormat, 'formatters'> {
   return text.includes('%REQ_WITHOUT_QUERY(') ? { formatters: [{ name: REQ_WITHOUT_QUERY_FORMATTER, typedConfig: pack(ReqWithoutQuerySchema, {}) }] } : {};
 }
 
-function logFormat(s: MeshAccessLog): LogFormat {
+function logFormat(s: FileLogSettings): LogFormat {
   if (s.encoding === 'JSON') {
     const json = s.json ?? DEFAULT_JSON_FORMAT;
     return { format: { case: 'jsonFormat', value: json }, jsonFormatOptions: { sortProperties: false }, ...formatters(JSON.stringify(json)) };
@@ -94,13 +95,29 @@ function logFormat(s: MeshAccessLog): LogFormat {
   return { format: { case: 'textFormatSource', value: { specifier: { case: 'inlineString', value: text } } }, ...formatters(text) };
 }
 
+
+/** One file logger; `noChain`: only the connections no filter chain takes (a listener's log). */
+function fileAccessLog(s: FileLogSettings, noChain = false): AccessLog {
+  const typedConfig = pack(FileAccessLogSchema, { path: s.path, accessLogFormat: { case: 'logFormat', value: logFormat(s) } });
+  return create(AccessLogSchema, { name: FILE_ACCESS_LOG_NAME, configType: { case: 'typedConfig', value: typedConfig }, ...(noChain ? { filter: { filterSpecifier: { case: 'responseFlagFilter', value: { flags: ['NR'] } } } } : {}) });
+}
+
 /** The access logs of every proxy under these settings. */
 export function meshAccessLogs(s: MeshAccessLog): AccessLogs {
-  const typedConfig = pack(FileAccessLogSchema, { path: s.path, accessLogFormat: { case: 'logFormat', value: logFormat(s) } });
-  const init = { name: FILE_ACCESS_LOG_NAME, configType: { case: 'typedConfig', value: typedConfig } } as const;
-  const file = create(AccessLogSchema, init);
-  const noChain = create(AccessLogSchema, { ...init, filter: { filterSpecifier: { case: 'responseFlagFilter', value: { flags: ['NR'] } } } });
-  return { http: [file], tcp: [file], listener: s.listenerLog ? [noChain] : [] };
+  const file = fileAccessLog(s);
+  return { http: [file], tcp: [file], listener: s.listenerLog ? [fileAccessLog(s, true)] : [] };
+}
+
+/**
+ * The access logs of one side of a proxy under the Telemetry API (model/telemetry.ts): `files`
+ * undefined means no Telemetry configures it, and the mesh config's logs apply (as the Go mesh's
+ * setHTTPAccessLog falls back); otherwise one logger per provider, on listeners NR-filtered
+ * unless disableEnvoyListenerLog (the Go mesh's setListenerAccessLog).
+ */
+export function sideAccessLogs(files: readonly { readonly file: FileLogSettings }[] | undefined, mesh: MeshAccessLog | undefined, listenerLog: boolean): AccessLogs | undefined {
+  if (!files) return mesh ? meshAccessLogs(mesh) : undefined;
+  const logs = files.map((f) => fileAccessLog(f.file));
+  return { http: logs, tcp: logs, listener: listenerLog ? files.map((f) => fileAccessLog(f.file, true)) : [] };
 }
 
 /** The access_log field of a connection manager or TCP proxy (`place`) under `logs`; none: nothing set. */
