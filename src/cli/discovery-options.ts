@@ -3,6 +3,7 @@
 import type { OrchestratorSourceOptions } from '../config/orchestrator.js';
 import type { TcpKeepaliveSettings } from '../networking/traffic-policy.js';
 import type { MeshAccessLog } from '../model/mesh-access-log.js';
+import type { TelemetryProviders } from '../model/telemetry-providers.js';
 import type { MeshTrafficDefaults } from '../model/mesh-traffic-defaults.js';
 import type { IngressSettings } from '../model/ingress/class.js';
 import type { ExtensionProviders } from '../model/extension-providers.js';
@@ -46,8 +47,10 @@ export interface DiscoveryOptions {
   h2Upgrade?: boolean;
   /** Mesh config tcpKeepalive. */
   tcpKeepalive?: TcpKeepaliveSettings;
-  /** Mesh config accessLogFile and its format; unset: no access logs. */
+  /** Mesh config accessLogFile and its format; unset: no access logs but those Telemetries configure. */
   accessLog?: MeshAccessLog;
+  /** Mesh config extensionProviders' access loggers and defaultProviders.accessLogging, for Telemetry resources; default the built-in `envoy`. */
+  telemetryProviders?: TelemetryProviders;
   /** Mesh config rootNamespace: mesh-wide policies, Sidecar and rules; default mesh-system. */
   rootNamespace?: string;
   /** Mesh config outboundTrafficPolicy, connectTimeout, defaultHttpRetryPolicy; unset: the Go mesh's defaults. */

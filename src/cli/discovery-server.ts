@@ -50,7 +50,7 @@ import { discoverySettings, type DiscoverySettings } from './discovery-settings.
 import { INJECTION_TEMPLATE_FILE, type DiscoveryOptions } from './discovery-options.js';
 import { DiscoveryPushes } from './discovery-pushes.js';
 import { DiscoveryElections } from './discovery-elections.js';
-import { meshAccessLogs } from '../networking/access-log.js';
+import { readTelemetryProviders } from '../model/telemetry-providers.js';
 import type { MeshTrafficDefaults } from '../model/mesh-traffic-defaults.js';
 
 const log = scope('default');
@@ -117,6 +117,7 @@ export class DiscoveryServer {
   constructor(private readonly opts: DiscoveryOptions) {
     const settings = (this.settings = discoverySettings());
     const meshTraffic: MeshTrafficDefaults = opts.meshTraffic ?? {};
+    const telemetryProviders = opts.telemetryProviders ?? readTelemetryProviders({});
     this.store = opts.configDir ? new FileConfigStore({ configDir: opts.configDir }) : new OrchestratorConfigSource({ validate: settings.crdValidation, revision: settings.revision, ...opts.orchestrator });
     this.autoEntries.markSynced();
     this.autoRegistration = new AutoRegistration({ config: this.store, entries: this.autoEntries, controllerId: `pilot-discovery-${buildInfo.version}`, ...settings.autoRegistration });
@@ -143,7 +144,7 @@ export class DiscoveryServer {
       store: this.store,
       registry: this.registry,
       ingress: this.ingress,
-      snapshot: { domain: opts.domain, clusterId: opts.clusterId, traffic: settings.traffic, credentialsServed: this.credentials !== undefined, outboundTrafficPolicy: meshTraffic.outboundTrafficPolicy ?? 'ALLOW_ANY', rootNamespace: opts.rootNamespace ?? ROOT_NAMESPACE, exportDefaults: meshTraffic.exportTo ?? {} },
+      snapshot: { domain: opts.domain, clusterId: opts.clusterId, traffic: settings.traffic, credentialsServed: this.credentials !== undefined, outboundTrafficPolicy: meshTraffic.outboundTrafficPolicy ?? 'ALLOW_ANY', rootNamespace: opts.rootNamespace ?? ROOT_NAMESPACE, exportDefaults: meshTraffic.exportTo ?? {}, telemetryProviders },
       status: this.status,
       resolver: this.resolver,
       proxies: this.proxies,
@@ -170,7 +171,7 @@ export class DiscoveryServer {
       ...(opts.localityLbSetting ? { localityLb: opts.localityLbSetting } : {}),
       ...(opts.h2Upgrade ? { h2Upgrade: true } : {}),
       ...(opts.tcpKeepalive ? { tcpKeepalive: opts.tcpKeepalive } : {}),
-      ...(opts.accessLog ? { accessLogs: meshAccessLogs(opts.accessLog) } : {}),
+      accessLogging: { ...(opts.accessLog ? { mesh: opts.accessLog } : {}), providers: telemetryProviders },
       ...(meshTraffic.connectTimeout !== undefined ? { connectTimeout: meshTraffic.connectTimeout } : {}),
       ...(meshTraffic.defaultHttpRetryPolicy ? { defaultHttpRetryPolicy: meshTraffic.defaultHttpRetryPolicy } : {}),
       mtls: this.mtls,

@@ -157,6 +157,7 @@ async function runDiscovery(ctx: RunContext): Promise<number> {
     h2Upgrade: mesh.h2Upgrade,
     ...(mesh.tcpKeepalive ? { tcpKeepalive: mesh.tcpKeepalive } : {}),
     ...(mesh.accessLog ? { accessLog: mesh.accessLog } : {}),
+    telemetryProviders: mesh.telemetryProviders,
     meshTraffic: mesh.traffic,
     rootNamespace: mesh.rootNamespace,
     extensionProviders: mesh.extensionProviders,

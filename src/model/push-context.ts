@@ -1,7 +1,7 @@
 // PushContext: one immutable snapshot of everything the generators read (services, instances,
 // policies, sidecars), with the indexes they need. A push builds a new one and every proxy's
 // config is generated from the same snapshot, so proxies never see half of a change.
-import type { AnyResource, IngressListener, Kind, ResourceOf, Sidecar, EgressListener } from '../api/types.js';
+import type { AnyResource, IngressListener, Kind, ResourceOf, Sidecar, EgressListener, Telemetry } from '../api/types.js';
 import { ROOT_NAMESPACE } from '../api/types.js';
 import { gauge } from '../common/metrics.js';
 import type { Proxy } from './proxy.js';
@@ -12,6 +12,8 @@ import { GatewayIndex, gatewayNotices, gatewayRouteNotices } from './gateway.js'
 import { destinationRuleNotices, virtualServiceNotices } from './traffic-notices.js';
 import { scope } from '../common/log.js';
 import { perObject } from '../common/same-inputs.js';
+import { applicableTelemetries, telemetryWarnings } from './telemetry.js';
+import { readTelemetryProviders, type TelemetryProviders } from './telemetry-providers.js';
 
 const log = scope('model');
 
@@ -53,6 +55,8 @@ export interface PushContextOptions {
   readonly outboundTrafficPolicy?: OutboundTrafficMode;
   /** Mesh config default*ExportTo: the visibility of services, VirtualServices and DestinationRules that set no exportTo; default all namespaces. */
   readonly exportDefaults?: ExportDefaults;
+  /** Mesh config extensionProviders' access loggers: what Telemetry resources may name; default the built-in `envoy` only. */
+  readonly telemetryProviders?: TelemetryProviders;
 }
 
 export type PolicyKind = 'AuthorizationPolicy' | 'RequestAuthentication' | 'PeerAuthentication';
@@ -129,6 +133,8 @@ export class PushContext {
   private readonly policies: Map<PolicyKind, Map<string, AnyResource[]>>;
   private readonly sidecarsByNamespace: Map<string, Sidecar[]>;
   private readonly scopeCache = new Map<string, SidecarScope>();
+  private readonly telemetries: readonly Telemetry[];
+  private readonly telemetryCache = new Map<string, readonly Telemetry[]>();
 
   private constructor(opts: PushContextOptions) {
     this.version = `${new Date().toISOString()}/${++versionCounter}`;
@@ -145,6 +151,7 @@ export class PushContext {
     this.instancesByAddress = groupBy(all, (i) => i.address);
     this.policies = new Map(POLICY_KINDS.map((k) => [k, groupBy(opts.config.list(k) as AnyResource[], (r) => r.metadata.namespace)]));
     this.sidecarsByNamespace = groupBy(opts.config.list('Sidecar'), (r) => r.metadata.namespace);
+    this.telemetries = opts.config.list('Telemetry');
     const virtualServices = opts.config.list('VirtualService');
     this.virtualServiceCount = virtualServices.length;
     this.traffic = new TrafficIndex(opts.config.list('DestinationRule'), virtualServices, this.domain, this.rootNamespace, { ...opts.traffic, ...(opts.exportDefaults ? { exportDefaults: opts.exportDefaults } : {}), warn: (m) => logNotices(`delegation/${m}`, [m]) });
@@ -162,6 +169,8 @@ export class PushContext {
     for (const dr of opts.config.list('DestinationRule')) logNotices(`DestinationRule/${dr.metadata.namespace}/${dr.metadata.name}`, destinationRuleNotices(dr));
     for (const vs of opts.config.list('VirtualService')) logNotices(`VirtualService/${vs.metadata.namespace}/${vs.metadata.name}`, [...virtualServiceNotices(vs), ...gatewayRouteNotices(vs)]);
     for (const gw of push.gateways.gateways) logNotices(`Gateway/${gw.metadata.namespace}/${gw.metadata.name}`, gatewayNotices(gw, opts.credentialsServed));
+    const providers = opts.telemetryProviders ?? readTelemetryProviders({});
+    for (const t of push.telemetries) logNotices(`Telemetry/${t.metadata.namespace}/${t.metadata.name}`, telemetryWarnings(t, providers));
     gauge('pilot_eds_no_instances').set(push.clustersWithoutInstances());
     return push;
   }
@@ -212,6 +221,18 @@ export class PushContext {
   /** Every policy of a kind in one namespace (for debug output and the security builders). */
   policiesInNamespace<K extends PolicyKind>(kind: K, ns: string): ResourceOf<K>[] {
     return (this.policies.get(kind)!.get(ns) ?? []) as ResourceOf<K>[];
+  }
+
+  /**
+   * The Telemetries that apply to the proxy, weakest first (model/telemetry.ts), once per
+   * namespace and labels: every proxy of a Deployment shares one list.
+   */
+  telemetriesFor(proxy: Proxy): readonly Telemetry[] {
+    if (this.telemetries.length === 0) return this.telemetries;
+    const key = `${proxy.namespace}|${JSON.stringify(Object.entries(proxy.labels).sort())}`;
+    let found = this.telemetryCache.get(key);
+    if (!found) this.telemetryCache.set(key, (found = applicableTelemetries(this.telemetries, proxy, this.rootNamespace)));
+    return found;
   }
 
   /**

@@ -39,9 +39,15 @@ export function isMeshConfigChange(t: PushTrigger): t is Extract<PushTrigger, { 
   return t.source === 'config' && !REGISTRY_KINDS.has(t.kind);
 }
 
-/** A config change of a kind other than the security policies (Sidecar, ...: it may change anything). */
-export function isNonSecurityConfigChange(t: PushTrigger): boolean {
-  return isMeshConfigChange(t) && !SECURITY_KINDS.has(t.kind);
+/**
+ * Kinds that only reach listeners: the security policies (inbound filters) and Telemetry (access
+ * loggers). The Go mesh skips Telemetry for CDS, EDS, RDS and NDS as well.
+ */
+const LISTENER_ONLY_KINDS: ReadonlySet<string> = new Set([...SECURITY_KINDS, 'Telemetry']);
+
+/** A config change of a kind that may reach more than listeners (Sidecar, DestinationRule, ...: it may change anything). */
+export function reachesBeyondListeners(t: PushTrigger): boolean {
+  return isMeshConfigChange(t) && !LISTENER_ONLY_KINDS.has(t.kind);
 }
 
 function reasonOf(t: PushTrigger): string {

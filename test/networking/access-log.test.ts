@@ -15,7 +15,9 @@ import { setScopeLevel } from '../../src/common/log.js';
 import { parseMeshConfig } from '../../src/model/mesh-config.js';
 import type { MeshAccessLog } from '../../src/model/mesh-access-log.js';
 import { parseProxy } from '../../src/model/proxy.js';
-import { meshAccessLogs, type AccessLogs } from '../../src/networking/access-log.js';
+import { meshAccessLogs } from '../../src/networking/access-log.js';
+import { readTelemetryProviders } from '../../src/model/telemetry-providers.js';
+import type { AccessLogging } from '../../src/xds/generators/access-logs.js';
 import { sidecarListeners } from '../../src/xds/generators/sidecar.js';
 import { gatewayListeners } from '../../src/xds/generators/gateway.js';
 import { goldenCases } from '../helpers/golden.js';
@@ -116,12 +118,12 @@ function placements(listeners: readonly Listener[]): Record<string, { listener: 
   );
 }
 
-const LOGS: AccessLogs = meshAccessLogs(settings('accessLogFile: /dev/stdout\n'));
+const LOGS: AccessLogging = { mesh: settings('accessLogFile: /dev/stdout\n'), providers: readTelemetryProviders({}) };
 
 test('a captured sidecar: every connection manager and TCP proxy logs, and virtualInbound and virtualOutbound log NR connections', () => {
   const push = pushOf(MESH);
   const proxy = sidecarProxy('10.0.0.1', 'echo-1', 'foo', { LABELS: { app: 'echo' } });
-  const logged = placements(sidecarListeners(proxy, push, { accessLogs: LOGS }));
+  const logged = placements(sidecarListeners(proxy, push, { accessLogging: LOGS }));
   assert.deepEqual(logged, {
     virtualOutbound: { listener: 1, filters: ['virtualOutbound-catchall-tcp tcp 1'] },
     virtualInbound: {
@@ -143,7 +145,7 @@ test('a gateway: its connection managers, TCP proxies and listeners log as a sid
   const router = parseProxy('router~10.0.0.60~ingress-1.ingress~ingress.svc.cluster.local', { NAMESPACE: 'ingress', LABELS: { app: 'ingress' } });
   for (const name of ['http-hosts', 'tcp', 'auto-passthrough']) {
     const c = cases.find((g) => g.name === name)!;
-    const logged = placements(gatewayListeners(router, pushOf(validated(c.name, c.documents)), { accessLogs: LOGS }));
+    const logged = placements(gatewayListeners(router, pushOf(validated(c.name, c.documents)), { accessLogging: LOGS }));
     assert.ok(Object.keys(logged).length > 0, `${name}: the gateway has listeners`);
     for (const [listener, l] of Object.entries(logged)) {
       assert.equal(l.listener, 1, `${name} ${listener}: the listener logs NR connections`);

@@ -19,6 +19,7 @@ const TRIGGERS: Record<string, PushTrigger> = {
   RequestAuthentication: config('RequestAuthentication'),
   PeerAuthentication: config('PeerAuthentication'),
   Sidecar: config('Sidecar'),
+  Telemetry: config('Telemetry'),
   ServiceEntry: config('ServiceEntry'),
   WorkloadEntry: config('WorkloadEntry'),
   WorkloadGroup: config('WorkloadGroup'),
@@ -34,8 +35,9 @@ function pushedBy(t: XdsType): string[] {
   return Object.entries(TRIGGERS).filter(([, trigger]) => t.pushedBy(trigger)).map(([name]) => name);
 }
 
-test('LDS: policies, JWKS, services and other config; not endpoints nor registry-handled kinds', () => {
-  assert.deepEqual(pushedBy(lds), ['AuthorizationPolicy', 'RequestAuthentication', 'PeerAuthentication', 'Sidecar', 'service', 'jwks']);
+test('LDS: policies, Telemetry, JWKS, services and other config; not endpoints nor registry-handled kinds', () => {
+  assert.deepEqual(pushedBy(lds), ['AuthorizationPolicy', 'RequestAuthentication', 'PeerAuthentication', 'Sidecar', 'Telemetry', 'service', 'jwks']);
+  assert.deepEqual(pushFor(MESH_XDS_TYPES, TRIGGERS.Telemetry!), { reason: 'config', types: new Set([TypeUrl.Listener]) }, 'access loggers live in listeners only, as the Go mesh skips Telemetry for the other types');
 });
 
 test('RDS and CDS: services and non-policy config; CDS also PeerAuthentication (auto mTLS follows it)', () => {

@@ -13,7 +13,7 @@ import type { PathNormalization } from '../../networking/common.js';
 import { buildGatewayListeners } from '../../networking/gateway.js';
 import { buildGatewayRouteConfig, emptyGatewayRouteConfig } from '../../networking/gateway-route.js';
 import { memo } from '../cache.js';
-import type { AccessLogs } from '../../networking/access-log.js';
+import { proxyAccessLogs, type AccessLogging } from './access-logs.js';
 import type { HttpRetry } from '../../networking/http-route.js';
 import { hashPolicies, serviceTcpProxyPolicy } from './sidecar.js';
 
@@ -35,8 +35,8 @@ export interface GatewayOptions {
   readonly onGatewayRejected?: (message: string) => void;
   /** Other problems of the gateway's config (a server no VirtualService routes, a repeated SNI host). */
   readonly onProblem?: (message: string) => void;
-  /** The mesh config's access logs, on every connection manager, TCP proxy and listener. */
-  readonly accessLogs?: AccessLogs;
+  /** The mesh config's accessLogFile and Telemetry providers: a gateway logs as the CLIENT side, as in the Go mesh. */
+  readonly accessLogging?: AccessLogging;
 }
 
 export function isRouter(proxy: Proxy): boolean {
@@ -74,6 +74,7 @@ function servicePorts(proxy: Proxy, push: PushContext): Record<string, number[]>
 
 export function gatewayListeners(proxy: Proxy, push: PushContext, opts: GatewayOptions = {}): Listener[] {
   const merged = mergedGatewayFor(proxy, push, opts);
+  const logs = proxyAccessLogs(proxy, push, opts.accessLogging).client;
   return buildGatewayListeners(merged, {
     domain: push.domain,
     virtualServicesFor: (gw) => push.gateways.virtualServicesFor(gw, proxy.namespace),
@@ -82,7 +83,7 @@ export function gatewayListeners(proxy: Proxy, push: PushContext, opts: GatewayO
     networkFilters: opts.inboundNetworkFilters?.(proxy, push) ?? [],
     ...(opts.pathNormalization ? { pathNormalization: opts.pathNormalization } : {}),
     ...(opts.onProblem ? { onProblem: opts.onProblem } : {}),
-    ...(opts.accessLogs ? { accessLogs: opts.accessLogs } : {}),
+    ...(logs ? { accessLogs: logs } : {}),
     ...(hasAutoPassthrough(merged) ? { sniTargets: sniTargets(proxy, push) } : {}),
     tcpPolicies: (hostname) => {
       const s = push.sidecarScope(proxy).services.find((x) => x.hostname === hostname);

@@ -13,7 +13,7 @@ import { NameTableSchema } from '../../gen/mesh/v1/dns_pb.js';
 import { allocatedFor } from '../../model/auto-allocate.js';
 import { buildNameTable, usesAutoAllocation } from '../../networking/name-table.js';
 import type { XdsResource } from '../generator.js';
-import { isNonSecurityConfigChange, type PushTrigger } from '../push-scope.js';
+import { reachesBeyondListeners, type PushTrigger } from '../push-scope.js';
 import type { XdsType } from './context.js';
 
 /** The name of the one NameTable resource a proxy receives. */
@@ -27,7 +27,7 @@ const perScope = new WeakMap<object, Map<string, XdsResource>>();
 
 export const nds: XdsType = {
   typeUrl: TypeUrl.NameTable,
-  pushedBy: (t: PushTrigger) => t.source === 'service' || (t.source === 'endpoints' && t.headless === true) || isNonSecurityConfigChange(t),
+  pushedBy: (t: PushTrigger) => t.source === 'service' || (t.source === 'endpoints' && t.headless === true) || reachesBeyondListeners(t),
   generator: (ctx) => ({
     generate: ({ proxy: info }) => {
       const proxy = ctx.opts.proxies.of(info);

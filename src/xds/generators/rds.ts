@@ -1,7 +1,7 @@
 // RDS: the outbound route configurations a proxy names (per port for sidecars, per `host:port`
 // target for proxyless gRPC clients), pushed when services or non-policy config change.
 import { RouteConfigurationSchema } from '../../gen/envoy/config/route/v3/route_pb.js';
-import { isNonSecurityConfigChange, type PushTrigger } from '../push-scope.js';
+import { reachesBeyondListeners, type PushTrigger } from '../push-scope.js';
 import { TypeUrl } from '../../envoy/types.js';
 import { generatorOf, isGrpc, resources, type XdsType } from './context.js';
 import { grpcRoutes } from './grpc.js';
@@ -11,7 +11,7 @@ import { packRouteConfiguration } from './route-packing.js';
 
 export const rds: XdsType = {
   typeUrl: TypeUrl.RouteConfiguration,
-  pushedBy: (t: PushTrigger) => t.source === 'service' || isNonSecurityConfigChange(t),
+  pushedBy: (t: PushTrigger) => t.source === 'service' || reachesBeyondListeners(t),
   generator: (ctx) =>
     generatorOf(ctx, (proxy, push, names) =>
       resources(

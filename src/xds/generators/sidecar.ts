@@ -14,7 +14,7 @@ import { isHeadless, isHttpProtocol, ORCHESTRATOR_REGISTRY, type Service } from 
 import { blackHoleCluster, buildInboundCluster, buildOutboundCluster, passthroughCluster, type MeshClusterDefaults } from '../../networking/cluster.js';
 import { bindsOwnListener, inboundPorts, type InboundPorts } from '../../networking/inbound.js';
 import { buildIngressListeners, buildOutboundListeners, buildVirtualInbound, buildVirtualOutbound, sniffedProtocol, type InboundOptions, type ListenerConflict } from '../../networking/listener.js';
-import type { AccessLogs } from '../../networking/access-log.js';
+import { accessLogsKey, proxyAccessLogs, type AccessLogging } from './access-logs.js';
 import type { HttpRetry } from '../../networking/http-route.js';
 import { usesAutoAllocation } from '../../networking/name-table.js';
 import { LOCALHOST, outboundClusterName, WILDCARD_ADDRESS } from '../../networking/names.js';
@@ -71,11 +71,8 @@ export interface SidecarOptions {
   readonly headlessPodListeners?: boolean;
   /** Mesh mTLS: PeerAuthentication on inbound chains, auto mTLS on outbound clusters; absent = plaintext. */
   readonly mtls?: MeshMtlsSettings;
-  /**
-   * The mesh config's access logs, on every connection manager, TCP proxy and capturing listener.
-   * Fixed for the server's life, so no cache key includes them.
-   */
-  readonly accessLogs?: AccessLogs;
+  /** The mesh config's accessLogFile and Telemetry providers: each proxy's loggers per side (./access-logs.ts); absent = none. */
+  readonly accessLogging?: AccessLogging;
 }
 
 /**
@@ -154,6 +151,7 @@ export function sidecarListeners(proxy: Proxy, push: PushContext, opts: SidecarO
   inbound.problems.forEach((p) => opts.onProblem?.(p));
   inbound.conflicts.forEach((c) => opts.onInboundConflict?.(c));
   const mtls = opts.mtls ? inboundMtls(proxy, push, opts.mtls) : undefined;
+  const logs = proxyAccessLogs(proxy, push, opts.accessLogging);
   const inboundPortList = mtls ? inbound.ports.map((p) => ({ ...p, mtls: portMtlsMode(mtls.modes, p.port) })) : inbound.ports;
   const inboundOpts: InboundOptions = {
     httpFilters: opts.inboundHttpFilters?.(proxy, push) ?? [],
@@ -164,13 +162,13 @@ export function sidecarListeners(proxy: Proxy, push: PushContext, opts: SidecarO
     ...(opts.pathNormalization !== undefined ? { pathNormalization: opts.pathNormalization } : {}),
     ...(mtls ? { mtls: mtls.options } : {}),
     ...(http10(proxy, opts) ? { acceptHttp10: true } : {}),
-    ...(opts.accessLogs ? { accessLogs: opts.accessLogs } : {}),
+    ...(logs.server ? { accessLogs: logs.server } : {}),
   };
   const cap = captured(proxy);
   const sniffing = opts.outboundSniffing ?? false;
   const perPod = cap && (opts.headlessPodListeners ?? false);
   const accept10 = http10(proxy, opts);
-  const outboundKey = `lds:${cap}:${sniffing}:${usesAutoAllocation(proxy)}:${opts.pathNormalization ?? ''}:${perPod}:${push.traffic.sourceLabelsKey(proxy)}:${accept10}:${push.traffic.selectorKey(proxy)}`;
+  const outboundKey = `lds:${cap}:${sniffing}:${usesAutoAllocation(proxy)}:${opts.pathNormalization ?? ''}:${perPod}:${push.traffic.sourceLabelsKey(proxy)}:${accept10}:${push.traffic.selectorKey(proxy)}:${accessLogsKey(logs.client)}`;
   const outbound = memo(scope, outboundKey, () => {
     const services = outboundServices(proxy, push);
     const listenerOpts = {
@@ -183,8 +181,8 @@ export function sidecarListeners(proxy: Proxy, push: PushContext, opts: SidecarO
       l4Routes: l4RouteContext(proxy, push),
       tcpPolicies: tcpProxyPoliciesOf(proxy, push, services),
     };
-    const logs = opts.accessLogs ? { accessLogs: opts.accessLogs } : {};
-    return cachedIn(opts.cache, () => ['lds-outbound', services.map(serviceKey), listenerOpts], () => buildOutboundListeners(services, { ...listenerOpts, ...logs }));
+    const clientLogs = logs.client ? { accessLogs: logs.client } : {};
+    return cachedIn(opts.cache, () => ['lds-outbound', services.map(serviceKey), listenerOpts, accessLogsKey(logs.client)], () => buildOutboundListeners(services, { ...listenerOpts, ...clientLogs }));
   });
   outbound.conflicts.forEach((c) => opts.onConflict?.(c));
   const tproxy = proxy.interceptionMode === 'TPROXY';
@@ -193,23 +191,24 @@ export function sidecarListeners(proxy: Proxy, push: PushContext, opts: SidecarO
   // the proxies the same policies select). Proxies with equal inputs get one list, and its
   // dependency keys (which hash every input, packed RBAC configs included) are computed once per
   // distinct inputs per snapshot instead of once per proxy (on the scope: it goes with the snapshot).
-  const { httpFilters = [], networkFilters = [], accessLogs: _fixed, ...inboundValues } = inboundOpts;
+  const { httpFilters = [], networkFilters = [], accessLogs: serverLogs, ...inboundValues } = inboundOpts;
   // The proxy's own Pod gets no outbound listener of its own address (the inbound side has it), as
   // the Go mesh: the address is an input only where such a listener exists (a headless service's Pod).
   const ip = perPod ? proxy.ipAddresses[0] : undefined;
   const ownIp = ip && listenerAddresses(outbound.listeners).has(ip) ? ip : '';
-  const proxyKey = `${outboundKey}|${tproxy}:${ownIp}:${JSON.stringify([inboundPortList, inboundValues])}:${identityKey(httpFilters, networkFilters)}`;
+  const proxyKey = `${outboundKey}|${tproxy}:${ownIp}:${JSON.stringify([inboundPortList, inboundValues])}:${identityKey(httpFilters, networkFilters)}:${accessLogsKey(serverLogs)}`;
   return memo(scope, proxyKey, () => {
     // Ports bound by a listener of their own (a Sidecar ingress listener decides per port) and those
     // reached through capture (virtualInbound's chains).
     const own = inboundPortList.filter((p) => bindsOwnListener(p, cap));
     const redirected = inboundPortList.filter((p) => !bindsOwnListener(p, cap));
-    const inboundKey = (): object => ({ ...inboundValues, httpFilters: httpFilters.map(filterKey), networkFilters: networkFilters.map(filterKey) });
+    const inboundKey = (): object => ({ ...inboundValues, httpFilters: httpFilters.map(filterKey), networkFilters: networkFilters.map(filterKey), accessLogs: accessLogsKey(serverLogs) });
     const ingress = own.length > 0 ? cachedIn(opts.cache, () => ['lds-ingress', own, inboundKey()], () => buildIngressListeners(own, inboundOpts)) : [];
     if (!cap) return [...ingress, ...outbound.listeners];
     const outboundListeners = ownIp ? outbound.listeners.filter((l) => !l.name.startsWith(`${ownIp}_`)) : outbound.listeners;
     const mode = scope.outboundTrafficPolicy;
-    const virtualOutbound = memo(scope, `virtualOutbound:${tproxy}`, () => cachedIn(opts.cache, () => ['virtualOutbound', mode, tproxy], () => buildVirtualOutbound(mode, tproxy, opts.accessLogs)));
+    const clientKey = accessLogsKey(logs.client);
+    const virtualOutbound = memo(scope, `virtualOutbound:${tproxy}:${clientKey}`, () => cachedIn(opts.cache, () => ['virtualOutbound', mode, tproxy, clientKey], () => buildVirtualOutbound(mode, tproxy, logs.client)));
     return [virtualOutbound, cachedIn(opts.cache, () => ['virtualInbound', redirected, inboundKey()], () => buildVirtualInbound(redirected, inboundOpts)), ...ingress, ...outboundListeners];
   });
 }
