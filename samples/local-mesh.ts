@@ -72,7 +72,11 @@ export interface LocalMeshOptions {
   output?: 'inherit' | 'pipe';
   /** Mesh config YAML for pilot-discovery (`--meshConfig`); default: none (the default mesh). */
   meshConfig?: string;
-  /** Every proxy writes the Go mesh's access log lines to `<stateDir>/access.log` (mesh config accessLogFile). */
+  /**
+   * Every proxy writes the Go mesh's access log lines to `<stateDir>/access.log` (mesh config
+   * accessLogFile), and the mesh config has a `json-file` provider (`<stateDir>/access.json.log`,
+   * default JSON fields) for Telemetry resources; `meshConfig` must then not set extensionProviders.
+   */
   accessLog?: boolean;
 }
 
@@ -95,6 +99,8 @@ export interface LocalMesh {
   stopIssuer(): Promise<void>;
   /** The file every proxy's access log lines go to, with `accessLog`. */
   readonly accessLogFile?: string;
+  /** The `json-file` provider's file, with `accessLog`: where a Telemetry naming it sends lines. */
+  readonly jsonAccessLogFile?: string;
   /** Everything the programs printed, with `output: 'pipe'`. */
   output(): string;
   stop(): Promise<void>;
@@ -178,9 +184,11 @@ export async function startLocalMesh(opts: LocalMeshOptions): Promise<LocalMesh>
     '--httpsAddr', `127.0.0.1:${ports.webhook}`,
   ];
   const accessLogFile = opts.accessLog ? join(state, 'access.log') : undefined;
+  const jsonAccessLogFile = opts.accessLog ? join(state, 'access.json.log') : undefined;
   if (opts.meshConfig !== undefined || accessLogFile) {
     const meshFile = join(state, 'mesh.yaml');
-    writeFileSync(meshFile, `${opts.meshConfig ?? ''}\n${accessLogFile ? `accessLogFile: ${JSON.stringify(accessLogFile)}\n` : ''}`);
+    const logging = accessLogFile ? `accessLogFile: ${JSON.stringify(accessLogFile)}\nextensionProviders:\n- name: json-file\n  envoyFileAccessLog: { path: ${JSON.stringify(jsonAccessLogFile)}, logFormat: { labels: {} } }\n` : '';
+    writeFileSync(meshFile, `${opts.meshConfig ?? ''}\n${logging}`);
     discoveryArgs.push('--meshConfig', meshFile);
   }
   // The CA is kept in the state directory (a restart keeps the root); the issuer vouches for tokens
@@ -250,7 +258,7 @@ export async function startLocalMesh(opts: LocalMeshOptions): Promise<LocalMesh>
     agent,
     ...(gatewayAgent ? { gatewayAgent } : {}),
     ...(clientAgent ? { clientAgent } : {}),
-    ...(accessLogFile ? { accessLogFile } : {}),
+    ...(accessLogFile ? { accessLogFile, jsonAccessLogFile } : {}),
     discovery: () => discovery,
     stopDiscovery: () => stopChild(discovery),
     stopIssuer: () => new Promise<void>((r) => (issuerServer?.listening ? issuerServer.close(() => r()) : r())),
@@ -306,7 +314,13 @@ function instructions(mesh: LocalMesh): string {
   }
   lines.push(
     '',
-    ...(mesh.accessLogFile ? [`Access log (every proxy, the Go mesh's format: flags, cluster, upstream host): tail -f ${mesh.accessLogFile}`, ''] : []),
+    ...(mesh.accessLogFile
+      ? [
+          `Access log (every proxy, the Go mesh's format: flags, cluster, upstream host): tail -f ${mesh.accessLogFile}`,
+          `  Telemetry: httpbin's inbound lines in JSON to ${mesh.jsonAccessLogFile}: cp samples/telemetry/inbound-json.yaml ${mesh.configDir}/`,
+          '',
+        ]
+      : []),
     `Policies: copy a file from samples/policies into ${mesh.configDir}; it applies when saved.`,
     `  cp samples/policies/02-allow-alice.yaml ${mesh.configDir}/`,
     'Ctrl-C stops everything.',

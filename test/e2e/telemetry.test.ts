@@ -1,10 +1,11 @@
-// The Telemetry API's access logging through the local mesh's real programs: a mesh config
-// provider, a namespace Telemetry for httpbin's inbound (SERVER) side, then one turning sleep's
-// outbound (CLIENT) side off, then both deleted, each applied to the running sidecars from the
-// config directory. The mesh config's accessLogFile applies wherever no Telemetry configures a side.
+// The Telemetry API's access logging through the local mesh's real programs: its `json-file`
+// provider, samples/telemetry/inbound-json.yaml for httpbin's inbound (SERVER) side, then a
+// Telemetry turning sleep's outbound (CLIENT) side off, then both deleted, each applied to the
+// running sidecars from the config directory. The mesh config's accessLogFile applies wherever no
+// Telemetry configures a side; pilot-discovery names what it does not apply.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { copyFileSync, existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { freePorts, startLocalMesh } from '../../samples/local-mesh.js';
@@ -15,9 +16,8 @@ const lines = (file: string): string[] => (existsSync(file) ? readFileSync(file,
 
 test('Telemetry accessLogging: per side and per namespace on running sidecars, over the mesh config file', { timeout: 150_000 }, async (t) => {
   const stateDir = mkdtempSync(join(tmpdir(), 'mesh-telemetry-'));
-  const serverLog = join(stateDir, 'server.json.log');
-  const meshConfig = `extensionProviders:\n- name: server-json\n  envoyFileAccessLog:\n    path: ${JSON.stringify(serverLog)}\n    logFormat: { labels: { id: "%REQ(X-REQUEST-ID)%", code: "%RESPONSE_CODE%", cluster: "%UPSTREAM_CLUSTER_RAW%" } }\n`;
-  const mesh = await startLocalMesh({ stateDir, secure: true, client: true, ports: await freePorts(), output: 'pipe', accessLog: true, meshConfig });
+  const mesh = await startLocalMesh({ stateDir, secure: true, client: true, ports: await freePorts(), output: 'pipe', accessLog: true });
+  const serverLog = mesh.jsonAccessLogFile!;
   t.after(() => mesh.stop());
   const file = mesh.accessLogFile!;
   const host = 'httpbin.default.svc.cluster.local';
@@ -37,18 +37,24 @@ test('Telemetry accessLogging: per side and per namespace on running sidecars, o
     }, 40_000);
   await until((p) => assert.equal(p.mesh.length, 2, 'before any Telemetry both sidecars log to accessLogFile'));
 
-  const inbound = join(mesh.configDir, 'telemetry-default.yaml');
-  writeFileSync(inbound, `apiVersion: telemetry.mesh.io/v1\nkind: Telemetry\nmetadata: { name: inbound-json, namespace: default }\nspec:\n  accessLogging:\n  - providers: [{ name: server-json }]\n    match: { mode: SERVER }\n    filter: { expression: "response.code >= 400" }\n`);
+  const inbound = join(mesh.configDir, 'inbound-json.yaml');
+  copyFileSync('samples/telemetry/inbound-json.yaml', inbound);
   await until((p) => {
     assert.equal(p.mesh.length, 1, `only sleep's outbound line stays in accessLogFile: ${p.mesh.join('\n')}`);
     assert.match(p.mesh[0]!, / outbound\|/);
     assert.equal(p.server.length, 1, "httpbin's inbound line goes to the provider's file");
-    assert.deepEqual(JSON.parse(p.server[0]!), { id: p.id, code: 200, cluster: `inbound|${mesh.ports.inbound}||` }, 'in the provider JSON format, a 200 included (the filter is not applied)');
+    const line = JSON.parse(p.server[0]!) as Record<string, unknown>;
+    assert.deepEqual([line['request_id'], line['response_code'], line['upstream_cluster'], line['method']], [p.id, 200, `inbound|${mesh.ports.inbound}||`, 'GET'], "the Go mesh's default JSON fields");
   });
-  assert.match(mesh.output(), /Telemetry\/default\/inbound-json: spec\.accessLogging\[0\]\.filter\.expression is not effective/, 'pilot-discovery says the filter is not applied');
+  // What pilot-discovery does not apply, it names when it reads the resource.
+  writeFileSync(join(mesh.configDir, 'telemetry-other.yaml'), `apiVersion: telemetry.mesh.io/v1\nkind: Telemetry\nmetadata: { name: errors-only, namespace: other }\nspec:\n  accessLogging:\n  - providers: [{ name: json-file }, { name: nowhere }]\n    filter: { expression: "response.code >= 400" }\n`);
+  await eventually(() => {
+    assert.match(mesh.output(), /Telemetry\/other\/errors-only: spec\.accessLogging\[0\]\.filter\.expression is not effective \(mesh-proxy has no CEL filters\): the logger logs every request/);
+    assert.match(mesh.output(), /Telemetry\/other\/errors-only: spec\.accessLogging\[0\]\.providers\[1\]: no access log provider named "nowhere"/);
+  }, 15_000);
 
   const quiet = join(mesh.configDir, 'telemetry-sleep.yaml');
-  writeFileSync(quiet, `apiVersion: telemetry.mesh.io/v1\nkind: Telemetry\nmetadata: { name: quiet, namespace: sleep }\nspec:\n  accessLogging:\n  - providers: [{ name: server-json }]\n    disabled: true\n`);
+  writeFileSync(quiet, `apiVersion: telemetry.mesh.io/v1\nkind: Telemetry\nmetadata: { name: quiet, namespace: sleep }\nspec:\n  accessLogging:\n  - providers: [{ name: json-file }]\n    disabled: true\n`);
   await until((p) => {
     assert.equal(p.server.length, 1, 'httpbin keeps logging its side');
     assert.deepEqual(p.mesh, [], "sleep's side is explicitly off: not even accessLogFile");
