@@ -113,6 +113,8 @@ export function telemetryWarnings(t: Telemetry, providers: TelemetryProviders): 
   if (t.spec.tracing?.length) out.push(`${at}: spec.tracing is not effective yet`);
   (t.spec.accessLogging ?? []).forEach((entry, i) => {
     const field = `spec.accessLogging[${i}]`;
+    // The Go mesh's InvalidTelemetryProvider: such an entry turns on nothing.
+    if (!entry.providers?.length && !entry.disabled && providers.defaultAccessLogging.length === 0) out.push(`${at}: ${field} names no provider and the mesh config has no defaultProviders.accessLogging: it has no effect`);
     if (entry.filter?.expression) out.push(`${at}: ${field}.filter.expression is not effective (mesh-proxy has no CEL filters): the logger logs every request`);
     (entry.providers ?? []).forEach((ref, j) => {
       const p = providers.accessLoggers.get(ref.name.toLowerCase());

@@ -9,6 +9,7 @@ import { mtlsDestinationRule } from '../../src/model/analysis/mtls-destination-r
 import { peerAuthenticationConflict } from '../../src/model/analysis/peerauthentication-conflict.js';
 import { requestPrincipalIssuer } from '../../src/model/analysis/request-principal-issuer.js';
 import { selectorNoWorkload } from '../../src/model/analysis/selector-no-workload.js';
+import { telemetryConflict } from '../../src/model/analysis/telemetry-conflict.js';
 import type { AnalysisInput, Analyzer } from '../../src/model/analysis/types.js';
 import { virtualServiceConflict } from '../../src/model/analysis/virtualservice-conflict.js';
 import { virtualServiceSubset } from '../../src/model/analysis/virtualservice-subset.js';
@@ -167,4 +168,26 @@ test('DestinationRule disabling TLS: quiet where the namespace is PERMISSIVE or 
 test('analyze runs every analyzer and sorts by resource and path', () => {
   const i = input([res('Gateway', 'default', 'gw', { selector: { istio: 'egress' } }), res('AuthorizationPolicy', 'default', 'typo', { selector: { matchLabels: { app: 'x' } } })]);
   assert.deepEqual(analyze(i).map((m) => m.code), ['MSH0127', 'MSH0101']);
+});
+
+test('Telemetries as the Go mesh analyzes them: two namespace-wide, two selecting one workload, a selector matching nothing', () => {
+  const i = input([
+    res('Telemetry', 'default', 'a', { accessLogging: [{ providers: [{ name: 'envoy' }] }] }),
+    res('Telemetry', 'default', 'b', { accessLogging: [{ disabled: true }] }),
+    res('Telemetry', 'default', 'by-app', { selector: { matchLabels: { app: 'httpbin' } } }),
+    res('Telemetry', 'default', 'by-version', { selector: { matchLabels: { version: 'v1' } } }),
+    res('Telemetry', 'default', 'ratings', { selector: { matchLabels: { app: 'ratings' } } }),
+    res('Telemetry', 'other', 'httpbin-elsewhere', { selector: { matchLabels: { app: 'httpbin' } } }),
+    res('Telemetry', 'default', 'gateway', { targetRefs: [{ kind: 'Gateway', name: 'gw' }] }),
+  ]);
+  assert.deepEqual(brief(telemetryConflict, i), [
+    'MSH0160 Telemetry/default/a spec.selector',
+    'MSH0160 Telemetry/default/b spec.selector',
+    'MSH0159 Telemetry/default/by-app spec.selector.matchLabels',
+    'MSH0159 Telemetry/default/by-version spec.selector.matchLabels',
+    'MSH0101 Telemetry/default/ratings spec.selector.matchLabels',
+    'MSH0101 Telemetry/other/httpbin-elsewhere spec.selector.matchLabels',
+  ]);
+  assert.match(telemetryConflict.analyze(i).find((m) => m.resource.name === 'httpbin-elsewhere')!.message, /no workload in namespace other matches the selector app=httpbin; the Telemetry applies to nothing/);
+  assert.deepEqual(brief(telemetryConflict, input([res('Telemetry', ROOT_NAMESPACE, 'mesh', {}), res('Telemetry', 'default', 'ns', {}), res('Telemetry', 'default', 'by-app', { selector: { matchLabels: { app: 'httpbin' } } })])), [], 'one per level is quiet');
 });

@@ -139,3 +139,10 @@ test('warnings when read: filters, unknown and non-file providers, metrics, trac
   const filtered = telemetry('app', 'ns', { accessLogging: [{ providers: [{ name: 'plain' }], filter: { expression: 'response.code >= 400' } }] });
   assert.deepEqual(paths([filtered], 'CLIENT'), ['/var/log/plain.log'], 'the filter is dropped, the logger kept');
 });
+
+test('warnings when read: an entry naming no provider, without defaultProviders, has no effect (the Go mesh analyzer InvalidTelemetryProvider)', () => {
+  const t = telemetry('app', 'ns', { accessLogging: [{ match: { mode: 'SERVER' } }, { disabled: true }] });
+  assert.deepEqual(telemetryWarnings(t, mesh().telemetryProviders), ['Telemetry/app/ns: spec.accessLogging[0] names no provider and the mesh config has no defaultProviders.accessLogging: it has no effect']);
+  assert.deepEqual(telemetryWarnings(t, mesh('defaultProviders: { accessLogging: [plain] }\n').telemetryProviders), [], 'with default providers it turns them on');
+  assert.deepEqual(paths([t], 'SERVER'), undefined, 'and indeed the mesh config decides');
+});

@@ -4,11 +4,12 @@ import { peerAuthenticationConflict } from './peerauthentication-conflict.js';
 import { mtlsDestinationRule } from './mtls-destination-rule.js';
 import { requestPrincipalIssuer } from './request-principal-issuer.js';
 import { selectorNoWorkload } from './selector-no-workload.js';
+import { telemetryConflict } from './telemetry-conflict.js';
 import type { AnalysisInput, AnalysisMessage, Analyzer } from './types.js';
 import { virtualServiceConflict } from './virtualservice-conflict.js';
 import { virtualServiceSubset } from './virtualservice-subset.js';
 
-export const ANALYZERS: readonly Analyzer[] = [selectorNoWorkload, requestPrincipalIssuer, virtualServiceSubset, gatewaySelector, virtualServiceConflict, peerAuthenticationConflict, mtlsDestinationRule];
+export const ANALYZERS: readonly Analyzer[] = [selectorNoWorkload, requestPrincipalIssuer, virtualServiceSubset, gatewaySelector, virtualServiceConflict, peerAuthenticationConflict, mtlsDestinationRule, telemetryConflict];
 
 const key = (m: AnalysisMessage) => `${m.resource.kind}/${m.resource.namespace}/${m.resource.name}\0${m.path}\0${m.code}`;
 
