@@ -113,18 +113,27 @@ export async function freePorts(): Promise<LocalMeshPorts> {
   return out;
 }
 
-/**
- * The agent's side of workload identity: its token (minted by the sample issuer for the workload's
- * service account, audience mesh-ca) where JWT_POLICY=third-party-jwt looks for it, and the CA
- * root it trusts on the secured port.
- */
-async function workloadIdentityEnv(agentDir: string, issuerUrl: string, rootFile: string, account = 'default:httpbin'): Promise<NodeJS.ProcessEnv> {
+/** The token the sample issuer mints for a workload's service account (audience mesh-ca), where JWT_POLICY=third-party-jwt looks for it. */
+async function writeWorkloadToken(agentDir: string, issuerUrl: string, account: string): Promise<void> {
   const q = new URLSearchParams({ sub: `system:serviceaccount:${account}`, aud: 'mesh-ca', exp: '24h' });
   const res = await fetch(`${issuerUrl}/token?${q}`);
   if (res.status !== 200) throw new Error(`the sample issuer did not mint a workload token: HTTP ${res.status}`);
   const tokenFile = join(agentDir, 'var', 'run', 'secrets', 'tokens', 'mesh-token');
   mkdirSync(dirname(tokenFile), { recursive: true });
   writeFileSync(tokenFile, (await res.text()).trim(), { mode: 0o600 });
+}
+
+/** How often the local mesh re-mints the workloads' 24 h tokens, as the orchestrator's kubelet rotates projected tokens. */
+const TOKEN_REFRESH_MS = 6 * 3600_000;
+
+/**
+ * The agent's side of workload identity: its token, re-minted every TOKEN_REFRESH_MS (the agent
+ * authenticates renewals with it too), and the CA root it trusts on the secured port.
+ */
+async function workloadIdentityEnv(agentDir: string, issuerUrl: string, rootFile: string, refreshers: Array<() => Promise<void>>, account = 'default:httpbin'): Promise<NodeJS.ProcessEnv> {
+  const mint = () => writeWorkloadToken(agentDir, issuerUrl, account);
+  await mint();
+  refreshers.push(mint);
   return { XDS_ROOT_CA: rootFile };
 }
 
@@ -218,7 +227,10 @@ export async function startLocalMesh(opts: LocalMeshOptions): Promise<LocalMesh>
   let agent: ChildProcess | undefined;
   let gatewayAgent: ChildProcess | undefined;
   let clientAgent: ChildProcess | undefined;
+  const refreshers: Array<() => Promise<void>> = [];
+  const tokenRefresh = setInterval(() => refreshers.forEach((mint) => void mint().catch((e: unknown) => process.stderr.write(`local mesh: ${(e as Error).message}\n`))), TOKEN_REFRESH_MS).unref();
   const stop = async () => {
+    clearInterval(tokenRefresh);
     if (gatewayAgent) await stopChild(gatewayAgent);
     if (clientAgent) await stopChild(clientAgent);
     if (agent) await stopChild(agent);
@@ -227,7 +239,7 @@ export async function startLocalMesh(opts: LocalMeshOptions): Promise<LocalMesh>
   };
   try {
     await untilReady(`http://127.0.0.1:${ports.http}/ready`, discovery, 'pilot-discovery');
-    const secureEnv = opts.secure && issuerUrl ? await workloadIdentityEnv(agentDir, issuerUrl, join(caDir, 'root-cert.pem')) : {};
+    const secureEnv = opts.secure && issuerUrl ? await workloadIdentityEnv(agentDir, issuerUrl, join(caDir, 'root-cert.pem'), refreshers) : {};
     agent = program('pilot-agent', ['proxy'], {
       cwd: agentDir,
       ...(sink ? { sink } : {}),
@@ -236,14 +248,14 @@ export async function startLocalMesh(opts: LocalMeshOptions): Promise<LocalMesh>
     await untilReady(`http://127.0.0.1:${ports.status}/healthz/ready`, agent, 'pilot-agent');
     if (opts.client) {
       const clientDir = join(state, 'sleep');
-      const clientEnv = opts.secure && issuerUrl ? await workloadIdentityEnv(clientDir, issuerUrl, join(caDir, 'root-cert.pem'), 'sleep:sleep') : {};
+      const clientEnv = opts.secure && issuerUrl ? await workloadIdentityEnv(clientDir, issuerUrl, join(caDir, 'root-cert.pem'), refreshers, 'sleep:sleep') : {};
       clientAgent = startClientAgent(clientDir, ports, proxyConfig, clientEnv, sink);
       await untilReady(`http://127.0.0.1:${ports.clientStatus}/healthz/ready`, clientAgent, 'pilot-agent (sleep)');
     }
     if (opts.gateway) {
       writeGatewayConfig(configDir, ports.gateway);
       const gatewayDir = join(state, 'gateway');
-      const gatewayEnv = opts.secure && issuerUrl ? await workloadIdentityEnv(gatewayDir, issuerUrl, join(caDir, 'root-cert.pem'), 'mesh-system:ingressgateway') : {};
+      const gatewayEnv = opts.secure && issuerUrl ? await workloadIdentityEnv(gatewayDir, issuerUrl, join(caDir, 'root-cert.pem'), refreshers, 'mesh-system:ingressgateway') : {};
       gatewayAgent = startGatewayAgent(gatewayDir, ports, proxyConfig, gatewayEnv, sink);
       await untilReady(`http://127.0.0.1:${ports.gatewayStatus}/healthz/ready`, gatewayAgent, 'pilot-agent proxy router');
     }

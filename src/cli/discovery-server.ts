@@ -357,7 +357,7 @@ export class DiscoveryServer {
    * do not wait for it) and then the secured port. A broken plugged-in CA rejects start().
    */
   private async startSecure(): Promise<void> {
-    this.ca = await startMeshCa(this.xds.grpc, this.authenticator, { namespace: this.opts.namespace ?? 'mesh-system', trustDomain: this.mtls.trustDomain, federation: this.federation });
+    this.ca = await startMeshCa(this.xds.grpc, this.authenticator, { namespace: this.opts.namespace ?? 'mesh-system', trustDomain: this.mtls.trustDomain, trustDomainAliases: this.mtls.aliases, federation: this.federation });
     if (!this.opts.secureGrpcAddr) return;
     if (!this.ca) log.info(`secured gRPC (${this.opts.secureGrpcAddr}) not served: there is no CA to issue its certificate`);
     else await this.listenGrpc('secureGrpc', this.opts.secureGrpcAddr, this.ca.securePort.credentials);

@@ -131,3 +131,27 @@ test('FILE_MOUNTED_CERTS: a key that does not match the chain is refused with bo
   copyFileSync(join(other, 'key.pem'), join(out, 'key.pem'));
   assert.throws(() => readMounted(out), /key\.pem does not match .*cert-chain\.pem/);
 });
+
+test('renewals are authenticated with the token, as the Go mesh: a revoked token stops them, the current certificate stays until a good one returns', async (t) => {
+  const { issuer, d } = await caFixture(t);
+  let token = await issuer.token('shop', 'cart');
+  const secrets = new SecretManager({
+    source: { kind: 'ca', ca: { address: d.secureAddress, rootPem: d.rootPem(), serverName: SERVER_NAME }, spiffeId: ID, token: () => token, keyAlgorithm: { kind: 'ECDSA', curve: 'P-256' }, ttlMs: 3_000 },
+    graceRatio: 0.5,
+    retryMs: 200,
+  });
+  t.after(() => secrets.close());
+  const issued: string[] = [];
+  secrets.on('update', (s: { chainPem: string }) => issued.push(new X509Certificate(s.chainPem).serialNumber));
+  await secrets.start();
+  assert.equal(issued.length, 1);
+  // Another account's token: a renewal with the certificate would still succeed; with the token the CA refuses the CSR.
+  token = await issuer.token('shop', 'intruder');
+  const failed = async () => (await counter('num_failed_outgoing_requests').get()).values.find((v) => v.labels['request_type'] === 'csr')?.value ?? 0;
+  const failedBefore = await failed();
+  await eventually(async () => assert.ok((await failed()) >= failedBefore + 2, 'renewals are attempted and refused'), 10_000);
+  assert.equal(issued.length, 1, 'no certificate for the revoked credential; the current one is kept');
+  token = await issuer.token('shop', 'cart');
+  await eventually(() => assert.ok(issued.length >= 2, 'a good token renews again'), 10_000);
+  assert.notEqual(issued[1], issued[0]);
+});

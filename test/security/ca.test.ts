@@ -49,19 +49,26 @@ test('the CA signs a CSR for the caller\'s identity, refuses a forged one and co
   assert.equal(expiry, Math.floor(Date.parse(root.validTo) / 1000));
 });
 
-test('mesh config trustDomain: the CA issues identities in it (over TRUST_DOMAIN), its root names it, and a CSR in another trust domain is refused naming both', async (t) => {
+test('mesh config trustDomain: the CA issues identities in it (over TRUST_DOMAIN), its root names it; a CSR under a former trust domain gets the renamed identity, another is refused naming both', async (t) => {
   const dir = mkdtempSync(join(tmpdir(), 'mesh-trust-domain-'));
-  writeFileSync(join(dir, 'mesh.yaml'), 'trustDomain: corp.example\n');
+  writeFileSync(join(dir, 'mesh.yaml'), 'trustDomain: corp.example\ntrustDomainAliases: [old.example]\n');
   const { issuer, d } = await caFixture(t, { TRUST_DOMAIN: 'env.example' }, discoveryArgs(undefined, { meshConfig: join(dir, 'mesh.yaml') }));
   const token = await issuer.token('shop', 'cart');
   const ok = await issue(d, 'spiffe://corp.example/ns/shop/sa/cart', { token });
   assert.equal(ok.leaf.subjectAltName, 'URI:spiffe://corp.example/ns/shop/sa/cart');
   assert.equal(new X509Certificate(d.rootPem()).subject, 'O=corp.example');
-  await assert.rejects(issue(d, ID, { token }), (e: CaError) => {
+  // Agents started before the rename still ask under their TRUST_DOMAIN (an alias, or cluster.local):
+  // the caller's identity in the mesh's trust domain is issued, as the Go mesh's CA signs the caller's.
+  for (const former of [ID, 'spiffe://old.example/ns/shop/sa/cart']) {
+    const renamed = await issue(d, former, { token });
+    assert.equal(renamed.leaf.subjectAltName, 'URI:spiffe://corp.example/ns/shop/sa/cart', former);
+  }
+  await assert.rejects(issue(d, 'spiffe://other.example/ns/shop/sa/cart', { token }), (e: CaError) => {
     assert.equal(e.code, 7, 'PERMISSION_DENIED');
-    assert.match(e.message, /asks for spiffe:\/\/cluster\.local\/ns\/shop\/sa\/cart but the caller \(jwt\) is spiffe:\/\/corp\.example\/ns\/shop\/sa\/cart/);
+    assert.match(e.message, /asks for spiffe:\/\/other\.example\/ns\/shop\/sa\/cart but the caller \(jwt\) is spiffe:\/\/corp\.example\/ns\/shop\/sa\/cart/);
     return true;
   });
+  await assert.rejects(issue(d, 'spiffe://old.example/ns/shop/sa/admin', { token }), (e: CaError) => e.code === 7 && /asks for spiffe:\/\/old\.example\/ns\/shop\/sa\/admin/.test(e.message), 'a former trust domain does not widen the account');
 });
 
 test('a mesh config trustDomain that is not a trust domain name stops pilot-discovery, naming the field', async () => {

@@ -1,8 +1,8 @@
 // The agent's workload certificate: a key (RSA 2048, or ECDSA P-256 with ECC_SIGNATURE_ALGORITHM),
 // a CSR for the workload's SPIFFE id, the CA's signature, and renewal once the certificate enters
 // its grace period (SECRET_GRACE_PERIOD_RATIO of its lifetime before expiry). The first request is
-// authenticated with the workload's token (or a provisioned certificate, PROV_CERT), renewals with
-// the current certificate. With FILE_MOUNTED_CERTS the certificate comes from files instead, re-read
+// authenticated with the workload's token (or a provisioned certificate, PROV_CERT), renewals too.
+// With FILE_MOUNTED_CERTS the certificate comes from files instead, re-read
 // when they change. Every new secret is handed to the listeners (the SDS server pushes it) and, with
 // OUTPUT_CERTS, written to that directory.
 import { EventEmitter } from 'node:events';
@@ -116,8 +116,12 @@ export class SecretManager extends EventEmitter<{ update: [WorkloadSecret] }> {
     log.info(`workload certificate for ${src.spiffeId} issued, expires ${split.notAfter.toISOString()}`);
   }
 
+  /**
+   * Every request, renewals too, with the token, as the Go mesh's agent: a revoked token or a
+   * deleted account stops renewals, and after a trust domain change the CA issues the renamed
+   * identity; with PROV_CERT, the provisioned certificate.
+   */
   private credential(src: Extract<SecretSource, { kind: 'ca' }>): CaCredential {
-    if (this.current) return { keyPem: this.current.keyPem, chainPem: this.current.chainPem };
     if (src.provisionedDir) {
       return { keyPem: readFileSync(join(src.provisionedDir, CERT_FILES.key), 'utf8'), chainPem: readFileSync(join(src.provisionedDir, CERT_FILES.chain), 'utf8') };
     }

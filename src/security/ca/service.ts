@@ -8,7 +8,7 @@ import { scope } from '../../common/log.js';
 import { counter } from '../../common/metrics.js';
 import { MeshCertificateResponseSchema, MeshCertificateService, type MeshCertificateRequest, type MeshCertificateResponse } from '../../gen/mesh/v1/ca_pb.js';
 import { grpcServiceDefinition } from '../../envoy/grpc-service.js';
-import { parseSpiffeId, spiffeId } from '../spiffe.js';
+import { parseSpiffeId, spiffeId, type Identity } from '../spiffe.js';
 import { AuthenticationError, type CallCredentials, type CallerAuthenticator } from './authenticate.js';
 import type { MeshAuthority } from './authority.js';
 import { readCsr, type CsrNames } from './pki.js';
@@ -22,6 +22,12 @@ export interface CertificateServiceOptions {
   readonly defaultTtlMs: number;
   /** MAX_WORKLOAD_CERT_TTL, ms. */
   readonly maxTtlMs: number;
+  /**
+   * Trust domains a workload may still name after the mesh's changed (trustDomainAliases and
+   * cluster.local): a CSR for the caller's namespace and account under one of them gets the
+   * caller's identity, as the Go mesh's CA signs the caller's identities whatever the CSR says.
+   */
+  readonly formerTrustDomains?: readonly string[];
 }
 
 /** The credentials a grpc-js call carries: its bearer token and the client certificate TLS verified. */
@@ -75,7 +81,8 @@ export class CertificateService {
       counter('authority_server_id_extraction_err_count').inc();
       throw refuse(status.INVALID_ARGUMENT, `CSR: expected exactly SPIFFE URI subject alternative names (spiffe://<trust domain>/ns/<namespace>/sa/<service account>), got ${JSON.stringify([...csr.uris, ...csr.dnsNames])}`);
     }
-    const foreign = asked.filter((u) => !allowed.has(u));
+    const issued = asked.map((u) => (allowed.has(u) ? u : this.renamed(u, caller.identities)));
+    const foreign = asked.filter((_, i) => !allowed.has(issued[i]!));
     if (foreign.length > 0) {
       counter('authority_server_authentication_failure_count').inc();
       const reason = `the CSR asks for ${foreign.join(', ')} but the caller (${caller.method}) is ${[...allowed].join(', ')}`;
@@ -84,15 +91,25 @@ export class CertificateService {
     }
     const ttlMs = this.ttl(Number(req.validityDuration) * 1000);
     try {
-      const chain = await this.opts.authority.issue({ publicKey: csr.publicKey, uris: asked, dnsNames: [], ttlMs });
+      const uris = [...new Set(issued)];
+      const chain = await this.opts.authority.issue({ publicKey: csr.publicKey, uris, dnsNames: [], ttlMs });
       counter('authority_server_success_cert_issuance_count').inc();
-      log.debug(`issued a certificate for ${asked.join(', ')} (${caller.method}), valid ${Math.round(ttlMs / 1000)}s`);
+      if (issued.some((u, i) => u !== asked[i])) log.info(`the CSR asks for ${asked.join(', ')}, a former trust domain: issued ${uris.join(', ')} (${caller.method})`);
+      log.debug(`issued a certificate for ${uris.join(', ')} (${caller.method}), valid ${Math.round(ttlMs / 1000)}s`);
       return chain.map((c) => c.toString('pem') + '\n');
     } catch (e) {
       counter('authority_server_csr_sign_err_count').inc();
       log.error(`signing failed: ${(e as Error).message}`);
       throw refuse(status.INTERNAL, `signing failed: ${(e as Error).message}`);
     }
+  }
+
+  /** The caller's identity a CSR names under a former trust domain; else the id as asked. */
+  private renamed(uri: string, identities: readonly Identity[]): string {
+    const id = parseSpiffeId(uri);
+    if (!id || !this.opts.formerTrustDomains?.includes(id.trustDomain)) return uri;
+    const same = identities.find((c) => c.namespace === id.namespace && c.serviceAccount === id.serviceAccount);
+    return same ? spiffeId(same) : uri;
   }
 
   /** Non-positive = the default; above the maximum = the maximum. */

@@ -26,6 +26,8 @@ export interface MeshSecurityOptions {
   readonly namespace: string;
   /** The mesh's trust domain (mesh config trustDomain, else TRUST_DOMAIN): the self-signed root's. */
   readonly trustDomain: string;
+  /** Mesh config trustDomainAliases: a CSR may still name one (a renamed mesh), as cluster.local. */
+  readonly trustDomainAliases?: readonly string[];
   /** SPIFFE_BUNDLE_ENDPOINTS: fetched once the CA exists, trusted on the secured port. */
   readonly federation?: MeshFederation | undefined;
 }
@@ -76,7 +78,8 @@ export async function startMeshCa(grpc: Server, authenticator: CallerAuthenticat
       throw e;
     }
   }
-  new CertificateService({ authority, authenticator, defaultTtlMs: setting('DEFAULT_WORKLOAD_CERT_TTL'), maxTtlMs: setting('MAX_WORKLOAD_CERT_TTL') }).install(grpc);
+  const formerTrustDomains = [...new Set([...(opts.trustDomainAliases ?? []), 'cluster.local'])].filter((td) => td !== opts.trustDomain);
+  new CertificateService({ authority, authenticator, defaultTtlMs: setting('DEFAULT_WORKLOAD_CERT_TTL'), maxTtlMs: setting('MAX_WORKLOAD_CERT_TTL'), formerTrustDomains }).install(grpc);
   authority.startRotator();
   const provider = setting('PILOT_CERT_PROVIDER');
   if (provider !== 'meshd') log.warn(`PILOT_CERT_PROVIDER=${provider} is not implemented; the mesh CA issues the discovery server's certificate`);
