@@ -165,6 +165,8 @@ export class DiscoveryServer {
       detectionTimeout: settings.detectionTimeout,
       defaultRequestTimeout: settings.defaultRequestTimeout,
       http10: settings.http10,
+      loopBlocker: settings.loopBlocker,
+      sidecarUseRemoteAddress: settings.sidecarUseRemoteAddress,
       scopeGatewayToNamespace: settings.scopeGatewayToNamespace,
       filterGatewayClusters: settings.filterGatewayClusters,
       ...(opts.pathNormalization ? { pathNormalization: opts.pathNormalization } : {}),

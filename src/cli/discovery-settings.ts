@@ -25,6 +25,10 @@ export interface DiscoverySettings {
   readonly scopeGatewayToNamespace: boolean;
   /** PILOT_FILTER_GATEWAY_CLUSTER_CONFIG. */
   readonly filterGatewayClusters: boolean;
+  /** PILOT_ENABLE_LOOP_BLOCKER. */
+  readonly loopBlocker: boolean;
+  /** PILOT_SIDECAR_USE_REMOTE_ADDRESS. */
+  readonly sidecarUseRemoteAddress: boolean;
   readonly debugOnHttp: boolean;
   /** ENABLE_ADMIN_ENDPOINTS: /debug/force_disconnect. */
   readonly adminEndpoints: boolean;
@@ -76,6 +80,8 @@ export function discoverySettings(): DiscoverySettings {
     traffic: { virtualServiceDelegate: setting('PILOT_ENABLE_VIRTUAL_SERVICE_DELEGATE'), destinationRuleInheritance: setting('PILOT_ENABLE_DESTINATION_RULE_INHERITANCE') },
     scopeGatewayToNamespace: setting('PILOT_SCOPE_GATEWAY_TO_NAMESPACE'),
     filterGatewayClusters: setting('PILOT_FILTER_GATEWAY_CLUSTER_CONFIG'),
+    loopBlocker: setting('PILOT_ENABLE_LOOP_BLOCKER'),
+    sidecarUseRemoteAddress: setting('PILOT_SIDECAR_USE_REMOTE_ADDRESS'),
     debugOnHttp: setting('ENABLE_DEBUG_ON_HTTP'),
     adminEndpoints: setting('ENABLE_ADMIN_ENDPOINTS'),
     crdValidation: setting('PILOT_ENABLE_CRD_VALIDATION'),

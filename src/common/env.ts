@@ -76,6 +76,8 @@ export const WIRED_SETTINGS: ReadonlySet<SettingName> = new Set<SettingName>([
   'PILOT_INBOUND_PROTOCOL_DETECTION_TIMEOUT',
   'MESH_DEFAULT_REQUEST_TIMEOUT',
   'PILOT_HTTP10',
+  'PILOT_ENABLE_LOOP_BLOCKER',
+  'PILOT_SIDECAR_USE_REMOTE_ADDRESS',
   // model/delegate.ts (through PushContext)
   'PILOT_ENABLE_VIRTUAL_SERVICE_DELEGATE',
   // model/destination-rule-inheritance.ts (through PushContext), api/semantic.ts (host-less rules)

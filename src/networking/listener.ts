@@ -238,15 +238,18 @@ export function buildVirtualInbound(ports: readonly InboundPort[], opts: Inbound
  * to that port's listener; the rest go to PassthroughCluster (ALLOW_ANY) or BlackHoleCluster.
  * Transparent under TPROXY capture, as the Go mesh makes both virtual listeners.
  */
-export function buildVirtualOutbound(mode: OutboundTrafficMode, transparent = false, logs?: AccessLogs): Listener {
+export function buildVirtualOutbound(mode: OutboundTrafficMode, transparent = false, logs?: AccessLogs, loopBlocker = true): Listener {
   const cluster = mode === 'ALLOW_ANY' ? PASSTHROUGH_CLUSTER : BLACKHOLE_CLUSTER;
+  // PILOT_ENABLE_LOOP_BLOCKER: a connection made to 15001 itself would otherwise pass through to its
+  // original destination, 15001 again, without end (no access log, as the Go mesh's chain).
+  const blackhole = { name: `${VIRTUAL_OUTBOUND}-blackhole`, filterChainMatch: { destinationPort: VIRTUAL_OUTBOUND_PORT }, filters: [tcpProxyFilter(BLACKHOLE_CLUSTER)] };
   return create(ListenerSchema, {
     name: VIRTUAL_OUTBOUND,
     address: socketAddress(WILDCARD_ADDRESS, VIRTUAL_OUTBOUND_PORT),
     useOriginalDst: true,
     ...(transparent ? { transparent: true } : {}),
     trafficDirection: TrafficDirection.OUTBOUND,
-    filterChains: [{ name: `${VIRTUAL_OUTBOUND}-catchall-tcp`, filters: [tcpProxyFilter(cluster, undefined, '', logs)] }],
+    filterChains: [...(loopBlocker ? [blackhole] : []), { name: `${VIRTUAL_OUTBOUND}-catchall-tcp`, filters: [tcpProxyFilter(cluster, undefined, '', logs)] }],
     ...accessLogField(logs, 'listener'),
   });
 }
@@ -296,6 +299,8 @@ export interface OutboundListenerOptions {
   readonly headlessPods?: Readonly<Record<string, readonly string[]>>;
   /** PILOT_HTTP10: the HTTP chains accept HTTP/1.0. */
   readonly acceptHttp10?: boolean;
+  /** PILOT_SIDECAR_USE_REMOTE_ADDRESS: the HTTP chains' connection managers use the peer address as the client's (use_remote_address). */
+  readonly useRemoteAddress?: boolean;
   /** VirtualService `tcp`/`tls` routes of TCP and TLS ports (see tcp-route.ts). */
   readonly l4Routes?: L4RouteContext;
   /** By hostname: what the TCP proxies to a service take from its DestinationRule (tcp limits, tunnels). A plain record: part of the XDS cache's key. */
@@ -338,7 +343,7 @@ export function buildOutboundListeners(services: readonly Service[], opts: Outbo
           }
           continue;
         }
-        const httpFilter = (): Filter => hcmFilter(`outbound_${name}`, { rds: outboundRouteName(port.port) }, [...(opts.httpFilters ?? []), alpnFilter(), ...routeConfiguredFilters()], opts.pathNormalization, { ...http10Fields(opts.acceptHttp10), ...accessLogField(opts.accessLogs, 'http') });
+        const httpFilter = (): Filter => hcmFilter(`outbound_${name}`, { rds: outboundRouteName(port.port) }, [...(opts.httpFilters ?? []), alpnFilter(), ...routeConfiguredFilters()], opts.pathNormalization, { ...http10Fields(opts.acceptHttp10), ...(opts.useRemoteAddress ? { useRemoteAddress: true } : {}), ...accessLogField(opts.accessLogs, 'http') });
         const sniffed = sniffedProtocol(port.protocol, opts.sniffing);
         // A sniffed port's TCP fallback follows the `tcp` routes too, as the Go mesh builds the
         // TCP chains of an auto-detected port before adding its HTTP chain.

@@ -240,6 +240,17 @@ function trafficTests(mesh: () => Mesh, mode: 'REDIRECT' | 'TPROXY'): void {
     assert.equal(await proxyStat(pod, 'listener.0.0.0.0_15001.downstream_cx_total'), before + 1);
   });
 
+  it('loop blocker: a connection made to 15001 itself is closed by virtualOutbound, not passed through to 15001 again', async () => {
+    const { pod } = mesh();
+    const before = await proxyStat(pod, 'listener.0.0.0.0_15001.downstream_cx_total');
+    const blackholed = await proxyStat(pod, 'tcp.BlackHoleCluster.downstream_cx_total');
+    await assert.rejects(getFromPod(pod, `http://${pod.ip}:15001/loop`), /GET .* from the pod failed/);
+    await new Promise((r) => setTimeout(r, 500));
+    // The virtualOutbound-blackhole chain took it (the Go mesh's config), not the passthrough catch-all.
+    assert.equal(await proxyStat(pod, 'tcp.BlackHoleCluster.downstream_cx_total'), blackholed + 1);
+    assert.equal(await proxyStat(pod, 'listener.0.0.0.0_15001.downstream_cx_total'), before + 1, "one connection, the client's");
+  });
+
   it('an excluded outbound port (-o) and an excluded CIDR (-x) bypass the proxy', async () => {
     const { pod, outsideExcludedPort, outsideExcludedCidr } = mesh();
     const before = await proxyStat(pod, 'listener.0.0.0.0_15001.downstream_cx_total');

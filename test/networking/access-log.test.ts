@@ -125,7 +125,7 @@ test('a captured sidecar: every connection manager and TCP proxy logs, and virtu
   const proxy = sidecarProxy('10.0.0.1', 'echo-1', 'foo', { LABELS: { app: 'echo' } });
   const logged = placements(sidecarListeners(proxy, push, { accessLogging: LOGS }));
   assert.deepEqual(logged, {
-    virtualOutbound: { listener: 1, filters: ['virtualOutbound-catchall-tcp tcp 1'] },
+    virtualOutbound: { listener: 1, filters: ['virtualOutbound-blackhole tcp 0', 'virtualOutbound-catchall-tcp tcp 1'] },
     virtualInbound: {
       listener: 1,
       filters: ['0.0.0.0_7070 hcm 1', '0.0.0.0_8080 hcm 1', 'virtualInbound-blackhole tcp 0', 'virtualInbound-ipv4-passthrough tcp 1', 'virtualInbound-ipv6-passthrough tcp 1'],

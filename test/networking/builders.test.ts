@@ -216,14 +216,19 @@ test('route timeouts as the Go mesh sets them: max_grpc_timeout = timeout on out
   assert.equal(inbound.value.maxStreamDuration?.grpcTimeoutHeaderMax?.seconds, 0n);
 });
 
-test('virtualOutbound and virtualInbound: 15001/15006, use_original_dst, catch-all by outbound policy', () => {
+test('virtualOutbound and virtualInbound: 15001/15006, use_original_dst, catch-all by outbound policy, connections to 15001 itself blackholed', () => {
   const out = buildVirtualOutbound('ALLOW_ANY');
   assert.equal(out.name, 'virtualOutbound');
   assert.equal(addr(out.address), '0.0.0.0:15001');
   assert.equal(out.useOriginalDst, true);
   assert.equal(out.trafficDirection, TrafficDirection.OUTBOUND);
-  assert.equal(tcpClusterOf(out.filterChains[0]!), 'PassthroughCluster');
-  assert.equal(tcpClusterOf(buildVirtualOutbound('REGISTRY_ONLY').filterChains[0]!), 'BlackHoleCluster');
+  // PILOT_ENABLE_LOOP_BLOCKER (on by default): a connection to 15001 would pass through to 15001 again, without end.
+  assert.deepEqual(out.filterChains.map((c) => [c.name, c.filterChainMatch?.destinationPort, tcpClusterOf(c)]), [
+    ['virtualOutbound-blackhole', 15001, 'BlackHoleCluster'],
+    ['virtualOutbound-catchall-tcp', undefined, 'PassthroughCluster'],
+  ]);
+  assert.equal(tcpClusterOf(buildVirtualOutbound('REGISTRY_ONLY').filterChains[1]!), 'BlackHoleCluster');
+  assert.deepEqual(buildVirtualOutbound('ALLOW_ANY', false, undefined, false).filterChains.map((c) => c.name), ['virtualOutbound-catchall-tcp'], 'PILOT_ENABLE_LOOP_BLOCKER=false');
 
   const fakeRbac = create(HttpFilterSchema, { name: 'envoy.filters.http.rbac', configType: { case: 'typedConfig', value: pack(RouterSchema, {}) } });
   const fakeJwt = create(HttpFilterSchema, { name: 'envoy.filters.http.jwt_authn', configType: { case: 'typedConfig', value: pack(RouterSchema, {}) } });

@@ -62,6 +62,17 @@ function names(rs: readonly XdsResource[]): string[] {
   return rs.map((r) => r.name);
 }
 
+test('PILOT_SIDECAR_USE_REMOTE_ADDRESS: outbound HTTP connection managers use the peer address, inbound ones never', async () => {
+  const listenersWith = async (on: boolean) => {
+    const gens = createMeshGenerators({ pushContext: () => pushOf(MESH), inboundSniffing: false, sidecarUseRemoteAddress: on });
+    return (await generate(gens, TypeUrl.Listener, echoProxy())).map((r) => unpack(r.resource, ListenerSchema));
+  };
+  const on = await listenersWith(true);
+  assert.equal(hcmOf(listenerByName(on, '0.0.0.0_80').filterChains[0]!).useRemoteAddress, true);
+  assert.equal(hcmOf(listenerByName(on, 'virtualInbound').filterChains[1]!).useRemoteAddress, undefined, 'inbound: the Go mesh sets it only on the outbound side');
+  assert.equal(hcmOf(listenerByName(await listenersWith(false), '0.0.0.0_80').filterChains[0]!).useRemoteAddress, undefined, 'default: unset (false)');
+});
+
 test('a captured sidecar: listeners, routes, clusters and endpoints for what it can reach', async () => {
   const mock = new MockRegistry();
   mock.addService({ hostname: 'mocked.baz.svc.cluster.local', namespace: 'baz', ports: [{ name: 'http', port: 80, protocol: 'HTTP' }] });

@@ -56,7 +56,7 @@ function outboundMode(p: PushContext): { virtualOutbound: string; catchAll: stri
     const route = rc.virtualHosts.find((vh) => vh.domains.includes('*'))?.routes[0];
     return route?.action.case === 'route' && route.action.value.clusterSpecifier.case === 'cluster' ? route.action.value.clusterSpecifier.value : String(route?.action.case);
   });
-  return { virtualOutbound: tcpClusterOf(virtualOutbound.filterChains[0]!), catchAll };
+  return { virtualOutbound: tcpClusterOf(virtualOutbound.filterChains.find((c) => c.name === 'virtualOutbound-catchall-tcp')!), catchAll };
 }
 
 test('outboundTrafficPolicy REGISTRY_ONLY mesh-wide: unknown destinations go to BlackHoleCluster unless a Sidecar allows them', () => {

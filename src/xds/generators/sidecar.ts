@@ -59,6 +59,10 @@ export interface SidecarOptions {
   readonly tcpKeepalive?: TcpKeepaliveSettings;
   /** PILOT_HTTP10: HTTP connection managers accept HTTP/1.0 (a proxy's HTTP10 metadata "1" asks the same). */
   readonly http10?: boolean;
+  /** PILOT_ENABLE_LOOP_BLOCKER (default true): virtualOutbound refuses connections made to 15001 itself. */
+  readonly loopBlocker?: boolean;
+  /** PILOT_SIDECAR_USE_REMOTE_ADDRESS: outbound HTTP connection managers set use_remote_address. */
+  readonly sidecarUseRemoteAddress?: boolean;
   /** Reports user errors found while generating (bad Sidecar fields). */
   readonly onProblem?: (message: string) => void;
   /** An ingress listener that loses to an earlier one on the same port. */
@@ -178,6 +182,7 @@ export function sidecarListeners(proxy: Proxy, push: PushContext, opts: SidecarO
       ...(opts.pathNormalization ? { pathNormalization: opts.pathNormalization } : {}),
       ...(perPod ? { headlessPods: headlessPods(services, push) } : {}),
       ...(accept10 ? { acceptHttp10: true } : {}),
+      ...(opts.sidecarUseRemoteAddress ? { useRemoteAddress: true } : {}),
       l4Routes: l4RouteContext(proxy, push),
       tcpPolicies: tcpProxyPoliciesOf(proxy, push, services),
     };
@@ -208,7 +213,8 @@ export function sidecarListeners(proxy: Proxy, push: PushContext, opts: SidecarO
     const outboundListeners = ownIp ? outbound.listeners.filter((l) => !l.name.startsWith(`${ownIp}_`)) : outbound.listeners;
     const mode = scope.outboundTrafficPolicy;
     const clientKey = accessLogsKey(logs.client);
-    const virtualOutbound = memo(scope, `virtualOutbound:${tproxy}:${clientKey}`, () => cachedIn(opts.cache, () => ['virtualOutbound', mode, tproxy, clientKey], () => buildVirtualOutbound(mode, tproxy, logs.client)));
+    const loopBlocker = opts.loopBlocker ?? true;
+    const virtualOutbound = memo(scope, `virtualOutbound:${tproxy}:${clientKey}`, () => cachedIn(opts.cache, () => ['virtualOutbound', mode, tproxy, clientKey, loopBlocker], () => buildVirtualOutbound(mode, tproxy, logs.client, loopBlocker)));
     return [virtualOutbound, cachedIn(opts.cache, () => ['virtualInbound', redirected, inboundKey()], () => buildVirtualInbound(redirected, inboundOpts)), ...ingress, ...outboundListeners];
   });
 }
