@@ -21,6 +21,7 @@ export const WIRED_SETTINGS: ReadonlySet<SettingName> = new Set<SettingName>([
   'CA_PROVIDER',
   'CA_ROOT_CA',
   'ECC_SIGNATURE_ALGORITHM',
+  'PKCS8_KEY',
   'FILE_MOUNTED_CERTS',
   'OUTPUT_CERTS',
   'PROV_CERT',

@@ -90,7 +90,8 @@ test('SDS serves default and ROOTCA from the CA and pushes a renewed certificate
   const rootCert = new X509Certificate(Buffer.from(root.type.value.trustedCa!.specifier.value as Uint8Array));
   assert.ok(leaf.verify(rootCert.publicKey), 'default is signed by ROOTCA');
   const key = first.get('default')!.type.value as { privateKey?: { specifier: { value: unknown } } };
-  assert.match(Buffer.from(key.privateKey!.specifier.value as Uint8Array).toString(), /BEGIN PRIVATE KEY/);
+  // SEC1 for ECDSA without PKCS8_KEY, as the Go mesh's agent writes it.
+  assert.match(Buffer.from(key.privateKey!.specifier.value as Uint8Array).toString(), /^-----BEGIN EC PRIVATE KEY-----\n/);
 
   // Renewal at half of the 4 s lifetime: a push on the same stream with a new certificate.
   const renewed = await eventually(() => {
@@ -124,6 +125,10 @@ test('FILE_MOUNTED_CERTS: a key that does not match the chain is refused with bo
   a.close();
   const mounted = readMounted(out);
   assert.equal(new X509Certificate(mounted.chainPem).subjectAltName, `URI:${ID}`, 'OUTPUT_CERTS wrote a usable set');
+  assert.match(mounted.keyPem, /^-----BEGIN RSA PRIVATE KEY-----\n/, 'PKCS#1 for RSA without PKCS8_KEY');
+  const pkcs8 = new SecretManager({ source: { ...source, pkcs8: true }, graceRatio: 0.5 });
+  assert.match((await pkcs8.start()).keyPem, /^-----BEGIN PRIVATE KEY-----\n/, 'PKCS8_KEY=true');
+  pkcs8.close();
   const other = mkdtempSync(join(tmpdir(), 'mesh-certs-'));
   const b = new SecretManager({ source, graceRatio: 0.5, outputDir: other });
   await b.start();

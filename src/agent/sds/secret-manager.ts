@@ -11,7 +11,7 @@ import { existsSync, mkdirSync, readFileSync, renameSync, watch, writeFileSync, 
 import { join } from 'node:path';
 import { scope } from '../../common/log.js';
 import { counter } from '../../common/metrics.js';
-import { createCsr, generateKeyPair, type KeyAlgorithm } from '../../security/ca/pki.js';
+import { createCsr, generateKeyPair, privateKeyPem, type KeyAlgorithm } from '../../security/ca/pki.js';
 import { requestCertificate, type CaClientOptions, type CaCredential } from './ca-client.js';
 
 const log = scope('sds');
@@ -42,6 +42,8 @@ export type SecretSource =
       /** PROV_CERT: a directory with a provisioned key and chain that authenticate the first request. */
       readonly provisionedDir?: string;
       readonly keyAlgorithm: KeyAlgorithm;
+      /** PKCS8_KEY: the key's PEM is PKCS#8; else PKCS#1 (RSA) or SEC1 (ECDSA), as the Go mesh's agent. */
+      readonly pkcs8?: boolean;
       /** SECRET_TTL, ms. */
       readonly ttlMs: number;
     }
@@ -112,7 +114,7 @@ export class SecretManager extends EventEmitter<{ update: [WorkloadSecret] }> {
     const csr = await createCsr(keys, [src.spiffeId]);
     const answer = await requestCertificate(src.ca, this.credential(src), csr, src.ttlMs / 1000);
     const split = splitChain(answer);
-    this.set({ keyPem: keys.pem, ...split });
+    this.set({ keyPem: privateKeyPem(keys, src.pkcs8 ?? false), ...split });
     log.info(`workload certificate for ${src.spiffeId} issued, expires ${split.notAfter.toISOString()}`);
   }
 

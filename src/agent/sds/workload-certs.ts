@@ -88,6 +88,7 @@ function source(inputs: WorkloadCertsInputs): SecretSource | undefined {
     },
     ...(prov ? { provisionedDir: prov } : {}),
     keyAlgorithm: keyAlgorithm(),
+    pkcs8: setting('PKCS8_KEY'),
     ttlMs: setting('SECRET_TTL'),
   };
 }

@@ -41,6 +41,16 @@ export async function generateKeyPair(alg: KeyAlgorithm): Promise<KeyPair> {
   return { privateKey: keys.privateKey, publicKey: keys.publicKey, pem: x509.PemConverter.encode(der, 'PRIVATE KEY') };
 }
 
+/**
+ * A private key as PEM the way the Go mesh's agent writes it: PKCS#8 (`PRIVATE KEY`) with
+ * PKCS8_KEY, else PKCS#1 (`RSA PRIVATE KEY`) for RSA and SEC1 (`EC PRIVATE KEY`) for ECDSA.
+ */
+export function privateKeyPem(key: KeyPair, pkcs8: boolean): string {
+  if (pkcs8) return key.pem;
+  const obj = createPrivateKey(key.pem);
+  return obj.export({ format: 'pem', type: obj.asymmetricKeyType === 'rsa' ? 'pkcs1' : 'sec1' }).toString();
+}
+
 /** The algorithm of a PEM private key (PKCS#8, PKCS#1 or SEC1). */
 export function keyAlgorithm(key: KeyObject): KeyAlgorithm {
   if (key.asymmetricKeyType === 'rsa') return { kind: 'RSA', bits: key.asymmetricKeyDetails?.modulusLength ?? 2048 };
