@@ -34,7 +34,6 @@ import type { CallerAuthenticator } from '../security/ca/authenticate.js';
 import type { XdsAuthorizer } from '../security/ca/xds-auth.js';
 import { credentialService, type CredentialService } from '../security/credentials/setup.js';
 import { PlaintextCredentials } from '../security/ca/transport.js';
-import { XdsCache } from '../xds/cache.js';
 import type { MeshMtlsSettings } from '../xds/generators/mtls.js';
 import { XdsStreamError, type ProxyInfo } from '../xds/generator.js';
 import { createMeshGenerators, ProxyModels } from '../xds/generators/index.js';
@@ -49,6 +48,7 @@ import { StatusReporting } from '../status/setup.js';
 import { discoverySettings, type DiscoverySettings } from './discovery-settings.js';
 import { INJECTION_TEMPLATE_FILE, type DiscoveryOptions } from './discovery-options.js';
 import { DiscoveryPushes } from './discovery-pushes.js';
+import { meshGeneratorOptions } from './discovery-generators.js';
 import { DiscoveryElections } from './discovery-elections.js';
 import { readTelemetryProviders } from '../model/telemetry-providers.js';
 import type { MeshTrafficDefaults } from '../model/mesh-traffic-defaults.js';
@@ -153,33 +153,16 @@ export class DiscoveryServer {
       debounce: settings.debounce,
     });
     this.security = new ProxySecurity({ resolver: this.resolver, trustDomains: this.mtls, plugins: opts.plugins, extensionProviders: opts.extensionProviders });
-    const generators = createMeshGenerators({
-      pushContext: () => this.pushes.current,
-      proxies: this.proxies,
-      inboundHttpFilters: (proxy, push) => this.security.httpFilters(proxy, push),
-      inboundNetworkFilters: (proxy, push) => this.security.networkFilters(proxy, push),
-      serverHttpFilters: (proxy, push) => this.security.grpcServerFilters(proxy, push),
-      inboundSniffing: settings.inboundSniffing,
-      outboundSniffing: settings.outboundSniffing,
-      headlessPodListeners: settings.orchestratorRegistry.headlessPodListeners,
-      detectionTimeout: settings.detectionTimeout,
-      defaultRequestTimeout: settings.defaultRequestTimeout,
-      http10: settings.http10,
-      loopBlocker: settings.loopBlocker,
-      sidecarUseRemoteAddress: settings.sidecarUseRemoteAddress,
-      scopeGatewayToNamespace: settings.scopeGatewayToNamespace,
-      filterGatewayClusters: settings.filterGatewayClusters,
-      ...(opts.pathNormalization ? { pathNormalization: opts.pathNormalization } : {}),
-      ...(opts.localityLbSetting ? { localityLb: opts.localityLbSetting } : {}),
-      ...(opts.h2Upgrade ? { h2Upgrade: true } : {}),
-      ...(opts.tcpKeepalive ? { tcpKeepalive: opts.tcpKeepalive } : {}),
-      accessLogging: { ...(opts.accessLog ? { mesh: opts.accessLog } : {}), providers: telemetryProviders },
-      ...(meshTraffic.connectTimeout !== undefined ? { connectTimeout: meshTraffic.connectTimeout } : {}),
-      ...(meshTraffic.defaultHttpRetryPolicy ? { defaultHttpRetryPolicy: meshTraffic.defaultHttpRetryPolicy } : {}),
-      mtls: this.mtls,
-      ...(this.credentials ? { credentials: { store: this.credentials.store, verified: (info: ProxyInfo) => this.verified.has(info) } } : {}),
-      cache: new XdsCache(settings.cache),
-    });
+    const generators = createMeshGenerators(
+      meshGeneratorOptions(opts, settings, {
+        pushContext: () => this.pushes.current,
+        proxies: this.proxies,
+        security: this.security,
+        mtls: this.mtls,
+        telemetryProviders,
+        ...(this.credentials ? { credentials: { store: this.credentials.store, verified: (info: ProxyInfo) => this.verified.has(info) } } : {}),
+      }),
+    );
     this.xds = new XdsServer({
       generators,
       ...settings.xds,
