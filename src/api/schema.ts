@@ -89,7 +89,8 @@ const jwtRule = obj(
 
 const mtls = (): Schema => obj({ mode: oneOf(MTLS_MODES) });
 
-const probe = obj({
+/** A ReadinessProbe: WorkloadGroup.spec.probe, and the agent's ProxyConfig.readinessProbe. */
+export const READINESS_PROBE_SCHEMA = obj({
   initialDelaySeconds: int(0, 2147483647),
   timeoutSeconds: int(0, 2147483647),
   periodSeconds: int(0, 2147483647),
@@ -107,6 +108,7 @@ const probe = obj({
   ),
   tcpSocket: obj({ host: str(), port: port() }, ['port']),
   exec: obj({ command: list(str(), 1) }, ['command']),
+  grpc: obj({ port: port(), service: str() }, ['port']),
 });
 
 const sidecarListener = (hostsRequired: boolean): Schema =>
@@ -161,7 +163,7 @@ export const SPEC_SCHEMAS: Readonly<Record<Kind, Schema>> = {
     {
       metadata: obj({ labels: stringMap(), annotations: stringMap() }),
       template: obj(workloadEntryFields()),
-      probe,
+      probe: READINESS_PROBE_SCHEMA,
     },
     ['template'],
   ),

@@ -256,8 +256,8 @@ function workloadGroup(spec: Fields, path: string, out: Findings): void {
   }
   const probe = asRecord(spec['probe']);
   if (probe !== undefined) {
-    const kinds = ['httpGet', 'tcpSocket', 'exec'].filter((k) => probe[k] !== undefined);
-    if (kinds.length !== 1) out.add(`${path}.probe`, `expected exactly one of httpGet, tcpSocket, exec; got ${kinds.length}`);
+    const kinds = ['httpGet', 'tcpSocket', 'exec', 'grpc'].filter((k) => probe[k] !== undefined);
+    if (kinds.length !== 1) out.add(`${path}.probe`, `expected exactly one of httpGet, tcpSocket, exec, grpc; got ${kinds.length}`);
   }
 }
 

@@ -3,7 +3,7 @@
 
 import { Ajv, type ErrorObject, type ValidateFunction } from 'ajv';
 import { describeValue, joinPath, type Issue } from './errors.js';
-import { SPEC_SCHEMAS, type Schema } from './schema.js';
+import { READINESS_PROBE_SCHEMA, SPEC_SCHEMAS, type Schema } from './schema.js';
 import { KINDS, type Kind } from './types.js';
 
 const ajv = new Ajv({ allErrors: true, verbose: true, strict: true });
@@ -17,6 +17,14 @@ export function checkStructure(kind: Kind, spec: unknown, base: string): Issue[]
   const validate = validators.get(kind)!;
   if (validate(spec)) return [];
   return (validate.errors ?? []).map((error) => toIssue(error, base));
+}
+
+const probeValidator = ajv.compile(READINESS_PROBE_SCHEMA);
+
+/** Validates a ReadinessProbe found outside a resource (the agent's ProxyConfig.readinessProbe). */
+export function checkReadinessProbe(value: unknown, base: string): Issue[] {
+  if (probeValidator(value)) return [];
+  return (probeValidator.errors ?? []).map((error) => toIssue(error, base));
 }
 
 function pointerToPath(base: string, pointer: string): string {

@@ -195,6 +195,7 @@ export interface ReadinessProbe {
   httpGet?: { path?: string; port: number; host?: string; scheme?: string; httpHeaders?: HttpHeader[] };
   tcpSocket?: { host?: string; port: number };
   exec?: { command: string[] };
+  grpc?: { port: number; service?: string };
 }
 
 export interface WorkloadGroupSpec {

@@ -44,6 +44,13 @@ export const TypeUrl = {
 } as const;
 export type TypeUrl = (typeof TypeUrl)[keyof typeof TypeUrl];
 
+/**
+ * Not a resource: the agent's report of its workload's health (WorkloadGroup probes), sent as a
+ * request of this type on the ADS stream, healthy without error_detail, unhealthy with one (its
+ * message says why). The Go mesh's agent sends the same report as `istio.v1.HealthInformation`.
+ */
+export const HEALTH_INFO_TYPE_URL = `${TYPE_URL_PREFIX}mesh.v1.HealthInformation`;
+
 /** The short xDS names used in metric names and labels (pilot_xds_lds_reject, {type:'cds'}). */
 const SHORT_NAMES: ReadonlyMap<string, string> = new Map([
   [TypeUrl.Listener, 'lds'],

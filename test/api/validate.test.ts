@@ -169,7 +169,7 @@ const INVALID: [string, unknown, string, string][] = [
   // WorkloadGroup
   ['WorkloadGroup without template', doc('WorkloadGroup', {}), 'spec.template', 'required'],
   ['WorkloadGroup template address', doc('WorkloadGroup', { template: { address: '1.1.1.1' } }), 'spec.template.address', 'must not be set'],
-  ['WorkloadGroup two probes', doc('WorkloadGroup', { template: {}, probe: { httpGet: { port: 80 }, tcpSocket: { port: 80 } } }), 'spec.probe', 'exactly one of httpGet, tcpSocket, exec'],
+  ['WorkloadGroup two probes', doc('WorkloadGroup', { template: {}, probe: { httpGet: { port: 80 }, tcpSocket: { port: 80 } } }), 'spec.probe', 'exactly one of httpGet, tcpSocket, exec, grpc'],
   ['WorkloadGroup probe port', doc('WorkloadGroup', { template: {}, probe: { tcpSocket: { port: 0 } } }), 'spec.probe.tcpSocket.port', 'expected an integer in 1..65535'],
   // Sidecar
   ['Sidecar ingress without port', doc('Sidecar', { ingress: [{ defaultEndpoint: '127.0.0.1:80' }] }), 'spec.ingress[0].port', 'required'],
