@@ -15,6 +15,7 @@ import { DEFAULT_INGRESS_SETTINGS, type IngressSettings } from '../model/ingress
 import { ROOT_NAMESPACE } from '../api/types.js';
 import { ServiceEntryRegistry } from '../registry/serviceentry.js';
 import type { ServiceRegistry } from '../registry/types.js';
+import type { WorkloadHealth } from '../registry/workload-health.js';
 import { ProxyModels } from '../xds/generators/index.js';
 import type { DiscoverySettings } from './discovery-settings.js';
 
@@ -42,8 +43,10 @@ export interface DiscoveryRegistries {
   readonly proxies: ProxyModels;
 }
 
-export function discoveryRegistries(opts: RegistryOptions, settings: DiscoverySettings, store: ConfigSource, autoEntries: MemoryStore): DiscoveryRegistries {
-  const serviceEntries = new ServiceEntryRegistry(store, opts.clusterId, autoEntries);
+/** The registries read WorkloadEntries through `health`'s views: an unhealthy entry is no endpoint. */
+export function discoveryRegistries(opts: RegistryOptions, settings: DiscoverySettings, store: ConfigSource, autoEntries: MemoryStore, health: WorkloadHealth): DiscoveryRegistries {
+  const entrySources = [health.view(store), health.view(autoEntries)] as const;
+  const serviceEntries = new ServiceEntryRegistry(entrySources[0], opts.clusterId, entrySources[1]);
   const registries: ServiceRegistry[] = [serviceEntries];
   const mock = opts.registries.includes('Mock') ? new MockRegistry(opts.clusterId) : undefined;
   if (mock) registries.push(mock);
@@ -53,7 +56,7 @@ export function discoveryRegistries(opts: RegistryOptions, settings: DiscoverySe
     if (!opts.hasOrchestrator) {
       log.info('--registries Orchestrator: no orchestrator with --configDir and no --orchconfig; services come from ServiceEntry and WorkloadEntry');
     } else {
-      orchestrator = new OrchestratorRegistry({ ...opts.orchestrator, ...settings.orchestratorRegistry, workloadEntrySources: [store, autoEntries], domain: opts.domain, clusterId: opts.clusterId });
+      orchestrator = new OrchestratorRegistry({ ...opts.orchestrator, ...settings.orchestratorRegistry, workloadEntrySources: entrySources, domain: opts.domain, clusterId: opts.clusterId });
       registries.push(orchestrator);
       if (settings.serviceEntrySelectsPods) serviceEntries.selectPods(orchestrator);
       const ingressSettings = opts.ingress ?? DEFAULT_INGRESS_SETTINGS;

@@ -20,6 +20,7 @@ import { closeServer, formatAddress, httpServer, listen, ListenError, Mux, sendJ
 import { ROOT_NAMESPACE, type Kind, type ResourceOf } from '../api/types.js';
 import type { IngressController } from '../registry/orchestrator/ingress.js';
 import { AutoRegistration, AutoRegistrationError } from '../registry/autoregister.js';
+import { WorkloadHealth } from '../registry/workload-health.js';
 import { JwksResolver } from '../security/authn/jwks-resolver.js';
 import type { AggregateRegistry } from '../registry/aggregate.js';
 import type { MockRegistry } from '../registry/mock.js';
@@ -120,8 +121,9 @@ export class DiscoveryServer {
     const telemetryProviders = opts.telemetryProviders ?? readTelemetryProviders({});
     this.store = opts.configDir ? new FileConfigStore({ configDir: opts.configDir }) : new OrchestratorConfigSource({ validate: settings.crdValidation, revision: settings.revision, ...opts.orchestrator });
     this.autoEntries.markSynced();
-    this.autoRegistration = new AutoRegistration({ config: this.store, entries: this.autoEntries, controllerId: `pilot-discovery-${buildInfo.version}`, ...settings.autoRegistration });
-    const registries = discoveryRegistries({ ...opts, hasOrchestrator: this.hasOrchestrator() }, settings, this.store, this.autoEntries);
+    const health = new WorkloadHealth(settings.workloadHealthChecks);
+    this.autoRegistration = new AutoRegistration({ config: this.store, entries: this.autoEntries, controllerId: `pilot-discovery-${buildInfo.version}`, health, ...settings.autoRegistration });
+    const registries = discoveryRegistries({ ...opts, hasOrchestrator: this.hasOrchestrator() }, settings, this.store, this.autoEntries, health);
     this.registry = registries.registry;
     this.mock = registries.mock;
     this.orchestrator = registries.orchestrator;
@@ -171,6 +173,7 @@ export class DiscoveryServer {
       keepaliveTimeoutMs: opts.keepaliveTimeoutMs,
       maxConnectionAgeMs: opts.maxConnectionAgeMs,
       onConnect: (info) => this.onProxyConnect(info),
+      onHealth: (info, report) => this.autoRegistration.reportHealth(info.connectionId, report),
       ...(this.status?.deliveries ? { deliveries: this.status.deliveries } : {}),
       onDisconnect: (info) => {
         this.connected.delete(info.connectionId);
@@ -199,6 +202,7 @@ export class DiscoveryServer {
         securityOptions: (push) => this.security.options(push),
         proxies: this.proxies,
         adminEndpoints: settings.adminEndpoints,
+        workloadEntries: () => health.describe([...this.store.list('WorkloadEntry'), ...this.autoEntries.list('WorkloadEntry')]),
       });
     }
     this.profiler = opts.profile ? installPprof(this.debug) : undefined;
@@ -248,7 +252,7 @@ export class DiscoveryServer {
     const proxy = this.proxies.of(info);
     let registration;
     try {
-      registration = this.autoRegistration.register({ proxy, connectionId: info.connectionId, peer: info.peer });
+      registration = this.autoRegistration.register({ proxy, connectionId: info.connectionId, peer: info.peer, verified: this.verified.has(info) });
     } catch (e) {
       if (e instanceof AutoRegistrationError) {
         log.warn(`auto-registration failed: ${e.message}`);

@@ -34,6 +34,8 @@ export interface DiscoverySettings {
   readonly adminEndpoints: boolean;
   readonly crdValidation: boolean;
   readonly autoRegistration: { readonly enabled: boolean; readonly gracePeriodMs: number };
+  /** PILOT_ENABLE_WORKLOAD_ENTRY_HEALTHCHECKS. */
+  readonly workloadHealthChecks: boolean;
   readonly validationWebhook: boolean;
   readonly webhookCustomHost: string;
   /** PILOT_ENABLE_ANALYSIS. */
@@ -86,6 +88,7 @@ export function discoverySettings(): DiscoverySettings {
     adminEndpoints: setting('ENABLE_ADMIN_ENDPOINTS'),
     crdValidation: setting('PILOT_ENABLE_CRD_VALIDATION'),
     autoRegistration: { enabled: setting('PILOT_ENABLE_WORKLOAD_ENTRY_AUTOREGISTRATION'), gracePeriodMs: setting('PILOT_WORKLOAD_ENTRY_GRACE_PERIOD') },
+    workloadHealthChecks: setting('PILOT_ENABLE_WORKLOAD_ENTRY_HEALTHCHECKS'),
     validationWebhook: setting('VALIDATION_ENABLED'),
     webhookCustomHost: setting('MESHD_CUSTOM_HOST'),
     analysis: setting('PILOT_ENABLE_ANALYSIS'),

@@ -120,6 +120,7 @@ export const WIRED_SETTINGS: ReadonlySet<SettingName> = new Set<SettingName>([
   'PILOT_ENABLE_SERVICEENTRY_SELECT_PODS',
   // registry/autoregister.ts
   'PILOT_ENABLE_WORKLOAD_ENTRY_AUTOREGISTRATION',
+  'PILOT_ENABLE_WORKLOAD_ENTRY_HEALTHCHECKS',
   'PILOT_WORKLOAD_ENTRY_GRACE_PERIOD',
   // agent/node.ts, agent/agent.ts
   'POD_NAME',

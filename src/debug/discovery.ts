@@ -36,6 +36,8 @@ export interface DiscoveryDebugDeps {
   readonly proxies: ProxyModels;
   /** ENABLE_ADMIN_ENDPOINTS: serve the endpoints that change the server's state. */
   readonly adminEndpoints: boolean;
+  /** Every WorkloadEntry (the user's and the auto-registered) with its Healthy condition. */
+  readonly workloadEntries: () => unknown[];
 }
 
 /** A request the user got wrong: 400 with the reason. */
@@ -188,6 +190,7 @@ export function installDiscoveryDebug(mux: Mux, deps: DiscoveryDebugDeps): void 
       sendJson(res, 200, { version: push.version, services: push.services.length, virtualServices: push.virtualServiceCount, clustersWithoutInstances: push.clustersWithoutInstances(), proxies: deps.xds.connections().length });
     })
     .handle('/debug/configz', 'every config resource the server holds', (_req, res) => sendJson(res, 200, KINDS.flatMap((k) => deps.store.list(k))))
+    .handle('/debug/workloadentryz', 'every WorkloadEntry, auto-registered ones too, with its Healthy condition and whether it is an endpoint', (_req, res) => sendJson(res, 200, deps.workloadEntries()))
     .handle('/debug/registryz', 'every service of every registry', (_req, res) => sendJson(res, 200, deps.registry.services()))
     .handle('/debug/endpointz', 'every service with its instances', (_req, res) =>
       sendJson(res, 200, deps.registry.services().map((s) => ({ hostname: s.hostname, namespace: s.namespace, instances: deps.registry.instances(s) }))),

@@ -32,6 +32,10 @@ export interface Proxy {
   readonly generator: string;
   /** WorkloadGroup name for auto-registration, empty when absent. */
   readonly autoRegisterGroup: string;
+  /** WORKLOAD_ENTRY: the existing WorkloadEntry this proxy runs for (health reports apply to it); empty when absent. */
+  readonly workloadEntry: string;
+  /** Its agent runs a readinessProbe (PROXY_CONFIG.readinessProbe) and reports the workload's health. */
+  readonly healthProbed: boolean;
   /** DNS_CAPTURE: the agent answers the workload's DNS queries (and takes the DNS name table). */
   readonly dnsCapture: boolean;
   /** DNS_AUTO_ALLOCATE: with DNS capture, ServiceEntries without addresses get allocated ones. */
@@ -65,6 +69,11 @@ function metaString(metadata: JsonObject, key: string): string {
 // Go's strconv.ParseBool spellings, which the Go mesh's metadata booleans accept.
 const TRUE_WORDS = new Set(['1', 't', 'T', 'TRUE', 'true', 'True']);
 const FALSE_WORDS = new Set(['0', 'f', 'F', 'FALSE', 'false', 'False']);
+
+function hasReadinessProbe(proxyConfig: unknown): boolean {
+  const probe = typeof proxyConfig === 'object' && proxyConfig !== null ? (proxyConfig as Record<string, unknown>)['readinessProbe'] : undefined;
+  return typeof probe === 'object' && probe !== null;
+}
 
 function metaBool(metadata: JsonObject, key: string): boolean {
   const v = metadata[key];
@@ -136,6 +145,8 @@ export function parseProxy(nodeId: string, metadata: JsonObject = {}, extensions
     interceptionMode: mode as InterceptionMode,
     generator: metaString(metadata, 'GENERATOR'),
     autoRegisterGroup: metaString(metadata, 'AUTO_REGISTER_GROUP'),
+    workloadEntry: metaString(metadata, 'WORKLOAD_ENTRY'),
+    healthProbed: hasReadinessProbe(metadata['PROXY_CONFIG']),
     dnsCapture: metaBool(metadata, 'DNS_CAPTURE'),
     dnsAutoAllocate: metaBool(metadata, 'DNS_AUTO_ALLOCATE'),
     meshMtls: metaBool(metadata, 'SDS') && extensions.includes(TLS_TRANSPORT_EXTENSION),

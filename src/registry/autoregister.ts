@@ -4,6 +4,12 @@
 // deleted PILOT_WORKLOAD_ENTRY_GRACE_PERIOD after the last one ends; a reconnect within the grace
 // period keeps (and updates) the same entry.
 //
+// Health (PILOT_ENABLE_WORKLOAD_ENTRY_HEALTHCHECKS, ./workload-health.ts): an entry made for a
+// proxy whose agent runs a readinessProbe is health-checked, and that proxy's reports set its
+// Healthy condition. A proxy may instead name an existing entry (WORKLOAD_ENTRY metadata); when
+// that entry takes health reports, the proxy reports for it once its identity is verified, and
+// its condition is forgotten a grace period after its last stream ends.
+//
 // Entries are written to an in-memory store of their own, not to the config store: the file store
 // is read-only config the user owns (we never write into --configDir), and an auto-registered
 // entry belongs to the connection that made it, not to the user's configuration. The
@@ -18,6 +24,7 @@ import { counter } from '../common/metrics.js';
 import type { MemoryStore } from '../config/memory.js';
 import type { ConfigStore } from '../config/store.js';
 import type { Proxy } from '../model/proxy.js';
+import { HEALTH_CHECKS_ANNOTATION, takesHealthReports, type WorkloadHealth } from './workload-health.js';
 
 const log = scope('model');
 
@@ -33,6 +40,14 @@ export interface RegisteringProxy {
   readonly connectionId: string;
   /** The gRPC peer, e.g. `10.0.0.1:53312`; its IP is the address when INSTANCE_IPS is absent. */
   readonly peer: string;
+  /** Its namespace and service account were verified against its credential (XDS_AUTH). */
+  readonly verified?: boolean;
+}
+
+/** An agent's health report (a HealthInformation request). */
+export interface HealthReport {
+  readonly healthy: boolean;
+  readonly message?: string;
 }
 
 export interface AutoRegistrationOptions {
@@ -48,6 +63,8 @@ export interface AutoRegistrationOptions {
   readonly controllerId?: string;
   /** The clock, for the connection-time annotations. */
   readonly now?: () => Date;
+  /** Where health reports go; without it (or disabled) they are not taken. */
+  readonly health?: WorkloadHealth;
 }
 
 /** A registration that cannot be made (unknown group, no address, a user entry of that name). */
@@ -60,6 +77,8 @@ export interface Registration {
 }
 
 interface Live {
+  /** Made by auto-registration (in `entries`), else the user's entry the proxy named (in `config`). */
+  readonly auto: boolean;
   readonly connections: Set<string>;
   cleanup?: NodeJS.Timeout;
 }
@@ -89,6 +108,8 @@ export class AutoRegistration {
   private readonly live = new Map<string, Live>();
   /** Entry key of each registered stream. */
   private readonly byConnection = new Map<string, string>();
+  /** Streams already told why their health reports are not taken (once each). */
+  private readonly ignoredReports = new Set<string>();
 
   constructor(private readonly opts: AutoRegistrationOptions) {
     this.enabled = opts.enabled ?? settingDefault('PILOT_ENABLE_WORKLOAD_ENTRY_AUTOREGISTRATION');
@@ -103,7 +124,7 @@ export class AutoRegistration {
    */
   register(p: RegisteringProxy): Registration | undefined {
     const group = p.proxy.autoRegisterGroup;
-    if (!group || !this.enabled) return undefined;
+    if (!group || !this.enabled) return p.proxy.workloadEntry && this.opts.health?.enabled ? this.bind(p, p.proxy.workloadEntry) : undefined;
     try {
       return this.registerIn(p, group);
     } catch (e) {
@@ -130,14 +151,11 @@ export class AutoRegistration {
     }
     const before = this.opts.entries.get({ kind: 'WorkloadEntry', namespace: ns, name });
     const entry = this.entryFromGroup(group, name, address, p.proxy);
+    if (group.spec.probe && !p.proxy.healthProbed) {
+      log.warn(`WorkloadGroup ${ns}/${groupName} has spec.probe, but the ProxyConfig of ${p.proxy.nodeId} has no readinessProbe: its agent does not probe, so WorkloadEntry ${key} is not health-checked (set the agent's readinessProbe to the group's probe)`);
+    }
     this.opts.entries.apply(entry);
-
-    let live = this.live.get(key);
-    if (!live) this.live.set(key, (live = { connections: new Set() }));
-    clearTimeout(live.cleanup);
-    live.cleanup = undefined;
-    live.connections.add(p.connectionId);
-    this.byConnection.set(p.connectionId, key);
+    this.attach(key, p.connectionId, true);
 
     counter('auto_registration_success_total').inc();
     if (before) counter('auto_registration_updates_total').inc();
@@ -145,14 +163,78 @@ export class AutoRegistration {
     return { entry: this.opts.entries.get({ kind: 'WorkloadEntry', namespace: ns, name })!, changed: !before || !isDeepStrictEqual(before.spec, entry.spec) };
   }
 
+  /**
+   * WORKLOAD_ENTRY: the proxy runs for an entry of the user's. When the entry takes health
+   * reports, the proxy reports for it, provided its identity is verified and is the entry's.
+   */
+  private bind(p: RegisteringProxy, name: string): Registration | undefined {
+    const ns = p.proxy.namespace;
+    const entry = this.opts.config.get({ kind: 'WorkloadEntry', namespace: ns, name });
+    if (!entry) throw new AutoRegistrationError(`node.metadata.WORKLOAD_ENTRY: no WorkloadEntry "${name}" in namespace "${ns}" (proxy ${p.proxy.nodeId})`);
+    const key = `${ns}/${name}`;
+    if (!takesHealthReports(entry)) {
+      log.info(`WorkloadEntry ${key} has no ${HEALTH_CHECKS_ANNOTATION} annotation: the health reports of ${p.proxy.nodeId} are not taken`);
+      return undefined;
+    }
+    if (!p.verified) {
+      throw new AutoRegistrationError(`WorkloadEntry ${key} takes health reports only from a proxy whose identity is verified (XDS_AUTH, PILOT_ENABLE_XDS_IDENTITY_CHECK); that of ${p.proxy.nodeId} is not`);
+    }
+    const account = entry.spec.serviceAccount;
+    if (account && account !== p.proxy.serviceAccount) {
+      throw new AutoRegistrationError(`WorkloadEntry ${key} runs as service account ${account}; proxy ${p.proxy.nodeId} is ${p.proxy.serviceAccount || 'of no service account'}`);
+    }
+    this.attach(key, p.connectionId, false);
+    log.info(`${p.proxy.nodeId} reports the health of WorkloadEntry ${key}`);
+    return { entry, changed: false };
+  }
+
+  private attach(key: string, connectionId: string, auto: boolean): void {
+    let live = this.live.get(key);
+    if (!live) this.live.set(key, (live = { auto, connections: new Set() }));
+    clearTimeout(live.cleanup);
+    live.cleanup = undefined;
+    live.connections.add(connectionId);
+    this.byConnection.set(connectionId, key);
+  }
+
+  /** A HealthInformation request on a stream: the Healthy condition of the stream's entry. */
+  reportHealth(connectionId: string, report: HealthReport): void {
+    const health = this.opts.health;
+    if (!health?.enabled) return;
+    const key = this.byConnection.get(connectionId);
+    const entry = key === undefined ? undefined : this.entryAt(key);
+    const ignored = !entry
+      ? 'the proxy names no WorkloadGroup (AUTO_REGISTER_GROUP) and no health-checked WorkloadEntry (WORKLOAD_ENTRY)'
+      : !takesHealthReports(entry)
+        ? `WorkloadEntry ${key} is not health-checked (its proxy's ProxyConfig had no readinessProbe when it registered)`
+        : undefined;
+    if (ignored !== undefined || !entry) {
+      if (!this.ignoredReports.has(connectionId)) log.warn(`health reports of ${connectionId} are not taken: ${ignored}`);
+      this.ignoredReports.add(connectionId);
+      return;
+    }
+    health.report(entry, report.healthy, report.message);
+  }
+
+  private entryAt(key: string): WorkloadEntry | undefined {
+    const [namespace, name] = key.split('/') as [string, string];
+    const store = this.live.get(key)?.auto === false ? this.opts.config : this.opts.entries;
+    return store.get({ kind: 'WorkloadEntry', namespace, name });
+  }
+
   /** A stream ended: after its entry's last stream, the entry is marked and deleted after the grace period. */
   unregister(connectionId: string): void {
+    this.ignoredReports.delete(connectionId);
     const key = this.byConnection.get(connectionId);
     if (key === undefined) return;
     this.byConnection.delete(connectionId);
     const live = this.live.get(key)!;
     live.connections.delete(connectionId);
     if (live.connections.size > 0) return;
+    if (!live.auto) {
+      live.cleanup = setTimeout(() => this.forgetHealth(key), Math.max(0, this.gracePeriodMs));
+      return;
+    }
     const [namespace, name] = key.split('/') as [string, string];
     const current = this.opts.entries.get({ kind: 'WorkloadEntry', namespace, name });
     if (current) {
@@ -179,12 +261,23 @@ export class AutoRegistration {
   private cleanup(key: string): void {
     const live = this.live.get(key);
     if (!live || live.connections.size > 0) return;
+    const entry = this.entryAt(key);
     this.live.delete(key);
-    const [namespace, name] = key.split('/') as [string, string];
-    if (this.opts.entries.delete({ kind: 'WorkloadEntry', namespace, name })) {
-      counter('auto_registration_deletes_total').inc();
-      log.info(`deleted auto-registered WorkloadEntry ${key}: disconnected for ${this.gracePeriodMs}ms`);
-    }
+    if (!entry) return;
+    this.opts.entries.delete({ kind: 'WorkloadEntry', namespace: entry.metadata.namespace, name: entry.metadata.name });
+    // After the delete: an entry registered again under this name starts with no health.
+    this.opts.health?.clear(entry);
+    counter('auto_registration_deletes_total').inc();
+    log.info(`deleted auto-registered WorkloadEntry ${key}: disconnected for ${this.gracePeriodMs}ms`);
+  }
+
+  /** A user's entry whose proxy stayed away for the grace period: its last report is stale. */
+  private forgetHealth(key: string): void {
+    const live = this.live.get(key);
+    if (!live || live.connections.size > 0) return;
+    const entry = this.entryAt(key);
+    this.live.delete(key);
+    if (entry) this.opts.health?.clear(entry);
   }
 
   /**
@@ -214,6 +307,7 @@ export class AutoRegistration {
           [AUTO_REGISTRATION_GROUP_ANNOTATION]: group.metadata.name,
           [WORKLOAD_CONTROLLER_ANNOTATION]: this.controllerId,
           [CONNECTED_AT_ANNOTATION]: this.now().toISOString(),
+          ...(proxy.healthProbed ? { [HEALTH_CHECKS_ANNOTATION]: 'true' } : {}),
         },
       },
       spec,

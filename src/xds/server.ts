@@ -21,7 +21,7 @@ import { ResponseJoiner, responseWriter, type OutgoingResponse, type ResponseByt
 import { ResponseSizeGuard } from './size-guard.js';
 import { ResponseSender } from './sender.js';
 import { PushHold, type FlowControlOptions } from './flow-control.js';
-import { TypeUrl } from '../envoy/types.js';
+import { HEALTH_INFO_TYPE_URL, TypeUrl } from '../envoy/types.js';
 import { shareNames, type DeltaWireRequest, type SotwWireRequest } from './subscriptions.js';
 
 const log = scope('ads');
@@ -33,6 +33,8 @@ export interface XdsServerOptions extends AdsTransportOptions {
   readonly onConnect?: (proxy: ProxyInfo) => void | Promise<void>;
   /** Called once when a stream whose onConnect succeeded ends. */
   readonly onDisconnect?: (proxy: ProxyInfo) => void;
+  /** A HealthInformation request: the agent's report of its workload's health (no response). */
+  readonly onHealth?: (proxy: ProxyInfo, report: { healthy: boolean; message?: string }) => void;
   /** Sent as control_plane.identifier in every response. */
   readonly controlPlaneId?: string;
   /** A send not done after this many ms closes the stream (PILOT_XDS_SEND_TIMEOUT); <= 0 = never. */
@@ -203,7 +205,7 @@ export class XdsServer {
    * The lifecycle shared by SotW and Delta streams: the first request identifies the proxy, every
    * request is validated and handled in order, and an XdsStreamError ends only this stream.
    */
-  private serve<Req extends { node?: Node; typeUrl: string }>(
+  private serve<Req extends { node?: Node; typeUrl: string; errorDetail?: { message: string } }>(
     call: ServerDuplexStream<Req, OutgoingResponse>,
     protocol: 'sotw' | 'delta',
     handle: (s: Session, req: Req) => Promise<void>,
@@ -246,6 +248,7 @@ export class XdsServer {
       void s.conn
         .enqueue(async () => {
           if (s.conn.closed) return;
+          if (req.typeUrl === HEALTH_INFO_TYPE_URL) return this.options.onHealth?.(s.conn.proxy, req.errorDetail ? { healthy: false, message: req.errorDetail.message } : { healthy: true });
           this.checkType(req.typeUrl);
           await handle(s, req);
         })

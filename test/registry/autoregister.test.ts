@@ -3,12 +3,10 @@
 // disconnect -> grace period -> endpoint gone).
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { mkdtempSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { status } from '@grpc/grpc-js';
 import type { AnyResource, WorkloadGroup } from '../../src/api/types.js';
-import { loadSettings } from '../../src/common/env.js';
 import { setScopeLevel } from '../../src/common/log.js';
 import { MemoryStore } from '../../src/config/memory.js';
 import { parseProxy } from '../../src/model/proxy.js';
@@ -22,27 +20,20 @@ import {
 } from '../../src/registry/autoregister.js';
 import { ServiceEntryRegistry } from '../../src/registry/serviceentry.js';
 import type { RegistryEvent } from '../../src/registry/types.js';
-import { DiscoveryServer } from '../../src/cli/discovery-server.js';
-import { ClusterLoadAssignmentSchema } from '../../src/gen/envoy/config/endpoint/v3/endpoint_pb.js';
 import { ClusterSchema } from '../../src/gen/envoy/config/cluster/v3/cluster_pb.js';
 import { ListenerSchema } from '../../src/gen/envoy/config/listener/v3/listener_pb.js';
 import type { DiscoveryResponse } from '../../src/gen/envoy/service/discovery/v3/discovery_pb.js';
 import { TypeUrl, unpack } from '../../src/envoy/types.js';
 import { eventually } from '../helpers/proc.js';
 import { hcmOf } from '../networking/envoy.js';
-import { localDiscoveryOptions } from '../security/fixtures.js';
-import { counterValue, sotw, type SotwStream } from '../xds/harness.js';
-import { AggregatedDiscoveryService } from '../../src/gen/envoy/service/discovery/v3/ads_pb.js';
-import { grpcClient } from '../../src/envoy/grpc-service.js';
-import { credentials } from '@grpc/grpc-js';
-import type { AdsClient } from '../xds/harness.js';
+import { counterValue, sotw } from '../xds/harness.js';
+import { ECHO, nextEds, withDiscovery } from './echo-discovery.js';
 
 setScopeLevel('model', 'error');
 setScopeLevel('ads', 'error');
 setScopeLevel('default', 'error');
 setScopeLevel('source', 'error');
 
-const ECHO = 'echo.foo.svc.cluster.local';
 
 const group: WorkloadGroup = {
   apiVersion: 'networking.mesh.io/v1',
@@ -178,51 +169,6 @@ test('no group, auto-registration off, unknown group, or a user entry of that na
   assert.deepEqual(entries.list('WorkloadEntry'), []);
   auto.close();
 });
-
-function yaml(docs: string[]): string {
-  return docs.join('\n---\n');
-}
-
-async function nextEds(s: SotwStream): Promise<string[]> {
-  const r: DiscoveryResponse = await s.next();
-  assert.equal(r.typeUrl, TypeUrl.ClusterLoadAssignment);
-  s.send({ typeUrl: r.typeUrl, versionInfo: r.versionInfo, responseNonce: r.nonce, resourceNames: [`outbound|80||${ECHO}`] });
-  const cla = unpack(r.resources[0]!, ClusterLoadAssignmentSchema);
-  return cla.endpoints.flatMap((l) =>
-    l.lbEndpoints.map((e) => {
-      const sa = e.hostIdentifier.case === 'endpoint' ? e.hostIdentifier.value.address?.address : undefined;
-      return sa?.case === 'socketAddress' ? `${sa.value.address}:${sa.value.portSpecifier.value}` : '?';
-    }),
-  );
-}
-
-/** A discovery server over a temp config dir holding the echo ServiceEntry and WorkloadGroup; `run` gets ADS clients. */
-async function withDiscovery(run: (ctx: { server: DiscoveryServer; dir: string; client: () => AdsClient }) => Promise<void>): Promise<void> {
-  loadSettings('discovery', { PILOT_WORKLOAD_ENTRY_GRACE_PERIOD: '100ms', PILOT_DEBOUNCE_AFTER: '10ms' });
-  const dir = mkdtempSync(join(tmpdir(), 'mesh-autoreg-'));
-  writeFileSync(
-    join(dir, 'echo.yaml'),
-    yaml([
-      `apiVersion: networking.mesh.io/v1\nkind: ServiceEntry\nmetadata: {name: echo, namespace: foo}\nspec:\n  hosts: [${ECHO}]\n  location: MESH_INTERNAL\n  resolution: STATIC\n  ports: [{number: 80, name: http, protocol: HTTP}]\n  workloadSelector: {labels: {app: echo}}`,
-      `apiVersion: networking.mesh.io/v1\nkind: WorkloadGroup\nmetadata: {name: echo, namespace: foo}\nspec:\n  template:\n    labels: {app: echo}\n    ports: {http: 8080}`,
-    ]),
-  );
-  const server = new DiscoveryServer(localDiscoveryOptions(dir));
-  const clients: AdsClient[] = [];
-  const client = () => {
-    const c = grpcClient(AggregatedDiscoveryService, server.addresses.grpc!, credentials.createInsecure()) as AdsClient;
-    clients.push(c);
-    return c;
-  };
-  try {
-    await server.start();
-    await run({ server, dir, client });
-  } finally {
-    for (const c of clients) c.close();
-    await server.stop();
-    loadSettings('discovery', {});
-  }
-}
 
 test('discovery server: a proxy with AUTO_REGISTER_GROUP becomes an endpoint others see, and is removed after the grace period', async () => {
   await withDiscovery(async ({ server, client }) => {
