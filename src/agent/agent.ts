@@ -29,6 +29,8 @@ import { startWorkloadCerts, type WorkloadCerts } from './sds/workload-certs.js'
 import { StatusServer } from './status.js';
 import { StsServer } from './sts/sts-server.js';
 import { CloudTokenExchange, type TokenManagerPlugin } from './sts/token-exchange.js';
+import { healthCheckSpec } from './readiness-probe.js';
+import { defaultProbeHost, WorkloadHealthChecker } from './workload-health.js';
 import { xdsCredentials } from './xds-credentials.js';
 import { XdsProxy } from './xds-proxy.js';
 import { proxyNodeFlags, proxyProcessEnv } from '../dataplane/node-flags.js';
@@ -112,6 +114,7 @@ export class ProxyAgent {
   private xds?: XdsProxy;
   private dns?: DnsProxy;
   private status?: StatusServer;
+  private health?: WorkloadHealthChecker;
   /** Workload certificates and the SDS server; undefined on the plaintext path (no CA root known). */
   certs?: WorkloadCerts;
   private sts?: StsServer;
@@ -165,6 +168,7 @@ export class ProxyAgent {
       quit: () => void this.shutdown('POST /quitquitquit'),
     });
     Object.assign(this.ports, await this.status.start());
+    this.startHealthCheck(pc, node, this.status);
 
     await this.startSts();
     const inputs: BootstrapInputs = { node, proxyConfig: pc, xdsAddress, outlierLogPath: o.outlierLogPath, initialFetchTimeoutMs: setting('PILOT_INITIAL_FETCH_TIMEOUT'), ...(this.certs ? { sdsSocket: this.certs.sds.socketPath } : {}) };
@@ -189,6 +193,26 @@ export class ProxyAgent {
     this.sts = new StsServer(new CloudTokenExchange({ endpoint }));
     this.ports.sts = await this.sts.start(port);
     log.info(`STS server listening on 127.0.0.1:${this.ports.sts}, exchanging tokens at ${endpoint}`);
+  }
+
+  /**
+   * With ProxyConfig.readinessProbe, the workload health checker; its reports go over the agent's
+   * upstream xDS stream, so without the xDS proxy there is nowhere to send them.
+   */
+  private startHealthCheck(pc: ProxyConfig, node: NodeIdentity, status: StatusServer): void {
+    if (!pc.readinessProbe) return;
+    const xds = this.xds;
+    if (!xds) {
+      log.warn('readinessProbe is not effective without PROXY_XDS_VIA_AGENT=true: workload health is reported over the agent\'s upstream xDS stream');
+      return;
+    }
+    this.health = new WorkloadHealthChecker({
+      spec: healthCheckSpec(pc.readinessProbe),
+      defaultHost: defaultProbeHost(String(node.metadata['INSTANCE_IPS'] ?? '').split(',')),
+      proxyReady: () => status.notReadyReason(),
+      report: (r) => xds.reportHealth(r),
+    });
+    this.health.start();
   }
 
   /** What the status server does for the application: its metrics scrape and its probes; read before anything starts. */
@@ -322,6 +346,8 @@ export class ProxyAgent {
   }
 
   private async closeServers(): Promise<void> {
+    this.health?.stop();
+    this.health = undefined;
     this.xds?.close();
     this.xds = undefined;
     this.dns?.close();

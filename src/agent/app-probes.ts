@@ -6,6 +6,10 @@
 // Answers, as the Go mesh's agent: an HTTP probe passes the application's status code on; a TCP or
 // gRPC probe is 200 when the connection opens / the service is SERVING, else 500; a probe that
 // cannot run (refused, timed out) is 500 with the reason in the body.
+//
+// The runners (`probeApp`, plus exec, which only ProxyConfig.readinessProbe has) are shared with the
+// workload health checker (workload-health.ts), which judges their outcomes its own way.
+import { spawn } from 'node:child_process';
 import { request as httpRequest, type IncomingMessage } from 'node:http';
 import { request as httpsRequest } from 'node:https';
 import { connect } from 'node:net';
@@ -32,6 +36,12 @@ export interface GrpcProbe {
   service: string;
 }
 export type AppProbe = (HttpGetProbe | TcpProbe | GrpcProbe) & { timeoutMs: number };
+/** A command run without a shell; passes when it exits 0 within the timeout. */
+export interface ExecProbe {
+  kind: 'exec';
+  command: readonly string[];
+  timeoutMs: number;
+}
 
 export class AppProbersError extends Error {}
 
@@ -110,58 +120,145 @@ export interface ProbeResult {
   body: string;
 }
 
-/** Runs one probe against the application; `appHost` is where it listens when the probe names no host. */
-export function runAppProbe(p: AppProbe, appHost: string): Promise<ProbeResult> {
-  const failed = (why: string): ProbeResult => ({ status: 500, body: `${why}\n` });
-  if (p.kind === 'tcpSocket') return tcpProbe(p.host ?? appHost, p.port, p.timeoutMs).then((why) => (why === null ? { status: 200, body: 'ok\n' } : failed(why)));
-  if (p.kind === 'grpc') return grpcProbe(appHost, p).then((status) => (status === 'SERVING' ? { status: 200, body: 'SERVING\n' } : failed(status)));
-  return httpProbe(p, appHost).catch((e: Error) => failed(e.message));
+/** What one run of a probe saw; each caller decides what passes. */
+export interface ProbeOutcome {
+  /** What was asked, for messages: `GET http://10.0.0.5:8080/healthz`, `connect 10.0.0.5:9000`, `exec ["/bin/check"]`. */
+  target: string;
+  /** httpGet: the application's status code. */
+  httpStatus?: number;
+  /** grpc: the serving status the application answered. */
+  servingStatus?: string;
+  /** Why no answer came (refused, timed out, a non-zero exit); absent = answered, connected or exited 0. */
+  failure?: string;
 }
 
-function httpProbe(p: HttpGetProbe & { timeoutMs: number }, appHost: string): Promise<ProbeResult> {
-  const host = p.host ?? appHost;
+/** Runs one probe against the application (status server): the orchestrator's answer for it. */
+export async function runAppProbe(p: AppProbe, appHost: string): Promise<ProbeResult> {
+  const o = await probeApp(p, appHost);
+  if (o.failure !== undefined) return { status: 500, body: `${o.target}: ${o.failure}\n` };
+  if (o.httpStatus !== undefined) return { status: o.httpStatus, body: `${o.httpStatus}\n` };
+  if (o.servingStatus !== undefined) return { status: o.servingStatus === 'SERVING' ? 200 : 500, body: `${o.servingStatus}\n` };
+  return { status: 200, body: 'ok\n' };
+}
+
+/**
+ * Runs one probe; `appHost` is where the application listens when the probe names no host. An
+ * abort ends it early (its outcome is then meaningless): a stopped checker leaves nothing behind.
+ */
+export function probeApp(p: AppProbe | ExecProbe, appHost: string, signal?: AbortSignal): Promise<ProbeOutcome> {
+  switch (p.kind) {
+    case 'httpGet':
+      return httpProbe(p, p.host ?? appHost, signal);
+    case 'tcpSocket':
+      return tcpProbe(p.host ?? appHost, p.port, p.timeoutMs, signal);
+    case 'grpc':
+      return grpcProbe(appHost, p, signal);
+    case 'exec':
+      return execProbe(p, signal);
+  }
+}
+
+function hostPort(host: string, port: number): string {
+  return host.includes(':') ? `[${host}]:${port}` : `${host}:${port}`;
+}
+
+const timedOut = (ms: number) => `timed out after ${ms / 1000}s`;
+
+function httpProbe(p: HttpGetProbe & { timeoutMs: number }, host: string, signal?: AbortSignal): Promise<ProbeOutcome> {
+  const target = `GET ${p.scheme.toLowerCase()}://${hostPort(host, p.port)}${p.path}`;
   const headers: Record<string, string> = { 'user-agent': 'mesh-probe/1.0' };
   for (const h of p.headers) headers[h.name.toLowerCase()] = h.value;
   const request = p.scheme === 'HTTPS' ? httpsRequest : httpRequest;
-  return new Promise((resolve, reject) => {
-    // As the kubelet: an HTTPS probe does not verify the application's certificate.
-    const req = request({ host, port: p.port, path: p.path, method: 'GET', headers, timeout: p.timeoutMs, rejectUnauthorized: false }, (res: IncomingMessage) => {
+  return new Promise((resolve) => {
+    // As the kubelet: an HTTPS probe does not verify the application's certificate. A connection
+    // of its own (agent: false), as the Go prober disables keep-alive: no socket outlives a probe.
+    const req = request({ host, port: p.port, path: p.path, method: 'GET', headers, agent: false, rejectUnauthorized: false, signal }, (res: IncomingMessage) => {
       res.resume();
-      res.on('end', () => resolve({ status: res.statusCode ?? 500, body: `${res.statusCode}\n` }));
+      res.on('end', () => resolve({ target, httpStatus: res.statusCode ?? 500 }));
     });
-    req.on('timeout', () => req.destroy(new Error(`timed out after ${p.timeoutMs / 1000}s`)));
-    req.on('error', (e: Error & { code?: string }) => reject(new Error(`GET ${p.scheme.toLowerCase()}://${host}:${p.port}${p.path}: ${e.code ?? e.message}`)));
+    // The whole exchange, not just idle time, is bounded by the timeout.
+    const timer = setTimeout(() => req.destroy(new Error(timedOut(p.timeoutMs))), p.timeoutMs);
+    req.on('close', () => clearTimeout(timer));
+    req.on('error', (e: Error & { code?: string }) => resolve({ target, failure: e.code ?? e.message }));
     req.end();
   });
 }
 
-function tcpProbe(host: string, port: number, timeoutMs: number): Promise<string | null> {
+function tcpProbe(host: string, port: number, timeoutMs: number, signal?: AbortSignal): Promise<ProbeOutcome> {
+  const target = `connect ${hostPort(host, port)}`;
   return new Promise((resolve) => {
-    const socket = connect({ host, port, timeout: timeoutMs });
+    const socket = connect({ host, port, timeout: timeoutMs, signal });
     socket.once('connect', () => {
       socket.destroy();
-      resolve(null);
+      resolve({ target });
     });
     socket.once('timeout', () => {
       socket.destroy();
-      resolve(`connect ${host}:${port}: timed out after ${timeoutMs / 1000}s`);
+      resolve({ target, failure: timedOut(timeoutMs) });
     });
-    socket.once('error', (e: Error & { code?: string }) => resolve(`connect ${host}:${port}: ${e.code ?? e.message}`));
+    socket.once('error', (e: Error & { code?: string }) => resolve({ target, failure: e.code ?? e.message }));
   });
 }
 
 interface HealthClient extends Client {
-  check(req: { service: string }, opts: { deadline: number }, cb: (err: ServiceError | null, res?: { status: string }) => void): void;
+  check(req: { service: string }, opts: { deadline: number }, cb: (err: ServiceError | null, res?: { status: string }) => void): { cancel(): void };
 }
 const HealthClientCtor = makeGenericClientConstructor(healthService, 'grpc.health.v1.Health');
 
 /** grpc.health.v1.Health/Check: the serving status, or why it could not be asked. */
-function grpcProbe(appHost: string, p: GrpcProbe & { timeoutMs: number }): Promise<string> {
-  const host = appHost.includes(':') ? `[${appHost}]` : appHost;
-  const client = new HealthClientCtor(`${host}:${p.port}`, credentials.createInsecure()) as unknown as HealthClient;
-  return new Promise<string>((resolve) => {
-    client.check({ service: p.service }, { deadline: Date.now() + p.timeoutMs }, (err, res) => {
-      resolve(err ? `grpc.health.v1.Health/Check: ${err.details || err.message}` : (res?.status ?? 'UNKNOWN'));
+function grpcProbe(appHost: string, p: GrpcProbe & { timeoutMs: number }, signal?: AbortSignal): Promise<ProbeOutcome> {
+  const address = hostPort(appHost, p.port);
+  const target = `grpc.health.v1.Health/Check on ${address}${p.service ? ` for service "${p.service}"` : ''}`;
+  const client = new HealthClientCtor(address, credentials.createInsecure()) as unknown as HealthClient;
+  return new Promise<ProbeOutcome>((resolve) => {
+    const call = client.check({ service: p.service }, { deadline: Date.now() + p.timeoutMs }, (err, res) => {
+      signal?.removeEventListener('abort', cancel);
+      resolve(err ? { target, failure: err.details || err.message } : { target, servingStatus: res?.status ?? 'UNKNOWN' });
     });
+    const cancel = () => call.cancel();
+    signal?.addEventListener('abort', cancel, { once: true });
   }).finally(() => client.close());
+}
+
+/** Longest stderr kept for the message: enough for a reason, not a log. */
+const STDERR_LIMIT = 512;
+
+/** Runs the command without a shell; a non-zero exit fails, with the last line of its stderr. */
+function execProbe(p: ExecProbe, signal?: AbortSignal): Promise<ProbeOutcome> {
+  const target = `exec ${JSON.stringify(p.command)}`;
+  return new Promise((resolve) => {
+    // Its own process group, so a timeout or an abort also ends whatever the command started.
+    const child = spawn(p.command[0]!, p.command.slice(1), { stdio: ['ignore', 'ignore', 'pipe'], detached: true });
+    let stderr = '';
+    child.stderr.setEncoding('utf8').on('data', (chunk: string) => {
+      if (stderr.length < STDERR_LIMIT) stderr += chunk;
+    });
+    let killedFor: string | undefined;
+    const kill = (why: string) => {
+      killedFor ??= why;
+      try {
+        if (child.pid !== undefined) process.kill(-child.pid, 'SIGKILL');
+      } catch {
+        // Already gone.
+      }
+    };
+    const timer = setTimeout(() => kill(timedOut(p.timeoutMs)), p.timeoutMs);
+    const onAbort = () => kill('stopped');
+    signal?.addEventListener('abort', onAbort, { once: true });
+    let settled = false;
+    const done = (failure?: string) => {
+      if (settled) return;
+      settled = true;
+      clearTimeout(timer);
+      signal?.removeEventListener('abort', onAbort);
+      resolve(failure === undefined ? { target } : { target, failure });
+    };
+    child.once('error', (e: Error & { code?: string }) => done(e.code ?? e.message));
+    child.once('close', (code, sig) => {
+      if (killedFor !== undefined) return done(killedFor);
+      if (code === 0) return done();
+      const last = stderr.slice(0, STDERR_LIMIT).trim().split('\n').at(-1);
+      done(`${code !== null ? `exit code ${code}` : `killed by ${sig}`}${last ? ` (${last})` : ''}`);
+    });
+  });
 }

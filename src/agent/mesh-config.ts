@@ -6,8 +6,11 @@
 // reads the same here. Two fields are ours: `xdsProxyPort` (the agent's local xDS server) and
 // `metricsPort` (the merged Prometheus endpoint); docs/agent.md has the table.
 import { readFile } from 'node:fs/promises';
+import type { JsonObject } from '@bufbuild/protobuf';
 import { parse as parseYaml, YAMLParseError } from 'yaml';
+import type { ReadinessProbe } from '../api/types.js';
 import { DurationError, formatDuration, parseDuration, toMillis } from '../common/duration.js';
+import { readinessProbeIssues } from './readiness-probe.js';
 
 export type InterceptionMode = 'REDIRECT' | 'TPROXY' | 'NONE';
 export const INTERCEPTION_MODES: readonly InterceptionMode[] = ['REDIRECT', 'TPROXY', 'NONE'];
@@ -36,6 +39,11 @@ export interface ProxyConfig {
   /** Extra variables for node metadata (`MESH_META_*`, `MESH_METAJSON_*`); the process env wins. */
   proxyMetadata: Record<string, string>;
   interceptionMode: InterceptionMode;
+  /**
+   * The workload's health check (the Go mesh's ProxyConfig.readinessProbe), kept as written: the
+   * agent probes the application and reports health transitions upstream (workload-health.ts).
+   */
+  readinessProbe?: ReadinessProbe;
 }
 
 export const PROXY_CONFIG_DEFAULTS: Readonly<ProxyConfig> = Object.freeze({
@@ -61,7 +69,7 @@ export const DEFAULT_ANNOTATIONS_FILE = './etc/mesh/pod/annotations';
 /** A user's config error: names the source (file, variable, annotation), the field and the value. */
 export class ProxyConfigError extends Error {}
 
-type FieldKind = 'string' | 'port' | 'count' | 'duration' | 'stringMap' | 'interception';
+type FieldKind = 'string' | 'port' | 'count' | 'duration' | 'stringMap' | 'interception' | 'readinessProbe';
 const FIELDS: Record<keyof ProxyConfig, FieldKind> = {
   configPath: 'string',
   binaryPath: 'string',
@@ -76,6 +84,7 @@ const FIELDS: Record<keyof ProxyConfig, FieldKind> = {
   concurrency: 'count',
   proxyMetadata: 'stringMap',
   interceptionMode: 'interception',
+  readinessProbe: 'readinessProbe',
 };
 
 function isField(name: string): name is keyof ProxyConfig {
@@ -120,6 +129,9 @@ function fieldValue(kind: FieldKind, v: unknown): ProxyConfig[keyof ProxyConfig]
     case 'interception':
       if (typeof v !== 'string' || !(INTERCEPTION_MODES as readonly string[]).includes(v)) throw expected(`one of ${INTERCEPTION_MODES.join(', ')}`);
       return v as InterceptionMode;
+    case 'readinessProbe':
+      // Checked by proxyConfigOverlay, whose messages carry the nested field paths.
+      return v as ReadinessProbe;
   }
 }
 
@@ -134,6 +146,8 @@ export function proxyConfigOverlay(doc: unknown, source: string): Partial<ProxyC
   for (const [name, v] of Object.entries(doc)) {
     if (!isField(name)) throw new ProxyConfigError(`${source}: unknown field "${name}"; known fields: ${Object.keys(FIELDS).join(', ')}`);
     if (v === null) continue;
+    const probeIssues = FIELDS[name] === 'readinessProbe' ? readinessProbeIssues(v, name) : [];
+    if (probeIssues.length) throw new ProxyConfigError(`${source}: ${probeIssues.map((i) => `field "${i.path}": ${i.message}`).join('; ')}`);
     try {
       out[name] = fieldValue(FIELDS[name], v);
     } catch (e) {
@@ -235,8 +249,19 @@ export async function loadProxyConfig(src: ProxyConfigSources): Promise<ProxyCon
   return mergeProxyConfig(PROXY_CONFIG_DEFAULTS, ...layers);
 }
 
-/** ProxyConfig as the user writes it (durations as Go strings), for node metadata and logs. */
-export function proxyConfigJson(pc: ProxyConfig): Record<string, string | number | Record<string, string>> {
+/**
+ * ProxyConfig as the user writes it (durations as Go strings, readinessProbe as given), for node
+ * metadata and logs: the discovery server reads PROXY_CONFIG.readinessProbe from it.
+ */
+export function proxyConfigJson(pc: ProxyConfig): JsonObject {
   const ms = (n: number) => formatDuration(BigInt(Math.round(n)) * 1_000_000n);
-  return { ...pc, proxyMetadata: { ...pc.proxyMetadata }, drainDuration: ms(pc.drainDuration), terminationDrainDuration: ms(pc.terminationDrainDuration) };
+  const { readinessProbe, ...rest } = pc;
+  return {
+    ...rest,
+    proxyMetadata: { ...pc.proxyMetadata },
+    drainDuration: ms(pc.drainDuration),
+    terminationDrainDuration: ms(pc.terminationDrainDuration),
+    // A copy: a JSON value by construction (it was read from YAML or JSON).
+    ...(readinessProbe ? { readinessProbe: JSON.parse(JSON.stringify(readinessProbe)) as JsonObject } : {}),
+  };
 }

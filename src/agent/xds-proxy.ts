@@ -12,7 +12,10 @@
 // - the proxy's ACKs are observed, which tells readiness when listeners and clusters are applied;
 // - JwksService (proto/mesh/v1/jwks.proto) is served on the same address and relayed upstream, at
 //   most one request per issuer per `jwksRefreshCooldownMs`: the proxy reports tokens whose kid its
-//   issuer's key set lacks, and the discovery server decides whether to refetch.
+//   issuer's key set lacks, and the discovery server decides whether to refetch;
+// - the workload's health (reportHealth, from workload-health.ts) goes upstream as a
+//   HealthInformation request, after the stream's LDS request as in the Go mesh, and again on
+//   every new upstream stream; it is the agent's own, so it never reaches the proxy.
 import { EventEmitter } from 'node:events';
 import { clone, create } from '@bufbuild/protobuf';
 import {
@@ -35,7 +38,8 @@ import { Backoff, requestRank } from '../envoy/ads-client.js';
 import { grpcClient, grpcServiceDefinition } from '../envoy/grpc-service.js';
 import { grpcRefreshTransport, serveJwksService } from '../envoy/jwks-grpc.js';
 import { IssuerCooldown, JwksRefreshClient, type RefreshVerdict, type RequestRefreshRequest } from '../envoy/jwks-service.js';
-import { shortTypeName, TypeUrl } from '../envoy/types.js';
+import { HEALTH_INFO_TYPE_URL, shortTypeName, TypeUrl } from '../envoy/types.js';
+import type { HealthReport } from './workload-health.js';
 
 const log = scope('xdsproxy');
 
@@ -88,6 +92,8 @@ class Relay {
   private readonly backoff: Backoff;
   /** Last version of each agent type the agent accepted: where a new upstream stream resumes. */
   private readonly agentVersions = new Map<string, string>();
+  /** The current upstream stream has carried the proxy's LDS request: health may follow it. */
+  private listenersRequested = false;
 
   constructor(
     private readonly owner: XdsProxy,
@@ -126,8 +132,19 @@ class Relay {
       else this.owner.noteAck(req.typeUrl, sent.version);
     }
     this.latest.set(req.typeUrl, req);
-    if (this.upstream) this.upstream.write(req);
-    else if (!this.retryTimer) this.connect();
+    if (this.upstream) {
+      this.upstream.write(req);
+      if (req.typeUrl === TypeUrl.Listener && !this.listenersRequested) {
+        this.listenersRequested = true;
+        this.sendHealth();
+      }
+    } else if (!this.retryTimer) this.connect();
+  }
+
+  /** The agent's latest health report, on the current upstream stream once it has carried LDS. */
+  sendHealth(): void {
+    const health = this.owner.health;
+    if (health && this.upstream && this.listenersRequested) this.upstream.write(health);
   }
 
   private connect(): void {
@@ -171,6 +188,8 @@ class Relay {
     for (const typeUrl of this.opts.agentTypes?.keys() ?? []) {
       up.write(create(DiscoveryRequestSchema, { typeUrl, versionInfo: this.agentVersions.get(typeUrl) ?? '' }));
     }
+    this.listenersRequested = this.latest.has(TypeUrl.Listener);
+    this.sendHealth();
   }
 
   /** An agent type's response: applied here and ACKed (or NACKed) upstream by the agent itself. */
@@ -214,6 +233,8 @@ export class XdsProxy extends EventEmitter<XdsProxyEvents> {
   private readonly ackedTypes = new Map<string, string>();
   private readonly jwks: JwksRefreshClient;
   private readonly jwksCooldown: IssuerCooldown;
+  /** The latest health report as its request; re-sent on every new upstream stream. */
+  private latestHealth?: DiscoveryRequest;
 
   constructor(private readonly opts: XdsProxyOptions) {
     super();
@@ -256,6 +277,22 @@ export class XdsProxy extends EventEmitter<XdsProxyEvents> {
     if (!this.ackedTypes.has(typeUrl)) log.info(`proxy applied its first ${shortTypeName(typeUrl)} (version ${version})`);
     this.ackedTypes.set(typeUrl, version);
     this.emit('acked', typeUrl, version);
+  }
+
+  /**
+   * The workload's health (a transition, from the checker): kept, and sent upstream as a
+   * HealthInformation request: no error_detail = healthy, error_detail INTERNAL = unhealthy.
+   */
+  reportHealth(report: HealthReport): void {
+    this.latestHealth = create(DiscoveryRequestSchema, {
+      typeUrl: HEALTH_INFO_TYPE_URL,
+      ...(report.healthy ? {} : { errorDetail: { code: status.INTERNAL, message: report.message ?? 'unhealthy' } }),
+    });
+    for (const r of this.relays) r.sendHealth();
+  }
+
+  get health(): DiscoveryRequest | undefined {
+    return this.latestHealth;
   }
 
   forget(r: Relay): void {

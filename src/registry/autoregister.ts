@@ -26,7 +26,7 @@ import type { ConfigStore } from '../config/store.js';
 import type { Proxy } from '../model/proxy.js';
 import { HEALTH_CHECKS_ANNOTATION, takesHealthReports, type WorkloadHealth } from './workload-health.js';
 
-const log = scope('model');
+const log = scope('wle');
 
 /** Annotations on an auto-registered entry: its group, its controller, and its connection times. */
 export const AUTO_REGISTRATION_GROUP_ANNOTATION = 'networking.mesh.io/autoRegistrationGroup';

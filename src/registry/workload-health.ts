@@ -12,7 +12,7 @@ import type { WorkloadEntry } from '../api/types.js';
 import { scope } from '../common/log.js';
 import type { ConfigEvent, ConfigEventHandler, ConfigStore } from '../config/store.js';
 
-const log = scope('model');
+const log = scope('wle');
 
 /** On a WorkloadEntry: its health is reported by its proxy, and only a healthy entry is an endpoint. */
 export const HEALTH_CHECKS_ANNOTATION = 'proxy.mesh.io/health-checks-enabled';

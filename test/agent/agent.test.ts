@@ -2,12 +2,13 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
+import { createServer, type AddressInfo } from 'node:net';
 import { join } from 'node:path';
 import { loadSettings } from '../../src/common/env.js';
 import { ProxyAgent, proxyCommandFor, runProxyAgent, type ProxyAgentOptions } from '../../src/agent/agent.js';
 import { proxyProcessEnv } from '../../src/dataplane/node-flags.js';
 import { AdsClient } from '../../src/envoy/ads-client.js';
-import { TypeUrl } from '../../src/envoy/types.js';
+import { HEALTH_INFO_TYPE_URL, TypeUrl } from '../../src/envoy/types.js';
 import { freePort } from '../../samples/local-mesh.js';
 import { eventually, REPO_ROOT } from '../helpers/proc.js';
 import { FakeAds } from './fake-ads.js';
@@ -173,4 +174,32 @@ test('a signal during startup: no proxy is started and the agent exits 0', async
   await starting;
   assert.equal(await agent.wait(), 0);
   assert.deepEqual(h.readEvents(), [], 'the proxy never ran');
+});
+
+test('PROXY_CONFIG.readinessProbe: probed at INSTANCE_IP, the proxy first, each transition sent upstream as HealthInformation', async (t) => {
+  const app = createServer((socket) => socket.destroy());
+  await new Promise<void>((r) => app.listen(0, '127.0.0.1', r));
+  const appPort = (app.address() as AddressInfo).port;
+  const ads = await FakeAds.start();
+  t.after(() => (app.close(), ads.stop()));
+  const probe = { tcpSocket: { port: appPort }, periodSeconds: 1 };
+  const h = await setup(ads.address, { INSTANCE_IP: '127.0.0.1', PROXY_CONFIG: JSON.stringify({ readinessProbe: probe }) });
+  const agent = new ProxyAgent(h.opts);
+  await agent.start();
+  t.after(async () => {
+    await agent.shutdown('SIGTERM');
+    await agent.wait();
+  });
+  assert.deepEqual((agent.node!.metadata['PROXY_CONFIG'] as Record<string, unknown>)['readinessProbe'], probe, 'node metadata tells the discovery server the entry is health-checked');
+  const proxyAds = new AdsClient({ address: `127.0.0.1:${agent.ports.xds}`, node: { id: agent.node!.id }, onUpdate: () => undefined });
+  t.after(() => proxyAds.close());
+  proxyAds.start();
+  const s = await ads.streams.next();
+  const health = () => s.requests.nextMatching((r) => r.typeUrl === HEALTH_INFO_TYPE_URL).then((r) => r.errorDetail?.message ?? 'healthy');
+  assert.equal(await health(), 'the proxy is not ready: the proxy has not applied its listeners and clusters yet');
+  s.respond({ typeUrl: TypeUrl.Cluster, versionInfo: '1', resources: [edsCluster('a')] });
+  s.respond({ typeUrl: TypeUrl.Listener, versionInfo: '1', resources: [rdsListener('l', 'r')] });
+  assert.equal(await health(), 'healthy');
+  app.close();
+  assert.equal(await health(), `connect 127.0.0.1:${appPort}: ECONNREFUSED`);
 });

@@ -3,7 +3,7 @@ import assert from 'node:assert/strict';
 import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { loadProxyConfig, parseDownwardApiFile, PROXY_CONFIG_DEFAULTS } from '../../src/agent/mesh-config.js';
+import { loadProxyConfig, parseDownwardApiFile, PROXY_CONFIG_DEFAULTS, proxyConfigJson, ProxyConfigError } from '../../src/agent/mesh-config.js';
 
 function files(mesh?: string, annotations?: string) {
   const dir = mkdtempSync(join(tmpdir(), 'meshcfg-'));
@@ -68,4 +68,37 @@ test('bad inputs name the source, the field and what is expected', async () => {
 
 test('downward-API files: quoted values with escapes, blank lines skipped', () => {
   assert.deepEqual(parseDownwardApiFile('app="httpbin"\n\nversion="v1"\nnote="a \\"b\\"\\nc"\n', 'labels'), { app: 'httpbin', version: 'v1', note: 'a "b"\nc' });
+});
+
+test('readinessProbe: read from PROXY_CONFIG as written, replaced whole by a later layer, carried by proxyConfigJson', async () => {
+  const probe = { httpGet: { path: '/healthz', port: 8080, httpHeaders: [{ name: 'X-Probe', value: 'agent' }] }, periodSeconds: 5, failureThreshold: 3 };
+  const pc = await loadProxyConfig({ ...files('defaultConfig:\n  readinessProbe:\n    tcpSocket: { port: 9000 }\n    initialDelaySeconds: 7\n'), proxyConfigEnv: JSON.stringify({ readinessProbe: probe }) });
+  assert.deepEqual(pc.readinessProbe, probe, 'the later layer replaces the whole probe: no tcpSocket or initialDelaySeconds left from the file');
+  assert.deepEqual(proxyConfigJson(pc)['readinessProbe'], probe, 'node metadata PROXY_CONFIG.readinessProbe: unchanged, no defaults filled in');
+
+  const fromFile = await loadProxyConfig({ ...files('defaultConfig:\n  readinessProbe:\n    exec: { command: [/bin/check, --quick] }\n'), proxyConfigEnv: '' });
+  assert.deepEqual(fromFile.readinessProbe, { exec: { command: ['/bin/check', '--quick'] } });
+  const none = await loadProxyConfig({ ...files(), proxyConfigEnv: '' });
+  assert.equal('readinessProbe' in proxyConfigJson(none), false, 'no probe, no field: the discovery server does not mark the entry health-checked');
+});
+
+test('a bad readinessProbe names the source, the field path and what is wrong', async () => {
+  const cases: Array<[Parameters<typeof files>, string, string]> = [
+    [[], '{"readinessProbe": {"httpGet": {"port": 70000}}}', 'PROXY_CONFIG: field "readinessProbe.httpGet.port": expected an integer in 1..65535, got 70000'],
+    [[], '{"readinessProbe": {"tcpSocket": {"port": 80}, "httpGet": {"port": 80}}}', 'PROXY_CONFIG: field "readinessProbe": expected exactly one of httpGet, tcpSocket, exec, grpc (found httpGet, tcpSocket)'],
+    [[], '{"readinessProbe": {"periodSeconds": 5}}', 'PROXY_CONFIG: field "readinessProbe": expected exactly one of httpGet, tcpSocket, exec, grpc (found none)'],
+    [[], '{"readinessProbe": {"exec": {"command": []}}}', 'PROXY_CONFIG: field "readinessProbe.exec.command": must have at least 1 entry'],
+    [[], '{"readinessProbe": {"httpGet": {"port": 80, "scheme": "FTP"}}}', 'PROXY_CONFIG: field "readinessProbe.httpGet.scheme": expected HTTP or HTTPS, got "FTP"'],
+    [[], 'readinessProbe: yes', 'PROXY_CONFIG: field "readinessProbe": expected an object, got "yes"'],
+    [['defaultConfig:\n  readinessProbe:\n    grpc: { port: 9090 }\n    timeout: 1\n'], '', 'defaultConfig: field "readinessProbe.timeout": unknown field "timeout"; expected one of initialDelaySeconds, timeoutSeconds, periodSeconds, successThreshold, failureThreshold, httpGet, tcpSocket, exec, grpc'],
+    [[undefined, `proxy.mesh.io/config=${JSON.stringify('readinessProbe:\n  tcpSocket: {}\n')}\n`], '', 'annotations: field "readinessProbe.tcpSocket.port": required field is missing'],
+  ];
+  for (const [f, env, message] of cases) {
+    const err = await loadProxyConfig({ ...files(...f), proxyConfigEnv: env }).then(
+      () => assert.fail(`${env} ${JSON.stringify(f)}: accepted`),
+      (e: unknown) => e,
+    );
+    assert.ok(err instanceof ProxyConfigError);
+    assert.ok(err.message.endsWith(message), `${err.message}\n  does not end with\n${message}`);
+  }
 });

@@ -13,8 +13,14 @@ import { eventually, Running, start } from './proc.js';
 
 const admins = new Map<Running, number>();
 
+/** What a test adds to an agent: ProxyConfig fields and variables over the defaults here. */
+export interface AgentExtras {
+  readonly proxyConfig?: Record<string, unknown>;
+  readonly env?: Record<string, string>;
+}
+
 /** An agent with its token, trusting the CA on the secured port; ready once its proxy is. */
-export async function meshAgent(t: TestContext, d: CaDiscovery, token: string, name: string, ip: string): Promise<Running> {
+export async function meshAgent(t: TestContext, d: CaDiscovery, token: string, name: string, ip: string, extras: AgentExtras = {}): Promise<Running> {
   const dir = mkdtempSync(join(tmpdir(), `mesh-mtls-${name}-`));
   mkdirSync(join(dir, 'etc', 'mesh', 'pod'), { recursive: true });
   writeFileSync(join(dir, 'etc', 'mesh', 'pod', 'labels'), `app="${name}"\n`);
@@ -23,11 +29,11 @@ export async function meshAgent(t: TestContext, d: CaDiscovery, token: string, n
   const port = d.secureAddress.split(':').pop();
   const status = await freePort();
   const admin = await freePort();
-  const pc = { discoveryAddress: `localhost:${port}`, proxyAdminPort: admin, statusPort: status, metricsPort: 0, xdsProxyPort: 0, interceptionMode: 'NONE', configPath: join(dir, 'proxy'), concurrency: 1, terminationDrainDuration: '1s' };
+  const pc = { discoveryAddress: `localhost:${port}`, proxyAdminPort: admin, statusPort: status, metricsPort: 0, xdsProxyPort: 0, interceptionMode: 'NONE', configPath: join(dir, 'proxy'), concurrency: 1, terminationDrainDuration: '1s', ...extras.proxyConfig };
   const a = new Running(
     start('pilot-agent', ['proxy'], {
       cwd: dir,
-      env: { POD_NAME: `${name}-1`, POD_NAMESPACE: 'default', SERVICE_ACCOUNT: name, INSTANCE_IP: ip, XDS_ROOT_CA: join(d.caDir, 'root-cert.pem'), PROXY_CONFIG: JSON.stringify(pc) },
+      env: { POD_NAME: `${name}-1`, POD_NAMESPACE: 'default', SERVICE_ACCOUNT: name, INSTANCE_IP: ip, XDS_ROOT_CA: join(d.caDir, 'root-cert.pem'), PROXY_CONFIG: JSON.stringify(pc), ...extras.env },
     }),
   );
   t.after(() => a.stop());

@@ -30,6 +30,7 @@ import { counterValue, sotw } from '../xds/harness.js';
 import { ECHO, nextEds, withDiscovery } from './echo-discovery.js';
 
 setScopeLevel('model', 'error');
+setScopeLevel('wle', 'error');
 setScopeLevel('ads', 'error');
 setScopeLevel('default', 'error');
 setScopeLevel('source', 'error');

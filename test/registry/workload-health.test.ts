@@ -18,6 +18,7 @@ import { delta, sotw } from '../xds/harness.js';
 import { ECHO, ECHO_CLUSTER, nextEds, withDiscovery } from './echo-discovery.js';
 
 setScopeLevel('model', 'error');
+setScopeLevel('wle', 'error');
 setScopeLevel('ads', 'error');
 setScopeLevel('default', 'error');
 setScopeLevel('source', 'error');
