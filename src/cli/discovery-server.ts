@@ -21,6 +21,8 @@ import { ROOT_NAMESPACE, type Kind, type ResourceOf } from '../api/types.js';
 import type { IngressController } from '../registry/orchestrator/ingress.js';
 import { AutoRegistration, AutoRegistrationError } from '../registry/autoregister.js';
 import { WorkloadHealth } from '../registry/workload-health.js';
+import { healthConditionWriter } from '../status/health-conditions.js';
+import type { StatusWriter } from '../status/writer.js';
 import { JwksResolver } from '../security/authn/jwks-resolver.js';
 import type { AggregateRegistry } from '../registry/aggregate.js';
 import type { MockRegistry } from '../registry/mock.js';
@@ -108,6 +110,8 @@ export class DiscoveryServer {
   private readonly connected = new Map<string, ProxyInfo>();
   /** PILOT_ENABLE_STATUS with an orchestrator: distribution and analysis written to resource status. */
   readonly status: StatusReporting | undefined;
+  /** With an orchestrator: user WorkloadEntries' Healthy conditions, written where their proxies report. */
+  private readonly healthStatus: StatusWriter | undefined;
   /** The writers that run on the elected replica only: status and Ingress status. */
   readonly elections: DiscoveryElections;
   /** MESHD_ENABLE_SDS_SERVER: the credentialName secrets served over SDS. */
@@ -132,6 +136,7 @@ export class DiscoveryServer {
     // The mesh config's trustDomain, as the Go mesh's discovery server takes it; TRUST_DOMAIN when it sets none.
     this.mtls = { ...settings.mtls, trustDomain: opts.meshMtls?.trustDomain ?? settings.mtls.trustDomain, autoMtls: opts.meshMtls?.autoMtls ?? true, aliases: opts.meshMtls?.trustDomainAliases ?? [] };
     this.status = this.statusReporting();
+    this.healthStatus = this.store instanceof OrchestratorConfigSource ? healthConditionWriter(health, this.store, OrchestratorClient.connect(opts.orchestrator.kubeconfig), settings.status) : undefined;
     this.elections = new DiscoveryElections({ kubeconfig: opts.orchestrator.kubeconfig, namespace: opts.namespace ?? 'mesh-system', revision: settings.revision, status: this.status, ingress: this.ingress, timings: opts.leaderElection });
     this.credentials = credentialService({
       ...settings.sdsServer,
@@ -382,7 +387,7 @@ export class DiscoveryServer {
     this.profiler?.close();
     this.analysis?.close();
     this.injectionTemplate.close();
-    await Promise.all([...this.servers.map(closeServer), this.webhook.close(), this.webhooks?.close(), this.elections.close(), this.status?.close(), this.store.close(), this.orchestrator?.close(), this.ingress?.close()]);
+    await Promise.all([...this.servers.map(closeServer), this.webhook.close(), this.webhooks?.close(), this.elections.close(), this.status?.close(), this.healthStatus?.close(), this.store.close(), this.orchestrator?.close(), this.ingress?.close()]);
     this.servers.length = 0;
   }
 }

@@ -47,6 +47,7 @@ export function takesHealthReports(we: WorkloadEntry): boolean {
 export class WorkloadHealth {
   private readonly conditions = new Map<string, HealthCondition>();
   private readonly listeners = new Set<(we: WorkloadEntry, healthy: boolean) => void>();
+  private readonly conditionListeners = new Set<(we: WorkloadEntry, condition: HealthCondition | undefined) => void>();
 
   /** `enabled` false: every entry is an endpoint, and reports are not taken. */
   constructor(
@@ -96,6 +97,12 @@ export class WorkloadHealth {
     });
   }
 
+  /** Called with every change of an entry's condition (undefined: forgotten); returns the unsubscriber. */
+  onCondition(listener: (we: WorkloadEntry, condition: HealthCondition | undefined) => void): () => void {
+    this.conditionListeners.add(listener);
+    return () => this.conditionListeners.delete(listener);
+  }
+
   /** A store whose WorkloadEntries are the endpoints among `source`'s; other kinds pass through. */
   view(source: EntryStoreView): EntryStoreView {
     return {
@@ -133,5 +140,6 @@ export class WorkloadHealth {
     else this.conditions.delete(entryKey(we));
     const is = this.isEndpoint(we);
     if (was !== is) for (const l of this.listeners) l(we, is);
+    for (const l of this.conditionListeners) l(we, condition);
   }
 }

@@ -1,6 +1,6 @@
 // What the discovery server writes into a resource's `status`, as the Go mesh's status does: the
 // `Reconciled` condition with how many proxies are up to date and the `observedGeneration` it is
-// about, and the analysis messages in `validationMessages`. Pure: the current status in, the
+// about, the analysis messages in `validationMessages`, and a WorkloadEntry's `Healthy` condition. Pure: the current status in, the
 // desired one out; fields we do not own (other conditions, other keys) are kept as they are.
 import { isDeepStrictEqual } from 'node:util';
 import type { AnalysisMessage } from '../model/analysis/types.js';
@@ -32,6 +32,8 @@ export interface DesiredStatus {
   readonly distribution?: { readonly generation: number; readonly acked: number; readonly total: number };
   /** The resource's analysis messages (empty: the key is removed). */
   readonly messages?: readonly AnalysisMessage[];
+  /** A WorkloadEntry's `Healthy` condition as its proxy last reported it; null: removed (health unknown). */
+  readonly healthy?: Condition | null;
 }
 
 export function validationMessages(messages: readonly AnalysisMessage[]): ValidationMessage[] {
@@ -79,5 +81,16 @@ export function desiredStatus(current: Status | undefined, desired: DesiredStatu
       changed = true;
     }
   }
+  if (desired.healthy !== undefined && replaceCondition(next, 'Healthy', desired.healthy)) changed = true;
   return changed ? next : undefined;
+}
+
+/** Puts `condition` (null: none) as the status's condition of `type`; true when that changed it. */
+function replaceCondition(status: Status, type: string, condition: Condition | null): boolean {
+  const conditions = Array.isArray(status['conditions']) ? (status['conditions'] as Condition[]) : [];
+  const previous = conditions.find((c) => c?.type === type);
+  if (condition === null ? previous === undefined : isDeepStrictEqual(previous, condition)) return false;
+  const others = conditions.filter((c) => c !== previous);
+  status['conditions'] = condition ? [...others, condition] : others;
+  return true;
 }
