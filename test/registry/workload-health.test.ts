@@ -5,7 +5,10 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import type { WorkloadEntry, WorkloadGroup } from '../../src/api/types.js';
-import { setScopeLevel } from '../../src/common/log.js';
+import { mkdtempSync, readFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { configureLogging } from '../../src/common/log.js';
 import { MemoryStore } from '../../src/config/memory.js';
 import { HEALTH_INFO_TYPE_URL, TypeUrl } from '../../src/envoy/types.js';
 import { parseProxy } from '../../src/model/proxy.js';
@@ -17,11 +20,10 @@ import { eventually } from '../helpers/proc.js';
 import { delta, sotw } from '../xds/harness.js';
 import { ECHO, ECHO_CLUSTER, nextEds, withDiscovery } from './echo-discovery.js';
 
-setScopeLevel('model', 'error');
-setScopeLevel('wle', 'error');
-setScopeLevel('ads', 'error');
-setScopeLevel('default', 'error');
-setScopeLevel('source', 'error');
+// What a user reads in pilot-discovery's log: the wle scope's warnings, to a file.
+const logFile = join(mkdtempSync(join(tmpdir(), 'workload-health-')), 'out.log');
+configureLogging({ asJson: false, caller: [], outputLevel: 'default:error,wle:warn', stacktraceLevel: 'default:none', targets: [logFile] });
+const warnings = (about: string) => readFileSync(logFile, 'utf8').split('\n').filter((l) => l.includes('\twarn\t') && l.includes(about)).map((l) => l.split('\t').pop());
 
 const PROBE = { readinessProbe: { httpGet: { port: 8080, path: '/ready' } } };
 
@@ -89,14 +91,22 @@ test('an auto-registered entry of a probing proxy is no endpoint until its agent
   auto.close();
 });
 
-test('a proxy without a readinessProbe: its entry is an endpoint at once and its reports are not taken', () => {
+test('a proxy without a readinessProbe: its entry is an endpoint at once and its reports are not taken, both logged', () => {
   const { entries, auto, addresses } = setup();
   auto.register({ proxy: vm('10.0.0.2', { AUTO_REGISTER_GROUP: 'echo' }), connectionId: 'c2', peer: '' });
+  assert.deepEqual(warnings('10.0.0.2'), [
+    'WorkloadGroup foo/echo has spec.probe, but the ProxyConfig of sidecar~10.0.0.2~vm-10.0.0.2.foo~foo.svc.cluster.local has no readinessProbe: its agent does not probe, so WorkloadEntry foo/echo-10-0-0-2 is not health-checked (set the agent\'s readinessProbe to the group\'s probe)',
+  ]);
   assert.equal(entries.list('WorkloadEntry')[0]!.metadata.annotations?.[HEALTH_CHECKS_ANNOTATION], undefined);
   assert.deepEqual(addresses(), ['10.0.0.2']);
   auto.reportHealth('c2', { healthy: false, message: 'down' });
   assert.deepEqual(addresses(), ['10.0.0.2'], 'an entry that is not health-checked is not taken out by a report');
+  auto.reportHealth('c2', { healthy: false, message: 'down again' });
   auto.reportHealth('nobody', { healthy: false, message: 'down' });
+  assert.deepEqual(warnings('are not taken'), [
+    "health reports of c2 are not taken: WorkloadEntry foo/echo-10-0-0-2 is not health-checked (its proxy's ProxyConfig had no readinessProbe when it registered)",
+    'health reports of nobody are not taken: the proxy names no WorkloadGroup (AUTO_REGISTER_GROUP) and no health-checked WorkloadEntry (WORKLOAD_ENTRY)',
+  ], 'once per stream');
   auto.close();
 });
 
