@@ -95,7 +95,6 @@ function logFormat(s: FileLogSettings): LogFormat {
   return { format: { case: 'textFormatSource', value: { specifier: { case: 'inlineString', value: text } } }, ...formatters(text) };
 }
 
-
 /** One file logger; `noChain`: only the connections no filter chain takes (a listener's log). */
 function fileAccessLog(s: FileLogSettings, noChain = false): AccessLog {
   const typedConfig = pack(FileAccessLogSchema, { path: s.path, accessLogFormat: { case: 'logFormat', value: logFormat(s) } });

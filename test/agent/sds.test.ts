@@ -24,7 +24,7 @@ import { readMounted, SecretManager } from '../../src/agent/sds/secret-manager.j
 import { grpcClient } from '../../src/envoy/grpc-service.js';
 import { TypeUrl, unpack } from '../../src/envoy/types.js';
 import { counter } from '../../src/common/metrics.js';
-import { caFixture, SERVER_NAME } from '../helpers/mesh-ca.js';
+import { caFixture, SERVER_NAME, type CaDiscovery } from '../helpers/mesh-ca.js';
 import { eventually } from '../helpers/proc.js';
 
 const ID = 'spiffe://cluster.local/ns/shop/sa/cart';
@@ -52,13 +52,19 @@ function leafOf(s: Secret): X509Certificate {
   return new X509Certificate(Buffer.from(chain.value as Uint8Array));
 }
 
+/** Certificates for ID from the fixture's CA, authenticated with `token()` (read at each request). */
+function caSecrets(d: CaDiscovery, token: () => string, ttlMs: number, more: { retryMs?: number } = {}): SecretManager {
+  return new SecretManager({
+    source: { kind: 'ca', ca: { address: d.secureAddress, rootPem: d.rootPem(), serverName: SERVER_NAME }, spiffeId: ID, token, keyAlgorithm: { kind: 'ECDSA', curve: 'P-256' }, ttlMs },
+    graceRatio: 0.5,
+    ...more,
+  });
+}
+
 test('SDS serves default and ROOTCA from the CA and pushes a renewed certificate on the open stream', async (t) => {
   const { issuer, d } = await caFixture(t);
   const token = await issuer.token('shop', 'cart');
-  const secrets = new SecretManager({
-    source: { kind: 'ca', ca: { address: d.secureAddress, rootPem: d.rootPem(), serverName: SERVER_NAME }, spiffeId: ID, token: () => token, keyAlgorithm: { kind: 'ECDSA', curve: 'P-256' }, ttlMs: 4_000 },
-    graceRatio: 0.5,
-  });
+  const secrets = caSecrets(d, () => token, 4_000);
   const socket = join(mkdtempSync(join(tmpdir(), 'mesh-sds-')), 'var/run/secrets/workload-spiffe-uds/socket');
   const sds = new SdsServer(secrets, socket);
   const client = grpcClient(SecretDiscoveryService, `unix:${socket}`, credentials.createInsecure()) as unknown as SdsGrpc;
@@ -140,11 +146,7 @@ test('FILE_MOUNTED_CERTS: a key that does not match the chain is refused with bo
 test('renewals are authenticated with the token, as the Go mesh: a revoked token stops them, the current certificate stays until a good one returns', async (t) => {
   const { issuer, d } = await caFixture(t);
   let token = await issuer.token('shop', 'cart');
-  const secrets = new SecretManager({
-    source: { kind: 'ca', ca: { address: d.secureAddress, rootPem: d.rootPem(), serverName: SERVER_NAME }, spiffeId: ID, token: () => token, keyAlgorithm: { kind: 'ECDSA', curve: 'P-256' }, ttlMs: 3_000 },
-    graceRatio: 0.5,
-    retryMs: 200,
-  });
+  const secrets = caSecrets(d, () => token, 3_000, { retryMs: 200 });
   t.after(() => secrets.close());
   const issued: string[] = [];
   secrets.on('update', (s: { chainPem: string }) => issued.push(new X509Certificate(s.chainPem).serialNumber));
