@@ -10,9 +10,10 @@ import { ROOT } from './repo.js';
  * Writes the sample workload config with the chosen ports (the files name 8000, 9080 and 15080).
  * With `client`, the service's endpoint is the sidecar's inbound port, labelled as the injector
  * labels a workload with a sidecar (auto mTLS), and the app's sidecar leaves the service port to the
- * client's sidecar (both proxies bind outbound listeners on the one loopback).
+ * client's sidecar (both proxies bind outbound listeners on the one loopback). With
+ * `healthChecked`, httpbin's WorkloadEntry is an endpoint only while its agent's probe passes.
  */
-export function seedConfig(configDir: string, ports: LocalMeshPorts, client: boolean): void {
+export function seedConfig(configDir: string, ports: LocalMeshPorts, client: boolean, healthChecked = false): void {
   mkdirSync(configDir, { recursive: true });
   for (const f of readdirSync(join(ROOT, 'samples', 'mesh'))) {
     const docs = parseAllDocuments(readFileSync(join(ROOT, 'samples', 'mesh', f), 'utf8'));
@@ -20,6 +21,7 @@ export function seedConfig(configDir: string, ports: LocalMeshPorts, client: boo
       const kind = doc.get('kind');
       if (kind === 'WorkloadEntry') doc.setIn(['spec', 'ports', 'http'], client ? ports.inbound : ports.app);
       if (kind === 'WorkloadEntry' && client) doc.setIn(['spec', 'labels', 'security.mesh.io/tlsMode'], 'mesh');
+      if (kind === 'WorkloadEntry' && healthChecked) doc.setIn(['metadata', 'annotations', 'proxy.mesh.io/health-checks-enabled'], 'true');
       if (kind === 'Sidecar' && client) doc.setIn(['spec', 'egress', 0, 'hosts'], ['mesh-system/*']);
       if (kind === 'ServiceEntry') doc.setIn(['spec', 'ports', 0, 'number'], ports.service);
       if (kind === 'Sidecar') {

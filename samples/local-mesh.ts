@@ -16,7 +16,7 @@ import { startHttpbin } from './apps/httpbin.js';
 import { startIssuer } from './apps/issuer.js';
 import { seedConfig, writeGatewayConfig, writeIssuerPolicy } from './local-mesh-config.js';
 import { freePort } from './ports.js';
-import { program, stopChild, untilReady } from './programs.js';
+import { program, stopChild, untilReady, type Judge } from './programs.js';
 
 export { freePort };
 
@@ -85,6 +85,8 @@ export interface LocalMesh {
   readonly configDir: string;
   readonly issuerUrl?: string;
   readonly agent: ChildProcess;
+  /** httpbin's WorkloadEntry is health-checked by its agent (with workload identity). */
+  readonly healthChecked: boolean;
   /** The client workload's (`sleep`) agent, with `client`. */
   readonly clientAgent?: ChildProcess;
   /** The gateway's agent, with `gateway`. */
@@ -172,7 +174,9 @@ export async function startLocalMesh(opts: LocalMeshOptions): Promise<LocalMesh>
   const sink = opts.output === 'pipe' ? ([] as string[]) : undefined;
   const state = resolve(opts.stateDir);
   const configDir = join(state, 'config');
-  seedConfig(configDir, ports, opts.client ?? false);
+  // With workload identity, httpbin's agent (its stream verified) reports the health of its entry.
+  const healthChecked = opts.secure ?? false;
+  seedConfig(configDir, ports, opts.client ?? false, healthChecked);
   const servers: Server[] = [(await startHttpbin(ports.app)).server];
   let issuerUrl: string | undefined;
   let issuerServer: Server | undefined;
@@ -243,9 +247,11 @@ export async function startLocalMesh(opts: LocalMeshOptions): Promise<LocalMesh>
     agent = program('pilot-agent', ['proxy'], {
       cwd: agentDir,
       ...(sink ? { sink } : {}),
-      env: { POD_NAME: 'httpbin-1', POD_NAMESPACE: 'default', INSTANCE_IP: '127.0.0.1', SERVICE_ACCOUNT: 'httpbin', PROXY_CONFIG: JSON.stringify(proxyConfig), ...secureEnv },
+      env: { POD_NAME: 'httpbin-1', POD_NAMESPACE: 'default', INSTANCE_IP: '127.0.0.1', SERVICE_ACCOUNT: 'httpbin', PROXY_CONFIG: JSON.stringify({ ...proxyConfig, ...(healthChecked ? { readinessProbe: HTTPBIN_PROBE(ports.app) } : {}) }), ...(healthChecked ? { MESH_META_WORKLOAD_ENTRY: 'httpbin-1' } : {}), ...secureEnv },
     });
     await untilReady(`http://127.0.0.1:${ports.status}/healthz/ready`, agent, 'pilot-agent');
+    // The others start once httpbin is among the endpoints: their first requests find it.
+    if (healthChecked) await untilReady(`http://127.0.0.1:${ports.http}/debug/workloadentryz`, discovery, 'httpbin (its health check)', 30_000, httpbinEndpoint);
     if (opts.client) {
       const clientDir = join(state, 'sleep');
       const clientEnv = opts.secure && issuerUrl ? await workloadIdentityEnv(clientDir, issuerUrl, join(caDir, 'root-cert.pem'), refreshers, 'sleep:sleep') : {};
@@ -268,6 +274,7 @@ export async function startLocalMesh(opts: LocalMeshOptions): Promise<LocalMesh>
     configDir,
     ...(issuerUrl && opts.issuer ? { issuerUrl } : {}),
     agent,
+    healthChecked,
     ...(gatewayAgent ? { gatewayAgent } : {}),
     ...(clientAgent ? { clientAgent } : {}),
     ...(accessLogFile ? { accessLogFile, jsonAccessLogFile } : {}),
@@ -279,6 +286,17 @@ export async function startLocalMesh(opts: LocalMeshOptions): Promise<LocalMesh>
     stop,
   };
 }
+
+/** httpbin's readiness probe, run by its agent every second. */
+const HTTPBIN_PROBE = (port: number) => ({ httpGet: { host: '127.0.0.1', port, path: '/status/200' }, periodSeconds: 1 });
+
+/** The WorkloadEntry httpbin-1 is an endpoint: its agent's probe passed and pilot-discovery took the report. */
+const httpbinEndpoint: Judge = async (res) => {
+  const entries = (await res.json()) as Array<{ metadata: { name: string }; endpoint: boolean; status: { conditions: Array<{ status: string; message?: string }> } }>;
+  const httpbin = entries.find((e) => e.metadata.name === 'httpbin-1');
+  const condition = httpbin?.status.conditions[0];
+  return httpbin?.endpoint ? null : `httpbin-1 is not an endpoint yet (${condition ? `Healthy ${condition.status}${condition.message ? `: ${condition.message}` : ''}` : 'no health reported'})`;
+};
 
 function instructions(mesh: LocalMesh): string {
   const p = mesh.ports;
@@ -292,6 +310,7 @@ function instructions(mesh: LocalMesh): string {
       : `  the service, outbound  http://127.0.0.1:${p.service}   (the proxy's outbound listener; send Host: httpbin.default.svc.cluster.local)`,
     `  discovery debug        http://127.0.0.1:${p.http}/debug   (pilot-discovery request GET /debug)`,
     `  agent readiness        http://127.0.0.1:${p.status}/healthz/ready`,
+    ...(mesh.healthChecked ? [`  workload health        http://127.0.0.1:${p.http}/debug/workloadentryz   (httpbin's agent probes /status/200 each second; its entry is an endpoint only while it passes)`] : []),
     `  proxy admin            http://127.0.0.1:${p.admin}/config_dump`,
     '',
     'Try:',

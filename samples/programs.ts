@@ -15,17 +15,23 @@ export function program(name: string, args: string[], opts: { cwd?: string; env?
   return child;
 }
 
-/** Polls a URL until it answers 200; rejects with the last reason after the bound, or when `child` exits. */
-export async function untilReady(url: string, child: ChildProcess, what: string, timeoutMs = 30_000): Promise<void> {
+/** Why an answer is not the one waited for; null when it is. The default: anything but 200. */
+export type Judge = (res: Response) => Promise<string | null>;
+const ok200: Judge = async (res) => {
+  await res.body?.cancel();
+  return res.status === 200 ? null : `HTTP ${res.status}`;
+};
+
+/** Polls a URL until `judge` accepts its answer (200 by default); rejects with the last reason after the bound, or when `child` exits. */
+export async function untilReady(url: string, child: ChildProcess, what: string, timeoutMs = 30_000, judge: Judge = ok200): Promise<void> {
   const deadline = Date.now() + timeoutMs;
   let last = 'no answer yet';
   while (Date.now() < deadline) {
     if (child.exitCode !== null) throw new Error(`${what} exited with code ${child.exitCode} before it was ready`);
     try {
-      const res = await fetch(url, { signal: AbortSignal.timeout(1000) });
-      await res.body?.cancel();
-      if (res.status === 200) return;
-      last = `HTTP ${res.status}`;
+      const why = await judge(await fetch(url, { signal: AbortSignal.timeout(1000) }));
+      if (why === null) return;
+      last = why;
     } catch (e) {
       last = (e as Error).message;
     }
