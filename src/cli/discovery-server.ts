@@ -20,7 +20,7 @@ import { closeServer, formatAddress, httpServer, listen, ListenError, Mux, sendJ
 import { ROOT_NAMESPACE, type Kind, type ResourceOf } from '../api/types.js';
 import type { IngressController } from '../registry/orchestrator/ingress.js';
 import { AutoRegistration, AutoRegistrationError } from '../registry/autoregister.js';
-import { WorkloadHealth } from '../registry/workload-health.js';
+import { healthConditionFrom, WorkloadHealth } from '../registry/workload-health.js';
 import { healthConditionWriter } from '../status/health-conditions.js';
 import type { StatusWriter } from '../status/writer.js';
 import { JwksResolver } from '../security/authn/jwks-resolver.js';
@@ -125,7 +125,8 @@ export class DiscoveryServer {
     const telemetryProviders = opts.telemetryProviders ?? readTelemetryProviders({});
     this.store = opts.configDir ? new FileConfigStore({ configDir: opts.configDir }) : new OrchestratorConfigSource({ validate: settings.crdValidation, revision: settings.revision, ...opts.orchestrator });
     this.autoEntries.markSynced();
-    const health = new WorkloadHealth(settings.workloadHealthChecks);
+    const source = this.store instanceof OrchestratorConfigSource ? this.store : undefined;
+    const health = new WorkloadHealth(settings.workloadHealthChecks, { persisted: (we) => healthConditionFrom(source?.entryCondition({ kind: 'WorkloadEntry', namespace: we.metadata.namespace, name: we.metadata.name }, 'Healthy')) });
     this.autoRegistration = new AutoRegistration({ config: this.store, entries: this.autoEntries, controllerId: `pilot-discovery-${buildInfo.version}`, health, ...settings.autoRegistration });
     const registries = discoveryRegistries({ ...opts, hasOrchestrator: this.hasOrchestrator() }, settings, this.store, this.autoEntries, health);
     this.registry = registries.registry;

@@ -52,6 +52,8 @@ export class OrchestratorConfigSource extends MemoryBackedStore implements Confi
   private readonly failing = new Map<Kind, Set<string>>();
   /** Keys (`Kind/namespace/name`) of objects whose status holds validationMessages (../status reads it to clear stale ones). */
   private readonly messaged = new Set<string>();
+  /** WorkloadEntries' `status.conditions` as last read: a Healthy condition a discovery server wrote outlives it. */
+  private readonly entryConditions = new Map<string, readonly unknown[]>();
 
   constructor(options: OrchestratorSourceOptions = {}) {
     super(new MemoryStore({ versioning: 'source' }));
@@ -113,6 +115,9 @@ export class OrchestratorConfigSource extends MemoryBackedStore implements Confi
       const messages = asRecord(fields?.['status'])?.['validationMessages'];
       if (Array.isArray(messages) && messages.length > 0) this.messaged.add(keyString(key));
       else this.messaged.delete(keyString(key));
+      const conditions = asRecord(fields?.['status'])?.['conditions'];
+      if (kind === 'WorkloadEntry' && Array.isArray(conditions)) this.entryConditions.set(keyString(key), conditions);
+      else this.entryConditions.delete(keyString(key));
     }
     const withKind = fields ? { ...fields, kind } : object;
     if (!inRevision(asRecord(fields?.['metadata'])?.['labels'] as Record<string, string> | undefined, this.options.revision)) {
@@ -141,8 +146,15 @@ export class OrchestratorConfigSource extends MemoryBackedStore implements Confi
     return this.messaged.has(key);
   }
 
+  /** A WorkloadEntry's status condition of `type`, as last read; undefined when it has none. */
+  entryCondition(key: ResourceKey, type: string): Readonly<Record<string, unknown>> | undefined {
+    const found = this.entryConditions.get(keyString(key))?.find((c) => asRecord(c)?.['type'] === type);
+    return asRecord(found);
+  }
+
   private remove(key: ResourceKey): void {
     this.messaged.delete(keyString(key));
+    this.entryConditions.delete(keyString(key));
     const failing = this.failing.get(key.kind);
     if (failing?.delete(keyString(key))) gauge('pilot_orch_object_errors').set({ kind: key.kind }, failing.size);
     this.count(this.store.delete(key));

@@ -5,7 +5,9 @@
 //
 // The conditions are the discovery server's own state (the agents' reports), kept here rather
 // than in the stores: the file store is the user's read-only config, and an orchestrator's status
-// write would come back as the same fact a watch later. Registries read WorkloadEntries through
+// write would come back as the same fact a watch later. With an orchestrator, a condition read
+// from an entry's status (written by a discovery server before a restart, or by another replica)
+// stands until a report or a clear here replaces it, as the Go mesh reads it back. Registries read WorkloadEntries through
 // `view()`, which leaves unhealthy ones out and announces a health change as the entry leaving or
 // joining the view, so the registries recompute and push as for any other entry change.
 import type { WorkloadEntry } from '../api/types.js';
@@ -45,18 +47,26 @@ export function takesHealthReports(we: WorkloadEntry): boolean {
 }
 
 export class WorkloadHealth {
-  private readonly conditions = new Map<string, HealthCondition>();
+  /** By entry key; null: forgotten here, whatever the orchestrator's status still says. */
+  private readonly conditions = new Map<string, HealthCondition | null>();
   private readonly listeners = new Set<(we: WorkloadEntry, healthy: boolean) => void>();
   private readonly conditionListeners = new Set<(we: WorkloadEntry, condition: HealthCondition | undefined) => void>();
 
   /** `enabled` false: every entry is an endpoint, and reports are not taken. */
+  private readonly now: () => Date;
+  private readonly persisted: (we: Pick<WorkloadEntry, 'metadata'>) => HealthCondition | undefined;
+
   constructor(
     readonly enabled: boolean,
-    private readonly now: () => Date = () => new Date(),
-  ) {}
+    options: { now?: () => Date; persisted?: (we: Pick<WorkloadEntry, 'metadata'>) => HealthCondition | undefined } = {},
+  ) {
+    this.now = options.now ?? (() => new Date());
+    this.persisted = options.persisted ?? (() => undefined);
+  }
 
   condition(we: Pick<WorkloadEntry, 'metadata'>): HealthCondition | undefined {
-    return this.conditions.get(entryKey(we));
+    const own = this.conditions.get(entryKey(we));
+    return own === undefined ? this.persisted(we) : (own ?? undefined);
   }
 
   /** An endpoint: health checks off, the entry not health-checked, or its last report healthy. */
@@ -84,7 +94,7 @@ export class WorkloadHealth {
 
   /** Forgets an entry's health: its proxy is gone, so its last report can no longer be trusted. */
   clear(we: WorkloadEntry): void {
-    if (!this.conditions.has(entryKey(we))) return;
+    if (!this.condition(we)) return;
     this.changeTo(we, undefined);
     log.info(`WorkloadEntry ${entryKey(we)}: health unknown (its proxy disconnected)${isHealthChecked(we) ? '; not an endpoint' : ''}`);
   }
@@ -136,10 +146,19 @@ export class WorkloadHealth {
 
   private changeTo(we: WorkloadEntry, condition: HealthCondition | undefined): void {
     const was = this.isEndpoint(we);
-    if (condition) this.conditions.set(entryKey(we), condition);
+    // A forgotten entry keeps a tombstone only while the orchestrator's status may still hold one.
+    if (condition || this.persisted(we)) this.conditions.set(entryKey(we), condition ?? null);
     else this.conditions.delete(entryKey(we));
     const is = this.isEndpoint(we);
     if (was !== is) for (const l of this.listeners) l(we, is);
     for (const l of this.conditionListeners) l(we, condition);
   }
+}
+
+/** A `Healthy` condition as an orchestrator's status holds it; undefined unless well formed. */
+export function healthConditionFrom(raw: Readonly<Record<string, unknown>> | undefined): HealthCondition | undefined {
+  if (raw?.['type'] !== 'Healthy' || (raw['status'] !== 'True' && raw['status'] !== 'False')) return undefined;
+  const text = (k: string) => (typeof raw[k] === 'string' ? (raw[k] as string) : undefined);
+  const message = text('message');
+  return { type: 'Healthy', status: raw['status'], ...(message ? { message } : {}), lastProbeTime: text('lastProbeTime') ?? '', lastTransitionTime: text('lastTransitionTime') ?? '' };
 }

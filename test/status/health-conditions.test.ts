@@ -1,6 +1,7 @@
 // A WorkloadEntry's Healthy condition in its orchestrator status, against the stand-in API server:
 // what the agent reported is written, replaced and removed, the other conditions are kept, and an
-// entry the orchestrator does not hold (an auto-registered one) is not written.
+// entry the orchestrator does not hold (an auto-registered one) is not written. A discovery server
+// that starts later reads the condition back, until its own reports replace it.
 import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { mkdtempSync } from 'node:fs';
@@ -10,7 +11,8 @@ import type { WorkloadEntry } from '../../src/api/types.js';
 import { setScopeLevel } from '../../src/common/log.js';
 import { OrchestratorClient } from '../../src/config/informer.js';
 import { MemoryStore } from '../../src/config/memory.js';
-import { HEALTH_CHECKS_ANNOTATION, WorkloadHealth } from '../../src/registry/workload-health.js';
+import { OrchestratorConfigSource } from '../../src/config/orchestrator.js';
+import { HEALTH_CHECKS_ANNOTATION, healthConditionFrom, WorkloadHealth } from '../../src/registry/workload-health.js';
 import { healthConditionWriter } from '../../src/status/health-conditions.js';
 import type { StatusWriter } from '../../src/status/writer.js';
 import type { FakeApiServer, StoredObject } from '../config/fake-apiserver.js';
@@ -32,6 +34,7 @@ interface Conditions {
 
 describe('Healthy conditions written to the orchestrator', () => {
   let api: FakeApiServer;
+  let kubeconfig: string;
   let writer: StatusWriter;
   const store = new MemoryStore();
   const health = new WorkloadHealth(true);
@@ -40,6 +43,7 @@ describe('Healthy conditions written to the orchestrator', () => {
   before(async () => {
     const started = await standIn(mkdtempSync(join(tmpdir(), 'health-status-')));
     api = started.api;
+    kubeconfig = started.kubeconfig;
     writer = healthConditionWriter(health, store, OrchestratorClient.connect(started.kubeconfig), { qps: 100, burst: 100, workers: 2 });
   });
   after(async () => {
@@ -73,5 +77,31 @@ describe('Healthy conditions written to the orchestrator', () => {
     health.report(auto, true);
     await new Promise((r) => setTimeout(r, 200));
     assert.equal(api.updates.length, before);
+  });
+
+  it('a server started later reads the written condition back: the entry stays an endpoint until a report or a clear here says otherwise', async () => {
+    const vm = entry('vm-2');
+    api.put(vm as StoredObject);
+    store.apply(vm);
+    health.report(vm, true);
+    await until(() => assert.deepEqual(conditionsOf('vm-2').map((c) => c.status), ['True']));
+
+    const source = new OrchestratorConfigSource({ kubeconfig, kinds: ['WorkloadEntry'], validate: true, backoff: { initialMs: 10, maxMs: 50 } });
+    await source.start();
+    try {
+      const key = { kind: 'WorkloadEntry' as const, namespace: 'default', name: 'vm-2' };
+      const restarted = new WorkloadHealth(true, { persisted: () => healthConditionFrom(source.entryCondition(key, 'Healthy')) });
+      const seen = source.get(key)!;
+      assert.equal(restarted.isEndpoint(seen), true, 'healthy as the status says, before any report reached this server');
+      assert.equal(restarted.condition(seen)?.lastTransitionTime, conditionsOf('vm-2')[0]!.lastTransitionTime);
+      restarted.report(seen, false, 'connect 10.0.0.1:9000: ECONNREFUSED');
+      assert.equal(restarted.isEndpoint(seen), false, 'its own report wins');
+      restarted.report(seen, true);
+      restarted.clear(seen);
+      assert.equal(restarted.isEndpoint(seen), false, 'forgotten here: the status it read no longer counts');
+      assert.equal(healthConditionFrom({ type: 'Healthy', status: 'maybe' }), undefined, 'a malformed condition is none');
+    } finally {
+      await source.close();
+    }
   });
 });
