@@ -2,7 +2,9 @@
 // WorkloadEntry made from that group's template when it connects, so that it becomes an endpoint
 // of the services selecting it. The entry lives while any stream of the proxy is connected and is
 // deleted PILOT_WORKLOAD_ENTRY_GRACE_PERIOD after the last one ends; a reconnect within the grace
-// period keeps (and updates) the same entry.
+// period keeps (and updates) the same entry. As in the Go mesh, only a proxy whose identity is
+// verified registers, and only as the group template's service account when it names one: an
+// entry makes its proxy an endpoint of services, which an unauthenticated stream must not claim.
 //
 // Health (PILOT_ENABLE_WORKLOAD_ENTRY_HEALTHCHECKS, ./workload-health.ts): an entry made for a
 // proxy whose agent runs a readinessProbe is health-checked, and that proxy's reports set its
@@ -140,6 +142,13 @@ export class AutoRegistration {
       throw new AutoRegistrationError(
         `node.metadata.AUTO_REGISTER_GROUP: no WorkloadGroup "${groupName}" in namespace "${ns}" (proxy ${p.proxy.nodeId})`,
       );
+    }
+    if (!p.verified) {
+      throw new AutoRegistrationError(`proxy ${p.proxy.nodeId}: registration into WorkloadGroup ${ns}/${groupName} needs a verified identity (XDS_AUTH and PILOT_ENABLE_XDS_IDENTITY_CHECK on an authenticated stream)`);
+    }
+    const account = group.spec.template.serviceAccount;
+    if (account && account !== p.proxy.serviceAccount) {
+      throw new AutoRegistrationError(`proxy ${p.proxy.nodeId} is service account ${p.proxy.serviceAccount || '(none)'}; WorkloadGroup ${ns}/${groupName} registers ${account} only`);
     }
     const address = p.proxy.metadata['INSTANCE_IPS'] ? p.proxy.ipAddresses[0] : peerIp(p.peer);
     if (!address) throw new AutoRegistrationError(`proxy ${p.proxy.nodeId}: no INSTANCE_IPS and no IP in the gRPC peer "${p.peer}" to register`);

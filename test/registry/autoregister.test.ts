@@ -60,7 +60,7 @@ const echoEntry: AnyResource = {
 };
 
 function proxyAt(ip: string, meta: Record<string, string | Record<string, string>> = {}) {
-  return parseProxy(`sidecar~${ip}~echo-${ip}.foo~foo.svc.cluster.local`, { NAMESPACE: 'foo', AUTO_REGISTER_GROUP: 'echo', ...meta });
+  return parseProxy(`sidecar~${ip}~echo-${ip}.foo~foo.svc.cluster.local`, { NAMESPACE: 'foo', AUTO_REGISTER_GROUP: 'echo', SERVICE_ACCOUNT: 'echo-sa', ...meta });
 }
 
 function setup(gracePeriodMs = 20, enabled = true) {
@@ -90,7 +90,7 @@ test('peer IPs and entry names', () => {
 test('a connecting proxy gets a WorkloadEntry from its group: address, merged labels, service account; it becomes an endpoint', async () => {
   const { entries, auto, events, addresses } = setup();
   const before = await counterValue('auto_registration_success_total');
-  const reg = auto.register({ proxy: proxyAt('10.0.0.1', { INSTANCE_IPS: '10.0.0.9,10.0.0.1', LABELS: { version: 'v2', zone: 'z' } }), connectionId: 'c1', peer: '127.0.0.1:1' });
+  const reg = auto.register({ verified: true, proxy: proxyAt('10.0.0.1', { INSTANCE_IPS: '10.0.0.9,10.0.0.1', LABELS: { version: 'v2', zone: 'z' } }), connectionId: 'c1', peer: '127.0.0.1:1' });
   assert.ok(reg?.changed);
   const we = entries.get({ kind: 'WorkloadEntry', namespace: 'foo', name: 'echo-10-0-0-9' });
   assert.ok(we, 'entry named after the group and the first INSTANCE_IPS address');
@@ -109,7 +109,7 @@ test('a connecting proxy gets a WorkloadEntry from its group: address, merged la
 test('without INSTANCE_IPS the gRPC peer IP is the address; the proxy service account is used when the template has none', () => {
   const { config, entries, auto } = setup();
   config.apply({ ...group, spec: { template: { labels: { app: 'echo' } } } });
-  auto.register({ proxy: proxyAt('10.0.0.1', { SERVICE_ACCOUNT: 'own-sa' }), connectionId: 'c1', peer: '192.168.1.5:40000' });
+  auto.register({ verified: true, proxy: proxyAt('10.0.0.1', { SERVICE_ACCOUNT: 'own-sa' }), connectionId: 'c1', peer: '192.168.1.5:40000' });
   const we = entries.get({ kind: 'WorkloadEntry', namespace: 'foo', name: 'echo-192-168-1-5' });
   assert.equal(we?.spec.address, '192.168.1.5');
   assert.equal(we?.spec.serviceAccount, 'own-sa');
@@ -126,10 +126,10 @@ test('kept while any stream is connected, deleted a grace period after the last 
     deletes: await counterValue('auto_registration_deletes_total'),
   });
   const start = await counts();
-  auto.register({ proxy: a, connectionId: 'a1', peer: '' });
-  const second = auto.register({ proxy: a, connectionId: 'a2', peer: '' });
+  auto.register({ verified: true, proxy: a, connectionId: 'a1', peer: '' });
+  const second = auto.register({ verified: true, proxy: a, connectionId: 'a2', peer: '' });
   assert.equal(second?.changed, false, 'a second stream of the same workload changes nothing in the model');
-  auto.register({ proxy: b, connectionId: 'b1', peer: '' });
+  auto.register({ verified: true, proxy: b, connectionId: 'b1', peer: '' });
   assert.deepEqual(addresses(), ['10.0.0.1:8080', '10.0.0.2:8080']);
   assert.equal((await counts()).updates, start.updates + 1);
 
@@ -138,7 +138,7 @@ test('kept while any stream is connected, deleted a grace period after the last 
   auto.unregister('a2');
   assert.ok(entries.get({ kind: 'WorkloadEntry', namespace: 'foo', name: 'echo-10-0-0-1' })?.metadata.annotations?.[DISCONNECTED_AT_ANNOTATION]);
   // Reconnect within the grace period: the same entry, its cleanup cancelled.
-  const back = auto.register({ proxy: a, connectionId: 'a3', peer: '' });
+  const back = auto.register({ verified: true, proxy: a, connectionId: 'a3', peer: '' });
   assert.equal(back?.entry.metadata.name, 'echo-10-0-0-1');
   assert.equal(back?.entry.metadata.annotations?.[DISCONNECTED_AT_ANNOTATION], undefined);
   // b's cleanup is scheduled after a's cancelled one: once b is gone, a's would have fired too.
@@ -151,33 +151,35 @@ test('kept while any stream is connected, deleted a grace period after the last 
   auto.close();
 });
 
-test('no group, auto-registration off, unknown group, or a user entry of that name', async () => {
+test('no group, auto-registration off, unknown group, a user entry of that name, an unverified proxy or another account', async () => {
   const { config, entries, auto } = setup();
-  assert.equal(auto.register({ proxy: proxyAt('10.0.0.1', { AUTO_REGISTER_GROUP: '' }), connectionId: 'x', peer: '' }), undefined);
+  assert.equal(auto.register({ verified: true, proxy: proxyAt('10.0.0.1', { AUTO_REGISTER_GROUP: '' }), connectionId: 'x', peer: '' }), undefined);
   const off = setup(20, false);
-  assert.equal(off.auto.register({ proxy: proxyAt('10.0.0.1'), connectionId: 'x', peer: '10.0.0.1:1' }), undefined);
+  assert.equal(off.auto.register({ verified: true, proxy: proxyAt('10.0.0.1'), connectionId: 'x', peer: '10.0.0.1:1' }), undefined);
   assert.deepEqual(off.entries.list('WorkloadEntry'), []);
 
   const errors = await counterValue('auto_registration_errors_total');
-  assert.throws(() => auto.register({ proxy: proxyAt('10.0.0.1', { AUTO_REGISTER_GROUP: 'nope' }), connectionId: 'y', peer: '10.0.0.1:1' }), (e: Error) => {
+  assert.throws(() => auto.register({ verified: true, proxy: proxyAt('10.0.0.1', { AUTO_REGISTER_GROUP: 'nope' }), connectionId: 'y', peer: '10.0.0.1:1' }), (e: Error) => {
     assert.ok(e instanceof AutoRegistrationError);
     assert.match(e.message, /no WorkloadGroup "nope" in namespace "foo"/);
     return true;
   });
   config.apply({ apiVersion: 'networking.mesh.io/v1', kind: 'WorkloadEntry', metadata: { name: 'echo-10-0-0-1', namespace: 'foo' }, spec: { address: '10.0.0.1' } });
-  assert.throws(() => auto.register({ proxy: proxyAt('10.0.0.1'), connectionId: 'z', peer: '10.0.0.1:1' }), /declared in the configuration/);
-  assert.equal(await counterValue('auto_registration_errors_total'), errors + 2);
+  assert.throws(() => auto.register({ verified: true, proxy: proxyAt('10.0.0.1'), connectionId: 'z', peer: '10.0.0.1:1' }), /declared in the configuration/);
+  assert.throws(() => auto.register({ proxy: proxyAt('10.0.0.2'), connectionId: 'u', peer: '10.0.0.2:1' }), /registration into WorkloadGroup foo\/echo needs a verified identity/);
+  assert.throws(() => auto.register({ verified: true, proxy: proxyAt('10.0.0.2', { SERVICE_ACCOUNT: 'other-sa' }), connectionId: 'v', peer: '10.0.0.2:1' }), /is service account other-sa; WorkloadGroup foo\/echo registers echo-sa only/);
+  assert.equal(await counterValue('auto_registration_errors_total'), errors + 4);
   assert.deepEqual(entries.list('WorkloadEntry'), []);
   auto.close();
 });
 
 test('discovery server: a proxy with AUTO_REGISTER_GROUP becomes an endpoint others see, and is removed after the grace period', async () => {
-  await withDiscovery(async ({ server, client }) => {
-    const observer = sotw(client());
+  await withDiscovery(async ({ server, sotwAs }) => {
+    const observer = await sotwAs('observer');
     observer.send({ node: { id: 'sidecar~10.9.9.9~obs.foo~foo.svc.cluster.local', metadata: { NAMESPACE: 'foo' } }, typeUrl: TypeUrl.ClusterLoadAssignment, resourceNames: [`outbound|80||${ECHO}`] });
     assert.deepEqual(await nextEds(observer), []);
 
-    const workload = sotw(client());
+    const workload = await sotwAs('workload');
     workload.send({
       node: { id: 'sidecar~10.0.0.5~echo-1.foo~foo.svc.cluster.local', metadata: { NAMESPACE: 'foo', AUTO_REGISTER_GROUP: 'echo' } },
       typeUrl: TypeUrl.ClusterLoadAssignment,
@@ -192,7 +194,7 @@ test('discovery server: a proxy with AUTO_REGISTER_GROUP becomes an endpoint oth
     assert.deepEqual(await nextEds(observer), [], 'the entry goes after the grace period, and the others are told');
     assert.deepEqual(server.autoEntries.list('WorkloadEntry'), []);
 
-    const stranger = sotw(client());
+    const stranger = await sotwAs('stranger');
     stranger.send({
       node: { id: 'sidecar~10.0.0.6~x-1.foo~foo.svc.cluster.local', metadata: { NAMESPACE: 'foo', AUTO_REGISTER_GROUP: 'missing' } },
       typeUrl: TypeUrl.ClusterLoadAssignment,
@@ -215,8 +217,8 @@ function inboundChains(r: DiscoveryResponse): string[] {
 }
 
 test('discovery server: a WorkloadEntry at a connected proxy\'s address gives that proxy its inbound listener; a policy edit reaches its listeners', async () => {
-  await withDiscovery(async ({ dir, client }) => {
-    const workload = sotw(client());
+  await withDiscovery(async ({ dir, sotwAs }) => {
+    const workload = await sotwAs('workload');
     workload.send({ node: { id: 'sidecar~10.0.0.7~echo-7.foo~foo.svc.cluster.local', metadata: { NAMESPACE: 'foo' } }, typeUrl: TypeUrl.Listener });
     let r = await workload.next();
     assert.deepEqual(inboundChains(r), [], 'no instance at 10.0.0.7 yet');
@@ -252,3 +254,17 @@ test('discovery server: a WorkloadEntry at a connected proxy\'s address gives th
     assert.ok(hcmOf(vin.filterChains[0]!).httpFilters.some((f) => f.name === 'envoy.filters.http.rbac'), 'the inbound chain has the rbac filter');
   });
 });
+
+test('discovery server: an unauthenticated plaintext stream cannot register (as the Go mesh: a verified identity is needed)', async () => {
+  await withDiscovery(
+    async ({ client }) => {
+      const stranger = sotw(client());
+      stranger.send({ node: { id: 'sidecar~10.0.0.8~echo-8.foo~foo.svc.cluster.local', metadata: { NAMESPACE: 'foo', AUTO_REGISTER_GROUP: 'echo' } }, typeUrl: TypeUrl.ClusterLoadAssignment, resourceNames: [`outbound|80||${ECHO}`] });
+      const st = await stranger.status();
+      assert.equal(st.code, status.FAILED_PRECONDITION);
+      assert.match(st.details, /needs a verified identity/);
+    },
+    { XDS_AUTH_PLAINTEXT: 'false' },
+  );
+});
+

@@ -1,11 +1,12 @@
 // A discovery server over a temp config dir holding the `echo` ServiceEntry and WorkloadGroup of
 // namespace foo, with ADS clients for workloads that auto-register into it (autoregister.test.ts,
-// workload-health.test.ts).
+// workload-health.test.ts). Registering needs a verified identity: streams carry a token of the
+// sample issuer, checked on the plaintext port (XDS_AUTH_PLAINTEXT) against TOKEN_ISSUER.
 import assert from 'node:assert/strict';
 import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { credentials } from '@grpc/grpc-js';
+import { credentials, Metadata } from '@grpc/grpc-js';
 import { loadSettings } from '../../src/common/env.js';
 import { DiscoveryServer } from '../../src/cli/discovery-server.js';
 import { ClusterLoadAssignmentSchema } from '../../src/gen/envoy/config/endpoint/v3/endpoint_pb.js';
@@ -13,8 +14,9 @@ import { AggregatedDiscoveryService } from '../../src/gen/envoy/service/discover
 import type { DiscoveryResponse } from '../../src/gen/envoy/service/discovery/v3/discovery_pb.js';
 import { grpcClient } from '../../src/envoy/grpc-service.js';
 import { TypeUrl, unpack } from '../../src/envoy/types.js';
+import { sampleIssuer } from '../helpers/mesh-ca.js';
 import { localDiscoveryOptions } from '../security/fixtures.js';
-import type { AdsClient, SotwStream } from '../xds/harness.js';
+import { delta, sotw, type AdsClient, type DeltaStream, type SotwStream } from '../xds/harness.js';
 
 export const ECHO = 'echo.foo.svc.cluster.local';
 export const ECHO_CLUSTER = `outbound|80||${ECHO}`;
@@ -41,11 +43,15 @@ export interface EchoDiscovery {
   server: DiscoveryServer;
   dir: string;
   client: () => AdsClient;
+  /** Streams authenticated as service account `sa` of namespace foo (what their node claims). */
+  sotwAs: (sa: string) => Promise<SotwStream>;
+  deltaAs: (sa: string) => Promise<DeltaStream>;
 }
 
 /** Runs `run` against a started server; `settings` are discovery variables over the test's short grace and debounce. */
 export async function withDiscovery(run: (ctx: EchoDiscovery) => Promise<void>, settings: Record<string, string> = {}): Promise<void> {
-  loadSettings('discovery', { PILOT_WORKLOAD_ENTRY_GRACE_PERIOD: '100ms', PILOT_DEBOUNCE_AFTER: '10ms', ...settings });
+  const issuer = await sampleIssuer();
+  loadSettings('discovery', { PILOT_WORKLOAD_ENTRY_GRACE_PERIOD: '100ms', PILOT_DEBOUNCE_AFTER: '10ms', XDS_AUTH_PLAINTEXT: 'true', TOKEN_ISSUER: issuer.url, ...settings });
   const dir = mkdtempSync(join(tmpdir(), 'mesh-autoreg-'));
   writeFileSync(
     join(dir, 'echo.yaml'),
@@ -61,12 +67,18 @@ export async function withDiscovery(run: (ctx: EchoDiscovery) => Promise<void>, 
     clients.push(c);
     return c;
   };
+  const as = async (sa: string) => {
+    const md = new Metadata();
+    md.set('authorization', `Bearer ${await issuer.token('foo', sa)}`);
+    return md;
+  };
   try {
     await server.start();
-    await run({ server, dir, client });
+    await run({ server, dir, client, sotwAs: async (sa) => sotw(client(), await as(sa)), deltaAs: async (sa) => delta(client(), await as(sa)) });
   } finally {
     for (const c of clients) c.close();
     await server.stop();
+    issuer.server.close();
     loadSettings('discovery', {});
   }
 }

@@ -17,7 +17,6 @@ import { ServiceEntryRegistry } from '../../src/registry/serviceentry.js';
 import { HEALTH_CHECKS_ANNOTATION, WorkloadHealth } from '../../src/registry/workload-health.js';
 import type { RegistryEvent } from '../../src/registry/types.js';
 import { eventually } from '../helpers/proc.js';
-import { delta, sotw } from '../xds/harness.js';
 import { ECHO, ECHO_CLUSTER, nextEds, withDiscovery } from './echo-discovery.js';
 
 // What a user reads in pilot-discovery's log: the wle scope's warnings, to a file.
@@ -68,7 +67,7 @@ function vm(ip: string, meta: Record<string, unknown> = {}) {
 
 test('an auto-registered entry of a probing proxy is no endpoint until its agent reports healthy; unhealthy takes it out again', () => {
   const { entries, health, events, auto, addresses } = setup();
-  auto.register({ proxy: vm('10.0.0.1', { AUTO_REGISTER_GROUP: 'echo', PROXY_CONFIG: PROBE }), connectionId: 'c1', peer: '' });
+  auto.register({ verified: true, proxy: vm('10.0.0.1', { AUTO_REGISTER_GROUP: 'echo', PROXY_CONFIG: PROBE }), connectionId: 'c1', peer: '' });
   const we = entries.list('WorkloadEntry')[0]!;
   assert.equal(we.metadata.annotations?.[HEALTH_CHECKS_ANNOTATION], 'true', 'the entry says it is health-checked');
   assert.deepEqual(addresses(), [], 'a new entry is unhealthy until proven healthy');
@@ -93,7 +92,7 @@ test('an auto-registered entry of a probing proxy is no endpoint until its agent
 
 test('a proxy without a readinessProbe: its entry is an endpoint at once and its reports are not taken, both logged', () => {
   const { entries, auto, addresses } = setup();
-  auto.register({ proxy: vm('10.0.0.2', { AUTO_REGISTER_GROUP: 'echo' }), connectionId: 'c2', peer: '' });
+  auto.register({ verified: true, proxy: vm('10.0.0.2', { AUTO_REGISTER_GROUP: 'echo' }), connectionId: 'c2', peer: '' });
   assert.deepEqual(warnings('10.0.0.2'), [
     'WorkloadGroup foo/echo has spec.probe, but the ProxyConfig of sidecar~10.0.0.2~vm-10.0.0.2.foo~foo.svc.cluster.local has no readinessProbe: its agent does not probe, so WorkloadEntry foo/echo-10-0-0-2 is not health-checked (set the agent\'s readinessProbe to the group\'s probe)',
   ]);
@@ -112,7 +111,7 @@ test('a proxy without a readinessProbe: its entry is an endpoint at once and its
 
 test('PILOT_ENABLE_WORKLOAD_ENTRY_HEALTHCHECKS=false: health-checked entries are endpoints and reports change nothing', () => {
   const { auto, addresses } = setup({ enabled: false });
-  auto.register({ proxy: vm('10.0.0.3', { AUTO_REGISTER_GROUP: 'echo', PROXY_CONFIG: PROBE }), connectionId: 'c3', peer: '' });
+  auto.register({ verified: true, proxy: vm('10.0.0.3', { AUTO_REGISTER_GROUP: 'echo', PROXY_CONFIG: PROBE }), connectionId: 'c3', peer: '' });
   assert.deepEqual(addresses(), ['10.0.0.3']);
   auto.reportHealth('c3', { healthy: false, message: 'down' });
   assert.deepEqual(addresses(), ['10.0.0.3']);
@@ -122,14 +121,14 @@ test('PILOT_ENABLE_WORKLOAD_ENTRY_HEALTHCHECKS=false: health-checked entries are
 test('a reconnect within the grace period keeps the health; an entry registered again after cleanup starts unproven', async () => {
   const { entries, auto, addresses } = setup({ gracePeriodMs: 30 });
   const proxy = vm('10.0.0.4', { AUTO_REGISTER_GROUP: 'echo', PROXY_CONFIG: PROBE });
-  auto.register({ proxy, connectionId: 'a', peer: '' });
+  auto.register({ verified: true, proxy, connectionId: 'a', peer: '' });
   auto.reportHealth('a', { healthy: true });
   auto.unregister('a');
-  auto.register({ proxy, connectionId: 'b', peer: '' });
+  auto.register({ verified: true, proxy, connectionId: 'b', peer: '' });
   assert.deepEqual(addresses(), ['10.0.0.4'], 'still healthy after a reconnect');
   auto.unregister('b');
   await eventually(() => assert.deepEqual(entries.list('WorkloadEntry'), []));
-  auto.register({ proxy, connectionId: 'c', peer: '' });
+  auto.register({ verified: true, proxy, connectionId: 'c', peer: '' });
   assert.deepEqual(addresses(), [], 'the old report does not carry over to a new entry');
   auto.close();
 });
@@ -170,12 +169,12 @@ test('an annotation that is not true: reports are recorded, the entry stays an e
 const probingNode = (ip: string) => ({ id: `sidecar~${ip}~vm-1.foo~foo.svc.cluster.local`, metadata: { NAMESPACE: 'foo', AUTO_REGISTER_GROUP: 'echo', PROXY_CONFIG: PROBE } });
 
 test('discovery server: HealthInformation requests move a probing workload in and out of the endpoints others get', async () => {
-  await withDiscovery(async ({ server, client }) => {
-    const observer = sotw(client());
+  await withDiscovery(async ({ server, sotwAs }) => {
+    const observer = await sotwAs('observer');
     observer.send({ node: { id: 'sidecar~10.9.9.9~obs.foo~foo.svc.cluster.local', metadata: { NAMESPACE: 'foo' } }, typeUrl: TypeUrl.ClusterLoadAssignment, resourceNames: [ECHO_CLUSTER] });
     assert.deepEqual(await nextEds(observer), []);
 
-    const workload = sotw(client());
+    const workload = await sotwAs('workload');
     workload.send({ node: probingNode('10.0.0.5'), typeUrl: TypeUrl.ClusterLoadAssignment, resourceNames: [ECHO_CLUSTER] });
     assert.deepEqual(await nextEds(workload), [], 'registered, but not proven healthy yet');
     workload.send({ typeUrl: HEALTH_INFO_TYPE_URL });
@@ -194,19 +193,19 @@ test('discovery server: HealthInformation requests move a probing workload in an
 });
 
 test('discovery server: a Delta stream reports health too; with health checks off the entry is an endpoint at once', async () => {
-  await withDiscovery(async ({ client }) => {
-    const observer = sotw(client());
+  await withDiscovery(async ({ sotwAs, deltaAs }) => {
+    const observer = await sotwAs('observer');
     observer.send({ node: { id: 'sidecar~10.9.9.9~obs.foo~foo.svc.cluster.local', metadata: { NAMESPACE: 'foo' } }, typeUrl: TypeUrl.ClusterLoadAssignment, resourceNames: [ECHO_CLUSTER] });
     assert.deepEqual(await nextEds(observer), []);
-    const workload = delta(client());
+    const workload = await deltaAs('workload');
     workload.send({ node: probingNode('10.0.0.6'), typeUrl: TypeUrl.Cluster });
     await workload.next();
     workload.send({ typeUrl: HEALTH_INFO_TYPE_URL });
     assert.deepEqual(await nextEds(observer), ['127.0.0.1:8080']);
   });
   await withDiscovery(
-    async ({ client }) => {
-      const workload = sotw(client());
+    async ({ sotwAs }) => {
+      const workload = await sotwAs('workload');
       workload.send({ node: probingNode('10.0.0.7'), typeUrl: TypeUrl.ClusterLoadAssignment, resourceNames: [ECHO_CLUSTER] });
       assert.deepEqual(await nextEds(workload), ['127.0.0.1:8080']);
     },

@@ -2,7 +2,7 @@
 // whose responses and final status are awaited in order (no timers: a test waits for a message or
 // a status, never for time to pass).
 import { create, type DescMessage, type MessageInitShape, type MessageShape } from '@bufbuild/protobuf';
-import { credentials, type ClientDuplexStream, type Client, type ServiceError, type StatusObject } from '@grpc/grpc-js';
+import { credentials, type ClientDuplexStream, type Client, type Metadata, type ServiceError, type StatusObject } from '@grpc/grpc-js';
 import { AggregatedDiscoveryService } from '../../src/gen/envoy/service/discovery/v3/ads_pb.js';
 import {
   DeltaDiscoveryRequestSchema,
@@ -186,20 +186,21 @@ export type SotwStream = TestStream<typeof DiscoveryRequestSchema, DiscoveryResp
 export type DeltaStream = TestStream<typeof DeltaDiscoveryRequestSchema, DeltaDiscoveryResponse>;
 
 export interface AdsClient extends Client {
-  streamAggregatedResources(): ClientDuplexStream<DiscoveryRequest, DiscoveryResponse>;
-  deltaAggregatedResources(): ClientDuplexStream<DeltaDiscoveryRequest, DeltaDiscoveryResponse>;
+  streamAggregatedResources(metadata?: Metadata): ClientDuplexStream<DiscoveryRequest, DiscoveryResponse>;
+  deltaAggregatedResources(metadata?: Metadata): ClientDuplexStream<DeltaDiscoveryRequest, DeltaDiscoveryResponse>;
 }
 
 export function adsClient(address: string): AdsClient {
   return grpcClient(AggregatedDiscoveryService, address, credentials.createInsecure()) as AdsClient;
 }
 
-export function sotw(client: AdsClient): SotwStream {
-  return new TestStream(client.streamAggregatedResources(), DiscoveryRequestSchema);
+/** A SotW stream; `metadata` (an authorization token, say) goes with the call. */
+export function sotw(client: AdsClient, metadata?: Metadata): SotwStream {
+  return new TestStream(metadata ? client.streamAggregatedResources(metadata) : client.streamAggregatedResources(), DiscoveryRequestSchema);
 }
 
-export function delta(client: AdsClient): DeltaStream {
-  return new TestStream(client.deltaAggregatedResources(), DeltaDiscoveryRequestSchema);
+export function delta(client: AdsClient, metadata?: Metadata): DeltaStream {
+  return new TestStream(metadata ? client.deltaAggregatedResources(metadata) : client.deltaAggregatedResources(), DeltaDiscoveryRequestSchema);
 }
 
 export function node(id: string, metadata: Record<string, string> = { NAMESPACE: 'default' }) {
