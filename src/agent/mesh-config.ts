@@ -262,6 +262,6 @@ export function proxyConfigJson(pc: ProxyConfig): JsonObject {
     drainDuration: ms(pc.drainDuration),
     terminationDrainDuration: ms(pc.terminationDrainDuration),
     // A copy: a JSON value by construction (it was read from YAML or JSON).
-    ...(readinessProbe ? { readinessProbe: JSON.parse(JSON.stringify(readinessProbe)) as JsonObject } : {}),
+    ...(readinessProbe ? { readinessProbe: structuredClone(readinessProbe) as unknown as JsonObject } : {}),
   };
 }

@@ -12,15 +12,10 @@
 // again, so the WorkloadEntry's condition says why it is unhealthy now, not why it first was.
 import { scope } from '../common/log.js';
 import { probeApp, type ProbeOutcome } from './app-probes.js';
+import type { HealthReport } from '../envoy/types.js';
 import type { HealthCheckSpec } from './readiness-probe.js';
 
 const log = scope('healthcheck');
-
-export interface HealthReport {
-  healthy: boolean;
-  /** Why not, when unhealthy: what failed, as a user reads it. */
-  message?: string;
-}
 
 export interface WorkloadHealthOptions {
   spec: HealthCheckSpec;

@@ -38,8 +38,7 @@ import { Backoff, requestRank } from '../envoy/ads-client.js';
 import { grpcClient, grpcServiceDefinition } from '../envoy/grpc-service.js';
 import { grpcRefreshTransport, serveJwksService } from '../envoy/jwks-grpc.js';
 import { IssuerCooldown, JwksRefreshClient, type RefreshVerdict, type RequestRefreshRequest } from '../envoy/jwks-service.js';
-import { HEALTH_INFO_TYPE_URL, shortTypeName, TypeUrl } from '../envoy/types.js';
-import type { HealthReport } from './workload-health.js';
+import { HEALTH_INFO_TYPE_URL, shortTypeName, TypeUrl, type HealthReport } from '../envoy/types.js';
 
 const log = scope('xdsproxy');
 

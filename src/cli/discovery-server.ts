@@ -17,11 +17,11 @@ import { installDiscoveryDebug } from '../debug/discovery.js';
 import { ConfigAnalysis, installAnalysisDebug, type AnalysisSources } from '../debug/analysis.js';
 import { installPprof, type Profiler } from '../debug/pprof/handlers.js';
 import { closeServer, formatAddress, httpServer, listen, ListenError, Mux, sendJson, sendText } from '../debug/http.js';
-import { ROOT_NAMESPACE, type Kind, type ResourceOf } from '../api/types.js';
+import { ROOT_NAMESPACE, type Kind, type ResourceOf, type WorkloadEntry } from '../api/types.js';
 import type { IngressController } from '../registry/orchestrator/ingress.js';
 import { AutoRegistration, AutoRegistrationError } from '../registry/autoregister.js';
-import { healthConditionFrom, WorkloadHealth } from '../registry/workload-health.js';
-import { healthConditionWriter } from '../status/health-conditions.js';
+import { WorkloadHealth } from '../registry/workload-health.js';
+import { healthConditionWriter, writtenCondition } from '../status/health-conditions.js';
 import type { StatusWriter } from '../status/writer.js';
 import { JwksResolver } from '../security/authn/jwks-resolver.js';
 import type { AggregateRegistry } from '../registry/aggregate.js';
@@ -126,7 +126,7 @@ export class DiscoveryServer {
     this.store = opts.configDir ? new FileConfigStore({ configDir: opts.configDir }) : new OrchestratorConfigSource({ validate: settings.crdValidation, revision: settings.revision, ...opts.orchestrator });
     this.autoEntries.markSynced();
     const source = this.store instanceof OrchestratorConfigSource ? this.store : undefined;
-    const health = new WorkloadHealth(settings.workloadHealthChecks, { persisted: (we) => healthConditionFrom(source?.entryCondition({ kind: 'WorkloadEntry', namespace: we.metadata.namespace, name: we.metadata.name }, 'Healthy')) });
+    const health = new WorkloadHealth(settings.workloadHealthChecks, source ? { persisted: writtenCondition(source) } : {});
     this.autoRegistration = new AutoRegistration({ config: this.store, entries: this.autoEntries, controllerId: `pilot-discovery-${buildInfo.version}`, health, ...settings.autoRegistration });
     const registries = discoveryRegistries({ ...opts, hasOrchestrator: this.hasOrchestrator() }, settings, this.store, this.autoEntries, health);
     this.registry = registries.registry;
@@ -137,7 +137,7 @@ export class DiscoveryServer {
     // The mesh config's trustDomain, as the Go mesh's discovery server takes it; TRUST_DOMAIN when it sets none.
     this.mtls = { ...settings.mtls, trustDomain: opts.meshMtls?.trustDomain ?? settings.mtls.trustDomain, autoMtls: opts.meshMtls?.autoMtls ?? true, aliases: opts.meshMtls?.trustDomainAliases ?? [] };
     this.status = this.statusReporting();
-    this.healthStatus = this.store instanceof OrchestratorConfigSource ? healthConditionWriter(health, this.store, OrchestratorClient.connect(opts.orchestrator.kubeconfig), settings.status) : undefined;
+    this.healthStatus = source ? healthConditionWriter(health, source, OrchestratorClient.connect(opts.orchestrator.kubeconfig), settings.status) : undefined;
     this.elections = new DiscoveryElections({ kubeconfig: opts.orchestrator.kubeconfig, namespace: opts.namespace ?? 'mesh-system', revision: settings.revision, status: this.status, ingress: this.ingress, timings: opts.leaderElection });
     this.credentials = credentialService({
       ...settings.sdsServer,
@@ -208,7 +208,7 @@ export class DiscoveryServer {
         securityOptions: (push) => this.security.options(push),
         proxies: this.proxies,
         adminEndpoints: settings.adminEndpoints,
-        workloadEntries: () => health.describe([...this.store.list('WorkloadEntry'), ...this.autoEntries.list('WorkloadEntry')]),
+        workloadEntries: () => health.describe(this.workloadEntries()),
       });
     }
     this.profiler = opts.profile ? installPprof(this.debug) : undefined;
@@ -271,13 +271,17 @@ export class DiscoveryServer {
     this.analysis?.onChange();
   }
 
+  /** The user's WorkloadEntries and the auto-registered ones. */
+  private workloadEntries(): WorkloadEntry[] {
+    return [...this.store.list('WorkloadEntry'), ...this.autoEntries.list('WorkloadEntry')];
+  }
+
   /** What the analyzers read: the config, every known workload, the connected gateways. */
   private analysisSources(): AnalysisSources {
-    const entries = () => [...this.store.list('WorkloadEntry'), ...this.autoEntries.list('WorkloadEntry')];
     const proxies = () => [...this.connected.values()].map((info) => this.proxies.of(info));
     return {
-      list: <K extends Kind>(kind: K) => (kind === 'WorkloadEntry' ? (entries() as ResourceOf<K>[]) : this.store.list(kind)),
-      workloads: () => [...entries().map((we) => ({ namespace: we.metadata.namespace, labels: we.spec.labels ?? {} })), ...proxies()],
+      list: <K extends Kind>(kind: K) => (kind === 'WorkloadEntry' ? (this.workloadEntries() as ResourceOf<K>[]) : this.store.list(kind)),
+      workloads: () => [...this.workloadEntries().map((we) => ({ namespace: we.metadata.namespace, labels: we.spec.labels ?? {} })), ...proxies()],
       gateways: () => proxies().filter((p) => p.type === 'router'),
       rootNamespace: this.opts.rootNamespace ?? ROOT_NAMESPACE,
       domain: this.opts.domain,

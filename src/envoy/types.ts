@@ -51,6 +51,13 @@ export type TypeUrl = (typeof TypeUrl)[keyof typeof TypeUrl];
  */
 export const HEALTH_INFO_TYPE_URL = `${TYPE_URL_PREFIX}mesh.v1.HealthInformation`;
 
+/** What a HealthInformation request says: the agent sends it, the discovery server takes it. */
+export interface HealthReport {
+  readonly healthy: boolean;
+  /** Why not, when unhealthy: what failed, as a user reads it. */
+  readonly message?: string;
+}
+
 /** The short xDS names used in metric names and labels (pilot_xds_lds_reject, {type:'cds'}). */
 const SHORT_NAMES: ReadonlyMap<string, string> = new Map([
   [TypeUrl.Listener, 'lds'],

@@ -26,6 +26,7 @@ import { counter } from '../common/metrics.js';
 import type { MemoryStore } from '../config/memory.js';
 import type { ConfigStore } from '../config/store.js';
 import type { Proxy } from '../model/proxy.js';
+import type { HealthReport } from '../envoy/types.js';
 import { HEALTH_CHECKS_ANNOTATION, takesHealthReports, type WorkloadHealth } from './workload-health.js';
 
 const log = scope('wle');
@@ -44,12 +45,6 @@ export interface RegisteringProxy {
   readonly peer: string;
   /** Its namespace and service account were verified against its credential (XDS_AUTH). */
   readonly verified?: boolean;
-}
-
-/** An agent's health report (a HealthInformation request). */
-export interface HealthReport {
-  readonly healthy: boolean;
-  readonly message?: string;
 }
 
 export interface AutoRegistrationOptions {

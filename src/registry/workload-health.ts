@@ -7,9 +7,11 @@
 // than in the stores: the file store is the user's read-only config, and an orchestrator's status
 // write would come back as the same fact a watch later. With an orchestrator, a condition read
 // from an entry's status (written by a discovery server before a restart, or by another replica)
-// stands until a report or a clear here replaces it, as the Go mesh reads it back. Registries read WorkloadEntries through
-// `view()`, which leaves unhealthy ones out and announces a health change as the entry leaving or
-// joining the view, so the registries recompute and push as for any other entry change.
+// stands until a report or a clear here replaces it, as the Go mesh reads it back.
+//
+// Registries read WorkloadEntries through `view()`, which leaves unhealthy ones out and announces
+// a health change as the entry leaving or joining the view, so the registries recompute and push
+// as for any other entry change.
 import type { WorkloadEntry } from '../api/types.js';
 import { scope } from '../common/log.js';
 import type { ConfigEvent, ConfigEventHandler, ConfigStore } from '../config/store.js';
@@ -52,10 +54,10 @@ export class WorkloadHealth {
   private readonly listeners = new Set<(we: WorkloadEntry, healthy: boolean) => void>();
   private readonly conditionListeners = new Set<(we: WorkloadEntry, condition: HealthCondition | undefined) => void>();
 
-  /** `enabled` false: every entry is an endpoint, and reports are not taken. */
   private readonly now: () => Date;
   private readonly persisted: (we: Pick<WorkloadEntry, 'metadata'>) => HealthCondition | undefined;
 
+  /** `enabled` false: every entry is an endpoint, and reports are not taken. */
   constructor(
     readonly enabled: boolean,
     options: { now?: () => Date; persisted?: (we: Pick<WorkloadEntry, 'metadata'>) => HealthCondition | undefined } = {},

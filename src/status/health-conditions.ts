@@ -5,8 +5,9 @@
 // only by the status leader: the report arrived there, and the next one may go to another.
 import type { WorkloadEntry } from '../api/types.js';
 import type { OrchestratorClient } from '../config/informer.js';
+import type { OrchestratorConfigSource } from '../config/orchestrator.js';
 import type { ConfigStore } from '../config/store.js';
-import type { WorkloadHealth } from '../registry/workload-health.js';
+import { healthConditionFrom, type HealthCondition, type WorkloadHealth } from '../registry/workload-health.js';
 import { StatusWriter } from './writer.js';
 
 /** Queues a status write for every condition change of an entry `inStore` says the orchestrator holds; returns the unsubscriber. */
@@ -22,4 +23,9 @@ export function healthConditionWriter(health: WorkloadHealth, store: Pick<Config
   const writer = new StatusWriter({ client, ...pacing });
   writeHealthConditions(health, writer, (we) => store.get({ kind: 'WorkloadEntry', namespace: we.metadata.namespace, name: we.metadata.name }) !== undefined);
   return writer;
+}
+
+/** The condition an entry's status holds as last read (a discovery server wrote it, before a restart or on another replica). */
+export function writtenCondition(source: Pick<OrchestratorConfigSource, 'entryCondition'>): (we: Pick<WorkloadEntry, 'metadata'>) => HealthCondition | undefined {
+  return (we) => healthConditionFrom(source.entryCondition({ kind: 'WorkloadEntry', namespace: we.metadata.namespace, name: we.metadata.name }, 'Healthy'));
 }

@@ -21,7 +21,7 @@ import { ResponseJoiner, responseWriter, type OutgoingResponse, type ResponseByt
 import { ResponseSizeGuard } from './size-guard.js';
 import { ResponseSender } from './sender.js';
 import { PushHold, type FlowControlOptions } from './flow-control.js';
-import { HEALTH_INFO_TYPE_URL, TypeUrl } from '../envoy/types.js';
+import { HEALTH_INFO_TYPE_URL, TypeUrl, type HealthReport } from '../envoy/types.js';
 import { shareNames, type DeltaWireRequest, type SotwWireRequest } from './subscriptions.js';
 
 const log = scope('ads');
@@ -34,7 +34,7 @@ export interface XdsServerOptions extends AdsTransportOptions {
   /** Called once when a stream whose onConnect succeeded ends. */
   readonly onDisconnect?: (proxy: ProxyInfo) => void;
   /** A HealthInformation request: the agent's report of its workload's health (no response). */
-  readonly onHealth?: (proxy: ProxyInfo, report: { healthy: boolean; message?: string }) => void;
+  readonly onHealth?: (proxy: ProxyInfo, report: HealthReport) => void;
   /** Sent as control_plane.identifier in every response. */
   readonly controlPlaneId?: string;
   /** A send not done after this many ms closes the stream (PILOT_XDS_SEND_TIMEOUT); <= 0 = never. */

@@ -14,7 +14,8 @@ import { programRegistry } from '../../src/common/metrics.js';
 import type { AppProbe, ExecProbe } from '../../src/agent/app-probes.js';
 import { healthCheckSpec, type HealthCheckSpec } from '../../src/agent/readiness-probe.js';
 import { StatusServer } from '../../src/agent/status.js';
-import { defaultProbeHost, WorkloadHealthChecker, type HealthReport } from '../../src/agent/workload-health.js';
+import { defaultProbeHost, WorkloadHealthChecker } from '../../src/agent/workload-health.js';
+import type { HealthReport } from '../../src/envoy/types.js';
 import { eventually } from '../helpers/proc.js';
 
 async function listening<S extends NetServer | HttpServer>(server: S): Promise<number> {
