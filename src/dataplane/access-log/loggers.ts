@@ -93,7 +93,10 @@ class BufferedSink implements LogSink {
   }
 
   flushNow(): void {
+    // Cleared and forgotten: a cleared timer left here would keep write() from arming the next
+    // one, and the lines after a reopen would wait for 64 KiB.
     clearTimeout(this.timer);
+    this.timer = undefined;
     const chunk = this.take();
     if (!chunk) return;
     try {
