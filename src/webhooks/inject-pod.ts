@@ -1,7 +1,8 @@
 // The sidecar a Pod gets, as a JSON Patch (RFC 6902) on the Pod: the init container running
 // `pilot-agent mesh-iptables` with capture flags from the template and the Pod's annotations, the
-// proxy container running `pilot-agent proxy`, their volumes, and the status annotation that makes
-// injection idempotent. Pure: Pod and template in, patch out; a bad annotation throws InjectionError.
+// proxy container running `pilot-agent proxy` (told its workload, see ./inject-workload.ts), their
+// volumes, the canonical-service labels, and the status annotation that makes injection idempotent.
+// Pure: Pod and template in, patch out; a bad annotation throws InjectionError.
 import type { V1Container, V1EnvVar, V1Pod, V1Volume } from '@kubernetes/client-node';
 import { parse as parseYaml } from 'yaml';
 import { mergeProxyConfig, PROXY_CONFIG_ANNOTATION, PROXY_CONFIG_DEFAULTS, proxyConfigJson, proxyConfigOverlay, type ProxyConfig } from '../agent/mesh-config.js';
@@ -19,6 +20,7 @@ import {
   STATUS_ANNOTATION,
 } from './inject-policy.js';
 import type { InjectionTemplate } from './inject-template.js';
+import { canonicalLabels, workloadEnv, workloadMeta, type WorkloadMeta } from './inject-workload.js';
 import { DEFAULT_REVISION, REVISION_LABEL } from '../config/revision.js';
 
 export const PROXY_CONTAINER = 'mesh-proxy';
@@ -43,6 +45,8 @@ export interface InjectionContext {
   readonly legacyFsGroup: boolean;
   /** REVISION: the `mesh.io/rev` label of injected Pods (default `default`, as the Go mesh labels them). */
   readonly revision?: string;
+  /** The request's namespace: the Pod's workload is there when the Pod names none (default `default`). */
+  readonly namespace?: string;
 }
 
 export interface JsonPatchOperation {
@@ -157,7 +161,7 @@ function initContainer(pod: V1Pod, ctx: InjectionContext, pc: ProxyConfig): V1Co
   );
 }
 
-function proxyContainer(pod: V1Pod, ctx: InjectionContext, pc: ProxyConfig): V1Container {
+function proxyContainer(pod: V1Pod, ctx: InjectionContext, pc: ProxyConfig, workload: WorkloadMeta): V1Container {
   const app = pod.spec?.containers ?? [];
   const ports = app.flatMap((c) => c.ports ?? []);
   const uid = ctx.template.proxyUid;
@@ -176,6 +180,7 @@ function proxyContainer(pod: V1Pod, ctx: InjectionContext, pc: ProxyConfig): V1C
         fieldEnv('SERVICE_ACCOUNT', 'spec.serviceAccountName'),
         { name: 'PROXY_CONFIG', value: JSON.stringify(proxyConfigJson(pc)) },
         { name: 'MESH_META_CLUSTER_ID', value: ctx.clusterId },
+        ...workloadEnv(pod, workload),
         ...(ctx.trustDomain ? [{ name: 'TRUST_DOMAIN', value: ctx.trustDomain }] : []),
         { name: 'MESH_META_APP_CONTAINERS', value: app.map((c) => c.name).join(',') },
         { name: 'MESH_META_POD_PORTS', value: JSON.stringify(ports) },
@@ -213,11 +218,12 @@ export function injectionPatch(pod: V1Pod, ctx: InjectionContext): JsonPatchOper
   const modeAnnotation = pod.metadata?.annotations?.[INTERCEPTION_MODE_ANNOTATION];
   const mode = modeAnnotation !== undefined ? interceptionMode(modeAnnotation) : ctx.template.interceptionMode;
   const pc = workloadProxyConfig(pod, ctx.template, mode);
+  const workload = workloadMeta(pod, ctx.namespace ?? '');
   const volumes = VOLUMES.filter((v) => !(pod.spec?.volumes ?? []).some((existing) => existing.name === v.name));
   const status = { initContainers: [INIT_CONTAINER], containers: [PROXY_CONTAINER], volumes: VOLUMES.map((v) => v.name) };
   const ops: JsonPatchOperation[] = [
     ...appendAll('/spec/initContainers', pod.spec?.initContainers, [initContainer(pod, ctx, pc)]),
-    ...appendAll('/spec/containers', pod.spec?.containers, [proxyContainer(pod, ctx, pc)]),
+    ...appendAll('/spec/containers', pod.spec?.containers, [proxyContainer(pod, ctx, pc, workload)]),
     ...appendAll('/spec/volumes', pod.spec?.volumes, volumes),
   ];
   if (ctx.legacyFsGroup && pod.spec?.securityContext?.fsGroup === undefined) {
@@ -226,6 +232,7 @@ export function injectionPatch(pod: V1Pod, ctx: InjectionContext): JsonPatchOper
   ops.push(addKey('/metadata/labels', pod.metadata?.labels, TLS_MODE_LABEL, MESH_TLS_MODE));
   // The labels object exists after the first add.
   ops.push(addKey('/metadata/labels', {}, REVISION_LABEL, ctx.revision ?? DEFAULT_REVISION));
+  for (const [key, value] of Object.entries(canonicalLabels(pod, workload))) ops.push(addKey('/metadata/labels', {}, key, value));
   ops.push(addKey('/metadata/annotations', pod.metadata?.annotations, STATUS_ANNOTATION, JSON.stringify(status)));
   return ops;
 }

@@ -61,6 +61,7 @@ export function injectionReview(body: unknown, options: InjectionOptions): Admis
       ...(options.trustDomain ? { trustDomain: options.trustDomain } : {}),
       legacyFsGroup: options.legacyFsGroup ?? settingDefault('ENABLE_LEGACY_FSGROUP_INJECTION'),
       revision,
+      namespace,
     });
     counter('sidecar_injection_success_total').inc();
     log.info(`injected the sidecar into ${namespace}/${name}`);

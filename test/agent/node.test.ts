@@ -95,3 +95,21 @@ test('pilot-agent proxy router: the node id names the router type, for the disco
   assert.equal(node.id, 'router~10.0.0.9~ingress-1.mesh-system~mesh-system.svc.cluster.local');
   assert.deepEqual(node.metadata['LABELS'], { app: 'ingress' });
 });
+
+test('MESH_META_WORKLOAD_NAME and MESH_META_OWNER (what the injector writes) arrive as WORKLOAD_NAME and OWNER; none is made up', async () => {
+  const owner = 'kubernetes://apis/apps/v1/namespaces/bookinfo/deployments/reviews-v1';
+  const env = { POD_NAME: 'reviews-v1-5b4f8c6d9-x2x7q', POD_NAMESPACE: 'bookinfo', MESH_META_WORKLOAD_NAME: 'reviews-v1', MESH_META_OWNER: owner };
+  loadSettings('agent', env);
+  const labels = labelsFile('app="reviews"\nservice.mesh.io/canonical-name="reviews"\nservice.mesh.io/canonical-revision="v1"\n');
+  const node = await loadNodeIdentity({ proxyConfig: PROXY_CONFIG_DEFAULTS, env, labelsFile: labels });
+  assert.equal(node.metadata['WORKLOAD_NAME'], 'reviews-v1');
+  assert.equal(node.metadata['OWNER'], owner);
+  assert.deepEqual(node.metadata['LABELS'], { app: 'reviews', 'service.mesh.io/canonical-name': 'reviews', 'service.mesh.io/canonical-revision': 'v1' });
+  // A VM is not injected: its generated proxyMetadata names the workload (its WorkloadGroup).
+  loadSettings('agent', { POD_NAME: 'vm-1' });
+  const vm = await loadNodeIdentity({ proxyConfig: mergeProxyConfig(PROXY_CONFIG_DEFAULTS, { proxyMetadata: { MESH_META_WORKLOAD_NAME: 'billing' } }), env: { POD_NAME: 'vm-1' }, labelsFile: '/nonexistent' });
+  assert.equal(vm.metadata['WORKLOAD_NAME'], 'billing');
+  // Without either, the Go agent leaves both unset rather than guessing from the pod name; so do we.
+  const bare = await loadNodeIdentity({ proxyConfig: PROXY_CONFIG_DEFAULTS, env: { POD_NAME: 'vm-1' }, labelsFile: '/nonexistent' });
+  assert.deepEqual([bare.metadata['WORKLOAD_NAME'], bare.metadata['OWNER']], [undefined, undefined]);
+});

@@ -129,6 +129,9 @@ describe('sidecar injection webhook', () => {
     // The mesh config's trustDomain, so that the agent asks the CA for the identity the CA issues.
     assert.equal(env.get('TRUST_DOMAIN')?.value, 'corp.example');
     assert.equal(env.get('MESH_META_APP_CONTAINERS')?.value, 'app');
+    // A bare Pod is its own workload (the standard metrics' workload labels).
+    assert.equal(env.get('MESH_META_WORKLOAD_NAME')?.value, 'echo');
+    assert.equal(env.get('MESH_META_OWNER')?.value, 'kubernetes://apis/v1/namespaces/injected/pods/echo');
     assert.equal(JSON.parse(env.get('PROXY_CONFIG')!.value!).discoveryAddress, 'meshd.mesh-system.svc:15012');
     assert.equal(proxy.securityContext?.runAsUser, 1337);
     assert.deepEqual(out.spec!.volumes!.map((v) => v.name), ['mesh-podinfo', 'mesh-token', 'mesh-proxy-work', 'mesh-config']);
@@ -136,12 +139,23 @@ describe('sidecar injection webhook', () => {
     assert.equal(out.spec!.volumes![1]!.projected!.sources![0]!.serviceAccountToken!.audience, 'mesh-ca');
     assert.equal(out.spec!.securityContext?.fsGroup, 1337, 'ENABLE_LEGACY_FSGROUP_INJECTION');
     assert.equal(out.metadata!.labels!['security.mesh.io/tlsMode'], 'mesh');
+    assert.deepEqual([out.metadata!.labels!['service.mesh.io/canonical-name'], out.metadata!.labels!['service.mesh.io/canonical-revision']], ['echo', 'latest']);
     assert.equal(await metricValue(counter('sidecar_injection_success_total')), success + 1);
 
     // Admitting the injected Pod again changes nothing.
     const again = await admit(out, 'u2');
     assert.deepEqual([again.allowed, again.patch], [true, undefined]);
     assert.equal(out.spec!.containers.length, 2);
+  });
+
+  it('reads the workload of a Deployment\'s Pod from the review\'s ownerReferences', async () => {
+    const pod = appPod('', 'injected', {}, { app: 'reviews', version: 'v1', 'pod-template-hash': '5b4f8c6d9' });
+    pod.metadata = { ...pod.metadata, name: undefined, generateName: 'reviews-v1-5b4f8c6d9-' };
+    pod.metadata.ownerReferences = [{ apiVersion: 'apps/v1', kind: 'ReplicaSet', name: 'reviews-v1-5b4f8c6d9', uid: 'rs-1', controller: true }];
+    const out = patched(pod, await admit(pod));
+    const env = new Map(container(out, 'mesh-proxy').env!.map((e) => [e.name, e.value]));
+    assert.deepEqual([env.get('MESH_META_WORKLOAD_NAME'), env.get('MESH_META_OWNER')], ['reviews-v1', 'kubernetes://apis/apps/v1/namespaces/injected/deployments/reviews-v1']);
+    assert.deepEqual([out.metadata!.labels!['service.mesh.io/canonical-name'], out.metadata!.labels!['service.mesh.io/canonical-revision']], ['reviews', 'v1']);
   });
 
   it('honours the interception mode and the proxy config annotations, and denies a bad one naming it', async () => {
