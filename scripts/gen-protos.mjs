@@ -82,6 +82,9 @@ const targets = [
   'mesh-proto/mesh/v1',
   // The ALPN override HTTP filter (mesh.alpn).
   'mesh-proto/mesh/envoy/config/filter/http/alpn/v2alpha1',
+  // The standard-metrics filter (mesh.stats) and the peer metadata filter (mesh.metadata_exchange).
+  'mesh-proto/mesh/stats',
+  'mesh-proto/mesh/http/peer_metadata',
 ];
 
 // The mesh's own .proto files; staged next to the Envoy ones as one more buf module.

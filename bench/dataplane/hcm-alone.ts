@@ -5,7 +5,9 @@
 // request (user and system apart) is printed with the round's req/s. Compare two checkouts by
 // running it alternately and comparing the minimum (the round least disturbed by the rest of the
 // box).
-//   npm run bench -- hcm-alone [--seconds N] [--rounds N] [--policy]
+// --telemetry adds the standard metrics (the metadata exchange and stats filters, as on every
+// sidecar inbound by default).
+//   npm run bench -- hcm-alone [--seconds N] [--rounds N] [--policy] [--telemetry]
 import { spawn } from 'node:child_process';
 import { createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
@@ -23,6 +25,10 @@ import { StaticClusterManager } from '../../test/dataplane/static-cluster-manage
 import { ISSUER, jwks, meshJwtAuthn, meshProvider, mint, testKey } from '../../test/dataplane/fixtures.js';
 import { freePort } from '../../samples/local-mesh.js';
 import { numberOption } from './options.js';
+import { ConfigSchema } from '../../src/gen/mesh/http/peer_metadata/config_pb.js';
+import { PluginConfigSchema } from '../../src/gen/mesh/stats/config_pb.js';
+import { StatsStore } from '../../src/dataplane/stats.js';
+import { localNode } from '../../src/dataplane/telemetry/workload-metadata.js';
 import { wrk } from './wrk.js';
 
 /** The app: a small JSON body with content-length, as the sample httpbin's /ip. */
@@ -35,9 +41,11 @@ async function main(): Promise<void> {
   const seconds = numberOption('--seconds', 3);
   const rounds = numberOption('--rounds', 4);
   const policy = process.argv.includes('--policy');
+  const telemetry = process.argv.includes('--telemetry');
   const appPort = await freePort();
   const app = spawn(process.execPath, ['-e', APP, String(appPort)], { stdio: 'inherit' });
   const clusters = new StaticClusterManager();
+  const stats = new StatsStore();
   clusters.set('app', [{ host: '127.0.0.1', port: appPort }]);
   const key = await testKey('RS256', 'k1');
   const headers: Record<string, string> = policy ? { authorization: `Bearer ${await mint(key, { sub: 'bench' })}` } : {};
@@ -50,11 +58,20 @@ async function main(): Promise<void> {
           { name: 'envoy.filters.http.rbac', configType: { case: 'typedConfig' as const, value: anyPack(RBACSchema, rbac) } },
         ]
       : []),
+    ...(telemetry
+      ? [
+          { name: 'mesh.metadata_exchange', configType: { case: 'typedConfig' as const, value: anyPack(ConfigSchema, create(ConfigSchema, { downstreamDiscovery: [{ methodSpecifier: { case: 'istioHeaders', value: {} } }], downstreamPropagation: [{ methodSpecifier: { case: 'istioHeaders', value: {} } }] })) } },
+          { name: 'mesh.stats', configType: { case: 'typedConfig' as const, value: anyPack(PluginConfigSchema, create(PluginConfigSchema, { disableHostHeaderFallback: true })) } },
+        ]
+      : []),
     { name: 'envoy.filters.http.router', configType: { case: 'typedConfig' as const, value: anyPack(RouterSchema, create(RouterSchema, {})) } },
   ];
   const route = { match: { pathSpecifier: { case: 'prefix' as const, value: '/' } }, action: { case: 'route' as const, value: { clusterSpecifier: { case: 'cluster' as const, value: 'app' } } } };
   const hcm = create(HttpConnectionManagerSchema, { statPrefix: 'bench', routeSpecifier: { case: 'routeConfig', value: { virtualHosts: [{ name: 'app', domains: ['*'], routes: [route] }] } }, httpFilters });
-  const handler = buildHcmForFilterChain(create(FilterChainSchema, { filters: [{ name: HCM_FILTER_NAME, configType: { case: 'typedConfig', value: anyPack(HttpConnectionManagerSchema, hcm) } }] }), { clusters });
+  const handler = buildHcmForFilterChain(create(FilterChainSchema, { filters: [{ name: HCM_FILTER_NAME, configType: { case: 'typedConfig', value: anyPack(HttpConnectionManagerSchema, hcm) } }] }), {
+    clusters,
+    telemetry: { node: localNode('sidecar~127.0.0.1~app-1.default~default.svc.cluster.local', 'app.default', { NAMESPACE: 'default', WORKLOAD_NAME: 'app', LABELS: { app: 'app', version: 'v1' } }), inbound: true, stats },
+  });
   const server = createServer((req, res) => handler.handle(req, res));
   await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
   const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}/ip`;
@@ -71,8 +88,12 @@ async function main(): Promise<void> {
       // The kernel's share (socket reads and writes, on loopback with the peer's receive path) apart.
       process.stdout.write(`round ${i + 1}: ${r.rps.toFixed(0)} req/s, ${perRequest[i]!.toFixed(1)} µs CPU per request (user ${(cpu.user / requests).toFixed(1)}, system ${(cpu.system / requests).toFixed(1)})\n`);
     }
+    if (telemetry) {
+      const counted = stats.samples().filter((x) => x.prom === 'istio_requests_total').reduce((n, x) => n + x.value, 0);
+      process.stdout.write(`istio_requests_total: ${counted} requests in ${stats.samples().filter((x) => x.prom === 'istio_requests_total').length} series\n`);
+    }
     const sorted = [...perRequest].sort((a, b) => a - b);
-    process.stdout.write(`hcm-alone ${policy ? 'JWT + RBAC' : 'router only'}: µs CPU per request min ${sorted[0]!.toFixed(1)}, median ${sorted[Math.floor(sorted.length / 2)]!.toFixed(1)}\n`);
+    process.stdout.write(`hcm-alone ${policy ? 'JWT + RBAC' : 'router only'}${telemetry ? ' + standard metrics' : ''}: µs CPU per request min ${sorted[0]!.toFixed(1)}, median ${sorted[Math.floor(sorted.length / 2)]!.toFixed(1)}\n`);
   } finally {
     app.kill();
     server.close();

@@ -141,6 +141,9 @@ export function grpcMessage(text: string): string {
 export interface UpstreamConnection {
   readonly localAddress?: string | undefined;
   readonly localPort?: number | undefined;
+  /** A TLSSocket's certificates, for the stats filter's principals. */
+  getPeerCertificate?(): { subjectaltname?: string | undefined };
+  getCertificate?(): { subjectaltname?: string | undefined } | null;
 }
 
 /** The upstream's response head. */

@@ -27,7 +27,8 @@ import type { JwtAuthnOptions } from '../envoy/jwt-authn.js';
 import { normalizeIp } from '../envoy/matchers.js';
 import { RequestHeaders, StreamRequest, type Address } from '../envoy/request.js';
 import './filters/index.js';
-import { compileHttpFilter, httpFilterOf, type FilterStats, type HttpFilterContext } from './filters/registry.js';
+import { compileHttpFilter, httpFilterOf, type FilterStats, type FilterTelemetry, type HttpFilterContext } from './filters/registry.js';
+import type { StreamInfo } from './access-log/record.js';
 import { Router, type Target } from './filters/router.js';
 import { copyRequestHeaders, isGrpc, requestAuthority, requestComplete, type DownstreamRequest, type DownstreamResponse } from './http-codec.js';
 import { connectionDestination } from './original-dst.js';
@@ -40,7 +41,7 @@ import { decodeFrom, type Encoders } from './decode-filters.js';
 import { streamTimersOf, type StreamTimerHost } from './route-timeouts.js';
 import { compilePathNormalization } from './path-normalization.js';
 import { localReplies, type LocalReplies } from './local-replies.js';
-import { compileAccessLogs, type AccessLogs } from './access-log/access-logs.js';
+import { compileAccessLogs, withStreamHandlers, type AccessLogs } from './access-log/access-logs.js';
 import { logHttpStream, logUnparsedRequest, logUpgradeStream, recordLocalReply, streamInfoOf } from './access-log/http-stream.js';
 
 const log = scope('http');
@@ -68,6 +69,8 @@ export interface HcmDeps {
   readonly counter?: (stat: string) => StatCounter;
   /** Where the inline route configuration keeps the stats of routes with a stat_prefix. */
   readonly stats?: RouteStatsStore;
+  /** The node, the listener's direction and the stats store, for the telemetry filters. */
+  readonly telemetry?: FilterTelemetry;
 }
 
 export type { FilterStats };
@@ -121,12 +124,15 @@ export function buildHcmForFilterChain(chain: FilterChain, deps: HcmDeps): HttpC
 interface CompiledChain {
   readonly filters: readonly HttpFilter[];
   readonly stats: FilterStats[];
+  /** The filters told of every ended stream (the stats filter). */
+  readonly streamEnded: ((info: StreamInfo) => void)[];
 }
 
 function compileHttpFilters(hcm: HttpConnectionManager, deps: HcmDeps): CompiledChain {
   const filters: HttpFilter[] = [];
   const stats: FilterStats[] = [];
-  const ctx: HttpFilterContext = { clusters: deps.clusters, ...(deps.jwt ? { jwt: deps.jwt } : {}) };
+  const streamEnded: ((info: StreamInfo) => void)[] = [];
+  const ctx: HttpFilterContext = { clusters: deps.clusters, ...(deps.jwt ? { jwt: deps.jwt } : {}), ...(deps.telemetry ? { telemetry: deps.telemetry } : {}) };
   let sawRouter = false;
   hcm.httpFilters.forEach((f, i) => {
     const field = `http_filters[${i}]`;
@@ -150,9 +156,10 @@ function compileHttpFilters(hcm: HttpConnectionManager, deps: HcmDeps): Compiled
     const compiled = compileHttpFilter(factory, c.value, f.name, `${field}.typed_config`, ctx);
     if (compiled.filter) filters.push(compiled.filter);
     if (compiled.stats) stats.push(compiled.stats);
+    if (compiled.streamEnded) streamEnded.push(compiled.streamEnded);
   });
   if (!sawRouter) throw new ConfigError('http_filters', 'the router (envoy.extensions.filters.http.router.v3.Router) must be the last filter');
-  return { filters, stats };
+  return { filters, stats, streamEnded };
 }
 
 function codecOf(hcm: HttpConnectionManager): Codec {
@@ -227,7 +234,7 @@ export function buildHttpConnectionManager(hcm: HttpConnectionManager, deps: Hcm
     }),
   );
 
-  const accessLogs = compileAccessLogs(hcm.accessLog);
+  const accessLogs = withStreamHandlers(compileAccessLogs(hcm.accessLog), chain.streamEnded);
   const { sendLocal, writeLocal, sendLocalRaw, responseStarts } = recordedReplies(
     localReplies({
       serverName,

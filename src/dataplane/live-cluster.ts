@@ -16,6 +16,7 @@ import type { ResponseStats } from './response-stats.js';
 import type { RequestGauges } from './upstream-rq-stats.js';
 import { TcpPool } from './tcp-pool.js';
 import type { ClusterSpec, WeightedEndpoint } from './cluster-spec.js';
+import type { Metadata } from '../gen/envoy/config/core/v3/base_pb.js';
 import { chooseHostSet, HostSetCache } from './host-sets.js';
 import { byWeight, RoundRobin } from './round-robin.js';
 
@@ -136,6 +137,10 @@ export class LiveCluster implements UpstreamCluster {
 
   get name(): string {
     return this.spec.name;
+  }
+
+  get metadata(): Metadata | undefined {
+    return this.spec.message.metadata;
   }
 
   update(spec: ClusterSpec): void {

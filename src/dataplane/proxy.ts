@@ -14,6 +14,7 @@ import { JwksRefresher } from './jwks-refresh.js';
 import { ListenerManager } from './listener-manager.js';
 import { PROXY_COMPONENTS } from './logging.js';
 import { statName, StatsStore } from './stats.js';
+import { localNode } from './telemetry/workload-metadata.js';
 import { SdsFetcher } from './tls/sds.js';
 import { SecretManager } from './tls/secrets.js';
 import { WorkerPool } from './workers.js';
@@ -60,8 +61,9 @@ export class MeshProxy implements AdminTarget {
     secrets.addStatic(o.bootstrap.staticSecrets);
     this.clusters = new DynamicClusterManager(this.stats, secrets);
     this.jwksRefresher = new JwksRefresher(o.bootstrap.xdsAddress, this.stats);
+    const node = localNode(o.bootstrap.node.id, o.bootstrap.node.cluster, o.bootstrap.node.metadata ?? {});
     const workers = (o.workerProcesses ?? 0) > 0
-      ? new WorkerPool({ count: o.workerProcesses!, staticClusters: o.bootstrap.staticClusters, staticSecrets: o.bootstrap.staticSecrets, drainTimeMs: o.drainTimeMs, onUnknownKid: this.jwksRefresher.onUnknownKid })
+      ? new WorkerPool({ count: o.workerProcesses!, staticClusters: o.bootstrap.staticClusters, staticSecrets: o.bootstrap.staticSecrets, drainTimeMs: o.drainTimeMs, node, onUnknownKid: this.jwksRefresher.onUnknownKid })
       : undefined;
     this.workers = workers;
     let routes: XdsApplier | undefined;
@@ -72,6 +74,7 @@ export class MeshProxy implements AdminTarget {
       stats: this.stats,
       secrets,
       drainTimeMs: o.drainTimeMs,
+      node,
       ...(workers ? { distribute: workers.distribute } : {}),
     });
     this.xds = routes = new XdsApplier({

@@ -6,6 +6,7 @@ import { createConnection, type NetConnectOpts, type Socket } from 'node:net';
 import type { Duplex } from 'node:stream';
 import type { buildConnector } from 'undici';
 import type { Address, RequestView } from '../envoy/request.js';
+import type { Metadata } from '../gen/envoy/config/core/v3/base_pb.js';
 import type { CircuitBreaker, OutlierOutcome } from './cluster-health.js';
 import type { ResponseStats } from './response-stats.js';
 import { bindsOriginalSrc, originalSrcSocket, type OriginalSource } from './original-src.js';
@@ -31,6 +32,8 @@ export interface Endpoint {
 
 export interface UpstreamCluster {
   readonly name: string;
+  /** The cluster's metadata (the stats filter reads its `mesh.services`). */
+  readonly metadata?: Metadata | undefined;
   /**
    * The endpoint for this request (the cluster's load balancing), or undefined: no healthy upstream.
    * `hash` (the route's hash policy) is called only by a consistent-hash balancer, as Envoy's

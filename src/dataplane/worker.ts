@@ -105,6 +105,7 @@ class DataplaneWorker {
       secrets: this.secrets,
       drainTimeMs: init.drainTimeMs,
       handedSocket: connections.claim,
+      node: init.node,
       workerIndex: init.index,
     });
     this.applier = applier = new ResourceApplier(this.clusters, this.listeners, this.secrets, this.stats);

@@ -25,6 +25,7 @@ import { ClusterSchema, type Cluster } from '../gen/envoy/config/cluster/v3/clus
 import type { AdsUpdate } from '../envoy/ads-client.js';
 import { TypeUrl } from '../envoy/types.js';
 import type { StatSample } from './stats.js';
+import type { LocalNode } from './telemetry/workload-metadata.js';
 import type { HistogramSample } from './histograms.js';
 import { proxyNodeFlags, proxyProcessEnv } from './node-flags.js';
 
@@ -58,6 +59,8 @@ export interface WorkerInit {
   readonly staticSecrets: readonly Uint8Array[];
   readonly drainTimeMs: number;
   readonly levels: ReadonlyArray<readonly [string, Level]>;
+  /** The bootstrap node, for the telemetry filters. */
+  readonly node: LocalNode;
 }
 
 /** A worker's counters, traffic gauges and histograms, as /stats asks for them. */
@@ -101,6 +104,7 @@ interface WorkerOptions {
   readonly staticClusters: readonly Cluster[];
   readonly staticSecrets: readonly Secret[];
   readonly drainTimeMs: number;
+  readonly node: LocalNode;
   readonly onUnknownKid: (issuer: string, kid: string) => void;
 }
 
@@ -272,7 +276,7 @@ export class WorkerPool {
     this.workers.set(index, w);
     w.send({
       t: 'init',
-      init: { index, staticClusters: this.o.staticClusters.map((c) => toBinary(ClusterSchema, c)), staticSecrets: this.o.staticSecrets.map((c) => toBinary(SecretSchema, c)), drainTimeMs: this.o.drainTimeMs, levels: currentLevels() },
+      init: { index, staticClusters: this.o.staticClusters.map((c) => toBinary(ClusterSchema, c)), staticSecrets: this.o.staticSecrets.map((c) => toBinary(SecretSchema, c)), drainTimeMs: this.o.drainTimeMs, levels: currentLevels(), node: this.o.node },
     });
     // The current config, in an order that applies.
     for (const type of TYPE_ORDER) {

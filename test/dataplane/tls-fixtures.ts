@@ -70,12 +70,12 @@ export interface Workload {
   renew(): Promise<string>;
 }
 
-export async function workload(t: TestContext, ca: MeshCa, sa: string): Promise<Workload> {
+export async function workload(t: TestContext, ca: MeshCa, sa: string, ns = 'default'): Promise<Workload> {
   const dir = mkdtempSync(join(tmpdir(), 'mtls-dp-'));
   const certDir = join(dir, 'etc/certs');
   mkdirSync(certDir, { recursive: true });
   const write = async (): Promise<string> => {
-    const { keyPem, chainPem } = await ca.issue(spiffe(sa));
+    const { keyPem, chainPem } = await ca.issue(spiffe(sa, ns));
     // Written beside, then renamed in, so the agent never reads a half-written set.
     for (const [name, text] of [[CERT_FILES.key, keyPem], [CERT_FILES.chain, chainPem], [CERT_FILES.root, ca.rootPem]] as const) {
       writeFileSync(join(dir, `${name}.tmp`), text);
@@ -142,9 +142,17 @@ export function tlsModeMetadata(mode: string): { filterMetadata: Record<string, 
   return { filterMetadata: { 'envoy.transport_socket_match': { tlsMode: mode } } };
 }
 
+/** A bootstrap's node (the default: app-1 in default, metadata NAMESPACE only). */
+export interface FixtureNode {
+  readonly id: string;
+  readonly cluster: string;
+  readonly metadata: JsonObject;
+}
+
 /** The sidecar bootstrap (as the agent writes it) with the workload's SDS socket as `sds-grpc`; returns its path. */
-export function sidecarBootstrap(w: Workload, adsPort: number, adminPort: number): string {
-  const b = bootstrapJson(adsPort, adminPort) as { static_resources: { clusters: object[] } };
+export function sidecarBootstrap(w: Workload, adsPort: number, adminPort: number, node?: FixtureNode): string {
+  const b = bootstrapJson(adsPort, adminPort) as { node: FixtureNode; static_resources: { clusters: object[] } };
+  if (node) b.node = node;
   b.static_resources.clusters.push({
     name: 'sds-grpc',
     type: 'STATIC',
@@ -160,9 +168,9 @@ export function sidecarBootstrap(w: Workload, adsPort: number, adminPort: number
 }
 
 /** An in-process mesh-proxy with its own ADS fixture and the workload's SDS socket as `sds-grpc`. */
-export async function sidecar(t: TestContext, w: Workload): Promise<{ proxy: MeshProxy; ads: FixtureAds; admin: string }> {
+export async function sidecar(t: TestContext, w: Workload, node?: FixtureNode): Promise<{ proxy: MeshProxy; ads: FixtureAds; admin: string }> {
   const ads = await new FixtureAds().listen();
-  const proxy = new MeshProxy({ bootstrap: loadBootstrap({ path: sidecarBootstrap(w, ads.port, 0) }), drainTimeMs: 500, initialBackoffMs: 50 });
+  const proxy = new MeshProxy({ bootstrap: loadBootstrap({ path: sidecarBootstrap(w, ads.port, 0, node) }), drainTimeMs: 500, initialBackoffMs: 50 });
   await proxy.start();
   t.after(async () => {
     await proxy.stop(200);

@@ -80,3 +80,17 @@ export function compileAccessLogs(logs: readonly AccessLog[], field = 'access_lo
     },
   };
 }
+
+/**
+ * The access logs and the filters that are access log handlers too, as one: a stream gets its
+ * record where either needs it, and every one is told once it ended.
+ */
+export function withStreamHandlers(logs: AccessLogs | undefined, handlers: readonly ((info: StreamInfo) => void)[]): AccessLogs | undefined {
+  if (handlers.length === 0) return logs;
+  return {
+    log(info) {
+      for (const h of handlers) h(info);
+      logs?.log(info);
+    },
+  };
+}

@@ -3,14 +3,12 @@
 // number in typed JSON, as Envoy's) or undefined: empty, `-` in text and null in JSON.
 import { hostname } from 'node:os';
 import type { Socket } from 'node:net';
-import type { PeerCertificate, TLSSocket } from 'node:tls';
 import { ConfigError } from '../../envoy/config-error.js';
 import type { Command, CommandName, ExtensionCommandName } from '../../envoy/format-commands.js';
 import { pathOnly } from '../../envoy/request.js';
 import { responseFlagsString } from '../../envoy/response-flags.js';
-import { isGrpc } from '../http-codec.js';
-import { grpcStatusOfHttp } from '../../envoy/grpc-status.js';
-import { addressString, type LoggedHeaders, type StreamInfo } from './record.js';
+import { addressString, type StreamInfo } from './record.js';
+import { grpcStatus, headerBytes, localCertificate, requestHeader, requestHeaderBytes, responseHeader, tlsSocket, uriSans } from './stream-facts.js';
 import { compileStartTime } from './start-time.js';
 
 export type LogValue = string | number | undefined;
@@ -32,18 +30,7 @@ function headerNames(arg: string): [string, string | undefined] {
   return [names[0]!.toLowerCase(), names[1]?.toLowerCase()];
 }
 
-function joined(v: string | string[] | number | undefined): string | undefined {
-  return v === undefined ? undefined : Array.isArray(v) ? v.join(',') : String(v);
-}
 
-function requestHeader(info: StreamInfo, name: string): string | undefined {
-  const r = info.request;
-  return r === undefined ? undefined : r.header(name);
-}
-
-function responseHeader(headers: LoggedHeaders | undefined, name: string): string | undefined {
-  return headers === undefined ? undefined : joined(headers[name]);
-}
 
 /** REQ, RESP, TRAILER: a header (else its alternative), truncated to the maximum length. */
 function header(read: (info: StreamInfo, name: string) => string | undefined): OperatorSpec {
@@ -67,57 +54,13 @@ function connectionId(socket: Socket | undefined): number | undefined {
   return id;
 }
 
-function tlsSocket(info: StreamInfo): TLSSocket | undefined {
-  const s = info.downstream.socket as Partial<TLSSocket> | undefined;
-  return s?.encrypted === true ? (s as TLSSocket) : undefined;
-}
-
-/** The proxy's own certificate on a TLS connection (an object without fields when it sent none). */
-function localCertificate(info: StreamInfo): Partial<PeerCertificate> | undefined {
-  return tlsSocket(info)?.getCertificate() ?? undefined;
-}
-
-/** The URI SANs of a certificate's subjectaltname (`URI:spiffe://..., DNS:...`), comma-joined. */
-function uriSans(altNames: string | undefined): string | undefined {
-  if (!altNames) return undefined;
-  const uris = altNames.split(', ').filter((n) => n.startsWith('URI:')).map((n) => n.slice(4));
-  return uris.length > 0 ? uris.join(',') : undefined;
-}
-
 const GRPC_NAMES = ['OK', 'Canceled', 'Unknown', 'InvalidArgument', 'DeadlineExceeded', 'NotFound', 'AlreadyExists', 'PermissionDenied', 'ResourceExhausted', 'FailedPrecondition', 'Aborted', 'OutOfRange', 'Unimplemented', 'Internal', 'Unavailable', 'DataLoss', 'Unauthenticated'];
-
-/** The gRPC status of a gRPC request's response: its trailers', its headers', else its HTTP status's, as Envoy reads it. */
-function grpcStatus(info: StreamInfo): number | undefined {
-  if (!isGrpc(requestHeader(info, 'content-type'))) return undefined;
-  const v = responseHeader(info.responseTrailers, 'grpc-status') ?? responseHeader(info.responseHeaders, 'grpc-status');
-  if (v !== undefined && /^\d+$/.test(v)) return Number(v);
-  return info.grpcLocalStatus ?? (info.responseCode === 0 ? undefined : grpcStatusOfHttp(info.responseCode));
-}
 
 const GRPC_FORMATS: Readonly<Record<string, (s: number) => LogValue>> = {
   CAMEL_STRING: (s) => GRPC_NAMES[s] ?? String(s),
   SNAKE_STRING: (s) => (GRPC_NAMES[s] ?? String(s)).replace(/(?<=[a-z])([A-Z])/g, '_$1').toUpperCase(),
   NUMBER: (s) => s,
 };
-
-/** Envoy's header map byte size: names and values, pseudo-headers included. */
-function headerBytes(headers: LoggedHeaders | undefined, extra: number): number | undefined {
-  if (headers === undefined) return undefined;
-  let n = extra;
-  for (const [k, v] of Object.entries(headers)) {
-    if (v === undefined) continue;
-    for (const one of Array.isArray(v) ? v : [v]) n += k.length + String(one).length;
-  }
-  return n;
-}
-
-function requestHeaderBytes(info: StreamInfo): number | undefined {
-  const r = info.request;
-  if (!r) return undefined;
-  let n = ':method'.length + r.method.length + ':path'.length + r.path.length + ':authority'.length + r.authority.length + ':scheme'.length + r.scheme.length;
-  for (const [k, vs] of r.headers.entries()) for (const v of vs) n += k.length + v.length;
-  return n;
-}
 
 /** Every command's implementation (the signatures are format-commands.ts's: the key sets are the same by type). */
 const OPERATORS: Readonly<Record<CommandName, OperatorSpec>> = {

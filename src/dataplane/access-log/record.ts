@@ -52,6 +52,9 @@ export class StreamInfo {
   upstreamCluster: string | undefined = undefined;
   upstreamLocalAddress: string | undefined = undefined;
   upstreamTransportFailureReason: string | undefined = undefined;
+  /** The upstream TLS connection's certificate URI SANs: the server's and this proxy's ('' when none). */
+  upstreamPeerUriSan = '';
+  upstreamLocalUriSan = '';
   attemptCount: number | undefined = undefined;
   routeName: string | undefined = undefined;
   bytesReceived = 0;
@@ -109,6 +112,10 @@ export class StreamInfo {
   upstreamConnection(connection: UpstreamConnection | undefined): void {
     const address = connection?.localAddress;
     if (address) this.upstreamLocalAddress = addressString({ address: normalizeIp(address), port: connection.localPort ?? 0 });
+    if (connection?.getPeerCertificate) {
+      this.upstreamPeerUriSan = firstUriSan(connection.getPeerCertificate().subjectaltname);
+      this.upstreamLocalUriSan = firstUriSan(connection.getCertificate?.()?.subjectaltname);
+    }
   }
 
   /** The upstream's response head arrived (on `connection`) and goes downstream. */
@@ -148,6 +155,12 @@ export class StreamInfo {
   get responseTxDurationMs(): number | undefined {
     return this.firstUpstreamRx === undefined || this.end === undefined ? undefined : Math.floor(this.end - this.firstUpstreamRx);
   }
+}
+
+/** The first URI SAN of a subjectaltname (`URI:spiffe://..., DNS:...`), '' when none. */
+export function firstUriSan(altNames: string | undefined): string {
+  const uri = altNames?.split(', ').find((n) => n.startsWith('URI:'));
+  return uri ? uri.slice(4) : '';
 }
 
 /** `ip:port`, as Envoy prints an address (IPv6 in brackets). */

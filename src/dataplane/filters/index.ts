@@ -4,5 +4,7 @@ import './ext-authz.js';
 import './cors.js';
 import './fault.js';
 import './jwt-authn.js';
+import './peer-metadata.js';
 import './rbac.js';
+import './standard-metrics.js';
 import './router.js';

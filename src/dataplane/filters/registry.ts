@@ -6,6 +6,9 @@ import type { Any } from '@bufbuild/protobuf/wkt';
 import type { HttpFilter } from '../../envoy/filter.js';
 import type { JwtAuthnOptions } from '../../envoy/jwt-authn.js';
 import type { ClusterManager } from '../clusters.js';
+import type { StreamInfo } from '../access-log/record.js';
+import type { StatsStore } from '../stats.js';
+import type { LocalNode } from '../telemetry/workload-metadata.js';
 import { ConfigError } from '../../envoy/config-error.js';
 import { typeNameOf } from '../../envoy/types.js';
 import { ExtensionRegistry, unpackConfig } from '../extensions.js';
@@ -26,12 +29,23 @@ export interface HttpFilterContext {
   readonly jwt?: JwtAuthnOptions;
   /** For filters that call a cluster themselves (ext_authz). */
   readonly clusters?: ClusterManager;
+  /** For the telemetry filters (peer metadata, standard metrics). */
+  readonly telemetry?: FilterTelemetry;
+}
+
+export interface FilterTelemetry {
+  readonly node: LocalNode;
+  /** The listener's traffic_direction is INBOUND: the proxy serves its own workload's requests. */
+  readonly inbound: boolean;
+  readonly stats: StatsStore;
 }
 
 /** A compiled http_filters entry: the filter run per request (none for the router) and its counters. */
 export interface CompiledHttpFilter {
   readonly filter?: HttpFilter;
   readonly stats?: FilterStats;
+  /** Told of every stream once it ended, as Envoy's filters that are also access log handlers (the stats filter). */
+  readonly streamEnded?: (info: StreamInfo) => void;
 }
 
 export interface HttpFilterFactory<Desc extends DescMessage = DescMessage> {

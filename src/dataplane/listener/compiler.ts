@@ -114,28 +114,29 @@ export function compileListener(l: Listener, deps: ListenerCompileDeps): ActiveL
     rq: c('downstream_rq_total'),
     rqClass: [1, 2, 3, 4, 5].map((k) => c(`downstream_rq_${k}xx`)),
   };
+  const inbound = l.trafficDirection === TrafficDirection.INBOUND;
   const seen = new Map<string, string>();
   const chains = l.filterChains.map((fc, i) => {
     const field = `filter_chains[${i}]`;
-    const chain = compileChain(fc, field, address.port, counters, deps);
+    const chain = compileChain(fc, field, address.port, counters, deps, inbound);
     const other = seen.get(chain.match.key);
     if (other !== undefined) throw new ConfigError(`${field}.filter_chain_match`, `matches the same connections as ${other}`);
     seen.set(chain.match.key, field);
     return chain;
   });
-  const defaultChain = l.defaultFilterChain ? compileChain(l.defaultFilterChain, 'default_filter_chain', address.port, counters, deps) : undefined;
+  const defaultChain = l.defaultFilterChain ? compileChain(l.defaultFilterChain, 'default_filter_chain', address.port, counters, deps, inbound) : undefined;
   if (chains.length === 0 && !defaultChain) throw new ConfigError('filter_chains', 'at least one filter chain (or a default filter chain) is required');
   const accessLogs = compileAccessLogs(l.accessLog);
   return new ActiveListener(l.name, l, address, l.bindToPort ?? true, chains, defaultChain, inspection, counters, accessLogs, needs.originalSrcMark);
 }
 
-function compileChain(fc: FilterChain, field: string, port: number, counters: ListenerCounters, deps: ChainDeps): Chain {
+function compileChain(fc: FilterChain, field: string, port: number, counters: ListenerCounters, deps: ChainDeps, inbound: boolean): Chain {
   const match = compileChainMatch(fc.filterChainMatch, `${field}.filter_chain_match`);
   const name = fc.name || field;
   const transport = fc.transportSocket ? compileDownstreamTransport(fc.transportSocket, `${field}.transport_socket`, counters.address, deps) : undefined;
   if (fc.filters.length === 0) throw new ConfigError(`${field}.filters`, 'at least one network filter is required');
   const last = fc.filters.length - 1;
-  const ctxOf = (i: number): NetworkFilterContext => ({ name, match, field: `filters[${i}].typed_config`, listenerPort: port, counters, deps });
+  const ctxOf = (i: number): NetworkFilterContext => ({ name, match, field: `filters[${i}].typed_config`, listenerPort: port, inbound, counters, deps });
   const configOf = (i: number): Any => {
     const c = fc.filters[i]!.configType;
     if (c.case !== 'typedConfig') throw new ConfigError(`${field}.filters[${i}]`, 'typed_config is required');

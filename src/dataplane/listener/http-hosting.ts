@@ -19,6 +19,7 @@ import { isH2cUpgrade, serveH2cAsHttp1 } from '../request-guards.js';
 import { sniffH2Preface } from './sniffers.js';
 import { DownstreamConnections, limitSession } from './downstream-limits.js';
 import { http1ServerTimeouts, StreamTimeouts, type SessionStreams } from './stream-timeouts.js';
+import { localNode } from '../telemetry/workload-metadata.js';
 
 const log = scope('conn_handler');
 
@@ -233,6 +234,9 @@ function filterSamples(prefix: string, f: FilterStats): StatSample[] {
   });
 }
 
+/** A proxy without a node (a unit test's listener manager): empty labels. */
+const NO_NODE = localNode('', '', {});
+
 registerNetworkFilter({
   schema: HttpConnectionManagerSchema,
   build: (hcm, ctx) => {
@@ -243,6 +247,7 @@ registerNetworkFilter({
       listenerPort: ctx.listenerPort,
       counter: (stat) => ctx.deps.stats.counter(statName('http', stat, { name: 'envoy_http_conn_manager_prefix', value: hcm.statPrefix })),
       stats: ctx.deps.stats,
+      telemetry: { node: ctx.deps.node ?? NO_NODE, inbound: ctx.inbound, stats: ctx.deps.stats },
     });
     return new HttpChain(ctx.name, ctx.match, handler, ctx.counters, ctx.deps.stats);
   },

@@ -13,6 +13,8 @@ import type { RouteTable } from '../route-table.js';
 import type { StatSample, StatsStore } from '../stats.js';
 import type { SecretManager } from '../tls/secrets.js';
 import type { Chain, ListenerCounters } from './chain.js';
+import type { LocalNode } from '../telemetry/workload-metadata.js';
+import type { StreamInfo } from '../access-log/record.js';
 
 /** What the compiled chains of a listener reach: upstreams, route tables, stats. */
 export interface ChainDeps {
@@ -23,6 +25,8 @@ export interface ChainDeps {
   readonly stats: StatsStore;
   /** The proxy's secrets, for the chains' TLS transport sockets. */
   readonly secrets?: SecretManager;
+  /** This proxy's node, for the telemetry filters (the standard metrics' own labels, the metadata exchange). */
+  readonly node?: LocalNode;
 }
 
 /** One filter chain being compiled. */
@@ -32,6 +36,8 @@ export interface NetworkFilterContext {
   /** Path of the filter's typed_config, for ConfigErrors. */
   readonly field: string;
   readonly listenerPort: number;
+  /** The listener's traffic_direction is INBOUND. */
+  readonly inbound: boolean;
   readonly counters: ListenerCounters;
   readonly deps: ChainDeps;
 }
@@ -71,6 +77,18 @@ export interface ConnectionGate {
   admit(socket: Socket): string | undefined;
   /** The gate's counters, for /stats. */
   samples(): StatSample[];
+  /** A filter that watches the chain's admitted connections (the stats filter): one watch per connection. */
+  watch?(info: StreamInfo): ConnectionWatch;
+}
+
+/** What a watching filter is told of one tcp_proxy connection: its record carries cluster, flags and bytes. */
+export interface ConnectionWatch {
+  /** The upstream connection is up. */
+  connected(): void;
+  /** Every reportIntervalMs while open: the bytes so far. */
+  report(): void;
+  closed(): void;
+  readonly reportIntervalMs: number;
 }
 
 export type ConnectionGateFilter<Desc extends DescMessage = DescMessage> = NetworkFilterFactory<ConnectionGate, Desc>;

@@ -13,7 +13,7 @@ import { connectionDestination } from '../original-dst.js';
 import { originalSrcOf } from '../original-src.js';
 import { statName, type StatCounter, type StatsStore } from '../stats.js';
 import { Chain } from './chain.js';
-import { registerNetworkFilter } from './network-filters.js';
+import { registerNetworkFilter, type ConnectionWatch } from './network-filters.js';
 import { compileTunnel, openTunnel, TUNNEL_READY, type TunnelSpec } from './tcp-tunnel.js';
 import { ResponseFlag } from '../../envoy/response-flags.js';
 import { compileAccessLogs, type AccessLogs } from '../access-log/access-logs.js';
@@ -40,9 +40,8 @@ function compileTcpAccessLogs(tp: TcpProxy): TcpAccessLogs | undefined {
   return { logs, flushIntervalMs: timerMs(o ? o.accessLogFlushInterval : tp.accessLogFlushInterval, 0), onConnected: o ? o.flushAccessLogOnConnected : tp.flushAccessLogOnConnected };
 }
 
-/** Writes the connection's line now; at the close, with its end. */
-function logConnection(a: TcpAccessLogs, info: StreamInfo, down: Socket, end = false): void {
-  if (end) info.ended();
+/** Writes the connection's line now. */
+function logConnection(a: TcpAccessLogs, info: StreamInfo, down: Socket): void {
   readConnectionBytes(info, down);
   a.logs.log(info);
 }
@@ -89,6 +88,8 @@ class TcpChain extends Chain {
   /** tunneling_config: the bytes go through an HTTP tunnel (tcp-tunnel.ts). */
   private readonly tunnel: TunnelSpec | undefined;
   private readonly accessLogs: TcpAccessLogs | undefined;
+  /** The watches of each open connection's record. */
+  private readonly watches = new WeakMap<StreamInfo, ConnectionWatch[]>();
 
   constructor(
     name: string,
@@ -114,15 +115,27 @@ class TcpChain extends Chain {
     this.accessLogs = compileTcpAccessLogs(tp);
   }
 
-  /** The connection's record, logged at its close (and as access_log_options asks), when the filter has access logs. */
+  /**
+   * The connection's record, when the filter has access logs or a gate watches its connections
+   * (the stats filter): logged at its close (and as access_log_options asks), reported to the watches.
+   */
   private logged(down: Socket, addresses: { source: Address; destination: Address }): StreamInfo | undefined {
     const a = this.accessLogs;
-    if (!a) return undefined;
+    const watching = this.gates.filter((g) => g.watch);
+    if (!a && watching.length === 0) return undefined;
     const info = connectionInfo(down, addresses.source, addresses.destination);
-    const periodic = a.flushIntervalMs > 0 ? setInterval(() => logConnection(a, info, down), a.flushIntervalMs) : undefined;
+    const watches = watching.map((g) => g.watch!(info));
+    this.watches.set(info, watches);
+    const timers = [
+      ...(a && a.flushIntervalMs > 0 ? [setInterval(() => logConnection(a, info, down), a.flushIntervalMs)] : []),
+      ...watches.filter((w) => w.reportIntervalMs > 0).map((w) => setInterval(() => (readConnectionBytes(info, down), w.report()), w.reportIntervalMs)),
+    ];
     down.once('close', () => {
-      clearInterval(periodic);
-      logConnection(a, info, down, true);
+      timers.forEach(clearInterval);
+      info.ended();
+      readConnectionBytes(info, down);
+      for (const w of watches) w.closed();
+      if (a) a.logs.log(info);
     });
     return info;
   }
@@ -175,6 +188,7 @@ class TcpChain extends Chain {
       cluster.report?.(endpoint, 'connected');
       if (info) {
         info.upstreamConnection(up as Partial<Socket>);
+        for (const w of this.watches.get(info) ?? []) w.connected();
         if (this.accessLogs?.onConnected) logConnection(this.accessLogs, info, down);
       }
       down.pipe(up);
