@@ -150,7 +150,7 @@ function startGatewayAgent(dir: string, ports: LocalMeshPorts, sidecarConfig: Re
   return program('pilot-agent', ['proxy', 'router'], {
     cwd: dir,
     ...(sink ? { sink } : {}),
-    env: { POD_NAME: 'ingressgateway-1', POD_NAMESPACE: 'mesh-system', INSTANCE_IP: '127.0.0.2', SERVICE_ACCOUNT: 'ingressgateway', PROXY_CONFIG: JSON.stringify(proxyConfig), ...secureEnv },
+    env: { POD_NAME: 'ingressgateway-1', POD_NAMESPACE: 'mesh-system', INSTANCE_IP: '127.0.0.2', SERVICE_ACCOUNT: 'ingressgateway', MESH_META_WORKLOAD_NAME: 'ingressgateway', PROXY_CONFIG: JSON.stringify(proxyConfig), ...secureEnv },
   });
 }
 
@@ -160,12 +160,12 @@ function startGatewayAgent(dir: string, ports: LocalMeshPorts, sidecarConfig: Re
  */
 function startClientAgent(dir: string, ports: LocalMeshPorts, sidecarConfig: Record<string, unknown>, secureEnv: NodeJS.ProcessEnv, sink: string[] | undefined): ChildProcess {
   mkdirSync(join(dir, 'etc', 'mesh', 'pod'), { recursive: true });
-  writeFileSync(join(dir, 'etc', 'mesh', 'pod', 'labels'), 'app="sleep"\n');
+  writeFileSync(join(dir, 'etc', 'mesh', 'pod', 'labels'), 'app="sleep"\nversion="v1"\n');
   const proxyConfig = { ...sidecarConfig, proxyAdminPort: ports.clientAdmin, statusPort: ports.clientStatus, metricsPort: 0, configPath: join(dir, 'proxy') };
   return program('pilot-agent', ['proxy'], {
     cwd: dir,
     ...(sink ? { sink } : {}),
-    env: { POD_NAME: 'sleep-1', POD_NAMESPACE: 'sleep', INSTANCE_IP: '127.0.0.2', SERVICE_ACCOUNT: 'sleep', PROXY_CONFIG: JSON.stringify(proxyConfig), ...secureEnv },
+    env: { POD_NAME: 'sleep-1', POD_NAMESPACE: 'sleep', INSTANCE_IP: '127.0.0.2', SERVICE_ACCOUNT: 'sleep', MESH_META_WORKLOAD_NAME: 'sleep', PROXY_CONFIG: JSON.stringify(proxyConfig), ...secureEnv },
   });
 }
 
@@ -216,7 +216,7 @@ export async function startLocalMesh(opts: LocalMeshOptions): Promise<LocalMesh>
   };
   const agentDir = join(state, 'agent');
   mkdirSync(join(agentDir, 'etc', 'mesh', 'pod'), { recursive: true });
-  writeFileSync(join(agentDir, 'etc', 'mesh', 'pod', 'labels'), 'app="httpbin"\n');
+  writeFileSync(join(agentDir, 'etc', 'mesh', 'pod', 'labels'), 'app="httpbin"\nversion="v1"\n');
   const proxyConfig = {
     discoveryAddress: opts.secure ? `localhost:${ports.secureGrpc}` : `127.0.0.1:${ports.grpc}`,
     proxyAdminPort: ports.admin,
@@ -247,7 +247,7 @@ export async function startLocalMesh(opts: LocalMeshOptions): Promise<LocalMesh>
     agent = program('pilot-agent', ['proxy'], {
       cwd: agentDir,
       ...(sink ? { sink } : {}),
-      env: { POD_NAME: 'httpbin-1', POD_NAMESPACE: 'default', INSTANCE_IP: '127.0.0.1', SERVICE_ACCOUNT: 'httpbin', PROXY_CONFIG: JSON.stringify({ ...proxyConfig, ...(healthChecked ? { readinessProbe: HTTPBIN_PROBE(ports.app) } : {}) }), ...(healthChecked ? { MESH_META_WORKLOAD_ENTRY: 'httpbin-1' } : {}), ...secureEnv },
+      env: { POD_NAME: 'httpbin-1', POD_NAMESPACE: 'default', INSTANCE_IP: '127.0.0.1', SERVICE_ACCOUNT: 'httpbin', MESH_META_WORKLOAD_NAME: 'httpbin', PROXY_CONFIG: JSON.stringify({ ...proxyConfig, ...(healthChecked ? { readinessProbe: HTTPBIN_PROBE(ports.app) } : {}) }), ...(healthChecked ? { MESH_META_WORKLOAD_ENTRY: 'httpbin-1' } : {}), ...secureEnv },
     });
     await untilReady(`http://127.0.0.1:${ports.status}/healthz/ready`, agent, 'pilot-agent');
     // The others start once httpbin is among the endpoints: their first requests find it.
@@ -352,6 +352,11 @@ function instructions(mesh: LocalMesh): string {
           '',
         ]
       : []),
+    'Standard metrics (istio_requests_total and the rest, labelled by both sidecars of each request):',
+    `  curl -s http://127.0.0.1:${p.metrics}/stats/prometheus | grep '^istio_requests_total'   (httpbin: reporter="destination")`,
+    ...(mesh.clientAgent ? [`  curl -s http://127.0.0.1:${p.clientAdmin}/stats/prometheus | grep '^istio_requests_total'   (sleep: reporter="source")`] : []),
+    `  Telemetry: a request_method label, no response_flags: cp samples/telemetry/metrics-tags.yaml ${mesh.configDir}/`,
+    '',
     `Policies: copy a file from samples/policies into ${mesh.configDir}; it applies when saved.`,
     `  cp samples/policies/02-allow-alice.yaml ${mesh.configDir}/`,
     'Ctrl-C stops everything.',

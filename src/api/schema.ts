@@ -4,7 +4,7 @@
 // consumers read the same thing.
 
 import type { Kind } from './types.js';
-import { AUTHZ_ACTIONS, CAPTURE_MODES, MTLS_MODES, OUTBOUND_MODES, SE_LOCATIONS, SE_RESOLUTIONS, WORKLOAD_MODES } from './types.js';
+import { AUTHZ_ACTIONS, CAPTURE_MODES, MTLS_MODES, OUTBOUND_MODES, SE_LOCATIONS, SE_RESOLUTIONS, STANDARD_METRICS, TAG_OPERATIONS, WORKLOAD_MODES } from './types.js';
 
 export interface Schema {
   type: 'object' | 'array' | 'string' | 'integer' | 'boolean' | 'number';
@@ -228,8 +228,20 @@ export const SPEC_SCHEMAS: Readonly<Record<Kind, Schema>> = {
         filter: obj({ expression: str() }),
       }),
     ),
+    metrics: list(
+      obj({
+        providers: list(obj({ name: nonEmptyStr() }, ['name'])),
+        overrides: list(
+          obj({
+            match: obj({ metric: oneOf(STANDARD_METRICS), customMetric: nonEmptyStr('a metric that is not a standard one, by its name'), mode: oneOf(WORKLOAD_MODES) }),
+            disabled: bool(),
+            tagOverrides: map(obj({ operation: oneOf(TAG_OPERATIONS), value: str("the tag's value: an attribute expression such as request.headers['x-user']") })),
+          }),
+        ),
+        reportingInterval: str('how often long TCP connections report, a duration such as 15s'),
+      }),
+    ),
     // Not effective yet: accepted and reported (model/telemetry.ts), so a resource written for the Go mesh still loads.
-    metrics: list(opaque()),
     tracing: list(opaque()),
   }),
 };

@@ -28,6 +28,7 @@ import { destinationRuleBalancer } from './load-balancer.js';
 import { destinationRuleLevelSettings } from './rule-level-settings.js';
 import { destinationRuleTunnel } from './tunnel.js';
 import { serverTls } from './server-tls.js';
+import { telemetryMetrics } from './telemetry-metrics.js';
 
 type Check = (value: string) => string | undefined;
 
@@ -401,6 +402,7 @@ function gateway(spec: Fields, path: string, out: Findings): void {
 function telemetry(spec: Fields, path: string, out: Findings): void {
   out.labels(asRecord(spec['selector'])?.['matchLabels'], `${path}.selector.matchLabels`);
   if (spec['selector'] !== undefined && asArray(spec['targetRefs']).length > 0) out.add(`${path}.targetRefs`, 'only one of targetRefs or selector can be set');
+  telemetryMetrics(spec, path, (p, m) => out.add(p, m));
 }
 
 const RULES: Readonly<Record<Kind, (spec: Fields, path: string, out: Findings) => void>> = {

@@ -290,7 +290,7 @@ export interface GatewaySpec {
   servers?: GatewayServer[];
 }
 
-/** Telemetry `accessLogging[].match.mode`: CLIENT = outbound listeners and gateways, SERVER = inbound. */
+/** Telemetry `accessLogging[].match.mode`, `metrics[].overrides[].match.mode`: CLIENT = outbound listeners and gateways, SERVER = inbound. */
 export const WORKLOAD_MODES = ['CLIENT', 'SERVER', 'CLIENT_AND_SERVER'] as const;
 export type WorkloadMode = (typeof WORKLOAD_MODES)[number];
 
@@ -301,12 +301,38 @@ export interface TelemetryAccessLogging {
   filter?: { expression?: string };
 }
 
+/** Telemetry `metrics[].overrides[].match.metric`: the standard metrics (ALL_METRICS: every one). */
+export const STANDARD_METRICS = ['ALL_METRICS', 'REQUEST_COUNT', 'REQUEST_DURATION', 'REQUEST_SIZE', 'RESPONSE_SIZE', 'TCP_OPENED_CONNECTIONS', 'TCP_CLOSED_CONNECTIONS', 'TCP_SENT_BYTES', 'TCP_RECEIVED_BYTES', 'GRPC_REQUEST_MESSAGES', 'GRPC_RESPONSE_MESSAGES'] as const;
+export type StandardMetric = (typeof STANDARD_METRICS)[number];
+export const TAG_OPERATIONS = ['UPSERT', 'REMOVE'] as const;
+
+/** A tag added or changed (UPSERT, the default: `value` is an attribute expression) or removed. */
+export interface TagOverride {
+  operation?: (typeof TAG_OPERATIONS)[number];
+  value?: string;
+}
+
+export interface MetricsOverride {
+  /** One of `metric` and `customMetric`; neither: every standard metric. */
+  match?: { metric?: StandardMetric; customMetric?: string; mode?: WorkloadMode };
+  /** Unset leaves what a weaker Telemetry said. */
+  disabled?: boolean;
+  tagOverrides?: Record<string, TagOverride>;
+}
+
+export interface TelemetryMetrics {
+  providers?: { name: string }[];
+  overrides?: MetricsOverride[];
+  /** A duration (`15s`): how often long TCP connections report. */
+  reportingInterval?: string;
+}
+
 export interface TelemetrySpec {
   selector?: { matchLabels?: Record<string, string> };
   targetRefs?: OpaqueObject[];
   accessLogging?: TelemetryAccessLogging[];
+  metrics?: TelemetryMetrics[];
   /** Accepted, not effective yet (reported when read). */
-  metrics?: OpaqueObject[];
   tracing?: OpaqueObject[];
 }
 

@@ -45,6 +45,7 @@ export function meshGeneratorOptions(opts: DiscoveryOptions, settings: Discovery
     ...(opts.h2Upgrade ? { h2Upgrade: true } : {}),
     ...(opts.tcpKeepalive ? { tcpKeepalive: opts.tcpKeepalive } : {}),
     accessLogging: { ...(opts.accessLog ? { mesh: opts.accessLog } : {}), providers: src.telemetryProviders },
+    metrics: src.telemetryProviders,
     ...(meshTraffic.connectTimeout !== undefined ? { connectTimeout: meshTraffic.connectTimeout } : {}),
     ...(meshTraffic.defaultHttpRetryPolicy ? { defaultHttpRetryPolicy: meshTraffic.defaultHttpRetryPolicy } : {}),
     mtls: src.mtls,

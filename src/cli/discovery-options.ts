@@ -49,7 +49,7 @@ export interface DiscoveryOptions {
   tcpKeepalive?: TcpKeepaliveSettings;
   /** Mesh config accessLogFile and its format; unset: no access logs but those Telemetries configure. */
   accessLog?: MeshAccessLog;
-  /** Mesh config extensionProviders' access loggers and defaultProviders.accessLogging, for Telemetry resources; default the built-in `envoy`. */
+  /** Mesh config extensionProviders and defaultProviders for Telemetry resources (access loggers, metrics); default the built-in `envoy` and `prometheus`, metrics on. */
   telemetryProviders?: TelemetryProviders;
   /** Mesh config rootNamespace: mesh-wide policies, Sidecar and rules; default mesh-system. */
   rootNamespace?: string;

@@ -27,3 +27,7 @@ export const ALPN_FILTER_NAME = 'mesh.alpn';
 export const FAULT_FILTER_NAME = 'envoy.filters.http.fault';
 /** HTTP filter of VirtualService CORS policies (per-route config under the same name). */
 export const CORS_FILTER_NAME = 'envoy.filters.http.cors';
+/** The stats filter, HTTP and network (the Go mesh's `istio.stats`). */
+export const STATS_FILTER_NAME = 'mesh.stats';
+/** The peer metadata HTTP filter (the Go mesh's `istio.metadata_exchange`). */
+export const METADATA_EXCHANGE_FILTER_NAME = 'mesh.metadata_exchange';

@@ -1,10 +1,10 @@
 // Mesh config `extensionProviders`: the external authorizers a CUSTOM AuthorizationPolicy names
 // (`provider.name`). Read purely from the parsed YAML; every error names the provider's index, the
 // field and what is expected, so a bad mesh config stops the program instead of half-applying.
-// Provider kinds other than the two ext_authz ones and the access loggers are accepted and reported as not effective.
+// Provider kinds other than the two ext_authz ones, the access loggers and prometheus are accepted and reported as not effective.
 import { StatusCode } from '../gen/envoy/type/v3/http_status_pb.js';
 import { DurationError, parseDuration, toMillis } from '../common/duration.js';
-import { LOGGING_KINDS } from './telemetry-providers.js';
+import { TELEMETRY_KINDS } from './telemetry-providers.js';
 
 /** includeRequestBodyInCheck: Envoy's ext_authz BufferSettings. */
 export interface RequestBodyInCheck {
@@ -224,8 +224,8 @@ export function parseExtensionProviders(value: unknown, field = 'extensionProvid
       // mesh-proxy neither buffers the body for the authorizer nor adds headers to a successful response yet.
       if (p.includeRequestBodyInCheck) notEffective.push(`${name}: includeRequestBodyInCheck (the authorizer gets no body)`);
     } else if (OTHER_KINDS.includes(kind)) {
-      // The logging kinds are the Telemetry API's (telemetry-providers.ts), which reports its own.
-      if (!LOGGING_KINDS.has(kind)) notEffective.push(`${name} (${kind})`);
+      // The logging kinds and prometheus are the Telemetry API's (telemetry-providers.ts), which reports its own.
+      if (!TELEMETRY_KINDS.has(kind)) notEffective.push(`${name} (${kind})`);
     } else {
       throw new ExtensionProviderError(`${at}: unknown provider kind ${JSON.stringify(kind)} (expected envoyExtAuthzHttp, envoyExtAuthzGrpc, ${OTHER_KINDS.join(', ')})`);
     }

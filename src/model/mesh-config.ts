@@ -43,7 +43,7 @@ export interface MeshConfig {
   readonly tcpKeepalive?: TcpKeepaliveSettings;
   /** `accessLogFile` and its format: every proxy's access logs; unset: none. */
   readonly accessLog?: MeshAccessLog;
-  /** The access log providers Telemetry resources name, and `defaultProviders.accessLogging`. */
+  /** The providers Telemetry resources name (access loggers, metrics), and `defaultProviders.accessLogging`/`metrics`. */
   readonly telemetryProviders: TelemetryProviders;
   /** `rootNamespace` (default mesh-system): the namespace whose policies, Sidecar and rules apply mesh-wide. */
   readonly rootNamespace: string;

@@ -55,7 +55,7 @@ export interface PushContextOptions {
   readonly outboundTrafficPolicy?: OutboundTrafficMode;
   /** Mesh config default*ExportTo: the visibility of services, VirtualServices and DestinationRules that set no exportTo; default all namespaces. */
   readonly exportDefaults?: ExportDefaults;
-  /** Mesh config extensionProviders' access loggers: what Telemetry resources may name; default the built-in `envoy` only. */
+  /** Mesh config extensionProviders for the Telemetry API: what Telemetry resources may name; default the built-ins (`envoy`, `prometheus`, `stackdriver`). */
   readonly telemetryProviders?: TelemetryProviders;
 }
 
@@ -193,6 +193,11 @@ export class PushContext {
   serviceForHost(hostname: string, ns: string): Service | undefined {
     const candidates = (this.servicesByHost.get(hostname) ?? []).filter((s) => visibleTo(s, ns, this.serviceExportTo));
     return candidates.find((s) => s.namespace === ns) ?? candidates[0];
+  }
+
+  /** The service an instance belongs to (the registry's, whatever its visibility). */
+  serviceOf(instance: Pick<ServiceInstance, 'hostname' | 'namespace'>): Service | undefined {
+    return (this.servicesByHost.get(instance.hostname) ?? []).find((s) => s.namespace === instance.namespace);
   }
 
   /** Instances of a service on one service port, or on every port when `port` is absent. */

@@ -6,6 +6,7 @@
 import type { Telemetry, TelemetryAccessLogging, WorkloadMode } from '../api/types.js';
 import { formatKey, keyOf } from '../api/types.js';
 import { labelsMatch } from './selection.js';
+import { metricsWarnings } from './telemetry-metrics.js';
 import type { AccessLogProvider, FileAccessLogProvider, TelemetryProviders } from './telemetry-providers.js';
 
 /** CLIENT: outbound listeners and gateways (the Go mesh's workloadMode); SERVER: inbound listeners. */
@@ -102,14 +103,13 @@ export function telemetryFileLoggers(telemetries: readonly Telemetry[], provider
 
 /**
  * What a user must hear about a Telemetry when it is read: fields and providers without effect,
- * names no provider has. Filters are dropped, not the logger: an unfiltered log is noisy but
+ * names no provider has (for metrics, metricsWarnings). Filters are dropped, not the logger: an unfiltered log is noisy but
  * loses nothing, where dropping the logger would hide the very requests the filter was for.
  */
 export function telemetryWarnings(t: Telemetry, providers: TelemetryProviders): string[] {
   const at = formatKey(keyOf(t));
   const out: string[] = [];
   if (hasTargetRefs(t)) out.push(`${at}: spec.targetRefs is not effective (it attaches to Kubernetes Gateways and waypoints, which this mesh has not); the resource applies to no proxy`);
-  if (t.spec.metrics?.length) out.push(`${at}: spec.metrics is not effective yet`);
   if (t.spec.tracing?.length) out.push(`${at}: spec.tracing is not effective yet`);
   (t.spec.accessLogging ?? []).forEach((entry, i) => {
     const field = `spec.accessLogging[${i}]`;
@@ -122,5 +122,6 @@ export function telemetryWarnings(t: Telemetry, providers: TelemetryProviders): 
       else if (p.kind !== 'envoyFileAccessLog') out.push(`${at}: ${field}.providers[${j}]: provider ${JSON.stringify(ref.name)} (${p.kind}) is not effective: only envoyFileAccessLog providers log`);
     });
   });
+  out.push(...metricsWarnings(at, t.spec.metrics ?? [], providers));
   return out;
 }

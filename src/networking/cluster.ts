@@ -11,6 +11,7 @@ import { BLACKHOLE_CLUSTER, inboundClusterName, outboundClusterName, PASSTHROUGH
 import { circuitBreakers, clusterPolicy, commonHttpOptions, connectionPool, type ConnectionPoolSettings, passesThrough, tcpKeepaliveOptions, upgradesToH2, type TcpKeepaliveSettings, type TrafficPolicy } from './traffic-policy.js';
 import { meshMtlsFields, type ClusterMtls } from './outbound-mtls.js';
 import { withUpstreamProxyProtocol } from './proxy-protocol.js';
+import { servicesMetadata, telemetryService, type TelemetryService } from './telemetry-metadata.js';
 
 export interface ClusterOptions {
   /** Seconds (the mesh config's connectTimeout); 10 unless set; a DestinationRule's wins. */
@@ -103,7 +104,9 @@ export function buildOutboundCluster(
 ): Cluster {
   const name = opts.name ?? outboundClusterName(port.port, service.hostname, traffic.subset);
   const transport = withUpstreamProxyProtocol({ ...clusterPolicy(traffic.policy, service.hostname, opts), ...meshMtlsFields(service, port, traffic.subset, traffic.policy, traffic.mtls) }, traffic.policy.proxyProtocol);
-  const proto = { ...protocolOptions(port.protocol, traffic.policy, opts.gateway !== true), ...tcpKeepaliveOptions(opts.tcpKeepalive, traffic.policy), ...transport };
+  // The service for the stats filter's destination labels; proxyless clients have no stats filter (nor does the Go mesh give them the metadata).
+  const metadata = opts.proxyless ? {} : servicesMetadata([telemetryService(service)]);
+  const proto = { ...protocolOptions(port.protocol, traffic.policy, opts.gateway !== true), ...tcpKeepaliveOptions(opts.tcpKeepalive, traffic.policy), ...transport, ...metadata };
   if (service.resolution === 'NONE' || passesThrough(traffic.policy)) {
     // The original destination is the only choice: a rule's balancer cannot apply.
     return cluster(name, Cluster_DiscoveryType.ORIGINAL_DST, opts, { ...proto, lbPolicy: Cluster_LbPolicy.CLUSTER_PROVIDED, lbConfig: { case: undefined } });
@@ -129,13 +132,14 @@ export function buildOutboundCluster(
  * `inbound|<port>||`: STATIC, to the application at `address:targetPort` (usually 127.0.0.1), or,
  * without a target, ORIGINAL_DST: to the connection's own destination (the pod's address). `pool`:
  * its connection pool (inbound.ts), applied as the Go mesh applies one to an inbound cluster:
- * limits, timeouts, keepalive and useClientProtocol, never an h2 upgrade.
+ * limits, timeouts, keepalive and useClientProtocol, never an h2 upgrade. `services`: the services
+ * the workload serves on the port (inbound.ts), in the metadata the stats filter reads.
  */
-export function buildInboundCluster(port: number, target: { address: string; port: number } | undefined, protocol: Protocol, opts: ClusterOptions = {}, pool?: ConnectionPoolSettings): Cluster {
+export function buildInboundCluster(port: number, target: { address: string; port: number } | undefined, protocol: Protocol, opts: ClusterOptions = {}, pool?: ConnectionPoolSettings, services: readonly TelemetryService[] = []): Cluster {
   const name = inboundClusterName(port);
   const http = pool?.http ? { ...pool.http, h2UpgradePolicy: undefined } : undefined;
   const policy = pool ? { connectionPool: { ...pool, ...(http ? { http } : {}) } } : undefined;
-  const common = { ...protocolOptions(protocol, policy, true), ...tcpKeepaliveOptions(opts.tcpKeepalive, policy), ...connectionPool(pool) };
+  const common = { ...protocolOptions(protocol, policy, true), ...tcpKeepaliveOptions(opts.tcpKeepalive, policy), ...connectionPool(pool), ...servicesMetadata(services) };
   if (!target) return cluster(name, Cluster_DiscoveryType.ORIGINAL_DST, opts, { lbPolicy: Cluster_LbPolicy.CLUSTER_PROVIDED, ...common });
   return cluster(name, Cluster_DiscoveryType.STATIC, opts, {
     loadAssignment: buildLoadAssignment(name, [{ address: target.address, port: target.port, locality: { region: '', zone: '', subZone: '' }, weight: 1 }]),

@@ -16,6 +16,7 @@ import type { EndpointInput } from './endpoint.js';
 import { MESH_TLS_MODE, TLS_MODE_LABEL } from './outbound-mtls.js';
 import { tcpProxyFilter } from './common.js';
 import type { AccessLogs } from './access-log.js';
+import { withTcpTelemetry, type ListenerTelemetry } from './telemetry-filters.js';
 
 type ChainInit = Exclude<MessageInitShape<typeof FilterChainSchema>, { $typeName: string }>;
 
@@ -45,16 +46,16 @@ export function sniTargetsFor(serverHosts: readonly string[], targets: readonly 
  * The chains of an AUTO_PASSTHROUGH server: per target, its port's own cluster then each subset,
  * each matched by the cluster name as SNI and the mesh mTLS ALPNs. A name already claimed on the
  * listener (another server covering the same host) is not repeated: Envoy refuses two chains with
- * one match.
+ * one match. No security filters (as the Go mesh), the gateway's stats filters.
  */
-export function autoPassthroughChains(serverHosts: readonly string[], targets: readonly SniTarget[], claimed: Set<string>, logs?: AccessLogs): ChainInit[] {
+export function autoPassthroughChains(serverHosts: readonly string[], targets: readonly SniTarget[], claimed: Set<string>, logs?: AccessLogs, telemetry?: ListenerTelemetry): ChainInit[] {
   const chains: ChainInit[] = [];
   for (const t of sniTargetsFor(serverHosts, targets)) {
     for (const subset of ['', ...t.subsets]) {
       const name = sniDnatClusterName(t.port.port, t.service.hostname, subset);
       if (claimed.has(name)) continue;
       claimed.add(name);
-      chains.push({ name, filterChainMatch: { serverNames: [name], applicationProtocols: [...ALL_MESH_ALPNS] }, filters: [tcpProxyFilter(name, undefined, '', logs)] });
+      chains.push({ name, filterChainMatch: { serverNames: [name], applicationProtocols: [...ALL_MESH_ALPNS] }, filters: withTcpTelemetry(telemetry, [], tcpProxyFilter(name, undefined, '', logs)) });
     }
   }
   return chains;

@@ -23,6 +23,7 @@ import { EDGE_HCM, hcmFilter, routeConfiguredFilters, socketAddress, tcpProxyTim
 import { autoPassthroughChains, type SniTarget } from './gateway-sni.js';
 import { gatewayTransportSocket } from './gateway-tls.js';
 import { accessLogField, type AccessLogs } from './access-log.js';
+import { withHttpTelemetry, withTcpTelemetry, type ListenerTelemetry } from './telemetry-filters.js';
 import type { Destination } from './http-route.js';
 import { listenerName, WILDCARD_ADDRESS } from './names.js';
 import { destinationResolver } from './route.js';
@@ -50,6 +51,8 @@ export interface GatewayListenerOptions {
   readonly tcpPolicies?: (hostname: string) => TcpProxyPolicy | undefined;
   /** The mesh config's access logs (access-log.ts); unset: none. */
   readonly accessLogs?: AccessLogs;
+  /** The gateway class's metadata exchange and stats filters (telemetry-filters.ts); unset: none. */
+  readonly telemetry?: ListenerTelemetry;
 }
 
 /** An L4 route of a VirtualService (`tcp[]`, `tls[]`), the fields read here. */
@@ -59,10 +62,10 @@ interface L4Route {
 }
 
 function httpFilter(statPrefix: string, routeName: string, opts: GatewayListenerOptions): Filter {
-  return hcmFilter(statPrefix, { rds: routeName }, [...(opts.httpFilters ?? []), alpnFilter(), ...routeConfiguredFilters()], opts.pathNormalization, { ...EDGE_HCM, ...accessLogField(opts.accessLogs, 'http') });
+  return hcmFilter(statPrefix, { rds: routeName }, withHttpTelemetry(opts.telemetry, [...(opts.httpFilters ?? []), alpnFilter(), ...routeConfiguredFilters()]), opts.pathNormalization, { ...EDGE_HCM, ...accessLogField(opts.accessLogs, 'http') });
 }
 
-/** The workload's network filters (the policies selecting the gateway), then the route's tcp_proxy. */
+/** The workload's network filters (the policies selecting the gateway), the stats filters, then the route's tcp_proxy. */
 function tcpProxy(route: L4Route, v: GatewayVirtualService, port: number, opts: GatewayListenerOptions): Filter[] {
   const resolve = destinationResolver(v.vs.metadata.namespace, port, opts);
   const dests = (route.route ?? []).map((d) => ({ name: resolve(d.destination).cluster, weight: d.weight ?? 0 }));
@@ -83,7 +86,7 @@ function tcpProxy(route: L4Route, v: GatewayVirtualService, port: number, opts: 
       }),
     },
   });
-  return [...(opts.networkFilters ?? []), proxy];
+  return withTcpTelemetry(opts.telemetry, opts.networkFilters ?? [], proxy);
 }
 
 /** Whether a VirtualService's hosts meet the server's (`ns/host` entries only for its own namespace). */
@@ -151,7 +154,7 @@ function serverChains(mp: MergedPort, name: string, claimed: Set<string>, opts: 
     if (terminatesHttps(s)) {
       return [{ name: s.routeName, filterChainMatch: serverNames(sniHosts(s)), transportSocket: gatewayTransportSocket(s.tls!), filters: [httpFilter(s.server.name || `outbound_${name}`, s.routeName, opts)] }];
     }
-    if (s.tls?.mode === 'AUTO_PASSTHROUGH') return autoPassthroughChains(sniHosts(s), opts.sniTargets ?? [], claimed, opts.accessLogs);
+    if (s.tls?.mode === 'AUTO_PASSTHROUGH') return autoPassthroughChains(sniHosts(s), opts.sniTargets ?? [], claimed, opts.accessLogs, opts.telemetry);
     if (isPassthrough(s.tls)) return passthroughChains(s, claimed, opts);
     const tcp = tcpRouteFilter(s, opts);
     if (!tcp) {

@@ -4,10 +4,11 @@ import { isIP } from 'node:net';
 import type { IngressListener } from '../api/types.js';
 import type { Proxy } from '../model/proxy.js';
 import type { PushContext } from '../model/push-context.js';
-import { portProtocol } from '../model/service.js';
+import { portProtocol, type ServiceInstance } from '../model/service.js';
 import type { InboundPort } from './listener.js';
 import { LOCALHOST, WILDCARD_ADDRESS } from './names.js';
 import { mergeTrafficPolicy, type ConnectionPoolSettings, type TrafficPolicy } from './traffic-policy.js';
+import { telemetryService, type TelemetryService } from './telemetry-metadata.js';
 
 export interface InboundPorts {
   readonly ports: InboundPort[];
@@ -46,7 +47,24 @@ function defaultTarget(proxy: Proxy, port: Omit<InboundPort, 'target'>, targetPo
 /** A pool as the API spells it (validated structurally): the same shape the translation reads. */
 const poolOf = (value: unknown): ConnectionPoolSettings | undefined => (value ? (value as ConnectionPoolSettings) : undefined);
 
-function fromIngress(ingress: readonly IngressListener[], proxy: Proxy, source: string, sidecarPool: ConnectionPoolSettings | undefined): InboundPorts {
+/**
+ * The services of an inbound cluster's metadata, as the Go mesh's addTelemetryMetadata: those of
+ * the instances on the port (the first one's service port only, each host once), none when the
+ * first one's service is outside the mesh.
+ */
+function portServices(instances: readonly ServiceInstance[], push: PushContext): Pick<InboundPort, 'services'> {
+  const first = instances[0];
+  const primary = first && push.serviceOf(first);
+  if (!first || !primary || primary.external) return {};
+  const out: TelemetryService[] = [];
+  for (const i of instances) {
+    const s = i.servicePort.port === first.servicePort.port ? push.serviceOf(i) : undefined;
+    if (s && !out.some((x) => x.host === s.hostname)) out.push(telemetryService(s));
+  }
+  return { services: out };
+}
+
+function fromIngress(ingress: readonly IngressListener[], proxy: Proxy, source: string, sidecarPool: ConnectionPoolSettings | undefined, push: PushContext): InboundPorts {
   const ports: InboundPort[] = [];
   const problems: string[] = [];
   const conflicts: string[] = [];
@@ -59,7 +77,10 @@ function fromIngress(ingress: readonly IngressListener[], proxy: Proxy, source: 
     seen.add(l.port.number);
     try {
       const pool = poolOf(l.connectionPool) ?? sidecarPool;
-      const port = { port: l.port.number, protocol: portProtocol(l.port), ...(l.bind ? { bind: l.bind } : {}), ...(l.captureMode ? { captureMode: l.captureMode } : {}), ...(pool ? { connectionPool: pool } : {}) };
+      // As the Go mesh's findOrCreateService: the service of an instance whose target port is the listener's.
+      const instance = push.proxyInstances(proxy).find((i) => i.endpointPort === l.port.number);
+      const services = instance ? portServices([instance], push) : {};
+      const port = { port: l.port.number, protocol: portProtocol(l.port), ...(l.bind ? { bind: l.bind } : {}), ...(l.captureMode ? { captureMode: l.captureMode } : {}), ...(pool ? { connectionPool: pool } : {}), ...services };
       const target = l.defaultEndpoint ? { target: parseDefaultEndpoint(l.defaultEndpoint, proxy) } : defaultTarget(proxy, port, l.port.targetPort ?? l.port.number);
       ports.push({ ...port, ...target });
     } catch (e) {
@@ -89,16 +110,21 @@ export function inboundPorts(proxy: Proxy, push: PushContext): InboundPorts {
   const sidecarPool = poolOf(scope.sidecar?.spec.inboundConnectionPool);
   if (scope.ingress.length > 0) {
     const s = scope.sidecar!;
-    return fromIngress(scope.ingress, proxy, `Sidecar/${s.metadata.namespace}/${s.metadata.name}`, sidecarPool);
+    return fromIngress(scope.ingress, proxy, `Sidecar/${s.metadata.namespace}/${s.metadata.name}`, sidecarPool, push);
   }
-  const byPort = new Map<number, InboundPort>();
+  const byPort = new Map<number, ServiceInstance[]>();
   for (const i of push.proxyInstances(proxy)) {
-    if (!byPort.has(i.endpointPort)) {
-      const rule = push.traffic.destinationRule(proxy, i.hostname, i.namespace, true)?.rule;
-      const pool = sidecarPool ?? mergeTrafficPolicy(rule?.spec.trafficPolicy as TrafficPolicy | undefined, undefined, i.servicePort.port).connectionPool;
-      const port = { port: i.endpointPort, protocol: i.servicePort.protocol, ...(pool ? { connectionPool: pool } : {}) };
-      byPort.set(i.endpointPort, { ...port, ...defaultTarget(proxy, port, i.endpointPort) });
-    }
+    const list = byPort.get(i.endpointPort);
+    if (list) list.push(i);
+    else byPort.set(i.endpointPort, [i]);
   }
-  return { ports: [...byPort.values()].sort((a, b) => a.port - b.port), problems: [], conflicts: [] };
+  // The first instance of a port decides its protocol and pool; all of them its services.
+  const ports = [...byPort.values()].map((instances): InboundPort => {
+    const i = instances[0]!;
+    const rule = push.traffic.destinationRule(proxy, i.hostname, i.namespace, true)?.rule;
+    const pool = sidecarPool ?? mergeTrafficPolicy(rule?.spec.trafficPolicy as TrafficPolicy | undefined, undefined, i.servicePort.port).connectionPool;
+    const port = { port: i.endpointPort, protocol: i.servicePort.protocol, ...(pool ? { connectionPool: pool } : {}), ...portServices(instances, push) };
+    return { ...port, ...defaultTarget(proxy, port, i.endpointPort) };
+  });
+  return { ports: ports.sort((a, b) => a.port - b.port), problems: [], conflicts: [] };
 }

@@ -34,6 +34,8 @@ import { needsTlsInspector, securedChains, tlsInspector, type ChainKind, type In
 import type { EffectiveMtlsMode } from '../security/mtls/peer-authentication.js';
 import { l4RouteChains, type FilterChainInit, type L4RouteContext } from './tcp-route.js';
 import type { ConnectionPoolSettings } from './traffic-policy.js';
+import type { TelemetryService } from './telemetry-metadata.js';
+import { withHttpTelemetry, withTcpTelemetry, type ListenerTelemetry } from './telemetry-filters.js';
 
 /** What http_inspector reports for plaintext HTTP. */
 const HTTP_APPLICATION_PROTOCOLS = ['http/1.0', 'http/1.1', 'h2c'];
@@ -59,6 +61,8 @@ export interface InboundPort {
   readonly mtls?: EffectiveMtlsMode;
   /** The inbound cluster's connection pool: the Sidecar's for the port, else its service's DestinationRule's (inbound.ts). */
   readonly connectionPool?: ConnectionPoolSettings;
+  /** The services served on the port, for the inbound cluster's metadata (telemetry-metadata.ts); absent: none known. */
+  readonly services?: readonly TelemetryService[];
 }
 
 export interface InboundOptions {
@@ -80,6 +84,8 @@ export interface InboundOptions {
   readonly acceptHttp10?: boolean;
   /** The mesh config's access logs (access-log.ts); unset: none. */
   readonly accessLogs?: AccessLogs;
+  /** The sidecar-inbound class's metadata exchange and stats filters (telemetry-filters.ts); unset: none. */
+  readonly telemetry?: ListenerTelemetry;
 }
 
 /**
@@ -98,13 +104,13 @@ function httpChain(p: InboundPort, opts: InboundOptions, matchPort: boolean, sni
       ...(matchPort ? { destinationPort: p.port } : {}),
       ...(sniffed ? { applicationProtocols: HTTP_APPLICATION_PROTOCOLS } : {}),
     },
-    filters: [hcmFilter(`inbound_${listenerName(WILDCARD_ADDRESS, p.port)}`, { inline: buildInboundRouteConfig(cluster, cluster) }, opts.httpFilters, opts.pathNormalization, { ...clientCertDetails(opts), ...http10Fields(opts.acceptHttp10), ...accessLogField(opts.accessLogs, 'http') })],
+    filters: [hcmFilter(`inbound_${listenerName(WILDCARD_ADDRESS, p.port)}`, { inline: buildInboundRouteConfig(cluster, cluster) }, withHttpTelemetry(opts.telemetry, opts.httpFilters ?? []), opts.pathNormalization, { ...clientCertDetails(opts), ...http10Fields(opts.acceptHttp10), ...accessLogField(opts.accessLogs, 'http') })],
   });
 }
 
-/** tcp_proxy to `cluster`, after the workload's network filters: a TCP chain's policy is enforced there. */
+/** tcp_proxy to `cluster`, after the workload's network filters (a TCP chain's policy is enforced there) and the stats filters. */
 function tcpFilters(cluster: string, opts: InboundOptions): Filter[] {
-  return [...(opts.networkFilters ?? []), tcpProxyFilter(cluster, undefined, '', opts.accessLogs)];
+  return withTcpTelemetry(opts.telemetry, opts.networkFilters ?? [], tcpProxyFilter(cluster, undefined, '', opts.accessLogs));
 }
 
 function tcpChain(p: InboundPort, opts: InboundOptions, matchPort: boolean): FilterChain {
@@ -178,11 +184,12 @@ function passthroughChains(opts: InboundOptions): FilterChain[] {
       name: `${VIRTUAL_INBOUND}-${family}-passthrough${http ? '_http' : ''}`,
       filterChainMatch: { prefixRanges: [{ addressPrefix: prefix, prefixLen: 0 }], ...(http ? { applicationProtocols: HTTP_APPLICATION_PROTOCOLS } : {}) },
       filters: http
-        ? [hcmFilter('InboundPassthroughCluster', { inline: buildInboundRouteConfig('InboundPassthroughCluster', PASSTHROUGH_CLUSTER) }, opts.httpFilters, opts.pathNormalization, { ...clientCertDetails(opts), ...http10Fields(opts.acceptHttp10), ...accessLogField(opts.accessLogs, 'http') })]
+        ? [hcmFilter('InboundPassthroughCluster', { inline: buildInboundRouteConfig('InboundPassthroughCluster', PASSTHROUGH_CLUSTER) }, withHttpTelemetry(opts.telemetry, opts.httpFilters ?? []), opts.pathNormalization, { ...clientCertDetails(opts), ...http10Fields(opts.acceptHttp10), ...accessLogField(opts.accessLogs, 'http') })]
         : tcpFilters(PASSTHROUGH_CLUSTER, opts),
     });
   return [
-    create(FilterChainSchema, { name: `${VIRTUAL_INBOUND}-blackhole`, filterChainMatch: { destinationPort: VIRTUAL_INBOUND_PORT }, filters: [tcpProxyFilter(BLACKHOLE_CLUSTER)] }),
+    // The stats filters count these too, as the Go mesh's buildInboundBlackhole.
+    create(FilterChainSchema, { name: `${VIRTUAL_INBOUND}-blackhole`, filterChainMatch: { destinationPort: VIRTUAL_INBOUND_PORT }, filters: withTcpTelemetry(opts.telemetry, [], tcpProxyFilter(BLACKHOLE_CLUSTER)) }),
     ...(
       [
         ['ipv4', '0.0.0.0'],
@@ -238,18 +245,19 @@ export function buildVirtualInbound(ports: readonly InboundPort[], opts: Inbound
  * to that port's listener; the rest go to PassthroughCluster (ALLOW_ANY) or BlackHoleCluster.
  * Transparent under TPROXY capture, as the Go mesh makes both virtual listeners.
  */
-export function buildVirtualOutbound(mode: OutboundTrafficMode, transparent = false, logs?: AccessLogs, loopBlocker = true): Listener {
+export function buildVirtualOutbound(mode: OutboundTrafficMode, transparent = false, logs?: AccessLogs, loopBlocker = true, telemetry?: ListenerTelemetry): Listener {
   const cluster = mode === 'ALLOW_ANY' ? PASSTHROUGH_CLUSTER : BLACKHOLE_CLUSTER;
   // PILOT_ENABLE_LOOP_BLOCKER: a connection made to 15001 itself would otherwise pass through to its
-  // original destination, 15001 again, without end (no access log, as the Go mesh's chain).
-  const blackhole = { name: `${VIRTUAL_OUTBOUND}-blackhole`, filterChainMatch: { destinationPort: VIRTUAL_OUTBOUND_PORT }, filters: [tcpProxyFilter(BLACKHOLE_CLUSTER)] };
+  // original destination, 15001 again, without end (no access log, as the Go mesh's chain; its
+  // stats filters count it, as there).
+  const blackhole = { name: `${VIRTUAL_OUTBOUND}-blackhole`, filterChainMatch: { destinationPort: VIRTUAL_OUTBOUND_PORT }, filters: withTcpTelemetry(telemetry, [], tcpProxyFilter(BLACKHOLE_CLUSTER)) };
   return create(ListenerSchema, {
     name: VIRTUAL_OUTBOUND,
     address: socketAddress(WILDCARD_ADDRESS, VIRTUAL_OUTBOUND_PORT),
     useOriginalDst: true,
     ...(transparent ? { transparent: true } : {}),
     trafficDirection: TrafficDirection.OUTBOUND,
-    filterChains: [...(loopBlocker ? [blackhole] : []), { name: `${VIRTUAL_OUTBOUND}-catchall-tcp`, filters: [tcpProxyFilter(cluster, undefined, '', logs)] }],
+    filterChains: [...(loopBlocker ? [blackhole] : []), { name: `${VIRTUAL_OUTBOUND}-catchall-tcp`, filters: withTcpTelemetry(telemetry, [], tcpProxyFilter(cluster, undefined, '', logs)) }],
     ...accessLogField(logs, 'listener'),
   });
 }
@@ -307,6 +315,8 @@ export interface OutboundListenerOptions {
   readonly tcpPolicies?: Readonly<Record<string, TcpProxyPolicy>>;
   /** The mesh config's access logs (access-log.ts); unset: none. */
   readonly accessLogs?: AccessLogs;
+  /** The sidecar-outbound class's metadata exchange and stats filters (telemetry-filters.ts); unset: none. */
+  readonly telemetry?: ListenerTelemetry;
 }
 
 /** Where a service port's outbound listeners go: its Pods' addresses, its VIP, or the bind address. */
@@ -343,13 +353,13 @@ export function buildOutboundListeners(services: readonly Service[], opts: Outbo
           }
           continue;
         }
-        const httpFilter = (): Filter => hcmFilter(`outbound_${name}`, { rds: outboundRouteName(port.port) }, [...(opts.httpFilters ?? []), alpnFilter(), ...routeConfiguredFilters()], opts.pathNormalization, { ...http10Fields(opts.acceptHttp10), ...(opts.useRemoteAddress ? { useRemoteAddress: true } : {}), ...accessLogField(opts.accessLogs, 'http') });
+        const httpFilter = (): Filter => hcmFilter(`outbound_${name}`, { rds: outboundRouteName(port.port) }, withHttpTelemetry(opts.telemetry, [...(opts.httpFilters ?? []), alpnFilter(), ...routeConfiguredFilters()]), opts.pathNormalization, { ...http10Fields(opts.acceptHttp10), ...(opts.useRemoteAddress ? { useRemoteAddress: true } : {}), ...accessLogField(opts.accessLogs, 'http') });
         const sniffed = sniffedProtocol(port.protocol, opts.sniffing);
         // A sniffed port's TCP fallback follows the `tcp` routes too, as the Go mesh builds the
         // TCP chains of an auto-detected port before adding its HTTP chain.
         const limits = opts.tcpPolicies?.[s.hostname];
-        const routed = !http && opts.l4Routes ? l4RouteChains(s, port.port, name, address !== opts.bind, { ...opts.l4Routes, port: port.port, ...(limits ? { limits } : {}), ...(opts.tcpPolicies ? { policies: opts.tcpPolicies } : {}), ...(opts.accessLogs ? { accessLogs: opts.accessLogs } : {}) }) : undefined;
-        const tcpChains: FilterChainInit[] = routed?.chains ?? [{ name, filters: [tcpProxyFilter(outboundClusterName(port.port, s.hostname), limits, '', opts.accessLogs)] }];
+        const routed = !http && opts.l4Routes ? l4RouteChains(s, port.port, name, address !== opts.bind, { ...opts.l4Routes, port: port.port, ...(limits ? { limits } : {}), ...(opts.tcpPolicies ? { policies: opts.tcpPolicies } : {}), ...(opts.accessLogs ? { accessLogs: opts.accessLogs } : {}), ...(opts.telemetry ? { telemetry: opts.telemetry } : {}) }) : undefined;
+        const tcpChains: FilterChainInit[] = routed?.chains ?? [{ name, filters: withTcpTelemetry(opts.telemetry, [], tcpProxyFilter(outboundClusterName(port.port, s.hostname), limits, '', opts.accessLogs)) }];
         const listenerFilters = [...(routed?.tls ? [tlsInspector()] : []), ...(sniffed ? httpInspector() : [])];
         byName.set(name, {
           http,

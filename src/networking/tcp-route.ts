@@ -17,6 +17,7 @@ import { matchApplies, type MatchContext } from './route-match.js';
 import { outboundClusterName } from './names.js';
 import { tcpProxyFilter, tcpProxyTimeouts, tunnelingConfig, type TcpProxyPolicy } from './common.js';
 import { accessLogField, type AccessLogs } from './access-log.js';
+import { withTcpTelemetry, type ListenerTelemetry } from './telemetry-filters.js';
 import { resolveHost } from '../model/traffic.js';
 import { destinationResolver } from './route.js';
 
@@ -50,6 +51,8 @@ export interface L4RouteContext extends MatchContext {
   readonly policies?: Readonly<Record<string, TcpProxyPolicy>>;
   /** The mesh config's access logs, on every TCP proxy. */
   readonly accessLogs?: AccessLogs;
+  /** The stats filters before every TCP proxy (telemetry-filters.ts). */
+  readonly telemetry?: ListenerTelemetry;
 }
 
 /** The Go mesh's TLS protocols: their ports are routed by `tls` routes, the others by `tcp` routes. */
@@ -114,7 +117,7 @@ function tlsChains(vss: readonly ResolvedVirtualService[], name: string, ctx: L4
         out.push({
           name: `${name}_${out.length}`,
           filterChainMatch: { serverNames: [...(m.sniHosts ?? [])], prefixRanges: (m.destinationSubnets ?? []).map(cidr) },
-          filters: [tcpProxyTo(route, resolve, proxyCtx)],
+          filters: withTcpTelemetry(ctx.telemetry, [], tcpProxyTo(route, resolve, proxyCtx)),
         });
       }
     }
@@ -134,14 +137,14 @@ function tcpChains(vss: readonly ResolvedVirtualService[], name: string, ctx: L4
       const matches = route.match ?? [];
       // A route without match, or with an applying match without subnets, takes the rest.
       if (matches.length === 0 || matches.some((m) => applies(m, ctx) && (m.destinationSubnets ?? []).length === 0)) {
-        chains.push({ name, filters: [tcpProxyTo(route, resolve, proxyCtx)] });
+        chains.push({ name, filters: withTcpTelemetry(ctx.telemetry, [], tcpProxyTo(route, resolve, proxyCtx)) });
         return { chains, complete: true };
       }
       const subnets = [...new Set(matches.filter((m) => applies(m, ctx)).flatMap((m) => m.destinationSubnets ?? []))].sort();
       // A chain for subnets an earlier route already took would match the same connections.
       if (subnets.length === 0 || seenSubnets.has(subnets.join(','))) continue;
       seenSubnets.add(subnets.join(','));
-      chains.push({ name: `${name}_${chains.length}`, filterChainMatch: { prefixRanges: subnets.map(cidr) }, filters: [tcpProxyTo(route, resolve, proxyCtx)] });
+      chains.push({ name: `${name}_${chains.length}`, filterChainMatch: { prefixRanges: subnets.map(cidr) }, filters: withTcpTelemetry(ctx.telemetry, [], tcpProxyTo(route, resolve, proxyCtx)) });
     }
   }
   return { chains, complete: false };
@@ -157,7 +160,7 @@ export function l4RouteChains(service: Service, port: number, name: string, ownA
   const p = service.ports.find((x) => x.port === port);
   if (!p || vss.length === 0) return undefined;
   const only = service.ports.length === 1 ? service.ports[0]!.port : port;
-  const fallback = { name, filters: [tcpProxyFilter(outboundClusterName(only, service.hostname), ctx.limits, '', ctx.accessLogs)] };
+  const fallback = { name, filters: withTcpTelemetry(ctx.telemetry, [], tcpProxyFilter(outboundClusterName(only, service.hostname), ctx.limits, '', ctx.accessLogs)) };
   if (isTlsProtocol(p.protocol)) {
     const chains = tlsChains(vss, name, ctx);
     if (chains.length === 0) return undefined;

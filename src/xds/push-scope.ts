@@ -41,7 +41,8 @@ export function isMeshConfigChange(t: PushTrigger): t is Extract<PushTrigger, { 
 
 /**
  * Kinds that only reach listeners: the security policies (inbound filters) and Telemetry (access
- * loggers). The Go mesh skips Telemetry for CDS, EDS, RDS and NDS as well.
+ * loggers, stats filters; the clusters' service metadata does not depend on it). The Go mesh skips
+ * Telemetry for CDS, EDS, RDS and NDS as well.
  */
 const LISTENER_ONLY_KINDS: ReadonlySet<string> = new Set([...SECURITY_KINDS, 'Telemetry']);
 

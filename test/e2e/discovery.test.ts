@@ -72,21 +72,21 @@ test('discovery turns policy files into jwt_authn and rbac filters, follows edit
     const filtersNow = () => inboundFilters([...ads!.resources(TypeUrl.Listener).values()].map((r) => r.message as Listener));
     const filters = await eventually(() => {
       const f = filtersNow();
-      assert.deepEqual(f.map((x) => x.name), ['envoy.filters.http.jwt_authn', 'envoy.filters.http.rbac', 'envoy.filters.http.router'], 'jwt_authn, rbac, router');
-      const jwt = unpack(f[0]!.configType.value as never, JwtAuthenticationSchema);
+      assert.deepEqual(f.map((x) => x.name), ['mesh.metadata_exchange', 'envoy.filters.http.jwt_authn', 'envoy.filters.http.rbac', 'mesh.stats', 'envoy.filters.http.router'], 'the metadata exchange, jwt_authn, rbac, the standard metrics, router');
+      const jwt = unpack(f[1]!.configType.value as never, JwtAuthenticationSchema);
       const provider = Object.values(jwt.providers)[0]!;
       assert.equal(provider.issuer, issuer.issuer);
       assert.match(provider.jwksSourceSpecifier.case === 'localJwks' ? String(provider.jwksSourceSpecifier.value.specifier.value) : '', /"kid":"sample-/, 'the issuer keys are inlined');
       return f;
     }, 10_000);
-    const rbac = unpack(filters[1]!.configType.value as never, RBACSchema);
+    const rbac = unpack(filters[2]!.configType.value as never, RBACSchema);
     assert.equal(rbac.rules?.action, 0, 'ALLOW');
     assert.match(JSON.stringify(rbac.rules?.policies, (_k, v) => (typeof v === 'bigint' ? String(v) : v)), /alice/);
 
     // Edit the policy in place: a new principal reaches the proxy without a restart.
     writeFileSync(policyFile, policies(issuer.issuer, `${issuer.issuer}/bob`));
     await eventually(() => {
-      const r = unpack(filtersNow()[1]!.configType.value as never, RBACSchema);
+      const r = unpack(filtersNow()[2]!.configType.value as never, RBACSchema);
       assert.match(JSON.stringify(r.rules?.policies, (_k, v) => (typeof v === 'bigint' ? String(v) : v)), /bob/, 'the edited principal arrived');
     }, 10_000);
     const version = ads.version(TypeUrl.Listener);

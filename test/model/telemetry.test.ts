@@ -120,10 +120,10 @@ test('bad provider bodies stop the mesh config with the field named', () => {
   assert.throws(() => parseMeshConfig('extensionProviders:\n- name: f\n  envoyFileAccessLog: { paht: /x }\n', 'mesh.yaml'), (e: Error) => e instanceof MeshConfigError && /mesh\.yaml: extensionProviders\[0\]\.envoyFileAccessLog\.paht: unknown field/.test(e.message));
   assert.throws(() => parseMeshConfig('extensionProviders:\n- name: f\n  envoyFileAccessLog: { logFormat: { text: "%NOPE%" } }\n', 'mesh.yaml'), /extensionProviders\[0\]\.envoyFileAccessLog\.logFormat\.text: /);
   assert.deepEqual(mesh().notEffective, ['extensionProviders: als (envoyHttpAls)']);
-  assert.deepEqual(parseMeshConfig('defaultProviders: { metrics: [prometheus] }\n', 'm').notEffective, ['defaultProviders.metrics']);
+  assert.deepEqual(parseMeshConfig('defaultProviders: { metrics: [prometheus], tracing: [zipkin] }\n', 'm').notEffective, ['defaultProviders.tracing'], 'metrics are effective, tracing is not');
 });
 
-test('warnings when read: filters, unknown and non-file providers, metrics, tracing, targetRefs', () => {
+test('warnings when read: filters, unknown and non-file providers, tracing, targetRefs', () => {
   const t = telemetry('app', 'ns', {
     accessLogging: [{ providers: [{ name: 'nope' }, { name: 'als' }, { name: 'plain' }], filter: { expression: 'response.code >= 400' } }],
     metrics: [{ providers: [{ name: 'prometheus' }] }],
@@ -131,8 +131,8 @@ test('warnings when read: filters, unknown and non-file providers, metrics, trac
     targetRefs: [{ kind: 'Gateway', name: 'gw' }],
   });
   const w = telemetryWarnings(t, mesh().telemetryProviders);
-  assert.equal(w.length, 6, w.join('\n'));
-  for (const part of ['targetRefs is not effective', 'spec.metrics is not effective', 'spec.tracing is not effective', 'spec.accessLogging[0].filter.expression is not effective', 'providers[0]: no access log provider named "nope"', 'providers[1]: provider "als" (envoyHttpAls) is not effective']) {
+  assert.equal(w.length, 5, w.join('\n'));
+  for (const part of ['targetRefs is not effective', 'spec.tracing is not effective', 'spec.accessLogging[0].filter.expression is not effective', 'providers[0]: no access log provider named "nope"', 'providers[1]: provider "als" (envoyHttpAls) is not effective']) {
     assert.ok(w.some((l) => l.startsWith('Telemetry/app/ns: ') && l.includes(part)), part);
   }
   assert.deepEqual(paths([t], 'CLIENT'), undefined, 'a Telemetry with targetRefs applies to no sidecar');

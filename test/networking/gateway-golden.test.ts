@@ -22,6 +22,7 @@ import { ClusterSchema, type Cluster } from '../../src/gen/envoy/config/cluster/
 import { ClusterLoadAssignmentSchema } from '../../src/gen/envoy/config/endpoint/v3/endpoint_pb.js';
 import { setScopeLevel } from '../../src/common/log.js';
 import { goldenCases } from '../helpers/golden.js';
+import { readTelemetryProviders } from '../../src/model/telemetry-providers.js';
 import { pushOf, sidecarProxy, validated } from './fixtures.js';
 
 setScopeLevel('model', 'error');
@@ -39,7 +40,8 @@ for (const c of cases) {
     const push = pushOf(resources);
     const proxy = routerProxy();
     const problems: string[] = [];
-    const opts = { onProblem: (m: string) => problems.push(m) };
+    // The default mesh config's metrics (prometheus): metadata exchange and stats filters.
+    const opts = { onProblem: (m: string) => problems.push(m), metrics: readTelemetryProviders({}) };
     const listeners = gatewayListeners(proxy, push, opts);
     const routes = gatewayRoutes(proxy, push, undefined, opts);
     const notices = resources.flatMap((r) => (r.kind === 'Gateway' ? gatewayNotices(r) : r.kind === 'VirtualService' ? [...virtualServiceNotices(r), ...gatewayRouteNotices(r)] : []));

@@ -21,6 +21,7 @@ import { pushOf, sidecarProxy, validated } from './fixtures.js';
 import { parseProxy, TLS_TRANSPORT_EXTENSION } from '../../src/model/proxy.js';
 import { UPSTREAM_PROXY_PROTOCOL_SOCKET_NAME } from '../../src/envoy/names.js';
 import type { MeshMtlsSettings } from '../../src/xds/generators/mtls.js';
+import { readTelemetryProviders } from '../../src/model/telemetry-providers.js';
 
 // The notices are part of each golden output; their log lines would only repeat them.
 setScopeLevel('model', 'error');
@@ -50,7 +51,8 @@ for (const c of goldenCases('test/networking/testdata/traffic')) {
     const sniffing = c.name.startsWith('vs-tcp-sniffed');
     const routes = sidecarRoutes(proxy, push, undefined, sniffing);
     // Outbound listeners of TCP, TLS and sniffed ports: where `tcp` and `tls` routes land.
-    const l4 = sidecarListeners(proxy, push, { outboundSniffing: sniffing }).filter((l) => l.trafficDirection === TrafficDirection.OUTBOUND && !l.useOriginalDst && l.filterChains.some((fc) => fc.filters.some((f) => f.name.endsWith('tcp_proxy'))));
+    // The default mesh config's metrics (prometheus): the stats filter before every TCP proxy.
+    const l4 = sidecarListeners(proxy, push, { outboundSniffing: sniffing, metrics: readTelemetryProviders({}) }).filter((l) => l.trafficDirection === TrafficDirection.OUTBOUND && !l.useOriginalDst && l.filterChains.some((fc) => fc.filters.some((f) => f.name.endsWith('tcp_proxy'))));
     const notices = resources.flatMap((r) => (r.kind === 'DestinationRule' ? destinationRuleNotices(r) : r.kind === 'VirtualService' ? virtualServiceNotices(r) : []));
     const out: JsonValue = {
       clusters: clusters.map((cl) => toEnvoyJson(ClusterSchema, cl)),

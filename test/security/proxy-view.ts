@@ -6,6 +6,9 @@ import { JwtAuthenticationSchema } from '../../src/gen/envoy/extensions/filters/
 import { HttpConnectionManagerSchema } from '../../src/gen/envoy/extensions/filters/network/http_connection_manager/v3/http_connection_manager_pb.js';
 import { AdsClient } from '../../src/envoy/ads-client.js';
 import { TypeUrl, unpack } from '../../src/envoy/types.js';
+import { METADATA_EXCHANGE_FILTER_NAME, STATS_FILTER_NAME } from '../../src/envoy/names.js';
+
+const TELEMETRY_FILTERS: ReadonlySet<string> = new Set([METADATA_EXCHANGE_FILTER_NAME, STATS_FILTER_NAME]);
 
 /** A second workload beside the sample httpbin: `other` on 127.0.0.2, inbound port 15081. */
 export const OTHER_WORKLOAD = `apiVersion: networking.mesh.io/v1
@@ -39,7 +42,7 @@ export function proxy(address: string, app: string, port: number) {
     onUpdate: () => undefined,
   });
   ads.start();
-  /** The inbound HTTP filters on the Sidecar ingress port, as the proxy holds them now. */
+  /** The inbound HTTP filters on the Sidecar ingress port, as the proxy holds them now, but the telemetry ones every connection manager has. */
   const filters = () => {
     const listener = [...ads.resources(TypeUrl.Listener).values()]
       .map((r) => r.message as Listener)
@@ -47,7 +50,7 @@ export function proxy(address: string, app: string, port: number) {
     assert.ok(listener, `an inbound listener on ${port}`);
     const hcm = listener.filterChains[0]!.filters[0]!.configType;
     assert.equal(hcm.case, 'typedConfig');
-    return unpack(hcm.value!, HttpConnectionManagerSchema).httpFilters;
+    return unpack(hcm.value!, HttpConnectionManagerSchema).httpFilters.filter((f) => !TELEMETRY_FILTERS.has(f.name));
   };
   /** The key set of the jwt_authn provider, or undefined when there is no jwt_authn filter. */
   const keys = () => {

@@ -37,7 +37,7 @@ function pushedBy(t: XdsType): string[] {
 
 test('LDS: policies, Telemetry, JWKS, services and other config; not endpoints nor registry-handled kinds', () => {
   assert.deepEqual(pushedBy(lds), ['AuthorizationPolicy', 'RequestAuthentication', 'PeerAuthentication', 'Sidecar', 'Telemetry', 'service', 'jwks']);
-  assert.deepEqual(pushFor(MESH_XDS_TYPES, TRIGGERS.Telemetry!), { reason: 'config', types: new Set([TypeUrl.Listener]) }, 'access loggers live in listeners only, as the Go mesh skips Telemetry for the other types');
+  assert.deepEqual(pushFor(MESH_XDS_TYPES, TRIGGERS.Telemetry!), { reason: 'config', types: new Set([TypeUrl.Listener]) }, 'access loggers and stats filters live in listeners only, as the Go mesh skips Telemetry for the other types');
 });
 
 test('RDS and CDS: services and non-policy config; CDS also PeerAuthentication (auto mTLS follows it)', () => {

@@ -14,6 +14,8 @@ import { buildGatewayListeners } from '../../networking/gateway.js';
 import { buildGatewayRouteConfig, emptyGatewayRouteConfig } from '../../networking/gateway-route.js';
 import { memo } from '../cache.js';
 import { proxyAccessLogs, type AccessLogging } from './access-logs.js';
+import { proxyTelemetry } from './telemetry.js';
+import type { TelemetryProviders } from '../../model/telemetry-providers.js';
 import type { HttpRetry } from '../../networking/http-route.js';
 import { hashPolicies, serviceTcpProxyPolicy } from './sidecar.js';
 
@@ -37,6 +39,8 @@ export interface GatewayOptions {
   readonly onProblem?: (message: string) => void;
   /** The mesh config's accessLogFile and Telemetry providers: a gateway logs as the CLIENT side, as in the Go mesh. */
   readonly accessLogging?: AccessLogging;
+  /** The mesh config's metrics providers: the gateway class's metadata exchange and stats filters (./telemetry.ts); absent = none. */
+  readonly metrics?: TelemetryProviders;
 }
 
 export function isRouter(proxy: Proxy): boolean {
@@ -75,6 +79,7 @@ function servicePorts(proxy: Proxy, push: PushContext): Record<string, number[]>
 export function gatewayListeners(proxy: Proxy, push: PushContext, opts: GatewayOptions = {}): Listener[] {
   const merged = mergedGatewayFor(proxy, push, opts);
   const logs = proxyAccessLogs(proxy, push, opts.accessLogging).client;
+  const telemetry = proxyTelemetry(proxy, push, opts.metrics, 'gateway');
   return buildGatewayListeners(merged, {
     domain: push.domain,
     virtualServicesFor: (gw) => push.gateways.virtualServicesFor(gw, proxy.namespace),
@@ -84,6 +89,7 @@ export function gatewayListeners(proxy: Proxy, push: PushContext, opts: GatewayO
     ...(opts.pathNormalization ? { pathNormalization: opts.pathNormalization } : {}),
     ...(opts.onProblem ? { onProblem: opts.onProblem } : {}),
     ...(logs ? { accessLogs: logs } : {}),
+    ...(telemetry ? { telemetry } : {}),
     ...(hasAutoPassthrough(merged) ? { sniTargets: sniTargets(proxy, push) } : {}),
     tcpPolicies: (hostname) => {
       const s = push.sidecarScope(proxy).services.find((x) => x.hostname === hostname);

@@ -13,8 +13,10 @@ import type { PushContext, SidecarScope } from '../../model/push-context.js';
 import { isHeadless, isHttpProtocol, ORCHESTRATOR_REGISTRY, type Service } from '../../model/service.js';
 import { blackHoleCluster, buildInboundCluster, buildOutboundCluster, passthroughCluster, type MeshClusterDefaults } from '../../networking/cluster.js';
 import { bindsOwnListener, inboundPorts, type InboundPorts } from '../../networking/inbound.js';
-import { buildIngressListeners, buildOutboundListeners, buildVirtualInbound, buildVirtualOutbound, sniffedProtocol, type InboundOptions, type ListenerConflict } from '../../networking/listener.js';
+import { buildIngressListeners, buildOutboundListeners, buildVirtualInbound, buildVirtualOutbound, sniffedProtocol, type InboundOptions, type InboundPort, type ListenerConflict } from '../../networking/listener.js';
 import { accessLogsKey, proxyAccessLogs, type AccessLogging } from './access-logs.js';
+import { proxyTelemetry, telemetryKey } from './telemetry.js';
+import type { TelemetryProviders } from '../../model/telemetry-providers.js';
 import type { HttpRetry } from '../../networking/http-route.js';
 import { usesAutoAllocation } from '../../networking/name-table.js';
 import { LOCALHOST, outboundClusterName, WILDCARD_ADDRESS } from '../../networking/names.js';
@@ -77,6 +79,8 @@ export interface SidecarOptions {
   readonly mtls?: MeshMtlsSettings;
   /** The mesh config's accessLogFile and Telemetry providers: each proxy's loggers per side (./access-logs.ts); absent = none. */
   readonly accessLogging?: AccessLogging;
+  /** The mesh config's metrics providers: each proxy's metadata exchange and stats filters per listener class (./telemetry.ts); absent = none. */
+  readonly metrics?: TelemetryProviders;
 }
 
 /**
@@ -156,6 +160,8 @@ export function sidecarListeners(proxy: Proxy, push: PushContext, opts: SidecarO
   inbound.conflicts.forEach((c) => opts.onInboundConflict?.(c));
   const mtls = opts.mtls ? inboundMtls(proxy, push, opts.mtls) : undefined;
   const logs = proxyAccessLogs(proxy, push, opts.accessLogging);
+  const serverTelemetry = proxyTelemetry(proxy, push, opts.metrics, 'sidecar-inbound');
+  const clientTelemetry = proxyTelemetry(proxy, push, opts.metrics, 'sidecar-outbound');
   const inboundPortList = mtls ? inbound.ports.map((p) => ({ ...p, mtls: portMtlsMode(mtls.modes, p.port) })) : inbound.ports;
   const inboundOpts: InboundOptions = {
     httpFilters: opts.inboundHttpFilters?.(proxy, push) ?? [],
@@ -167,12 +173,14 @@ export function sidecarListeners(proxy: Proxy, push: PushContext, opts: SidecarO
     ...(mtls ? { mtls: mtls.options } : {}),
     ...(http10(proxy, opts) ? { acceptHttp10: true } : {}),
     ...(logs.server ? { accessLogs: logs.server } : {}),
+    ...(serverTelemetry ? { telemetry: serverTelemetry } : {}),
   };
   const cap = captured(proxy);
   const sniffing = opts.outboundSniffing ?? false;
   const perPod = cap && (opts.headlessPodListeners ?? false);
   const accept10 = http10(proxy, opts);
-  const outboundKey = `lds:${cap}:${sniffing}:${usesAutoAllocation(proxy)}:${opts.pathNormalization ?? ''}:${perPod}:${push.traffic.sourceLabelsKey(proxy)}:${accept10}:${push.traffic.selectorKey(proxy)}:${accessLogsKey(logs.client)}`;
+  const clientKey = `${accessLogsKey(logs.client)}:${telemetryKey(clientTelemetry)}`;
+  const outboundKey = `lds:${cap}:${sniffing}:${usesAutoAllocation(proxy)}:${opts.pathNormalization ?? ''}:${perPod}:${push.traffic.sourceLabelsKey(proxy)}:${accept10}:${push.traffic.selectorKey(proxy)}:${clientKey}`;
   const outbound = memo(scope, outboundKey, () => {
     const services = outboundServices(proxy, push);
     const listenerOpts = {
@@ -186,8 +194,8 @@ export function sidecarListeners(proxy: Proxy, push: PushContext, opts: SidecarO
       l4Routes: l4RouteContext(proxy, push),
       tcpPolicies: tcpProxyPoliciesOf(proxy, push, services),
     };
-    const clientLogs = logs.client ? { accessLogs: logs.client } : {};
-    return cachedIn(opts.cache, () => ['lds-outbound', services.map(serviceKey), listenerOpts, accessLogsKey(logs.client)], () => buildOutboundListeners(services, { ...listenerOpts, ...clientLogs }));
+    const client = { ...(logs.client ? { accessLogs: logs.client } : {}), ...(clientTelemetry ? { telemetry: clientTelemetry } : {}) };
+    return cachedIn(opts.cache, () => ['lds-outbound', services.map(serviceKey), listenerOpts, clientKey], () => buildOutboundListeners(services, { ...listenerOpts, ...client }));
   });
   outbound.conflicts.forEach((c) => opts.onConflict?.(c));
   const tproxy = proxy.interceptionMode === 'TPROXY';
@@ -196,25 +204,26 @@ export function sidecarListeners(proxy: Proxy, push: PushContext, opts: SidecarO
   // the proxies the same policies select). Proxies with equal inputs get one list, and its
   // dependency keys (which hash every input, packed RBAC configs included) are computed once per
   // distinct inputs per snapshot instead of once per proxy (on the scope: it goes with the snapshot).
-  const { httpFilters = [], networkFilters = [], accessLogs: serverLogs, ...inboundValues } = inboundOpts;
+  // Loggers and telemetry filters are messages: in keys by their hashes, never serialized per proxy.
+  const { httpFilters = [], networkFilters = [], accessLogs: serverLogs, telemetry: _hashed, ...inboundValues } = inboundOpts;
+  const serverKey = `${accessLogsKey(serverLogs)}:${telemetryKey(serverTelemetry)}`;
   // The proxy's own Pod gets no outbound listener of its own address (the inbound side has it), as
   // the Go mesh: the address is an input only where such a listener exists (a headless service's Pod).
   const ip = perPod ? proxy.ipAddresses[0] : undefined;
   const ownIp = ip && listenerAddresses(outbound.listeners).has(ip) ? ip : '';
-  const proxyKey = `${outboundKey}|${tproxy}:${ownIp}:${JSON.stringify([inboundPortList, inboundValues])}:${identityKey(httpFilters, networkFilters)}:${accessLogsKey(serverLogs)}`;
+  const proxyKey = `${outboundKey}|${tproxy}:${ownIp}:${JSON.stringify([inboundPortList, inboundValues])}:${identityKey(httpFilters, networkFilters)}:${serverKey}`;
   return memo(scope, proxyKey, () => {
     // Ports bound by a listener of their own (a Sidecar ingress listener decides per port) and those
     // reached through capture (virtualInbound's chains).
     const own = inboundPortList.filter((p) => bindsOwnListener(p, cap));
     const redirected = inboundPortList.filter((p) => !bindsOwnListener(p, cap));
-    const inboundKey = (): object => ({ ...inboundValues, httpFilters: httpFilters.map(filterKey), networkFilters: networkFilters.map(filterKey), accessLogs: accessLogsKey(serverLogs) });
+    const inboundKey = (): object => ({ ...inboundValues, httpFilters: httpFilters.map(filterKey), networkFilters: networkFilters.map(filterKey), server: serverKey });
     const ingress = own.length > 0 ? cachedIn(opts.cache, () => ['lds-ingress', own, inboundKey()], () => buildIngressListeners(own, inboundOpts)) : [];
     if (!cap) return [...ingress, ...outbound.listeners];
     const outboundListeners = ownIp ? outbound.listeners.filter((l) => !l.name.startsWith(`${ownIp}_`)) : outbound.listeners;
     const mode = scope.outboundTrafficPolicy;
-    const clientKey = accessLogsKey(logs.client);
     const loopBlocker = opts.loopBlocker ?? true;
-    const virtualOutbound = memo(scope, `virtualOutbound:${tproxy}:${clientKey}`, () => cachedIn(opts.cache, () => ['virtualOutbound', mode, tproxy, clientKey, loopBlocker], () => buildVirtualOutbound(mode, tproxy, logs.client, loopBlocker)));
+    const virtualOutbound = memo(scope, `virtualOutbound:${tproxy}:${clientKey}`, () => cachedIn(opts.cache, () => ['virtualOutbound', mode, tproxy, clientKey, loopBlocker], () => buildVirtualOutbound(mode, tproxy, logs.client, loopBlocker, clientTelemetry)));
     return [virtualOutbound, cachedIn(opts.cache, () => ['virtualInbound', redirected, inboundKey()], () => buildVirtualInbound(redirected, inboundOpts)), ...ingress, ...outboundListeners];
   });
 }
@@ -412,9 +421,11 @@ export function sidecarClusters(proxy: Proxy, push: PushContext, withInbound = t
   // Inbound clusters by their few inputs, once per snapshot; the whole list once per (outbound
   // list, inbound ports), so proxies given the same clusters get the same list (packed and interned once).
   const ports = withInbound ? proxyInboundPorts(proxy, push).ports : [];
-  const keys = ports.map((p) => `${p.port}:${p.target ? `${p.target.address}:${p.target.port}` : 'original-dst'}:${p.protocol}:${p.connectionPool ? JSON.stringify(p.connectionPool) : ''}`);
+  // The services of a port are for the stats filter, which proxyless clients have not.
+  const servicesOf = (p: InboundPort) => (proxyless ? [] : (p.services ?? []));
+  const keys = ports.map((p) => `${p.port}:${p.target ? `${p.target.address}:${p.target.port}` : 'original-dst'}:${p.protocol}:${p.connectionPool ? JSON.stringify(p.connectionPool) : ''}:${JSON.stringify(servicesOf(p))}`);
   return memo(outbound, `clusters:${keys.join(',')}`, () => {
-    const inbound = ports.map((p, i) => memo(push, `cds-inbound:${keys[i]}:${meshKey}`, () => cachedIn(cache, () => ['cds-inbound', p.port, p.target, p.protocol, defaults, p.connectionPool], () => buildInboundCluster(p.port, p.target, p.protocol, clusterOpts, p.connectionPool))));
+    const inbound = ports.map((p, i) => memo(push, `cds-inbound:${keys[i]}:${meshKey}`, () => cachedIn(cache, () => ['cds-inbound', p.port, p.target, p.protocol, defaults, p.connectionPool, servicesOf(p)], () => buildInboundCluster(p.port, p.target, p.protocol, clusterOpts, p.connectionPool, servicesOf(p)))));
     return [...outbound, ...inbound, ...memo(push, `catchAll:${meshKey}`, () => cachedIn(cache, () => ['cds-catchall', defaults], () => [blackHoleCluster(defaults), passthroughCluster(clusterOpts)]))];
   });
 }
